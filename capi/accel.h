@@ -1,0 +1,12 @@
+/* accel: the training-loop plumbing of Hugging Face Accelerate, as a C library. Umbrella header. */
+#ifndef ACCEL_H
+#define ACCEL_H
+
+#include "accel/common.h"
+#include "accel/version.h"
+#include "accel/options.h"
+#include "accel/state.h"
+#include "accel/tensor.h"
+#include "accel/collectives.h"
+
+#endif

@@ -1,0 +1,66 @@
+/* accel: collectives across the processes of a state (Accelerate's gather, gather_object, reduce,
+ * broadcast and pad_across_processes).
+ *
+ * Every rank must call the same collectives in the same order. With one process they work locally.
+ * Shape check: unless the state's check_shapes option is off, every collective first compares the
+ * shape and dtype of each rank's tensor (one small all-gather) and, if they differ where they must
+ * agree, fails on every rank with ACCEL_ERR_SHAPE_MISMATCH and a message listing each rank's shape:
+ * never a hang, never garbage. Switching it off saves that round trip; mismatched input is then
+ * undefined.
+ * Failures of the process group: ACCEL_ERR_TIMEOUT when a rank does not join within the state's
+ * timeout_s, ACCEL_ERR_PEER_FAILED when a rank went away. Either leaves the group broken
+ * (accel_state_is_broken); later collectives fail at once with ACCEL_ERR_INVALID_STATE.
+ * Thread safety: see accel/state.h. Input handles are only read; results are new handles owned by the
+ * caller. */
+#ifndef ACCEL_COLLECTIVES_H
+#define ACCEL_COLLECTIVES_H
+
+#include "accel/common.h"
+#include "accel/state.h"
+#include "accel/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct accel_bytes_list accel_bytes_list_t;
+
+/* Concatenation of every rank's tensor along dim 0, in rank order (a 0-d tensor counts as shape [1]).
+ * Shapes and dtypes must be equal on every rank. */
+ACCEL_API ACCEL_NODISCARD int accel_gather(accel_state_t *state, const accel_tensor_t *input, accel_tensor_t **out);
+
+/* Gathers one byte string of any length (0 included) from every rank. *out holds
+ * accel_state_num_processes entries in rank order; release it with accel_bytes_list_free.
+ * data may be NULL when size is 0. */
+ACCEL_API ACCEL_NODISCARD int accel_gather_bytes(accel_state_t *state, const void *data, size_t size,
+                                                 accel_bytes_list_t **out);
+ACCEL_API size_t accel_bytes_list_count(const accel_bytes_list_t *list);
+/* Entry index's bytes, owned by the list; size goes to *size. Errors: ACCEL_ERR_NULL_ARGUMENT,
+ * ACCEL_ERR_OUT_OF_RANGE. */
+ACCEL_API ACCEL_NODISCARD int accel_bytes_list_get(const accel_bytes_list_t *list, size_t index, const void **data,
+                                                   size_t *size);
+ACCEL_API void accel_bytes_list_free(accel_bytes_list_t *list);
+
+/* Element-wise reduction over ranks into a new tensor: reduction is "sum", "mean" or "max" (anything
+ * else is ACCEL_ERR_INVALID_ARGUMENT naming it; Accelerate silently summed). "mean" needs a floating
+ * dtype (ACCEL_ERR_DTYPE otherwise). */
+ACCEL_API ACCEL_NODISCARD int accel_reduce(accel_state_t *state, const accel_tensor_t *input, const char *reduction,
+                                           accel_tensor_t **out);
+
+/* Overwrites tensor, on every rank, with the values of rank from_process, in place (memory shared with
+ * a DLPack producer sees the new values). Errors also: ACCEL_ERR_OUT_OF_RANGE for a bad from_process. */
+ACCEL_API ACCEL_NODISCARD int accel_broadcast(accel_state_t *state, accel_tensor_t *tensor, int32_t from_process);
+
+/* Pads the tensor along dim (negative counts from the end) to the largest size any rank has there,
+ * filling with pad_value, at the end or, with pad_first, at the start. The number of dimensions must be
+ * equal on every rank (ACCEL_ERR_SHAPE_MISMATCH otherwise, whatever check_shapes says).
+ * A dim outside [-ndim, ndim) is ACCEL_ERR_OUT_OF_RANGE. *out is a new handle (same data when no
+ * padding is needed). */
+ACCEL_API ACCEL_NODISCARD int accel_pad_across_processes(accel_state_t *state, const accel_tensor_t *input,
+                                                         int64_t dim, double pad_value, int pad_first,
+                                                         accel_tensor_t **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,87 @@
+/* accel: the process state (Accelerate's Accelerator / AcceleratorState / PartialState).
+ *
+ * A state reads how the process was launched (torchrun's RANK, WORLD_SIZE, LOCAL_RANK,
+ * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; else SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; else
+ * OMPI_COMM_WORLD_*; else PMI_RANK, PMI_SIZE; nothing at all means one process), chooses the device
+ * (the "device" option, else cuda:<local rank> when CUDA is present and use_cpu is off, else cpu), the
+ * distributed type, and, with more than one process, joins the process group: a TCPStore rendezvous at
+ * MASTER_ADDR:MASTER_PORT served by rank 0, then Gloo on CPU or NCCL on CUDA.
+ *
+ * Shared state: the first state of a process creates the process group; any further state created in
+ * the same process shares it (and its rank, device and timeout), like Accelerate's shared
+ * AcceleratorState. A later state whose options ask for a different use_cpu, device, backend or
+ * mixed_precision is refused with ACCEL_ERR_INVALID_STATE: restart the process to change them. After
+ * accel_state_shutdown the next accel_state_new creates a new group.
+ *
+ * Differences from Accelerate, on purpose: a multi-process launch on a host without CUDA becomes
+ * "multi-cpu" without needing use_cpu (Accelerate silently ran each process alone); SLURM, Open MPI and
+ * PMI variables are read too; ACCEL_* environment variables lose to explicit options.
+ *
+ * Lifetime: handles may be freed in any order; objects created from a state keep what they need of it
+ * alive. accel_state_free never talks to other ranks.
+ * Thread safety: the accessors are thread-safe. Collectives on states that share a process group must
+ * be called by one thread at a time, in the same order on every rank. */
+#ifndef ACCEL_STATE_H
+#define ACCEL_STATE_H
+
+#include "accel/common.h"
+#include "accel/options.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct accel_state accel_state_t;
+
+/* Distributed types, as returned by accel_state_distributed_type. */
+#define ACCEL_DISTRIBUTED_NO 0
+#define ACCEL_DISTRIBUTED_MULTI_CPU 1
+#define ACCEL_DISTRIBUTED_MULTI_GPU 2
+
+/* Creates (or joins the existing) process state. options may be NULL (defaults and environment).
+ * With several processes this is collective: it blocks until every rank has joined or timeout_s passes.
+ * On success *out owns a handle to release with accel_state_free.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_ENVIRONMENT (a launch variable is malformed or
+ * inconsistent, named in the message); ACCEL_ERR_BAD_OPTION_VALUE (an ACCEL_* variable does not parse);
+ * ACCEL_ERR_UNSUPPORTED (NCCL or CUDA asked for but not built in); ACCEL_ERR_TIMEOUT (a rank did not
+ * join in time); ACCEL_ERR_INVALID_STATE (conflicts with the existing shared state); ACCEL_ERR_IO. */
+ACCEL_API ACCEL_NODISCARD int accel_state_new(accel_state_t **out, const accel_options_t *options);
+
+/* Releases this handle. The process group stays up while other handles (or objects made from them)
+ * use it; freeing the last one releases it without communicating. NULL is a no-op. */
+ACCEL_API void accel_state_free(accel_state_t *state);
+
+/* Collective teardown: waits for every rank, then destroys the process group shared by this state and
+ * every other state of the process. Afterwards collectives on them fail with ACCEL_ERR_INVALID_STATE.
+ * Calling it again is a no-op. Errors: ACCEL_ERR_NULL_ARGUMENT, ACCEL_ERR_TIMEOUT, ACCEL_ERR_PEER_FAILED. */
+ACCEL_API ACCEL_NODISCARD int accel_state_shutdown(accel_state_t *state);
+
+/* Blocks until every process reaches this call (a barrier); a no-op with one process.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT, ACCEL_ERR_TIMEOUT, ACCEL_ERR_PEER_FAILED, ACCEL_ERR_INVALID_STATE. */
+ACCEL_API ACCEL_NODISCARD int accel_state_wait_for_everyone(accel_state_t *state);
+
+/* Accessors: never fail, thread-safe; a NULL state gives 0 (or "" for strings). */
+ACCEL_API int32_t accel_state_num_processes(const accel_state_t *state);
+ACCEL_API int32_t accel_state_process_index(const accel_state_t *state);
+ACCEL_API int32_t accel_state_local_process_index(const accel_state_t *state);
+ACCEL_API int32_t accel_state_num_local_processes(const accel_state_t *state);
+ACCEL_API int accel_state_is_main_process(const accel_state_t *state);
+ACCEL_API int accel_state_is_local_main_process(const accel_state_t *state);
+ACCEL_API int accel_state_is_last_process(const accel_state_t *state);
+/* One of ACCEL_DISTRIBUTED_*. */
+ACCEL_API int accel_state_distributed_type(const accel_state_t *state);
+/* "NO", "MULTI_CPU" or "MULTI_GPU"; static storage. */
+ACCEL_API const char *accel_state_distributed_type_name(const accel_state_t *state);
+/* Device string, "cpu" or "cuda:<n>"; owned by the state, valid while the handle lives. */
+ACCEL_API const char *accel_state_device(const accel_state_t *state);
+/* "no", "fp16" or "bf16"; owned by the state. */
+ACCEL_API const char *accel_state_mixed_precision(const accel_state_t *state);
+/* "gloo", "nccl" or "" with one process; owned by the state. */
+ACCEL_API const char *accel_state_backend(const accel_state_t *state);
+/* Whether a collective or shutdown has left the process group unusable (1) or not (0). */
+ACCEL_API int accel_state_is_broken(const accel_state_t *state);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

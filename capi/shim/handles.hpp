@@ -1,0 +1,31 @@
+// What the opaque C handles hold.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/options.hpp"
+#include "dist/state.hpp"
+
+struct accel_options {
+  accel::Options options;
+  std::string dump;
+};
+
+struct accel_state {
+  std::shared_ptr<accel::dist::State> state;
+};
+
+struct accel_tensor {
+  explicit accel_tensor(at::Tensor t) : tensor(std::move(t)), shape(tensor.sizes().vec()), device(tensor.device().str()) {}
+  at::Tensor tensor;
+  std::vector<int64_t> shape;
+  std::string device;
+};
+
+struct accel_bytes_list {
+  std::vector<std::string> entries;
+};

@@ -1,0 +1,512 @@
+#include "cli/launch.hpp"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+extern char** environ;
+
+namespace accel::cli {
+
+namespace {
+
+constexpr int kUsageExit = 2;
+constexpr int kLauncherErrorExit = 1;
+constexpr int kExecFailedExit = 127;
+constexpr double kMaxGracePeriodS = 86400;
+
+constexpr const char kUsage[] =
+    "usage: accel launch --nproc-per-node N [options] -- PROGRAM [ARGS...]\n"
+    "\n"
+    "Starts N copies of PROGRAM on this node with the torch.distributed environment\n"
+    "(RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT).\n"
+    "\n"
+    "options (--opt VALUE or --opt=VALUE):\n"
+    "  --nproc-per-node N        processes on this node (required, at least 1)\n"
+    "  --nnodes M                nodes in the job (default 1)\n"
+    "  --node-rank R             index of this node, 0 <= R < M (default 0)\n"
+    "  --master-addr A           address of the node of rank 0 (default 127.0.0.1)\n"
+    "  --master-port P           its port (default 29500; 0 picks a free port, single node only)\n"
+    "  --cpu                     run on the CPU (sets ACCEL_USE_CPU=1)\n"
+    "  --mixed-precision MODE    no, fp16 or bf16 (sets ACCEL_MIXED_PRECISION)\n"
+    "  --timeout-s SECONDS       collective timeout (sets ACCEL_TIMEOUT_S)\n"
+    "  --grace-period-s SECONDS  time ranks get after SIGTERM before SIGKILL (default 5)\n"
+    "  -h, --help                show this help\n"
+    "\n"
+    "When a rank fails, the other ranks are stopped and accel launch exits with the\n"
+    "failing rank's exit code (128+N when it was killed by signal N).\n";
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct LaunchOptions {
+  bool help = false;
+  int nproc_per_node = 0;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  bool use_cpu = false;
+  std::string mixed_precision;  // empty: the ranks' environment decides
+  std::string timeout_s;        // empty: the ranks' environment decides
+  double grace_period_s = 5;
+  std::vector<std::string> command;
+};
+
+// ---- command line ----
+
+int parse_int(const std::string& flag, const std::string& text, long min, long max) {
+  const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) {
+    return c >= '0' && c <= '9';
+  });
+  errno = 0;
+  const long value = digits ? std::strtol(text.c_str(), nullptr, 10) : -1;
+  if (!digits || errno != 0 || value < min || value > max) {
+    throw UsageError(flag + " expects an integer from " + std::to_string(min) + " to " + std::to_string(max) +
+                     ", got '" + text + "'");
+  }
+  return static_cast<int>(value);
+}
+
+double parse_seconds(const std::string& flag, const std::string& text, bool zero_allowed, double max) {
+  char* end = nullptr;
+  const double value = text.empty() ? NAN : std::strtod(text.c_str(), &end);
+  const bool in_range = std::isfinite(value) && (zero_allowed ? value >= 0 : value > 0) && value <= max;
+  if (end == nullptr || *end != '\0' || !in_range) {
+    throw UsageError(flag + " expects a " + (zero_allowed ? "non-negative" : "positive") +
+                     " number of seconds, got '" + text + "'");
+  }
+  return value;
+}
+
+std::string parse_mixed_precision(const std::string& text) {
+  if (text != "no" && text != "fp16" && text != "bf16") {
+    throw UsageError("--mixed-precision expects no, fp16 or bf16, got '" + text + "'");
+  }
+  return text;
+}
+
+// Applies one `--flag VALUE` / `--flag=VALUE` option; `next` yields the following argument on demand.
+template <class NextArg>
+void apply_option(LaunchOptions& options, const std::string& arg, NextArg next) {
+  const auto eq = arg.find('=');
+  const std::string flag = arg.substr(0, eq);
+  if (flag == "--cpu") {
+    if (eq != std::string::npos) throw UsageError("--cpu takes no value");
+    options.use_cpu = true;
+    return;
+  }
+  const bool known = flag == "--nproc-per-node" || flag == "--nnodes" || flag == "--node-rank" ||
+                     flag == "--master-addr" || flag == "--master-port" || flag == "--mixed-precision" ||
+                     flag == "--timeout-s" || flag == "--grace-period-s";
+  if (!known) throw UsageError("unknown option '" + flag + "'");
+  const std::string value = eq != std::string::npos ? arg.substr(eq + 1) : next(flag);
+  if (flag == "--nproc-per-node") options.nproc_per_node = parse_int(flag, value, 1, INT_MAX);
+  if (flag == "--nnodes") options.nnodes = parse_int(flag, value, 1, INT_MAX);
+  if (flag == "--node-rank") options.node_rank = parse_int(flag, value, 0, INT_MAX);
+  if (flag == "--master-port") options.master_port = parse_int(flag, value, 0, 65535);
+  if (flag == "--mixed-precision") options.mixed_precision = parse_mixed_precision(value);
+  if (flag == "--grace-period-s") options.grace_period_s = parse_seconds(flag, value, true, kMaxGracePeriodS);
+  if (flag == "--timeout-s") {
+    parse_seconds(flag, value, false, HUGE_VAL);
+    options.timeout_s = value;
+  }
+  if (flag == "--master-addr") {
+    if (value.empty()) throw UsageError("--master-addr must not be empty");
+    options.master_addr = value;
+  }
+}
+
+// Checks what no single option can check on its own.
+void check_consistency(const LaunchOptions& options) {
+  if (options.nproc_per_node == 0) throw UsageError("--nproc-per-node is required");
+  if (options.node_rank >= options.nnodes) {
+    throw UsageError("--node-rank must be below --nnodes (" + std::to_string(options.nnodes) + ")");
+  }
+  if (static_cast<int64_t>(options.nnodes) * options.nproc_per_node > INT_MAX) {
+    throw UsageError("--nnodes times --nproc-per-node is too large");
+  }
+  // Every node would pick a different free port, so the ranks could never meet.
+  if (options.master_port == 0 && options.nnodes > 1) {
+    throw UsageError("--master-port 0 only works with a single node; give the port all nodes use");
+  }
+}
+
+LaunchOptions parse_args(int argc, char** argv) {
+  LaunchOptions options;
+  int i = 1;
+  auto next = [&](const std::string& flag) -> std::string {
+    if (i + 1 >= argc) throw UsageError(flag + " needs a value");
+    return argv[++i];
+  };
+  for (; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      options.help = true;
+      return options;
+    }
+    if (arg == "--") break;
+    if (arg.rfind("--", 0) != 0) {
+      throw UsageError("unexpected argument '" + arg + "' (put the program after '--')");
+    }
+    apply_option(options, arg, next);
+  }
+  if (i >= argc) throw UsageError("missing '--' before the program to run");
+  options.command.assign(argv + i + 1, argv + argc);
+  if (options.command.empty()) throw UsageError("missing the program to run after '--'");
+  check_consistency(options);
+  return options;
+}
+
+// ---- what the ranks are given ----
+
+// Binds port 0 and asks the kernel which port it chose; nothing holds the port afterwards, so
+// another process may take it before rank 0 does, as with torchrun.
+std::optional<int> free_port_on(const std::string& address) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(address.c_str(), "0", &hints, &found) != 0) return std::nullopt;
+  std::optional<int> port;
+  for (addrinfo* ai = found; ai != nullptr && !port; ai = ai->ai_next) {
+    const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) continue;
+    sockaddr_storage bound{};
+    socklen_t length = sizeof bound;
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) == 0) {
+      const in_port_t raw = bound.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(bound).sin6_port
+                                                        : reinterpret_cast<const sockaddr_in&>(bound).sin_port;
+      port = ntohs(raw);
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return port;
+}
+
+// The master address may name another interface of this host that refuses the bind; the
+// loopback port space is then the best guess left.
+std::optional<int> pick_free_port(const std::string& master_addr) {
+  if (auto port = free_port_on(master_addr)) return port;
+  return free_port_on("127.0.0.1");
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  // The affinity mask honours taskset and cpusets, which the online count ignores.
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  return online > 0 ? static_cast<int>(online) : 1;
+}
+
+using Variables = std::vector<std::pair<std::string, std::string>>;
+
+// Variables every rank of this node shares.
+Variables common_variables(const LaunchOptions& options, int port) {
+  Variables vars{
+      {"WORLD_SIZE", std::to_string(options.nnodes * options.nproc_per_node)},
+      {"LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node)},
+      {"GROUP_RANK", std::to_string(options.node_rank)},
+      {"MASTER_ADDR", options.master_addr},
+      {"MASTER_PORT", std::to_string(port)},
+  };
+  if (options.use_cpu) vars.emplace_back("ACCEL_USE_CPU", "1");
+  if (!options.mixed_precision.empty()) vars.emplace_back("ACCEL_MIXED_PRECISION", options.mixed_precision);
+  if (!options.timeout_s.empty()) vars.emplace_back("ACCEL_TIMEOUT_S", options.timeout_s);
+  // N ranks each running a pool as wide as the machine oversubscribe it N times over.
+  const std::string threads = std::to_string(std::max(1, usable_cores() / options.nproc_per_node));
+  for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
+    if (std::getenv(name) == nullptr) vars.emplace_back(name, threads);
+  }
+  return vars;
+}
+
+// The launcher's environment with `vars` added or replacing what it had.
+std::vector<std::string> environment_with(const Variables& vars) {
+  std::vector<std::string> env;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string text = *entry;
+    const std::string name = text.substr(0, text.find('='));
+    const bool replaced = std::any_of(vars.begin(), vars.end(), [&](const auto& var) { return var.first == name; });
+    if (!replaced) env.push_back(text);
+  }
+  for (const auto& [name, value] : vars) env.push_back(name + "=" + value);
+  return env;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> pointers;
+  for (auto& s : strings) pointers.push_back(s.data());
+  pointers.push_back(nullptr);
+  return pointers;
+}
+
+// ---- signals ----
+
+// Blocks the signals the launcher waits for, for the lifetime of the object, so that they are
+// taken synchronously with sigtimedwait instead of by handlers.
+class SignalScope {
+ public:
+  SignalScope() {
+    sigemptyset(&waited_);
+    sigaddset(&waited_, SIGCHLD);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+      // A signal ignored on entry (nohup, `cmd &` in a script) stays ignored, as in any program.
+      struct sigaction current {};
+      if (sigaction(sig, nullptr, &current) == 0 && current.sa_handler != SIG_IGN) sigaddset(&waited_, sig);
+    }
+    // With SIGCHLD ignored the kernel would reap the ranks itself and waitpid could not see them.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGCHLD, &dfl, &saved_sigchld_);
+    sigprocmask(SIG_BLOCK, &waited_, &saved_mask_);
+  }
+  ~SignalScope() {
+    sigprocmask(SIG_SETMASK, &saved_mask_, nullptr);
+    sigaction(SIGCHLD, &saved_sigchld_, nullptr);
+  }
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+
+  const sigset_t& waited() const { return waited_; }
+  // The mask the ranks must start with: the one the launcher was started with.
+  const sigset_t& original_mask() const { return saved_mask_; }
+
+ private:
+  sigset_t waited_;
+  sigset_t saved_mask_;
+  struct sigaction saved_sigchld_ {};
+};
+
+using Clock = std::chrono::steady_clock;
+
+constexpr Clock::time_point kNoDeadline = Clock::time_point::max();
+
+// The next waited-for signal, or 0 once `deadline` has passed.
+int next_signal(const sigset_t& waited, Clock::time_point deadline) {
+  for (;;) {
+    int sig = -1;
+    if (deadline == kNoDeadline) {
+      sig = sigwaitinfo(&waited, nullptr);
+    } else {
+      const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now());
+      if (left.count() <= 0) return 0;
+      const timespec timeout{static_cast<time_t>(left.count() / 1000000000), static_cast<long>(left.count() % 1000000000)};
+      sig = sigtimedwait(&waited, nullptr, &timeout);
+      if (sig < 0 && errno == EAGAIN) return 0;
+    }
+    if (sig > 0) return sig;
+  }
+}
+
+std::string signal_text(int sig) {
+  const char* name = strsignal(sig);
+  return std::to_string(sig) + " (" + (name != nullptr ? name : "unknown") + ")";
+}
+
+// ---- the ranks ----
+
+struct Rank {
+  int rank;
+  int local_rank;
+  pid_t pid;  // also the id of the rank's process group
+  bool running;
+};
+
+// Runs in the forked child: only async-signal-safe calls, since the launcher may have threads.
+[[noreturn]] void become_rank(char* const* argv, char* const* envp, const sigset_t& mask, pid_t launcher) {
+  // Its own group lets the launcher signal the rank together with everything it started.
+  setpgid(0, 0);
+  // If the launcher dies without cleaning up, the rank must not run on unsupervised ...
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // ... including when it died before prctl took effect.
+  if (getppid() != launcher) _exit(kLauncherErrorExit);
+  sigprocmask(SIG_SETMASK, &mask, nullptr);
+  execvpe(argv[0], argv, envp);
+  char* error = std::strerror(errno);
+  char prefix[] = "accel launch: cannot run ";
+  char separator[] = ": ";
+  char newline[] = "\n";
+  // One writev keeps the line whole when several ranks fail at once.
+  const iovec parts[] = {{prefix, sizeof prefix - 1}, {argv[0], std::strlen(argv[0])},
+                         {separator, sizeof separator - 1}, {error, std::strlen(error)},
+                         {newline, 1}};
+  [[maybe_unused]] const ssize_t written = writev(STDERR_FILENO, parts, 5);
+  _exit(kExecFailedExit);
+}
+
+// Starts one rank; returns its pid, or -1 with errno set.
+pid_t spawn(char* const* argv, char* const* envp, const sigset_t& mask) {
+  const pid_t launcher = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) become_rank(argv, envp, mask, launcher);
+  // Also set here, so the group exists before fork returns, whichever process runs first.
+  if (pid > 0) setpgid(pid, pid);
+  return pid;
+}
+
+int exit_code_of(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
+
+void report_failure(const Rank& rank, int status) {
+  const std::string how = WIFSIGNALED(status) ? "was killed by signal " + signal_text(WTERMSIG(status))
+                                              : "failed with exit code " + std::to_string(WEXITSTATUS(status));
+  std::fprintf(stderr, "accel launch: rank %d (local rank %d, pid %d) %s\n", rank.rank, rank.local_rank,
+               static_cast<int>(rank.pid), how.c_str());
+}
+
+// Watches the ranks and decides the launcher's exit code: the first failure's, or 128+signal when
+// the launcher was told to stop first. Once either happens the job is stopping: the rest get
+// SIGTERM (or the forwarded signal), then SIGKILL after the grace period.
+class Supervisor {
+ public:
+  explicit Supervisor(double grace_period_s) : grace_(std::chrono::duration<double>(grace_period_s)) {}
+
+  void add(const Rank& rank) { ranks_.push_back(rank); }
+
+  bool finished() const {
+    return std::none_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; });
+  }
+  Clock::time_point kill_deadline() const { return kill_deadline_; }
+  int exit_code() const { return exit_code_.value_or(0); }
+
+  void on_launcher_error() {
+    if (!exit_code_) stop(kLauncherErrorExit, SIGTERM);
+  }
+
+  void on_signal(int sig) {
+    if (exit_code_) {
+      signal_running(sig);
+      return;
+    }
+    std::fprintf(stderr, "accel launch: got signal %s, passing it on to the ranks\n", signal_text(sig).c_str());
+    stop(128 + sig, sig);
+  }
+
+  void on_deadline() {
+    signal_running(SIGKILL);
+    kill_deadline_ = kNoDeadline;
+  }
+
+  void reap() {
+    int status = 0;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      const auto it = std::find_if(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.pid == pid; });
+      if (it == ranks_.end()) continue;
+      it->running = false;
+      // What the rank started is orphaned now; the group id stays reserved while any of it lives,
+      // so this cannot hit an unrelated process.
+      kill(-pid, SIGKILL);
+      const bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+      if (failed && !exit_code_) {
+        report_failure(*it, status);
+        stop(exit_code_of(status), SIGTERM);
+      }
+    }
+  }
+
+ private:
+  void stop(int exit_code, int sig) {
+    exit_code_ = exit_code;
+    signal_running(sig);
+    kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(grace_);
+  }
+
+  void signal_running(int sig) {
+    for (const Rank& r : ranks_) {
+      if (r.running) kill(-r.pid, sig);
+    }
+  }
+
+  std::chrono::duration<double> grace_;
+  std::vector<Rank> ranks_;
+  std::optional<int> exit_code_;
+  Clock::time_point kill_deadline_ = kNoDeadline;
+};
+
+int launch(const LaunchOptions& options, int port) {
+  SignalScope signals;
+  Supervisor supervisor(options.grace_period_s);
+  std::vector<std::string> command = options.command;
+  const std::vector<char*> argv = c_strings(command);
+  Variables vars = common_variables(options, port);
+  for (int local = 0; local < options.nproc_per_node; ++local) {
+    const int rank = options.node_rank * options.nproc_per_node + local;
+    vars.emplace_back("RANK", std::to_string(rank));
+    vars.emplace_back("LOCAL_RANK", std::to_string(local));
+    std::vector<std::string> env = environment_with(vars);
+    vars.resize(vars.size() - 2);
+    const std::vector<char*> envp = c_strings(env);
+    const pid_t pid = spawn(argv.data(), envp.data(), signals.original_mask());
+    if (pid < 0) {
+      std::fprintf(stderr, "accel launch: cannot start rank %d: %s\n", rank, std::strerror(errno));
+      supervisor.on_launcher_error();
+      break;
+    }
+    supervisor.add(Rank{rank, local, pid, true});
+  }
+  while (!supervisor.finished()) {
+    const int sig = next_signal(signals.waited(), supervisor.kill_deadline());
+    if (sig == 0) {
+      supervisor.on_deadline();
+    } else if (sig == SIGCHLD) {
+      supervisor.reap();
+    } else {
+      supervisor.on_signal(sig);
+    }
+  }
+  return supervisor.exit_code();
+}
+
+}  // namespace
+
+int run_launch(int argc, char** argv) {
+  LaunchOptions options;
+  try {
+    options = parse_args(argc, argv);
+  } catch (const UsageError& error) {
+    std::fprintf(stderr, "accel launch: %s\nrun 'accel launch --help' for usage\n", error.what());
+    return kUsageExit;
+  }
+  if (options.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  int port = options.master_port;
+  if (port == 0) {
+    const auto picked = pick_free_port(options.master_addr);
+    if (!picked) {
+      std::fprintf(stderr, "accel launch: cannot find a free port on %s\n", options.master_addr.c_str());
+      return kLauncherErrorExit;
+    }
+    port = *picked;
+  }
+  return launch(options, port);
+}
+
+}  // namespace accel::cli

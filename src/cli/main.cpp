@@ -1,0 +1,36 @@
+// The `accel` program: a thin front on the library (launch, env).
+#include <cstdio>
+#include <cstring>
+
+#include "cli/env_command.hpp"
+#include "cli/launch.hpp"
+
+namespace {
+
+void usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: accel <command> [options]\n"
+               "commands:\n"
+               "  launch   start a program on several processes (like accelerate launch / torchrun)\n"
+               "  env      print the version, features and what the environment says\n"
+               "run 'accel <command> --help' for a command's options\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const char* command = argv[1];
+  if (std::strcmp(command, "launch") == 0) return accel::cli::run_launch(argc - 1, argv + 1);
+  if (std::strcmp(command, "env") == 0) return accel::cli::run_env(argc - 1, argv + 1);
+  if (std::strcmp(command, "-h") == 0 || std::strcmp(command, "--help") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  std::fprintf(stderr, "accel: unknown command '%s'\n", command);
+  usage(stderr);
+  return 2;
+}

@@ -1,0 +1,29 @@
+// Tensors crossing the C ABI: DLPack in and out without copying, plain buffers in with a copy.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+struct DLManagedTensor;
+
+namespace accel {
+
+// Wraps managed without copying; on success the tensor owns it (its deleter runs when the memory dies).
+// Throws Error(InvalidArgument) for a malformed struct, Error(Dtype) for an unsupported element type,
+// Error(Unsupported) for a device this build lacks; on a throw ownership stays with the caller.
+at::Tensor tensor_from_dlpack(DLManagedTensor* managed);
+
+// Shares the tensor's memory; the caller must run the result's deleter once.
+DLManagedTensor* tensor_to_dlpack(const at::Tensor& tensor);
+
+// Copies C-contiguous data of the given ACCEL_DTYPE_* code.
+at::Tensor tensor_from_buffer(const void* data, int32_t dtype_code, const int64_t* shape, size_t ndim);
+
+// ACCEL_DTYPE_* code of a scalar type (0 when it has none), and back (Error(Dtype) when unknown).
+int32_t dtype_code(at::ScalarType type);
+at::ScalarType scalar_type_of(int32_t dtype_code);
+
+constexpr size_t kMaxTensorDims = 64;
+
+}  // namespace accel

@@ -1,0 +1,186 @@
+#include "dist/collectives.hpp"
+
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace accel::dist {
+
+namespace {
+
+// Fixed-size description of a tensor, so that describing costs one all-gather of a small int64 tensor.
+constexpr int64_t kMaxDims = 64;
+constexpr int64_t kHeader = 2;  // ndim, dtype
+
+std::string shape_text(const int64_t* row) {
+  std::string text = "[";
+  for (int64_t d = 0; d < row[0]; ++d) text += (d ? ", " : "") + std::to_string(row[kHeader + d]);
+  return text + "] " + c10::toString(static_cast<c10::ScalarType>(row[1]));
+}
+
+// Bookkeeping tensors travel on the backend's device (NCCL only moves CUDA memory) and are read on the CPU.
+at::Device comm_device(const State& state) { return at::Device(state.backend() == "nccl" ? state.device() : "cpu"); }
+
+// Each rank's (ndim, dtype, sizes...) as rows of one [P, kHeader + kMaxDims] CPU tensor.
+at::Tensor all_shapes(State& state, ProcessGroup& group, const at::Tensor& tensor, const char* what) {
+  if (tensor.dim() > kMaxDims) {
+    fail(Code::InvalidArgument, std::string(what) + ": tensors with more than 64 dimensions are not supported");
+  }
+  auto mine = at::zeros({kHeader + kMaxDims}, at::kLong);
+  auto* row = mine.data_ptr<int64_t>();
+  row[0] = tensor.dim();
+  row[1] = static_cast<int64_t>(tensor.scalar_type());
+  for (int64_t d = 0; d < tensor.dim(); ++d) row[kHeader + d] = tensor.size(d);
+  mine = mine.to(comm_device(state));
+  auto all = at::empty({group.world_size(), kHeader + kMaxDims}, mine.options());
+  std::vector<at::Tensor> rows;
+  for (int64_t r = 0; r < group.world_size(); ++r) rows.push_back(all[r]);
+  group.allgather(rows, mine, what);
+  return all.cpu();
+}
+
+[[noreturn]] void shape_mismatch(const at::Tensor& shapes, const char* what, const std::string& why) {
+  std::string text = std::string(what) + ": " + why + " across processes:";
+  for (int64_t r = 0; r < shapes.size(0); ++r) {
+    text += "\n  - process " + std::to_string(r) + ": " + shape_text(shapes[r].data_ptr<int64_t>());
+  }
+  fail(Code::ShapeMismatch, text);
+}
+
+// With check_shapes on, every rank learns every rank's shape and all fail together on a difference.
+void check_same_shapes(State& state, ProcessGroup& group, const at::Tensor& tensor, const char* what) {
+  if (!state.check_shapes()) return;
+  auto shapes = all_shapes(state, group, tensor, what);
+  for (int64_t r = 1; r < shapes.size(0); ++r) {
+    if (!shapes[r].equal(shapes[0])) shape_mismatch(shapes, what, "shapes or dtypes differ");
+  }
+}
+
+// Collectives work on CPU or the state's CUDA device; contiguous memory is what c10d sends.
+at::Tensor communicable(const at::Tensor& tensor, const char* what) {
+  if (!tensor.defined()) fail(Code::InvalidArgument, std::string(what) + ": the tensor is undefined");
+  return tensor.dim() == 0 ? tensor.reshape({1}).contiguous() : tensor.contiguous();
+}
+
+
+// Views of `out` holding one dim-0 slice of `rows` rows per rank, for allgather to fill.
+std::vector<at::Tensor> rank_slices(const at::Tensor& out, int64_t world, int64_t rows) {
+  std::vector<at::Tensor> parts;
+  for (int64_t r = 0; r < world; ++r) parts.push_back(out.narrow(0, r * rows, rows));
+  return parts;
+}
+
+}  // namespace
+
+at::Tensor gather(State& state, const at::Tensor& input) {
+  const char* what = "gather";
+  auto tensor = communicable(input, what);
+  ProcessGroup* group = state.group(what);
+  if (group == nullptr) return tensor.clone();
+  check_same_shapes(state, *group, tensor, what);
+  std::vector<int64_t> sizes = tensor.sizes().vec();
+  sizes[0] *= group->world_size();
+  auto out = at::empty(sizes, tensor.options());
+  auto parts = rank_slices(out, group->world_size(), tensor.size(0));
+  group->allgather(parts, tensor, what);
+  return out;
+}
+
+std::vector<std::string> gather_bytes(State& state, const std::string& bytes) {
+  const char* what = "gather_bytes";
+  ProcessGroup* group = state.group(what);
+  if (group == nullptr) return {bytes};
+  const int64_t world = group->world_size();
+  const at::Device device = comm_device(state);
+  auto length = at::full({1}, static_cast<int64_t>(bytes.size()), at::TensorOptions(at::kLong).device(device));
+  auto lengths = at::empty({world}, length.options());
+  auto length_parts = rank_slices(lengths, world, 1);
+  group->allgather(length_parts, length, what);
+  lengths = lengths.cpu();
+  const auto* all_lengths = lengths.data_ptr<int64_t>();
+  const int64_t longest = std::max<int64_t>(1, *std::max_element(all_lengths, all_lengths + world));
+  auto mine = at::zeros({longest}, at::kByte);
+  std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(mine.data_ptr<uint8_t>()));
+  mine = mine.to(device);
+  auto all = at::empty({world * longest}, mine.options());
+  auto parts = rank_slices(all, world, longest);
+  group->allgather(parts, mine, what);
+  all = all.cpu();
+  std::vector<std::string> result;
+  const auto* base = reinterpret_cast<const char*>(all.data_ptr<uint8_t>());
+  for (int64_t r = 0; r < world; ++r) result.emplace_back(base + r * longest, static_cast<size_t>(all_lengths[r]));
+  return result;
+}
+
+at::Tensor reduce(State& state, const at::Tensor& input, const std::string& reduction) {
+  const char* what = "reduce";
+  if (reduction != "sum" && reduction != "mean" && reduction != "max") {
+    fail(Code::InvalidArgument, "reduce: unknown reduction '" + reduction + "' (expected sum, mean or max)");
+  }
+  if (!input.defined()) fail(Code::InvalidArgument, "reduce: the tensor is undefined");
+  if (reduction == "mean" && !at::isFloatingType(input.scalar_type())) {
+    fail(Code::Dtype, std::string("reduce: 'mean' needs a floating-point tensor, got ") +
+                          c10::toString(input.scalar_type()));
+  }
+  auto out = input.clone(at::MemoryFormat::Contiguous);
+  ProcessGroup* group = state.group(what);
+  if (group == nullptr) return out;
+  check_same_shapes(state, *group, out, what);
+  group->allreduce(out, reduction == "max" ? ReduceKind::Max : ReduceKind::Sum, what);
+  if (reduction == "mean") out.div_(group->world_size());
+  return out;
+}
+
+void broadcast(State& state, at::Tensor& tensor, int32_t from_process) {
+  const char* what = "broadcast";
+  if (!tensor.defined()) fail(Code::InvalidArgument, "broadcast: the tensor is undefined");
+  const int32_t world = state.launch().world_size;
+  if (from_process < 0 || from_process >= world) {
+    fail(Code::OutOfRange, "broadcast: from_process " + std::to_string(from_process) + " is outside [0, " +
+                               std::to_string(world) + ")");
+  }
+  ProcessGroup* group = state.group(what);
+  if (group == nullptr) return;
+  check_same_shapes(state, *group, tensor, what);
+  if (tensor.is_contiguous()) {
+    group->broadcast(tensor, from_process, what);
+    return;
+  }
+  auto staging = tensor.contiguous();
+  group->broadcast(staging, from_process, what);
+  tensor.copy_(staging);
+}
+
+at::Tensor pad_across_processes(State& state, const at::Tensor& input, int64_t dim, double pad_value, bool pad_first) {
+  const char* what = "pad_across_processes";
+  if (!input.defined()) fail(Code::InvalidArgument, "pad_across_processes: the tensor is undefined");
+  const int64_t ndim = input.dim();
+  if (dim < -ndim || dim >= ndim) {
+    fail(Code::OutOfRange, "pad_across_processes: dim " + std::to_string(dim) + " is outside [" +
+                               std::to_string(-ndim) + ", " + std::to_string(ndim) + ")");
+  }
+  if (dim < 0) dim += ndim;
+  ProcessGroup* group = state.group(what);
+  if (group == nullptr) return input;
+  auto shapes = all_shapes(state, *group, input, what);
+  int64_t longest = 0;
+  for (int64_t r = 0; r < shapes.size(0); ++r) {
+    const auto* row = shapes[r].data_ptr<int64_t>();
+    if (row[0] != ndim) shape_mismatch(shapes, what, "the number of dimensions differs");
+    longest = std::max(longest, row[kHeader + dim]);
+  }
+  if (input.size(dim) == longest) return input;
+  std::vector<int64_t> sizes = input.sizes().vec();
+  sizes[dim] = longest;
+  auto out = at::full(sizes, pad_value, input.options());
+  const int64_t start = pad_first ? longest - input.size(dim) : 0;
+  out.narrow(dim, start, input.size(dim)).copy_(input);
+  return out;
+}
+
+}  // namespace accel::dist

@@ -1,0 +1,28 @@
+// Accelerate's collectives (utils/operations.py) on LibTorch tensors, with the cross-rank shape check.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <vector>
+
+#include "dist/state.hpp"
+
+namespace accel::dist {
+
+// Rank-ordered concatenation on dim 0 (0-d counts as [1]). Result on the input's device.
+at::Tensor gather(State& state, const at::Tensor& input);
+
+// Every rank's bytes, in rank order.
+std::vector<std::string> gather_bytes(State& state, const std::string& bytes);
+
+// reduction: "sum", "mean" or "max" (Error(InvalidArgument) otherwise; "mean" needs a floating dtype).
+at::Tensor reduce(State& state, const at::Tensor& input, const std::string& reduction);
+
+// In place: every rank ends with from_process's values.
+void broadcast(State& state, at::Tensor& tensor, int32_t from_process);
+
+// Pads along dim to the largest size on any rank.
+at::Tensor pad_across_processes(State& state, const at::Tensor& input, int64_t dim, double pad_value, bool pad_first);
+
+}  // namespace accel::dist

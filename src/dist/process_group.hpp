@@ -1,0 +1,57 @@
+// The process group: rendezvous and the raw collectives, with c10d kept out of this header.
+// All c10d and LibTorch-version differences (1.13 vs 2.x) live in process_group.cpp.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace at {
+class Tensor;
+}
+
+namespace accel::dist {
+
+struct GroupConfig {
+  int32_t rank = 0;
+  int32_t world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  uint16_t master_port = 29500;
+  std::chrono::milliseconds timeout{1800 * 1000};
+  std::string backend = "gloo";  // "gloo" or "nccl"
+};
+
+enum class ReduceKind { Sum, Max };
+
+// One rendezvous and one c10d process group. Every operation blocks until done and throws accel::Error:
+// Timeout when a rank does not take part within the timeout, PeerFailed when a rank went away. After
+// either, the group is broken: every later call throws InvalidState at once, naming the first failure.
+// Not thread-safe: one collective at a time, issued in the same order on every rank.
+class ProcessGroup {
+ public:
+  // Collective: blocks until every rank has joined (Timeout otherwise).
+  static std::unique_ptr<ProcessGroup> create(const GroupConfig& config);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int32_t rank() const;
+  int32_t world_size() const;
+  bool broken() const;
+
+  // `what` names the user-facing operation in error messages.
+  void allreduce(at::Tensor& tensor, ReduceKind kind, const char* what);
+  // outputs[r] receives rank r's input; every rank's input must have the same size.
+  void allgather(std::vector<at::Tensor>& outputs, const at::Tensor& input, const char* what);
+  void broadcast(at::Tensor& tensor, int32_t root, const char* what);
+  void barrier(const char* what);
+
+ private:
+  struct Impl;
+  explicit ProcessGroup(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace accel::dist

@@ -1,0 +1,52 @@
+// The process-wide state shared by every accel_state_t of a process (Accelerate's PartialState):
+// launch information, resolved options, device, distributed type, and the process group.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/env.hpp"
+#include "core/options.hpp"
+#include "dist/process_group.hpp"
+
+namespace accel::dist {
+
+enum class DistributedType { No = 0, MultiCpu = 1, MultiGpu = 2 };
+
+const char* distributed_type_name(DistributedType type);
+
+class State {
+ public:
+  // Returns the state this process already has (after checking that `options` do not contradict it) or
+  // creates it, joining the process group when there are several processes. Thread-safe.
+  static std::shared_ptr<State> acquire(const Options* options, const EnvLookup& env);
+
+  const LaunchInfo& launch() const { return launch_; }
+  const ResolvedOptions& options() const { return options_; }
+  const std::string& device() const { return device_; }
+  DistributedType distributed_type() const { return type_; }
+  const std::string& backend() const { return backend_; }
+  bool check_shapes() const { return check_shapes_; }
+  bool broken() const;
+
+  // The group for a collective named `what`; nullptr with one process. Throws InvalidState after shutdown.
+  ProcessGroup* group(const char* what);
+  void wait_for_everyone();
+  // Barrier, then the group goes away; states made later start a new one. Idempotent.
+  void shutdown();
+
+ private:
+  State(const Options* options, const EnvLookup& env);
+
+  LaunchInfo launch_;
+  ResolvedOptions options_;
+  std::string device_;
+  DistributedType type_ = DistributedType::No;
+  std::string backend_;
+  bool check_shapes_ = true;
+  std::unique_ptr<ProcessGroup> group_;
+  bool shut_down_ = false;
+};
+
+}  // namespace accel::dist

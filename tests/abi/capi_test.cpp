@@ -1,0 +1,252 @@
+// The C ABI seen from a consumer: tensors and DLPack, errors, bad input, one-process state and collectives.
+#include <ATen/dlpack.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "accel.h"
+
+namespace {
+
+// A DLPack tensor owned by the test, with a deleter that records that it ran.
+struct Producer {
+  std::vector<float> data;
+  std::vector<int64_t> shape;
+  DLManagedTensor managed{};
+  int* deleted = nullptr;
+};
+
+DLManagedTensor* make_dlpack(std::vector<float> data, std::vector<int64_t> shape, int* deleted) {
+  auto* producer = new Producer{std::move(data), std::move(shape), {}, deleted};
+  auto& dl = producer->managed.dl_tensor;
+  dl.data = producer->data.data();
+  dl.device = {kDLCPU, 0};
+  dl.ndim = static_cast<int32_t>(producer->shape.size());
+  dl.dtype = {kDLFloat, 32, 1};
+  dl.shape = producer->shape.data();
+  dl.strides = nullptr;
+  dl.byte_offset = 0;
+  producer->managed.manager_ctx = producer;
+  producer->managed.deleter = [](DLManagedTensor* self) {
+    auto* owner = static_cast<Producer*>(self->manager_ctx);
+    if (owner->deleted) ++*owner->deleted;
+    delete owner;
+  };
+  return &producer->managed;
+}
+
+std::string last_error() { return accel_error_last(); }
+
+TEST(Tensor, FromDlpackSharesMemoryAndRunsTheDeleterOnce) {
+  int deleted = 0;
+  DLManagedTensor* managed = make_dlpack({1, 2, 3, 4, 5, 6}, {2, 3}, &deleted);
+  void* producer_data = managed->dl_tensor.data;
+  accel_tensor_t* tensor = nullptr;
+  ASSERT_EQ(accel_tensor_from_dlpack(&tensor, managed), ACCEL_OK) << last_error();
+  void* data = nullptr;
+  ASSERT_EQ(accel_tensor_data(tensor, &data), ACCEL_OK);
+  EXPECT_EQ(data, producer_data);
+  ASSERT_EQ(accel_tensor_ndim(tensor), 2u);
+  EXPECT_EQ(accel_tensor_shape(tensor)[0], 2);
+  EXPECT_EQ(accel_tensor_shape(tensor)[1], 3);
+  EXPECT_EQ(accel_tensor_numel(tensor), 6);
+  EXPECT_EQ(accel_tensor_dtype(tensor), ACCEL_DTYPE_FLOAT32);
+  EXPECT_EQ(accel_tensor_element_size(tensor), 4u);
+  EXPECT_STREQ(accel_tensor_device(tensor), "cpu");
+  EXPECT_EQ(deleted, 0);
+  accel_tensor_free(tensor);
+  EXPECT_EQ(deleted, 1);
+}
+
+TEST(Tensor, ToDlpackSharesMemoryAndOutlivesTheHandle) {
+  const int32_t values[] = {7, 8, 9};
+  const int64_t shape[] = {3};
+  accel_tensor_t* tensor = nullptr;
+  ASSERT_EQ(accel_tensor_from_buffer(&tensor, values, ACCEL_DTYPE_INT32, shape, 1), ACCEL_OK) << last_error();
+  void* data = nullptr;
+  ASSERT_EQ(accel_tensor_data(tensor, &data), ACCEL_OK);
+  EXPECT_NE(data, static_cast<const void*>(values));
+  DLManagedTensor* exported = nullptr;
+  ASSERT_EQ(accel_tensor_to_dlpack(tensor, &exported), ACCEL_OK) << last_error();
+  EXPECT_EQ(exported->dl_tensor.data, data);
+  EXPECT_EQ(exported->dl_tensor.dtype.code, kDLInt);
+  EXPECT_EQ(exported->dl_tensor.dtype.bits, 32);
+  accel_tensor_free(tensor);
+  EXPECT_EQ(static_cast<int32_t*>(exported->dl_tensor.data)[2], 9);
+  exported->deleter(exported);
+}
+
+TEST(Tensor, DlpackRoundTripKeepsThePointer) {
+  int deleted = 0;
+  DLManagedTensor* managed = make_dlpack({1, 2}, {2}, &deleted);
+  void* producer_data = managed->dl_tensor.data;
+  accel_tensor_t* first = nullptr;
+  ASSERT_EQ(accel_tensor_from_dlpack(&first, managed), ACCEL_OK);
+  DLManagedTensor* exported = nullptr;
+  ASSERT_EQ(accel_tensor_to_dlpack(first, &exported), ACCEL_OK);
+  accel_tensor_free(first);
+  accel_tensor_t* second = nullptr;
+  ASSERT_EQ(accel_tensor_from_dlpack(&second, exported), ACCEL_OK);
+  void* data = nullptr;
+  ASSERT_EQ(accel_tensor_data(second, &data), ACCEL_OK);
+  EXPECT_EQ(data, producer_data);
+  EXPECT_EQ(deleted, 0);
+  accel_tensor_free(second);
+  EXPECT_EQ(deleted, 1);
+}
+
+TEST(Tensor, CopyToBufferChecksCapacity) {
+  const double values[] = {1.5, 2.5};
+  const int64_t shape[] = {2};
+  accel_tensor_t* tensor = nullptr;
+  ASSERT_EQ(accel_tensor_from_buffer(&tensor, values, ACCEL_DTYPE_FLOAT64, shape, 1), ACCEL_OK);
+  double out[2] = {0, 0};
+  EXPECT_EQ(accel_tensor_copy_to_buffer(tensor, out, sizeof(double)), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("needs 16"), std::string::npos) << last_error();
+  ASSERT_EQ(accel_tensor_copy_to_buffer(tensor, out, sizeof out), ACCEL_OK);
+  EXPECT_EQ(out[1], 2.5);
+  accel_tensor_free(tensor);
+}
+
+TEST(BadInput, MalformedDlpackIsRefusedAndOwnershipStaysWithTheCaller) {
+  int deleted = 0;
+  DLManagedTensor* managed = make_dlpack({1, 2}, {2}, &deleted);
+  accel_tensor_t* tensor = reinterpret_cast<accel_tensor_t*>(0x1);
+  managed->dl_tensor.dtype = {kDLFloat, 24, 1};
+  EXPECT_EQ(accel_tensor_from_dlpack(&tensor, managed), ACCEL_ERR_DTYPE);
+  EXPECT_EQ(tensor, nullptr);
+  EXPECT_NE(last_error().find("bits 24"), std::string::npos) << last_error();
+  managed->dl_tensor.dtype = {kDLFloat, 32, 1};
+  managed->dl_tensor.ndim = -1;
+  EXPECT_EQ(accel_tensor_from_dlpack(&tensor, managed), ACCEL_ERR_INVALID_ARGUMENT);
+  managed->dl_tensor.ndim = 1;
+  managed->dl_tensor.data = nullptr;
+  EXPECT_EQ(accel_tensor_from_dlpack(&tensor, managed), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("NULL data"), std::string::npos) << last_error();
+  managed->dl_tensor.data = static_cast<Producer*>(managed->manager_ctx)->data.data();
+  managed->dl_tensor.device = {kDLOpenCL, 0};
+  EXPECT_EQ(accel_tensor_from_dlpack(&tensor, managed), ACCEL_ERR_UNSUPPORTED);
+  EXPECT_EQ(deleted, 0);
+  managed->deleter(managed);
+  EXPECT_EQ(deleted, 1);
+}
+
+TEST(BadInput, NullHandlesAndOutParameters) {
+  accel_tensor_t* tensor = nullptr;
+  EXPECT_EQ(accel_tensor_from_dlpack(&tensor, nullptr), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_NE(last_error().find("accel_tensor_from_dlpack"), std::string::npos);
+  EXPECT_NE(last_error().find("'managed'"), std::string::npos);
+  EXPECT_EQ(accel_tensor_to_dlpack(nullptr, nullptr), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_options_new(nullptr), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_state_new(nullptr, nullptr), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_state_wait_for_everyone(nullptr), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_state_shutdown(nullptr), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_gather(nullptr, nullptr, &tensor), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_reduce(nullptr, nullptr, "sum", &tensor), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_broadcast(nullptr, nullptr, 0), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_tensor_copy_to_buffer(nullptr, nullptr, 0), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_tensor_ndim(nullptr), 0u);
+  EXPECT_EQ(accel_tensor_shape(nullptr), nullptr);
+  EXPECT_STREQ(accel_tensor_device(nullptr), "");
+  EXPECT_EQ(accel_state_num_processes(nullptr), 0);
+  EXPECT_STREQ(accel_state_device(nullptr), "");
+  accel_tensor_free(nullptr);
+  accel_state_free(nullptr);
+  accel_options_free(nullptr);
+  accel_bytes_list_free(nullptr);
+}
+
+TEST(BadInput, BufferArguments) {
+  const int64_t shape[] = {2, -1};
+  accel_tensor_t* tensor = nullptr;
+  EXPECT_EQ(accel_tensor_from_buffer(&tensor, nullptr, 99, shape, 1), ACCEL_ERR_DTYPE);
+  EXPECT_NE(last_error().find("99"), std::string::npos);
+  EXPECT_EQ(accel_tensor_from_buffer(&tensor, nullptr, ACCEL_DTYPE_FLOAT32, shape, 2), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(accel_tensor_from_buffer(&tensor, nullptr, ACCEL_DTYPE_FLOAT32, shape, 1), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_tensor_from_buffer(&tensor, nullptr, ACCEL_DTYPE_FLOAT32, nullptr, 1), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(tensor, nullptr);
+}
+
+TEST(Options, CApiErrorsNameTheKeyAndValue) {
+  accel_options_t* options = nullptr;
+  ASSERT_EQ(accel_options_new(&options), ACCEL_OK);
+  EXPECT_EQ(accel_options_set_bool(options, "no_such_key", 1), ACCEL_ERR_UNKNOWN_OPTION);
+  EXPECT_NE(last_error().find("no_such_key"), std::string::npos);
+  EXPECT_EQ(accel_options_set_string(options, "mixed_precision", "fp32"), ACCEL_ERR_BAD_OPTION_VALUE);
+  EXPECT_NE(last_error().find("fp32"), std::string::npos);
+  EXPECT_EQ(accel_options_set_string(options, "use_cpu", "true"), ACCEL_ERR_BAD_OPTION_VALUE);
+  EXPECT_EQ(accel_options_set_string(options, "device", nullptr), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_options_set(options, "timeout_s", "-3"), ACCEL_ERR_BAD_OPTION_VALUE);
+  EXPECT_EQ(accel_options_set(nullptr, "timeout_s", "3"), ACCEL_ERR_NULL_ARGUMENT);
+  ASSERT_EQ(accel_options_set(options, "timeout_s", "3"), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_int(options, "timeout_s", 4), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_double(options, "timeout_s", 5.5), ACCEL_OK);
+  const char* dump = nullptr;
+  ASSERT_EQ(accel_options_dump(options, &dump), ACCEL_OK);
+  EXPECT_NE(std::string(dump).find("timeout_s=5.5 (set)"), std::string::npos) << dump;
+  accel_options_free(options);
+}
+
+TEST(Errors, NamesAndVersion) {
+  EXPECT_STREQ(accel_error_name(ACCEL_ERR_TIMEOUT), "ACCEL_ERR_TIMEOUT");
+  EXPECT_STREQ(accel_error_name(12345), "ACCEL_ERR_UNKNOWN_CODE");
+  EXPECT_EQ(accel_version_major(), ACCEL_VERSION_MAJOR);
+  EXPECT_STREQ(accel_version_string(), ACCEL_VERSION_STRING);
+  EXPECT_EQ(accel_has_feature("gloo"), 1);
+  EXPECT_EQ(accel_has_feature("mpi"), 0);
+  EXPECT_EQ(accel_has_feature(nullptr), 0);
+  EXPECT_NE(std::string(accel_features()).find("gloo"), std::string::npos);
+  EXPECT_EQ(std::string(accel_torch_version()).rfind("1.", 0) == 0 || std::string(accel_torch_version()).rfind("2.", 0) == 0, true);
+}
+
+TEST(State, OneProcessWorksLocallyAndSharesItsState) {
+  accel_state_t* first = nullptr;
+  ASSERT_EQ(accel_state_new(&first, nullptr), ACCEL_OK) << last_error();
+  EXPECT_EQ(accel_state_num_processes(first), 1);
+  EXPECT_EQ(accel_state_process_index(first), 0);
+  EXPECT_EQ(accel_state_is_main_process(first), 1);
+  EXPECT_EQ(accel_state_is_last_process(first), 1);
+  EXPECT_EQ(accel_state_distributed_type(first), ACCEL_DISTRIBUTED_NO);
+  EXPECT_STREQ(accel_state_device(first), "cpu");
+
+  accel_options_t* conflicting = nullptr;
+  ASSERT_EQ(accel_options_new(&conflicting), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_string(conflicting, "mixed_precision", "bf16"), ACCEL_OK);
+  accel_state_t* second = nullptr;
+  EXPECT_EQ(accel_state_new(&second, conflicting), ACCEL_ERR_INVALID_STATE);
+  EXPECT_NE(last_error().find("mixed_precision"), std::string::npos) << last_error();
+  accel_options_free(conflicting);
+  ASSERT_EQ(accel_state_new(&second, nullptr), ACCEL_OK);
+  accel_state_free(first);
+
+  const float values[] = {1, 2, 3};
+  const int64_t shape[] = {3};
+  accel_tensor_t *input = nullptr, *out = nullptr;
+  ASSERT_EQ(accel_tensor_from_buffer(&input, values, ACCEL_DTYPE_FLOAT32, shape, 1), ACCEL_OK);
+  ASSERT_EQ(accel_gather(second, input, &out), ACCEL_OK);
+  EXPECT_EQ(accel_tensor_numel(out), 3);
+  accel_tensor_free(out);
+  EXPECT_EQ(accel_reduce(second, input, "product", &out), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("'product'"), std::string::npos);
+  EXPECT_EQ(accel_broadcast(second, input, 1), ACCEL_ERR_OUT_OF_RANGE);
+  EXPECT_EQ(accel_pad_across_processes(second, input, 1, 0.0, 0, &out), ACCEL_ERR_OUT_OF_RANGE);
+  ASSERT_EQ(accel_state_wait_for_everyone(second), ACCEL_OK);
+  ASSERT_EQ(accel_state_shutdown(second), ACCEL_OK);
+  EXPECT_EQ(accel_gather(second, input, &out), ACCEL_ERR_INVALID_STATE);
+  EXPECT_EQ(accel_state_shutdown(second), ACCEL_OK);
+  accel_tensor_free(input);
+  accel_state_free(second);
+}
+
+TEST(State, MalformedLaunchVariableIsNamed) {
+  setenv("WORLD_SIZE", "two", 1);
+  accel_state_t* state = nullptr;
+  EXPECT_EQ(accel_state_new(&state, nullptr), ACCEL_ERR_ENVIRONMENT);
+  EXPECT_NE(last_error().find("WORLD_SIZE='two'"), std::string::npos) << last_error();
+  unsetenv("WORLD_SIZE");
+}
+
+}  // namespace

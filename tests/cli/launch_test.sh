@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# Tests of `accel launch`: the rank environment, failure handling, signal forwarding, usage errors.
+# Usage: launch_test.sh ACCEL_BIN
+set -euo pipefail
+
+if [[ $# -ne 1 || ! -x $1 ]]; then
+  echo "usage: $0 ACCEL_BIN" >&2
+  exit 2
+fi
+ACCEL=$1
+
+WORK=$(mktemp -d)
+# Every process a test starts carries this id in its command line, so leftovers can be found.
+ID="$$${RANDOM}${RANDOM}${RANDOM}"
+MARKER="accel-launch-test-$ID"
+
+# Keeps one failing check from leaving processes to the next ones, or behind the script.
+cleanup_processes() {
+  local pids
+  pids=$(pgrep -f "$ID" || true)
+  # shellcheck disable=SC2086
+  [[ -z $pids ]] || kill -KILL $pids 2>/dev/null || true
+}
+
+cleanup() {
+  cleanup_processes
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+passed=0
+failed=0
+
+check() {
+  local name=$1
+  shift
+  if "$@"; then
+    echo "ok - $name"
+    passed=$((passed + 1))
+  else
+    echo "FAIL - $name"
+    failed=$((failed + 1))
+  fi
+}
+
+now_ms() { date +%s%3N; }
+
+# SIGKILLed processes vanish a moment after kill() returns, so allow them a little time.
+no_leftovers() {
+  local i
+  for i in $(seq 20); do
+    pgrep -f "$ID" >/dev/null || return 0
+    sleep 0.1
+  done
+  echo "  left behind:" >&2
+  pgrep -af "$ID" >&2
+  cleanup_processes
+  return 1
+}
+
+# Runs `accel launch ARGS...`, leaving stdout, stderr, exit code and duration in OUT, ERR, RC, MS.
+launch() {
+  local start
+  start=$(now_ms)
+  RC=0
+  "$ACCEL" launch "$@" >"$WORK/out" 2>"$WORK/err" || RC=$?
+  MS=$(($(now_ms) - start))
+  OUT=$(cat "$WORK/out")
+  ERR=$(cat "$WORK/err")
+}
+
+expect() {
+  local what=$1 actual=$2 expected=$3
+  [[ $actual == "$expected" ]] && return 0
+  printf '  %s: expected [%s], got [%s]\n  stderr: %s\n' "$what" "$expected" "$actual" "$ERR" >&2
+  return 1
+}
+
+expect_contains() {
+  local what=$1 text=$2 part=$3
+  [[ $text == *"$part"* ]] && return 0
+  printf '  %s: [%s] does not contain [%s]\n' "$what" "$text" "$part" >&2
+  return 1
+}
+
+# ---- environment ----
+
+SHOW_ENV='echo $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT $OMP_NUM_THREADS'
+
+test_env_defaults() {
+  # nproc itself would answer OMP_NUM_THREADS when set.
+  local threads=$(($(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) / 2))
+  ((threads >= 1)) || threads=1
+  # The launcher only sets OMP_NUM_THREADS when its own environment lacks it.
+  RC=0
+  OUT=$(env -u OMP_NUM_THREADS "$ACCEL" launch --nproc-per-node 2 -- sh -c "$SHOW_ENV" 2>"$WORK/err" | sort) || RC=$?
+  expect "exit code" "$RC" 0 &&
+    expect "output" "$OUT" "0 2 0 2 127.0.0.1 29500 $threads
+1 2 1 2 127.0.0.1 29500 $threads"
+}
+
+test_env_keeps_omp_threads() {
+  OUT=$(OMP_NUM_THREADS=7 "$ACCEL" launch --nproc-per-node 2 -- sh -c 'echo $OMP_NUM_THREADS' | sort -u)
+  expect "OMP_NUM_THREADS" "$OUT" 7
+}
+
+test_env_free_port() {
+  launch --nproc-per-node 2 --master-port 0 -- sh -c 'echo $MASTER_PORT'
+  expect "exit code" "$RC" 0 || return 1
+  local ports
+  ports=$(sort -u <<<"$OUT")
+  [[ $ports =~ ^[0-9]+$ && $ports -gt 0 && $ports -le 65535 ]] && return 0
+  echo "  expected one shared port number other than 0, got [$OUT]" >&2
+  return 1
+}
+
+test_env_options() {
+  launch --nproc-per-node=1 --cpu --mixed-precision=bf16 --timeout-s 30 -- \
+    sh -c 'echo $ACCEL_USE_CPU $ACCEL_MIXED_PRECISION $ACCEL_TIMEOUT_S'
+  expect "exit code" "$RC" 0 && expect "output" "$OUT" "1 bf16 30"
+}
+
+test_env_multi_node() {
+  RC=0
+  OUT=$("$ACCEL" launch --nproc-per-node 2 --nnodes 2 --node-rank 1 --master-addr 10.1.2.3 --master-port 1234 -- \
+    sh -c 'echo $RANK $WORLD_SIZE $LOCAL_RANK $GROUP_RANK $MASTER_ADDR $MASTER_PORT' 2>"$WORK/err" | sort) || RC=$?
+  expect "exit code" "$RC" 0 &&
+    expect "output" "$OUT" "2 4 0 1 10.1.2.3 1234
+3 4 1 1 10.1.2.3 1234"
+}
+
+# ---- failures ----
+
+# The script of a rank started with $0 = $MARKER and $1 = $WORK: both ranks run $2 first; then
+# rank 0 sleeps, with a background child of its own, both carrying the id (a string of digits) in
+# their argument, while rank 1 waits until rank 0 is in place and runs $1.
+rank1_script() {
+  printf '%s\n' "$2" \
+    'if [ "$RANK" = 0 ]; then' \
+    '  sleep "60.${0##*-}" &' \
+    '  : >"$1/ready"' \
+    '  sleep "60.${0##*-}"; :' \
+    'fi' \
+    'i=0; while [ ! -e "$1/ready" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done' \
+    "$1"
+}
+
+# Runs rank1_script "$1" "$2" in two ranks, with launcher options $3...
+launch_rank1() {
+  local action=$1 setup=$2
+  shift 2
+  rm -f "$WORK/ready"
+  launch --nproc-per-node 2 "$@" -- sh -c "$(rank1_script "$action" "$setup")" "$MARKER" "$WORK"
+}
+
+within() {
+  local limit=$1
+  ((MS < limit)) && return 0
+  echo "  took ${MS} ms, expected under ${limit} ms" >&2
+  return 1
+}
+
+test_failure_exit_code() {
+  launch_rank1 'exit 3' ''
+  expect "exit code" "$RC" 3 &&
+    expect_contains "stderr" "$ERR" "rank 1 " &&
+    expect_contains "stderr" "$ERR" "exit code 3" &&
+    within 10000 && no_leftovers
+}
+
+test_failure_signal() {
+  launch_rank1 'kill -KILL $$' ''
+  expect "exit code" "$RC" 137 &&
+    expect_contains "stderr" "$ERR" "rank 1 " &&
+    expect_contains "stderr" "$ERR" "signal 9" &&
+    no_leftovers
+}
+
+test_exec_failure() {
+  launch --nproc-per-node 1 -- "$WORK/no-such-program"
+  expect "exit code" "$RC" 127 && expect_contains "stderr" "$ERR" "cannot run $WORK/no-such-program"
+}
+
+test_ignored_sigterm_gets_sigkill() {
+  launch_rank1 "exit 4" "trap '' TERM" --grace-period-s 1
+  expect "exit code" "$RC" 4 || return 1
+  ((MS >= 1000)) || { echo "  took ${MS} ms, less than the 1 s grace period" >&2; return 1; }
+  within 5000 && no_leftovers
+}
+
+# ---- signals sent to the launcher ----
+
+# Starts two sleeping ranks in the background, waits until both run, and sends the launcher $1.
+signal_launcher() {
+  local sig=$1 i pid
+  rm -f "$WORK"/ready.*
+  "$ACCEL" launch --nproc-per-node 2 --grace-period-s 3 -- \
+    sh -c ': >"$1/ready.$RANK"; sleep "60.${0##*-}" & sleep "60.${0##*-}"; :' "$MARKER" "$WORK" 2>"$WORK/err" &
+  pid=$!
+  for i in $(seq 50); do
+    [[ -e $WORK/ready.0 && -e $WORK/ready.1 ]] && break
+    sleep 0.1
+  done
+  local start
+  start=$(now_ms)
+  kill "-$sig" "$pid"
+  RC=0
+  wait "$pid" || RC=$?
+  MS=$(($(now_ms) - start))
+  ERR=$(cat "$WORK/err")
+}
+
+test_sigterm_forwarded() {
+  signal_launcher TERM
+  expect "exit code" "$RC" 143 && within 3000 && no_leftovers
+}
+
+test_sigint_forwarded() {
+  # Without job control a background command starts with SIGINT ignored, and so keeps it ignored.
+  set -m
+  signal_launcher INT
+  set +m
+  expect "exit code" "$RC" 130 && within 3000 && no_leftovers
+}
+
+# ---- usage ----
+
+expect_usage_error() {
+  local what=$1
+  shift
+  launch "$@"
+  [[ $RC == 2 && -n $ERR ]] && return 0
+  printf '  %s: expected exit code 2 and a message, got %s [%s]\n' "$what" "$RC" "$ERR" >&2
+  return 1
+}
+
+test_bad_usage() {
+  expect_usage_error "missing --" --nproc-per-node 1 true &&
+    expect_usage_error "no program" --nproc-per-node 1 -- &&
+    expect_usage_error "N = 0" --nproc-per-node 0 -- true &&
+    expect_usage_error "missing N" -- true &&
+    expect_usage_error "unknown flag" --nproc-per-node 1 --bogus -- true &&
+    expect_usage_error "bad mixed precision" --nproc-per-node 1 --mixed-precision fp8 -- true &&
+    expect_usage_error "node rank too big" --nproc-per-node 1 --nnodes 2 --node-rank 2 -- true &&
+    expect_usage_error "free port on many nodes" --nproc-per-node 1 --nnodes 2 --master-port 0 -- true &&
+    expect_usage_error "negative grace period" --nproc-per-node 1 --grace-period-s -1 -- true &&
+    expect_usage_error "missing value" --nproc-per-node
+}
+
+test_help() {
+  launch --help
+  expect "exit code" "$RC" 0 && expect_contains "stdout" "$OUT" "usage: accel launch"
+}
+
+check "env: ranks get RANK, WORLD_SIZE, LOCAL_*, MASTER_*, OMP_NUM_THREADS" test_env_defaults
+check "env: an OMP_NUM_THREADS already set is kept" test_env_keeps_omp_threads
+check "env: --master-port 0 picks a free port" test_env_free_port
+check "env: --cpu, --mixed-precision, --timeout-s" test_env_options
+check "env: --nnodes 2 --node-rank 1 gives ranks 2 and 3 of 4" test_env_multi_node
+check "failure: a rank exiting 3 stops the job with exit code 3" test_failure_exit_code
+check "failure: a rank killed by SIGKILL gives exit code 137" test_failure_signal
+check "failure: a program that cannot run gives exit code 127" test_exec_failure
+check "failure: a rank ignoring SIGTERM is killed after the grace period" test_ignored_sigterm_gets_sigkill
+check "signal: SIGTERM to the launcher is forwarded, exit code 143" test_sigterm_forwarded
+check "signal: SIGINT to the launcher is forwarded, exit code 130" test_sigint_forwarded
+check "usage: bad command lines exit 2 with a message" test_bad_usage
+check "usage: --help exits 0" test_help
+
+echo "$passed passed, $failed failed"
+((failed == 0))

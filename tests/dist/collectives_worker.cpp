@@ -1,0 +1,174 @@
+// Runs on every rank under `accel launch`: each test is a collective that all ranks take part in, in
+// the same order, and checks the reference vectors of Accelerate's test suite.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "accel.h"
+
+namespace {
+
+accel_state_t* state = nullptr;
+int32_t rank = 0;
+int32_t world = 1;
+
+accel_tensor_t* floats(const std::vector<float>& values, std::vector<int64_t> shape = {}) {
+  if (shape.empty()) shape = {static_cast<int64_t>(values.size())};
+  accel_tensor_t* tensor = nullptr;
+  EXPECT_EQ(accel_tensor_from_buffer(&tensor, values.data(), ACCEL_DTYPE_FLOAT32, shape.data(), shape.size()), ACCEL_OK)
+      << accel_error_last();
+  return tensor;
+}
+
+std::vector<float> values_of(const accel_tensor_t* tensor) {
+  std::vector<float> values(static_cast<size_t>(accel_tensor_numel(tensor)));
+  EXPECT_EQ(accel_tensor_copy_to_buffer(tensor, values.data(), values.size() * sizeof(float)), ACCEL_OK);
+  return values;
+}
+
+std::vector<float> arange(int64_t n, float start = 0) {
+  std::vector<float> values;
+  for (int64_t i = 0; i < n; ++i) values.push_back(start + static_cast<float>(i));
+  return values;
+}
+
+TEST(Collectives, StateSeesTheLaunch) {
+  EXPECT_EQ(accel_state_distributed_type(state), ACCEL_DISTRIBUTED_MULTI_CPU);
+  EXPECT_STREQ(accel_state_backend(state), "gloo");
+  EXPECT_EQ(accel_state_is_main_process(state), rank == 0 ? 1 : 0);
+  EXPECT_EQ(accel_state_is_last_process(state), rank == world - 1 ? 1 : 0);
+  EXPECT_EQ(accel_state_wait_for_everyone(state), ACCEL_OK) << accel_error_last();
+}
+
+TEST(Collectives, GatherIsRankOrdered) {
+  accel_tensor_t* mine = floats(arange(world, 1.0f + static_cast<float>(world * rank)));
+  accel_tensor_t* all = nullptr;
+  ASSERT_EQ(accel_gather(state, mine, &all), ACCEL_OK) << accel_error_last();
+  EXPECT_EQ(values_of(all), arange(world * world, 1.0f));
+  accel_tensor_free(mine);
+  accel_tensor_free(all);
+}
+
+TEST(Collectives, ReduceSumMeanMax) {
+  accel_tensor_t* mine = floats({static_cast<float>(2 * rank + 1), static_cast<float>(2 * rank + 2)});
+  float sum0 = 0, sum1 = 0;
+  for (int r = 0; r < world; ++r) {
+    sum0 += static_cast<float>(2 * r + 1);
+    sum1 += static_cast<float>(2 * r + 2);
+  }
+  const std::vector<std::pair<const char*, std::vector<float>>> cases{
+      {"sum", {sum0, sum1}},
+      {"mean", {sum0 / static_cast<float>(world), sum1 / static_cast<float>(world)}},
+      {"max", {static_cast<float>(2 * world - 1), static_cast<float>(2 * world)}},
+  };
+  for (const auto& [reduction, expected] : cases) {
+    accel_tensor_t* out = nullptr;
+    ASSERT_EQ(accel_reduce(state, mine, reduction, &out), ACCEL_OK) << accel_error_last();
+    EXPECT_EQ(values_of(out), expected) << reduction;
+    accel_tensor_free(out);
+  }
+  accel_tensor_t* out = nullptr;
+  EXPECT_EQ(accel_reduce(state, mine, "min", &out), ACCEL_ERR_INVALID_ARGUMENT);
+  accel_tensor_free(mine);
+}
+
+TEST(Collectives, PadAcrossProcesses) {
+  accel_tensor_t* mine = floats(arange(rank == 0 ? world + 1 : world));
+  accel_tensor_t* padded = nullptr;
+  ASSERT_EQ(accel_pad_across_processes(state, mine, 0, 0.0, 0, &padded), ACCEL_OK) << accel_error_last();
+  ASSERT_EQ(accel_tensor_numel(padded), world + 1);
+  auto expected = arange(world + 1);
+  if (rank != 0) expected.back() = 0;
+  EXPECT_EQ(values_of(padded), expected);
+  accel_tensor_free(padded);
+  ASSERT_EQ(accel_pad_across_processes(state, mine, -1, -1.0, 1, &padded), ACCEL_OK) << accel_error_last();
+  if (rank != 0) EXPECT_EQ(values_of(padded).front(), -1.0f);
+  accel_tensor_free(padded);
+  accel_tensor_free(mine);
+}
+
+TEST(Collectives, BroadcastFromTheLastRankWritesThroughDlpackMemory) {
+  accel_tensor_t* mine = floats(arange(world, 1.0f + static_cast<float>(world * rank)));
+  void* data = nullptr;
+  ASSERT_EQ(accel_tensor_data(mine, &data), ACCEL_OK);
+  ASSERT_EQ(accel_broadcast(state, mine, world - 1), ACCEL_OK) << accel_error_last();
+  const auto expected = arange(world, 1.0f + static_cast<float>(world * (world - 1)));
+  EXPECT_EQ(values_of(mine), expected);
+  EXPECT_EQ(static_cast<float*>(data)[0], expected[0]);
+  accel_tensor_free(mine);
+}
+
+TEST(Collectives, GatherBytesOfDifferentLengths) {
+  const std::string mine(static_cast<size_t>(rank), static_cast<char>('a' + rank));
+  accel_bytes_list_t* list = nullptr;
+  ASSERT_EQ(accel_gather_bytes(state, mine.data(), mine.size(), &list), ACCEL_OK) << accel_error_last();
+  ASSERT_EQ(accel_bytes_list_count(list), static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    const void* data = nullptr;
+    size_t size = 0;
+    ASSERT_EQ(accel_bytes_list_get(list, static_cast<size_t>(r), &data, &size), ACCEL_OK);
+    EXPECT_EQ(std::string(static_cast<const char*>(data), size), std::string(static_cast<size_t>(r), static_cast<char>('a' + r)));
+  }
+  const void* data = nullptr;
+  size_t size = 0;
+  EXPECT_EQ(accel_bytes_list_get(list, static_cast<size_t>(world), &data, &size), ACCEL_ERR_OUT_OF_RANGE);
+  accel_bytes_list_free(list);
+}
+
+// Every rank must fail, with every rank's shape in the message.
+void expect_mismatch(int code) {
+  EXPECT_EQ(code, ACCEL_ERR_SHAPE_MISMATCH) << accel_error_last();
+  const std::string message = accel_error_last();
+  for (int r = 0; r < world; ++r) {
+    EXPECT_NE(message.find("process " + std::to_string(r) + ": [" + std::to_string(r + 1) + "]"), std::string::npos)
+        << message;
+  }
+}
+
+TEST(Collectives, MismatchedShapesFailOnEveryRankNamingEachShape) {
+  accel_tensor_t* mine = floats(arange(rank + 1));
+  accel_tensor_t* out = nullptr;
+  expect_mismatch(accel_gather(state, mine, &out));
+  expect_mismatch(accel_reduce(state, mine, "sum", &out));
+  expect_mismatch(accel_broadcast(state, mine, 0));
+  EXPECT_EQ(out, nullptr);
+  EXPECT_EQ(accel_state_is_broken(state), 0);
+  accel_tensor_t* ragged_dims = floats(arange(2), rank == 0 ? std::vector<int64_t>{2} : std::vector<int64_t>{1, 2});
+  EXPECT_EQ(accel_pad_across_processes(state, ragged_dims, 0, 0.0, 0, &out), ACCEL_ERR_SHAPE_MISMATCH);
+  EXPECT_NE(std::string(accel_error_last()).find("number of dimensions"), std::string::npos);
+  accel_tensor_free(ragged_dims);
+  accel_tensor_free(mine);
+}
+
+TEST(Collectives, ASecondStateSharesTheGroup) {
+  accel_state_t* second = nullptr;
+  ASSERT_EQ(accel_state_new(&second, nullptr), ACCEL_OK) << accel_error_last();
+  EXPECT_EQ(accel_state_process_index(second), rank);
+  accel_tensor_t* mine = floats({static_cast<float>(rank)});
+  accel_tensor_t* all = nullptr;
+  ASSERT_EQ(accel_gather(second, mine, &all), ACCEL_OK) << accel_error_last();
+  EXPECT_EQ(values_of(all), arange(world));
+  accel_tensor_free(all);
+  accel_tensor_free(mine);
+  accel_state_free(second);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (accel_state_new(&state, nullptr) != ACCEL_OK) {
+    fprintf(stderr, "accel_state_new: %s\n", accel_error_last());
+    return 1;
+  }
+  rank = accel_state_process_index(state);
+  world = accel_state_num_processes(state);
+  const int result = RUN_ALL_TESTS();
+  if (accel_state_shutdown(state) != ACCEL_OK) {
+    fprintf(stderr, "accel_state_shutdown: %s\n", accel_error_last());
+    return 1;
+  }
+  accel_state_free(state);
+  return result;
+}
