@@ -78,9 +78,8 @@ struct LaunchOptions {
 // ---- command line ----
 
 int parse_int(const std::string& flag, const std::string& text, long min, long max) {
-  const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) {
-    return c >= '0' && c <= '9';
-  });
+  const bool digits =
+      !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) { return c >= '0' && c <= '9'; });
   errno = 0;
   const long value = digits ? std::strtol(text.c_str(), nullptr, 10) : -1;
   if (!digits || errno != 0 || value < min || value > max) {
@@ -95,8 +94,8 @@ double parse_seconds(const std::string& flag, const std::string& text, bool zero
   const double value = text.empty() ? NAN : std::strtod(text.c_str(), &end);
   const bool in_range = std::isfinite(value) && (zero_allowed ? value >= 0 : value > 0) && value <= max;
   if (end == nullptr || *end != '\0' || !in_range) {
-    throw UsageError(flag + " expects a " + (zero_allowed ? "non-negative" : "positive") +
-                     " number of seconds, got '" + text + "'");
+    throw UsageError(flag + " expects a " + (zero_allowed ? "non-negative" : "positive") + " number of seconds, got '" +
+                     text + "'");
   }
   return value;
 }
@@ -316,7 +315,8 @@ int next_signal(const sigset_t& waited, Clock::time_point deadline) {
     } else {
       const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now());
       if (left.count() <= 0) return 0;
-      const timespec timeout{static_cast<time_t>(left.count() / 1000000000), static_cast<long>(left.count() % 1000000000)};
+      const timespec timeout{static_cast<time_t>(left.count() / 1000000000),
+                             static_cast<long>(left.count() % 1000000000)};
       sig = sigtimedwait(&waited, nullptr, &timeout);
       if (sig < 0 && errno == EAGAIN) return 0;
     }
@@ -338,7 +338,8 @@ struct Rank {
   bool running;
 };
 
-// Runs in the forked child: only async-signal-safe calls, since the launcher may have threads.
+// Runs in the forked child, where another thread of the launcher may have held the allocator's lock
+// at fork time: so nothing here allocates.
 [[noreturn]] void become_rank(char* const* argv, char* const* envp, const sigset_t& mask, pid_t launcher) {
   // Its own group lets the launcher signal the rank together with everything it started.
   setpgid(0, 0);
@@ -353,8 +354,10 @@ struct Rank {
   char separator[] = ": ";
   char newline[] = "\n";
   // One writev keeps the line whole when several ranks fail at once.
-  const iovec parts[] = {{prefix, sizeof prefix - 1}, {argv[0], std::strlen(argv[0])},
-                         {separator, sizeof separator - 1}, {error, std::strlen(error)},
+  const iovec parts[] = {{prefix, sizeof prefix - 1},
+                         {argv[0], std::strlen(argv[0])},
+                         {separator, sizeof separator - 1},
+                         {error, std::strlen(error)},
                          {newline, 1}};
   [[maybe_unused]] const ssize_t written = writev(STDERR_FILENO, parts, 5);
   _exit(kExecFailedExit);
@@ -419,8 +422,7 @@ class Supervisor {
       const auto it = std::find_if(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.pid == pid; });
       if (it == ranks_.end()) continue;
       it->running = false;
-      // What the rank started is orphaned now; the group id stays reserved while any of it lives,
-      // so this cannot hit an unrelated process.
+      // What the rank started is orphaned now; its group id stays reserved while any of it lives.
       kill(-pid, SIGKILL);
       const bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
       if (failed && !exit_code_) {
@@ -454,13 +456,13 @@ int launch(const LaunchOptions& options, int port) {
   Supervisor supervisor(options.grace_period_s);
   std::vector<std::string> command = options.command;
   const std::vector<char*> argv = c_strings(command);
-  Variables vars = common_variables(options, port);
+  const Variables common = common_variables(options, port);
   for (int local = 0; local < options.nproc_per_node; ++local) {
     const int rank = options.node_rank * options.nproc_per_node + local;
+    Variables vars = common;
     vars.emplace_back("RANK", std::to_string(rank));
     vars.emplace_back("LOCAL_RANK", std::to_string(local));
     std::vector<std::string> env = environment_with(vars);
-    vars.resize(vars.size() - 2);
     const std::vector<char*> envp = c_strings(env);
     const pid_t pid = spawn(argv.data(), envp.data(), signals.original_mask());
     if (pid < 0) {

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Tests of `accel launch`: the rank environment, failure handling, signal forwarding, usage errors.
 # Usage: launch_test.sh ACCEL_BIN
+# The rank scripts are single-quoted on purpose: the ranks expand their own variables.
+# shellcheck disable=SC2016
 set -euo pipefail
 
 if [[ $# -ne 1 || ! -x $1 ]]; then
@@ -47,8 +49,7 @@ now_ms() { date +%s%3N; }
 
 # SIGKILLed processes vanish a moment after kill() returns, so allow them a little time.
 no_leftovers() {
-  local i
-  for i in $(seq 20); do
+  for _ in $(seq 20); do
     pgrep -f "$ID" >/dev/null || return 0
     sleep 0.1
   done
@@ -192,12 +193,12 @@ test_ignored_sigterm_gets_sigkill() {
 
 # Starts two sleeping ranks in the background, waits until both run, and sends the launcher $1.
 signal_launcher() {
-  local sig=$1 i pid
+  local sig=$1 pid
   rm -f "$WORK"/ready.*
   "$ACCEL" launch --nproc-per-node 2 --grace-period-s 3 -- \
     sh -c ': >"$1/ready.$RANK"; sleep "60.${0##*-}" & sleep "60.${0##*-}"; :' "$MARKER" "$WORK" 2>"$WORK/err" &
   pid=$!
-  for i in $(seq 50); do
+  for _ in $(seq 50); do
     [[ -e $WORK/ready.0 && -e $WORK/ready.1 ]] && break
     sleep 0.1
   done
