@@ -8,5 +8,6 @@
 #include "accel/state.h"
 #include "accel/tensor.h"
 #include "accel/collectives.h"
+#include "accel/loader.h"
 
 #endif

@@ -8,6 +8,15 @@
  *   backend          string  "auto", "gloo" or "nccl"                           [ACCEL_BACKEND]      default "auto"
  *   timeout_s        double  rendezvous and collective timeout in seconds (> 0) [ACCEL_TIMEOUT_S]    default 1800
  *   check_shapes     bool    compare shapes across ranks before collectives     [ACCEL_CHECK_SHAPES] default true
+ * Data loader keys (read by accel_loader_new; Accelerate's DataLoaderConfiguration and DataLoader arguments):
+ *   batch_size       int     samples per batch (per process unless split_batches) [ACCEL_BATCH_SIZE] default 1
+ *   shuffle          bool    a new random order every epoch                      [ACCEL_SHUFFLE]       default false
+ *   drop_last        bool    drop the last incomplete batch                      [ACCEL_DROP_LAST]     default false
+ *   split_batches    bool    batch_size is the global batch, split over ranks    [ACCEL_SPLIT_BATCHES] default false
+ *   even_batches     bool    pad from the start so every rank gets equal batches [ACCEL_EVEN_BATCHES]  default true
+ *   use_seedable_sampler bool order of epoch e = permutation seeded data_seed+e  [ACCEL_USE_SEEDABLE_SAMPLER] default false
+ *   data_seed        int     seed of the shuffling generator; -1 = random        [ACCEL_DATA_SEED]     default -1
+ *   non_blocking     bool    non-blocking copies to the device                   [ACCEL_NON_BLOCKING]  default false
  * Booleans accept 1/0, true/false, yes/no, on/off, y/n, t/f (any case) as strings.
  *
  * Thread safety: an options object may be read from several threads at once (by constructors), but

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "core/options.hpp"
+#include "data/dataset.hpp"
+#include "data/loader.hpp"
 #include "dist/state.hpp"
 
 struct accel_options {
@@ -28,4 +30,21 @@ struct accel_tensor {
 
 struct accel_bytes_list {
   std::vector<std::string> entries;
+};
+
+struct accel_dataset {
+  std::shared_ptr<accel::data::Dataset> dataset;
+};
+
+struct accel_loader {
+  std::unique_ptr<accel::data::Loader> loader;
+  std::string saved_state;
+};
+
+struct accel_batch {
+  accel::data::NamedTensors fields;
+};
+
+struct accel_sample {
+  accel::data::NamedTensors fields;
 };

@@ -4,6 +4,7 @@
 
 #include "cli/env_command.hpp"
 #include "cli/launch.hpp"
+#include "cli/shard_plan.hpp"
 
 namespace {
 
@@ -13,6 +14,7 @@ void usage(std::FILE* out) {
                "commands:\n"
                "  launch   start a program on several processes (like accelerate launch / torchrun)\n"
                "  env      print the version, features and what the environment says\n"
+               "  shard-plan  show which dataset indices each rank's loader yields\n"
                "run 'accel <command> --help' for a command's options\n");
 }
 
@@ -25,6 +27,7 @@ int main(int argc, char** argv) {
   }
   const char* command = argv[1];
   if (std::strcmp(command, "launch") == 0) return accel::cli::run_launch(argc - 1, argv + 1);
+  if (std::strcmp(command, "shard-plan") == 0) return accel::cli::run_shard_plan(argc - 1, argv + 1);
   if (std::strcmp(command, "env") == 0) return accel::cli::run_env(argc - 1, argv + 1);
   if (std::strcmp(command, "-h") == 0 || std::strcmp(command, "--help") == 0) {
     usage(stdout);

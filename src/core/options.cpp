@@ -17,6 +17,14 @@ const std::vector<OptionSpec>& option_specs() {
       {"backend", OptionType::String, std::string("auto"), {"auto", "gloo", "nccl"}, false},
       {"timeout_s", OptionType::Double, 1800.0, {}, true},
       {"check_shapes", OptionType::Bool, true, {}, false},
+      {"batch_size", OptionType::Int, int64_t{1}, {}, true},
+      {"shuffle", OptionType::Bool, false, {}, false},
+      {"drop_last", OptionType::Bool, false, {}, false},
+      {"split_batches", OptionType::Bool, false, {}, false},
+      {"even_batches", OptionType::Bool, true, {}, false},
+      {"use_seedable_sampler", OptionType::Bool, false, {}, false},
+      {"data_seed", OptionType::Int, int64_t{-1}, {}, false},
+      {"non_blocking", OptionType::Bool, false, {}, false},
   };
   return specs;
 }

@@ -91,6 +91,15 @@ at::Tensor gather(State& state, const at::Tensor& input) {
   return out;
 }
 
+at::Tensor gather_for_metrics(State& state, const at::Tensor& input) {
+  auto all = gather(state, input);
+  const auto progress = state.gradient_state().active();
+  if (progress.end_of_dataloader && progress.remainder > 0 && progress.remainder < all.size(0)) {
+    return all.narrow(0, 0, progress.remainder);
+  }
+  return all;
+}
+
 std::vector<std::string> gather_bytes(State& state, const std::string& bytes) {
   const char* what = "gather_bytes";
   ProcessGroup* group = state.group(what);

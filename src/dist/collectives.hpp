@@ -13,6 +13,10 @@ namespace accel::dist {
 // Rank-ordered concatenation on dim 0 (0-d counts as [1]). Result on the input's device.
 at::Tensor gather(State& state, const at::Tensor& input);
 
+// gather, then, while the innermost active loader is on its last batch, only the first `remainder` rows:
+// the duplicates that padded the last global batch are dropped (Accelerate's gather_for_metrics).
+at::Tensor gather_for_metrics(State& state, const at::Tensor& input);
+
 // Every rank's bytes, in rank order.
 std::vector<std::string> gather_bytes(State& state, const std::string& bytes);
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/env.hpp"
+#include "core/gradient_state.hpp"
 #include "core/options.hpp"
 #include "dist/process_group.hpp"
 
@@ -29,6 +30,7 @@ class State {
   const std::string& backend() const { return backend_; }
   bool check_shapes() const { return check_shapes_; }
   bool broken() const;
+  GradientState& gradient_state() { return gradient_state_; }
 
   // The group for a collective named `what`; nullptr with one process. Throws InvalidState after shutdown.
   ProcessGroup* group(const char* what);
@@ -47,6 +49,7 @@ class State {
   bool check_shapes_ = true;
   std::unique_ptr<ProcessGroup> group_;
   bool shut_down_ = false;
+  GradientState gradient_state_;
 };
 
 }  // namespace accel::dist

@@ -5,33 +5,13 @@
 #include <string>
 #include <vector>
 
-#include "accel.h"
+#include "worker.hpp"
 
 namespace {
 
-accel_state_t* state = nullptr;
-int32_t rank = 0;
-int32_t world = 1;
+using namespace worker;
 
-accel_tensor_t* floats(const std::vector<float>& values, std::vector<int64_t> shape = {}) {
-  if (shape.empty()) shape = {static_cast<int64_t>(values.size())};
-  accel_tensor_t* tensor = nullptr;
-  EXPECT_EQ(accel_tensor_from_buffer(&tensor, values.data(), ACCEL_DTYPE_FLOAT32, shape.data(), shape.size()), ACCEL_OK)
-      << accel_error_last();
-  return tensor;
-}
-
-std::vector<float> values_of(const accel_tensor_t* tensor) {
-  std::vector<float> values(static_cast<size_t>(accel_tensor_numel(tensor)));
-  EXPECT_EQ(accel_tensor_copy_to_buffer(tensor, values.data(), values.size() * sizeof(float)), ACCEL_OK);
-  return values;
-}
-
-std::vector<float> arange(int64_t n, float start = 0) {
-  std::vector<float> values;
-  for (int64_t i = 0; i < n; ++i) values.push_back(start + static_cast<float>(i));
-  return values;
-}
+std::vector<float> values_of(const accel_tensor_t* tensor) { return float_values(tensor); }
 
 TEST(Collectives, StateSeesTheLaunch) {
   EXPECT_EQ(accel_state_distributed_type(state), ACCEL_DISTRIBUTED_MULTI_CPU);
@@ -155,20 +135,3 @@ TEST(Collectives, ASecondStateSharesTheGroup) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (accel_state_new(&state, nullptr) != ACCEL_OK) {
-    fprintf(stderr, "accel_state_new: %s\n", accel_error_last());
-    return 1;
-  }
-  rank = accel_state_process_index(state);
-  world = accel_state_num_processes(state);
-  const int result = RUN_ALL_TESTS();
-  if (accel_state_shutdown(state) != ACCEL_OK) {
-    fprintf(stderr, "accel_state_shutdown: %s\n", accel_error_last());
-    return 1;
-  }
-  accel_state_free(state);
-  return result;
-}

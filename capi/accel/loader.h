@@ -1,0 +1,111 @@
+/* accel: datasets and prepared data loaders (Accelerate's prepare(dataloader), DataLoaderShard).
+ *
+ * A loader re-creates, for this rank, the batches Python Accelerate would give it: the sampler order
+ * (sequential, or a permutation that is the same on every rank: rank 0's generator state is broadcast
+ * at the start of each epoch, or with use_seedable_sampler the seed is data_seed + epoch), batches of
+ * batch_size, dealt to the ranks round-robin (or split, with split_batches), padded from the start of
+ * the dataset so that every rank gets as many batches (even_batches). Batches arrive on the state's
+ * device. With one process nothing is sharded. The loader's settings are the data keys of
+ * accel/options.h.
+ *
+ * Differences from Accelerate, on purpose: accel_loader_length is the number of batches this rank
+ * really yields; a loader's saved state holds the epoch, the generator state and the position in the
+ * epoch, so a resumed run continues exactly where it stopped.
+ *
+ * Thread safety: a loader is used by one thread at a time. Starting an epoch with shuffle on (and no
+ * seedable sampler) is collective: every rank must call accel_loader_next in step. */
+#ifndef ACCEL_LOADER_H
+#define ACCEL_LOADER_H
+
+#include "accel/common.h"
+#include "accel/options.h"
+#include "accel/state.h"
+#include "accel/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct accel_dataset accel_dataset_t;
+typedef struct accel_loader accel_loader_t;
+typedef struct accel_batch accel_batch_t;
+typedef struct accel_sample accel_sample_t;
+
+/* A dataset over count named tensors sharing dim 0 (one sample per row). The tensors are shared, not
+ * copied: the dataset keeps them alive, the caller may free its handles. Errors: ACCEL_ERR_NULL_ARGUMENT;
+ * ACCEL_ERR_INVALID_ARGUMENT (no tensors, a repeated name, a 0-d tensor, dim-0 sizes that differ: named). */
+ACCEL_API ACCEL_NODISCARD int accel_dataset_from_tensors(accel_dataset_t **out, const char *const *names,
+                                                         accel_tensor_t *const *tensors, size_t count);
+
+/* get_item fills sample with the named tensors of item index (accel_sample_add) and returns 0; any other
+ * return aborts the batch with ACCEL_ERR_CALLBACK naming the index. Items are stacked into batches:
+ * they must have the same names, shapes and dtypes (ACCEL_ERR_SHAPE_MISMATCH / ACCEL_ERR_DTYPE naming
+ * the item and field otherwise). payload is passed back untouched; it must outlive the dataset. */
+typedef int (*accel_get_item_fn)(int64_t index, accel_sample_t *sample, void *payload);
+
+/* A map-style dataset of length items produced by get_item. Errors: ACCEL_ERR_NULL_ARGUMENT,
+ * ACCEL_ERR_INVALID_ARGUMENT (negative length). */
+ACCEL_API ACCEL_NODISCARD int accel_dataset_from_callback(accel_dataset_t **out, int64_t length,
+                                                          accel_get_item_fn get_item, void *payload);
+
+/* Adds a named tensor to the sample being built in a get_item callback; the sample shares the tensor.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (name already in the sample). */
+ACCEL_API ACCEL_NODISCARD int accel_sample_add(accel_sample_t *sample, const char *name, const accel_tensor_t *tensor);
+
+/* Number of samples. 0 for NULL. */
+ACCEL_API int64_t accel_dataset_length(const accel_dataset_t *dataset);
+ACCEL_API void accel_dataset_free(accel_dataset_t *dataset);
+
+/* Prepares a loader over dataset for this process of state, with options' data keys (NULL: defaults
+ * and ACCEL_* environment). The loader keeps the state and the dataset alive.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_BAD_OPTION_VALUE; ACCEL_ERR_INVALID_ARGUMENT (split_batches
+ * with a batch_size that is not a multiple of the number of processes). */
+ACCEL_API ACCEL_NODISCARD int accel_loader_new(accel_loader_t **out, accel_state_t *state, accel_dataset_t *dataset,
+                                               const accel_options_t *options);
+ACCEL_API void accel_loader_free(accel_loader_t *loader);
+
+/* The next batch of the epoch in *out (owned by the caller, accel_batch_free), or *out = NULL when the
+ * epoch is over; the next call then starts the next epoch. Errors: ACCEL_ERR_NULL_ARGUMENT, the dataset's
+ * errors (ACCEL_ERR_CALLBACK, ACCEL_ERR_OUT_OF_RANGE, ...), collective errors when an epoch starts. */
+ACCEL_API ACCEL_NODISCARD int accel_loader_next(accel_loader_t *loader, accel_batch_t **out);
+
+/* Batches this rank yields in a full epoch (less those skipped by accel_loader_skip_first_batches). */
+ACCEL_API int64_t accel_loader_length(const accel_loader_t *loader);
+/* 1 while the batch last returned is the last of the epoch (Accelerate's end_of_dataloader). */
+ACCEL_API int accel_loader_end_of_dataloader(const accel_loader_t *loader);
+/* Real samples in the last global batch, used by accel_gather_for_metrics; -1 when unknown (drop_last). */
+ACCEL_API int64_t accel_loader_remainder(const accel_loader_t *loader);
+/* The epoch the loader is in (or starts next). */
+ACCEL_API int64_t accel_loader_epoch(const accel_loader_t *loader);
+
+/* Between epochs only (ACCEL_ERR_INVALID_STATE during one): the number of the next epoch. */
+ACCEL_API ACCEL_NODISCARD int accel_loader_set_epoch(accel_loader_t *loader, int64_t epoch);
+/* Between epochs only: the next epoch skips its first n batches of this rank. */
+ACCEL_API ACCEL_NODISCARD int accel_loader_skip_first_batches(accel_loader_t *loader, int64_t n);
+
+/* The loader's position (epoch, generator state, batches already yielded) as bytes: *data (owned by the
+ * loader, valid until the next call on it) and *size. */
+ACCEL_API ACCEL_NODISCARD int accel_loader_save_state(accel_loader_t *loader, const void **data, size_t *size);
+/* Restores a position saved by accel_loader_save_state over the same dataset and settings; the next
+ * batches are exactly those that remained. Between epochs only. Errors: ACCEL_ERR_INVALID_ARGUMENT for a
+ * corrupt, truncated or foreign state (the loader is unchanged). */
+ACCEL_API ACCEL_NODISCARD int accel_loader_load_state(accel_loader_t *loader, const void *data, size_t size);
+
+/* A batch: named tensors sharing dim 0, in the dataset's order. */
+ACCEL_API size_t accel_batch_count(const accel_batch_t *batch);
+/* Name of entry index, owned by the batch; NULL when out of range. */
+ACCEL_API const char *accel_batch_name(const accel_batch_t *batch, size_t index);
+/* A new handle (sharing memory) for the tensor called name. Errors: ACCEL_ERR_NULL_ARGUMENT,
+ * ACCEL_ERR_INVALID_ARGUMENT (no such name; the message lists the names). */
+ACCEL_API ACCEL_NODISCARD int accel_batch_get(const accel_batch_t *batch, const char *name, accel_tensor_t **out);
+ACCEL_API void accel_batch_free(accel_batch_t *batch);
+
+/* accel_gather, then, while the innermost active loader is on its last batch, only the first
+ * accel_loader_remainder rows: the samples that padded the last global batch are dropped. */
+ACCEL_API ACCEL_NODISCARD int accel_gather_for_metrics(accel_state_t *state, const accel_tensor_t *input,
+                                                       accel_tensor_t **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

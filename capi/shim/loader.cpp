@@ -1,0 +1,147 @@
+#include "accel/loader.h"
+
+#include "core/env.hpp"
+#include "dist/collectives.hpp"
+#include "shim/guard.hpp"
+#include "shim/handles.hpp"
+
+using accel::capi::guarded;
+using accel::capi::guarded_out;
+using accel::capi::require;
+
+extern "C" int accel_dataset_from_tensors(accel_dataset_t** out, const char* const* names,
+                                          accel_tensor_t* const* tensors, size_t count) {
+  return guarded_out(__func__, out, [&] {
+    require(names, "names");
+    require(tensors, "tensors");
+    accel::data::NamedTensors fields;
+    for (size_t i = 0; i < count; ++i) {
+      require(names[i], "names[i]");
+      require(tensors[i], "tensors[i]");
+      fields.emplace_back(names[i], tensors[i]->tensor);
+    }
+    *out = new accel_dataset{std::make_shared<accel::data::TensorDataset>(std::move(fields))};
+  });
+}
+
+extern "C" int accel_dataset_from_callback(accel_dataset_t** out, int64_t length, accel_get_item_fn get_item,
+                                           void* payload) {
+  return guarded_out(__func__, out, [&] {
+    require(reinterpret_cast<const void*>(get_item), "get_item");
+    auto fetch_item = [get_item, payload](int64_t index) {
+      accel_sample sample;
+      const int code = get_item(index, &sample, payload);
+      if (code != 0) {
+        accel::fail(accel::Code::Callback, "get_item returned " + std::to_string(code) + " for item " + std::to_string(index));
+      }
+      return std::move(sample.fields);
+    };
+    *out = new accel_dataset{std::make_shared<accel::data::ItemDataset>(length, fetch_item)};
+  });
+}
+
+extern "C" int accel_sample_add(accel_sample_t* sample, const char* name, const accel_tensor_t* tensor) {
+  return guarded(__func__, [&] {
+    require(sample, "sample");
+    require(name, "name");
+    require(tensor, "tensor");
+    for (const auto& field : sample->fields) {
+      if (field.first == name) accel::fail(accel::Code::InvalidArgument, std::string("the sample already has '") + name + "'");
+    }
+    sample->fields.emplace_back(name, tensor->tensor);
+  });
+}
+
+extern "C" int64_t accel_dataset_length(const accel_dataset_t* dataset) { return dataset ? dataset->dataset->size() : 0; }
+extern "C" void accel_dataset_free(accel_dataset_t* dataset) { delete dataset; }
+
+extern "C" int accel_loader_new(accel_loader_t** out, accel_state_t* state, accel_dataset_t* dataset,
+                                const accel_options_t* options) {
+  return guarded_out(__func__, out, [&] {
+    require(state, "state");
+    require(dataset, "dataset");
+    const auto resolved = accel::resolve_options(options ? &options->options : nullptr, accel::process_env());
+    auto loader = std::make_unique<accel::data::Loader>(state->state, dataset->dataset, accel::data::loader_config(resolved));
+    *out = new accel_loader{std::move(loader), {}};
+  });
+}
+
+extern "C" void accel_loader_free(accel_loader_t* loader) { delete loader; }
+
+extern "C" int accel_loader_next(accel_loader_t* loader, accel_batch_t** out) {
+  return guarded_out(__func__, out, [&] {
+    require(loader, "loader");
+    if (auto batch = loader->loader->next()) *out = new accel_batch{std::move(*batch)};
+  });
+}
+
+extern "C" int64_t accel_loader_length(const accel_loader_t* loader) { return loader ? loader->loader->length() : 0; }
+extern "C" int accel_loader_end_of_dataloader(const accel_loader_t* loader) {
+  return loader && loader->loader->end_of_dataloader();
+}
+extern "C" int64_t accel_loader_remainder(const accel_loader_t* loader) { return loader ? loader->loader->remainder() : -1; }
+extern "C" int64_t accel_loader_epoch(const accel_loader_t* loader) { return loader ? loader->loader->epoch() : 0; }
+
+extern "C" int accel_loader_set_epoch(accel_loader_t* loader, int64_t epoch) {
+  return guarded(__func__, [&] {
+    require(loader, "loader");
+    loader->loader->set_epoch(epoch);
+  });
+}
+
+extern "C" int accel_loader_skip_first_batches(accel_loader_t* loader, int64_t n) {
+  return guarded(__func__, [&] {
+    require(loader, "loader");
+    loader->loader->skip_first_batches(n);
+  });
+}
+
+extern "C" int accel_loader_save_state(accel_loader_t* loader, const void** data, size_t* size) {
+  return guarded(__func__, [&] {
+    require(loader, "loader");
+    require(data, "data");
+    require(size, "size");
+    loader->saved_state = loader->loader->save_state();
+    *data = loader->saved_state.data();
+    *size = loader->saved_state.size();
+  });
+}
+
+extern "C" int accel_loader_load_state(accel_loader_t* loader, const void* data, size_t size) {
+  return guarded(__func__, [&] {
+    require(loader, "loader");
+    require(data, "data");
+    loader->loader->load_state(std::string(static_cast<const char*>(data), size));
+  });
+}
+
+extern "C" size_t accel_batch_count(const accel_batch_t* batch) { return batch ? batch->fields.size() : 0; }
+extern "C" const char* accel_batch_name(const accel_batch_t* batch, size_t index) {
+  return batch && index < batch->fields.size() ? batch->fields[index].first.c_str() : nullptr;
+}
+
+extern "C" int accel_batch_get(const accel_batch_t* batch, const char* name, accel_tensor_t** out) {
+  return guarded_out(__func__, out, [&] {
+    require(batch, "batch");
+    require(name, "name");
+    std::string known;
+    for (const auto& field : batch->fields) {
+      if (field.first == name) {
+        *out = new accel_tensor(field.second);
+        return;
+      }
+      known += (known.empty() ? "" : ", ") + field.first;
+    }
+    accel::fail(accel::Code::InvalidArgument, std::string("the batch has no '") + name + "' (it has: " + known + ")");
+  });
+}
+
+extern "C" void accel_batch_free(accel_batch_t* batch) { delete batch; }
+
+extern "C" int accel_gather_for_metrics(accel_state_t* state, const accel_tensor_t* input, accel_tensor_t** out) {
+  return guarded_out(__func__, out, [&] {
+    require(state, "state");
+    require(input, "input");
+    *out = new accel_tensor(accel::dist::gather_for_metrics(*state->state, input->tensor));
+  });
+}

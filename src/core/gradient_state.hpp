@@ -1,0 +1,31 @@
+// Accelerate's GradientState, the part the data side feeds: which loader is active (innermost first),
+// whether its current batch is its last, and how many real samples the last global batch holds.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace accel {
+
+// What a loader publishes about its current epoch.
+struct LoaderProgress {
+  bool end_of_dataloader = false;
+  // Real samples in the last global batch (gather_for_metrics keeps that many); -1 when unknown.
+  int64_t remainder = -1;
+};
+
+class GradientState {
+ public:
+  void add_loader(const std::shared_ptr<LoaderProgress>& loader);
+  void remove_loader(const LoaderProgress* loader);
+  // The innermost active loader's progress; end false and remainder -1 when none is active.
+  LoaderProgress active() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::weak_ptr<LoaderProgress>> loaders_;
+};
+
+}  // namespace accel

@@ -1,0 +1,58 @@
+// Datasets: where samples come from. A batch is a list of named tensors sharing dim 0.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace accel::data {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+// A map-style dataset: a length and random access. fetch returns the rows for `indices`, collated along
+// a new dim 0, so that datasets that can gather rows at once (tensors, mapped files) never stack items.
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  virtual NamedTensors fetch(const std::vector<int64_t>& indices) = 0;
+};
+
+// Named tensors sharing dim 0; rows are gathered with index_select, without copying the source.
+class TensorDataset final : public Dataset {
+ public:
+  // Throws Error(InvalidArgument) when there are none, a name repeats, or dim-0 sizes differ (naming them).
+  explicit TensorDataset(NamedTensors tensors);
+  int64_t size() const override { return size_; }
+  NamedTensors fetch(const std::vector<int64_t>& indices) override;
+
+ private:
+  NamedTensors tensors_;
+  int64_t size_ = 0;
+};
+
+// Items produced one at a time by a function (a C callback behind the ABI), stacked into batches.
+class ItemDataset final : public Dataset {
+ public:
+  using GetItem = std::function<NamedTensors(int64_t index)>;
+  ItemDataset(int64_t size, GetItem get_item);
+  int64_t size() const override { return size_; }
+  NamedTensors fetch(const std::vector<int64_t>& indices) override;
+
+ private:
+  int64_t size_;
+  GetItem get_item_;
+};
+
+// Stacks items into a batch. Throws Error(ShapeMismatch) or Error(Dtype) naming the item and the field
+// when items do not have the same fields, shapes and dtypes.
+NamedTensors collate(const std::vector<NamedTensors>& items, const std::vector<int64_t>& indices);
+
+// Throws Error(OutOfRange) naming the index when it is outside [0, size).
+void check_index(int64_t index, int64_t size);
+
+}  // namespace accel::data

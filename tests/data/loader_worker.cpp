@@ -1,0 +1,189 @@
+// Prepared loaders on every rank under `accel launch` (2 and 3 processes): what each rank yields, put
+// back together with gather / gather_for_metrics, must be the dataset exactly as Accelerate would give it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "worker.hpp"
+
+namespace {
+
+using namespace worker;
+
+struct LoaderSettings {
+  int64_t batch_size = 4;
+  bool shuffle = false;
+  bool split_batches = false;
+  bool drop_last = false;
+  int64_t data_seed = -1;
+  bool seedable = false;
+};
+
+// A dataset whose only tensor is the sample index, so batches show which samples they hold.
+accel_dataset_t* index_dataset(int64_t n) {
+  std::vector<int64_t> indices(static_cast<size_t>(n));
+  std::iota(indices.begin(), indices.end(), 0);
+  const int64_t shape[] = {n};
+  accel_tensor_t* tensor = nullptr;
+  EXPECT_EQ(accel_tensor_from_buffer(&tensor, indices.data(), ACCEL_DTYPE_INT64, shape, 1), ACCEL_OK);
+  const char* names[] = {"index"};
+  accel_dataset_t* dataset = nullptr;
+  EXPECT_EQ(accel_dataset_from_tensors(&dataset, names, &tensor, 1), ACCEL_OK) << accel_error_last();
+  accel_tensor_free(tensor);
+  return dataset;
+}
+
+accel_loader_t* make_loader(int64_t n, const LoaderSettings& settings) {
+  accel_options_t* options = nullptr;
+  EXPECT_EQ(accel_options_new(&options), ACCEL_OK);
+  EXPECT_EQ(accel_options_set_int(options, "batch_size", settings.batch_size), ACCEL_OK);
+  EXPECT_EQ(accel_options_set_bool(options, "shuffle", settings.shuffle), ACCEL_OK);
+  EXPECT_EQ(accel_options_set_bool(options, "split_batches", settings.split_batches), ACCEL_OK);
+  EXPECT_EQ(accel_options_set_bool(options, "drop_last", settings.drop_last), ACCEL_OK);
+  EXPECT_EQ(accel_options_set_int(options, "data_seed", settings.data_seed), ACCEL_OK);
+  EXPECT_EQ(accel_options_set_bool(options, "use_seedable_sampler", settings.seedable), ACCEL_OK);
+  accel_dataset_t* dataset = index_dataset(n);
+  accel_loader_t* loader = nullptr;
+  EXPECT_EQ(accel_loader_new(&loader, state, dataset, options), ACCEL_OK) << accel_error_last();
+  accel_dataset_free(dataset);
+  accel_options_free(options);
+  return loader;
+}
+
+struct Epoch {
+  std::vector<std::vector<int64_t>> local;  // this rank's batches
+  std::vector<int64_t> gathered;            // gather_for_metrics of every batch, concatenated
+  std::vector<int> end_flags;
+};
+
+// Runs the rest of the current epoch (or a whole one), gathering each batch for metrics.
+Epoch run_epoch(accel_loader_t* loader, int64_t max_batches = -1) {
+  Epoch epoch;
+  for (int64_t taken = 0; max_batches < 0 || taken < max_batches; ++taken) {
+    accel_batch_t* batch = nullptr;
+    EXPECT_EQ(accel_loader_next(loader, &batch), ACCEL_OK) << accel_error_last();
+    if (batch == nullptr) break;
+    accel_tensor_t *indices = nullptr, *all = nullptr;
+    EXPECT_EQ(accel_batch_get(batch, "index", &indices), ACCEL_OK);
+    epoch.local.push_back(long_values(indices));
+    epoch.end_flags.push_back(accel_loader_end_of_dataloader(loader));
+    EXPECT_EQ(accel_gather_for_metrics(state, indices, &all), ACCEL_OK) << accel_error_last();
+    const auto values = long_values(all);
+    epoch.gathered.insert(epoch.gathered.end(), values.begin(), values.end());
+    accel_tensor_free(all);
+    accel_tensor_free(indices);
+    accel_batch_free(batch);
+  }
+  return epoch;
+}
+
+std::vector<int64_t> iota(int64_t n) {
+  std::vector<int64_t> values(static_cast<size_t>(n));
+  std::iota(values.begin(), values.end(), 0);
+  return values;
+}
+
+std::vector<int64_t> sorted(std::vector<int64_t> values) {
+  std::sort(values.begin(), values.end());
+  return values;
+}
+
+TEST(Loader, SequentialEpochGathersToTheDatasetWithAndWithoutSplit) {
+  for (bool split : {false, true}) {
+    LoaderSettings settings;
+    settings.split_batches = split;
+    settings.batch_size = split ? 2 * world : 4;
+    accel_loader_t* loader = make_loader(50, settings);
+    const auto epoch = run_epoch(loader);
+    EXPECT_EQ(epoch.gathered, iota(50)) << "split " << split;
+    EXPECT_EQ(static_cast<int64_t>(epoch.local.size()), accel_loader_length(loader));
+    accel_loader_free(loader);
+  }
+}
+
+TEST(Loader, EndOfDataloaderIsTrueExactlyOnTheLastBatch) {
+  accel_loader_t* loader = make_loader(16 * world, LoaderSettings{});
+  for (int pass = 0; pass < 2; ++pass) {
+    const auto epoch = run_epoch(loader);
+    ASSERT_EQ(epoch.end_flags.size(), 4u);
+    EXPECT_EQ(epoch.end_flags, (std::vector<int>{0, 0, 0, 1}));
+  }
+  EXPECT_EQ(accel_loader_epoch(loader), 2);
+  accel_loader_free(loader);
+}
+
+TEST(Loader, ShuffledEpochsArePermutationsSharedByAllRanks) {
+  LoaderSettings settings;
+  settings.shuffle = true;
+  accel_loader_t* loader = make_loader(37, settings);
+  const auto first = run_epoch(loader);
+  const auto second = run_epoch(loader);
+  EXPECT_EQ(sorted(first.gathered), iota(37));
+  EXPECT_EQ(sorted(second.gathered), iota(37));
+  EXPECT_NE(first.gathered, second.gathered);
+  EXPECT_NE(first.gathered, iota(37));
+  accel_loader_free(loader);
+}
+
+TEST(Loader, TheSameSeedRepeatsTheOrder) {
+  for (bool seedable : {false, true}) {
+    LoaderSettings settings;
+    settings.shuffle = true;
+    settings.data_seed = 1234;
+    settings.seedable = seedable;
+    accel_loader_t* a = make_loader(40, settings);
+    accel_loader_t* b = make_loader(40, settings);
+    const auto from_a = run_epoch(a);
+    const auto from_b = run_epoch(b);
+    EXPECT_EQ(from_a.gathered, from_b.gathered);
+    EXPECT_EQ(sorted(from_a.gathered), iota(40));
+    accel_loader_free(a);
+    accel_loader_free(b);
+  }
+}
+
+TEST(Loader, GatherForMetricsDropsThePadding) {
+  struct Case {
+    int64_t samples, batch_size;
+    bool split;
+  };
+  for (const Case& c : {Case{9, 5, false}, Case{99, 4, false}, Case{99, 4 * world, true}, Case{512, 4, false},
+                        Case{512, 4 * world, true}}) {
+    LoaderSettings settings;
+    settings.batch_size = c.batch_size;
+    settings.split_batches = c.split;
+    accel_loader_t* loader = make_loader(c.samples, settings);
+    const auto epoch = run_epoch(loader);
+    EXPECT_EQ(static_cast<int64_t>(epoch.gathered.size()), c.samples) << c.samples << " split " << c.split;
+    EXPECT_EQ(sorted(epoch.gathered), iota(c.samples));
+    accel_loader_free(loader);
+  }
+}
+
+TEST(Loader, ResumedMidEpochYieldsExactlyTheRemainingBatches) {
+  LoaderSettings settings;
+  settings.shuffle = true;
+  accel_loader_t* original = make_loader(60, settings);
+  run_epoch(original);
+  run_epoch(original, 3);
+  const void* data = nullptr;
+  size_t size = 0;
+  ASSERT_EQ(accel_loader_save_state(original, &data, &size), ACCEL_OK) << accel_error_last();
+  const std::string saved(static_cast<const char*>(data), size);
+  const auto expected = run_epoch(original);
+  accel_loader_free(original);
+
+  accel_loader_t* resumed = make_loader(60, settings);
+  ASSERT_EQ(accel_loader_load_state(resumed, saved.data(), saved.size()), ACCEL_OK) << accel_error_last();
+  EXPECT_EQ(accel_loader_epoch(resumed), 1);
+  const auto rest = run_epoch(resumed);
+  EXPECT_EQ(rest.local, expected.local);
+  EXPECT_FALSE(rest.local.empty());
+  EXPECT_EQ(accel_loader_epoch(resumed), 2);
+  accel_loader_free(resumed);
+}
+
+}  // namespace
