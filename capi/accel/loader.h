@@ -52,7 +52,30 @@ ACCEL_API ACCEL_NODISCARD int accel_dataset_from_callback(accel_dataset_t **out,
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (name already in the sample). */
 ACCEL_API ACCEL_NODISCARD int accel_sample_add(accel_sample_t *sample, const char *name, const accel_tensor_t *tensor);
 
-/* Number of samples. 0 for NULL. */
+/* start_epoch restarts the stream for an epoch (Accelerate's dataset.set_epoch, then a new iterator);
+ * next_item fills sample with the next item and returns 0, or sets *end to 1 (sample untouched) at the
+ * end of the stream. A non-zero return aborts with ACCEL_ERR_CALLBACK. */
+typedef int (*accel_start_epoch_fn)(int64_t epoch, void *payload);
+typedef int (*accel_next_item_fn)(accel_sample_t *sample, int *end, void *payload);
+
+/* An iterable dataset. Its loaders dispatch by default (rank 0 reads the stream and sends each rank its
+ * rows); with dispatch_batches=false every rank reads the whole stream and keeps its slice of each global
+ * batch (Accelerate's IterableDatasetShard). Items are stacked like those of accel_dataset_from_callback.
+ * shuffle is refused for it. payload must outlive the dataset. Errors: ACCEL_ERR_NULL_ARGUMENT. */
+ACCEL_API ACCEL_NODISCARD int accel_dataset_from_iterable(accel_dataset_t **out, accel_start_epoch_fn start_epoch,
+                                                          accel_next_item_fn next_item, void *payload);
+
+/* A dataset over a memory-mapped .safetensors file: each tensor in it is a field (names as in the file),
+ * all sharing dim 0. Only the rows a batch needs are read, so files larger than memory work.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_IO (cannot open or map); ACCEL_ERR_INVALID_ARGUMENT (a
+ * corrupt or truncated file, dim-0 sizes that differ; the message names the file); ACCEL_ERR_DTYPE. */
+ACCEL_API ACCEL_NODISCARD int accel_dataset_from_safetensors(accel_dataset_t **out, const char *path);
+
+/* A dataset over count memory-mapped .npy files, one field each (names[i] from paths[i]). Same errors. */
+ACCEL_API ACCEL_NODISCARD int accel_dataset_from_npy(accel_dataset_t **out, const char *const *names,
+                                                     const char *const *paths, size_t count);
+
+/* Number of samples; -1 for an iterable dataset, 0 for NULL. */
 ACCEL_API int64_t accel_dataset_length(const accel_dataset_t *dataset);
 ACCEL_API void accel_dataset_free(accel_dataset_t *dataset);
 
@@ -69,7 +92,8 @@ ACCEL_API void accel_loader_free(accel_loader_t *loader);
  * errors (ACCEL_ERR_CALLBACK, ACCEL_ERR_OUT_OF_RANGE, ...), collective errors when an epoch starts. */
 ACCEL_API ACCEL_NODISCARD int accel_loader_next(accel_loader_t *loader, accel_batch_t **out);
 
-/* Batches this rank yields in a full epoch (less those skipped by accel_loader_skip_first_batches). */
+/* Batches this rank yields in a full epoch (less those skipped by accel_loader_skip_first_batches); -1 for
+ * an iterable dataset, whose length is unknown. */
 ACCEL_API int64_t accel_loader_length(const accel_loader_t *loader);
 /* 1 while the batch last returned is the last of the epoch (Accelerate's end_of_dataloader). */
 ACCEL_API int accel_loader_end_of_dataloader(const accel_loader_t *loader);
@@ -80,7 +104,8 @@ ACCEL_API int64_t accel_loader_epoch(const accel_loader_t *loader);
 
 /* Between epochs only (ACCEL_ERR_INVALID_STATE during one): the number of the next epoch. */
 ACCEL_API ACCEL_NODISCARD int accel_loader_set_epoch(accel_loader_t *loader, int64_t epoch);
-/* Between epochs only: the next epoch skips its first n batches of this rank. */
+/* Between epochs only: the next epoch skips its first n batches of this rank. accel counts this rank's
+ * batches in every mode (Accelerate counted base batches for a map-style dispatcher). */
 ACCEL_API ACCEL_NODISCARD int accel_loader_skip_first_batches(accel_loader_t *loader, int64_t n);
 
 /* The loader's position (epoch, generator state, batches already yielded) as bytes: *data (owned by the

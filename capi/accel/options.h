@@ -14,6 +14,8 @@
  *   drop_last        bool    drop the last incomplete batch                      [ACCEL_DROP_LAST]     default false
  *   split_batches    bool    batch_size is the global batch, split over ranks    [ACCEL_SPLIT_BATCHES] default false
  *   even_batches     bool    pad from the start so every rank gets equal batches [ACCEL_EVEN_BATCHES]  default true
+ *   dispatch_batches string "auto" (dispatch for iterable datasets only), "true" or "false": rank 0 reads
+ *                            each global batch and sends every rank its part      [ACCEL_DISPATCH_BATCHES] default "auto"
  *   use_seedable_sampler bool order of epoch e = permutation seeded data_seed+e  [ACCEL_USE_SEEDABLE_SAMPLER] default false
  *   data_seed        int     seed of the shuffling generator; -1 = random        [ACCEL_DATA_SEED]     default -1
  *   non_blocking     bool    non-blocking copies to the device                   [ACCEL_NON_BLOCKING]  default false

@@ -33,7 +33,8 @@ struct accel_bytes_list {
 };
 
 struct accel_dataset {
-  std::shared_ptr<accel::data::Dataset> dataset;
+  std::shared_ptr<accel::data::Dataset> dataset;             // map-style, or
+  std::shared_ptr<accel::data::IterableDataset> iterable;  // iterable
 };
 
 struct accel_loader {

@@ -1,6 +1,7 @@
 #include "accel/loader.h"
 
 #include "core/env.hpp"
+#include "data/file_dataset.hpp"
 #include "dist/collectives.hpp"
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
@@ -20,7 +21,7 @@ extern "C" int accel_dataset_from_tensors(accel_dataset_t** out, const char* con
       require(tensors[i], "tensors[i]");
       fields.emplace_back(names[i], tensors[i]->tensor);
     }
-    *out = new accel_dataset{std::make_shared<accel::data::TensorDataset>(std::move(fields))};
+    *out = new accel_dataset{std::make_shared<accel::data::TensorDataset>(std::move(fields)), nullptr};
   });
 }
 
@@ -36,7 +37,55 @@ extern "C" int accel_dataset_from_callback(accel_dataset_t** out, int64_t length
       }
       return std::move(sample.fields);
     };
-    *out = new accel_dataset{std::make_shared<accel::data::ItemDataset>(length, fetch_item)};
+    *out = new accel_dataset{std::make_shared<accel::data::ItemDataset>(length, fetch_item), nullptr};
+  });
+}
+
+extern "C" int accel_dataset_from_iterable(accel_dataset_t** out, accel_start_epoch_fn start_epoch,
+                                           accel_next_item_fn next_item, void* payload) {
+  return guarded_out(__func__, out, [&] {
+    require(reinterpret_cast<const void*>(start_epoch), "start_epoch");
+    require(reinterpret_cast<const void*>(next_item), "next_item");
+    auto start = [start_epoch, payload](int64_t epoch) {
+      if (const int code = start_epoch(epoch, payload); code != 0) {
+        accel::fail(accel::Code::Callback, "start_epoch returned " + std::to_string(code) + " for epoch " + std::to_string(epoch));
+      }
+    };
+    auto count = std::make_shared<int64_t>(0);
+    auto next = [next_item, payload, count]() -> std::optional<accel::data::NamedTensors> {
+      accel_sample sample;
+      int end = 0;
+      if (const int code = next_item(&sample, &end, payload); code != 0) {
+        accel::fail(accel::Code::Callback, "next_item returned " + std::to_string(code) + " for item " + std::to_string(*count));
+      }
+      if (end != 0) return std::nullopt;
+      ++*count;
+      return std::move(sample.fields);
+    };
+    *out = new accel_dataset{nullptr, std::make_shared<accel::data::CallbackIterableDataset>(start, next)};
+  });
+}
+
+extern "C" int accel_dataset_from_safetensors(accel_dataset_t** out, const char* path) {
+  return guarded_out(__func__, out, [&] {
+    require(path, "path");
+    *out = new accel_dataset{accel::data::FileDataset::from_safetensors(path), nullptr};
+  });
+}
+
+extern "C" int accel_dataset_from_npy(accel_dataset_t** out, const char* const* names, const char* const* paths,
+                                      size_t count) {
+  return guarded_out(__func__, out, [&] {
+    require(names, "names");
+    require(paths, "paths");
+    std::vector<std::string> name_list, path_list;
+    for (size_t i = 0; i < count; ++i) {
+      require(names[i], "names[i]");
+      require(paths[i], "paths[i]");
+      name_list.emplace_back(names[i]);
+      path_list.emplace_back(paths[i]);
+    }
+    *out = new accel_dataset{accel::data::FileDataset::from_npy(name_list, path_list), nullptr};
   });
 }
 
@@ -52,7 +101,10 @@ extern "C" int accel_sample_add(accel_sample_t* sample, const char* name, const 
   });
 }
 
-extern "C" int64_t accel_dataset_length(const accel_dataset_t* dataset) { return dataset ? dataset->dataset->size() : 0; }
+extern "C" int64_t accel_dataset_length(const accel_dataset_t* dataset) {
+  if (dataset == nullptr) return 0;
+  return dataset->dataset ? dataset->dataset->size() : -1;
+}
 extern "C" void accel_dataset_free(accel_dataset_t* dataset) { delete dataset; }
 
 extern "C" int accel_loader_new(accel_loader_t** out, accel_state_t* state, accel_dataset_t* dataset,
@@ -61,7 +113,9 @@ extern "C" int accel_loader_new(accel_loader_t** out, accel_state_t* state, acce
     require(state, "state");
     require(dataset, "dataset");
     const auto resolved = accel::resolve_options(options ? &options->options : nullptr, accel::process_env());
-    auto loader = std::make_unique<accel::data::Loader>(state->state, dataset->dataset, accel::data::loader_config(resolved));
+    const auto config = accel::data::loader_config(resolved);
+    auto loader = dataset->dataset ? std::make_unique<accel::data::Loader>(state->state, dataset->dataset, config)
+                                   : std::make_unique<accel::data::Loader>(state->state, dataset->iterable, config);
     *out = new accel_loader{std::move(loader), {}};
   });
 }

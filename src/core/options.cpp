@@ -22,6 +22,7 @@ const std::vector<OptionSpec>& option_specs() {
       {"drop_last", OptionType::Bool, false, {}, false},
       {"split_batches", OptionType::Bool, false, {}, false},
       {"even_batches", OptionType::Bool, true, {}, false},
+      {"dispatch_batches", OptionType::String, std::string("auto"), {"auto", "true", "false"}, false},
       {"use_seedable_sampler", OptionType::Bool, false, {}, false},
       {"data_seed", OptionType::Int, int64_t{-1}, {}, false},
       {"non_blocking", OptionType::Bool, false, {}, false},

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,6 +47,32 @@ class ItemDataset final : public Dataset {
  private:
   int64_t size_;
   GetItem get_item_;
+};
+
+// An iterable dataset: a stream of items, restarted for each epoch. Only rank 0 reads it when batches
+// are dispatched; every rank reads all of it otherwise (and keeps its share).
+class IterableDataset {
+ public:
+  virtual ~IterableDataset() = default;
+  // Restarts the stream for `epoch` (Accelerate's set_epoch on the dataset).
+  virtual void start_epoch(int64_t epoch) = 0;
+  // The next item, or nullopt at the end of the stream.
+  virtual std::optional<NamedTensors> next_item() = 0;
+};
+
+// A stream produced by functions (C callbacks behind the ABI).
+class CallbackIterableDataset final : public IterableDataset {
+ public:
+  using StartEpoch = std::function<void(int64_t epoch)>;
+  using NextItem = std::function<std::optional<NamedTensors>()>;
+  CallbackIterableDataset(StartEpoch start_epoch, NextItem next_item)
+      : start_epoch_(std::move(start_epoch)), next_item_(std::move(next_item)) {}
+  void start_epoch(int64_t epoch) override { start_epoch_(epoch); }
+  std::optional<NamedTensors> next_item() override { return next_item_(); }
+
+ private:
+  StartEpoch start_epoch_;
+  NextItem next_item_;
 };
 
 // Stacks items into a batch. Throws Error(ShapeMismatch) or Error(Dtype) naming the item and the field

@@ -8,7 +8,6 @@
 #include <random>
 
 #include "core/error.hpp"
-#include "data/sharding.hpp"
 #include "dist/collectives.hpp"
 
 namespace accel::data {
@@ -20,6 +19,9 @@ LoaderConfig loader_config(const ResolvedOptions& options) {
   config.drop_last = options.get_bool("drop_last");
   config.split_batches = options.get_bool("split_batches");
   config.even_batches = options.get_bool("even_batches");
+  if (const auto& dispatch = options.get_string("dispatch_batches"); dispatch != "auto") {
+    config.dispatch_batches = dispatch == "true";
+  }
   config.use_seedable_sampler = options.get_bool("use_seedable_sampler");
   if (const int64_t seed = options.get_int("data_seed"); seed >= 0) config.data_seed = static_cast<uint64_t>(seed);
   config.non_blocking = options.get_bool("non_blocking");
@@ -35,19 +37,30 @@ uint64_t fresh_seed() {
 
 }  // namespace
 
-Loader::Loader(std::shared_ptr<dist::State> state, std::shared_ptr<Dataset> dataset, LoaderConfig config)
+Loader::Loader(std::shared_ptr<dist::State> state, LoaderConfig config, bool iterable)
     : state_(std::move(state)),
-      dataset_(std::move(dataset)),
       config_(config),
+      dispatch_(config.dispatch_batches.value_or(iterable)),
       generator_(at::make_generator<at::CPUGeneratorImpl>(config.data_seed.value_or(fresh_seed()))),
       progress_(std::make_shared<LoaderProgress>()) {
   validate_sharding(config_.batch_size, state_->launch().world_size, config_.split_batches);
 }
 
+Loader::Loader(std::shared_ptr<dist::State> state, std::shared_ptr<Dataset> dataset, LoaderConfig config)
+    : Loader(std::move(state), config, /*iterable=*/false) {
+  map_dataset_ = std::move(dataset);
+}
+
+Loader::Loader(std::shared_ptr<dist::State> state, std::shared_ptr<IterableDataset> dataset, LoaderConfig config)
+    : Loader(std::move(state), config, /*iterable=*/true) {
+  if (config_.shuffle) fail(Code::InvalidArgument, "shuffle needs a map-style dataset; an iterable one sets its own order");
+  iterable_dataset_ = std::move(dataset);
+}
+
 Loader::~Loader() { state_->gradient_state().remove_loader(progress_.get()); }
 
 std::vector<int64_t> Loader::epoch_order() {
-  const int64_t n = dataset_->size();
+  const int64_t n = map_dataset_->size();
   if (!config_.shuffle) {
     std::vector<int64_t> order(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
@@ -60,7 +73,7 @@ std::vector<int64_t> Loader::epoch_order() {
       generator_.set_state(epoch_generator_state_);
     } else if (config_.use_seedable_sampler) {
       generator_.set_current_seed(config_.data_seed.value_or(0) + static_cast<uint64_t>(epoch_));
-    } else if (state_->launch().world_size > 1) {
+    } else if (state_->launch().world_size > 1 && !dispatch_) {
       // Accelerate's synchronized generator: every rank draws rank 0's permutation.
       auto generator_state = generator_.get_state();
       dist::broadcast(*state_, generator_state, 0);
@@ -74,58 +87,134 @@ std::vector<int64_t> Loader::epoch_order() {
   return std::vector<int64_t>(data, data + n);
 }
 
-void Loader::begin_epoch() {
-  const int32_t world = state_->launch().world_size;
-  const auto base = make_batches(epoch_order(), config_.batch_size, config_.drop_last);
-  batches_ = shard_batches(base, config_.batch_size, config_.drop_last, world, state_->launch().rank,
-                           config_.split_batches, config_.even_batches);
-  position_ = static_cast<size_t>(std::min<int64_t>(skip_, static_cast<int64_t>(batches_.size())));
-  skip_ = 0;
-  progress_->end_of_dataloader = false;
-  progress_->remainder =
-      shard_remainder(dataset_->size(), config_.batch_size, world, config_.split_batches, config_.drop_last);
-  state_->gradient_state().add_loader(progress_);
-  in_epoch_ = true;
+std::vector<Batch> Loader::base_batches() { return make_batches(epoch_order(), config_.batch_size, config_.drop_last); }
+
+namespace {
+
+// Rank 0's side of an iterable dispatcher: P base batches a step (one with split_batches), as 1.9 reads them.
+DispatchEpoch::ReadStep iterable_steps(std::shared_ptr<IterableDataset> dataset, const LoaderConfig& config,
+                                       int64_t world) {
+  auto position = std::make_shared<int64_t>(0);
+  auto done = std::make_shared<bool>(false);
+  return [dataset, config, world, position, done]() -> std::optional<NamedTensors> {
+    const int64_t base_per_step = config.split_batches ? 1 : world;
+    std::vector<NamedTensors> items;
+    int64_t full_base_batches = 0;
+    for (int64_t b = 0; b < base_per_step && !*done; ++b) {
+      std::vector<NamedTensors> base;
+      while (static_cast<int64_t>(base.size()) < config.batch_size) {
+        auto item = dataset->next_item();
+        if (!item) {
+          *done = true;
+          break;
+        }
+        base.push_back(std::move(*item));
+      }
+      const bool full = static_cast<int64_t>(base.size()) == config.batch_size;
+      if (!full && config.drop_last) break;
+      full_base_batches += full ? 1 : 0;
+      for (auto& item : base) items.push_back(std::move(item));
+    }
+    const bool partial_round = full_base_batches < base_per_step;
+    if (items.empty() || (partial_round && config.drop_last)) return std::nullopt;
+    std::vector<int64_t> positions;
+    for (size_t i = 0; i < items.size(); ++i) positions.push_back((*position)++);
+    return collate(items, positions);
+  };
+}
+
+}  // namespace
+
+std::unique_ptr<EpochBatches> Loader::start_epoch() {
+  const int64_t world = state_->launch().world_size;
+  const int64_t rank = state_->launch().rank;
+  const bool root = rank == 0;
+  // With one process nothing is sharded (Accelerate wraps no BatchSamplerShard or IterableDatasetShard):
+  // a one-process dispatcher reads plain base batches.
+  if (iterable_dataset_) {
+    if (dispatch_ || world == 1) {
+      if (root) iterable_dataset_->start_epoch(epoch_);
+      return std::make_unique<DispatchEpoch>(state_, iterable_steps(iterable_dataset_, config_, world), config_.drop_last);
+    }
+    iterable_dataset_->start_epoch(epoch_);
+    IterableShardSpec spec{config_.batch_size, config_.drop_last, world, rank, config_.split_batches};
+    return std::make_unique<IterableShardEpoch>(iterable_dataset_, spec);
+  }
+  if (dispatch_) {
+    auto steps = std::make_shared<std::vector<Batch>>();
+    if (root) *steps = dispatch_steps(base_batches(), world, config_.split_batches, config_.drop_last);
+    auto next_step = std::make_shared<size_t>(0);
+    auto read_step = [dataset = map_dataset_, steps, next_step]() -> std::optional<NamedTensors> {
+      if (*next_step >= steps->size()) return std::nullopt;
+      return dataset->fetch((*steps)[(*next_step)++]);
+    };
+    return std::make_unique<DispatchEpoch>(state_, read_step, config_.drop_last);
+  }
+  auto batches = world == 1 ? base_batches()
+                            : shard_batches(base_batches(), config_.batch_size, config_.drop_last, world, rank,
+                                            config_.split_batches, config_.even_batches);
+  const int64_t remainder =
+      shard_remainder(map_dataset_->size(), config_.batch_size, world, config_.split_batches, config_.drop_last);
+  return std::make_unique<MapShardEpoch>(map_dataset_, std::move(batches), remainder);
 }
 
 void Loader::end_epoch() {
   state_->gradient_state().remove_loader(progress_.get());
-  in_epoch_ = false;
+  epoch_batches_.reset();
+  skip_ = 0;
+  yielded_ = 0;
   ++epoch_;
 }
 
+void Loader::place_on_device(NamedTensors& batch) const {
+  if (state_->device() == "cpu") return;
+  const at::Device device(state_->device());
+  for (auto& field : batch) field.second = field.second.to(device, config_.non_blocking);
+}
+
 std::optional<NamedTensors> Loader::next() {
-  if (!in_epoch_) begin_epoch();
-  if (position_ >= batches_.size()) {
+  if (!epoch_batches_) {
+    epoch_batches_ = start_epoch();
+    epoch_batches_->skip(skip_);
+    yielded_ = skip_;
+    progress_->end_of_dataloader = false;
+    progress_->remainder = epoch_batches_->remainder();
+    state_->gradient_state().add_loader(progress_);
+  }
+  bool last = false;
+  auto batch = epoch_batches_->next(last);
+  if (!batch) {
     end_epoch();
     return std::nullopt;
   }
-  auto batch = dataset_->fetch(batches_[position_]);
-  ++position_;
+  ++yielded_;
   // The look-ahead of Accelerate: end_of_dataloader is already true while the last batch is in use.
-  progress_->end_of_dataloader = position_ == batches_.size();
-  if (state_->device() != "cpu") {
-    const at::Device device(state_->device());
-    for (auto& field : batch) field.second = field.second.to(device, config_.non_blocking);
-  }
+  progress_->end_of_dataloader = last;
+  progress_->remainder = epoch_batches_->remainder();
+  place_on_device(*batch);
   return batch;
 }
 
 int64_t Loader::length() const {
-  const int64_t full = sharded_length(dataset_->size(), config_.batch_size, config_.drop_last,
-                                      state_->launch().world_size, state_->launch().rank, config_.split_batches,
-                                      config_.even_batches);
+  if (iterable_dataset_) return -1;
+  const int64_t n = map_dataset_->size();
+  const int64_t world = state_->launch().world_size;
+  const int64_t full =
+      dispatch_ ? dispatch_len(num_batches(n, config_.batch_size, config_.drop_last), world, config_.split_batches,
+                               config_.drop_last)
+                : sharded_length(n, config_.batch_size, config_.drop_last, world, state_->launch().rank,
+                                 config_.split_batches, config_.even_batches);
   return std::max<int64_t>(0, full - skip_);
 }
 
 void Loader::set_epoch(int64_t epoch) {
-  if (in_epoch_) fail(Code::InvalidState, "set_epoch: an epoch is in progress; finish it first");
+  if (epoch_batches_) fail(Code::InvalidState, "set_epoch: an epoch is in progress; finish it first");
   if (epoch < 0) fail(Code::InvalidArgument, "set_epoch: epoch " + std::to_string(epoch) + " is negative");
   epoch_ = epoch;
 }
 
 void Loader::skip_first_batches(int64_t n) {
-  if (in_epoch_) fail(Code::InvalidState, "skip_first_batches: an epoch is in progress; finish it first");
+  if (epoch_batches_) fail(Code::InvalidState, "skip_first_batches: an epoch is in progress; finish it first");
   if (n < 0) fail(Code::InvalidArgument, "skip_first_batches: " + std::to_string(n) + " is negative");
   skip_ = n;
 }
@@ -149,24 +238,27 @@ int64_t take_int(const std::string& in, size_t& offset, const char* field) {
 }  // namespace
 
 std::string Loader::save_state() const {
+  const bool in_epoch = epoch_batches_ != nullptr;
   std::string out(kStateMagic, sizeof kStateMagic);
   put_int(out, epoch_);
-  put_int(out, in_epoch_ ? static_cast<int64_t>(position_) : 0);
-  put_int(out, dataset_->size());
-  at::Tensor generator_state = in_epoch_ && epoch_generator_state_.defined()
-                                   ? epoch_generator_state_
-                                   : [&] {
-                                       std::lock_guard<std::mutex> lock(generator_.mutex());
-                                       return generator_.get_state();
-                                     }();
+  put_int(out, in_epoch ? yielded_ : 0);
+  put_int(out, map_dataset_ ? map_dataset_->size() : -1);
+  at::Tensor generator_state;
+  if (in_epoch && epoch_generator_state_.defined()) {
+    generator_state = epoch_generator_state_;
+  } else {
+    std::lock_guard<std::mutex> lock(generator_.mutex());
+    generator_state = generator_.get_state();
+  }
   put_int(out, generator_state.numel());
-  out.append(reinterpret_cast<const char*>(generator_state.data_ptr<uint8_t>()), static_cast<size_t>(generator_state.numel()));
-  put_int(out, in_epoch_ ? 1 : 0);
+  out.append(reinterpret_cast<const char*>(generator_state.data_ptr<uint8_t>()),
+             static_cast<size_t>(generator_state.numel()));
+  put_int(out, in_epoch ? 1 : 0);
   return out;
 }
 
 void Loader::load_state(const std::string& bytes) {
-  if (in_epoch_) fail(Code::InvalidState, "load_state: an epoch is in progress");
+  if (epoch_batches_) fail(Code::InvalidState, "load_state: an epoch is in progress");
   if (bytes.size() < sizeof kStateMagic || std::memcmp(bytes.data(), kStateMagic, sizeof kStateMagic) != 0) {
     fail(Code::InvalidArgument, "loader state is corrupt or not an accel loader state (bad magic)");
   }
@@ -176,9 +268,10 @@ void Loader::load_state(const std::string& bytes) {
   const int64_t size = take_int(bytes, offset, "dataset size");
   const int64_t generator_bytes = take_int(bytes, offset, "generator state size");
   if (epoch < 0 || yielded < 0) fail(Code::InvalidArgument, "loader state is corrupt (negative epoch or position)");
-  if (size != dataset_->size()) {
+  const int64_t expected_size = map_dataset_ ? map_dataset_->size() : -1;
+  if (size != expected_size) {
     fail(Code::InvalidArgument, "loader state was saved for a dataset of " + std::to_string(size) +
-                                    " samples, this one has " + std::to_string(dataset_->size()));
+                                    " samples, this one has " + std::to_string(expected_size) + " (-1: iterable)");
   }
   if (generator_bytes <= 0 || bytes.size() < offset + static_cast<size_t>(generator_bytes)) {
     fail(Code::InvalidArgument, "loader state is truncated (generator state)");

@@ -1,5 +1,5 @@
-// The prepared data loader (Accelerate's DataLoaderShard): each rank yields exactly the batches it would
-// yield in Python, from a dataset, a sampler order that is the same on every rank, and batch sharding.
+// The prepared data loader (Accelerate's DataLoaderShard and DataLoaderDispatcher): each rank yields
+// exactly the batches it would yield in Python.
 #pragma once
 
 #include <ATen/core/Generator.h>
@@ -12,6 +12,7 @@
 
 #include "core/gradient_state.hpp"
 #include "data/dataset.hpp"
+#include "data/epoch.hpp"
 #include "dist/state.hpp"
 
 namespace accel::data {
@@ -22,60 +23,66 @@ struct LoaderConfig {
   bool drop_last = false;
   bool split_batches = false;
   bool even_batches = true;
+  std::optional<bool> dispatch_batches;  // unset: Accelerate's default, dispatch exactly for iterable datasets
   bool use_seedable_sampler = false;
   std::optional<uint64_t> data_seed;
   bool non_blocking = false;
 };
 
-// Reads the data keys of resolved options (batch_size, shuffle, drop_last, split_batches, even_batches,
-// use_seedable_sampler, data_seed (-1 = none), non_blocking).
+// Reads the data keys of resolved options (see capi/accel/options.h).
 LoaderConfig loader_config(const ResolvedOptions& options);
 
 class Loader {
  public:
   // Throws Error(InvalidArgument) for impossible settings (split_batches with a batch size that is not a
-  // multiple of the number of processes).
+  // multiple of the number of processes, shuffle on an iterable dataset).
   Loader(std::shared_ptr<dist::State> state, std::shared_ptr<Dataset> dataset, LoaderConfig config);
+  Loader(std::shared_ptr<dist::State> state, std::shared_ptr<IterableDataset> dataset, LoaderConfig config);
   ~Loader();
 
   // The next batch of this epoch, on the state's device; nullopt once the epoch is over (the next call
-  // starts the next epoch). Starting an epoch is collective when shuffling without a seedable sampler
-  // (rank 0's generator state is broadcast), so every rank must call next in step.
+  // starts the next epoch). Collective when dispatching, and at the start of an epoch when shuffling
+  // without a seedable sampler: every rank must call it in step.
   std::optional<NamedTensors> next();
 
-  // Batches this rank yields in a full epoch (after skip_first_batches, in the epoch it applies to).
+  // Batches this rank yields in a full epoch, less those to skip; -1 for an iterable dataset.
   int64_t length() const;
   bool end_of_dataloader() const { return progress_->end_of_dataloader; }
   int64_t remainder() const { return progress_->remainder; }
   int64_t epoch() const { return epoch_; }
-  // Only between epochs: sets the epoch the next one starts as (seedable samplers derive their seed from it).
+  bool dispatches() const { return dispatch_; }
+  // Between epochs only: the number of the next epoch (seedable samplers and iterable datasets use it).
   void set_epoch(int64_t epoch);
-  // The next epoch started skips its first n batches (Accelerate's skip_first_batches).
+  // Between epochs only: the next epoch skips its first n batches of this rank.
   void skip_first_batches(int64_t n);
 
   // Epoch, generator state at the start of the epoch and batches already yielded, as bytes; loading them
   // into a loader over the same data and settings makes it yield exactly the remaining batches.
   std::string save_state() const;
-  // Throws Error(InvalidArgument) naming what is wrong with a corrupt or foreign state.
+  // Between epochs only. Throws Error(InvalidArgument) naming what is wrong with a corrupt or foreign state.
   void load_state(const std::string& bytes);
 
  private:
-  void begin_epoch();
-  void end_epoch();
+  Loader(std::shared_ptr<dist::State> state, LoaderConfig config, bool iterable);
+  std::unique_ptr<EpochBatches> start_epoch();
+  std::vector<Batch> base_batches();
   std::vector<int64_t> epoch_order();
+  void place_on_device(NamedTensors& batch) const;
+  void end_epoch();
 
   std::shared_ptr<dist::State> state_;
-  std::shared_ptr<Dataset> dataset_;
+  std::shared_ptr<Dataset> map_dataset_;
+  std::shared_ptr<IterableDataset> iterable_dataset_;
   LoaderConfig config_;
+  bool dispatch_ = false;
   mutable at::Generator generator_;
   std::shared_ptr<LoaderProgress> progress_;
+  std::unique_ptr<EpochBatches> epoch_batches_;
   int64_t epoch_ = 0;
   int64_t skip_ = 0;
-  bool in_epoch_ = false;
+  int64_t yielded_ = 0;  // batches of this epoch already passed, skipped ones included
   bool restored_generator_ = false;
   at::Tensor epoch_generator_state_;
-  std::vector<std::vector<int64_t>> batches_;
-  size_t position_ = 0;
 };
 
 }  // namespace accel::data

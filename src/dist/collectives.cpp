@@ -6,6 +6,7 @@
 #include <ATen/ops/zeros.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/error.hpp"
 
@@ -124,6 +125,26 @@ std::vector<std::string> gather_bytes(State& state, const std::string& bytes) {
   const auto* base = reinterpret_cast<const char*>(all.data_ptr<uint8_t>());
   for (int64_t r = 0; r < world; ++r) result.emplace_back(base + r * longest, static_cast<size_t>(all_lengths[r]));
   return result;
+}
+
+void broadcast_bytes(State& state, std::string& bytes, int32_t from_process) {
+  const char* what = "broadcast_bytes";
+  ProcessGroup* group = state.group(what);
+  if (group == nullptr) return;
+  const at::Device device = comm_device(state);
+  auto length = at::full({1}, static_cast<int64_t>(bytes.size()), at::TensorOptions(at::kLong).device(device));
+  group->broadcast(length, from_process, what);
+  const int64_t size = length.cpu().data_ptr<int64_t>()[0];
+  if (size == 0) {
+    bytes.clear();
+    return;
+  }
+  auto payload = at::empty({size}, at::kByte);
+  if (group->rank() == from_process) std::memcpy(payload.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  payload = payload.to(device);
+  group->broadcast(payload, from_process, what);
+  payload = payload.cpu();
+  bytes.assign(reinterpret_cast<const char*>(payload.data_ptr<uint8_t>()), static_cast<size_t>(size));
 }
 
 at::Tensor reduce(State& state, const at::Tensor& input, const std::string& reduction) {

@@ -20,6 +20,9 @@ at::Tensor gather_for_metrics(State& state, const at::Tensor& input);
 // Every rank's bytes, in rank order.
 std::vector<std::string> gather_bytes(State& state, const std::string& bytes);
 
+// In place: every rank ends with from_process's bytes (any length).
+void broadcast_bytes(State& state, std::string& bytes, int32_t from_process);
+
 // reduction: "sum", "mean" or "max" (Error(InvalidArgument) otherwise; "mean" needs a floating dtype).
 at::Tensor reduce(State& state, const at::Tensor& input, const std::string& reduction);
 

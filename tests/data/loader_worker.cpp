@@ -14,6 +14,7 @@ namespace {
 using namespace worker;
 
 struct LoaderSettings {
+  const char* dispatch = "auto";
   int64_t batch_size = 4;
   bool shuffle = false;
   bool split_batches = false;
@@ -36,7 +37,32 @@ accel_dataset_t* index_dataset(int64_t n) {
   return dataset;
 }
 
-accel_loader_t* make_loader(int64_t n, const LoaderSettings& settings) {
+// The stream 0, 1, ..., n-1 of 0-d int64 items, restarted each epoch.
+struct Stream {
+  int64_t n = 0;
+  int64_t next = 0;
+};
+
+int start_stream(int64_t, void* payload) {
+  static_cast<Stream*>(payload)->next = 0;
+  return 0;
+}
+
+int next_in_stream(accel_sample_t* sample, int* end, void* payload) {
+  auto* stream = static_cast<Stream*>(payload);
+  if (stream->next >= stream->n) {
+    *end = 1;
+    return 0;
+  }
+  const int64_t value = stream->next++;
+  accel_tensor_t* tensor = nullptr;
+  if (accel_tensor_from_buffer(&tensor, &value, ACCEL_DTYPE_INT64, nullptr, 0) != ACCEL_OK) return 1;
+  const int code = accel_sample_add(sample, "index", tensor);
+  accel_tensor_free(tensor);
+  return code;
+}
+
+accel_loader_t* loader_over(accel_dataset_t* dataset, const LoaderSettings& settings) {
   accel_options_t* options = nullptr;
   EXPECT_EQ(accel_options_new(&options), ACCEL_OK);
   EXPECT_EQ(accel_options_set_int(options, "batch_size", settings.batch_size), ACCEL_OK);
@@ -45,11 +71,25 @@ accel_loader_t* make_loader(int64_t n, const LoaderSettings& settings) {
   EXPECT_EQ(accel_options_set_bool(options, "drop_last", settings.drop_last), ACCEL_OK);
   EXPECT_EQ(accel_options_set_int(options, "data_seed", settings.data_seed), ACCEL_OK);
   EXPECT_EQ(accel_options_set_bool(options, "use_seedable_sampler", settings.seedable), ACCEL_OK);
-  accel_dataset_t* dataset = index_dataset(n);
+  EXPECT_EQ(accel_options_set_string(options, "dispatch_batches", settings.dispatch), ACCEL_OK);
   accel_loader_t* loader = nullptr;
   EXPECT_EQ(accel_loader_new(&loader, state, dataset, options), ACCEL_OK) << accel_error_last();
-  accel_dataset_free(dataset);
   accel_options_free(options);
+  return loader;
+}
+
+accel_loader_t* make_loader(int64_t n, const LoaderSettings& settings) {
+  accel_dataset_t* dataset = index_dataset(n);
+  accel_loader_t* loader = loader_over(dataset, settings);
+  accel_dataset_free(dataset);
+  return loader;
+}
+
+accel_loader_t* make_stream_loader(Stream* stream, const LoaderSettings& settings) {
+  accel_dataset_t* dataset = nullptr;
+  EXPECT_EQ(accel_dataset_from_iterable(&dataset, start_stream, next_in_stream, stream), ACCEL_OK);
+  accel_loader_t* loader = loader_over(dataset, settings);
+  accel_dataset_free(dataset);
   return loader;
 }
 
@@ -184,6 +224,67 @@ TEST(Loader, ResumedMidEpochYieldsExactlyTheRemainingBatches) {
   EXPECT_FALSE(rest.local.empty());
   EXPECT_EQ(accel_loader_epoch(resumed), 2);
   accel_loader_free(resumed);
+}
+
+TEST(Loader, DispatchedMapStyleBatchesMatchTheShardedOnes) {
+  for (bool split : {false, true}) {
+    for (int64_t samples : {int64_t{99}, int64_t{512}, int64_t{9}}) {
+      LoaderSettings settings;
+      settings.split_batches = split;
+      settings.batch_size = split ? 2 * world : 5;
+      settings.dispatch = "true";
+      accel_loader_t* dispatched = make_loader(samples, settings);
+      const auto from_dispatch = run_epoch(dispatched);
+      EXPECT_EQ(from_dispatch.gathered, iota(samples)) << samples << " split " << split;
+      EXPECT_EQ(static_cast<int64_t>(from_dispatch.local.size()), accel_loader_length(dispatched));
+      EXPECT_EQ(from_dispatch.end_flags.back(), 1);
+      settings.dispatch = "false";
+      accel_loader_t* sharded = make_loader(samples, settings);
+      EXPECT_EQ(sorted(run_epoch(sharded).gathered), sorted(from_dispatch.gathered));
+      accel_loader_free(dispatched);
+      accel_loader_free(sharded);
+    }
+  }
+}
+
+TEST(Loader, ShuffledDispatchIsAPermutation) {
+  LoaderSettings settings;
+  settings.shuffle = true;
+  settings.dispatch = "true";
+  accel_loader_t* loader = make_loader(45, settings);
+  EXPECT_EQ(sorted(run_epoch(loader).gathered), iota(45));
+  accel_loader_free(loader);
+}
+
+TEST(Loader, IterableDatasetsDispatchByDefaultAndGatherEveryItemOnce) {
+  for (int64_t items : {int64_t{30}, int64_t{99}}) {
+    Stream stream{items, 0};
+    accel_loader_t* loader = make_stream_loader(&stream, LoaderSettings{});
+    EXPECT_EQ(accel_loader_length(loader), -1);
+    for (int pass = 0; pass < 2; ++pass) {
+      const auto epoch = run_epoch(loader);
+      EXPECT_EQ(epoch.gathered, iota(items)) << items << " pass " << pass;
+      EXPECT_EQ(epoch.end_flags.back(), 1);
+    }
+    accel_loader_free(loader);
+  }
+}
+
+TEST(Loader, ShardedIterableDatasetsCoverTheStream) {
+  for (bool split : {false, true}) {
+    Stream stream{50, 0};
+    LoaderSettings settings;
+    settings.dispatch = "false";
+    settings.split_batches = split;
+    settings.batch_size = split ? 2 * world : 4;
+    accel_loader_t* loader = make_stream_loader(&stream, settings);
+    const auto epoch = run_epoch(loader);
+    auto unique = sorted(epoch.gathered);
+    unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+    EXPECT_EQ(unique, iota(50)) << "split " << split;
+    EXPECT_EQ(epoch.end_flags.back(), 1);
+    accel_loader_free(loader);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,94 @@
+// One epoch of one rank's batches, in the three ways Accelerate makes them: a map-style dataset sharded
+// by batch sampler (DataLoaderShard), an iterable dataset sharded by IterableDatasetShard, and batches
+// read on rank 0 and dispatched (DataLoaderDispatcher).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "data/dataset.hpp"
+#include "data/sharding.hpp"
+#include "dist/state.hpp"
+
+namespace accel::data {
+
+class EpochBatches {
+ public:
+  virtual ~EpochBatches() = default;
+  // This rank's next batch, with `last` telling whether another follows (a one-batch look-ahead where
+  // needed); nullopt once the epoch is over.
+  virtual std::optional<NamedTensors> next(bool& last) = 0;
+  // Passes over the next n batches; sources that can seek do so without reading them.
+  virtual void skip(int64_t n);
+  // gather_for_metrics' remainder; for dispatched batches known once the last batch is out.
+  virtual int64_t remainder() const = 0;
+};
+
+// This rank's share of a map-style dataset, batch lists computed up front.
+class MapShardEpoch final : public EpochBatches {
+ public:
+  MapShardEpoch(std::shared_ptr<Dataset> dataset, std::vector<Batch> batches, int64_t remainder);
+  std::optional<NamedTensors> next(bool& last) override;
+  void skip(int64_t n) override;
+  int64_t remainder() const override { return remainder_; }
+
+ private:
+  std::shared_ptr<Dataset> dataset_;
+  std::vector<Batch> batches_;
+  size_t position_ = 0;
+  int64_t remainder_;
+};
+
+// Every rank reads the whole stream and keeps its slice of each global batch.
+class IterableShardEpoch final : public EpochBatches {
+ public:
+  IterableShardEpoch(std::shared_ptr<IterableDataset> dataset, IterableShardSpec spec);
+  std::optional<NamedTensors> next(bool& last) override;
+  // Accelerate keeps the duplicates of an iterable shard: its length is per rank.
+  int64_t remainder() const override { return 0; }
+
+ private:
+  std::optional<NamedTensors> produce();
+  NamedTensors materialize(const Batch& positions) const;
+
+  std::shared_ptr<IterableDataset> dataset_;
+  IterableDatasetShard shard_;
+  int64_t global_batch_size_;
+  int64_t consumed_ = 0;                    // items read from the stream
+  int64_t global_start_ = 0;                // stream position of the global batch in progress
+  std::vector<NamedTensors> global_items_;  // its items so far
+  std::vector<NamedTensors> first_items_;   // the first global batch: the padding source
+  bool stream_done_ = false;
+  std::optional<NamedTensors> pending_;
+  bool started_ = false;
+};
+
+// Rank 0 produces each global step; structure, stop flag and tensors are broadcast; every rank keeps
+// its rows. `read_step` is called on rank 0 only.
+class DispatchEpoch final : public EpochBatches {
+ public:
+  using ReadStep = std::function<std::optional<NamedTensors>()>;
+  DispatchEpoch(std::shared_ptr<dist::State> state, ReadStep read_step, bool drop_last);
+  std::optional<NamedTensors> next(bool& last) override;
+  int64_t remainder() const override { return dispatcher_.remainder(); }
+
+ private:
+  std::optional<NamedTensors> receive();
+
+  std::shared_ptr<dist::State> state_;
+  ReadStep read_step_;
+  BatchDispatcher dispatcher_;
+  int64_t step_start_ = 0;  // stream position of the step's first row
+  NamedTensors first_step_;
+  std::optional<NamedTensors> pending_;
+  bool started_ = false;
+};
+
+// Rows `positions` of a step that starts at stream position `start`; positions before it are rows of the
+// first step (Accelerate pads the last global batch with the first rows of the epoch).
+NamedTensors take_rows(const NamedTensors& step, int64_t start, const NamedTensors& first_step,
+                       const std::vector<int64_t>& positions);
+
+}  // namespace accel::data
