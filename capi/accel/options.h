@@ -19,6 +19,12 @@
  *   use_seedable_sampler bool order of epoch e = permutation seeded data_seed+e  [ACCEL_USE_SEEDABLE_SAMPLER] default false
  *   data_seed        int     seed of the shuffling generator; -1 = random        [ACCEL_DATA_SEED]     default -1
  *   non_blocking     bool    non-blocking copies to the device                   [ACCEL_NON_BLOCKING]  default false
+ *   pin_memory       bool    page-locked batches before a CUDA copy              [ACCEL_PIN_MEMORY]    default false
+ *   prefetch_threads int     threads reading batches ahead (map-style datasets that are not dispatched;
+ *                            a get_item callback then runs on them, concurrently when there are several
+ *                            threads); 0 = read in accel_loader_next
+ *                                                                                [ACCEL_PREFETCH_THREADS] default 0
+ *   prefetch_depth   int     batches read ahead of the one in use (> 0)          [ACCEL_PREFETCH_DEPTH] default 2
  * Booleans accept 1/0, true/false, yes/no, on/off, y/n, t/f (any case) as strings.
  *
  * Thread safety: an options object may be read from several threads at once (by constructors), but

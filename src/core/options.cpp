@@ -26,6 +26,9 @@ const std::vector<OptionSpec>& option_specs() {
       {"use_seedable_sampler", OptionType::Bool, false, {}, false},
       {"data_seed", OptionType::Int, int64_t{-1}, {}, false},
       {"non_blocking", OptionType::Bool, false, {}, false},
+      {"pin_memory", OptionType::Bool, false, {}, false},
+      {"prefetch_threads", OptionType::Int, int64_t{0}, {}, false},
+      {"prefetch_depth", OptionType::Int, int64_t{2}, {}, true},
   };
   return specs;
 }

@@ -32,6 +32,78 @@ void MapShardEpoch::skip(int64_t n) {
   position_ = std::min(batches_.size(), position_ + static_cast<size_t>(std::max<int64_t>(0, n)));
 }
 
+PrefetchingShardEpoch::PrefetchingShardEpoch(std::shared_ptr<Dataset> dataset, std::vector<Batch> batches,
+                                             int64_t remainder, int64_t threads, int64_t depth)
+    : dataset_(std::move(dataset)),
+      batches_(std::move(batches)),
+      remainder_(remainder),
+      threads_(threads),
+      depth_(static_cast<size_t>(std::max<int64_t>(1, depth))) {}
+
+PrefetchingShardEpoch::~PrefetchingShardEpoch() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  for (auto& worker : workers_) worker.join();
+}
+
+// Workers start at the first batch asked for, so that skip can move the start without wasted reads.
+void PrefetchingShardEpoch::start() {
+  for (int64_t t = 0; t < threads_; ++t) workers_.emplace_back([this] { work(); });
+}
+
+void PrefetchingShardEpoch::work() {
+  for (;;) {
+    size_t index = 0;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return stopping_ || next_to_fetch_ >= batches_.size() || next_to_fetch_ < position_ + depth_; });
+      if (stopping_ || next_to_fetch_ >= batches_.size()) return;
+      index = next_to_fetch_++;
+    }
+    std::optional<NamedTensors> batch;
+    std::exception_ptr error;
+    try {
+      batch = dataset_->fetch(batches_[index]);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (error) {
+        failed_[index] = error;
+      } else {
+        ready_[index] = std::move(*batch);
+      }
+    }
+    changed_.notify_all();
+  }
+}
+
+std::optional<NamedTensors> PrefetchingShardEpoch::next(bool& last) {
+  if (workers_.empty()) start();
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (position_ >= batches_.size()) return std::nullopt;
+  const size_t index = position_;
+  changed_.wait(lock, [&] { return ready_.count(index) != 0 || failed_.count(index) != 0; });
+  if (auto failure = failed_.find(index); failure != failed_.end()) std::rethrow_exception(failure->second);
+  NamedTensors batch = std::move(ready_.at(index));
+  ready_.erase(index);
+  ++position_;
+  last = position_ == batches_.size();
+  lock.unlock();
+  changed_.notify_all();
+  return batch;
+}
+
+void PrefetchingShardEpoch::skip(int64_t n) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  position_ = std::min(batches_.size(), position_ + static_cast<size_t>(std::max<int64_t>(0, n)));
+  next_to_fetch_ = std::max(next_to_fetch_, position_);
+}
+
 NamedTensors take_rows(const NamedTensors& step, int64_t start, const NamedTensors& first_step,
                        const std::vector<int64_t>& positions) {
   const int64_t rows = step.front().second.size(0);

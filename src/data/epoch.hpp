@@ -3,7 +3,12 @@
 // read on rank 0 and dispatched (DataLoaderDispatcher).
 #pragma once
 
+#include <condition_variable>
+#include <exception>
 #include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -39,6 +44,36 @@ class MapShardEpoch final : public EpochBatches {
   std::vector<Batch> batches_;
   size_t position_ = 0;
   int64_t remainder_;
+};
+
+// MapShardEpoch's batches fetched ahead by worker threads, at most `depth` batches beyond the one in use,
+// and handed out in order. The dataset's fetch (a C callback included) then runs on those threads.
+class PrefetchingShardEpoch final : public EpochBatches {
+ public:
+  PrefetchingShardEpoch(std::shared_ptr<Dataset> dataset, std::vector<Batch> batches, int64_t remainder,
+                        int64_t threads, int64_t depth);
+  ~PrefetchingShardEpoch() override;
+  std::optional<NamedTensors> next(bool& last) override;
+  void skip(int64_t n) override;
+  int64_t remainder() const override { return remainder_; }
+
+ private:
+  void work();
+  void start();
+
+  std::shared_ptr<Dataset> dataset_;
+  std::vector<Batch> batches_;
+  int64_t remainder_;
+  int64_t threads_;
+  size_t depth_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  size_t next_to_fetch_ = 0;  // under mutex_, like everything below
+  size_t position_ = 0;
+  std::map<size_t, NamedTensors> ready_;
+  std::map<size_t, std::exception_ptr> failed_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
 };
 
 // Every rank reads the whole stream and keeps its slice of each global batch.

@@ -25,6 +25,13 @@ LoaderConfig loader_config(const ResolvedOptions& options) {
   config.use_seedable_sampler = options.get_bool("use_seedable_sampler");
   if (const int64_t seed = options.get_int("data_seed"); seed >= 0) config.data_seed = static_cast<uint64_t>(seed);
   config.non_blocking = options.get_bool("non_blocking");
+  config.pin_memory = options.get_bool("pin_memory");
+  config.prefetch_threads = options.get_int("prefetch_threads");
+  if (config.prefetch_threads < 0 || config.prefetch_threads > 256) {
+    fail(Code::BadOptionValue, "option 'prefetch_threads': " + std::to_string(config.prefetch_threads) +
+                                   " is outside [0, 256]");
+  }
+  config.prefetch_depth = options.get_int("prefetch_depth");
   return config;
 }
 
@@ -155,6 +162,10 @@ std::unique_ptr<EpochBatches> Loader::start_epoch() {
                                             config_.split_batches, config_.even_batches);
   const int64_t remainder =
       shard_remainder(map_dataset_->size(), config_.batch_size, world, config_.split_batches, config_.drop_last);
+  if (config_.prefetch_threads > 0) {
+    return std::make_unique<PrefetchingShardEpoch>(map_dataset_, std::move(batches), remainder,
+                                                   config_.prefetch_threads, config_.prefetch_depth);
+  }
   return std::make_unique<MapShardEpoch>(map_dataset_, std::move(batches), remainder);
 }
 
@@ -169,7 +180,11 @@ void Loader::end_epoch() {
 void Loader::place_on_device(NamedTensors& batch) const {
   if (state_->device() == "cpu") return;
   const at::Device device(state_->device());
-  for (auto& field : batch) field.second = field.second.to(device, config_.non_blocking);
+  for (auto& field : batch) {
+    // Page-locked host memory lets a non-blocking copy overlap the GPU's work.
+    if (config_.pin_memory && device.is_cuda() && field.second.is_cpu()) field.second = field.second.pin_memory();
+    field.second = field.second.to(device, config_.non_blocking);
+  }
 }
 
 std::optional<NamedTensors> Loader::next() {

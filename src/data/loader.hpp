@@ -27,6 +27,9 @@ struct LoaderConfig {
   bool use_seedable_sampler = false;
   std::optional<uint64_t> data_seed;
   bool non_blocking = false;
+  bool pin_memory = false;
+  int64_t prefetch_threads = 0;  // 0: batches are read in next() itself
+  int64_t prefetch_depth = 2;
 };
 
 // Reads the data keys of resolved options (see capi/accel/options.h).

@@ -22,10 +22,11 @@ class LoaderTest : public ::testing::Test {
   void SetUp() override { ASSERT_EQ(accel_state_new(&state, nullptr), ACCEL_OK) << last_error(); }
   void TearDown() override { accel_state_free(state); }
 
-  accel_loader_t* loader_over(accel_dataset_t* dataset, int64_t batch_size) {
+  accel_loader_t* loader_over(accel_dataset_t* dataset, int64_t batch_size, int64_t prefetch_threads = 0) {
     accel_options_t* options = nullptr;
     EXPECT_EQ(accel_options_new(&options), ACCEL_OK);
     EXPECT_EQ(accel_options_set_int(options, "batch_size", batch_size), ACCEL_OK);
+    EXPECT_EQ(accel_options_set_int(options, "prefetch_threads", prefetch_threads), ACCEL_OK);
     accel_loader_t* loader = nullptr;
     EXPECT_EQ(accel_loader_new(&loader, state, dataset, options), ACCEL_OK) << last_error();
     accel_options_free(options);
@@ -116,13 +117,15 @@ TEST_F(LoaderTest, CallbackDatasetStacksItemsAndNamesTheBadOne) {
   };
   for (const Case& c : {Case{{5, -1, -1}, ACCEL_ERR_CALLBACK, "item 5"}, Case{{-1, 6, -1}, ACCEL_ERR_DTYPE, "item 6"},
                         Case{{-1, -1, 3}, ACCEL_ERR_SHAPE_MISMATCH, "item 3"}, Case{{-1, -1, -1}, ACCEL_OK, ""}}) {
-    accel_dataset_t* dataset = nullptr;
-    ASSERT_EQ(accel_dataset_from_callback(&dataset, 8, get_item, const_cast<Items*>(&c.items)), ACCEL_OK);
-    accel_loader_t* loader = loader_over(dataset, 4);
-    EXPECT_EQ(first_error(loader), c.code) << last_error();
-    EXPECT_NE(last_error().find(c.named), std::string::npos) << last_error();
-    accel_loader_free(loader);
-    accel_dataset_free(dataset);
+    for (int64_t threads : {0, 2}) {
+      accel_dataset_t* dataset = nullptr;
+      ASSERT_EQ(accel_dataset_from_callback(&dataset, 8, get_item, const_cast<Items*>(&c.items)), ACCEL_OK);
+      accel_loader_t* loader = loader_over(dataset, 4, threads);
+      EXPECT_EQ(first_error(loader), c.code) << last_error();
+      EXPECT_NE(last_error().find(c.named), std::string::npos) << last_error();
+      accel_loader_free(loader);
+      accel_dataset_free(dataset);
+    }
   }
 }
 

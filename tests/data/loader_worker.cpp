@@ -21,6 +21,7 @@ struct LoaderSettings {
   bool drop_last = false;
   int64_t data_seed = -1;
   bool seedable = false;
+  int64_t prefetch_threads = 0;
 };
 
 // A dataset whose only tensor is the sample index, so batches show which samples they hold.
@@ -72,6 +73,7 @@ accel_loader_t* loader_over(accel_dataset_t* dataset, const LoaderSettings& sett
   EXPECT_EQ(accel_options_set_int(options, "data_seed", settings.data_seed), ACCEL_OK);
   EXPECT_EQ(accel_options_set_bool(options, "use_seedable_sampler", settings.seedable), ACCEL_OK);
   EXPECT_EQ(accel_options_set_string(options, "dispatch_batches", settings.dispatch), ACCEL_OK);
+  EXPECT_EQ(accel_options_set_int(options, "prefetch_threads", settings.prefetch_threads), ACCEL_OK);
   accel_loader_t* loader = nullptr;
   EXPECT_EQ(accel_loader_new(&loader, state, dataset, options), ACCEL_OK) << accel_error_last();
   accel_options_free(options);
@@ -285,6 +287,28 @@ TEST(Loader, ShardedIterableDatasetsCoverTheStream) {
     EXPECT_EQ(epoch.end_flags.back(), 1);
     accel_loader_free(loader);
   }
+}
+
+TEST(Loader, PrefetchingThreadsYieldTheSameBatchesInOrder) {
+  LoaderSettings settings;
+  settings.shuffle = true;
+  settings.data_seed = 99;
+  settings.seedable = true;
+  accel_loader_t* plain = make_loader(203, settings);
+  settings.prefetch_threads = 2;
+  accel_loader_t* prefetched = make_loader(203, settings);
+  for (int pass = 0; pass < 2; ++pass) {
+    const auto expected = run_epoch(plain);
+    const auto got = run_epoch(prefetched);
+    EXPECT_EQ(got.local, expected.local);
+    EXPECT_EQ(got.end_flags, expected.end_flags);
+  }
+  ASSERT_EQ(accel_loader_skip_first_batches(prefetched, 5), ACCEL_OK);
+  const auto skipped = run_epoch(prefetched);
+  const auto full = run_epoch(plain);
+  EXPECT_EQ(skipped.local, std::vector<std::vector<int64_t>>(full.local.begin() + 5, full.local.end()));
+  accel_loader_free(plain);
+  accel_loader_free(prefetched);
 }
 
 }  // namespace
