@@ -9,5 +9,9 @@
 #include "accel/tensor.h"
 #include "accel/collectives.h"
 #include "accel/loader.h"
+#include "accel/model.h"
+#include "accel/optimizer.h"
+#include "accel/scheduler.h"
+#include "accel/train.h"
 
 #endif

@@ -11,6 +11,8 @@
 #include "data/dataset.hpp"
 #include "data/loader.hpp"
 #include "dist/state.hpp"
+#include "train/accelerator.hpp"
+#include "train/model.hpp"
 
 struct accel_options {
   accel::Options options;
@@ -48,4 +50,23 @@ struct accel_batch {
 
 struct accel_sample {
   accel::data::NamedTensors fields;
+};
+
+struct accel_model {
+  std::shared_ptr<accel::train::Model> model;
+  std::vector<std::string> parameter_names;  // cached for accessors that return names
+  std::vector<std::string> buffer_names;
+};
+
+struct accel_output {
+  accel::train::ModelOutput output;
+};
+
+struct accel_optimizer {
+  std::shared_ptr<accel::train::AcceleratedOptimizer> optimizer;
+  std::shared_ptr<accel::train::Model> model;
+};
+
+struct accel_scheduler {
+  std::unique_ptr<accel::train::AcceleratedScheduler> scheduler;
 };

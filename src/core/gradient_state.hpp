@@ -18,14 +18,27 @@ struct LoaderProgress {
 
 class GradientState {
  public:
+  // Whether the current step synchronises gradients and steps the optimizer (true outside accumulation).
+  bool sync_gradients() const;
+  // Accelerate's _do_sync, run on entering accumulate(): the last batch of the active loader always
+  // syncs and resets the counter (with sync_with_dataloader); otherwise every num_steps-th step syncs.
+  void do_sync(int64_t num_steps, bool sync_with_dataloader);
+  // The accumulation counter (Accelerate's accelerator.step).
+  int64_t step() const;
+  void set_step(int64_t step);
+
   void add_loader(const std::shared_ptr<LoaderProgress>& loader);
   void remove_loader(const LoaderProgress* loader);
   // The innermost active loader's progress; end false and remainder -1 when none is active.
   LoaderProgress active() const;
 
  private:
+  LoaderProgress active_locked() const;
+
   mutable std::mutex mutex_;
   std::vector<std::weak_ptr<LoaderProgress>> loaders_;
+  bool sync_gradients_ = true;
+  int64_t step_ = 0;
 };
 
 }  // namespace accel

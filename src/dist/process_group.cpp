@@ -83,15 +83,19 @@ struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroup> group;
   std::string first_failure;
+  int64_t started = 0;
 
-  // Runs one collective; any failure breaks the group and becomes an accel::Error naming `what`.
-  void run(const char* what, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
+  void check_usable(const char* what) const {
     if (!first_failure.empty()) {
       fail(Code::InvalidState, std::string(what) + ": the process group is unusable since an earlier failure: " +
                                    first_failure);
     }
+  }
+
+  // Waits for one collective; any failure breaks the group and becomes an accel::Error naming `what`.
+  void finish(const char* what, const c10::intrusive_ptr<c10d::Work>& work) {
     try {
-      start()->wait();
+      work->wait();
     } catch (const std::exception& error) {
       const std::string message = message_of(error);
       const Code code = classify(message);
@@ -99,11 +103,42 @@ struct ProcessGroup::Impl {
       text += code == Code::Timeout
                   ? "timed out after " + seconds(config.timeout) + " waiting for the other ranks (" + message + ")"
                   : "another rank failed or exited (" + message + ")";
-      first_failure = text;
+      if (first_failure.empty()) first_failure = text;
       fail(code, text);
     }
   }
+
+  c10::intrusive_ptr<c10d::Work> begin(const char* what, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
+    check_usable(what);
+    ++started;
+    try {
+      return start();
+    } catch (const std::exception& error) {
+      first_failure = std::string(what) + " on rank " + std::to_string(config.rank) + " could not start: " + message_of(error);
+      fail(Code::PeerFailed, first_failure);
+    }
+  }
+
+  void run(const char* what, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
+    finish(what, begin(what, start));
+  }
 };
+
+namespace {
+
+class PendingWork final : public PendingCollective {
+ public:
+  PendingWork(ProcessGroup::Impl* group, const char* what, c10::intrusive_ptr<c10d::Work> work)
+      : group_(group), what_(what), work_(std::move(work)) {}
+  void wait() override { group_->finish(what_, work_); }
+
+ private:
+  ProcessGroup::Impl* group_;
+  const char* what_;
+  c10::intrusive_ptr<c10d::Work> work_;
+};
+
+}  // namespace
 
 ProcessGroup::ProcessGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ProcessGroup::~ProcessGroup() = default;
@@ -162,6 +197,16 @@ void ProcessGroup::allreduce(at::Tensor& tensor, ReduceKind kind, const char* wh
     return impl_->group->allreduce(tensors, options);
   });
 }
+
+std::unique_ptr<PendingCollective> ProcessGroup::allreduce_async(at::Tensor& tensor, const char* what) {
+  auto work = impl_->begin(what, [&] {
+    std::vector<at::Tensor> tensors{tensor};
+    return impl_->group->allreduce(tensors);
+  });
+  return std::make_unique<PendingWork>(impl_.get(), what, std::move(work));
+}
+
+int64_t ProcessGroup::collectives_started() const { return impl_->started; }
 
 void ProcessGroup::allgather(std::vector<at::Tensor>& outputs, const at::Tensor& input, const char* what) {
   impl_->run(what, [&] {

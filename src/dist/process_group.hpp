@@ -25,6 +25,13 @@ struct GroupConfig {
 
 enum class ReduceKind { Sum, Max };
 
+// A collective in flight. wait() blocks until it is done, with the same errors as a blocking collective.
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  virtual void wait() = 0;
+};
+
 // One rendezvous and one c10d process group. Every operation blocks until done and throws accel::Error:
 // Timeout when a rank does not take part within the timeout, PeerFailed when a rank went away. After
 // either, the group is broken: every later call throws InvalidState at once, naming the first failure.
@@ -43,13 +50,19 @@ class ProcessGroup {
 
   // `what` names the user-facing operation in error messages.
   void allreduce(at::Tensor& tensor, ReduceKind kind, const char* what);
+  // Starts a sum all-reduce; the tensor must stay alive and untouched until wait() returns. Collectives
+  // started this way complete in the order they were started on every rank.
+  std::unique_ptr<PendingCollective> allreduce_async(at::Tensor& tensor, const char* what);
+  // Collectives started so far on this rank (tests count them to prove that none happened).
+  int64_t collectives_started() const;
+
+  struct Impl;  // c10d's side, defined in process_group.cpp
   // outputs[r] receives rank r's input; every rank's input must have the same size.
   void allgather(std::vector<at::Tensor>& outputs, const at::Tensor& input, const char* what);
   void broadcast(at::Tensor& tensor, int32_t root, const char* what);
   void barrier(const char* what);
 
  private:
-  struct Impl;
   explicit ProcessGroup(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -31,6 +31,7 @@ class State {
   bool check_shapes() const { return check_shapes_; }
   bool broken() const;
   GradientState& gradient_state() { return gradient_state_; }
+  bool sync_gradients() const { return gradient_state_.sync_gradients(); }
 
   // The group for a collective named `what`; nullptr with one process. Throws InvalidState after shutdown.
   ProcessGroup* group(const char* what);

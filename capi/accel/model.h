@@ -1,0 +1,85 @@
+/* accel: models (TorchScript modules) and prepare(model): device placement, rank 0's weights on every
+ * rank, data-parallel gradient synchronisation overlapped with backward, and forward under the state's
+ * mixed precision.
+ *
+ * Data parallelism: gradients are grouped in buckets (parameters in reverse order of registration; the
+ * first bucket about first_bucket_mb, the others about bucket_cap_mb) and each bucket's all-reduce
+ * starts as soon as its last gradient is accumulated, so communication overlaps the rest of backward.
+ * When accel_backward returns on a sync step, every gradient holds the average over the ranks; while
+ * accumulating (accel_accumulate said not to sync) no all-reduce happens. A trainable parameter that
+ * receives no gradient is an error naming it, unless find_unused_parameters is set.
+ * Options read by accel_prepare_model: find_unused_parameters (false), bucket_cap_mb (25),
+ * first_bucket_mb (1), broadcast_buffers (true: rank 0's buffers are sent before each training forward),
+ * convert_outputs_to_fp32 (true: fp16/bf16 outputs of an autocast forward come back as fp32).
+ *
+ * Thread safety: a model is used by one thread at a time. */
+#ifndef ACCEL_MODEL_H
+#define ACCEL_MODEL_H
+
+#include "accel/common.h"
+#include "accel/options.h"
+#include "accel/state.h"
+#include "accel/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct accel_model accel_model_t;
+typedef struct accel_output accel_output_t;
+
+/* Loads a TorchScript model (torch.jit.save) from a file or from memory, on the CPU, not prepared.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_IO (cannot open the file); ACCEL_ERR_INVALID_ARGUMENT (not a
+ * TorchScript archive; the message says why). */
+ACCEL_API ACCEL_NODISCARD int accel_model_load(accel_model_t **out, const char *path);
+ACCEL_API ACCEL_NODISCARD int accel_model_load_buffer(accel_model_t **out, const void *data, size_t size);
+/* Releases the handle; the model lives on while an optimizer made from it does. NULL is a no-op. */
+ACCEL_API void accel_model_free(accel_model_t *model);
+
+/* Prepares the model for this process of state (see above). Collective with several processes.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (already prepared); collective errors. */
+ACCEL_API ACCEL_NODISCARD int accel_prepare_model(accel_state_t *state, accel_model_t *model, const accel_options_t *options);
+
+/* forward(inputs...): count positional tensors, and optionally named ones (names may be NULL when
+ * named_count is 0). *out holds what forward returned: one tensor, a tuple/list, or a dict of tensors.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_TORCH (the model's own error, e.g. a wrong input shape);
+ * ACCEL_ERR_UNSUPPORTED (an output that is not made of tensors). */
+ACCEL_API ACCEL_NODISCARD int accel_model_forward(accel_model_t *model, accel_tensor_t *const *inputs, size_t count,
+                                                  const char *const *names, accel_tensor_t *const *named_inputs,
+                                                  size_t named_count, accel_output_t **out);
+/* The same without building a graph (Accelerate users write it under torch.no_grad()): for evaluation. */
+ACCEL_API ACCEL_NODISCARD int accel_model_evaluate(accel_model_t *model, accel_tensor_t *const *inputs, size_t count,
+                                                   const char *const *names, accel_tensor_t *const *named_inputs,
+                                                   size_t named_count, accel_output_t **out);
+
+/* Output accessors: count; name of entry index (NULL unless the output is a dict); a new handle on entry
+ * index (ACCEL_ERR_OUT_OF_RANGE otherwise); accel_output_get_named looks a dict entry up by name. */
+ACCEL_API size_t accel_output_count(const accel_output_t *output);
+ACCEL_API const char *accel_output_name(const accel_output_t *output, size_t index);
+ACCEL_API ACCEL_NODISCARD int accel_output_get(const accel_output_t *output, size_t index, accel_tensor_t **out);
+ACCEL_API ACCEL_NODISCARD int accel_output_get_named(const accel_output_t *output, const char *name, accel_tensor_t **out);
+ACCEL_API void accel_output_free(accel_output_t *output);
+
+/* Training (1) or evaluation (0) mode. */
+ACCEL_API ACCEL_NODISCARD int accel_model_train(accel_model_t *model, int on);
+ACCEL_API int accel_model_is_training(const accel_model_t *model);
+
+/* Parameters and buffers by index, in registration order: names owned by the model; tensors are new
+ * handles sharing the model's memory (zero-copy: export them with accel_tensor_to_dlpack).
+ * Errors: ACCEL_ERR_NULL_ARGUMENT, ACCEL_ERR_OUT_OF_RANGE. */
+ACCEL_API size_t accel_model_num_parameters(const accel_model_t *model);
+ACCEL_API const char *accel_model_parameter_name(const accel_model_t *model, size_t index);
+ACCEL_API ACCEL_NODISCARD int accel_model_parameter(const accel_model_t *model, size_t index, accel_tensor_t **out);
+ACCEL_API size_t accel_model_num_buffers(const accel_model_t *model);
+ACCEL_API const char *accel_model_buffer_name(const accel_model_t *model, size_t index);
+ACCEL_API ACCEL_NODISCARD int accel_model_buffer(const accel_model_t *model, size_t index, accel_tensor_t **out);
+
+/* The plain module without the data-parallel wrapper (same parameters), e.g. to save or export it. */
+ACCEL_API ACCEL_NODISCARD int accel_model_unwrap(const accel_model_t *model, accel_model_t **out);
+/* Writes the module as TorchScript (loadable by torch.jit.load). Errors: ACCEL_ERR_IO. */
+ACCEL_API ACCEL_NODISCARD int accel_model_save_torchscript(const accel_model_t *model, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

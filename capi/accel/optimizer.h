@@ -1,0 +1,47 @@
+/* accel: optimizers, with Accelerate's semantics: on a step that does not
+ * synchronise gradients (accumulation) accel_optimizer_step and accel_optimizer_zero_grad do nothing;
+ * under fp16 a step whose gradients overflowed is skipped (accel_optimizer_step_was_skipped) and the
+ * scale backs off; a scheduler steps only after a real optimizer step, and then once per process
+ * unless split_batches (the schedule is sized in single-process steps, as in Accelerate; see
+ * accel/scheduler.h).
+ *
+ * Optimizer options: lr (1e-3), momentum, dampening, nesterov (sgd), weight_decay, beta1 (0.9),
+ * beta2 (0.999), eps (1e-8) (adam, adamw), no_decay: comma-separated glob patterns of parameter names
+ * (e.g. "*bias,*norm*") put in a second group with weight decay 0.
+ *
+ * Thread safety: one thread at a time per optimizer and its schedulers. */
+#ifndef ACCEL_OPTIMIZER_H
+#define ACCEL_OPTIMIZER_H
+
+#include "accel/common.h"
+#include "accel/model.h"
+#include "accel/options.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct accel_optimizer accel_optimizer_t;
+
+/* An accelerated optimizer of kind "sgd", "adam" or "adamw" over the trainable parameters of a prepared
+ * model. Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (model not prepared);
+ * ACCEL_ERR_INVALID_ARGUMENT (unknown kind, listing the known ones; bad values naming the option);
+ * ACCEL_ERR_UNSUPPORTED (a second optimizer under fp16). */
+ACCEL_API ACCEL_NODISCARD int accel_optimizer_new(accel_optimizer_t **out, accel_model_t *model, const char *kind,
+                                                  const accel_options_t *options);
+ACCEL_API void accel_optimizer_free(accel_optimizer_t *optimizer);
+ACCEL_API ACCEL_NODISCARD int accel_optimizer_step(accel_optimizer_t *optimizer);
+ACCEL_API ACCEL_NODISCARD int accel_optimizer_zero_grad(accel_optimizer_t *optimizer);
+/* 1 when the last sync step was skipped because of an fp16 overflow. */
+ACCEL_API int accel_optimizer_step_was_skipped(const accel_optimizer_t *optimizer);
+ACCEL_API size_t accel_optimizer_num_groups(const accel_optimizer_t *optimizer);
+/* Learning rate of a parameter group; 0 for a bad group or NULL. */
+ACCEL_API double accel_optimizer_lr(const accel_optimizer_t *optimizer, size_t group);
+ACCEL_API ACCEL_NODISCARD int accel_optimizer_set_lr(accel_optimizer_t *optimizer, size_t group, double lr);
+/* The current fp16 loss scale (1 without fp16). */
+ACCEL_API double accel_optimizer_loss_scale(const accel_optimizer_t *optimizer);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,114 @@
+#include "train/accelerator.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "core/error.hpp"
+#include "train/clipping.hpp"
+
+namespace accel::train {
+
+namespace {
+std::mutex registry_mutex;
+std::map<const dist::State*, std::weak_ptr<Accelerator>> registry;
+}  // namespace
+
+std::shared_ptr<Accelerator> Accelerator::of(const std::shared_ptr<dist::State>& state) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  if (auto existing = registry[state.get()].lock()) return existing;
+  std::shared_ptr<Accelerator> created(new Accelerator(state));
+  registry[state.get()] = created;
+  return created;
+}
+
+Accelerator::Accelerator(std::shared_ptr<dist::State> state)
+    : state_(std::move(state)), accumulation_steps_(state_->options().get_int("gradient_accumulation_steps")) {
+  if (state_->options().get_string("mixed_precision") == "fp16") scaler_ = std::make_unique<GradScaler>();
+}
+
+void Accelerator::accumulate() {
+  state_->gradient_state().do_sync(accumulation_steps_, state_->options().get_bool("sync_with_dataloader"));
+}
+
+void Accelerator::backward(const at::Tensor& loss) {
+  if (!loss.defined()) fail(Code::InvalidArgument, "backward: the loss is undefined");
+  if (loss.numel() != 1) {
+    fail(Code::InvalidArgument, "backward: the loss must be a scalar, got shape " + c10::str(loss.sizes()));
+  }
+  if (!loss.requires_grad()) {
+    fail(Code::InvalidArgument, "backward: the loss does not require grad (computed without a graph?)");
+  }
+  // Every micro-batch contributes loss / N, synced or not (Accelerate divides on every call).
+  at::Tensor scaled = loss.reshape({}).div(static_cast<double>(accumulation_steps_));
+  if (scaler_) scaled = scaler_->scale(scaled);
+  scaled.backward();
+}
+
+void Accelerator::unscale_once(const std::vector<at::Tensor>& parameters) {
+  if (!scaler_ || unscaled_) return;
+  scaler_->unscale(parameters);
+  unscaled_ = true;
+}
+
+double Accelerator::clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type) {
+  unscale_once(parameters);
+  return train::clip_grad_norm(parameters, max_norm, norm_type);
+}
+
+void Accelerator::clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value) {
+  unscale_once(parameters);
+  train::clip_grad_value(parameters, clip_value);
+}
+
+void Accelerator::add_optimizer(const AcceleratedOptimizer* optimizer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (scaler_ && !optimizers_.empty()) {
+    fail(Code::Unsupported, "fp16 mixed precision supports one optimizer per process state");
+  }
+  optimizers_.push_back(optimizer);
+}
+
+void Accelerator::remove_optimizer(const AcceleratedOptimizer* optimizer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  optimizers_.erase(std::remove(optimizers_.begin(), optimizers_.end(), optimizer), optimizers_.end());
+}
+
+bool Accelerator::optimizer_step_was_skipped() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::any_of(optimizers_.begin(), optimizers_.end(), [](const auto* o) { return o->step_was_skipped(); });
+}
+
+AcceleratedOptimizer::AcceleratedOptimizer(std::shared_ptr<Accelerator> accelerator, std::unique_ptr<Optimizer> optimizer)
+    : accelerator_(std::move(accelerator)), optimizer_(std::move(optimizer)) {
+  accelerator_->add_optimizer(this);
+}
+
+AcceleratedOptimizer::~AcceleratedOptimizer() { accelerator_->remove_optimizer(this); }
+
+void AcceleratedOptimizer::step() {
+  if (!accelerator_->state()->sync_gradients()) return;
+  GradScaler* scaler = accelerator_->scaler();
+  if (scaler == nullptr) {
+    optimizer_->step();
+    return;
+  }
+  skipped_ = scaler->step(*optimizer_);
+  scaler->update();
+  accelerator_->unscaled_ = false;
+}
+
+void AcceleratedOptimizer::zero_grad() {
+  if (accelerator_->state()->sync_gradients()) optimizer_->zero_grad();
+}
+
+AcceleratedScheduler::AcceleratedScheduler(std::shared_ptr<AcceleratedOptimizer> optimizer,
+                                           std::unique_ptr<Scheduler> scheduler)
+    : optimizer_(std::move(optimizer)), scheduler_(std::move(scheduler)) {}
+
+void AcceleratedScheduler::step() {
+  const auto& state = optimizer_->accelerator()->state();
+  accelerated_scheduler_step(*scheduler_, state->sync_gradients(), optimizer_->step_was_skipped(),
+                             state->options().get_bool("split_batches"), state->launch().world_size);
+}
+
+}  // namespace accel::train

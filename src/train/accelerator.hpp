@@ -1,0 +1,90 @@
+// The training half of Accelerate's Accelerator, one per process state: gradient accumulation and
+// sync_gradients, backward with loss division and fp16 loss scaling, the accelerated optimizer and
+// scheduler (their steps follow sync_gradients and skipped fp16 steps), and gradient clipping.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "dist/state.hpp"
+#include "train/grad_scaler.hpp"
+#include "train/model.hpp"
+#include "train/optimizer.hpp"
+#include "train/scheduler.hpp"
+
+namespace accel::train {
+
+class AcceleratedOptimizer;
+
+class Accelerator {
+ public:
+  // The accelerator of this process state (created on first use). Thread-safe.
+  static std::shared_ptr<Accelerator> of(const std::shared_ptr<dist::State>& state);
+
+  const std::shared_ptr<dist::State>& state() const { return state_; }
+  int64_t gradient_accumulation_steps() const { return accumulation_steps_; }
+
+  // Accelerate's accumulate(model): decides whether this step synchronises (see GradientState::do_sync).
+  void accumulate();
+  // loss / gradient_accumulation_steps, scaled under fp16, then backward. Throws Error(InvalidArgument)
+  // for a loss that is not a scalar or does not require grad.
+  void backward(const at::Tensor& loss);
+  // Unscales fp16 gradients (once per step), then clips like torch.nn.utils; returns the total norm.
+  double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type);
+  void clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value);
+
+  GradScaler* scaler() { return scaler_.get(); }
+  // Refuses a second optimizer under fp16 (one scaler stage per step is tracked).
+  void add_optimizer(const AcceleratedOptimizer* optimizer);
+  void remove_optimizer(const AcceleratedOptimizer* optimizer);
+  bool optimizer_step_was_skipped() const;
+
+ private:
+  explicit Accelerator(std::shared_ptr<dist::State> state);
+  void unscale_once(const std::vector<at::Tensor>& parameters);
+
+  std::shared_ptr<dist::State> state_;
+  int64_t accumulation_steps_;
+  std::unique_ptr<GradScaler> scaler_;
+  mutable std::mutex mutex_;
+  std::vector<const AcceleratedOptimizer*> optimizers_;
+  bool unscaled_ = false;
+  friend class AcceleratedOptimizer;
+};
+
+// Accelerate's AcceleratedOptimizer: step and zero_grad act only on sync steps; under fp16 the step is
+// skipped (and reported) when a gradient overflowed.
+class AcceleratedOptimizer {
+ public:
+  AcceleratedOptimizer(std::shared_ptr<Accelerator> accelerator, std::unique_ptr<Optimizer> optimizer);
+  ~AcceleratedOptimizer();
+  void step();
+  void zero_grad();
+  bool step_was_skipped() const { return skipped_; }
+  Optimizer& optimizer() { return *optimizer_; }
+  const std::shared_ptr<Accelerator>& accelerator() const { return accelerator_; }
+
+ private:
+  std::shared_ptr<Accelerator> accelerator_;
+  std::unique_ptr<Optimizer> optimizer_;
+  bool skipped_ = false;
+};
+
+// Accelerate's AcceleratedScheduler: steps only after a real optimizer step, P times unless split_batches.
+class AcceleratedScheduler {
+ public:
+  AcceleratedScheduler(std::shared_ptr<AcceleratedOptimizer> optimizer, std::unique_ptr<Scheduler> scheduler);
+  void step();
+  Scheduler& scheduler() { return *scheduler_; }
+
+ private:
+  std::shared_ptr<AcceleratedOptimizer> optimizer_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+}  // namespace accel::train

@@ -1,0 +1,21 @@
+// Gradient clipping as torch.nn.utils (1.13) does it, which is what Accelerate's clip_grad_norm_ and
+// clip_grad_value_ call once the grads are unscaled. Parameters without grad are ignored; an undefined
+// parameter is Error(InvalidArgument).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+namespace accel::train {
+
+// Scales every grad by min(1, max_norm / (total_norm + 1e-6)) and returns total_norm, the norm_type-norm of
+// all grads together (norm_type may be infinity: the largest absolute value); 0 when no parameter has a
+// grad. A non-finite total norm is returned as is and turns the grads non-finite, as in torch.
+// max_norm <= 0 or NaN, norm_type <= 0 or NaN: Error(InvalidArgument).
+double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type = 2.0);
+
+// Clamps every grad to [-clip_value, clip_value]. clip_value < 0 or NaN: Error(InvalidArgument).
+void clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value);
+
+}  // namespace accel::train

@@ -1,0 +1,185 @@
+#include "train/grad_scaler.hpp"
+
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/isfinite.h>
+#include <ATen/ops/stack.h>
+#include <torch/serialize/archive.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace accel::train {
+namespace {
+
+void require(bool ok, const std::string& message) {
+  if (!ok) fail(Code::InvalidArgument, message);
+}
+
+std::string number(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+// torch asserts the two factors; the other checks keep the rule meaningful (a scale of 0 or an interval
+// that is never reached).
+void validate(const GradScalerConfig& config) {
+  require(config.init_scale > 0 && std::isfinite(config.init_scale),
+          "GradScaler init_scale must be a finite number > 0, got " + number(config.init_scale));
+  require(config.growth_factor > 1.0,
+          "GradScaler growth_factor must be > 1.0 (The growth factor must be > 1.0.), got " +
+              number(config.growth_factor));
+  require(config.backoff_factor > 0 && config.backoff_factor < 1.0,
+          "GradScaler backoff_factor must be in (0, 1) (The backoff factor must be < 1.0.), got " +
+              number(config.backoff_factor));
+  require(config.growth_interval >= 1,
+          "GradScaler growth_interval must be >= 1, got " + std::to_string(config.growth_interval));
+}
+
+torch::serialize::InputArchive read_archive(const std::string& bytes) {
+  torch::serialize::InputArchive archive;
+  try {
+    std::istringstream in(bytes);
+    archive.load_from(in);
+  } catch (const c10::Error& error) {
+    fail(Code::InvalidArgument,
+         std::string("GradScaler state is not a saved GradScaler archive: ") + error.what_without_backtrace());
+  }
+  return archive;
+}
+
+double read_double(torch::serialize::InputArchive& archive, const std::string& key) {
+  c10::IValue value;
+  require(archive.try_read(key, value) && value.isDouble(), "GradScaler state has no " + key);
+  return value.toDouble();
+}
+
+int64_t read_int(torch::serialize::InputArchive& archive, const std::string& key) {
+  c10::IValue value;
+  require(archive.try_read(key, value) && value.isInt(), "GradScaler state has no " + key);
+  return value.toInt();
+}
+
+// The defined grads of `parameters`, checked before any is touched so an error leaves them all as they were.
+std::vector<at::Tensor> grads_to_unscale(const std::vector<at::Tensor>& parameters) {
+  std::vector<at::Tensor> grads;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    require(parameters[i].defined(), "GradScaler.unscale: parameter " + std::to_string(i) + " is undefined");
+    const auto grad = parameters[i].grad();
+    if (!grad.defined()) continue;
+    if (grad.scalar_type() == at::kHalf) fail(Code::Dtype, "Attempting to unscale FP16 gradients.");
+    grads.push_back(grad);
+  }
+  return grads;
+}
+
+}  // namespace
+
+GradScaler::GradScaler(GradScalerConfig config) : config_(config) { validate(config_); }
+
+void GradScaler::require_scale(const char* action) const {
+  if (!scale_.defined()) {
+    fail(Code::InvalidState, std::string("Attempted ") + action +
+                                 " but _scale is None.  This may indicate your script did not use "
+                                 "scaler.scale(loss or outputs) earlier in the iteration.");
+  }
+}
+
+at::Tensor GradScaler::scale(const at::Tensor& loss) {
+  require(loss.defined(), "GradScaler.scale: the loss is an undefined tensor");
+  if (!at::isFloatingType(loss.scalar_type())) {
+    fail(Code::Dtype, std::string("GradScaler.scale: the loss must be a floating tensor, got ") +
+                          c10::toString(loss.scalar_type()));
+  }
+  if (!scale_.defined()) {
+    scale_ = at::full({}, config_.init_scale, at::TensorOptions().dtype(at::kFloat).device(loss.device()));
+  }
+  return loss.mul(scale_.to(loss.device()));
+}
+
+void GradScaler::unscale(const std::vector<at::Tensor>& parameters) {
+  require_scale("unscale_");
+  if (stage_ == Stage::Unscaled) {
+    fail(Code::InvalidState, "unscale_() has already been called on this optimizer since the last update().");
+  }
+  if (stage_ == Stage::Stepped) fail(Code::InvalidState, "unscale_() is being called after step().");
+  const auto grads = grads_to_unscale(parameters);
+
+  at::NoGradGuard no_grad;
+  const auto inv_scale = scale_.to(at::kDouble).reciprocal().to(at::kFloat);  // as torch: float32(1/float64)
+  std::vector<at::Tensor> non_finite;  // one flag per grad, gathered on the scale's device
+  for (const auto& grad : grads) {
+    auto values = grad.is_sparse() ? grad._values() : grad;
+    non_finite.push_back(at::isfinite(values).all().logical_not().to(scale_.device()));
+    values.mul_(inv_scale.to(values.device()));
+  }
+  // One host sync for all grads; torch syncs as well, when step() reads found_inf.
+  found_inf_ = !non_finite.empty() && at::stack(non_finite).any().item<bool>();
+  stage_ = Stage::Unscaled;
+}
+
+bool GradScaler::step(Optimizer& optimizer) {
+  require_scale("step");
+  if (stage_ == Stage::Stepped) fail(Code::InvalidState, "step() has already been called since the last update().");
+  if (stage_ == Stage::Ready) unscale(optimizer.parameters());
+  if (!found_inf_) optimizer.step();
+  stage_ = Stage::Stepped;
+  return found_inf_;
+}
+
+// _amp_update_scale_ (AmpKernels.cu): products in double, stored as float32; never grows to inf.
+void GradScaler::update() {
+  require_scale("update");
+  if (stage_ == Stage::Ready) fail(Code::InvalidState, "No inf checks were recorded prior to update.");
+  const double current = scale_.item<float>();
+  if (found_inf_) {
+    scale_.fill_(static_cast<float>(current * config_.backoff_factor));
+    growth_tracker_ = 0;
+  } else if (growth_tracker_ + 1 == config_.growth_interval) {
+    const auto grown = static_cast<float>(current * config_.growth_factor);
+    if (std::isfinite(grown)) scale_.fill_(grown);
+    growth_tracker_ = 0;
+  } else {
+    ++growth_tracker_;
+  }
+  stage_ = Stage::Ready;
+  found_inf_ = false;
+}
+
+double GradScaler::get_scale() const { return scale_.defined() ? scale_.item<float>() : config_.init_scale; }
+
+int64_t GradScaler::growth_tracker() const { return growth_tracker_; }
+
+std::string GradScaler::save_state() const {
+  torch::serialize::OutputArchive archive;
+  archive.write("scale", c10::IValue(get_scale()));
+  archive.write("growth_factor", c10::IValue(config_.growth_factor));
+  archive.write("backoff_factor", c10::IValue(config_.backoff_factor));
+  archive.write("growth_interval", c10::IValue(config_.growth_interval));
+  archive.write("_growth_tracker", c10::IValue(growth_tracker_));
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+void GradScaler::load_state(const std::string& bytes) {
+  auto archive = read_archive(bytes);
+  GradScalerConfig loaded;
+  loaded.init_scale = read_double(archive, "scale");
+  loaded.growth_factor = read_double(archive, "growth_factor");
+  loaded.backoff_factor = read_double(archive, "backoff_factor");
+  loaded.growth_interval = read_int(archive, "growth_interval");
+  const int64_t tracker = read_int(archive, "_growth_tracker");
+  validate(loaded);
+  require(tracker >= 0, "GradScaler state's _growth_tracker must be >= 0, got " + std::to_string(tracker));
+
+  // As load_state_dict: the saved scale is also the new init_scale, for a scale tensor not made yet.
+  config_ = loaded;
+  if (scale_.defined()) scale_.fill_(loaded.init_scale);
+  growth_tracker_ = tracker;
+}
+
+}  // namespace accel::train

@@ -1,0 +1,158 @@
+#include "train/losses.hpp"
+
+#include <ATen/core/Reduction.h>
+#include <ATen/ops/binary_cross_entropy_with_logits.h>
+#include <ATen/ops/cross_entropy_loss.h>
+#include <ATen/ops/l1_loss.h>
+#include <ATen/ops/mse_loss.h>
+#include <ATen/ops/nll_loss.h>
+
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace accel::train {
+namespace {
+
+std::string shape_of(const at::Tensor& tensor) {
+  std::ostringstream out;
+  out << tensor.sizes();
+  return out.str();
+}
+
+std::string number(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+int64_t reduction_of(const std::string& reduction) {
+  if (reduction == "mean") return at::Reduction::Mean;
+  if (reduction == "sum") return at::Reduction::Sum;
+  if (reduction == "none") return at::Reduction::None;
+  fail(Code::InvalidArgument, "unknown loss reduction '" + reduction + "' (known: mean, sum, none)");
+}
+
+void require_floating(const std::string& name, const char* what, const at::Tensor& tensor) {
+  if (!at::isFloatingType(tensor.scalar_type())) {
+    fail(Code::Dtype, name + " " + what + " must be a floating tensor, got " + c10::toString(tensor.scalar_type()));
+  }
+}
+
+// cross_entropy and nll: [N, C] scores against int64 [N] class indices, each in [0, C) or ignore_index.
+void check_class_targets(const std::string& name, const at::Tensor& input, const at::Tensor& target,
+                         const LossConfig& config) {
+  require_floating(name, "input", input);
+  if (input.dim() != 2) fail(Code::ShapeMismatch, name + " input must be [N, C], got " + shape_of(input));
+  if (target.scalar_type() != at::kLong) {
+    fail(Code::Dtype, name + " target must be int64 class indices of shape [N], got " +
+                          c10::toString(target.scalar_type()) +
+                          (at::isFloatingType(target.scalar_type()) ? " (class probabilities are not supported)" : ""));
+  }
+  if (target.dim() != 1 || target.size(0) != input.size(0)) {
+    fail(Code::ShapeMismatch, name + " target shape " + shape_of(target) + " does not match input shape " +
+                                  shape_of(input) + " (expected [" + std::to_string(input.size(0)) + "])");
+  }
+  const int64_t classes = input.size(1);
+  const auto bad = target.lt(0).logical_or(target.ge(classes)).logical_and(target.ne(config.ignore_index));
+  if (bad.any().item<bool>()) {
+    const auto row = bad.nonzero()[0][0].item<int64_t>();
+    fail(Code::InvalidArgument, name + " target " + std::to_string(target[row].item<int64_t>()) + " at row " +
+                                    std::to_string(row) + " is outside [0, " + std::to_string(classes) +
+                                    ") and is not ignore_index " + std::to_string(config.ignore_index));
+  }
+}
+
+void check_cross_entropy(const std::string& name, const at::Tensor& input, const at::Tensor& target,
+                         const LossConfig& config) {
+  if (!(config.label_smoothing >= 0 && config.label_smoothing <= 1)) {
+    fail(Code::InvalidArgument, name + " label_smoothing must be in [0, 1], got " + number(config.label_smoothing));
+  }
+  check_class_targets(name, input, target, config);
+}
+
+// mse, l1, bce_with_logits: an elementwise target. torch would broadcast a different shape (with a
+// warning) and fail later in backward on a different dtype; both are refused here.
+void check_elementwise_target(const std::string& name, const at::Tensor& input, const at::Tensor& target,
+                              const LossConfig&) {
+  require_floating(name, "input", input);
+  require_floating(name, "target", target);
+  if (target.scalar_type() != input.scalar_type()) {
+    fail(Code::Dtype, name + " target dtype " + c10::toString(target.scalar_type()) + " must match input dtype " +
+                          c10::toString(input.scalar_type()));
+  }
+  if (target.sizes() != input.sizes()) {
+    fail(Code::ShapeMismatch,
+         name + " target shape " + shape_of(target) + " does not match input shape " + shape_of(input));
+  }
+}
+
+struct LossKind {
+  const char* name;
+  void (*check)(const std::string&, const at::Tensor&, const at::Tensor&, const LossConfig&);
+  at::Tensor (*compute)(const at::Tensor&, const at::Tensor&, int64_t reduction, const LossConfig&);
+};
+
+const LossKind kLosses[] = {
+    {"cross_entropy", &check_cross_entropy,
+     [](const at::Tensor& input, const at::Tensor& target, int64_t reduction, const LossConfig& config) {
+       return at::cross_entropy_loss(input, target, c10::nullopt, reduction, config.ignore_index,
+                                     config.label_smoothing);
+     }},
+    {"nll", &check_class_targets,
+     [](const at::Tensor& input, const at::Tensor& target, int64_t reduction, const LossConfig& config) {
+       return at::nll_loss(input, target, c10::nullopt, reduction, config.ignore_index);
+     }},
+    {"mse", &check_elementwise_target,
+     [](const at::Tensor& input, const at::Tensor& target, int64_t reduction, const LossConfig&) {
+       return at::mse_loss(input, target, reduction);
+     }},
+    {"l1", &check_elementwise_target,
+     [](const at::Tensor& input, const at::Tensor& target, int64_t reduction, const LossConfig&) {
+       return at::l1_loss(input, target, reduction);
+     }},
+    {"bce_with_logits", &check_elementwise_target,
+     [](const at::Tensor& input, const at::Tensor& target, int64_t reduction, const LossConfig&) {
+       return at::binary_cross_entropy_with_logits(input, target, c10::nullopt, c10::nullopt, reduction);
+     }},
+};
+
+const LossKind& loss_for(const std::string& name) {
+  std::string known;
+  for (const auto& loss : kLosses) {
+    if (name == loss.name) return loss;
+    known += std::string(known.empty() ? "" : ", ") + loss.name;
+  }
+  fail(Code::InvalidArgument, "unknown loss '" + name + "' (known: " + known + ")");
+}
+
+void check_common(const std::string& name, const at::Tensor& input, const at::Tensor& target,
+                  const LossConfig& config) {
+  if (!input.defined()) fail(Code::InvalidArgument, name + " input is an undefined tensor");
+  if (!target.defined()) fail(Code::InvalidArgument, name + " target is an undefined tensor");
+  if (input.device() != target.device()) {
+    fail(Code::InvalidArgument,
+         name + " input is on " + input.device().str() + " but target is on " + target.device().str());
+  }
+  // A shared config must not silently drop a setting the loss has no use for.
+  if (name != "cross_entropy" && config.label_smoothing != 0) {
+    fail(Code::InvalidArgument, "label_smoothing applies to cross_entropy only, not to " + name);
+  }
+}
+
+}  // namespace
+
+at::Tensor compute_loss(const std::string& name, const at::Tensor& input, const at::Tensor& target,
+                        const LossConfig& config) {
+  const auto& loss = loss_for(name);
+  const int64_t reduction = reduction_of(config.reduction);
+  check_common(name, input, target, config);
+  loss.check(name, input, target, config);
+  try {
+    return loss.compute(input, target, reduction, config);
+  } catch (const c10::Error& error) {
+    fail(Code::Torch, name + " loss failed: " + error.what_without_backtrace());
+  }
+}
+
+}  // namespace accel::train

@@ -1,0 +1,227 @@
+#include "train/model.hpp"
+
+#include <ATen/autocast_mode.h>
+#include <ATen/ops/cat.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/autograd/grad_mode.h>
+#include <torch/script.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "dist/collectives.hpp"
+
+namespace accel::train {
+
+struct Model::Impl {
+  torch::jit::Module module;
+  std::shared_ptr<dist::State> state;
+  PrepareConfig config;
+  std::unique_ptr<Reducer> reducer;
+};
+
+Model::Model(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::~Model() = default;
+
+namespace {
+
+std::shared_ptr<Model::Impl> loaded(const std::function<torch::jit::Module()>& load, const std::string& source) {
+  auto impl = std::make_shared<Model::Impl>();
+  try {
+    impl->module = load();
+  } catch (const c10::Error& error) {
+    fail(Code::InvalidArgument, source + " is not a TorchScript model: " + error.what_without_backtrace());
+  } catch (const std::exception& error) {
+    fail(Code::InvalidArgument, source + " is not a TorchScript model: " + error.what());
+  }
+  return impl;
+}
+
+// Sends rank 0's values of these tensors to every rank, one flat buffer per dtype.
+void broadcast_coalesced(dist::State& state, const std::vector<at::Tensor>& tensors) {
+  std::map<at::ScalarType, std::vector<at::Tensor>> by_type;
+  for (const auto& tensor : tensors) by_type[tensor.scalar_type()].push_back(tensor);
+  for (auto& [type, group] : by_type) {
+    std::vector<at::Tensor> flat_parts;
+    for (const auto& tensor : group) flat_parts.push_back(tensor.detach().reshape({-1}));
+    auto flat = at::cat(flat_parts);
+    dist::broadcast(state, flat, 0);
+    int64_t offset = 0;
+    for (auto& tensor : group) {
+      tensor.detach().copy_(flat.narrow(0, offset, tensor.numel()).view(tensor.sizes()));
+      offset += tensor.numel();
+    }
+  }
+}
+
+// The autocast of the state's mixed precision, for the duration of one forward.
+class AutocastScope {
+ public:
+  AutocastScope(const std::string& mixed_precision, const std::string& device) {
+    const bool cuda = device.rfind("cuda", 0) == 0;
+    if (mixed_precision == "bf16") {
+      cuda_ = cuda;
+      cpu_ = !cuda;
+    } else if (mixed_precision == "fp16") {
+      cuda_ = cuda;  // CPU autocast knows only bf16 in LibTorch 1.13: fp16 on CPU is the grad scaler alone
+    }
+    const auto type = mixed_precision == "bf16" ? at::kBFloat16 : at::kHalf;
+    if (cpu_) {
+      at::autocast::set_cpu_enabled(true);
+      at::autocast::set_autocast_cpu_dtype(type);
+    }
+    if (cuda_) {
+      at::autocast::set_enabled(true);
+      at::autocast::set_autocast_gpu_dtype(type);
+    }
+    if (cpu_ || cuda_) at::autocast::increment_nesting();
+  }
+  ~AutocastScope() {
+    if (!cpu_ && !cuda_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    if (cpu_) at::autocast::set_cpu_enabled(false);
+    if (cuda_) at::autocast::set_enabled(false);
+  }
+  bool active() const { return cpu_ || cuda_; }
+
+ private:
+  bool cpu_ = false;
+  bool cuda_ = false;
+};
+
+at::Tensor as_output(const at::Tensor& tensor, bool to_fp32) {
+  if (to_fp32 && (tensor.scalar_type() == at::kHalf || tensor.scalar_type() == at::kBFloat16)) return tensor.to(at::kFloat);
+  return tensor;
+}
+
+ModelOutput convert(const c10::IValue& value, bool to_fp32) {
+  ModelOutput output;
+  auto take = [&](const c10::IValue& item, const std::string& name) {
+    if (!item.isTensor()) fail(Code::Unsupported, "forward returned a " + item.tagKind() + " where a tensor was expected");
+    output.values.emplace_back(name, as_output(item.toTensor(), to_fp32));
+  };
+  if (value.isTensor()) {
+    take(value, "");
+  } else if (value.isTuple() || value.isList()) {
+    output.kind = ModelOutput::Kind::Tuple;
+    const auto items = value.isTuple() ? value.toTupleRef().elements().vec() : value.toListRef().vec();
+    for (const auto& item : items) take(item, "");
+  } else if (value.isGenericDict()) {
+    output.kind = ModelOutput::Kind::Dict;
+    for (const auto& entry : value.toGenericDict()) {
+      if (!entry.key().isString()) fail(Code::Unsupported, "forward returned a dict whose keys are not strings");
+      take(entry.value(), entry.key().toStringRef());
+    }
+  } else {
+    fail(Code::Unsupported, "forward returned a " + value.tagKind() + "; expected a tensor, a tuple or a dict of tensors");
+  }
+  return output;
+}
+
+}  // namespace
+
+std::shared_ptr<Model> Model::load_file(const std::string& path) {
+  if (!std::ifstream(path).good()) fail(Code::Io, "cannot open model file '" + path + "'");
+  return std::shared_ptr<Model>(new Model(loaded([&] { return torch::jit::load(path); }, "'" + path + "'")));
+}
+
+std::shared_ptr<Model> Model::load_buffer(const std::string& bytes) {
+  return std::shared_ptr<Model>(new Model(loaded(
+      [&] {
+        std::istringstream stream(bytes);
+        return torch::jit::load(stream);
+      },
+      "the buffer")));
+}
+
+void Model::prepare(std::shared_ptr<dist::State> state, const PrepareConfig& config) {
+  if (impl_->state) fail(Code::InvalidState, "the model is already prepared");
+  impl_->module.to(at::Device(state->device()));
+  impl_->config = config;
+  if (state->launch().world_size > 1) {
+    std::vector<at::Tensor> tensors;
+    NamedTensorList trainable;
+    for (const auto& parameter : impl_->module.named_parameters(true)) {
+      tensors.push_back(parameter.value);
+      if (parameter.value.requires_grad()) trainable.emplace_back(parameter.name, parameter.value);
+    }
+    for (const auto& buffer : impl_->module.named_buffers(true)) tensors.push_back(buffer.value);
+    broadcast_coalesced(*state, tensors);
+    if (!trainable.empty()) impl_->reducer = std::make_unique<Reducer>(state, std::move(trainable), config.reducer);
+  }
+  impl_->state = std::move(state);
+}
+
+bool Model::prepared() const { return impl_->state != nullptr; }
+
+ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTensorList& kwargs, bool grad_enabled) {
+  torch::AutoGradMode grad_mode(grad_enabled);
+  const bool training = impl_->module.is_training();
+  if (impl_->state && training && grad_enabled && impl_->state->launch().world_size > 1) {
+    if (impl_->config.broadcast_buffers) {
+      std::vector<at::Tensor> buffers;
+      for (const auto& buffer : impl_->module.named_buffers(true)) buffers.push_back(buffer.value);
+      if (!buffers.empty()) broadcast_coalesced(*impl_->state, buffers);
+    }
+    if (impl_->reducer) impl_->reducer->prepare_for_backward(impl_->state->sync_gradients());
+  }
+  std::vector<c10::IValue> inputs(args.begin(), args.end());
+  std::unordered_map<std::string, c10::IValue> named;
+  for (const auto& [name, tensor] : kwargs) named.emplace(name, tensor);
+  const std::string precision = impl_->state ? impl_->state->options().get_string("mixed_precision") : "no";
+  const std::string device = impl_->state ? impl_->state->device() : "cpu";
+  c10::IValue result;
+  bool autocast = false;
+  {
+    AutocastScope scope(precision, device);
+    autocast = scope.active();
+    try {
+      result = impl_->module.forward(inputs, named);
+    } catch (const c10::Error& error) {
+      fail(Code::Torch, std::string("forward failed: ") + error.what_without_backtrace());
+    } catch (const std::exception& error) {
+      // TorchScript's interpreter reports a failing model line as a plain runtime error.
+      fail(Code::Torch, std::string("forward failed: ") + error.what());
+    }
+  }
+  return convert(result, autocast && !impl_->config.keep_low_precision_outputs);
+}
+
+void Model::train(bool on) { impl_->module.train(on); }
+bool Model::is_training() const { return impl_->module.is_training(); }
+
+NamedTensorList Model::named_parameters() const {
+  NamedTensorList out;
+  for (const auto& parameter : impl_->module.named_parameters(true)) out.emplace_back(parameter.name, parameter.value);
+  return out;
+}
+
+NamedTensorList Model::named_buffers() const {
+  NamedTensorList out;
+  for (const auto& buffer : impl_->module.named_buffers(true)) out.emplace_back(buffer.name, buffer.value);
+  return out;
+}
+
+std::vector<std::vector<std::string>> Model::bucket_names() const {
+  return impl_->reducer ? impl_->reducer->bucket_names() : std::vector<std::vector<std::string>>{};
+}
+
+std::shared_ptr<Model> Model::unwrap() const {
+  auto impl = std::make_shared<Impl>();
+  impl->module = impl_->module;
+  return std::shared_ptr<Model>(new Model(impl));
+}
+
+void Model::save_torchscript(const std::string& path) const {
+  try {
+    impl_->module.save(path);
+  } catch (const std::exception& error) {
+    fail(Code::Io, "cannot save the model to '" + path + "': " + error.what());
+  }
+}
+
+const std::shared_ptr<dist::State>& Model::state() const { return impl_->state; }
+
+}  // namespace accel::train

@@ -1,0 +1,67 @@
+// A TorchScript model, and what prepare makes of it: on the state's device, with parameters and buffers
+// equal to rank 0's, wrapped for data parallelism, with forward under the state's mixed precision.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dist/state.hpp"
+#include "train/reducer.hpp"
+
+namespace accel::train {
+
+using NamedTensorList = std::vector<std::pair<std::string, at::Tensor>>;
+
+// What forward returned: a tensor (one unnamed value), a tuple or list (unnamed values) or a dict.
+struct ModelOutput {
+  enum class Kind { Tensor, Tuple, Dict };
+  Kind kind = Kind::Tensor;
+  NamedTensorList values;  // names empty except for a dict
+};
+
+struct PrepareConfig {
+  ReducerConfig reducer;
+  bool broadcast_buffers = true;  // rank 0's buffers are sent before each training forward, as DDP does
+  bool keep_low_precision_outputs = false;  // else fp16/bf16 outputs come back as fp32
+};
+
+class Model {
+ public:
+  // Throws Error(Io) for a missing file, Error(InvalidArgument) for one that is not TorchScript.
+  static std::shared_ptr<Model> load_file(const std::string& path);
+  static std::shared_ptr<Model> load_buffer(const std::string& bytes);
+  ~Model();
+
+  // Moves to the state's device, makes every rank start from rank 0's parameters and buffers, and with
+  // several processes builds the reducer. Collective. Throws Error(InvalidState) when already prepared.
+  void prepare(std::shared_ptr<dist::State> state, const PrepareConfig& config);
+  bool prepared() const;
+
+  // Forward with positional and named arguments, under autocast when the state asks for bf16 (or fp16
+  // on CUDA). With grad_enabled false it runs without building a graph (evaluation).
+  ModelOutput forward(const std::vector<at::Tensor>& args, const NamedTensorList& kwargs, bool grad_enabled);
+
+  void train(bool on);
+  bool is_training() const;
+  NamedTensorList named_parameters() const;
+  NamedTensorList named_buffers() const;
+  // Gradient buckets, for inspection and tests; empty when not data-parallel.
+  std::vector<std::vector<std::string>> bucket_names() const;
+  // The plain module (same parameters), without the data-parallel wrapper.
+  std::shared_ptr<Model> unwrap() const;
+  void save_torchscript(const std::string& path) const;
+  // The state this model was prepared with; nullptr before prepare.
+  const std::shared_ptr<dist::State>& state() const;
+
+  struct Impl;
+
+ private:
+  explicit Model(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace accel::train

@@ -1,0 +1,332 @@
+#include "train/optimizer.hpp"
+
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/serialize.h>
+#include <torch/optim/sgd.h>
+#include <torch/serialize/archive.h>
+
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace accel::train {
+namespace {
+
+using TorchOptions = torch::optim::OptimizerOptions;
+// The group options an archive holds, each with the (saved) keys of its parameters.
+using SavedGroups = std::vector<std::pair<std::vector<std::string>, std::unique_ptr<TorchOptions>>>;
+
+std::string number(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+void require(bool ok, const std::string& message) {
+  if (!ok) fail(Code::InvalidArgument, message);
+}
+
+// One parameter group before it becomes a torch::optim::OptimizerParamGroup.
+struct Group {
+  std::vector<std::string> names;
+  std::vector<at::Tensor> params;
+  double weight_decay;
+};
+
+torch::optim::SGDOptions sgd_options(const OptimizerConfig& config, double weight_decay) {
+  return torch::optim::SGDOptions(config.lr)
+      .momentum(config.momentum)
+      .dampening(config.dampening)
+      .nesterov(config.nesterov)
+      .weight_decay(weight_decay);
+}
+
+template <typename Options>
+Options adam_family_options(const OptimizerConfig& config, double weight_decay) {
+  return Options(config.lr).betas(std::make_tuple(config.beta1, config.beta2)).eps(config.eps).weight_decay(weight_decay);
+}
+
+// Every group gets its own options so that the no-decay group keeps weight_decay 0.
+template <typename TorchOptimizer, typename Options, Options (*make_options)(const OptimizerConfig&, double)>
+std::unique_ptr<torch::optim::Optimizer> build(const std::vector<Group>& groups, const OptimizerConfig& config) {
+  std::vector<torch::optim::OptimizerParamGroup> torch_groups;
+  for (const auto& group : groups) {
+    torch_groups.emplace_back(group.params, std::make_unique<Options>(make_options(config, group.weight_decay)));
+  }
+  return std::make_unique<TorchOptimizer>(std::move(torch_groups), make_options(config, config.weight_decay));
+}
+
+template <typename Options>
+double weight_decay_of(const TorchOptions& options) {
+  return static_cast<const Options&>(options).weight_decay();
+}
+
+template <typename Options>
+SavedGroups read_saved_groups(torch::serialize::InputArchive& archive) {
+  torch::serialize::InputArchive groups_archive;
+  archive.read("param_groups", groups_archive);
+  SavedGroups groups;
+  torch::optim::detail::serialize<Options>(groups_archive, groups);
+  return groups;
+}
+
+// What differs between the kinds; the table below is also the list of known kinds.
+struct KindTraits {
+  const char* name;
+  std::unique_ptr<torch::optim::Optimizer> (*build)(const std::vector<Group>&, const OptimizerConfig&);
+  double (*weight_decay)(const TorchOptions&);
+  SavedGroups (*read_saved_groups)(torch::serialize::InputArchive&);
+};
+
+const KindTraits kKinds[] = {
+    {"sgd", &build<torch::optim::SGD, torch::optim::SGDOptions, &sgd_options>,
+     &weight_decay_of<torch::optim::SGDOptions>, &read_saved_groups<torch::optim::SGDOptions>},
+    {"adam",
+     &build<torch::optim::Adam, torch::optim::AdamOptions, &adam_family_options<torch::optim::AdamOptions>>,
+     &weight_decay_of<torch::optim::AdamOptions>, &read_saved_groups<torch::optim::AdamOptions>},
+    {"adamw",
+     &build<torch::optim::AdamW, torch::optim::AdamWOptions, &adam_family_options<torch::optim::AdamWOptions>>,
+     &weight_decay_of<torch::optim::AdamWOptions>, &read_saved_groups<torch::optim::AdamWOptions>},
+};
+
+const KindTraits& traits_for(const std::string& kind) {
+  std::string known;
+  for (const auto& traits : kKinds) {
+    if (kind == traits.name) return traits;
+    known += std::string(known.empty() ? "" : ", ") + traits.name;
+  }
+  fail(Code::InvalidArgument, "unknown optimizer '" + kind + "' (known: " + known + ")");
+}
+
+// The checks torch::optim makes with TORCH_CHECK, made first so the error names the key.
+void validate_config(const std::string& kind, const OptimizerConfig& config) {
+  require(config.lr >= 0, "optimizer lr must be >= 0, got " + number(config.lr));
+  require(config.weight_decay >= 0, "optimizer weight_decay must be >= 0, got " + number(config.weight_decay));
+  if (kind == "sgd") {
+    require(config.momentum >= 0, "optimizer momentum must be >= 0, got " + number(config.momentum));
+    require(!config.nesterov || (config.momentum > 0 && config.dampening == 0),
+            "optimizer nesterov requires momentum > 0 and dampening 0 (momentum " + number(config.momentum) +
+                ", dampening " + number(config.dampening) + ")");
+    return;
+  }
+  require(config.beta1 >= 0 && config.beta1 < 1, "optimizer beta1 must be in [0, 1), got " + number(config.beta1));
+  require(config.beta2 >= 0 && config.beta2 < 1, "optimizer beta2 must be in [0, 1), got " + number(config.beta2));
+  require(config.eps >= 0, "optimizer eps must be >= 0, got " + number(config.eps));
+}
+
+void validate_parameters(const std::vector<std::pair<std::string, at::Tensor>>& named_parameters) {
+  require(!named_parameters.empty(), "optimizer got an empty parameter list");
+  std::set<std::string> names;
+  std::map<const void*, std::string> tensors;
+  for (const auto& [name, tensor] : named_parameters) {
+    require(tensor.defined(), "parameter '" + name + "' is an undefined tensor");
+    require(tensor.is_leaf(), "parameter '" + name + "' is not a leaf tensor (can't optimize a non-leaf tensor)");
+    require(names.insert(name).second, "parameter name '" + name + "' appears more than once");
+    const auto [seen, inserted] = tensors.emplace(tensor.unsafeGetTensorImpl(), name);
+    require(inserted, "parameters '" + seen->second + "' and '" + name + "' are the same tensor");
+  }
+}
+
+bool matches_any(const std::vector<std::string>& patterns, const std::string& name) {
+  for (const auto& pattern : patterns) {
+    if (glob_match(pattern, name)) return true;
+  }
+  return false;
+}
+
+std::vector<Group> split_groups(const std::vector<std::pair<std::string, at::Tensor>>& named_parameters,
+                                const OptimizerConfig& config) {
+  Group decay{{}, {}, config.weight_decay};
+  Group no_decay{{}, {}, 0.0};
+  for (const auto& [name, tensor] : named_parameters) {
+    Group& group = matches_any(config.no_decay_patterns, name) ? no_decay : decay;
+    group.names.push_back(name);
+    group.params.push_back(tensor);
+  }
+  std::vector<Group> groups;
+  for (auto* group : {&decay, &no_decay}) {
+    if (!group->params.empty()) groups.push_back(std::move(*group));
+  }
+  return groups;
+}
+
+torch::serialize::InputArchive read_archive(const std::string& bytes, const c10::Device& device) {
+  torch::serialize::InputArchive archive;
+  try {
+    std::istringstream in(bytes);
+    archive.load_from(in, device);
+  } catch (const c10::Error& error) {
+    fail(Code::InvalidArgument, std::string("optimizer state is not a saved optimizer archive: ") +
+                                    error.what_without_backtrace());
+  }
+  return archive;
+}
+
+}  // namespace
+
+bool glob_match(const std::string& pattern, const std::string& name) {
+  // Greedy match that backtracks only to the last '*', which is enough for '*' and '?'.
+  size_t p = 0, n = 0, star = std::string::npos, star_n = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
+      ++p;
+      ++n;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      star_n = n;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      n = ++star_n;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+struct Optimizer::Impl {
+  std::string kind;
+  const KindTraits* traits;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::vector<std::vector<std::string>> names;  // per group, parallel to the group's params
+  std::vector<double> initial_lrs;
+
+  size_t checked(size_t index) const {
+    const auto count = optimizer->param_groups().size();
+    if (index >= count) {
+      fail(Code::OutOfRange, "parameter group " + std::to_string(index) + " out of range (the optimizer has " +
+                                 std::to_string(count) + ")");
+    }
+    return index;
+  }
+
+  torch::optim::OptimizerParamGroup& group(size_t index) const { return optimizer->param_groups()[checked(index)]; }
+
+  // The group options and initial lrs of a saved state, checked against this optimizer before anything
+  // changes.
+  std::pair<SavedGroups, std::vector<double>> read_checked(torch::serialize::InputArchive& archive) const {
+    c10::IValue saved_kind;
+    require(archive.try_read("accel/kind", saved_kind) && saved_kind.isString(),
+            "optimizer state has no optimizer kind");
+    require(saved_kind.toStringRef() == kind,
+            "optimizer state is for '" + saved_kind.toStringRef() + "', this optimizer is '" + kind + "'");
+    c10::IValue saved_initial_lrs;
+    require(archive.try_read("accel/initial_lrs", saved_initial_lrs) && saved_initial_lrs.isDoubleList(),
+            "optimizer state has no initial lrs");
+    SavedGroups groups;
+    try {
+      groups = traits->read_saved_groups(archive);
+    } catch (const c10::Error& error) {
+      fail(Code::InvalidArgument,
+           std::string("optimizer state has unreadable parameter groups: ") + error.what_without_backtrace());
+    }
+    auto initial = saved_initial_lrs.toDoubleVector();
+    require(groups.size() == names.size() && initial.size() == names.size(),
+            "optimizer state has " + std::to_string(groups.size()) + " parameter groups, this optimizer has " +
+                std::to_string(names.size()));
+    for (size_t i = 0; i < groups.size(); ++i) {
+      require(groups[i].first.size() == names[i].size(),
+              "optimizer state's parameter group " + std::to_string(i) + " has " +
+                  std::to_string(groups[i].first.size()) + " parameters, this optimizer's has " +
+                  std::to_string(names[i].size()));
+    }
+    return {std::move(groups), std::move(initial)};
+  }
+
+  // Python's load_state_dict replaces the whole per-parameter state; torch::optim's load only adds to it.
+  // On failure the previous state is put back.
+  void replace_state(torch::serialize::InputArchive& archive) {
+    ska::flat_hash_map<std::string, std::unique_ptr<torch::optim::OptimizerParamState>> previous;
+    std::swap(previous, optimizer->state());
+    try {
+      optimizer->load(archive);
+    } catch (const c10::Error& error) {
+      std::swap(previous, optimizer->state());
+      fail(Code::InvalidArgument, std::string("optimizer state is unreadable: ") + error.what_without_backtrace());
+    }
+  }
+};
+
+Optimizer::Optimizer(const std::string& kind, const std::vector<std::pair<std::string, at::Tensor>>& named_parameters,
+                     const OptimizerConfig& config)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->kind = kind;
+  impl_->traits = &traits_for(kind);
+  validate_config(kind, config);
+  validate_parameters(named_parameters);
+  const auto groups = split_groups(named_parameters, config);
+  impl_->optimizer = impl_->traits->build(groups, config);
+  for (const auto& group : groups) {
+    impl_->names.push_back(group.names);
+    impl_->initial_lrs.push_back(config.lr);
+  }
+}
+
+Optimizer::~Optimizer() = default;
+
+void Optimizer::step() { impl_->optimizer->step(); }
+
+void Optimizer::zero_grad() {
+  for (const auto& group : impl_->optimizer->param_groups()) {
+    for (auto param : group.params()) {
+      if (param.grad().defined()) param.mutable_grad() = at::Tensor();
+    }
+  }
+}
+
+size_t Optimizer::num_groups() const { return impl_->optimizer->param_groups().size(); }
+
+double Optimizer::lr(size_t group) const { return impl_->group(group).options().get_lr(); }
+
+void Optimizer::set_lr(size_t group, double lr) {
+  require(lr >= 0, "optimizer lr must be >= 0, got " + number(lr) + " for group " + std::to_string(group));
+  impl_->group(group).options().set_lr(lr);
+}
+
+double Optimizer::initial_lr(size_t group) const {
+  return impl_->initial_lrs[impl_->checked(group)];
+}
+
+double Optimizer::weight_decay(size_t group) const {
+  return impl_->traits->weight_decay(impl_->group(group).options());
+}
+
+std::vector<std::string> Optimizer::group_parameter_names(size_t group) const {
+  return impl_->names[impl_->checked(group)];
+}
+
+std::vector<at::Tensor> Optimizer::parameters() const {
+  std::vector<at::Tensor> all;
+  for (const auto& group : impl_->optimizer->param_groups()) {
+    all.insert(all.end(), group.params().begin(), group.params().end());
+  }
+  return all;
+}
+
+const std::string& Optimizer::kind() const { return impl_->kind; }
+
+std::string Optimizer::save_state() const {
+  torch::serialize::OutputArchive archive;
+  impl_->optimizer->save(archive);
+  archive.write("accel/kind", c10::IValue(impl_->kind));
+  archive.write("accel/initial_lrs", c10::IValue(impl_->initial_lrs));
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+void Optimizer::load_state(const std::string& bytes) {
+  // Saved state tensors go where the parameters are (Accelerate moves them to the device as well).
+  auto archive = read_archive(bytes, parameters().front().device());
+  auto [groups, initial_lrs] = impl_->read_checked(archive);
+  impl_->replace_state(archive);
+  auto& param_groups = impl_->optimizer->param_groups();
+  for (size_t i = 0; i < groups.size(); ++i) param_groups[i].set_options(std::move(groups[i].second));
+  impl_->initial_lrs = std::move(initial_lrs);
+}
+
+}  // namespace accel::train

@@ -1,0 +1,73 @@
+// The optimizer a training loop steps: torch::optim's SGD, Adam and AdamW behind a small interface that
+// names parameters, splits off a no-weight-decay group, and serialises its state to bytes. torch::optim
+// stays out of this header (pimpl) so users of the interface only need ATen's Tensor.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace accel::train {
+
+struct OptimizerConfig {
+  double lr = 1e-3;
+  double momentum = 0;  // sgd
+  double dampening = 0;  // sgd
+  bool nesterov = false;  // sgd; needs momentum > 0 and dampening 0
+  double weight_decay = 0;
+  double beta1 = 0.9;  // adam, adamw
+  double beta2 = 0.999;  // adam, adamw
+  double eps = 1e-8;  // adam, adamw
+  // Parameters whose name matches one of these glob patterns ('*' and '?', e.g. "*bias", "*norm*") go in
+  // a second parameter group with weight_decay 0 (the usual "no decay for biases and norms").
+  std::vector<std::string> no_decay_patterns;
+};
+
+// Whether `name` matches the whole glob `pattern` ('*': any run of characters, '?': one character).
+bool glob_match(const std::string& pattern, const std::string& name);
+
+// kind: "sgd", "adam" or "adamw". Groups: the parameters that match no no_decay pattern (weight_decay from
+// the config), then those that match one (weight_decay 0); an empty group is left out, so there is one
+// group when no pattern is given or when every parameter falls on the same side.
+class Optimizer {
+ public:
+  // Unknown kind, an empty or undefined parameter, a non-leaf parameter, a repeated name or a bad value
+  // (lr < 0, momentum < 0, weight_decay < 0, eps < 0, betas outside [0, 1), nesterov without momentum or
+  // with dampening): Error(InvalidArgument) naming it.
+  Optimizer(const std::string& kind, const std::vector<std::pair<std::string, at::Tensor>>& named_parameters,
+            const OptimizerConfig& config);
+  ~Optimizer();
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  void step();  // the plain torch::optim step; parameters without grad are left alone
+  void zero_grad();  // sets every grad to undefined (set_to_none, as Accelerate / torch 2.x)
+
+  // Group accessors; a group index out of range is Error(OutOfRange).
+  size_t num_groups() const;
+  double lr(size_t group) const;
+  void set_lr(size_t group, double lr);  // lr < 0 or NaN: Error(InvalidArgument)
+  double initial_lr(size_t group) const;  // the lr each group started with (schedulers scale from it)
+  double weight_decay(size_t group) const;
+  std::vector<std::string> group_parameter_names(size_t group) const;
+  std::vector<at::Tensor> parameters() const;  // every parameter, all groups, in group order
+  const std::string& kind() const;
+
+  // The torch::optim archive (per-parameter state and group options, as torch::save writes it) plus the
+  // kind and the initial lrs. Loading restores the state, every group's options (lr included, as Python's
+  // load_state_dict does) and the initial lrs, and drops any state the archive does not hold. Bytes that
+  // are not such an archive, or one for another kind or other group sizes: Error(InvalidArgument), and
+  // the optimizer is unchanged.
+  std::string save_state() const;
+  void load_state(const std::string& bytes);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace accel::train

@@ -1,0 +1,210 @@
+#include "train/reducer.hpp"
+
+#include <ATen/ops/zeros.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <mutex>
+
+#include "core/error.hpp"
+#include "dist/process_group.hpp"
+
+namespace accel::train {
+
+struct Reducer::Impl {
+  struct Bucket {
+    std::vector<size_t> members;  // parameter indices
+    std::vector<int64_t> offsets;
+    int64_t numel = 0;
+    at::Tensor flat;
+    size_t pending = 0;
+    std::unique_ptr<dist::PendingCollective> work;
+  };
+
+  std::shared_ptr<dist::State> state;
+  std::vector<std::pair<std::string, at::Tensor>> parameters;
+  ReducerConfig config;
+  std::vector<Bucket> buckets;
+  std::vector<size_t> bucket_of;  // parameter index -> bucket index
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  std::vector<uintptr_t> hook_keys;
+  std::vector<bool> ready;
+  size_t next_bucket = 0;
+  bool expect_hooks = false;
+  bool finalize_queued = false;
+  std::mutex mutex;
+
+  void assign_buckets();
+  void reset_for_backward();
+  void mark_ready(size_t index);
+  void launch_ready_buckets();
+  void launch(Bucket& bucket);
+  void finalize();
+};
+
+namespace {
+
+// Runs after AccumulateGrad has added this step's gradient into param.grad.
+class GradReadyHook final : public torch::autograd::FunctionPostHook {
+ public:
+  GradReadyHook(std::weak_ptr<Reducer::Impl> reducer, size_t index) : reducer_(std::move(reducer)), index_(index) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    if (auto reducer = reducer_.lock()) reducer->mark_ready(index_);
+    return outputs;
+  }
+
+ private:
+  std::weak_ptr<Reducer::Impl> reducer_;
+  size_t index_;
+};
+
+int64_t bytes_of(const at::Tensor& tensor) { return tensor.numel() * static_cast<int64_t>(tensor.element_size()); }
+
+}  // namespace
+
+void Reducer::Impl::assign_buckets() {
+  Bucket current;
+  int64_t current_bytes = 0;
+  auto close = [&] {
+    if (current.members.empty()) return;
+    buckets.push_back(std::move(current));
+    current = Bucket();
+    current_bytes = 0;
+  };
+  for (size_t i = parameters.size(); i-- > 0;) {
+    const at::Tensor& parameter = parameters[i].second;
+    // One dtype and device per bucket: the flat buffer is a single tensor.
+    if (!current.members.empty()) {
+      const at::Tensor& first = parameters[current.members.front()].second;
+      if (first.scalar_type() != parameter.scalar_type() || first.device() != parameter.device()) close();
+    }
+    current.offsets.push_back(current.numel);
+    current.members.push_back(i);
+    current.numel += parameter.numel();
+    current_bytes += bytes_of(parameter);
+    const int64_t cap = buckets.empty() ? config.first_bucket_bytes : config.bucket_bytes;
+    if (current_bytes >= cap) close();
+  }
+  close();
+  bucket_of.assign(parameters.size(), 0);
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    for (size_t member : buckets[b].members) bucket_of[member] = b;
+    const at::Tensor& first = parameters[buckets[b].members.front()].second;
+    buckets[b].flat = at::zeros({buckets[b].numel}, first.options().requires_grad(false));
+  }
+}
+
+void Reducer::Impl::reset_for_backward() {
+  ready.assign(parameters.size(), false);
+  for (auto& bucket : buckets) {
+    bucket.pending = bucket.members.size();
+    bucket.work.reset();
+  }
+  next_bucket = 0;
+  finalize_queued = false;
+}
+
+void Reducer::Impl::mark_ready(size_t index) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!expect_hooks || ready[index]) return;
+  if (!finalize_queued) {
+    finalize_queued = true;
+    torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize(); });
+  }
+  ready[index] = true;
+  --buckets[bucket_of[index]].pending;
+  launch_ready_buckets();
+}
+
+// Buckets start strictly in order, so that every rank issues the same sequence of all-reduces.
+void Reducer::Impl::launch_ready_buckets() {
+  while (next_bucket < buckets.size() && buckets[next_bucket].pending == 0) launch(buckets[next_bucket++]);
+}
+
+void Reducer::Impl::launch(Bucket& bucket) {
+  for (size_t m = 0; m < bucket.members.size(); ++m) {
+    const at::Tensor& parameter = parameters[bucket.members[m]].second;
+    auto slot = bucket.flat.narrow(0, bucket.offsets[m], parameter.numel());
+    const at::Tensor& grad = parameter.grad();
+    if (grad.defined()) {
+      slot.copy_(grad.reshape({-1}));
+    } else {
+      slot.zero_();
+    }
+  }
+  // Dividing first keeps the sum in range, as PyTorch's default DDP hook does.
+  bucket.flat.div_(state->launch().world_size);
+  bucket.work = state->group("DDP gradient all-reduce")->allreduce_async(bucket.flat, "DDP gradient all-reduce");
+}
+
+void Reducer::Impl::finalize() {
+  std::lock_guard<std::mutex> lock(mutex);
+  expect_hooks = false;
+  std::string unused;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (ready[i]) continue;
+    if (!config.find_unused_parameters) {
+      unused += (unused.empty() ? "" : ", ") + parameters[i].first;
+      continue;
+    }
+    ready[i] = true;
+    --buckets[bucket_of[i]].pending;
+  }
+  launch_ready_buckets();
+  for (size_t b = 0; b < next_bucket; ++b) buckets[b].work->wait();
+  if (!unused.empty()) {
+    fail(Code::InvalidArgument, "parameters received no gradient in this backward: " + unused +
+                                    " (if the model does not use them every step, prepare it with find_unused_parameters)");
+  }
+  for (auto& bucket : buckets) {
+    for (size_t m = 0; m < bucket.members.size(); ++m) {
+      at::Tensor& parameter = parameters[bucket.members[m]].second;
+      auto averaged = bucket.flat.narrow(0, bucket.offsets[m], parameter.numel()).view(parameter.sizes());
+      if (parameter.grad().defined()) {
+        parameter.mutable_grad().copy_(averaged);
+      } else {
+        parameter.mutable_grad() = averaged.clone();
+      }
+    }
+  }
+}
+
+Reducer::Reducer(std::shared_ptr<dist::State> state, std::vector<std::pair<std::string, at::Tensor>> parameters,
+                 ReducerConfig config)
+    : impl_(std::make_shared<Impl>()) {
+  impl_->state = std::move(state);
+  impl_->parameters = std::move(parameters);
+  impl_->config = config;
+  impl_->assign_buckets();
+  impl_->reset_for_backward();
+  for (size_t i = 0; i < impl_->parameters.size(); ++i) {
+    // Holding the accumulator keeps it (and the hook) alive between iterations.
+    auto accumulator = torch::autograd::impl::grad_accumulator(impl_->parameters[i].second);
+    impl_->hook_keys.push_back(accumulator->add_post_hook(std::make_unique<GradReadyHook>(impl_, i)));
+    impl_->accumulators.push_back(std::move(accumulator));
+  }
+}
+
+Reducer::~Reducer() {
+  for (size_t i = 0; i < impl_->accumulators.size(); ++i) impl_->accumulators[i]->del_post_hook(impl_->hook_keys[i]);
+}
+
+void Reducer::prepare_for_backward(bool sync) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->reset_for_backward();
+  impl_->expect_hooks = sync;
+}
+
+std::vector<std::vector<std::string>> Reducer::bucket_names() const {
+  std::vector<std::vector<std::string>> names;
+  for (const auto& bucket : impl_->buckets) {
+    names.emplace_back();
+    for (size_t member : bucket.members) names.back().push_back(impl_->parameters[member].first);
+  }
+  return names;
+}
+
+}  // namespace accel::train

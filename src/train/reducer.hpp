@@ -1,0 +1,47 @@
+// Data-parallel gradient synchronisation (PyTorch DDP's Reducer, rebuilt on autograd's grad-accumulator
+// hooks): gradients are grouped in buckets, and each bucket's all-reduce starts as soon as its last
+// gradient is accumulated, so communication overlaps the rest of backward. When backward returns, every
+// gradient holds the average over the ranks.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dist/state.hpp"
+
+namespace accel::train {
+
+struct ReducerConfig {
+  int64_t first_bucket_bytes = 1 << 20;   // small, so that the first all-reduce starts early
+  int64_t bucket_bytes = 25 << 20;
+  bool find_unused_parameters = false;
+};
+
+class Reducer {
+ public:
+  // Buckets take the parameters in reverse order of registration (the order backward produces them).
+  Reducer(std::shared_ptr<dist::State> state, std::vector<std::pair<std::string, at::Tensor>> parameters,
+          ReducerConfig config);
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // Called before each forward: whether the coming backward synchronises (false while accumulating, when
+  // gradients only add up locally).
+  void prepare_for_backward(bool sync);
+
+  // Buckets as lists of parameter names, in launch order.
+  std::vector<std::vector<std::string>> bucket_names() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace accel::train

@@ -1,0 +1,64 @@
+#include "tiny_models.hpp"
+
+#include <torch/script.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+namespace tiny_models {
+
+namespace {
+
+// Parameters saved from C++ keep their requires_grad flag, so it is set as nn.Parameter would.
+at::Tensor parameter(at::Tensor value) { return value.set_requires_grad(true); }
+
+torch::jit::Module mlp_module(int seed) {
+  torch::manual_seed(seed);
+  torch::jit::Module module("Mlp");
+  module.register_parameter("w1", parameter(torch::randn({8, 16}) * 0.3), false);
+  module.register_parameter("b1", parameter(torch::randn({16}) * 0.1), false);
+  module.register_parameter("w2", parameter(torch::randn({16, 4}) * 0.3), false);
+  module.register_parameter("b2", parameter(torch::randn({4}) * 0.1), false);
+  return module;
+}
+
+constexpr const char* kHidden = "torch.relu(torch.matmul(x, self.w1) + self.b1)";
+
+}  // namespace
+
+std::string mlp(const std::string& path, int seed) {
+  auto module = mlp_module(seed);
+  module.define(std::string("def forward(self, x):\n  h = ") + kHidden + "\n  return torch.matmul(h, self.w2) + self.b2\n");
+  module.save(path);
+  return path;
+}
+
+std::string mlp_with_unused_parameter(const std::string& path) {
+  auto module = mlp_module(0);
+  module.register_parameter("unused", parameter(torch::ones({3})), false);
+  module.define(std::string("def forward(self, x):\n  h = ") + kHidden + "\n  return torch.matmul(h, self.w2) + self.b2\n");
+  module.save(path);
+  return path;
+}
+
+std::string dict_output(const std::string& path) {
+  auto module = mlp_module(0);
+  module.define(std::string("def forward(self, x):\n  h = ") + kHidden +
+                "\n  return {'logits': torch.matmul(h, self.w2) + self.b2, 'hidden': h}\n");
+  module.save(path);
+  return path;
+}
+
+std::string tuple_output(const std::string& path) {
+  auto module = mlp_module(0);
+  module.define(std::string("def forward(self, x):\n  h = ") + kHidden +
+                "\n  return (torch.matmul(h, self.w2) + self.b2, h)\n");
+  module.save(path);
+  return path;
+}
+
+std::string temp_file(const std::string& name) {
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir && *dir ? dir : "/tmp") + "/accel_test_" + std::to_string(getpid()) + "_" + name;
+}
+
+}  // namespace tiny_models

@@ -1,0 +1,18 @@
+// Small TorchScript models written from C++ (Module::define), saved to a file for the loaders under test.
+#pragma once
+
+#include <string>
+
+namespace tiny_models {
+
+// forward(x [N, 8]) -> [N, 4]: an MLP 8-16-4 with a ReLU, weights from a fixed seed.
+std::string mlp(const std::string& path, int seed = 0);
+// Like mlp, plus a parameter `unused` that forward never touches.
+std::string mlp_with_unused_parameter(const std::string& path);
+// forward(x) -> {"logits": [N, 4], "hidden": [N, 16]}, and a second method-less tuple variant.
+std::string dict_output(const std::string& path);
+std::string tuple_output(const std::string& path);
+// A file in the test's temporary directory, unique to this process.
+std::string temp_file(const std::string& name);
+
+}  // namespace tiny_models

@@ -1,0 +1,332 @@
+// Schedules against their formulas (transformers' linear / cosine with warmup, LambdaLR) and against traces
+// printed by torch 1.13 (StepLR, ExponentialLR, OneCycleLR), then Accelerate's stepping rule with the
+// tests of tests/test_scheduler.py (reference 4.2), then state save / load.
+#include "train/scheduler.hpp"
+
+#include <gtest/gtest.h>
+
+#include <ATen/ops/tensor.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace accel::train {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+template <typename F>
+void expect_error(Code code, const std::string& fragment, F&& body) {
+  try {
+    body();
+    ADD_FAILURE() << "expected an accel::Error containing '" << fragment << "'";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), code) << error.what();
+    EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
+  }
+}
+
+// Two groups ("w", and "b" without weight decay) unless no_decay says otherwise.
+Optimizer make_optimizer(double lr, std::vector<std::string> no_decay = {"b"}) {
+  OptimizerConfig config;
+  config.lr = lr;
+  config.momentum = 0.9;
+  config.no_decay_patterns = std::move(no_decay);
+  return Optimizer("sgd", {{"w", at::tensor({1.0}).requires_grad_()}, {"b", at::tensor({1.0}).requires_grad_()}},
+                   config);
+}
+
+// The lr after each of `steps` steps, starting with the lr the scheduler set when it was made (n = 0).
+std::vector<double> trace(Optimizer& optimizer, Scheduler& scheduler, int steps) {
+  std::vector<double> lrs{optimizer.lr(0)};
+  for (int i = 0; i < steps; ++i) {
+    scheduler.step();
+    EXPECT_DOUBLE_EQ(scheduler.last_lr(0), optimizer.lr(0));
+    lrs.push_back(optimizer.lr(0));
+  }
+  return lrs;
+}
+
+void expect_trace(const std::vector<double>& actual, const std::vector<double>& expected, double tolerance = 1e-15) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t n = 0; n < expected.size(); ++n) EXPECT_NEAR(actual[n], expected[n], tolerance) << "step " << n;
+}
+
+TEST(Scheduler, ConstantKeepsTheInitialLr) {
+  auto optimizer = make_optimizer(0.3);
+  Scheduler scheduler(optimizer, "constant", {});
+  expect_trace(trace(optimizer, scheduler, 3), {0.3, 0.3, 0.3, 0.3});
+  EXPECT_EQ(scheduler.step_count(), 3);
+  EXPECT_EQ(scheduler.name(), "constant");
+}
+
+TEST(Scheduler, LinearWithWarmupMatchesTransformersFormula) {
+  auto optimizer = make_optimizer(0.1);
+  SchedulerConfig config;
+  config.warmup_steps = 3;
+  config.total_steps = 10;
+  Scheduler scheduler(optimizer, "linear", config);
+  std::vector<double> expected;
+  for (int n = 0; n <= 12; ++n) expected.push_back(0.1 * (n < 3 ? n / 3.0 : std::max(0.0, (10.0 - n) / 7.0)));
+  expect_trace(trace(optimizer, scheduler, 12), expected);
+  EXPECT_EQ(optimizer.lr(0), 0.0);  // stays at 0 past total_steps
+  EXPECT_EQ(optimizer.lr(1), 0.0);  // every group follows
+}
+
+TEST(Scheduler, LinearWithoutWarmupStartsAtTheInitialLr) {
+  auto optimizer = make_optimizer(0.1);
+  SchedulerConfig config;
+  config.total_steps = 4;
+  Scheduler scheduler(optimizer, "linear", config);
+  expect_trace(trace(optimizer, scheduler, 4), {0.1, 0.075, 0.05, 0.025, 0.0});
+}
+
+TEST(Scheduler, CosineWithWarmupMatchesTransformersFormula) {
+  for (double cycles : {0.5, 1.0}) {
+    auto optimizer = make_optimizer(0.2);
+    SchedulerConfig config;
+    config.warmup_steps = 2;
+    config.total_steps = 10;
+    config.num_cycles = cycles;
+    Scheduler scheduler(optimizer, "cosine", config);
+    std::vector<double> expected;
+    for (int n = 0; n <= 11; ++n) {
+      const double progress = (n - 2) / 8.0;
+      expected.push_back(0.2 * (n < 2 ? n / 2.0 : std::max(0.0, 0.5 * (1 + std::cos(kPi * cycles * 2 * progress)))));
+    }
+    expect_trace(trace(optimizer, scheduler, 11), expected);
+  }
+}
+
+TEST(Scheduler, StepMatchesTorchStepLR) {
+  auto optimizer = make_optimizer(0.1);
+  SchedulerConfig config;
+  config.step_size = 3;
+  config.gamma = 0.5;
+  Scheduler scheduler(optimizer, "step", config);
+  // torch.optim.lr_scheduler.StepLR(SGD(lr=0.1), step_size=3, gamma=0.5)
+  expect_trace(trace(optimizer, scheduler, 8), {0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.025, 0.025, 0.025});
+}
+
+TEST(Scheduler, ExponentialMatchesTorchExponentialLR) {
+  auto optimizer = make_optimizer(0.1);
+  SchedulerConfig config;
+  config.gamma = 0.9;
+  Scheduler scheduler(optimizer, "exponential", config);
+  // torch.optim.lr_scheduler.ExponentialLR(SGD(lr=0.1), gamma=0.9); torch multiplies step by step, this
+  // uses the closed form, hence a tolerance of a few ulps.
+  expect_trace(trace(optimizer, scheduler, 5),
+               {0.1, 0.09000000000000001, 0.08100000000000002, 0.07290000000000002, 0.06561000000000002,
+                0.05904900000000002},
+               1e-16);
+}
+
+TEST(Scheduler, OneCycleMatchesTorchOneCycleLR) {
+  auto optimizer = make_optimizer(123.0);  // ignored: one_cycle sets the lr absolutely
+  SchedulerConfig config;
+  config.max_lr = 0.5;
+  config.total_steps = 10;
+  Scheduler scheduler(optimizer, "one_cycle", config);
+  // torch.optim.lr_scheduler.OneCycleLR(SGD(lr=0.1, momentum=0.9), max_lr=0.5, total_steps=10)
+  expect_trace(trace(optimizer, scheduler, 10),
+               {0.020000000000000018, 0.26, 0.5, 0.47524231600673683, 0.40587282697488153, 0.30563101096814466,
+                0.19437098903185537, 0.09412917302511849, 0.024759683993263143, 2e-06, 0.024759683993263115},
+               1e-15);
+  // torch allows total_steps steps and raises on the next one.
+  EXPECT_FALSE(scheduler.can_step());
+  expect_error(Code::InvalidState, "Tried to step 11 times. The specified number of total steps is 10",
+               [&] { scheduler.step(); });
+  EXPECT_EQ(scheduler.step_count(), 10);
+}
+
+TEST(Scheduler, LambdaMultipliesTheInitialLr) {
+  auto optimizer = make_optimizer(2.0);
+  Scheduler scheduler(optimizer, [](int64_t n) { return 1.0 / static_cast<double>(n + 1); });
+  EXPECT_EQ(scheduler.name(), "lambda");
+  expect_trace(trace(optimizer, scheduler, 3), {2.0, 1.0, 2.0 / 3.0, 0.5});
+}
+
+TEST(Scheduler, ThrowingCallbackPropagatesAndChangesNothing) {
+  auto optimizer = make_optimizer(1.0);
+  Scheduler scheduler(optimizer, [](int64_t n) {
+    if (n == 2) throw std::runtime_error("callback failed at 2");
+    return 0.5;
+  });
+  scheduler.step();
+  EXPECT_THROW(scheduler.step(), std::runtime_error);
+  EXPECT_EQ(scheduler.step_count(), 1);
+  EXPECT_EQ(optimizer.lr(0), 0.5);
+  EXPECT_THROW(Scheduler(optimizer, [](int64_t) -> double { throw std::runtime_error("at 0"); }), std::runtime_error);
+  expect_error(Code::InvalidArgument, "callback is empty", [&] { Scheduler(optimizer, nullptr); });
+}
+
+TEST(Scheduler, BadNamesAndOptionsAreRefused) {
+  auto optimizer = make_optimizer(0.1);
+  expect_error(Code::InvalidArgument, "unknown scheduler 'poly' (known: constant, linear, cosine",
+               [&] { Scheduler(optimizer, "poly", {}); });
+  expect_error(Code::InvalidArgument, "linear schedule needs total_steps > 0, got 0",
+               [&] { Scheduler(optimizer, "linear", {}); });
+  SchedulerConfig config;
+  config.total_steps = 10;
+  config.warmup_steps = -1;
+  expect_error(Code::InvalidArgument, "cosine schedule needs warmup_steps >= 0",
+               [&] { Scheduler(optimizer, "cosine", config); });
+  config = {};
+  config.step_size = 0;
+  expect_error(Code::InvalidArgument, "step_size", [&] { Scheduler(optimizer, "step", config); });
+  config = {};
+  config.total_steps = 10;
+  expect_error(Code::InvalidArgument, "max_lr", [&] { Scheduler(optimizer, "one_cycle", config); });
+  config.max_lr = 1.0;
+  config.pct_start = 1.5;
+  expect_error(Code::InvalidArgument, "pct_start", [&] { Scheduler(optimizer, "one_cycle", config); });
+  config.pct_start = 0.1;  // 0.1 * 10 - 1 == 0: torch raises ZeroDivisionError at step 0
+  expect_error(Code::InvalidArgument, "empty phase", [&] { Scheduler(optimizer, "one_cycle", config); });
+  config = {};
+  config.max_lr = 1.0;
+  expect_error(Code::InvalidArgument, "one_cycle schedule needs total_steps", [&] {
+    Scheduler(optimizer, "one_cycle", config);
+  });
+  Scheduler constant(optimizer, "constant", {});
+  expect_error(Code::OutOfRange, "group 2", [&] { constant.last_lr(2); });
+}
+
+// tests/test_scheduler.py lambda_test: LambdaLR(1 - n/10) on lr 1.0; one optimizer step, then a skipped one.
+TEST(AcceleratedSchedulerStep, LambdaTest) {
+  for (int64_t processes : {1, 2}) {
+    for (bool split : {false, true}) {
+      SCOPED_TRACE("P=" + std::to_string(processes) + " split=" + std::to_string(split));
+      auto optimizer = make_optimizer(1.0);
+      Scheduler scheduler(optimizer, [](int64_t n) { return 1.0 - static_cast<double>(n) / 10.0; });
+      accelerated_scheduler_step(scheduler, /*sync_gradients=*/true, /*step_was_skipped=*/false, split, processes);
+      const double expected = 1.0 - static_cast<double>(split ? 1 : processes) / 10.0;
+      EXPECT_DOUBLE_EQ(optimizer.lr(0), expected);
+      accelerated_scheduler_step(scheduler, true, /*step_was_skipped=*/true, split, processes);
+      EXPECT_DOUBLE_EQ(optimizer.lr(0), expected);
+      accelerated_scheduler_step(scheduler, /*sync_gradients=*/false, false, split, processes);
+      EXPECT_DOUBLE_EQ(optimizer.lr(0), expected);
+    }
+  }
+}
+
+// tests/test_scheduler.py one_cycle_test: OneCycleLR with steps_per_epoch=2, epochs=1 (total_steps 2).
+TEST(AcceleratedSchedulerStep, OneCycleTestAndTheTotalStepsGuard) {
+  SchedulerConfig config;
+  config.max_lr = 0.01;
+  config.total_steps = 2;
+  for (int64_t processes : {1, 2, 3}) {
+    SCOPED_TRACE("P=" + std::to_string(processes));
+    auto optimizer = make_optimizer(0.1);
+    Scheduler scheduler(optimizer, "one_cycle", config);
+    accelerated_scheduler_step(scheduler, true, false, /*split_batches=*/false, processes);
+    // P steps, but never past total_steps: P=3 stops at 2 without an error.
+    EXPECT_EQ(scheduler.step_count(), std::min<int64_t>(processes, 2));
+  }
+  auto optimizer = make_optimizer(0.1);
+  Scheduler scheduler(optimizer, "one_cycle", config);
+  accelerated_scheduler_step(scheduler, true, false, /*split_batches=*/true, 2);
+  accelerated_scheduler_step(scheduler, true, false, true, 2);
+  EXPECT_EQ(scheduler.step_count(), 2);
+  // With split_batches Accelerate calls step() unguarded, so torch's error surfaces.
+  expect_error(Code::InvalidState, "Tried to step 3 times",
+               [&] { accelerated_scheduler_step(scheduler, true, false, true, 2); });
+}
+
+// tests/test_scheduler.py accumulation_test: 2 processes, linear schedule (warmup 0, 20 total steps),
+// num_steps micro-batches per optimizer step over 10 * num_steps iterations.
+TEST(AcceleratedSchedulerStep, AccumulationTest) {
+  for (int num_steps : {1, 2, 4}) {
+    SCOPED_TRACE("num_steps=" + std::to_string(num_steps));
+    auto optimizer = make_optimizer(0.1);
+    SchedulerConfig config;
+    config.total_steps = 20;
+    Scheduler scheduler(optimizer, "linear", config);
+    const int iterations = 10 * num_steps;
+    for (int it = 0; it < iterations; ++it) {
+      const bool sync = (it + 1) % num_steps == 0;
+      accelerated_scheduler_step(scheduler, sync, false, /*split_batches=*/false, 2);
+      if (it == iterations - 2) {
+        EXPECT_NE(optimizer.lr(0), 0.0);
+      }
+    }
+    EXPECT_EQ(optimizer.lr(0), 0.0);
+    EXPECT_EQ(scheduler.step_count(), 20);
+  }
+}
+
+TEST(AcceleratedSchedulerStep, TracesForOneAndTwoProcesses) {
+  SchedulerConfig config;
+  config.warmup_steps = 2;
+  config.total_steps = 10;
+  const auto linear = [](int64_t n) { return 0.1 * (n < 2 ? n / 2.0 : (10.0 - n) / 8.0); };
+  struct Case {
+    int64_t processes;
+    bool split;
+    int64_t steps_per_call;
+  };
+  for (const auto& c : {Case{1, false, 1}, Case{1, true, 1}, Case{2, false, 2}, Case{2, true, 1}}) {
+    SCOPED_TRACE("P=" + std::to_string(c.processes) + " split=" + std::to_string(c.split));
+    auto optimizer = make_optimizer(0.1);
+    Scheduler scheduler(optimizer, "linear", config);
+    for (int64_t call = 1; call <= 4; ++call) {
+      accelerated_scheduler_step(scheduler, true, false, c.split, c.processes);
+      EXPECT_EQ(scheduler.step_count(), call * c.steps_per_call);
+      EXPECT_NEAR(optimizer.lr(0), linear(call * c.steps_per_call), 1e-15);
+    }
+  }
+}
+
+TEST(AcceleratedSchedulerStep, RefusesZeroProcesses) {
+  auto optimizer = make_optimizer(0.1);
+  Scheduler scheduler(optimizer, "constant", {});
+  expect_error(Code::InvalidArgument, "num_processes", [&] { accelerated_scheduler_step(scheduler, true, false, false, 0); });
+}
+
+// Resuming: the optimizer state brings the lr back, the scheduler state the step count and lrs.
+TEST(Scheduler, StateRoundTripResumesTheSchedule) {
+  SchedulerConfig config;
+  config.warmup_steps = 2;
+  config.total_steps = 10;
+  auto optimizer = make_optimizer(0.1);
+  Scheduler scheduler(optimizer, "cosine", config);
+  for (int i = 0; i < 5; ++i) scheduler.step();
+  const auto optimizer_bytes = optimizer.save_state();
+  const auto scheduler_bytes = scheduler.save_state();
+
+  auto resumed_optimizer = make_optimizer(0.1);
+  Scheduler resumed(resumed_optimizer, "cosine", config);
+  resumed_optimizer.load_state(optimizer_bytes);
+  resumed.load_state(scheduler_bytes);
+  EXPECT_EQ(resumed.step_count(), 5);
+  EXPECT_EQ(resumed.last_lr(0), scheduler.last_lr(0));
+  EXPECT_EQ(resumed_optimizer.lr(0), optimizer.lr(0));
+  scheduler.step();
+  resumed.step();
+  EXPECT_EQ(resumed_optimizer.lr(0), optimizer.lr(0));
+  EXPECT_EQ(resumed_optimizer.lr(1), optimizer.lr(1));
+}
+
+TEST(Scheduler, LoadOfForeignBytesIsRefused) {
+  auto optimizer = make_optimizer(0.1);
+  Scheduler scheduler(optimizer, "constant", {});
+  expect_error(Code::InvalidArgument, "not a saved scheduler archive", [&] { scheduler.load_state("junk"); });
+  SchedulerConfig config;
+  config.total_steps = 5;
+  Scheduler linear(optimizer, "linear", config);
+  expect_error(Code::InvalidArgument, "for schedule 'linear', this scheduler is 'constant'",
+               [&] { scheduler.load_state(linear.save_state()); });
+  expect_error(Code::InvalidArgument, "no schedule name", [&] { scheduler.load_state(optimizer.save_state()); });
+  auto one_group = make_optimizer(0.1, {});
+  Scheduler other(one_group, "constant", {});
+  expect_error(Code::InvalidArgument, "has 1 base_lrs, this scheduler's optimizer has 2 groups",
+               [&] { scheduler.load_state(other.save_state()); });
+  EXPECT_EQ(scheduler.step_count(), 0);
+}
+
+}  // namespace
+}  // namespace accel::train

@@ -1,0 +1,180 @@
+// Models, optimizers, schedulers, losses and save_model through the C ABI on one process.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "accel.h"
+#include "tiny_models.hpp"
+
+namespace {
+
+std::string last_error() { return accel_error_last(); }
+
+accel_tensor_t* floats(const std::vector<float>& values, std::vector<int64_t> shape) {
+  accel_tensor_t* tensor = nullptr;
+  EXPECT_EQ(accel_tensor_from_buffer(&tensor, values.data(), ACCEL_DTYPE_FLOAT32, shape.data(), shape.size()), ACCEL_OK);
+  return tensor;
+}
+
+class TrainCapi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(accel_state_new(&state, nullptr), ACCEL_OK) << last_error();
+    ASSERT_EQ(accel_model_load(&model, tiny_models::mlp(tiny_models::temp_file("capi.pt")).c_str()), ACCEL_OK) << last_error();
+    ASSERT_EQ(accel_prepare_model(state, model, nullptr), ACCEL_OK) << last_error();
+    x = floats(std::vector<float>(16, 0.5f), {2, 8});
+  }
+  void TearDown() override {
+    accel_tensor_free(x);
+    accel_model_free(model);
+    accel_state_free(state);
+  }
+  accel_tensor_t* forward_first() {
+    accel_output_t* output = nullptr;
+    EXPECT_EQ(accel_model_forward(model, &x, 1, nullptr, nullptr, 0, &output), ACCEL_OK) << last_error();
+    accel_tensor_t* first = nullptr;
+    EXPECT_EQ(accel_output_get(output, 0, &first), ACCEL_OK);
+    accel_output_free(output);
+    return first;
+  }
+
+  accel_state_t* state = nullptr;
+  accel_model_t* model = nullptr;
+  accel_tensor_t* x = nullptr;
+};
+
+TEST_F(TrainCapi, ATrainingStepMovesTheParametersAndTheScheduleFollows) {
+  accel_options_t* options = nullptr;
+  ASSERT_EQ(accel_options_new(&options), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_double(options, "lr", 0.5), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_string(options, "no_decay", "*b1,*b2"), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_double(options, "weight_decay", 0.01), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_int(options, "total_steps", 10), ACCEL_OK);
+  accel_optimizer_t* optimizer = nullptr;
+  ASSERT_EQ(accel_optimizer_new(&optimizer, model, "adamw", options), ACCEL_OK) << last_error();
+  EXPECT_EQ(accel_optimizer_num_groups(optimizer), 2u);
+  accel_scheduler_t* scheduler = nullptr;
+  ASSERT_EQ(accel_scheduler_new(&scheduler, optimizer, "linear", options), ACCEL_OK) << last_error();
+  accel_tensor_t* w1 = nullptr;
+  ASSERT_EQ(accel_model_parameter(model, 0, &w1), ACCEL_OK);
+  EXPECT_STREQ(accel_model_parameter_name(model, 0), "w1");
+  float before = 0;
+  void* data = nullptr;
+  ASSERT_EQ(accel_tensor_data(w1, &data), ACCEL_OK);
+  before = static_cast<float*>(data)[0];
+
+  ASSERT_EQ(accel_accumulate(state), ACCEL_OK);
+  EXPECT_EQ(accel_sync_gradients(state), 1);
+  accel_tensor_t* out = forward_first();
+  accel_tensor_t* target = floats(std::vector<float>(8, 1.0f), {2, 4});
+  accel_tensor_t* loss = nullptr;
+  ASSERT_EQ(accel_loss("mse", out, target, nullptr, &loss), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_backward(state, loss), ACCEL_OK) << last_error();
+  double norm = 0;
+  ASSERT_EQ(accel_clip_grad_norm(state, model, 100.0, 2.0, &norm), ACCEL_OK) << last_error();
+  EXPECT_GT(norm, 0);
+  ASSERT_EQ(accel_optimizer_step(optimizer), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_scheduler_step(scheduler), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_optimizer_zero_grad(optimizer), ACCEL_OK);
+  EXPECT_NE(static_cast<float*>(data)[0], before);  // the DLPack-able view sees the update: zero-copy
+  EXPECT_NEAR(accel_scheduler_last_lr(scheduler), 0.45, 1e-12);
+  EXPECT_EQ(accel_scheduler_step_count(scheduler), 1);
+  EXPECT_EQ(accel_optimizer_step_was_skipped(optimizer), 0);
+  EXPECT_EQ(accel_optimizer_loss_scale(optimizer), 1.0);
+
+  accel_tensor_free(loss);
+  accel_tensor_free(target);
+  accel_tensor_free(out);
+  accel_tensor_free(w1);
+  accel_scheduler_free(scheduler);
+  accel_optimizer_free(optimizer);
+  accel_options_free(options);
+}
+
+TEST_F(TrainCapi, DictAndTupleOutputsAndEvaluationWithoutGraph) {
+  accel_model_t* dict_model = nullptr;
+  ASSERT_EQ(accel_model_load(&dict_model, tiny_models::dict_output(tiny_models::temp_file("dict.pt")).c_str()), ACCEL_OK);
+  accel_output_t* output = nullptr;
+  ASSERT_EQ(accel_model_evaluate(dict_model, &x, 1, nullptr, nullptr, 0, &output), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_output_count(output), 2u);
+  accel_tensor_t* logits = nullptr;
+  ASSERT_EQ(accel_output_get_named(output, "logits", &logits), ACCEL_OK);
+  EXPECT_EQ(accel_tensor_shape(logits)[1], 4);
+  EXPECT_EQ(accel_output_get_named(output, "nope", &logits), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("logits"), std::string::npos);
+  accel_tensor_t* loss = nullptr;
+  ASSERT_EQ(accel_output_get(output, 0, &loss), ACCEL_OK);
+  accel_state_t* plain = state;
+  EXPECT_EQ(accel_backward(plain, loss), ACCEL_ERR_INVALID_ARGUMENT);  // not a scalar
+  accel_tensor_free(loss);
+  accel_output_free(output);
+  accel_model_free(dict_model);
+
+  accel_model_t* tuple_model = nullptr;
+  ASSERT_EQ(accel_model_load(&tuple_model, tiny_models::tuple_output(tiny_models::temp_file("tuple.pt")).c_str()), ACCEL_OK);
+  ASSERT_EQ(accel_model_forward(tuple_model, &x, 1, nullptr, nullptr, 0, &output), ACCEL_OK) << last_error();
+  EXPECT_EQ(accel_output_count(output), 2u);
+  EXPECT_EQ(accel_output_name(output, 0), nullptr);
+  accel_output_free(output);
+  accel_model_free(tuple_model);
+}
+
+TEST_F(TrainCapi, BadInputGetsClearErrors) {
+  accel_model_t* bad = nullptr;
+  const std::string garbage = tiny_models::temp_file("garbage.pt");
+  std::FILE* file = std::fopen(garbage.c_str(), "w");
+  std::fputs("not a model", file);
+  std::fclose(file);
+  EXPECT_EQ(accel_model_load(&bad, garbage.c_str()), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("not a TorchScript model"), std::string::npos) << last_error();
+  EXPECT_EQ(accel_model_load(&bad, "/nonexistent/model.pt"), ACCEL_ERR_IO);
+  std::remove(garbage.c_str());
+  accel_optimizer_t* optimizer = nullptr;
+  EXPECT_EQ(accel_optimizer_new(&optimizer, model, "lion", nullptr), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("lion"), std::string::npos) << last_error();
+  ASSERT_EQ(accel_optimizer_new(&optimizer, model, "sgd", nullptr), ACCEL_OK) << last_error();
+  accel_scheduler_t* scheduler = nullptr;
+  EXPECT_EQ(accel_scheduler_new(&scheduler, optimizer, "sawtooth", nullptr), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("sawtooth"), std::string::npos) << last_error();
+  accel_optimizer_free(optimizer);
+  accel_tensor_t* out = forward_first();
+  accel_tensor_t* float_labels = floats({0, 1}, {2});
+  accel_tensor_t* loss = nullptr;
+  EXPECT_EQ(accel_loss("cross_entropy", out, float_labels, nullptr, &loss), ACCEL_ERR_DTYPE);
+  EXPECT_EQ(accel_loss("hinge", out, float_labels, nullptr, &loss), ACCEL_ERR_INVALID_ARGUMENT);
+  accel_tensor_t* wrong = floats(std::vector<float>(3, 0.0f), {3});
+  accel_tensor_t* wrong_input = nullptr;
+  EXPECT_EQ(accel_model_forward(model, &wrong, 1, nullptr, nullptr, 0, reinterpret_cast<accel_output_t**>(&wrong_input)),
+            ACCEL_ERR_TORCH);
+  accel_tensor_free(wrong);
+  accel_tensor_free(float_labels);
+  accel_tensor_free(out);
+  EXPECT_EQ(accel_prepare_model(state, model, nullptr), ACCEL_ERR_INVALID_STATE);
+}
+
+TEST_F(TrainCapi, SaveModelWritesSafetensorsWithEveryParameter) {
+  const std::string directory = tiny_models::temp_file("saved_model");
+  ASSERT_EQ(accel_save_model(state, model, directory.c_str()), ACCEL_OK) << last_error();
+  const std::string path = directory + "/model.safetensors";
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  ASSERT_NE(file, nullptr);
+  uint64_t header_size = 0;
+  ASSERT_EQ(std::fread(&header_size, sizeof header_size, 1, file), 1u);
+  std::string header(header_size, '\0');
+  ASSERT_EQ(std::fread(&header[0], 1, header_size, file), header_size);
+  std::fseek(file, 0, SEEK_END);
+  const long size = std::ftell(file);
+  std::fclose(file);
+  EXPECT_NE(header.find("\"w1\":{\"dtype\":\"F32\",\"shape\":[8,16]"), std::string::npos) << header;
+  EXPECT_NE(header.find("\"b2\":{\"dtype\":\"F32\",\"shape\":[4]"), std::string::npos) << header;
+  EXPECT_EQ(static_cast<uint64_t>(size), 8 + header_size + (8 * 16 + 16 + 16 * 4 + 4) * 4);
+  accel_dataset_t* bad = nullptr;
+  EXPECT_EQ(accel_dataset_from_safetensors(&bad, path.c_str()), ACCEL_ERR_INVALID_ARGUMENT);  // it parses; dims differ
+  EXPECT_NE(last_error().find("share dim 0"), std::string::npos) << last_error();
+  std::remove(path.c_str());
+  std::remove(directory.c_str());
+}
+
+}  // namespace

@@ -1,0 +1,272 @@
+// The training step on every rank under `accel launch`, through the C++ core. Which suites run depends
+// on the launch (see tests/CMakeLists.txt): Ddp.* with 2 processes, Accumulation.* with 2 processes and
+// ACCEL_GRADIENT_ACCUMULATION_STEPS=2, Fp16.* with 1 process and ACCEL_MIXED_PRECISION=fp16.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+
+#include "core/env.hpp"
+#include "core/error.hpp"
+#include "data/loader.hpp"
+#include "dist/process_group.hpp"
+#include "tiny_models.hpp"
+#include "train/accelerator.hpp"
+
+namespace {
+
+using namespace accel;
+using namespace accel::train;
+
+std::shared_ptr<dist::State> state;
+
+int64_t rank() { return state->launch().rank; }
+int64_t world() { return state->launch().world_size; }
+
+std::shared_ptr<Model> load_mlp(const std::string& tag) {
+  return Model::load_file(tiny_models::mlp(tiny_models::temp_file(tag + ".pt")));
+}
+
+NamedTensorList trainable(const Model& model) {
+  NamedTensorList out;
+  for (auto& parameter : model.named_parameters()) {
+    if (parameter.second.requires_grad()) out.push_back(parameter);
+  }
+  return out;
+}
+
+at::Tensor output_of(Model& model, const at::Tensor& x) { return model.forward({x}, {}, true).values.front().second; }
+
+double max_difference(const Model& a, const Model& b) {
+  double worst = 0;
+  const auto left = a.named_parameters();
+  const auto right = b.named_parameters();
+  for (size_t i = 0; i < left.size(); ++i) {
+    worst = std::max(worst, (left[i].second - right[i].second).abs().max().item<double>());
+  }
+  return worst;
+}
+
+// Rows of this rank when a global batch is split evenly over the ranks, in rank order.
+at::Tensor my_rows(const at::Tensor& global) {
+  const int64_t per_rank = global.size(0) / world();
+  return global.narrow(0, rank() * per_rank, per_rank);
+}
+
+// Data-parallel training on 2 processes with a batch of b per rank must equal one process with 2b.
+void expect_gold_equivalence(const std::string& kind, const OptimizerConfig& config) {
+  auto parallel = load_mlp("gold_" + kind);
+  parallel->prepare(state, PrepareConfig{});
+  auto reference = load_mlp("gold_reference_" + kind);
+  auto accelerator = Accelerator::of(state);
+  AcceleratedOptimizer optimizer(accelerator, std::make_unique<Optimizer>(kind, trainable(*parallel), config));
+  Optimizer reference_optimizer(kind, trainable(*reference), config);
+  at::manual_seed(123);
+  const auto inputs = at::randn({20, 4 * world(), 8});
+  const auto targets = at::randn({20, 4 * world(), 4});
+  for (int64_t step = 0; step < 20; ++step) {
+    accelerator->accumulate();
+    accelerator->backward(at::mse_loss(output_of(*parallel, my_rows(inputs[step])), my_rows(targets[step])));
+    optimizer.step();
+    optimizer.zero_grad();
+    at::mse_loss(output_of(*reference, inputs[step]), targets[step]).backward();
+    reference_optimizer.step();
+    reference_optimizer.zero_grad();
+  }
+  EXPECT_LT(max_difference(*parallel, *reference), 1e-6) << kind;
+}
+
+TEST(Ddp, TwoProcessesEqualOneProcessWithTheGlobalBatchForSgdWithMomentum) {
+  OptimizerConfig config;
+  config.lr = 0.05;
+  config.momentum = 0.9;
+  expect_gold_equivalence("sgd", config);
+}
+
+TEST(Ddp, TwoProcessesEqualOneProcessWithTheGlobalBatchForAdamW) {
+  OptimizerConfig config;
+  config.lr = 0.01;
+  config.weight_decay = 0.01;
+  expect_gold_equivalence("adamw", config);
+}
+
+TEST(Ddp, BucketsFollowReverseRegistrationOrder) {
+  auto model = load_mlp("buckets");
+  PrepareConfig config;
+  config.reducer.first_bucket_bytes = 4 * 16;  // b2 alone... then by 25 MB
+  config.reducer.bucket_bytes = 4 * 64;
+  model->prepare(state, config);
+  const auto buckets = model->bucket_names();
+  ASSERT_GE(buckets.size(), 2u);
+  EXPECT_EQ(buckets.front().front(), "b2");
+  EXPECT_EQ(buckets.back().back(), "w1");
+}
+
+TEST(Ddp, ClipGradNormEqualsTheNormComputedByHand) {
+  auto parallel = load_mlp("clip");
+  parallel->prepare(state, PrepareConfig{});
+  auto reference = load_mlp("clip_reference");
+  auto accelerator = Accelerator::of(state);
+  at::manual_seed(7);
+  const auto x = at::randn({4 * world(), 8});
+  const auto y = at::randn({4 * world(), 4});
+  accelerator->accumulate();
+  accelerator->backward(at::mse_loss(output_of(*parallel, my_rows(x)), my_rows(y)));
+  at::mse_loss(output_of(*reference, x), y).backward();
+  double by_hand = 0;
+  for (const auto& parameter : reference->named_parameters()) by_hand += parameter.second.grad().pow(2).sum().item<double>();
+  by_hand = std::sqrt(by_hand);
+  std::vector<at::Tensor> parameters;
+  for (const auto& parameter : trainable(*parallel)) parameters.push_back(parameter.second);
+  const double norm = accelerator->clip_grad_norm(parameters, by_hand / 2, 2.0);
+  EXPECT_NEAR(norm, by_hand, 1e-5);
+  double clipped = 0;
+  for (const auto& parameter : parameters) clipped += parameter.grad().pow(2).sum().item<double>();
+  EXPECT_NEAR(std::sqrt(clipped), by_hand / 2, 1e-4);
+}
+
+TEST(Ddp, AParameterWithoutGradientIsNamedUnlessFindUnusedParameters) {
+  auto model = Model::load_file(tiny_models::mlp_with_unused_parameter(tiny_models::temp_file("unused.pt")));
+  model->prepare(state, PrepareConfig{});
+  auto accelerator = Accelerator::of(state);
+  accelerator->accumulate();
+  try {
+    accelerator->backward(output_of(*model, at::randn({2, 8})).sum());
+    FAIL() << "no error";
+  } catch (const std::exception& error) {
+    EXPECT_NE(std::string(error.what()).find("unused"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("find_unused_parameters"), std::string::npos) << error.what();
+  }
+  auto tolerant = Model::load_file(tiny_models::mlp_with_unused_parameter(tiny_models::temp_file("unused2.pt")));
+  PrepareConfig config;
+  config.reducer.find_unused_parameters = true;
+  tolerant->prepare(state, config);
+  accelerator->accumulate();
+  accelerator->backward(output_of(*tolerant, at::randn({2, 8})).sum());
+  for (const auto& parameter : tolerant->named_parameters()) {
+    if (parameter.first != "unused") EXPECT_TRUE(parameter.second.grad().defined()) << parameter.first;
+  }
+}
+
+TEST(Ddp, SchedulerStepsOncePerProcessAfterEachOptimizerStep) {
+  auto model = load_mlp("scheduler");
+  model->prepare(state, PrepareConfig{});
+  auto accelerator = Accelerator::of(state);
+  OptimizerConfig config;
+  config.lr = 1.0;
+  auto optimizer = std::make_shared<AcceleratedOptimizer>(accelerator, std::make_unique<Optimizer>("sgd", trainable(*model), config));
+  SchedulerConfig schedule;
+  schedule.total_steps = 20;
+  AcceleratedScheduler scheduler(optimizer, std::make_unique<Scheduler>(optimizer->optimizer(), "linear", schedule));
+  accelerator->accumulate();
+  accelerator->backward(output_of(*model, at::randn({2, 8})).sum());
+  optimizer->step();
+  scheduler.step();
+  EXPECT_NEAR(optimizer->optimizer().lr(0), 1.0 - static_cast<double>(world()) / 20.0, 1e-12);
+}
+
+// The reference 2.4 schedule: 5 batches, 2 accumulation steps → sync F, T, F, T, T, no all-reduce when F.
+TEST(Accumulation, SyncPatternFollowsTheLoaderAndSkipsAllReduces) {
+  ASSERT_EQ(Accelerator::of(state)->gradient_accumulation_steps(), 2);
+  auto model = load_mlp("pattern");
+  model->prepare(state, PrepareConfig{});
+  auto accelerator = Accelerator::of(state);
+  auto dataset = std::make_shared<data::TensorDataset>(data::NamedTensors{{"x", at::randn({10 * world(), 8})}});
+  data::LoaderConfig config;
+  config.batch_size = 2;
+  data::Loader loader(state, dataset, config);
+  std::vector<bool> pattern;
+  while (auto batch = loader.next()) {
+    accelerator->accumulate();
+    pattern.push_back(state->sync_gradients());
+    const int64_t before = state->group("count")->collectives_started();
+    accelerator->backward(output_of(*model, batch->front().second).sum());
+    const int64_t launched = state->group("count")->collectives_started() - before;
+    if (state->sync_gradients()) {
+      EXPECT_GT(launched, 0);
+    } else {
+      EXPECT_EQ(launched, 0);
+    }
+  }
+  EXPECT_EQ(pattern, (std::vector<bool>{false, true, false, true, true}));
+}
+
+TEST(Accumulation, MicroBatchesEqualOneBatchTwiceAsLarge) {
+  auto parallel = load_mlp("accumulate");
+  parallel->prepare(state, PrepareConfig{});
+  auto reference = load_mlp("accumulate_reference");
+  auto accelerator = Accelerator::of(state);
+  OptimizerConfig config;
+  config.lr = 0.1;
+  config.momentum = 0.9;
+  AcceleratedOptimizer optimizer(accelerator, std::make_unique<Optimizer>("sgd", trainable(*parallel), config));
+  Optimizer reference_optimizer("sgd", trainable(*reference), config);
+  at::manual_seed(5);
+  state->gradient_state().set_step(0);
+  for (int64_t step = 0; step < 6; ++step) {
+    const auto first = at::randn({2 * world(), 8}), second = at::randn({2 * world(), 8});
+    const auto first_y = at::randn({2 * world(), 4}), second_y = at::randn({2 * world(), 4});
+    for (const auto& [x, y] : {std::make_pair(first, first_y), std::make_pair(second, second_y)}) {
+      accelerator->accumulate();
+      accelerator->backward(at::mse_loss(output_of(*parallel, my_rows(x)), my_rows(y)));
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+    at::mse_loss(output_of(*reference, at::cat({first, second})), at::cat({first_y, second_y})).backward();
+    reference_optimizer.step();
+    reference_optimizer.zero_grad();
+  }
+  EXPECT_LT(max_difference(*parallel, *reference), 1e-6);
+}
+
+// One process, ACCEL_MIXED_PRECISION=fp16: the scaler of reference section 7 drives the optimizer.
+TEST(Fp16, AnOverflowSkipsTheStepHalvesTheScaleAndFreezesTheScheduler) {
+  auto model = load_mlp("fp16");
+  model->prepare(state, PrepareConfig{});
+  auto accelerator = Accelerator::of(state);
+  ASSERT_NE(accelerator->scaler(), nullptr);
+  OptimizerConfig config;
+  config.lr = 0.01;
+  auto optimizer = std::make_shared<AcceleratedOptimizer>(accelerator, std::make_unique<Optimizer>("sgd", trainable(*model), config));
+  SchedulerConfig schedule;
+  schedule.total_steps = 10000;
+  AcceleratedScheduler scheduler(optimizer, std::make_unique<Scheduler>(optimizer->optimizer(), "linear", schedule));
+  auto step = [&](bool overflow) {
+    accelerator->accumulate();
+    accelerator->backward(at::mse_loss(output_of(*model, at::randn({4, 8})), at::randn({4, 4})));
+    if (overflow) model->named_parameters().front().second.mutable_grad()[0][0] = INFINITY;
+    optimizer->step();
+    scheduler.step();
+    optimizer->zero_grad();
+  };
+  step(false);
+  EXPECT_FALSE(optimizer->step_was_skipped());
+  const auto before = model->named_parameters().front().second.clone();
+  const double lr = optimizer->optimizer().lr(0);
+  const int64_t scheduled = scheduler.scheduler().step_count();
+  step(true);
+  EXPECT_TRUE(optimizer->step_was_skipped());
+  EXPECT_TRUE(model->named_parameters().front().second.equal(before));
+  EXPECT_EQ(accelerator->scaler()->get_scale(), 32768.0);
+  EXPECT_EQ(optimizer->optimizer().lr(0), lr);
+  EXPECT_EQ(scheduler.scheduler().step_count(), scheduled);
+  for (int i = 0; i < 2000; ++i) step(false);
+  EXPECT_FALSE(optimizer->step_was_skipped());
+  EXPECT_EQ(accelerator->scaler()->get_scale(), 65536.0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  try {
+    state = dist::State::acquire(nullptr, process_env());
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "state: %s\n", error.what());
+    return 1;
+  }
+  const int result = RUN_ALL_TESTS();
+  state->shutdown();
+  return result;
+}
