@@ -21,6 +21,8 @@ class Dataset {
   virtual ~Dataset() = default;
   virtual int64_t size() const = 0;
   virtual NamedTensors fetch(const std::vector<int64_t>& indices) = 0;
+  // A hint that these rows come next: a dataset may start bringing them into cache.
+  virtual void will_fetch(const std::vector<int64_t>& indices) { (void)indices; }
 };
 
 // Named tensors sharing dim 0; rows are gathered with index_select, without copying the source.
@@ -30,6 +32,7 @@ class TensorDataset final : public Dataset {
   explicit TensorDataset(NamedTensors tensors);
   int64_t size() const override { return size_; }
   NamedTensors fetch(const std::vector<int64_t>& indices) override;
+  void will_fetch(const std::vector<int64_t>& indices) override;
 
  private:
   NamedTensors tensors_;

@@ -25,6 +25,7 @@ std::optional<NamedTensors> MapShardEpoch::next(bool& last) {
   if (position_ >= batches_.size()) return std::nullopt;
   auto batch = dataset_->fetch(batches_[position_++]);
   last = position_ == batches_.size();
+  if (!last) dataset_->will_fetch(batches_[position_]);
   return batch;
 }
 
