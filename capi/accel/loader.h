@@ -85,6 +85,15 @@ ACCEL_API void accel_dataset_free(accel_dataset_t *dataset);
  * with a batch_size that is not a multiple of the number of processes). */
 ACCEL_API ACCEL_NODISCARD int accel_loader_new(accel_loader_t **out, accel_state_t *state, accel_dataset_t *dataset,
                                                const accel_options_t *options);
+/* A loader over a given list of batches (dynamic batch sizes, like a list passed as a DataLoader's
+ * batch_sampler): batch b holds batch_sizes[b] dataset indices, taken in turn from indices. The batches
+ * are dealt to the ranks as Accelerate deals them (even_batches pads by reusing the first batches).
+ * shuffle and split_batches are refused (ACCEL_ERR_INVALID_ARGUMENT), as is an index out of range or an
+ * empty batch; as in Accelerate, accel_gather_for_metrics then keeps every row (the remainder is -1). */
+ACCEL_API ACCEL_NODISCARD int accel_loader_new_with_batches(accel_loader_t **out, accel_state_t *state,
+                                                            accel_dataset_t *dataset, const int64_t *indices,
+                                                            const size_t *batch_sizes, size_t num_batches,
+                                                            const accel_options_t *options);
 ACCEL_API void accel_loader_free(accel_loader_t *loader);
 
 /* The next batch of the epoch in *out (owned by the caller, accel_batch_free), or *out = NULL when the

@@ -120,6 +120,27 @@ extern "C" int accel_loader_new(accel_loader_t** out, accel_state_t* state, acce
   });
 }
 
+extern "C" int accel_loader_new_with_batches(accel_loader_t** out, accel_state_t* state, accel_dataset_t* dataset,
+                                             const int64_t* indices, const size_t* batch_sizes, size_t num_batches,
+                                             const accel_options_t* options) {
+  return guarded_out(__func__, out, [&] {
+    require(state, "state");
+    require(dataset, "dataset");
+    require(batch_sizes, "batch_sizes");
+    if (!dataset->dataset) accel::fail(accel::Code::InvalidArgument, "a given list of batches needs a map-style dataset");
+    const auto resolved = accel::resolve_options(options ? &options->options : nullptr, accel::process_env());
+    auto config = accel::data::loader_config(resolved);
+    config.batches.emplace();
+    size_t offset = 0;
+    for (size_t b = 0; b < num_batches; ++b) {
+      if (batch_sizes[b] > 0) require(indices, "indices");
+      config.batches->emplace_back(indices + offset, indices + offset + batch_sizes[b]);
+      offset += batch_sizes[b];
+    }
+    *out = new accel_loader{std::make_unique<accel::data::Loader>(state->state, dataset->dataset, config), {}};
+  });
+}
+
 extern "C" void accel_loader_free(accel_loader_t* loader) { delete loader; }
 
 extern "C" int accel_loader_next(accel_loader_t* loader, accel_batch_t** out) {

@@ -56,6 +56,14 @@ Loader::Loader(std::shared_ptr<dist::State> state, LoaderConfig config, bool ite
 Loader::Loader(std::shared_ptr<dist::State> state, std::shared_ptr<Dataset> dataset, LoaderConfig config)
     : Loader(std::move(state), config, /*iterable=*/false) {
   map_dataset_ = std::move(dataset);
+  if (config_.batches) {
+    if (config_.shuffle) fail(Code::InvalidArgument, "shuffle cannot reorder a given list of batches");
+    if (config_.split_batches) fail(Code::InvalidArgument, "split_batches needs a batch size; a given list of batches has none");
+    for (const auto& batch : *config_.batches) {
+      if (batch.empty()) fail(Code::InvalidArgument, "a given batch is empty");
+      for (int64_t index : batch) check_index(index, map_dataset_->size());
+    }
+  }
 }
 
 Loader::Loader(std::shared_ptr<dist::State> state, std::shared_ptr<IterableDataset> dataset, LoaderConfig config)
@@ -94,7 +102,23 @@ std::vector<int64_t> Loader::epoch_order() {
   return std::vector<int64_t>(data, data + n);
 }
 
-std::vector<Batch> Loader::base_batches() { return make_batches(epoch_order(), config_.batch_size, config_.drop_last); }
+std::vector<Batch> Loader::base_batches() {
+  if (config_.batches) return *config_.batches;
+  return make_batches(epoch_order(), config_.batch_size, config_.drop_last);
+}
+
+std::vector<Batch> Loader::my_batches() {
+  const int64_t world = state_->launch().world_size;
+  if (world == 1) return base_batches();
+  if (config_.batches) return shard_given_batches();
+  return shard_batches(base_batches(), config_.batch_size, config_.drop_last, world, state_->launch().rank,
+                       config_.split_batches, config_.even_batches);
+}
+
+std::vector<Batch> Loader::shard_given_batches() const {
+  const ShardSpec spec{state_->launch().world_size, state_->launch().rank, false, config_.even_batches};
+  return shard_batches(*config_.batches, BaseSampler{std::nullopt, false}, spec);
+}
 
 namespace {
 
@@ -157,11 +181,12 @@ std::unique_ptr<EpochBatches> Loader::start_epoch() {
     };
     return std::make_unique<DispatchEpoch>(state_, read_step, config_.drop_last);
   }
-  auto batches = world == 1 ? base_batches()
-                            : shard_batches(base_batches(), config_.batch_size, config_.drop_last, world, rank,
-                                            config_.split_batches, config_.even_batches);
+  auto batches = my_batches();
+  // Accelerate cannot size the last global batch of a given batch list, so it keeps every row (-1).
   const int64_t remainder =
-      shard_remainder(map_dataset_->size(), config_.batch_size, world, config_.split_batches, config_.drop_last);
+      config_.batches ? -1
+                      : shard_remainder(map_dataset_->size(), config_.batch_size, world, config_.split_batches,
+                                        config_.drop_last);
   if (config_.prefetch_threads > 0) {
     return std::make_unique<PrefetchingShardEpoch>(map_dataset_, std::move(batches), remainder,
                                                    config_.prefetch_threads, config_.prefetch_depth);
@@ -214,11 +239,17 @@ int64_t Loader::length() const {
   if (iterable_dataset_) return -1;
   const int64_t n = map_dataset_->size();
   const int64_t world = state_->launch().world_size;
-  const int64_t full =
-      dispatch_ ? dispatch_len(num_batches(n, config_.batch_size, config_.drop_last), world, config_.split_batches,
-                               config_.drop_last)
-                : sharded_length(n, config_.batch_size, config_.drop_last, world, state_->launch().rank,
-                                 config_.split_batches, config_.even_batches);
+  const int64_t base = config_.batches ? static_cast<int64_t>(config_.batches->size())
+                                       : num_batches(n, config_.batch_size, config_.drop_last);
+  int64_t full = 0;
+  if (dispatch_) {
+    full = dispatch_len(base, world, config_.split_batches, config_.drop_last);
+  } else if (config_.batches) {
+    full = world == 1 ? base : static_cast<int64_t>(shard_given_batches().size());
+  } else {
+    full = sharded_length(n, config_.batch_size, config_.drop_last, world, state_->launch().rank,
+                          config_.split_batches, config_.even_batches);
+  }
   return std::max<int64_t>(0, full - skip_);
 }
 

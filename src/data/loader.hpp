@@ -13,6 +13,7 @@
 #include "core/gradient_state.hpp"
 #include "data/dataset.hpp"
 #include "data/epoch.hpp"
+#include "data/sharding.hpp"
 #include "dist/state.hpp"
 
 namespace accel::data {
@@ -30,6 +31,9 @@ struct LoaderConfig {
   bool pin_memory = false;
   int64_t prefetch_threads = 0;  // 0: batches are read in next() itself
   int64_t prefetch_depth = 2;
+  // A given list of batches of dataset indices (dynamic batch sizes), used instead of the sampler; then
+  // shuffle and split_batches are refused and, as in Accelerate, gather_for_metrics keeps every row.
+  std::optional<std::vector<Batch>> batches;
 };
 
 // Reads the data keys of resolved options (see capi/accel/options.h).
@@ -69,6 +73,9 @@ class Loader {
   Loader(std::shared_ptr<dist::State> state, LoaderConfig config, bool iterable);
   std::unique_ptr<EpochBatches> start_epoch();
   std::vector<Batch> base_batches();
+  // This rank's batches of a map-style epoch (nothing is sharded with one process).
+  std::vector<Batch> my_batches();
+  std::vector<Batch> shard_given_batches() const;
   std::vector<int64_t> epoch_order();
   void place_on_device(NamedTensors& batch) const;
   void end_epoch();

@@ -311,4 +311,45 @@ TEST(Loader, PrefetchingThreadsYieldTheSameBatchesInOrder) {
   accel_loader_free(prefetched);
 }
 
+// Batches per rank for `count` given batches with even_batches: every rank gets ceil(count / P).
+size_t given_count(size_t count) { return (count + static_cast<size_t>(world) - 1) / static_cast<size_t>(world); }
+
+// The reference 1.4 vector E (dynamic batch sizes, even_batches) generalised: every rank gets batches of
+// the given list dealt round-robin, the first ones reused so that all ranks get as many.
+TEST(Loader, AGivenListOfBatchesIsDealtLikeABatchSampler) {
+  accel_dataset_t* dataset = index_dataset(20);
+  const std::vector<int64_t> indices{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+  const std::vector<size_t> sizes{3, 2, 4, 1, 5};
+  accel_loader_t* loader = nullptr;
+  ASSERT_EQ(accel_loader_new_with_batches(&loader, state, dataset, indices.data(), sizes.data(), sizes.size(), nullptr),
+            ACCEL_OK)
+      << accel_error_last();
+  // Batches differ in size across ranks, so they are checked locally rather than gathered.
+  std::vector<std::vector<int64_t>> local;
+  for (accel_batch_t* batch = nullptr; accel_loader_next(loader, &batch) == ACCEL_OK && batch != nullptr;) {
+    accel_tensor_t* tensor = nullptr;
+    EXPECT_EQ(accel_batch_get(batch, "index", &tensor), ACCEL_OK);
+    local.push_back(long_values(tensor));
+    accel_tensor_free(tensor);
+    accel_batch_free(batch);
+  }
+  EXPECT_EQ(static_cast<int64_t>(local.size()), accel_loader_length(loader));
+  EXPECT_EQ(local.size(), (given_count(5)));
+  const std::vector<std::vector<int64_t>> given{{0, 1, 2}, {3, 4}, {5, 6, 7, 8}, {9}, {10, 11, 12, 13, 14}};
+  for (size_t i = 0; i < local.size(); ++i) {
+    EXPECT_EQ(local[i], given[(i * static_cast<size_t>(world) + static_cast<size_t>(rank)) % given.size()]) << i;
+  }
+  accel_loader_free(loader);
+  accel_options_t* options = nullptr;
+  ASSERT_EQ(accel_options_new(&options), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_bool(options, "shuffle", 1), ACCEL_OK);
+  EXPECT_EQ(accel_loader_new_with_batches(&loader, state, dataset, indices.data(), sizes.data(), sizes.size(), options),
+            ACCEL_ERR_INVALID_ARGUMENT);
+  const int64_t outside[] = {25};
+  const size_t one[] = {1};
+  EXPECT_EQ(accel_loader_new_with_batches(&loader, state, dataset, outside, one, 1, nullptr), ACCEL_ERR_OUT_OF_RANGE);
+  accel_options_free(options);
+  accel_dataset_free(dataset);
+}
+
 }  // namespace
