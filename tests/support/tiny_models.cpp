@@ -56,6 +56,13 @@ std::string tuple_output(const std::string& path) {
   return path;
 }
 
+std::string matmul_only(const std::string& path) {
+  auto module = mlp_module(0);
+  module.define("def forward(self, x):\n  return torch.matmul(x, self.w1)\n");
+  module.save(path);
+  return path;
+}
+
 std::string temp_file(const std::string& name) {
   const char* dir = std::getenv("TMPDIR");
   return std::string(dir && *dir ? dir : "/tmp") + "/accel_test_" + std::to_string(getpid()) + "_" + name;

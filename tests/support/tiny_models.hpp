@@ -12,6 +12,8 @@ std::string mlp_with_unused_parameter(const std::string& path);
 // forward(x) -> {"logits": [N, 4], "hidden": [N, 16]}, and a second method-less tuple variant.
 std::string dict_output(const std::string& path);
 std::string tuple_output(const std::string& path);
+// forward(x [N, 8]) -> x @ w1 [N, 16]: ends in a matmul, so autocast leaves its output in low precision.
+std::string matmul_only(const std::string& path);
 // A file in the test's temporary directory, unique to this process.
 std::string temp_file(const std::string& name);
 

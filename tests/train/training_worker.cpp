@@ -1,6 +1,6 @@
 // The training step on every rank under `accel launch`, through the C++ core. Which suites run depends
 // on the launch (see tests/CMakeLists.txt): Ddp.* with 2 processes, Accumulation.* with 2 processes and
-// ACCEL_GRADIENT_ACCUMULATION_STEPS=2, Fp16.* with 1 process and ACCEL_MIXED_PRECISION=fp16.
+// ACCEL_GRADIENT_ACCUMULATION_STEPS=2, Fp16.* and Bf16.* with 1 process and that ACCEL_MIXED_PRECISION.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -254,6 +254,38 @@ TEST(Fp16, AnOverflowSkipsTheStepHalvesTheScaleAndFreezesTheScheduler) {
   for (int i = 0; i < 2000; ++i) step(false);
   EXPECT_FALSE(optimizer->step_was_skipped());
   EXPECT_EQ(accelerator->scaler()->get_scale(), 65536.0);
+}
+
+// One process, ACCEL_MIXED_PRECISION=bf16: forward runs under CPU autocast, outputs come back as fp32
+// unless asked otherwise, and training still works.
+TEST(Bf16, ForwardRunsInBfloat16AndReturnsFloat32) {
+  auto model = load_mlp("bf16");
+  model->prepare(state, PrepareConfig{});
+  auto reference = load_mlp("bf16_reference");
+  at::manual_seed(3);
+  const auto x = at::randn({4, 8});
+  const auto output = output_of(*model, x);
+  EXPECT_EQ(output.scalar_type(), at::kFloat);
+  const auto exact = output_of(*reference, x);
+  const double difference = (output - exact).abs().max().item<double>();
+  EXPECT_GT(difference, 0.0);   // bf16 matmuls round differently from fp32 ones
+  EXPECT_LT(difference, 0.1);
+  auto converted = Model::load_file(tiny_models::matmul_only(tiny_models::temp_file("bf16_matmul.pt")));
+  converted->prepare(state, PrepareConfig{});
+  EXPECT_EQ(output_of(*converted, x).scalar_type(), at::kFloat);
+  auto raw = Model::load_file(tiny_models::matmul_only(tiny_models::temp_file("bf16_matmul_raw.pt")));
+  PrepareConfig keep;
+  keep.keep_low_precision_outputs = true;
+  raw->prepare(state, keep);
+  EXPECT_EQ(output_of(*raw, x).scalar_type(), at::kBFloat16);
+  auto accelerator = Accelerator::of(state);
+  EXPECT_EQ(accelerator->scaler(), nullptr);
+  accelerator->accumulate();
+  accelerator->backward(at::mse_loss(output, at::zeros_like(output)));
+  for (const auto& parameter : model->named_parameters()) {
+    EXPECT_TRUE(parameter.second.grad().defined());
+    EXPECT_EQ(parameter.second.grad().scalar_type(), at::kFloat) << parameter.first;
+  }
 }
 
 }  // namespace
