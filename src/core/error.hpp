@@ -37,4 +37,9 @@ class Error : public std::runtime_error {
 
 [[noreturn]] inline void fail(Code code, const std::string& message) { throw Error(code, message); }
 
+// Throws Error(InvalidArgument) with `message` unless `ok`.
+inline void require_argument(bool ok, const std::string& message) {
+  if (!ok) fail(Code::InvalidArgument, message);
+}
+
 }  // namespace accel

@@ -68,15 +68,17 @@ std::string option_env_name(const std::string& key) {
   return name;
 }
 
+std::string format_number(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
 std::string format_option_value(const OptionValue& value) {
   struct Formatter {
     std::string operator()(bool v) const { return v ? "true" : "false"; }
     std::string operator()(int64_t v) const { return std::to_string(v); }
-    std::string operator()(double v) const {
-      std::ostringstream out;
-      out << v;
-      return out.str();
-    }
+    std::string operator()(double v) const { return format_number(v); }
     std::string operator()(const std::string& v) const { return v; }
   };
   return std::visit(Formatter{}, value);

@@ -30,6 +30,8 @@ const std::vector<OptionSpec>& option_specs();
 std::string option_env_name(const std::string& key);
 
 std::string format_option_value(const OptionValue& value);
+// A number as a person writes it: 0.001, 1e-08, 25 (the shortest ostream form).
+std::string format_number(double value);
 
 // Explicit settings made through the C API. Setting validates at once, so an object never holds a bad value.
 class Options {

@@ -5,19 +5,13 @@
 #include <ATen/ops/stack.h>
 
 #include <cmath>
-#include <sstream>
 #include <string>
 
 #include "core/error.hpp"
+#include "core/options.hpp"
 
 namespace accel::train {
 namespace {
-
-std::string number(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
-}
 
 std::vector<at::Tensor> defined_grads(const std::vector<at::Tensor>& parameters, const char* caller) {
   std::vector<at::Tensor> grads;
@@ -40,9 +34,9 @@ at::Tensor grad_norm(const at::Tensor& grad, double norm_type, const at::Device&
 }  // namespace
 
 double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type) {
-  if (!(max_norm > 0)) fail(Code::InvalidArgument, "clip_grad_norm: max_norm must be > 0, got " + number(max_norm));
+  if (!(max_norm > 0)) fail(Code::InvalidArgument, "clip_grad_norm: max_norm must be > 0, got " + format_number(max_norm));
   if (!(norm_type > 0)) {
-    fail(Code::InvalidArgument, "clip_grad_norm: norm_type must be > 0 or inf, got " + number(norm_type));
+    fail(Code::InvalidArgument, "clip_grad_norm: norm_type must be > 0 or inf, got " + format_number(norm_type));
   }
   const auto grads = defined_grads(parameters, "clip_grad_norm");
   at::NoGradGuard no_grad;
@@ -62,7 +56,7 @@ double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm
 
 void clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value) {
   if (!(clip_value >= 0)) {
-    fail(Code::InvalidArgument, "clip_grad_value: clip_value must be >= 0, got " + number(clip_value));
+    fail(Code::InvalidArgument, "clip_grad_value: clip_value must be >= 0, got " + format_number(clip_value));
   }
   const auto grads = defined_grads(parameters, "clip_grad_value");
   at::NoGradGuard no_grad;

@@ -7,67 +7,34 @@
 #include <torch/serialize/archive.h>
 
 #include <cmath>
-#include <sstream>
 
 #include "core/error.hpp"
+#include "core/options.hpp"
+#include "train/archive.hpp"
 
 namespace accel::train {
 namespace {
 
-void require(bool ok, const std::string& message) {
-  if (!ok) fail(Code::InvalidArgument, message);
-}
-
-std::string number(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
-}
-
 // torch asserts the two factors; the other checks keep the rule meaningful (a scale of 0 or an interval
 // that is never reached).
 void validate(const GradScalerConfig& config) {
-  require(config.init_scale > 0 && std::isfinite(config.init_scale),
-          "GradScaler init_scale must be a finite number > 0, got " + number(config.init_scale));
-  require(config.growth_factor > 1.0,
+  require_argument(config.init_scale > 0 && std::isfinite(config.init_scale),
+          "GradScaler init_scale must be a finite number > 0, got " + format_number(config.init_scale));
+  require_argument(config.growth_factor > 1.0,
           "GradScaler growth_factor must be > 1.0 (The growth factor must be > 1.0.), got " +
-              number(config.growth_factor));
-  require(config.backoff_factor > 0 && config.backoff_factor < 1.0,
+              format_number(config.growth_factor));
+  require_argument(config.backoff_factor > 0 && config.backoff_factor < 1.0,
           "GradScaler backoff_factor must be in (0, 1) (The backoff factor must be < 1.0.), got " +
-              number(config.backoff_factor));
-  require(config.growth_interval >= 1,
+              format_number(config.backoff_factor));
+  require_argument(config.growth_interval >= 1,
           "GradScaler growth_interval must be >= 1, got " + std::to_string(config.growth_interval));
-}
-
-torch::serialize::InputArchive read_archive(const std::string& bytes) {
-  torch::serialize::InputArchive archive;
-  try {
-    std::istringstream in(bytes);
-    archive.load_from(in);
-  } catch (const c10::Error& error) {
-    fail(Code::InvalidArgument,
-         std::string("GradScaler state is not a saved GradScaler archive: ") + error.what_without_backtrace());
-  }
-  return archive;
-}
-
-double read_double(torch::serialize::InputArchive& archive, const std::string& key) {
-  c10::IValue value;
-  require(archive.try_read(key, value) && value.isDouble(), "GradScaler state has no " + key);
-  return value.toDouble();
-}
-
-int64_t read_int(torch::serialize::InputArchive& archive, const std::string& key) {
-  c10::IValue value;
-  require(archive.try_read(key, value) && value.isInt(), "GradScaler state has no " + key);
-  return value.toInt();
 }
 
 // The defined grads of `parameters`, checked before any is touched so an error leaves them all as they were.
 std::vector<at::Tensor> grads_to_unscale(const std::vector<at::Tensor>& parameters) {
   std::vector<at::Tensor> grads;
   for (size_t i = 0; i < parameters.size(); ++i) {
-    require(parameters[i].defined(), "GradScaler.unscale: parameter " + std::to_string(i) + " is undefined");
+    require_argument(parameters[i].defined(), "GradScaler.unscale: parameter " + std::to_string(i) + " is undefined");
     const auto grad = parameters[i].grad();
     if (!grad.defined()) continue;
     if (grad.scalar_type() == at::kHalf) fail(Code::Dtype, "Attempting to unscale FP16 gradients.");
@@ -89,7 +56,7 @@ void GradScaler::require_scale(const char* action) const {
 }
 
 at::Tensor GradScaler::scale(const at::Tensor& loss) {
-  require(loss.defined(), "GradScaler.scale: the loss is an undefined tensor");
+  require_argument(loss.defined(), "GradScaler.scale: the loss is an undefined tensor");
   if (!at::isFloatingType(loss.scalar_type())) {
     fail(Code::Dtype, std::string("GradScaler.scale: the loss must be a floating tensor, got ") +
                           c10::toString(loss.scalar_type()));
@@ -160,21 +127,19 @@ std::string GradScaler::save_state() const {
   archive.write("backoff_factor", c10::IValue(config_.backoff_factor));
   archive.write("growth_interval", c10::IValue(config_.growth_interval));
   archive.write("_growth_tracker", c10::IValue(growth_tracker_));
-  std::ostringstream out;
-  archive.save_to(out);
-  return out.str();
+  return archive_bytes(archive);
 }
 
 void GradScaler::load_state(const std::string& bytes) {
-  auto archive = read_archive(bytes);
+  auto archive = read_archive(bytes, "GradScaler");
   GradScalerConfig loaded;
-  loaded.init_scale = read_double(archive, "scale");
-  loaded.growth_factor = read_double(archive, "growth_factor");
-  loaded.backoff_factor = read_double(archive, "backoff_factor");
-  loaded.growth_interval = read_int(archive, "growth_interval");
-  const int64_t tracker = read_int(archive, "_growth_tracker");
+  loaded.init_scale = read_double(archive, "scale", "GradScaler");
+  loaded.growth_factor = read_double(archive, "growth_factor", "GradScaler");
+  loaded.backoff_factor = read_double(archive, "backoff_factor", "GradScaler");
+  loaded.growth_interval = read_int(archive, "growth_interval", "GradScaler");
+  const int64_t tracker = read_int(archive, "_growth_tracker", "GradScaler");
   validate(loaded);
-  require(tracker >= 0, "GradScaler state's _growth_tracker must be >= 0, got " + std::to_string(tracker));
+  require_argument(tracker >= 0, "GradScaler state's _growth_tracker must be >= 0, got " + std::to_string(tracker));
 
   // As load_state_dict: the saved scale is also the new init_scale, for a scale tensor not made yet.
   config_ = loaded;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/options.hpp"
 
 namespace accel::train {
 namespace {
@@ -17,12 +18,6 @@ namespace {
 std::string shape_of(const at::Tensor& tensor) {
   std::ostringstream out;
   out << tensor.sizes();
-  return out.str();
-}
-
-std::string number(double value) {
-  std::ostringstream out;
-  out << value;
   return out.str();
 }
 
@@ -66,7 +61,7 @@ void check_class_targets(const std::string& name, const at::Tensor& input, const
 void check_cross_entropy(const std::string& name, const at::Tensor& input, const at::Tensor& target,
                          const LossConfig& config) {
   if (!(config.label_smoothing >= 0 && config.label_smoothing <= 1)) {
-    fail(Code::InvalidArgument, name + " label_smoothing must be in [0, 1], got " + number(config.label_smoothing));
+    fail(Code::InvalidArgument, name + " label_smoothing must be in [0, 1], got " + format_number(config.label_smoothing));
   }
   check_class_targets(name, input, target, config);
 }

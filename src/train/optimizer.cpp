@@ -8,9 +8,10 @@
 
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "core/error.hpp"
+#include "core/options.hpp"
+#include "train/archive.hpp"
 
 namespace accel::train {
 namespace {
@@ -18,16 +19,6 @@ namespace {
 using TorchOptions = torch::optim::OptimizerOptions;
 // The group options an archive holds, each with the (saved) keys of its parameters.
 using SavedGroups = std::vector<std::pair<std::vector<std::string>, std::unique_ptr<TorchOptions>>>;
-
-std::string number(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
-}
-
-void require(bool ok, const std::string& message) {
-  if (!ok) fail(Code::InvalidArgument, message);
-}
 
 // One parameter group before it becomes a torch::optim::OptimizerParamGroup.
 struct Group {
@@ -103,30 +94,30 @@ const KindTraits& traits_for(const std::string& kind) {
 
 // The checks torch::optim makes with TORCH_CHECK, made first so the error names the key.
 void validate_config(const std::string& kind, const OptimizerConfig& config) {
-  require(config.lr >= 0, "optimizer lr must be >= 0, got " + number(config.lr));
-  require(config.weight_decay >= 0, "optimizer weight_decay must be >= 0, got " + number(config.weight_decay));
+  require_argument(config.lr >= 0, "optimizer lr must be >= 0, got " + format_number(config.lr));
+  require_argument(config.weight_decay >= 0, "optimizer weight_decay must be >= 0, got " + format_number(config.weight_decay));
   if (kind == "sgd") {
-    require(config.momentum >= 0, "optimizer momentum must be >= 0, got " + number(config.momentum));
-    require(!config.nesterov || (config.momentum > 0 && config.dampening == 0),
-            "optimizer nesterov requires momentum > 0 and dampening 0 (momentum " + number(config.momentum) +
-                ", dampening " + number(config.dampening) + ")");
+    require_argument(config.momentum >= 0, "optimizer momentum must be >= 0, got " + format_number(config.momentum));
+    require_argument(!config.nesterov || (config.momentum > 0 && config.dampening == 0),
+            "optimizer nesterov requires momentum > 0 and dampening 0 (momentum " + format_number(config.momentum) +
+                ", dampening " + format_number(config.dampening) + ")");
     return;
   }
-  require(config.beta1 >= 0 && config.beta1 < 1, "optimizer beta1 must be in [0, 1), got " + number(config.beta1));
-  require(config.beta2 >= 0 && config.beta2 < 1, "optimizer beta2 must be in [0, 1), got " + number(config.beta2));
-  require(config.eps >= 0, "optimizer eps must be >= 0, got " + number(config.eps));
+  require_argument(config.beta1 >= 0 && config.beta1 < 1, "optimizer beta1 must be in [0, 1), got " + format_number(config.beta1));
+  require_argument(config.beta2 >= 0 && config.beta2 < 1, "optimizer beta2 must be in [0, 1), got " + format_number(config.beta2));
+  require_argument(config.eps >= 0, "optimizer eps must be >= 0, got " + format_number(config.eps));
 }
 
 void validate_parameters(const std::vector<std::pair<std::string, at::Tensor>>& named_parameters) {
-  require(!named_parameters.empty(), "optimizer got an empty parameter list");
+  require_argument(!named_parameters.empty(), "optimizer got an empty parameter list");
   std::set<std::string> names;
   std::map<const void*, std::string> tensors;
   for (const auto& [name, tensor] : named_parameters) {
-    require(tensor.defined(), "parameter '" + name + "' is an undefined tensor");
-    require(tensor.is_leaf(), "parameter '" + name + "' is not a leaf tensor (can't optimize a non-leaf tensor)");
-    require(names.insert(name).second, "parameter name '" + name + "' appears more than once");
+    require_argument(tensor.defined(), "parameter '" + name + "' is an undefined tensor");
+    require_argument(tensor.is_leaf(), "parameter '" + name + "' is not a leaf tensor (can't optimize a non-leaf tensor)");
+    require_argument(names.insert(name).second, "parameter name '" + name + "' appears more than once");
     const auto [seen, inserted] = tensors.emplace(tensor.unsafeGetTensorImpl(), name);
-    require(inserted, "parameters '" + seen->second + "' and '" + name + "' are the same tensor");
+    require_argument(inserted, "parameters '" + seen->second + "' and '" + name + "' are the same tensor");
   }
 }
 
@@ -153,17 +144,6 @@ std::vector<Group> split_groups(const std::vector<std::pair<std::string, at::Ten
   return groups;
 }
 
-torch::serialize::InputArchive read_archive(const std::string& bytes, const c10::Device& device) {
-  torch::serialize::InputArchive archive;
-  try {
-    std::istringstream in(bytes);
-    archive.load_from(in, device);
-  } catch (const c10::Error& error) {
-    fail(Code::InvalidArgument, std::string("optimizer state is not a saved optimizer archive: ") +
-                                    error.what_without_backtrace());
-  }
-  return archive;
-}
 
 }  // namespace
 
@@ -210,12 +190,12 @@ struct Optimizer::Impl {
   // changes.
   std::pair<SavedGroups, std::vector<double>> read_checked(torch::serialize::InputArchive& archive) const {
     c10::IValue saved_kind;
-    require(archive.try_read("accel/kind", saved_kind) && saved_kind.isString(),
+    require_argument(archive.try_read("accel/kind", saved_kind) && saved_kind.isString(),
             "optimizer state has no optimizer kind");
-    require(saved_kind.toStringRef() == kind,
+    require_argument(saved_kind.toStringRef() == kind,
             "optimizer state is for '" + saved_kind.toStringRef() + "', this optimizer is '" + kind + "'");
     c10::IValue saved_initial_lrs;
-    require(archive.try_read("accel/initial_lrs", saved_initial_lrs) && saved_initial_lrs.isDoubleList(),
+    require_argument(archive.try_read("accel/initial_lrs", saved_initial_lrs) && saved_initial_lrs.isDoubleList(),
             "optimizer state has no initial lrs");
     SavedGroups groups;
     try {
@@ -225,11 +205,11 @@ struct Optimizer::Impl {
            std::string("optimizer state has unreadable parameter groups: ") + error.what_without_backtrace());
     }
     auto initial = saved_initial_lrs.toDoubleVector();
-    require(groups.size() == names.size() && initial.size() == names.size(),
+    require_argument(groups.size() == names.size() && initial.size() == names.size(),
             "optimizer state has " + std::to_string(groups.size()) + " parameter groups, this optimizer has " +
                 std::to_string(names.size()));
     for (size_t i = 0; i < groups.size(); ++i) {
-      require(groups[i].first.size() == names[i].size(),
+      require_argument(groups[i].first.size() == names[i].size(),
               "optimizer state's parameter group " + std::to_string(i) + " has " +
                   std::to_string(groups[i].first.size()) + " parameters, this optimizer's has " +
                   std::to_string(names[i].size()));
@@ -283,7 +263,7 @@ size_t Optimizer::num_groups() const { return impl_->optimizer->param_groups().s
 double Optimizer::lr(size_t group) const { return impl_->group(group).options().get_lr(); }
 
 void Optimizer::set_lr(size_t group, double lr) {
-  require(lr >= 0, "optimizer lr must be >= 0, got " + number(lr) + " for group " + std::to_string(group));
+  require_argument(lr >= 0, "optimizer lr must be >= 0, got " + format_number(lr) + " for group " + std::to_string(group));
   impl_->group(group).options().set_lr(lr);
 }
 
@@ -314,14 +294,12 @@ std::string Optimizer::save_state() const {
   impl_->optimizer->save(archive);
   archive.write("accel/kind", c10::IValue(impl_->kind));
   archive.write("accel/initial_lrs", c10::IValue(impl_->initial_lrs));
-  std::ostringstream out;
-  archive.save_to(out);
-  return out.str();
+  return archive_bytes(archive);
 }
 
 void Optimizer::load_state(const std::string& bytes) {
   // Saved state tensors go where the parameters are (Accelerate moves them to the device as well).
-  auto archive = read_archive(bytes, parameters().front().device());
+  auto archive = read_archive(bytes, "optimizer", parameters().front().device());
   auto [groups, initial_lrs] = impl_->read_checked(archive);
   impl_->replace_state(archive);
   auto& param_groups = impl_->optimizer->param_groups();

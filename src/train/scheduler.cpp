@@ -4,25 +4,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/options.hpp"
+#include "train/archive.hpp"
 
 namespace accel::train {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
-
-void require(bool ok, const std::string& message) {
-  if (!ok) fail(Code::InvalidArgument, message);
-}
-
-std::string number(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
-}
 
 // The multiplier of both transformers schedules during warmup.
 double warmup_fraction(int64_t step, int64_t warmup_steps) {
@@ -30,8 +21,8 @@ double warmup_fraction(int64_t step, int64_t warmup_steps) {
 }
 
 void require_total_and_warmup(const std::string& name, const SchedulerConfig& config) {
-  require(config.total_steps > 0, name + " schedule needs total_steps > 0, got " + std::to_string(config.total_steps));
-  require(config.warmup_steps >= 0,
+  require_argument(config.total_steps > 0, name + " schedule needs total_steps > 0, got " + std::to_string(config.total_steps));
+  require_argument(config.warmup_steps >= 0,
           name + " schedule needs warmup_steps >= 0, got " + std::to_string(config.warmup_steps));
 }
 
@@ -67,18 +58,18 @@ double one_cycle_lr(int64_t step, const SchedulerConfig& config) {
 }
 
 void validate_one_cycle(const SchedulerConfig& config) {
-  require(config.total_steps > 0, "one_cycle schedule needs total_steps > 0, got " + std::to_string(config.total_steps));
-  require(config.max_lr > 0, "one_cycle schedule needs max_lr > 0, got " + number(config.max_lr));
-  require(config.pct_start >= 0 && config.pct_start <= 1,
-          "one_cycle schedule needs pct_start in [0, 1], got " + number(config.pct_start));
-  require(config.div_factor > 0, "one_cycle schedule needs div_factor > 0, got " + number(config.div_factor));
-  require(config.final_div_factor > 0,
-          "one_cycle schedule needs final_div_factor > 0, got " + number(config.final_div_factor));
+  require_argument(config.total_steps > 0, "one_cycle schedule needs total_steps > 0, got " + std::to_string(config.total_steps));
+  require_argument(config.max_lr > 0, "one_cycle schedule needs max_lr > 0, got " + format_number(config.max_lr));
+  require_argument(config.pct_start >= 0 && config.pct_start <= 1,
+          "one_cycle schedule needs pct_start in [0, 1], got " + format_number(config.pct_start));
+  require_argument(config.div_factor > 0, "one_cycle schedule needs div_factor > 0, got " + format_number(config.div_factor));
+  require_argument(config.final_div_factor > 0,
+          "one_cycle schedule needs final_div_factor > 0, got " + format_number(config.final_div_factor));
   // torch divides by each phase's length and raises ZeroDivisionError when it steps into an empty one.
   const double warmup_end = config.pct_start * static_cast<double>(config.total_steps) - 1.0;
-  require(warmup_end != 0 && config.pct_start != 1,
+  require_argument(warmup_end != 0 && config.pct_start != 1,
           "one_cycle schedule has an empty phase: pct_start * total_steps must be neither 1 nor total_steps "
-          "(pct_start " + number(config.pct_start) + ", total_steps " + std::to_string(config.total_steps) + ")");
+          "(pct_start " + format_number(config.pct_start) + ", total_steps " + std::to_string(config.total_steps) + ")");
 }
 
 using LrFunction = std::function<double(int64_t, double)>;
@@ -100,7 +91,7 @@ LrFunction named_schedule(const std::string& name, const SchedulerConfig& config
     return scaled([=](int64_t step) { return cosine_multiplier(step, warmup, total, cycles); });
   }
   if (name == "step") {
-    require(config.step_size > 0, "step schedule needs step_size > 0, got " + std::to_string(config.step_size));
+    require_argument(config.step_size > 0, "step schedule needs step_size > 0, got " + std::to_string(config.step_size));
     const int64_t step_size = config.step_size;
     const double gamma = config.gamma;
     return scaled([=](int64_t step) { return std::pow(gamma, static_cast<double>(step / step_size)); });
@@ -118,28 +109,14 @@ LrFunction named_schedule(const std::string& name, const SchedulerConfig& config
 }
 
 LrFunction lambda_schedule(std::function<double(int64_t)> multiplier) {
-  require(static_cast<bool>(multiplier), "scheduler multiplier callback is empty");
+  require_argument(static_cast<bool>(multiplier), "scheduler multiplier callback is empty");
   return [multiplier = std::move(multiplier)](int64_t step, double base_lr) { return base_lr * multiplier(step); };
 }
 
-torch::serialize::InputArchive read_archive(const std::string& bytes) {
-  torch::serialize::InputArchive archive;
-  try {
-    std::istringstream in(bytes);
-    archive.load_from(in);
-  } catch (const c10::Error& error) {
-    fail(Code::InvalidArgument,
-         std::string("scheduler state is not a saved scheduler archive: ") + error.what_without_backtrace());
-  }
-  return archive;
-}
-
-std::vector<double> read_double_list(torch::serialize::InputArchive& archive, const std::string& key, size_t size) {
-  c10::IValue value;
-  require(archive.try_read(key, value) && value.isDoubleList(), "scheduler state has no " + key);
-  auto values = value.toDoubleVector();
-  require(values.size() == size, "scheduler state has " + std::to_string(values.size()) + " " + key +
-                                     ", this scheduler's optimizer has " + std::to_string(size) + " groups");
+std::vector<double> read_group_values(torch::serialize::InputArchive& archive, const std::string& key, size_t size) {
+  auto values = read_double_list(archive, key, "scheduler");
+  require_argument(values.size() == size, "scheduler state has " + std::to_string(values.size()) + " " + key +
+                                              ", this scheduler's optimizer has " + std::to_string(size) + " groups");
   return values;
 }
 
@@ -195,25 +172,23 @@ std::string Scheduler::save_state() const {
   archive.write("step_count", c10::IValue(step_count_));
   archive.write("base_lrs", c10::IValue(base_lrs_));
   archive.write("last_lrs", c10::IValue(last_lrs_));
-  std::ostringstream out;
-  archive.save_to(out);
-  return out.str();
+  return archive_bytes(archive);
 }
 
 void Scheduler::load_state(const std::string& bytes) {
-  auto archive = read_archive(bytes);
+  auto archive = read_archive(bytes, "scheduler");
   c10::IValue name;
-  require(archive.try_read("accel/scheduler", name) && name.isString(), "scheduler state has no schedule name");
-  require(name.toStringRef() == name_,
+  require_argument(archive.try_read("accel/scheduler", name) && name.isString(), "scheduler state has no schedule name");
+  require_argument(name.toStringRef() == name_,
           "scheduler state is for schedule '" + name.toStringRef() + "', this scheduler is '" + name_ + "'");
   c10::IValue step_count;
-  require(archive.try_read("step_count", step_count) && step_count.isInt() && step_count.toInt() >= 0,
+  require_argument(archive.try_read("step_count", step_count) && step_count.isInt() && step_count.toInt() >= 0,
           "scheduler state has no step count");
-  require(max_steps_ < 0 || step_count.toInt() <= max_steps_,
+  require_argument(max_steps_ < 0 || step_count.toInt() <= max_steps_,
           "scheduler state's step count " + std::to_string(step_count.toInt()) + " is past total_steps " +
               std::to_string(max_steps_));
-  auto base_lrs = read_double_list(archive, "base_lrs", base_lrs_.size());
-  auto last_lrs = read_double_list(archive, "last_lrs", base_lrs_.size());
+  auto base_lrs = read_group_values(archive, "base_lrs", base_lrs_.size());
+  auto last_lrs = read_group_values(archive, "last_lrs", base_lrs_.size());
   base_lrs_ = std::move(base_lrs);
   last_lrs_ = std::move(last_lrs);
   step_count_ = step_count.toInt();
@@ -221,7 +196,7 @@ void Scheduler::load_state(const std::string& bytes) {
 
 void accelerated_scheduler_step(Scheduler& scheduler, bool sync_gradients, bool step_was_skipped, bool split_batches,
                                 int64_t num_processes) {
-  require(num_processes >= 1, "num_processes must be >= 1, got " + std::to_string(num_processes));
+  require_argument(num_processes >= 1, "num_processes must be >= 1, got " + std::to_string(num_processes));
   // Not syncing: the optimizer did not step. Skipped: an fp16 overflow, so the lr stays frozen.
   if (!sync_gradients || step_was_skipped) return;
   if (split_batches) {

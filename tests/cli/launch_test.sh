@@ -30,20 +30,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-passed=0
-failed=0
-
-check() {
-  local name=$1
-  shift
-  if "$@"; then
-    echo "ok - $name"
-    passed=$((passed + 1))
-  else
-    echo "FAIL - $name"
-    failed=$((failed + 1))
-  fi
-}
+# shellcheck source=tests/cli/check.sh
+source "$(dirname "$0")/check.sh"
 
 now_ms() { date +%s%3N; }
 
@@ -267,5 +255,4 @@ check "signal: SIGINT to the launcher is forwarded, exit code 130" test_sigint_f
 check "usage: bad command lines exit 2 with a message" test_bad_usage
 check "usage: --help exits 0" test_help
 
-echo "$passed passed, $failed failed"
-((failed == 0))
+report

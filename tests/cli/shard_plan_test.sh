@@ -16,20 +16,8 @@ PYTHON=/usr/bin/python3
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-passed=0
-failed=0
-
-check() {
-  local name=$1
-  shift
-  if "$@"; then
-    echo "ok - $name"
-    passed=$((passed + 1))
-  else
-    echo "FAIL - $name"
-    failed=$((failed + 1))
-  fi
-}
+# shellcheck source=tests/cli/check.sh
+source "$(dirname "$0")/check.sh"
 
 # expect_batches EXPECTED ARGS...: one JSON object whose ranks 0..P-1 yield EXPECTED (a JSON list of each
 # rank's batches), each with len equal to its number of batches.
@@ -159,5 +147,4 @@ check "missing value" usage_error "needs a value" $(plan 4 2) --skip-batches
 check "switch with a value" usage_error "takes no value" $(plan 4 2) --drop-last=1
 check "unknown option" usage_error "unknown option" $(plan 4 2) --shuffle
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+report

@@ -13,20 +13,10 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "expect_error.hpp"
 
 namespace accel::train {
 namespace {
-
-template <typename F>
-void expect_error(Code code, const std::string& fragment, F&& body) {
-  try {
-    body();
-    ADD_FAILURE() << "expected an accel::Error containing '" << fragment << "'";
-  } catch (const Error& error) {
-    EXPECT_EQ(error.code(), code) << error.what();
-    EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
-  }
-}
 
 at::Tensor with_grad(std::vector<double> grad) {
   auto parameter = at::zeros_like(at::tensor(grad)).requires_grad_();

@@ -11,20 +11,10 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "expect_error.hpp"
 
 namespace accel::train {
 namespace {
-
-template <typename F>
-void expect_error(Code code, const std::string& fragment, F&& body) {
-  try {
-    body();
-    ADD_FAILURE() << "expected an accel::Error containing '" << fragment << "'";
-  } catch (const Error& error) {
-    EXPECT_EQ(error.code(), code) << error.what();
-    EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
-  }
-}
 
 LossConfig with_reduction(const std::string& reduction) {
   LossConfig config;

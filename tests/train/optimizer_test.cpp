@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "expect_error.hpp"
 
 namespace accel::train {
 namespace {
@@ -34,17 +35,6 @@ void expect_values(const at::Tensor& tensor, const std::vector<double>& expected
   const auto actual = values_of(tensor);
   ASSERT_EQ(actual.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(actual[i], expected[i], tolerance) << "element " << i;
-}
-
-template <typename F>
-void expect_error(Code code, const std::string& fragment, F&& body) {
-  try {
-    body();
-    ADD_FAILURE() << "expected an accel::Error containing '" << fragment << "'";
-  } catch (const Error& error) {
-    EXPECT_EQ(error.code(), code) << error.what();
-    EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
-  }
 }
 
 // The grad of step t (1-based) for the two-element parameters below.

@@ -14,22 +14,12 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "expect_error.hpp"
 
 namespace accel::train {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
-
-template <typename F>
-void expect_error(Code code, const std::string& fragment, F&& body) {
-  try {
-    body();
-    ADD_FAILURE() << "expected an accel::Error containing '" << fragment << "'";
-  } catch (const Error& error) {
-    EXPECT_EQ(error.code(), code) << error.what();
-    EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
-  }
-}
 
 // Two groups ("w", and "b" without weight decay) unless no_decay says otherwise.
 Optimizer make_optimizer(double lr, std::vector<std::string> no_decay = {"b"}) {
