@@ -1,7 +1,7 @@
 /* Trains an MLP (64-128-128-10) on the handwritten digits that Debian's python3-sklearn ships, on as
  * many processes as it is launched on, the way an Accelerate training script does:
  *
- *   /usr/bin/python3 examples/make_digits_model.py build/demo/digits_mlp.pt
+ *   /usr/bin/python3 examples/make_mlp.py build/demo/digits_mlp.pt 64 128 128 10
  *   accel launch --nproc-per-node 2 --cpu --master-port 0 -- build/bin/train_digits --project-dir build/demo
  *
  * The data: 1797 rows of 64 pixel values (0..16) and a label, read from sklearn's digits.csv.gz through
@@ -407,7 +407,7 @@ int main(int argc, char **argv) {
     if (code != ACCEL_OK) {
       report(code, "accel_model_load");
       if (is_main && code == ACCEL_ERR_IO)
-        fprintf(stderr, "train_digits: write the model first: /usr/bin/python3 examples/make_digits_model.py %s\n",
+        fprintf(stderr, "train_digits: write the model first: /usr/bin/python3 examples/make_mlp.py %s 64 128 128 10\n",
                 model_path);
       goto done;
     }

@@ -43,6 +43,7 @@ ACCEL_API ACCEL_NODISCARD int accel_clip_grad_value(accel_state_t *state, accel_
 
 /* A loss: name "cross_entropy" (input [N, C] logits, int64 target [N]; options label_smoothing,
  * ignore_index), "nll", "mse", "l1" or "bce_with_logits"; option reduction ("mean", "sum", "none").
+ * With options NULL the defaults and ACCEL_* environment are read at the first call only.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (unknown name; class index out of range);
  * ACCEL_ERR_DTYPE (a target of the wrong type, saying which is expected); ACCEL_ERR_SHAPE_MISMATCH. */
 ACCEL_API ACCEL_NODISCARD int accel_loss(const char *name, const accel_tensor_t *input, const accel_tensor_t *target,

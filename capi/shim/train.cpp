@@ -63,7 +63,9 @@ extern "C" int accel_loss(const char* name, const accel_tensor_t* input, const a
     require(name, "name");
     require(input, "input");
     require(target, "target");
-    const auto values = accel::resolve_options(options ? &options->options : nullptr, accel::process_env());
+    // Losses run every step: without explicit options, defaults and environment are read once.
+    static const auto environment_only = accel::resolve_options(nullptr, accel::process_env());
+    const auto values = options ? accel::resolve_options(&options->options, accel::process_env()) : environment_only;
     accel::train::LossConfig config;
     config.reduction = values.get_string("reduction");
     config.label_smoothing = values.get_double("label_smoothing");

@@ -38,8 +38,10 @@ void Accelerator::backward(const at::Tensor& loss) {
   if (!loss.requires_grad()) {
     fail(Code::InvalidArgument, "backward: the loss does not require grad (computed without a graph?)");
   }
-  // Every micro-batch contributes loss / N, synced or not (Accelerate divides on every call).
-  at::Tensor scaled = loss.reshape({}).div(static_cast<double>(accumulation_steps_));
+  // Every micro-batch contributes loss / N, synced or not (Accelerate divides on every call); N = 1
+  // needs no extra node in the graph.
+  at::Tensor scaled = loss.reshape({});
+  if (accumulation_steps_ > 1) scaled = scaled.div(static_cast<double>(accumulation_steps_));
   if (scaler_) scaled = scaler_->scale(scaled);
   scaled.backward();
 }

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The training benchmark, run by `./dev bench train` (never by ctest: timings are not tests).
+#   bench/run_train.sh BIN_DIR MODEL_DIR   BIN_DIR holds accel, train_accel and train_libtorch (build/bin);
+#                                          MODEL_DIR receives train_mlp.pt (build/bench)
+# An MLP 784-1024-1024-10 (examples/make_mlp.py, TorchScript, torch.manual_seed(0)), batch 64 per
+# process, SGD lr 0.01, cross-entropy, synthetic batches (the same numbers on every side), one thread per
+# process. Sides, run one after the other in this order TRAIN_BENCH_ROUNDS times (default 5, at least 5):
+#   libtorch 1p   bench/train_libtorch.cpp, the same loop on plain LibTorch, optimizer.zero_grad()
+#                 (LibTorch 1.13 zeroes the gradients in place)
+#   libtorch 1p   the same with the gradients dropped instead (set_to_none), which is what
+#                 accel_optimizer_zero_grad does: the like-for-like baseline of R1
+#   accel 1p      bench/train_accel.c (C API only), run directly
+#   torch-ddp 2p  bench/train_torch_ddp.py, DistributedDataParallel in Debian's Python torch, through
+#                 `accel launch --nproc-per-node 2 --cpu --master-port 0 -- /usr/bin/python3 ...`
+#   accel 2p      bench/train_accel.c through the same launcher
+# Each run warms up TRAIN_BENCH_WARMUP steps (10), then times TRAIN_BENCH_STEPS steps (200); a 2-process
+# run starts its clock after a barrier and rank 0 reports. The medians are compared. The last line:
+#   train: overhead_vs_libtorch_1proc=R1 accel_vs_torch_ddp_2proc=R2 scaling_2proc=R3
+# R1 = accel's 1-process step time over plain LibTorch's (set_to_none); R2 = accel's 2-process throughput
+# over DDP's; R3 = accel's 2-process throughput over twice its 1-process throughput. Targets: R1 <= 1.03,
+# R2 >= 1.3. R1 against the optimizer.zero_grad() loop is printed too, as information.
+# Nothing is pinned unless TRAIN_BENCH_PIN=1: then 1-process runs go on CPU 0 and rank r of a 2-process
+# run on CPU r (taskset).
+set -euo pipefail
+BIN=${1:?usage: bench/run_train.sh BIN_DIR MODEL_DIR}
+MODEL_DIR=${2:?usage: bench/run_train.sh BIN_DIR MODEL_DIR}
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROUNDS=${TRAIN_BENCH_ROUNDS:-5}
+STEPS=${TRAIN_BENCH_STEPS:-200}
+WARMUP=${TRAIN_BENCH_WARMUP:-10}
+PIN=${TRAIN_BENCH_PIN:-0}
+CORES=$(getconf _NPROCESSORS_ONLN)
+PYTHON=/usr/bin/python3
+RUN_TIMEOUT=300  # seconds; a hung run fails the benchmark instead of stalling it
+[ "$ROUNDS" -ge 5 ] || { echo "TRAIN_BENCH_ROUNDS must be at least 5" >&2; exit 2; }
+if [ "$STEPS" -lt 1 ] || [ "$WARMUP" -lt 1 ]; then
+  echo "TRAIN_BENCH_STEPS and TRAIN_BENCH_WARMUP must be at least 1" >&2
+  exit 2
+fi
+
+# One thread per process on every side, whatever the launcher would choose (it sets cores / processes
+# only when these are unset); torch.set_num_threads(1) and at::set_num_threads(1) in the programs too.
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+# The programs' settings come from the programs, not from a stray ACCEL_* variable.
+while read -r name; do unset "$name"; done < <(compgen -e | grep '^ACCEL_' || true)
+
+MODEL=$MODEL_DIR/train_mlp.pt
+if [ "$HERE/../examples/make_mlp.py" -nt "$MODEL" ]; then  # missing or older than the script
+  "$PYTHON" "$HERE/../examples/make_mlp.py" "$MODEL" 784 1024 1024 10
+fi
+
+if [ "$PIN" = 1 ]; then
+  PIN1=(taskset -c 0)
+  # Each rank pins itself to the CPU of its local rank before running the program.
+  # shellcheck disable=SC2016  # $LOCAL_RANK and $@ are the rank's, expanded by the inner bash
+  PIN2=(bash -c 'exec taskset -c "$LOCAL_RANK" "$@"' pin)
+  pinning="1-process runs pinned to CPU 0, rank r of 2-process runs to CPU r"
+else
+  PIN1=() PIN2=()
+  pinning="nothing pinned"
+fi
+launch2() { timeout "$RUN_TIMEOUT" "$BIN/accel" launch --nproc-per-node 2 --cpu --master-port 0 -- ${PIN2[@]+"${PIN2[@]}"} "$@"; }
+run1() { timeout "$RUN_TIMEOUT" ${PIN1[@]+"${PIN1[@]}"} "$@"; }
+
+echo "training benchmark: MLP 784-1024-1024-10, batch 64 per process, SGD lr 0.01, cross-entropy, synthetic data"
+echo "threads: OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 for every process, at::set_num_threads(1) in plain LibTorch, torch.set_num_threads(1) in Python"
+echo "machine: $CORES cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), load average $(cut -d' ' -f1-3 /proc/loadavg); $pinning"
+echo "steps timed: $STEPS after $WARMUP warm-up steps; $ROUNDS rounds of: libtorch 1p (zero_grad), libtorch 1p (set_to_none), accel 1p, torch-ddp 2p, accel 2p; medians compared"
+
+# value LINE KEY: the number after KEY= in LINE.
+value() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# result NAME LINE: the line a side printed; fails the benchmark when it printed none.
+result() {
+  if [ -z "$2" ] || [ -z "$(value "$2" step_ms)" ]; then
+    echo "run_train.sh: $1 printed no result line" >&2
+    exit 1
+  fi
+}
+
+lt_zero=() lt_none=() accel1=() ddp2=() accel2=() ddp2_sps=() accel2_sps=() accel1_sps=()
+losses=()  # "side first_loss last_loss" for the agreement check
+for round in $(seq 1 "$ROUNDS"); do
+  line=$(run1 "$BIN/train_libtorch" "$MODEL" "$STEPS" "$WARMUP" | grep '^libtorch ' || true)
+  result "libtorch 1p (zero_grad)" "$line"
+  echo "round $round: $line"
+  lt_zero+=("$(value "$line" step_ms)") losses+=("1p $(value "$line" first_loss) $(value "$line" last_loss)")
+
+  line=$(run1 "$BIN/train_libtorch" "$MODEL" "$STEPS" "$WARMUP" set_to_none | grep '^libtorch ' || true)
+  result "libtorch 1p (set_to_none)" "$line"
+  echo "round $round: $line"
+  lt_none+=("$(value "$line" step_ms)") losses+=("1p $(value "$line" first_loss) $(value "$line" last_loss)")
+
+  line=$(run1 "$BIN/train_accel" "$MODEL" "$STEPS" "$WARMUP" | grep '^accel ' || true)
+  result "accel 1p" "$line"
+  echo "round $round: $line"
+  accel1+=("$(value "$line" step_ms)") accel1_sps+=("$(value "$line" samples_per_s)")
+  losses+=("1p $(value "$line" first_loss) $(value "$line" last_loss)")
+
+  line=$(launch2 "$PYTHON" "$HERE/train_torch_ddp.py" "$MODEL" "$STEPS" "$WARMUP" | grep '^torch_ddp ' || true)
+  result "torch-ddp 2p" "$line"
+  echo "round $round: $line"
+  ddp2+=("$(value "$line" step_ms)") ddp2_sps+=("$(value "$line" samples_per_s)")
+  losses+=("2p $(value "$line" first_loss) $(value "$line" last_loss)")
+
+  line=$(launch2 "$BIN/train_accel" "$MODEL" "$STEPS" "$WARMUP" | grep '^accel ' || true)
+  result "accel 2p" "$line"
+  echo "round $round: $line"
+  accel2+=("$(value "$line" step_ms)") accel2_sps+=("$(value "$line" samples_per_s)")
+  losses+=("2p $(value "$line" first_loss) $(value "$line" last_loss)")
+done
+
+# Same model, data and steps: every side must start from the same loss, and the sides with the same
+# number of processes must end at the same loss (else they did not train the same thing).
+printf '%s\n' "${losses[@]}" | awk '
+  { if (!($1 in last)) { last[$1] = $3 } else if (($3 - last[$1])^2 > 1e-8) bad = bad " last_loss(" $1 ")"
+    if (NR == 1) first = $2; else if (($2 - first)^2 > 1e-8) bad = bad " first_loss" }
+  END { if (bad == "") print "check: every side starts at loss " first "; the 1p sides end at " last["1p"] ", the 2p sides at " last["2p"]
+        else print "check: WARNING, the sides disagree on:" bad }'
+
+m_zero=$(median "${lt_zero[@]}") m_none=$(median "${lt_none[@]}") m_a1=$(median "${accel1[@]}")
+m_d2=$(median "${ddp2[@]}") m_a2=$(median "${accel2[@]}")
+m_a1_sps=$(median "${accel1_sps[@]}") m_d2_sps=$(median "${ddp2_sps[@]}") m_a2_sps=$(median "${accel2_sps[@]}")
+awk -v z="$m_zero" -v n="$m_none" -v a1="$m_a1" -v d2="$m_d2" -v a2="$m_a2" \
+    -v a1s="$m_a1_sps" -v d2s="$m_d2_sps" -v a2s="$m_a2_sps" 'BEGIN {
+  printf "median libtorch 1p (zero_grad):   %.3f ms/step, %.1f samples/s\n", z, 64000 / z
+  printf "median libtorch 1p (set_to_none): %.3f ms/step, %.1f samples/s\n", n, 64000 / n
+  printf "median accel 1p:                  %.3f ms/step, %.1f samples/s\n", a1, a1s
+  printf "median torch-ddp 2p:              %.3f ms/step, %.1f samples/s\n", d2, d2s
+  printf "median accel 2p:                  %.3f ms/step, %.1f samples/s\n", a2, a2s
+  printf "informational: accel 1p step time over plain LibTorch with optimizer.zero_grad() = %.2f\n", a1 / z
+  r1 = a1 / n; r2 = a2s / d2s; r3 = a2s / (2 * a1s)
+  printf "targets: overhead_vs_libtorch_1proc <= 1.03 (%s), accel_vs_torch_ddp_2proc >= 1.3 (%s)\n", \
+    (r1 <= 1.03) ? "met" : "missed", (r2 >= 1.3) ? "met" : "missed"
+  printf "train: overhead_vs_libtorch_1proc=%.2f accel_vs_torch_ddp_2proc=%.2f scaling_2proc=%.2f\n", r1, r2, r3
+}'

@@ -1,0 +1,226 @@
+/* The accel side of the training benchmark (bench/run_train.sh runs it, interleaved with
+ * bench/train_libtorch.cpp and bench/train_torch_ddp.py, and compares). Uses only the public C API.
+ *
+ *   train_accel MODEL [steps] [warmup] [profile]
+ *
+ * Run directly for one process, through `accel launch --nproc-per-node 2 --cpu` for two. The model is
+ * examples/make_mlp.py's MLP 784-1024-1024-10; each process trains it with SGD (lr 0.01, no
+ * momentum) and cross-entropy on a batch of 64 per step, cycling through BATCHES fixed synthetic
+ * batches made once before the loop (xorshift64*, seeded by the rank; bench/train_libtorch.cpp and
+ * bench/train_torch_ddp.py make exactly the same numbers). A step is what an Accelerate loop does:
+ *   accel_accumulate, accel_model_forward, accel_loss("cross_entropy"), accel_backward,
+ *   accel_optimizer_step, accel_optimizer_zero_grad (and freeing this step's handles).
+ * `warmup` steps run first; then, after accel_state_wait_for_everyone (so that every rank times the same
+ * steps), `steps` steps are timed with CLOCK_MONOTONIC. Rank 0 prints one line of key=value pairs:
+ * step_ms (wall time / steps), samples_per_s (processes * 64 / step time), the loss of the first
+ * warm-up step and of the last timed step (the same model and data give the same numbers on every side),
+ * and what shows that one thread per process took effect: OMP_NUM_THREADS, the threads of the process
+ * (/proc/self/task) and CPU time over wall time during the timed steps.
+ * With `profile` every call of the step is timed on its own (clock_gettime around each) and the line adds
+ * the mean milliseconds per step of each. */
+#define _POSIX_C_SOURCE 199309L
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "accel.h"
+
+#define BATCH 64
+#define FEATURES 784
+#define CLASSES 10
+#define BATCHES 4
+#define LR 0.01
+
+static int g_rank = 0;
+
+static void check(int code, const char *what) {
+  if (code != ACCEL_OK) {
+    fprintf(stderr, "train_accel (rank %d): %s failed: %s (%s)\n", g_rank, what, accel_error_last(),
+            accel_error_name(code));
+    exit(1);
+  }
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static long minor_faults(void) {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
+static double cpu_s(void) {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return (double)usage.ru_utime.tv_sec + (double)usage.ru_utime.tv_usec * 1e-6 + (double)usage.ru_stime.tv_sec +
+         (double)usage.ru_stime.tv_usec * 1e-6;
+}
+
+static int thread_count(void) {
+  int count = 0;
+  struct dirent *entry;
+  DIR *dir = opendir("/proc/self/task");
+  if (dir == NULL) return -1;
+  while ((entry = readdir(dir)) != NULL) count += entry->d_name[0] != '.';
+  closedir(dir);
+  return count;
+}
+
+/* xorshift64*, seeded by the rank: the same sequence as in train_libtorch.cpp and train_torch_ddp.py. */
+static uint64_t rng_state;
+static uint64_t rng_next(void) {
+  rng_state ^= rng_state >> 12;
+  rng_state ^= rng_state << 25;
+  rng_state ^= rng_state >> 27;
+  return rng_state * 0x2545F4914F6CDD1Dull;
+}
+
+/* Batch b: 64 x 784 floats in [0, 1) (exact in float32), then 64 labels 0..9. */
+static void make_batches(int rank, accel_tensor_t **x, accel_tensor_t **y) {
+  static float features[BATCH * FEATURES];
+  static int64_t labels[BATCH];
+  const int64_t x_shape[2] = {BATCH, FEATURES}, y_shape[1] = {BATCH};
+  int b, i;
+  rng_state = 0x9E3779B97F4A7C15ull ^ ((uint64_t)(rank + 1) * 0xD1B54A32D192ED03ull);
+  for (b = 0; b < BATCHES; ++b) {
+    for (i = 0; i < BATCH * FEATURES; ++i) features[i] = (float)(rng_next() >> 40) * (1.0f / 16777216.0f);
+    for (i = 0; i < BATCH; ++i) labels[i] = (int64_t)(rng_next() % CLASSES);
+    check(accel_tensor_from_buffer(&x[b], features, ACCEL_DTYPE_FLOAT32, x_shape, 2), "accel_tensor_from_buffer(x)");
+    check(accel_tensor_from_buffer(&y[b], labels, ACCEL_DTYPE_INT64, y_shape, 1), "accel_tensor_from_buffer(y)");
+  }
+}
+
+enum { P_ACCUMULATE, P_FORWARD, P_LOSS, P_BACKWARD, P_STEP, P_ZERO_GRAD, P_FREE, P_COUNT };
+static const char *const phase_names[P_COUNT] = {"accumulate", "forward", "loss",   "backward",
+                                                 "opt_step",   "zero_grad", "free"};
+static double phase_s[P_COUNT];
+
+/* One training step; the loss handle is returned (the caller frees it). With profile, each call is timed. */
+static accel_tensor_t *train_step(accel_state_t *state, accel_model_t *model, accel_optimizer_t *optimizer,
+                                  accel_tensor_t *x, accel_tensor_t *y, int profile) {
+  accel_output_t *output = NULL;
+  accel_tensor_t *logits = NULL, *loss = NULL;
+  double t0 = profile ? now_s() : 0.0, t1;
+#define PHASE(p)                   \
+  if (profile) {                   \
+    t1 = now_s();                  \
+    phase_s[p] += t1 - t0;         \
+    t0 = t1;                       \
+  }
+  check(accel_accumulate(state), "accel_accumulate");
+  PHASE(P_ACCUMULATE);
+  check(accel_model_forward(model, &x, 1, NULL, NULL, 0, &output), "accel_model_forward");
+  check(accel_output_get(output, 0, &logits), "accel_output_get");
+  PHASE(P_FORWARD);
+  check(accel_loss("cross_entropy", logits, y, NULL, &loss), "accel_loss");
+  PHASE(P_LOSS);
+  check(accel_backward(state, loss), "accel_backward");
+  PHASE(P_BACKWARD);
+  check(accel_optimizer_step(optimizer), "accel_optimizer_step");
+  PHASE(P_STEP);
+  check(accel_optimizer_zero_grad(optimizer), "accel_optimizer_zero_grad");
+  PHASE(P_ZERO_GRAD);
+  accel_tensor_free(logits);
+  accel_output_free(output);
+  PHASE(P_FREE);
+#undef PHASE
+  return loss;
+}
+
+static float loss_value(accel_tensor_t *loss) {
+  float value = 0.0f;
+  check(accel_tensor_copy_to_buffer(loss, &value, sizeof value), "accel_tensor_copy_to_buffer(loss)");
+  return value;
+}
+
+int main(int argc, char **argv) {
+  const char *model_path = argc > 1 ? argv[1] : NULL;
+  const long steps = argc > 2 ? atol(argv[2]) : 100;
+  const long warmup = argc > 3 ? atol(argv[3]) : 10;
+  const int profile = argc > 4 && strcmp(argv[4], "profile") == 0;
+  accel_state_t *state = NULL;
+  accel_model_t *model = NULL;
+  accel_optimizer_t *optimizer = NULL;
+  accel_options_t *optimizer_options = NULL;
+  accel_tensor_t *x[BATCHES], *y[BATCHES], *loss;
+  const char *omp = getenv("OMP_NUM_THREADS");
+  float first_loss = 0.0f, last_loss = 0.0f;
+  double start, elapsed, cpu_start, cpu_elapsed;
+  long faults_start, faults;
+  int processes, threads, p;
+  long i;
+
+  if (model_path == NULL || steps < 1 || warmup < 1 || (argc > 4 && !profile)) {
+    fprintf(stderr, "usage: train_accel MODEL [steps >= 1] [warmup >= 1] [profile]\n");
+    return 2;
+  }
+  check(accel_state_new(&state, NULL), "accel_state_new");
+  g_rank = accel_state_process_index(state);
+  processes = accel_state_num_processes(state);
+  make_batches(g_rank, x, y);
+
+  check(accel_model_load(&model, model_path), "accel_model_load");
+  check(accel_prepare_model(state, model, NULL), "accel_prepare_model");
+  check(accel_options_new(&optimizer_options), "accel_options_new");
+  check(accel_options_set_double(optimizer_options, "lr", LR), "accel_options_set_double(lr)");
+  check(accel_optimizer_new(&optimizer, model, "sgd", optimizer_options), "accel_optimizer_new");
+  check(accel_model_train(model, 1), "accel_model_train");
+
+  for (i = 0; i < warmup; ++i) {
+    loss = train_step(state, model, optimizer, x[i % BATCHES], y[i % BATCHES], 0);
+    if (i == 0) first_loss = loss_value(loss);
+    accel_tensor_free(loss);
+  }
+  check(accel_state_wait_for_everyone(state), "accel_state_wait_for_everyone");
+  loss = NULL;
+  faults_start = minor_faults();
+  cpu_start = cpu_s();
+  start = now_s();
+  for (i = 0; i < steps; ++i) {
+    accel_tensor_free(loss); /* the previous step's: the last one is read after the clock stops */
+    loss = train_step(state, model, optimizer, x[(warmup + i) % BATCHES], y[(warmup + i) % BATCHES], profile);
+  }
+  elapsed = now_s() - start;
+  cpu_elapsed = cpu_s() - cpu_start;
+  faults = minor_faults() - faults_start;
+  threads = thread_count();
+  last_loss = loss_value(loss);
+  accel_tensor_free(loss);
+
+  if (accel_state_is_main_process(state)) {
+    printf("accel processes=%d steps=%ld warmup=%ld step_ms=%.3f samples_per_s=%.1f first_loss=%.6f last_loss=%.6f "
+           "omp_num_threads=%s threads=%d cpu_per_wall=%.2f page_faults_per_step=%.0f",
+           processes, steps, warmup, 1e3 * elapsed / (double)steps, (double)(processes * BATCH) * (double)steps / elapsed,
+           (double)first_loss, (double)last_loss, omp ? omp : "unset", threads, cpu_elapsed / elapsed,
+           (double)faults / (double)steps);
+    if (profile) {
+      double sum = 0.0;
+      for (p = 0; p < P_COUNT; ++p) {
+        printf(" %s_ms=%.3f", phase_names[p], 1e3 * phase_s[p] / (double)steps);
+        sum += phase_s[p];
+      }
+      printf(" phases_sum_ms=%.3f", 1e3 * sum / (double)steps);
+    }
+    printf("\n");
+    fflush(stdout);
+  }
+
+  check(accel_state_shutdown(state), "accel_state_shutdown");
+  for (p = 0; p < BATCHES; ++p) {
+    accel_tensor_free(x[p]);
+    accel_tensor_free(y[p]);
+  }
+  accel_optimizer_free(optimizer);
+  accel_options_free(optimizer_options);
+  accel_model_free(model);
+  accel_state_free(state);
+  return 0;
+}
