@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "accel.h"
+#include "bench_clock.h"
 
 #define ROWS 60000
 #define COLS 784
@@ -34,19 +35,7 @@ static void check(int code, const char *what) {
   }
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* xorshift64*: fast, deterministic, good enough for benchmark data. */
-static long minor_faults(void) {
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_minflt;
-}
-
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint64_t rng_next(void) {
   rng_state ^= rng_state >> 12;

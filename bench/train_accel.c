@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "accel.h"
+#include "bench_clock.h"
 
 #define BATCH 64
 #define FEATURES 784
@@ -43,18 +44,6 @@ static void check(int code, const char *what) {
             accel_error_name(code));
     exit(1);
   }
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static long minor_faults(void) {
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_minflt;
 }
 
 static double cpu_s(void) {
