@@ -165,7 +165,11 @@ ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTenso
       for (const auto& buffer : impl_->module.named_buffers(true)) buffers.push_back(buffer.value);
       if (!buffers.empty()) broadcast_coalesced(*impl_->state, buffers);
     }
-    if (impl_->reducer) impl_->reducer->prepare_for_backward(impl_->state->sync_gradients());
+    // Accelerate's accumulate(): DDP skips the all-reduce unless this step syncs or sync_each_batch is set.
+    if (impl_->reducer) {
+      impl_->reducer->prepare_for_backward(impl_->state->sync_gradients() ||
+                                           impl_->state->options().get_bool("sync_each_batch"));
+    }
   }
   std::vector<c10::IValue> inputs(args.begin(), args.end());
   std::unordered_map<std::string, c10::IValue> named;

@@ -1,6 +1,7 @@
 // The training step on every rank under `accel launch`, through the C++ core. Which suites run depends
 // on the launch (see tests/CMakeLists.txt): Ddp.* with 2 processes, Accumulation.* with 2 processes and
-// ACCEL_GRADIENT_ACCUMULATION_STEPS=2, Fp16.* and Bf16.* with 1 process and that ACCEL_MIXED_PRECISION.
+// ACCEL_GRADIENT_ACCUMULATION_STEPS=2 (SyncEachBatch.* also with ACCEL_SYNC_EACH_BATCH=1), Fp16.* and Bf16.*
+// with 1 process and that ACCEL_MIXED_PRECISION.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -190,6 +191,23 @@ TEST(Accumulation, SyncPatternFollowsTheLoaderAndSkipsAllReduces) {
     }
   }
   EXPECT_EQ(pattern, (std::vector<bool>{false, true, false, true, true}));
+}
+
+// With ACCEL_SYNC_EACH_BATCH=1 as well: sync_gradients keeps its pattern, but every backward all-reduces.
+TEST(SyncEachBatch, EveryBackwardAllReducesWhileTheOptimizerStillAccumulates) {
+  auto model = load_mlp("sync_each_batch");
+  model->prepare(state, PrepareConfig{});
+  auto accelerator = Accelerator::of(state);
+  state->gradient_state().set_step(0);
+  std::vector<bool> pattern;
+  for (int step = 0; step < 4; ++step) {
+    accelerator->accumulate();
+    pattern.push_back(state->sync_gradients());
+    const int64_t before = state->group("count")->collectives_started();
+    accelerator->backward(output_of(*model, at::randn({2, 8})).sum());
+    EXPECT_GT(state->group("count")->collectives_started() - before, 0) << "step " << step;
+  }
+  EXPECT_EQ(pattern, (std::vector<bool>{false, true, false, true}));
 }
 
 TEST(Accumulation, MicroBatchesEqualOneBatchTwiceAsLarge) {
