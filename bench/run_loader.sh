@@ -16,25 +16,18 @@ BIN=${1:?usage: bench/run_loader.sh BIN_DIR}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROUNDS=${LOADER_BENCH_ROUNDS:-5}
 CPU=${LOADER_BENCH_CPU:-0}
-CORES=$(getconf _NPROCESSORS_ONLN)
 [ "$ROUNDS" -ge 3 ] || { echo "LOADER_BENCH_ROUNDS must be at least 3" >&2; exit 2; }
 ACCEL_EPOCHS=10   # after 1 warm-up epoch
 MEMCPY_EPOCHS=10  # after 1 warm-up epoch
 TORCH_EPOCHS=2    # after 100 warm-up batches; torch is slow
 
-# The machine has 2 cores: every side runs on one thread, so that no side wins by threading.
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-# The loader's settings come from the program, not from a stray ACCEL_* variable.
-while read -r name; do unset "$name"; done < <(compgen -e | grep '^ACCEL_' || true)
+# shellcheck source=bench/common.sh
+source "$HERE/common.sh"
 
 echo "loader benchmark: 60000 x 784 float32 + int64 labels, batch 64, shuffle on, one process"
 echo "threads: OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 for every side, torch.set_num_threads(1); DataLoader num_workers=0"
-echo "machine: $CORES cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), load average $(cut -d' ' -f1-3 /proc/loadavg); every side pinned to CPU $CPU"
+echo "machine: $(machine_line); every side pinned to CPU $CPU"
 echo "epochs timed: accel $ACCEL_EPOCHS, torch $TORCH_EPOCHS, memcpy $MEMCPY_EPOCHS (after a warm-up); $ROUNDS rounds, medians compared"
-
-# value LINE KEY: the number after KEY= in LINE.
-value() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 accel_bps=() accel_bytes=() torch_bps=() memcpy_bytes=() gather_bytes=()
 for round in $(seq 1 "$ROUNDS"); do

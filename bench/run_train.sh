@@ -29,7 +29,6 @@ ROUNDS=${TRAIN_BENCH_ROUNDS:-5}
 STEPS=${TRAIN_BENCH_STEPS:-200}
 WARMUP=${TRAIN_BENCH_WARMUP:-10}
 PIN=${TRAIN_BENCH_PIN:-0}
-CORES=$(getconf _NPROCESSORS_ONLN)
 PYTHON=/usr/bin/python3
 RUN_TIMEOUT=300  # seconds; a hung run fails the benchmark instead of stalling it
 [ "$ROUNDS" -ge 5 ] || { echo "TRAIN_BENCH_ROUNDS must be at least 5" >&2; exit 2; }
@@ -38,11 +37,10 @@ if [ "$STEPS" -lt 1 ] || [ "$WARMUP" -lt 1 ]; then
   exit 2
 fi
 
-# One thread per process on every side, whatever the launcher would choose (it sets cores / processes
-# only when these are unset); torch.set_num_threads(1) and at::set_num_threads(1) in the programs too.
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-# The programs' settings come from the programs, not from a stray ACCEL_* variable.
-while read -r name; do unset "$name"; done < <(compgen -e | grep '^ACCEL_' || true)
+# One thread per process on every side; torch.set_num_threads(1) and at::set_num_threads(1) in the
+# programs too.
+# shellcheck source=bench/common.sh
+source "$HERE/common.sh"
 
 MODEL=$MODEL_DIR/train_mlp.pt
 if [ "$HERE/../examples/make_mlp.py" -nt "$MODEL" ]; then  # missing or older than the script
@@ -64,12 +62,8 @@ run1() { timeout "$RUN_TIMEOUT" ${PIN1[@]+"${PIN1[@]}"} "$@"; }
 
 echo "training benchmark: MLP 784-1024-1024-10, batch 64 per process, SGD lr 0.01, cross-entropy, synthetic data"
 echo "threads: OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 for every process, at::set_num_threads(1) in plain LibTorch, torch.set_num_threads(1) in Python"
-echo "machine: $CORES cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), load average $(cut -d' ' -f1-3 /proc/loadavg); $pinning"
+echo "machine: $(machine_line); $pinning"
 echo "steps timed: $STEPS after $WARMUP warm-up steps; $ROUNDS rounds of: libtorch 1p (zero_grad), libtorch 1p (set_to_none), accel 1p, torch-ddp 2p, accel 2p; medians compared"
-
-# value LINE KEY: the number after KEY= in LINE.
-value() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # result NAME LINE: the line a side printed; fails the benchmark when it printed none.
 result() {
   if [ -z "$2" ] || [ -z "$(value "$2" step_ms)" ]; then
