@@ -177,8 +177,10 @@ static int run_accel(int epochs, int warmup) {
   check(accel_options_set_int(options, "data_seed", DATA_SEED), "set data_seed");
   check(accel_loader_new(&loader, state, dataset, options), "accel_loader_new");
   accel_options_free(options);
-  if (accel_loader_length(loader) != batches_per_epoch) {
-    fprintf(stderr, "loader_bench: loader length %lld, expected %lld\n", (long long)accel_loader_length(loader),
+  int64_t length = 0;
+  check(accel_loader_length(loader, &length), "accel_loader_length");
+  if (length != batches_per_epoch) {
+    fprintf(stderr, "loader_bench: loader length %lld, expected %lld\n", (long long)length,
             (long long)batches_per_epoch);
     return 1;
   }

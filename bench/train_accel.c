@@ -8,7 +8,7 @@
  * momentum) and cross-entropy on a batch of 64 per step, cycling through BATCHES fixed synthetic
  * batches made once before the loop (xorshift64*, seeded by the rank; bench/train_libtorch.cpp and
  * bench/train_torch_ddp.py make exactly the same numbers). A step is what an Accelerate loop does:
- *   accel_accumulate, accel_model_forward, accel_loss("cross_entropy"), accel_backward,
+ *   accel_state_accumulate, accel_model_forward, accel_loss_compute("cross_entropy"), accel_state_backward,
  *   accel_optimizer_step, accel_optimizer_zero_grad (and freeing this step's handles).
  * `warmup` steps run first; then, after accel_state_wait_for_everyone (so that every rank times the same
  * steps), `steps` steps are timed with CLOCK_MONOTONIC. Rank 0 prints one line of key=value pairs:
@@ -104,14 +104,14 @@ static accel_tensor_t *train_step(accel_state_t *state, accel_model_t *model, ac
     phase_s[p] += t1 - t0;         \
     t0 = t1;                       \
   }
-  check(accel_accumulate(state), "accel_accumulate");
+  check(accel_state_accumulate(state), "accel_state_accumulate");
   PHASE(P_ACCUMULATE);
   check(accel_model_forward(model, &x, 1, NULL, NULL, 0, &output), "accel_model_forward");
   check(accel_output_get(output, 0, &logits), "accel_output_get");
   PHASE(P_FORWARD);
-  check(accel_loss("cross_entropy", logits, y, NULL, &loss), "accel_loss");
+  check(accel_loss_compute(&loss, "cross_entropy", logits, y, NULL), "accel_loss_compute");
   PHASE(P_LOSS);
-  check(accel_backward(state, loss), "accel_backward");
+  check(accel_state_backward(state, loss), "accel_state_backward");
   PHASE(P_BACKWARD);
   check(accel_optimizer_step(optimizer), "accel_optimizer_step");
   PHASE(P_STEP);
@@ -157,7 +157,7 @@ int main(int argc, char **argv) {
   make_batches(g_rank, x, y);
 
   check(accel_model_load(&model, model_path), "accel_model_load");
-  check(accel_prepare_model(state, model, NULL), "accel_prepare_model");
+  check(accel_state_prepare_model(state, model, NULL), "accel_state_prepare_model");
   check(accel_options_new(&optimizer_options), "accel_options_new");
   check(accel_options_set_double(optimizer_options, "lr", LR), "accel_options_set_double(lr)");
   check(accel_optimizer_new(&optimizer, model, "sgd", optimizer_options), "accel_optimizer_new");

@@ -9,6 +9,7 @@
 #include "accel/tensor.h"
 #include "accel/collectives.h"
 #include "accel/loader.h"
+#include "accel/loss.h"
 #include "accel/model.h"
 #include "accel/optimizer.h"
 #include "accel/scheduler.h"

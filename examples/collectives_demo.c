@@ -46,23 +46,23 @@ int main(void) {
   values[1] = (float)(2 * rank + 2);
   check(accel_tensor_from_buffer(&mine, values, ACCEL_DTYPE_FLOAT32, shape, 1), "from_buffer");
   if (accel_state_is_main_process(state)) printf("collectives over %d processes (rank r holds [2r+1, 2r+2]):\n", world);
-  check(accel_gather(state, mine, &gathered), "gather");
+  check(accel_state_gather(state, mine, &gathered), "gather");
   print_tensor(state, "gather:", gathered);
-  check(accel_reduce(state, mine, "sum", &summed), "reduce sum");
+  check(accel_state_reduce(state, mine, "sum", &summed), "reduce sum");
   print_tensor(state, "reduce(sum):", summed);
-  check(accel_reduce(state, mine, "max", &maxed), "reduce max");
+  check(accel_state_reduce(state, mine, "max", &maxed), "reduce max");
   print_tensor(state, "reduce(max):", maxed);
 
   ragged_shape[0] = rank + 1;
   check(accel_tensor_from_buffer(&ragged, values, ACCEL_DTYPE_FLOAT32, ragged_shape, 1), "from_buffer");
-  check(accel_pad_across_processes(state, ragged, 0, -1.0, 0, &padded), "pad_across_processes");
+  check(accel_state_pad_across_processes(state, ragged, 0, -1.0, 0, &padded), "pad_across_processes");
   print_tensor(state, "rank 0 padded to the longest:", padded);
 
-  check(accel_broadcast(state, mine, world - 1), "broadcast");
+  check(accel_state_broadcast(state, mine, world - 1), "broadcast");
   print_tensor(state, "broadcast from last rank:", mine);
 
   snprintf(greeting, sizeof greeting, "hello from rank %d", rank);
-  check(accel_gather_bytes(state, greeting, strlen(greeting), &names), "gather_bytes");
+  check(accel_state_gather_bytes(state, greeting, strlen(greeting), &names), "gather_bytes");
   if (accel_state_is_main_process(state)) {
     for (i = 0; i < accel_bytes_list_count(names); ++i) {
       const void *data;

@@ -8,8 +8,8 @@
  * `gzip -dc` (popen), pixels scaled to [0, 1]. The rows are shuffled with a fixed seed, then the last 360
  * are held out for the test. Training: AdamW with a cosine schedule and warmup, gradients clipped to norm 1,
  * a progress bar and the mean loss of each epoch (over every rank) on the main process. Evaluation: argmax
- * of the logits, gathered with accel_gather_for_metrics so each test sample counts once. The final model
- * is saved into DIR/model/ with accel_save_model, and the last line printed is the test accuracy.
+ * of the logits, gathered with accel_state_gather_for_metrics so each test sample counts once. The final model
+ * is saved into DIR/model/ with accel_state_save_model, and the last line printed is the test accuracy.
  *
  * Options: --project-dir DIR (build/demo), --model PATH (DIR/digits_mlp.pt), --data PATH (sklearn's
  * digits.csv.gz, or a plain .csv), --epochs E (20), --lr LR (0.01), --max-steps N (stop after N optimizer
@@ -412,7 +412,7 @@ int main(int argc, char **argv) {
       goto done;
     }
   }
-  CHECK(accel_prepare_model(state, model, NULL));
+  CHECK(accel_state_prepare_model(state, model, NULL));
   CHECK(accel_options_new(&optimizer_options));
   CHECK(accel_options_set_double(optimizer_options, "lr", args.lr));
   CHECK(accel_options_set_double(optimizer_options, "weight_decay", 0.01));
@@ -429,7 +429,8 @@ int main(int argc, char **argv) {
   }
 
   {
-    int64_t steps_per_epoch = accel_loader_length(train_loader);
+    int64_t steps_per_epoch = 0;
+    CHECK(accel_loader_length(train_loader, &steps_per_epoch));
     long total_steps = args.epochs * (long)steps_per_epoch, steps = 0, epoch;
     if (args.max_steps >= 0 && args.max_steps < total_steps) total_steps = args.max_steps;
     if (is_main) {
@@ -457,13 +458,13 @@ int main(int argc, char **argv) {
         CHECK(accel_batch_get(batch, "x", &x));
         CHECK(accel_batch_get(batch, "y", &y));
 
-        CHECK(accel_accumulate(state));
+        CHECK(accel_state_accumulate(state));
         CHECK(accel_model_forward(model, &x, 1, NULL, NULL, 0, &output));
         CHECK(accel_output_get(output, 0, &logits));
-        CHECK(accel_loss("cross_entropy", logits, y, NULL, &loss));
-        CHECK(accel_backward(state, loss));
-        sync = accel_sync_gradients(state);
-        if (sync) CHECK(accel_clip_grad_norm(state, model, 1.0, 2.0, NULL));
+        CHECK(accel_loss_compute(&loss, "cross_entropy", logits, y, NULL));
+        CHECK(accel_state_backward(state, loss));
+        sync = accel_state_sync_gradients(state);
+        if (sync) CHECK(accel_state_clip_grad_norm(state, model, 1.0, 2.0, NULL));
         CHECK(accel_optimizer_step(optimizer));
         CHECK(accel_scheduler_step(scheduler));
         CHECK(accel_optimizer_zero_grad(optimizer));
@@ -495,7 +496,7 @@ int main(int argc, char **argv) {
         float mean = batches > 0 ? (float)(loss_sum / (double)batches) : 0.0f;
         int64_t one = 1;
         CHECK(accel_tensor_from_buffer(&local, &mean, ACCEL_DTYPE_FLOAT32, &one, 1));
-        CHECK(accel_reduce(state, local, "mean", &global));
+        CHECK(accel_state_reduce(state, local, "mean", &global));
         CHECK(accel_tensor_copy_to_buffer(global, &mean, sizeof mean));
         epoch_loss = (double)mean;
         accel_tensor_free(local);
@@ -503,9 +504,11 @@ int main(int argc, char **argv) {
         local = global = NULL;
       }
       if (is_main) {
+        double last_lr = 0;
+        CHECK(accel_scheduler_last_lr(scheduler, 0, &last_lr));
         clear_bar();
         printf("epoch %2ld/%ld  loss %.4f  lr %.2e%s\n", epoch + 1, args.epochs, epoch_loss,
-               accel_scheduler_last_lr(scheduler),
+               last_lr,
                batches < steps_per_epoch ? "  (stopped early: --max-steps)" : "");
         fflush(stdout);
         draw_bar(steps, total_steps, epoch + 1, args.epochs, loss_sum / (batches > 0 ? (double)batches : 1.0));
@@ -548,8 +551,8 @@ int main(int argc, char **argv) {
       }
       one_dim[0] = n;
       CHECK(accel_tensor_from_buffer(&prediction_tensor, predictions, ACCEL_DTYPE_INT64, one_dim, 1));
-      CHECK(accel_gather_for_metrics(state, prediction_tensor, &all_predictions));
-      CHECK(accel_gather_for_metrics(state, y, &all_labels));
+      CHECK(accel_state_gather_for_metrics(state, prediction_tensor, &all_predictions));
+      CHECK(accel_state_gather_for_metrics(state, y, &all_labels));
       if (is_main) {
         int64_t m = accel_tensor_numel(all_predictions);
         if (m != accel_tensor_numel(all_labels))
@@ -581,10 +584,10 @@ int main(int argc, char **argv) {
       batch = NULL;
     }
 
-    CHECK(accel_save_model(state, model, save_dir));
+    CHECK(accel_state_save_model(state, model, save_dir));
     if (is_main) {
       if (counted != TEST_ROWS)
-        FAIL("evaluation counted %lld test samples, not %d: accel_gather_for_metrics dropped or repeated some",
+        FAIL("evaluation counted %lld test samples, not %d: accel_state_gather_for_metrics dropped or repeated some",
              (long long)counted, TEST_ROWS);
       printf("saved the model to %s/model.safetensors\n", save_dir);
       printf("test: %lld of %lld samples classified correctly\n", (long long)correct, (long long)counted);

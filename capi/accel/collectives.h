@@ -1,5 +1,5 @@
 /* accel: collectives across the processes of a state (Accelerate's gather, gather_object, reduce,
- * broadcast and pad_across_processes).
+ * broadcast, pad_across_processes and gather_for_metrics), named accel_state_<verb>.
  *
  * Every rank must call the same collectives in the same order. With one process they work locally.
  * Shape check: unless the state's check_shapes option is off, every collective first compares the
@@ -26,14 +26,18 @@ extern "C" {
 typedef struct accel_bytes_list accel_bytes_list_t;
 
 /* Concatenation of every rank's tensor along dim 0, in rank order (a 0-d tensor counts as shape [1]).
- * Shapes and dtypes must be equal on every rank. */
-ACCEL_API ACCEL_NODISCARD int accel_gather(accel_state_t *state, const accel_tensor_t *input, accel_tensor_t **out);
+ * Shapes and dtypes must be equal on every rank.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_SHAPE_MISMATCH; ACCEL_ERR_TIMEOUT; ACCEL_ERR_PEER_FAILED;
+ * ACCEL_ERR_INVALID_STATE (shut down or broken group). */
+ACCEL_API ACCEL_NODISCARD int accel_state_gather(accel_state_t *state, const accel_tensor_t *input, accel_tensor_t **out);
 
 /* Gathers one byte string of any length (0 included) from every rank. *out holds
  * accel_state_num_processes entries in rank order; release it with accel_bytes_list_free.
- * data may be NULL when size is 0. */
-ACCEL_API ACCEL_NODISCARD int accel_gather_bytes(accel_state_t *state, const void *data, size_t size,
-                                                 accel_bytes_list_t **out);
+ * data may be NULL when size is 0.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_SHAPE_MISMATCH; ACCEL_ERR_TIMEOUT; ACCEL_ERR_PEER_FAILED;
+ * ACCEL_ERR_INVALID_STATE (shut down or broken group). */
+ACCEL_API ACCEL_NODISCARD int accel_state_gather_bytes(accel_state_t *state, const void *data, size_t size,
+                                                       accel_bytes_list_t **out);
 ACCEL_API size_t accel_bytes_list_count(const accel_bytes_list_t *list);
 /* Entry index's bytes, owned by the list; size goes to *size. Errors: ACCEL_ERR_NULL_ARGUMENT,
  * ACCEL_ERR_OUT_OF_RANGE. */
@@ -43,22 +47,31 @@ ACCEL_API void accel_bytes_list_free(accel_bytes_list_t *list);
 
 /* Element-wise reduction over ranks into a new tensor: reduction is "sum", "mean" or "max" (anything
  * else is ACCEL_ERR_INVALID_ARGUMENT naming it; Accelerate silently summed). "mean" needs a floating
- * dtype (ACCEL_ERR_DTYPE otherwise). */
-ACCEL_API ACCEL_NODISCARD int accel_reduce(accel_state_t *state, const accel_tensor_t *input, const char *reduction,
-                                           accel_tensor_t **out);
+ * dtype (ACCEL_ERR_DTYPE otherwise).
+ * Errors: ACCEL_ERR_INVALID_ARGUMENT; ACCEL_ERR_DTYPE; and those of accel_state_gather. */
+ACCEL_API ACCEL_NODISCARD int accel_state_reduce(accel_state_t *state, const accel_tensor_t *input, const char *reduction,
+                                                 accel_tensor_t **out);
 
 /* Overwrites tensor, on every rank, with the values of rank from_process, in place (memory shared with
  * a DLPack producer sees the new values). Errors also: ACCEL_ERR_OUT_OF_RANGE for a bad from_process. */
-ACCEL_API ACCEL_NODISCARD int accel_broadcast(accel_state_t *state, accel_tensor_t *tensor, int32_t from_process);
+ACCEL_API ACCEL_NODISCARD int accel_state_broadcast(accel_state_t *state, accel_tensor_t *tensor, int32_t from_process);
 
 /* Pads the tensor along dim (negative counts from the end) to the largest size any rank has there,
  * filling with pad_value, at the end or, with pad_first, at the start. The number of dimensions must be
  * equal on every rank (ACCEL_ERR_SHAPE_MISMATCH otherwise, whatever check_shapes says).
  * A dim outside [-ndim, ndim) is ACCEL_ERR_OUT_OF_RANGE. *out is a new handle (same data when no
- * padding is needed). */
-ACCEL_API ACCEL_NODISCARD int accel_pad_across_processes(accel_state_t *state, const accel_tensor_t *input,
-                                                         int64_t dim, double pad_value, int pad_first,
-                                                         accel_tensor_t **out);
+ * padding is needed).
+ * Errors: ACCEL_ERR_OUT_OF_RANGE; ACCEL_ERR_SHAPE_MISMATCH; and those of accel_state_gather. */
+ACCEL_API ACCEL_NODISCARD int accel_state_pad_across_processes(accel_state_t *state, const accel_tensor_t *input,
+                                                               int64_t dim, double pad_value, int pad_first,
+                                                               accel_tensor_t **out);
+
+/* accel_state_gather, then, while the innermost active loader is on its last batch, only the first
+ * accel_loader_remainder rows (accel/loader.h): the samples that padded the last global batch are dropped.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_SHAPE_MISMATCH; ACCEL_ERR_TIMEOUT; ACCEL_ERR_PEER_FAILED;
+ * ACCEL_ERR_INVALID_STATE (shut down or broken group). */
+ACCEL_API ACCEL_NODISCARD int accel_state_gather_for_metrics(accel_state_t *state, const accel_tensor_t *input,
+                                                             accel_tensor_t **out);
 
 #ifdef __cplusplus
 }

@@ -46,6 +46,10 @@ ACCEL_API const char *accel_error_last(void);
 /* Symbolic name of an error code ("ACCEL_ERR_TIMEOUT"), or "ACCEL_ERR_UNKNOWN_CODE"; static storage. */
 ACCEL_API const char *accel_error_name(int code);
 
+/* Releases a string that an accel function returned as owned by the caller (accel_options_dump).
+ * NULL is a no-op. */
+ACCEL_API void accel_string_free(char *text);
+
 #ifdef __cplusplus
 }
 #endif

@@ -89,7 +89,9 @@ ACCEL_API ACCEL_NODISCARD int accel_loader_new(accel_loader_t **out, accel_state
  * batch_sampler): batch b holds batch_sizes[b] dataset indices, taken in turn from indices. The batches
  * are dealt to the ranks as Accelerate deals them (even_batches pads by reusing the first batches).
  * shuffle and split_batches are refused (ACCEL_ERR_INVALID_ARGUMENT), as is an index out of range or an
- * empty batch; as in Accelerate, accel_gather_for_metrics then keeps every row (the remainder is -1). */
+ * empty batch; as in Accelerate, accel_state_gather_for_metrics then keeps every row (the remainder is -1).
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (see above);
+ * ACCEL_ERR_UNKNOWN_OPTION; ACCEL_ERR_BAD_OPTION_VALUE. */
 ACCEL_API ACCEL_NODISCARD int accel_loader_new_with_batches(accel_loader_t **out, accel_state_t *state,
                                                             accel_dataset_t *dataset, const int64_t *indices,
                                                             const size_t *batch_sizes, size_t num_batches,
@@ -101,24 +103,30 @@ ACCEL_API void accel_loader_free(accel_loader_t *loader);
  * errors (ACCEL_ERR_CALLBACK, ACCEL_ERR_OUT_OF_RANGE, ...), collective errors when an epoch starts. */
 ACCEL_API ACCEL_NODISCARD int accel_loader_next(accel_loader_t *loader, accel_batch_t **out);
 
-/* Batches this rank yields in a full epoch (less those skipped by accel_loader_skip_first_batches); -1 for
- * an iterable dataset, whose length is unknown. */
-ACCEL_API int64_t accel_loader_length(const accel_loader_t *loader);
+/* *out receives the number of batches this rank yields in a full epoch (less those skipped by
+ * accel_loader_skip_first_batches), or -1 for an iterable dataset, whose length is unknown.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (a dataset whose size with these settings
+ * cannot be dealt, e.g. a batch count that overflows). */
+ACCEL_API ACCEL_NODISCARD int accel_loader_length(const accel_loader_t *loader, int64_t *out);
 /* 1 while the batch last returned is the last of the epoch (Accelerate's end_of_dataloader). */
 ACCEL_API int accel_loader_end_of_dataloader(const accel_loader_t *loader);
-/* Real samples in the last global batch, used by accel_gather_for_metrics; -1 when unknown (drop_last). */
+/* Real samples in the last global batch, used by accel_state_gather_for_metrics; -1 when unknown (drop_last). */
 ACCEL_API int64_t accel_loader_remainder(const accel_loader_t *loader);
 /* The epoch the loader is in (or starts next). */
 ACCEL_API int64_t accel_loader_epoch(const accel_loader_t *loader);
 
-/* Between epochs only (ACCEL_ERR_INVALID_STATE during one): the number of the next epoch. */
+/* Between epochs only (ACCEL_ERR_INVALID_STATE during one): the number of the next epoch.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (during an epoch). */
 ACCEL_API ACCEL_NODISCARD int accel_loader_set_epoch(accel_loader_t *loader, int64_t epoch);
 /* Between epochs only: the next epoch skips its first n batches of this rank. accel counts this rank's
- * batches in every mode (Accelerate counted base batches for a map-style dispatcher). */
+ * batches in every mode (Accelerate counted base batches for a map-style dispatcher).
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (during an epoch);
+ * ACCEL_ERR_INVALID_ARGUMENT (n < 0). */
 ACCEL_API ACCEL_NODISCARD int accel_loader_skip_first_batches(accel_loader_t *loader, int64_t n);
 
 /* The loader's position (epoch, generator state, batches already yielded) as bytes: *data (owned by the
- * loader, valid until the next call on it) and *size. */
+ * loader, valid until the next call on it) and *size.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT. */
 ACCEL_API ACCEL_NODISCARD int accel_loader_save_state(accel_loader_t *loader, const void **data, size_t *size);
 /* Restores a position saved by accel_loader_save_state over the same dataset and settings; the next
  * batches are exactly those that remained. Between epochs only. Errors: ACCEL_ERR_INVALID_ARGUMENT for a
@@ -133,11 +141,6 @@ ACCEL_API const char *accel_batch_name(const accel_batch_t *batch, size_t index)
  * ACCEL_ERR_INVALID_ARGUMENT (no such name; the message lists the names). */
 ACCEL_API ACCEL_NODISCARD int accel_batch_get(const accel_batch_t *batch, const char *name, accel_tensor_t **out);
 ACCEL_API void accel_batch_free(accel_batch_t *batch);
-
-/* accel_gather, then, while the innermost active loader is on its last batch, only the first
- * accel_loader_remainder rows: the samples that padded the last global batch are dropped. */
-ACCEL_API ACCEL_NODISCARD int accel_gather_for_metrics(accel_state_t *state, const accel_tensor_t *input,
-                                                       accel_tensor_t **out);
 
 #ifdef __cplusplus
 }

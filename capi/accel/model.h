@@ -5,10 +5,10 @@
  * Data parallelism: gradients are grouped in buckets (parameters in reverse order of registration; the
  * first bucket about first_bucket_mb, the others about bucket_cap_mb) and each bucket's all-reduce
  * starts as soon as its last gradient is accumulated, so communication overlaps the rest of backward.
- * When accel_backward returns on a sync step, every gradient holds the average over the ranks; while
- * accumulating (accel_accumulate said not to sync) no all-reduce happens. A trainable parameter that
+ * When accel_state_backward returns on a sync step, every gradient holds the average over the ranks; while
+ * accumulating (accel_state_accumulate said not to sync) no all-reduce happens. A trainable parameter that
  * receives no gradient is an error naming it, unless find_unused_parameters is set.
- * Options read by accel_prepare_model: find_unused_parameters (false), bucket_cap_mb (25),
+ * Options read by accel_state_prepare_model: find_unused_parameters (false), bucket_cap_mb (25),
  * first_bucket_mb (1), broadcast_buffers (true: rank 0's buffers are sent before each training forward),
  * convert_outputs_to_fp32 (true: fp16/bf16 outputs of an autocast forward come back as fp32).
  *
@@ -32,13 +32,15 @@ typedef struct accel_output accel_output_t;
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_IO (cannot open the file); ACCEL_ERR_INVALID_ARGUMENT (not a
  * TorchScript archive; the message says why). */
 ACCEL_API ACCEL_NODISCARD int accel_model_load(accel_model_t **out, const char *path);
+/* Errors: as accel_model_load, without ACCEL_ERR_IO. */
 ACCEL_API ACCEL_NODISCARD int accel_model_load_buffer(accel_model_t **out, const void *data, size_t size);
 /* Releases the handle; the model lives on while an optimizer made from it does. NULL is a no-op. */
 ACCEL_API void accel_model_free(accel_model_t *model);
 
 /* Prepares the model for this process of state (see above). Collective with several processes.
- * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (already prepared); collective errors. */
-ACCEL_API ACCEL_NODISCARD int accel_prepare_model(accel_state_t *state, accel_model_t *model, const accel_options_t *options);
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (already prepared); ACCEL_ERR_UNKNOWN_OPTION (a
+ * key of another object, naming it); ACCEL_ERR_BAD_OPTION_VALUE; collective errors. */
+ACCEL_API ACCEL_NODISCARD int accel_state_prepare_model(accel_state_t *state, accel_model_t *model, const accel_options_t *options);
 
 /* forward(inputs...): count positional tensors, and optionally named ones (names may be NULL when
  * named_count is 0). *out holds what forward returned: one tensor, a tuple/list, or a dict of tensors.
@@ -47,7 +49,8 @@ ACCEL_API ACCEL_NODISCARD int accel_prepare_model(accel_state_t *state, accel_mo
 ACCEL_API ACCEL_NODISCARD int accel_model_forward(accel_model_t *model, accel_tensor_t *const *inputs, size_t count,
                                                   const char *const *names, accel_tensor_t *const *named_inputs,
                                                   size_t named_count, accel_output_t **out);
-/* The same without building a graph (Accelerate users write it under torch.no_grad()): for evaluation. */
+/* The same without building a graph (Accelerate users write it under torch.no_grad()): for evaluation.
+ * Errors: as accel_model_forward. */
 ACCEL_API ACCEL_NODISCARD int accel_model_evaluate(accel_model_t *model, accel_tensor_t *const *inputs, size_t count,
                                                    const char *const *names, accel_tensor_t *const *named_inputs,
                                                    size_t named_count, accel_output_t **out);
@@ -60,12 +63,14 @@ ACCEL_API ACCEL_NODISCARD int accel_output_get(const accel_output_t *output, siz
 ACCEL_API ACCEL_NODISCARD int accel_output_get_named(const accel_output_t *output, const char *name, accel_tensor_t **out);
 ACCEL_API void accel_output_free(accel_output_t *output);
 
-/* Training (1) or evaluation (0) mode. */
+/* Training (1) or evaluation (0) mode. Errors: ACCEL_ERR_NULL_ARGUMENT. accel_model_is_training gives 0 for
+ * NULL. */
 ACCEL_API ACCEL_NODISCARD int accel_model_train(accel_model_t *model, int on);
 ACCEL_API int accel_model_is_training(const accel_model_t *model);
 
 /* Parameters and buffers by index, in registration order: names owned by the model; tensors are new
  * handles sharing the model's memory (zero-copy: export them with accel_tensor_to_dlpack).
+ * Names are NULL for an index out of range and valid as long as the model (prepare keeps them).
  * Errors: ACCEL_ERR_NULL_ARGUMENT, ACCEL_ERR_OUT_OF_RANGE. */
 ACCEL_API size_t accel_model_num_parameters(const accel_model_t *model);
 ACCEL_API const char *accel_model_parameter_name(const accel_model_t *model, size_t index);
@@ -74,9 +79,11 @@ ACCEL_API size_t accel_model_num_buffers(const accel_model_t *model);
 ACCEL_API const char *accel_model_buffer_name(const accel_model_t *model, size_t index);
 ACCEL_API ACCEL_NODISCARD int accel_model_buffer(const accel_model_t *model, size_t index, accel_tensor_t **out);
 
-/* The plain module without the data-parallel wrapper (same parameters), e.g. to save or export it. */
+/* The plain module without the data-parallel wrapper (same parameters), e.g. to save or export it.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT. */
 ACCEL_API ACCEL_NODISCARD int accel_model_unwrap(const accel_model_t *model, accel_model_t **out);
-/* Writes the module as TorchScript (loadable by torch.jit.load). Errors: ACCEL_ERR_IO. */
+/* Writes the module as TorchScript (loadable by torch.jit.load). Errors: ACCEL_ERR_NULL_ARGUMENT;
+ * ACCEL_ERR_IO (the file cannot be written). */
 ACCEL_API ACCEL_NODISCARD int accel_model_save_torchscript(const accel_model_t *model, const char *path);
 
 #ifdef __cplusplus

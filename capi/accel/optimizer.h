@@ -26,20 +26,28 @@ typedef struct accel_optimizer accel_optimizer_t;
 /* An accelerated optimizer of kind "sgd", "adam" or "adamw" over the trainable parameters of a prepared
  * model. Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (model not prepared);
  * ACCEL_ERR_INVALID_ARGUMENT (unknown kind, listing the known ones; bad values naming the option);
- * ACCEL_ERR_UNSUPPORTED (a second optimizer under fp16). */
+ * ACCEL_ERR_UNSUPPORTED (a second optimizer under fp16); ACCEL_ERR_UNKNOWN_OPTION (a key of another
+ * object, naming it). */
 ACCEL_API ACCEL_NODISCARD int accel_optimizer_new(accel_optimizer_t **out, accel_model_t *model, const char *kind,
                                                   const accel_options_t *options);
 ACCEL_API void accel_optimizer_free(accel_optimizer_t *optimizer);
+/* Steps on a sync step (see above). Errors: ACCEL_ERR_NULL_ARGUMENT; collective errors while waiting for
+ * the gradient all-reduce; ACCEL_ERR_INVALID_STATE once the process group is broken (the parameters are
+ * then left as they were). */
 ACCEL_API ACCEL_NODISCARD int accel_optimizer_step(accel_optimizer_t *optimizer);
+/* Clears the gradients on a sync step. Errors: ACCEL_ERR_NULL_ARGUMENT. */
 ACCEL_API ACCEL_NODISCARD int accel_optimizer_zero_grad(accel_optimizer_t *optimizer);
 /* 1 when the last sync step was skipped because of an fp16 overflow. */
 ACCEL_API int accel_optimizer_step_was_skipped(const accel_optimizer_t *optimizer);
 ACCEL_API size_t accel_optimizer_num_groups(const accel_optimizer_t *optimizer);
-/* Learning rate of a parameter group; 0 for a bad group or NULL. */
-ACCEL_API double accel_optimizer_lr(const accel_optimizer_t *optimizer, size_t group);
+/* *out receives the learning rate of a parameter group.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE (no such group). */
+ACCEL_API ACCEL_NODISCARD int accel_optimizer_lr(const accel_optimizer_t *optimizer, size_t group, double *out);
+/* Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE (no such group); ACCEL_ERR_INVALID_ARGUMENT (lr < 0). */
 ACCEL_API ACCEL_NODISCARD int accel_optimizer_set_lr(accel_optimizer_t *optimizer, size_t group, double lr);
-/* The current fp16 loss scale (1 without fp16). */
-ACCEL_API double accel_optimizer_loss_scale(const accel_optimizer_t *optimizer);
+/* *out receives the current fp16 loss scale (1 without fp16). Reading it waits for the device.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_TORCH (the device failed). */
+ACCEL_API ACCEL_NODISCARD int accel_optimizer_loss_scale(const accel_optimizer_t *optimizer, double *out);
 
 #ifdef __cplusplus
 }

@@ -46,7 +46,7 @@ ACCEL_API ACCEL_NODISCARD int accel_tensor_from_dlpack(accel_tensor_t **out, str
 /* Exports the tensor as DLPack without copying. The caller owns *out and must call (*out)->deleter(*out)
  * exactly once; the memory stays valid until then, even after the handle is freed.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_DTYPE (bool tensors cannot be exported by LibTorch 1.13). */
-ACCEL_API ACCEL_NODISCARD int accel_tensor_to_dlpack(const accel_tensor_t *tensor, struct DLManagedTensor **out);
+ACCEL_API ACCEL_NODISCARD int accel_tensor_to_dlpack(struct DLManagedTensor **out, const accel_tensor_t *tensor);
 
 /* Creates a CPU tensor holding a copy of ndim-dimensional, C-contiguous data of the given dtype.
  * data may be NULL only when the shape has no elements. Errors: ACCEL_ERR_NULL_ARGUMENT;

@@ -1,31 +1,38 @@
 #include "accel/collectives.h"
 
-#include "dist/collectives.hpp"
+#include "distributed/collectives.hpp"
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
 
 using accel::capi::guarded;
 using accel::capi::guarded_out;
+using accel::capi::guarded_value;
+using accel::capi::release;
 using accel::capi::require;
 
-extern "C" int accel_gather(accel_state_t* state, const accel_tensor_t* input, accel_tensor_t** out) {
+extern "C" int accel_state_gather(accel_state_t* state, const accel_tensor_t* input, accel_tensor_t** out) {
   return guarded_out(__func__, out, [&] {
     require(state, "state");
     require(input, "input");
-    *out = new accel_tensor(accel::dist::gather(*state->state, input->tensor));
+    *out = new accel_tensor(accel::distributed::gather(*state->state, input->tensor));
   });
 }
 
-extern "C" int accel_gather_bytes(accel_state_t* state, const void* data, size_t size, accel_bytes_list_t** out) {
+extern "C" int accel_state_gather_bytes(accel_state_t* state, const void* data, size_t size, accel_bytes_list_t** out) {
   return guarded_out(__func__, out, [&] {
     require(state, "state");
     if (size > 0) require(data, "data");
     const std::string bytes = size > 0 ? std::string(static_cast<const char*>(data), size) : std::string();
-    *out = new accel_bytes_list{accel::dist::gather_bytes(*state->state, bytes)};
+    *out = new accel_bytes_list{accel::distributed::gather_bytes(*state->state, bytes)};
   });
 }
 
-extern "C" size_t accel_bytes_list_count(const accel_bytes_list_t* list) { return list ? list->entries.size() : 0; }
+extern "C" size_t accel_bytes_list_count(const accel_bytes_list_t* list) {
+  return guarded_value<size_t>(__func__, 0, [&] {
+    require(list, "list");
+    return list->entries.size();
+  });
+}
 
 extern "C" int accel_bytes_list_get(const accel_bytes_list_t* list, size_t index, const void** data, size_t* size) {
   return guarded(__func__, [&] {
@@ -41,31 +48,40 @@ extern "C" int accel_bytes_list_get(const accel_bytes_list_t* list, size_t index
   });
 }
 
-extern "C" void accel_bytes_list_free(accel_bytes_list_t* list) { delete list; }
+extern "C" void accel_bytes_list_free(accel_bytes_list_t* list) { release(__func__, list); }
 
-extern "C" int accel_reduce(accel_state_t* state, const accel_tensor_t* input, const char* reduction,
-                            accel_tensor_t** out) {
+extern "C" int accel_state_reduce(accel_state_t* state, const accel_tensor_t* input, const char* reduction,
+                                  accel_tensor_t** out) {
   return guarded_out(__func__, out, [&] {
     require(state, "state");
     require(input, "input");
     require(reduction, "reduction");
-    *out = new accel_tensor(accel::dist::reduce(*state->state, input->tensor, reduction));
+    *out = new accel_tensor(accel::distributed::reduce(*state->state, input->tensor, reduction));
   });
 }
 
-extern "C" int accel_broadcast(accel_state_t* state, accel_tensor_t* tensor, int32_t from_process) {
+extern "C" int accel_state_broadcast(accel_state_t* state, accel_tensor_t* tensor, int32_t from_process) {
   return guarded(__func__, [&] {
     require(state, "state");
     require(tensor, "tensor");
-    accel::dist::broadcast(*state->state, tensor->tensor, from_process);
+    accel::distributed::broadcast(*state->state, tensor->tensor, from_process);
   });
 }
 
-extern "C" int accel_pad_across_processes(accel_state_t* state, const accel_tensor_t* input, int64_t dim,
-                                          double pad_value, int pad_first, accel_tensor_t** out) {
+extern "C" int accel_state_pad_across_processes(accel_state_t* state, const accel_tensor_t* input, int64_t dim,
+                                                double pad_value, int pad_first, accel_tensor_t** out) {
   return guarded_out(__func__, out, [&] {
     require(state, "state");
     require(input, "input");
-    *out = new accel_tensor(accel::dist::pad_across_processes(*state->state, input->tensor, dim, pad_value, pad_first != 0));
+    *out = new accel_tensor(
+        accel::distributed::pad_across_processes(*state->state, input->tensor, dim, pad_value, pad_first != 0));
+  });
+}
+
+extern "C" int accel_state_gather_for_metrics(accel_state_t* state, const accel_tensor_t* input, accel_tensor_t** out) {
+  return guarded_out(__func__, out, [&] {
+    require(state, "state");
+    require(input, "input");
+    *out = new accel_tensor(accel::distributed::gather_for_metrics(*state->state, input->tensor));
   });
 }

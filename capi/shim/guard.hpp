@@ -1,40 +1,77 @@
 // The exception firewall every C entry point goes through: nothing thrown crosses the ABI; each failure
-// becomes an ACCEL_ERR_* code and a thread-local message.
+// becomes an ACCEL_ERR_* code and a thread-local message. Handles are checked to be live objects of the
+// expected kind before they are used, so a NULL, freed or foreign pointer is an error, not a crash.
 #pragma once
 
-#include <c10/util/Exception.h>
-
-#include <new>
+#include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "accel/common.h"
 #include "core/error.hpp"
 
 namespace accel::capi {
 
-int record_error(int code, const std::string& message);
+// Stores message as the calling thread's last error and returns code. Never throws.
+int record_error(int code, const std::string& message) noexcept;
+
+// Maps the exception being handled to a code and records "function: message". Call only from a catch
+// block. Never throws (a message that cannot be built falls back to a static one).
+int record_current_exception(const char* function) noexcept;
+
+// The first word of every handle: a value unique to its kind while it lives, cleared when it is freed.
+// volatile so that the clearing store in the destructor is not optimised away.
+class HandleTag {
+ public:
+  explicit HandleTag(uint64_t kind) noexcept : word_(kind) {}
+  ~HandleTag() { word_ = 0; }
+  HandleTag(const HandleTag&) = delete;
+  HandleTag& operator=(const HandleTag&) = delete;
+  bool is(uint64_t kind) const noexcept { return word_ == kind; }
+
+ private:
+  volatile uint64_t word_;
+};
+
+// FNV-1a of the handle's C type name: a per-kind tag value that is stable and unlikely in garbage.
+constexpr uint64_t handle_kind(const char* name) {
+  uint64_t hash = 14695981039346656037ull;
+  for (; *name != '\0'; ++name) hash = (hash ^ static_cast<unsigned char>(*name)) * 1099511628211ull;
+  return hash;
+}
+
+template <class T, class = void>
+struct is_handle : std::false_type {};
+template <class T>
+struct is_handle<T, std::void_t<decltype(T::kName)>> : std::true_type {};
 
 // Throws Error(NullArgument) naming the argument when pointer is NULL.
 inline void require(const void* pointer, const char* name) {
   if (pointer == nullptr) fail(Code::NullArgument, std::string("argument '") + name + "' is NULL");
 }
 
+// For handles: also Error(InvalidArgument) when the pointer is not a live handle of this kind.
+template <class Handle, std::enable_if_t<is_handle<Handle>::value, int> = 0>
+void require(const Handle* handle, const char* name) {
+  require(static_cast<const void*>(handle), name);
+  if (!handle->tag.is(Handle::kKind)) {
+    fail(Code::InvalidArgument, std::string("argument '") + name + "' is not a live " + Handle::kName +
+                                    " (freed, or not made by accel)");
+  }
+}
+
+template <class Handle>
+bool is_live(const Handle* handle) noexcept {
+  return handle != nullptr && handle->tag.is(Handle::kKind);
+}
+
 template <class Body>
 int guarded(const char* function, Body&& body) noexcept {
-  const std::string prefix = std::string(function) + ": ";
   try {
     body();
     return ACCEL_OK;
-  } catch (const Error& error) {
-    return record_error(static_cast<int>(error.code()), prefix + error.what());
-  } catch (const c10::Error& error) {
-    return record_error(ACCEL_ERR_TORCH, prefix + error.what_without_backtrace());
-  } catch (const std::bad_alloc&) {
-    return record_error(ACCEL_ERR_OUT_OF_MEMORY, prefix + "out of memory");
-  } catch (const std::exception& error) {
-    return record_error(ACCEL_ERR_INTERNAL, prefix + error.what());
   } catch (...) {
-    return record_error(ACCEL_ERR_INTERNAL, prefix + "unknown exception");
+    return record_current_exception(function);
   }
 }
 
@@ -43,9 +80,37 @@ template <class T, class Body>
 int guarded_out(const char* function, T** out, Body&& body) noexcept {
   if (out != nullptr) *out = nullptr;
   return guarded(function, [&] {
-    require(out, "out");
+    require(static_cast<const void*>(out), "out");
     body();
   });
+}
+
+// For accessors that return their value directly: a failure (a NULL or dead handle included) records
+// the error and returns fallback.
+template <class Value, class Body>
+Value guarded_value(const char* function, Value fallback, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (...) {
+    record_current_exception(function);
+    return fallback;
+  }
+}
+
+// What every *_free does: NULL is a no-op; a pointer that is not a live handle of this kind is left
+// alone (and reported through accel_error_last) rather than freed twice.
+template <class Handle>
+void release(const char* function, Handle* handle) noexcept {
+  if (handle == nullptr) return;
+  if (!is_live(handle)) {
+    guarded(function, [&] { require(handle, "handle"); });
+    return;
+  }
+  try {
+    delete handle;
+  } catch (...) {
+    record_current_exception(function);
+  }
 }
 
 }  // namespace accel::capi

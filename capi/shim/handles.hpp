@@ -1,4 +1,5 @@
-// What the opaque C handles hold.
+// What the opaque C handles hold. Each ends with a HandleTag naming its kind (see shim/guard.hpp); it comes
+// last so that the members before it can still be brace-initialised.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -10,17 +11,24 @@
 #include "core/options.hpp"
 #include "data/dataset.hpp"
 #include "data/loader.hpp"
-#include "dist/state.hpp"
+#include "distributed/state.hpp"
+#include "shim/guard.hpp"
 #include "train/accelerator.hpp"
 #include "train/model.hpp"
 
+#define ACCEL_HANDLE(c_name)                                                   \
+  static constexpr const char* kName = c_name;                                 \
+  static constexpr uint64_t kKind = accel::capi::handle_kind(c_name);          \
+  accel::capi::HandleTag tag { kKind }
+
 struct accel_options {
   accel::Options options;
-  std::string dump;
+  ACCEL_HANDLE("accel_options_t");
 };
 
 struct accel_state {
-  std::shared_ptr<accel::dist::State> state;
+  std::shared_ptr<accel::distributed::State> state;
+  ACCEL_HANDLE("accel_state_t");
 };
 
 struct accel_tensor {
@@ -28,45 +36,53 @@ struct accel_tensor {
   at::Tensor tensor;
   std::vector<int64_t> shape;
   std::string device;
+  ACCEL_HANDLE("accel_tensor_t");
 };
 
 struct accel_bytes_list {
   std::vector<std::string> entries;
+  ACCEL_HANDLE("accel_bytes_list_t");
 };
 
 struct accel_dataset {
   std::shared_ptr<accel::data::Dataset> dataset;             // map-style, or
   std::shared_ptr<accel::data::IterableDataset> iterable;  // iterable
+  ACCEL_HANDLE("accel_dataset_t");
 };
 
 struct accel_loader {
   std::unique_ptr<accel::data::Loader> loader;
   std::string saved_state;
+  ACCEL_HANDLE("accel_loader_t");
 };
 
 struct accel_batch {
   accel::data::NamedTensors fields;
+  ACCEL_HANDLE("accel_batch_t");
 };
 
 struct accel_sample {
   accel::data::NamedTensors fields;
+  ACCEL_HANDLE("accel_sample_t");
 };
 
 struct accel_model {
   std::shared_ptr<accel::train::Model> model;
-  std::vector<std::string> parameter_names;  // cached for accessors that return names
-  std::vector<std::string> buffer_names;
+  ACCEL_HANDLE("accel_model_t");
 };
 
 struct accel_output {
   accel::train::ModelOutput output;
+  ACCEL_HANDLE("accel_output_t");
 };
 
 struct accel_optimizer {
   std::shared_ptr<accel::train::AcceleratedOptimizer> optimizer;
   std::shared_ptr<accel::train::Model> model;
+  ACCEL_HANDLE("accel_optimizer_t");
 };
 
 struct accel_scheduler {
   std::unique_ptr<accel::train::AcceleratedScheduler> scheduler;
+  ACCEL_HANDLE("accel_scheduler_t");
 };

@@ -1,14 +1,33 @@
 #include "accel/loader.h"
 
-#include "core/env.hpp"
 #include "data/file_dataset.hpp"
-#include "dist/collectives.hpp"
+#include "data/loader_options.hpp"
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
 
 using accel::capi::guarded;
 using accel::capi::guarded_out;
+using accel::capi::guarded_value;
+using accel::capi::release;
 using accel::capi::require;
+
+namespace {
+
+const accel::Options* explicit_options(const accel_options_t* options) {
+  if (options == nullptr) return nullptr;
+  require(options, "options");
+  return &options->options;
+}
+
+template <class Value, class Read>
+Value read_loader(const char* function, const accel_loader_t* loader, Value fallback, Read&& read) {
+  return guarded_value<Value>(function, fallback, [&] {
+    require(loader, "loader");
+    return static_cast<Value>(read(*loader->loader));
+  });
+}
+
+}  // namespace
 
 extern "C" int accel_dataset_from_tensors(accel_dataset_t** out, const char* const* names,
                                           accel_tensor_t* const* tensors, size_t count) {
@@ -94,28 +113,27 @@ extern "C" int accel_sample_add(accel_sample_t* sample, const char* name, const 
     require(sample, "sample");
     require(name, "name");
     require(tensor, "tensor");
-    for (const auto& field : sample->fields) {
-      if (field.first == name) accel::fail(accel::Code::InvalidArgument, std::string("the sample already has '") + name + "'");
-    }
-    sample->fields.emplace_back(name, tensor->tensor);
+    accel::data::add_field(sample->fields, name, tensor->tensor);
   });
 }
 
 extern "C" int64_t accel_dataset_length(const accel_dataset_t* dataset) {
-  if (dataset == nullptr) return 0;
-  return dataset->dataset ? dataset->dataset->size() : -1;
+  return guarded_value<int64_t>(__func__, 0, [&] {
+    require(dataset, "dataset");
+    return dataset->dataset ? dataset->dataset->size() : int64_t{-1};
+  });
 }
-extern "C" void accel_dataset_free(accel_dataset_t* dataset) { delete dataset; }
+
+extern "C" void accel_dataset_free(accel_dataset_t* dataset) { release(__func__, dataset); }
 
 extern "C" int accel_loader_new(accel_loader_t** out, accel_state_t* state, accel_dataset_t* dataset,
                                 const accel_options_t* options) {
   return guarded_out(__func__, out, [&] {
     require(state, "state");
     require(dataset, "dataset");
-    const auto resolved = accel::resolve_options(options ? &options->options : nullptr, accel::process_env());
-    const auto config = accel::data::loader_config(resolved);
-    auto loader = dataset->dataset ? std::make_unique<accel::data::Loader>(state->state, dataset->dataset, config)
-                                   : std::make_unique<accel::data::Loader>(state->state, dataset->iterable, config);
+    auto config = accel::data::loader_config(explicit_options(options));
+    auto loader = dataset->dataset ? std::make_unique<accel::data::Loader>(state->state, dataset->dataset, std::move(config))
+                                   : std::make_unique<accel::data::Loader>(state->state, dataset->iterable, std::move(config));
     *out = new accel_loader{std::move(loader), {}};
   });
 }
@@ -128,20 +146,13 @@ extern "C" int accel_loader_new_with_batches(accel_loader_t** out, accel_state_t
     require(dataset, "dataset");
     require(batch_sizes, "batch_sizes");
     if (!dataset->dataset) accel::fail(accel::Code::InvalidArgument, "a given list of batches needs a map-style dataset");
-    const auto resolved = accel::resolve_options(options ? &options->options : nullptr, accel::process_env());
-    auto config = accel::data::loader_config(resolved);
-    config.batches.emplace();
-    size_t offset = 0;
-    for (size_t b = 0; b < num_batches; ++b) {
-      if (batch_sizes[b] > 0) require(indices, "indices");
-      config.batches->emplace_back(indices + offset, indices + offset + batch_sizes[b]);
-      offset += batch_sizes[b];
-    }
-    *out = new accel_loader{std::make_unique<accel::data::Loader>(state->state, dataset->dataset, config), {}};
+    auto config = accel::data::loader_config(explicit_options(options));
+    config.batches = accel::data::batches_of_sizes(indices, batch_sizes, num_batches);
+    *out = new accel_loader{std::make_unique<accel::data::Loader>(state->state, dataset->dataset, std::move(config)), {}};
   });
 }
 
-extern "C" void accel_loader_free(accel_loader_t* loader) { delete loader; }
+extern "C" void accel_loader_free(accel_loader_t* loader) { release(__func__, loader); }
 
 extern "C" int accel_loader_next(accel_loader_t* loader, accel_batch_t** out) {
   return guarded_out(__func__, out, [&] {
@@ -150,12 +161,23 @@ extern "C" int accel_loader_next(accel_loader_t* loader, accel_batch_t** out) {
   });
 }
 
-extern "C" int64_t accel_loader_length(const accel_loader_t* loader) { return loader ? loader->loader->length() : 0; }
-extern "C" int accel_loader_end_of_dataloader(const accel_loader_t* loader) {
-  return loader && loader->loader->end_of_dataloader();
+extern "C" int accel_loader_length(const accel_loader_t* loader, int64_t* out) {
+  return guarded(__func__, [&] {
+    require(loader, "loader");
+    require(out, "out");
+    *out = loader->loader->length();
+  });
 }
-extern "C" int64_t accel_loader_remainder(const accel_loader_t* loader) { return loader ? loader->loader->remainder() : -1; }
-extern "C" int64_t accel_loader_epoch(const accel_loader_t* loader) { return loader ? loader->loader->epoch() : 0; }
+
+extern "C" int accel_loader_end_of_dataloader(const accel_loader_t* loader) {
+  return read_loader<int>(__func__, loader, 0, [](const accel::data::Loader& l) { return l.end_of_dataloader(); });
+}
+extern "C" int64_t accel_loader_remainder(const accel_loader_t* loader) {
+  return read_loader<int64_t>(__func__, loader, -1, [](const accel::data::Loader& l) { return l.remainder(); });
+}
+extern "C" int64_t accel_loader_epoch(const accel_loader_t* loader) {
+  return read_loader<int64_t>(__func__, loader, 0, [](const accel::data::Loader& l) { return l.epoch(); });
+}
 
 extern "C" int accel_loader_set_epoch(accel_loader_t* loader, int64_t epoch) {
   return guarded(__func__, [&] {
@@ -190,33 +212,26 @@ extern "C" int accel_loader_load_state(accel_loader_t* loader, const void* data,
   });
 }
 
-extern "C" size_t accel_batch_count(const accel_batch_t* batch) { return batch ? batch->fields.size() : 0; }
+extern "C" size_t accel_batch_count(const accel_batch_t* batch) {
+  return guarded_value<size_t>(__func__, 0, [&] {
+    require(batch, "batch");
+    return batch->fields.size();
+  });
+}
+
 extern "C" const char* accel_batch_name(const accel_batch_t* batch, size_t index) {
-  return batch && index < batch->fields.size() ? batch->fields[index].first.c_str() : nullptr;
+  return guarded_value<const char*>(__func__, nullptr, [&]() -> const char* {
+    require(batch, "batch");
+    return index < batch->fields.size() ? batch->fields[index].first.c_str() : nullptr;
+  });
 }
 
 extern "C" int accel_batch_get(const accel_batch_t* batch, const char* name, accel_tensor_t** out) {
   return guarded_out(__func__, out, [&] {
     require(batch, "batch");
     require(name, "name");
-    std::string known;
-    for (const auto& field : batch->fields) {
-      if (field.first == name) {
-        *out = new accel_tensor(field.second);
-        return;
-      }
-      known += (known.empty() ? "" : ", ") + field.first;
-    }
-    accel::fail(accel::Code::InvalidArgument, std::string("the batch has no '") + name + "' (it has: " + known + ")");
+    *out = new accel_tensor(accel::data::field_named(batch->fields, name, "the batch"));
   });
 }
 
-extern "C" void accel_batch_free(accel_batch_t* batch) { delete batch; }
-
-extern "C" int accel_gather_for_metrics(accel_state_t* state, const accel_tensor_t* input, accel_tensor_t** out) {
-  return guarded_out(__func__, out, [&] {
-    require(state, "state");
-    require(input, "input");
-    *out = new accel_tensor(accel::dist::gather_for_metrics(*state->state, input->tensor));
-  });
-}
+extern "C" void accel_batch_free(accel_batch_t* batch) { release(__func__, batch); }

@@ -1,14 +1,31 @@
 #include "accel/options.h"
 
-#include "core/options.hpp"
+#include <cstdlib>
+#include <cstring>
+
+#include "data/loader_options.hpp"
+#include "distributed/state_options.hpp"
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
+#include "train/training_options.hpp"
 
 using accel::capi::guarded;
 using accel::capi::guarded_out;
+using accel::capi::release;
 using accel::capi::require;
 
 namespace {
+
+// Every object an options object may carry settings for; each area owns its keys.
+const accel::OptionCatalog& option_catalog() {
+  static const accel::OptionCatalog catalog{
+      &accel::distributed::state_option_scope(), &accel::data::loader_option_scope(),
+      &accel::train::prepare_option_scope(),     &accel::train::optimizer_option_scope(),
+      &accel::train::scheduler_option_scope(),   &accel::train::loss_option_scope(),
+  };
+  return catalog;
+}
+
 template <class Value>
 int set_option(const char* function, accel_options_t* options, const char* key, const Value& value) {
   return guarded(function, [&] {
@@ -17,13 +34,14 @@ int set_option(const char* function, accel_options_t* options, const char* key, 
     options->options.set(key, accel::OptionValue(value));
   });
 }
+
 }  // namespace
 
 extern "C" int accel_options_new(accel_options_t** out) {
-  return guarded_out(__func__, out, [&] { *out = new accel_options(); });
+  return guarded_out(__func__, out, [&] { *out = new accel_options{accel::Options(option_catalog())}; });
 }
 
-extern "C" void accel_options_free(accel_options_t* options) { delete options; }
+extern "C" void accel_options_free(accel_options_t* options) { release(__func__, options); }
 
 extern "C" int accel_options_set_bool(accel_options_t* options, const char* key, int value) {
   return set_option(__func__, options, key, value != 0);
@@ -38,8 +56,12 @@ extern "C" int accel_options_set_double(accel_options_t* options, const char* ke
 }
 
 extern "C" int accel_options_set_string(accel_options_t* options, const char* key, const char* value) {
-  if (value == nullptr) return guarded(__func__, [] { require(nullptr, "value"); });
-  return set_option(__func__, options, key, std::string(value));
+  return guarded(__func__, [&] {
+    require(options, "options");
+    require(key, "key");
+    require(value, "value");
+    options->options.set(key, accel::OptionValue(std::string(value)));
+  });
 }
 
 extern "C" int accel_options_set(accel_options_t* options, const char* key, const char* value) {
@@ -51,11 +73,17 @@ extern "C" int accel_options_set(accel_options_t* options, const char* key, cons
   });
 }
 
-extern "C" int accel_options_dump(const accel_options_t* options, const char** out) {
+extern "C" int accel_options_dump(const accel_options_t* options, char** out) {
   return guarded_out(__func__, out, [&] {
     require(options, "options");
-    auto* mutable_options = const_cast<accel_options_t*>(options);
-    mutable_options->dump = accel::resolve_options(&options->options, accel::process_env()).dump();
-    *out = mutable_options->dump.c_str();
+    std::string dump;
+    for (const auto* scope : option_catalog()) {
+      dump += "# " + scope->object + " (" + scope->taken_by + ")\n";
+      const auto own = options->options.restricted_to(*scope);
+      dump += accel::resolve_options(*scope, &own, accel::process_env()).dump();
+    }
+    *out = static_cast<char*>(std::malloc(dump.size() + 1));
+    if (*out == nullptr) throw std::bad_alloc();
+    std::memcpy(*out, dump.c_str(), dump.size() + 1);
   });
 }

@@ -6,16 +6,32 @@
 
 using accel::capi::guarded;
 using accel::capi::guarded_out;
+using accel::capi::guarded_value;
+using accel::capi::release;
 using accel::capi::require;
+
+namespace {
+
+// Accessors: a NULL or dead state gives fallback (and the reason in accel_error_last).
+template <class Value, class Read>
+Value read_state(const char* function, const accel_state_t* state, Value fallback, Read&& read) {
+  return guarded_value<Value>(function, fallback, [&] {
+    require(state, "state");
+    return static_cast<Value>(read(*state->state));
+  });
+}
+
+}  // namespace
 
 extern "C" int accel_state_new(accel_state_t** out, const accel_options_t* options) {
   return guarded_out(__func__, out, [&] {
-    auto state = accel::dist::State::acquire(options ? &options->options : nullptr, accel::process_env());
+    if (options != nullptr) require(options, "options");
+    auto state = accel::distributed::State::acquire(options ? &options->options : nullptr, accel::process_env());
     *out = new accel_state{std::move(state)};
   });
 }
 
-extern "C" void accel_state_free(accel_state_t* state) { delete state; }
+extern "C" void accel_state_free(accel_state_t* state) { release(__func__, state); }
 
 extern "C" int accel_state_shutdown(accel_state_t* state) {
   return guarded(__func__, [&] {
@@ -31,40 +47,48 @@ extern "C" int accel_state_wait_for_everyone(accel_state_t* state) {
   });
 }
 
+using State = accel::distributed::State;
+
 extern "C" int32_t accel_state_num_processes(const accel_state_t* state) {
-  return state ? state->state->launch().world_size : 0;
+  return read_state<int32_t>(__func__, state, 0, [](const State& s) { return s.launch().world_size; });
 }
 extern "C" int32_t accel_state_process_index(const accel_state_t* state) {
-  return state ? state->state->launch().rank : 0;
+  return read_state<int32_t>(__func__, state, 0, [](const State& s) { return s.launch().rank; });
 }
 extern "C" int32_t accel_state_local_process_index(const accel_state_t* state) {
-  return state ? state->state->launch().local_rank : 0;
+  return read_state<int32_t>(__func__, state, 0, [](const State& s) { return s.launch().local_rank; });
 }
 extern "C" int32_t accel_state_num_local_processes(const accel_state_t* state) {
-  return state ? state->state->launch().local_world_size : 0;
+  return read_state<int32_t>(__func__, state, 0, [](const State& s) { return s.launch().local_world_size; });
 }
 extern "C" int accel_state_is_main_process(const accel_state_t* state) {
-  return state && state->state->launch().rank == 0;
+  return read_state<int>(__func__, state, 0, [](const State& s) { return s.launch().rank == 0; });
 }
 extern "C" int accel_state_is_local_main_process(const accel_state_t* state) {
-  return state && state->state->launch().local_rank == 0;
+  return read_state<int>(__func__, state, 0, [](const State& s) { return s.launch().local_rank == 0; });
 }
 extern "C" int accel_state_is_last_process(const accel_state_t* state) {
-  return state && state->state->launch().rank == state->state->launch().world_size - 1;
+  return read_state<int>(__func__, state, 0,
+                         [](const State& s) { return s.launch().rank == s.launch().world_size - 1; });
 }
 extern "C" int accel_state_distributed_type(const accel_state_t* state) {
-  return state ? static_cast<int>(state->state->distributed_type()) : ACCEL_DISTRIBUTED_NO;
+  return read_state<int>(__func__, state, ACCEL_DISTRIBUTED_NO,
+                         [](const State& s) { return static_cast<int>(s.distributed_type()); });
 }
 extern "C" const char* accel_state_distributed_type_name(const accel_state_t* state) {
-  return accel::dist::distributed_type_name(state ? state->state->distributed_type() : accel::dist::DistributedType::No);
+  return read_state<const char*>(__func__, state, "NO",
+                                 [](const State& s) { return accel::distributed::distributed_type_name(s.distributed_type()); });
 }
 extern "C" const char* accel_state_device(const accel_state_t* state) {
-  return state ? state->state->device().c_str() : "";
+  return read_state<const char*>(__func__, state, "", [](const State& s) { return s.device().c_str(); });
 }
 extern "C" const char* accel_state_mixed_precision(const accel_state_t* state) {
-  return state ? state->state->options().get_string("mixed_precision").c_str() : "";
+  return read_state<const char*>(__func__, state, "",
+                                 [](const State& s) { return s.options().get_string("mixed_precision").c_str(); });
 }
 extern "C" const char* accel_state_backend(const accel_state_t* state) {
-  return state ? state->state->backend().c_str() : "";
+  return read_state<const char*>(__func__, state, "", [](const State& s) { return s.backend().c_str(); });
 }
-extern "C" int accel_state_is_broken(const accel_state_t* state) { return state && state->state->broken(); }
+extern "C" int accel_state_is_broken(const accel_state_t* state) {
+  return read_state<int>(__func__, state, 0, [](const State& s) { return s.broken(); });
+}

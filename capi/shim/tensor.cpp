@@ -1,16 +1,28 @@
 #include "accel/tensor.h"
 
-#include <cstring>
-
 #include "core/tensor.hpp"
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
 
 using accel::capi::guarded;
 using accel::capi::guarded_out;
+using accel::capi::guarded_value;
+using accel::capi::release;
 using accel::capi::require;
 
 static_assert(ACCEL_TENSOR_MAX_DIMS == accel::kMaxTensorDims);
+
+namespace {
+
+template <class Value, class Read>
+Value read_tensor(const char* function, const accel_tensor_t* tensor, Value fallback, Read&& read) {
+  return guarded_value<Value>(function, fallback, [&] {
+    require(tensor, "tensor");
+    return static_cast<Value>(read(*tensor));
+  });
+}
+
+}  // namespace
 
 extern "C" int accel_tensor_from_dlpack(accel_tensor_t** out, struct DLManagedTensor* managed) {
   return guarded_out(__func__, out, [&] {
@@ -19,7 +31,7 @@ extern "C" int accel_tensor_from_dlpack(accel_tensor_t** out, struct DLManagedTe
   });
 }
 
-extern "C" int accel_tensor_to_dlpack(const accel_tensor_t* tensor, struct DLManagedTensor** out) {
+extern "C" int accel_tensor_to_dlpack(struct DLManagedTensor** out, const accel_tensor_t* tensor) {
   return guarded_out(__func__, out, [&] {
     require(tensor, "tensor");
     *out = accel::tensor_to_dlpack(tensor->tensor);
@@ -31,29 +43,32 @@ extern "C" int accel_tensor_from_buffer(accel_tensor_t** out, const void* data, 
   return guarded_out(__func__, out, [&] { *out = new accel_tensor(accel::tensor_from_buffer(data, dtype, shape, ndim)); });
 }
 
-extern "C" void accel_tensor_free(accel_tensor_t* tensor) { delete tensor; }
+extern "C" void accel_tensor_free(accel_tensor_t* tensor) { release(__func__, tensor); }
 
-extern "C" size_t accel_tensor_ndim(const accel_tensor_t* tensor) { return tensor ? tensor->shape.size() : 0; }
-extern "C" const int64_t* accel_tensor_shape(const accel_tensor_t* tensor) {
-  return tensor ? tensor->shape.data() : nullptr;
+extern "C" size_t accel_tensor_ndim(const accel_tensor_t* tensor) {
+  return read_tensor<size_t>(__func__, tensor, 0, [](const accel_tensor& t) { return t.shape.size(); });
 }
-extern "C" int64_t accel_tensor_numel(const accel_tensor_t* tensor) { return tensor ? tensor->tensor.numel() : 0; }
+extern "C" const int64_t* accel_tensor_shape(const accel_tensor_t* tensor) {
+  return read_tensor<const int64_t*>(__func__, tensor, nullptr, [](const accel_tensor& t) { return t.shape.data(); });
+}
+extern "C" int64_t accel_tensor_numel(const accel_tensor_t* tensor) {
+  return read_tensor<int64_t>(__func__, tensor, 0, [](const accel_tensor& t) { return t.tensor.numel(); });
+}
 extern "C" int32_t accel_tensor_dtype(const accel_tensor_t* tensor) {
-  return tensor ? accel::dtype_code(tensor->tensor.scalar_type()) : 0;
+  return read_tensor<int32_t>(__func__, tensor, 0,
+                              [](const accel_tensor& t) { return accel::dtype_code(t.tensor.scalar_type()); });
 }
 extern "C" size_t accel_tensor_element_size(const accel_tensor_t* tensor) {
-  return tensor ? tensor->tensor.element_size() : 0;
+  return read_tensor<size_t>(__func__, tensor, 0, [](const accel_tensor& t) { return t.tensor.element_size(); });
 }
 extern "C" const char* accel_tensor_device(const accel_tensor_t* tensor) {
-  return tensor ? tensor->device.c_str() : "";
+  return read_tensor<const char*>(__func__, tensor, "", [](const accel_tensor& t) { return t.device.c_str(); });
 }
 
 extern "C" int accel_tensor_data(const accel_tensor_t* tensor, void** out) {
   return guarded_out(__func__, out, [&] {
     require(tensor, "tensor");
-    if (!tensor->tensor.is_cpu()) accel::fail(accel::Code::InvalidArgument, "the tensor is on " + tensor->device + ", not the CPU");
-    if (!tensor->tensor.is_contiguous()) accel::fail(accel::Code::InvalidArgument, "the tensor is not contiguous");
-    *out = tensor->tensor.data_ptr();
+    *out = accel::cpu_data_pointer(tensor->tensor);
   });
 }
 
@@ -61,12 +76,6 @@ extern "C" int accel_tensor_copy_to_buffer(const accel_tensor_t* tensor, void* d
   return guarded(__func__, [&] {
     require(tensor, "tensor");
     require(dst, "dst");
-    const size_t bytes = static_cast<size_t>(tensor->tensor.numel()) * tensor->tensor.element_size();
-    if (capacity < bytes) {
-      accel::fail(accel::Code::InvalidArgument, "the buffer holds " + std::to_string(capacity) + " bytes but the tensor needs " +
-                                                    std::to_string(bytes));
-    }
-    const auto contiguous = tensor->tensor.cpu().contiguous();
-    std::memcpy(dst, contiguous.data_ptr(), bytes);
+    accel::copy_to_buffer(tensor->tensor, dst, capacity);
   });
 }

@@ -8,7 +8,7 @@
 
 namespace accel::ckpt {
 
-void save_model(dist::State& state, const train::Model& model, const std::string& directory) {
+void save_model(distributed::State& state, const train::Model& model, const std::string& directory) {
   if (state.launch().rank == 0) {
     std::error_code error;
     std::filesystem::create_directories(directory, error);

@@ -4,12 +4,12 @@
 
 #include <string>
 
-#include "dist/state.hpp"
+#include "distributed/state.hpp"
 #include "train/model.hpp"
 
 namespace accel::ckpt {
 
 // Collective. Creates `directory` (and its parents) when missing. Throws Error(Io) naming the path.
-void save_model(dist::State& state, const train::Model& model, const std::string& directory);
+void save_model(distributed::State& state, const train::Model& model, const std::string& directory);
 
 }  // namespace accel::ckpt

@@ -4,8 +4,12 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
-#include "accel.h"
+#include "core/error.hpp"
+#include "core/features.hpp"
+#include "core/options.hpp"
+#include "distributed/state_options.hpp"
 
 namespace accel::cli {
 
@@ -26,29 +30,30 @@ int run_env(int argc, char** argv) {
     std::fprintf(stderr, "usage: accel env\n");
     return 2;
   }
-  std::printf("- accel version: %s\n", accel_version_string());
-  std::printf("- LibTorch version: %s\n", accel_torch_version());
-  std::printf("- features: %s\n", accel_features());
+  std::printf("- accel version: %s\n", version_string());
+  std::printf("- LibTorch version: %s\n", torch_version());
+  std::printf("- features: %s\n", feature_list().c_str());
   std::printf("- CPU cores online: %ld\n", sysconf(_SC_NPROCESSORS_ONLN));
   std::printf("- launch environment:\n");
   for (const char* name : kLaunchVariables) {
     if (const char* value = std::getenv(name)) std::printf("    %s=%s\n", name, value);
   }
-  accel_options_t* options = nullptr;
-  const char* dump = nullptr;
-  if (accel_options_new(&options) != ACCEL_OK || accel_options_dump(options, &dump) != ACCEL_OK) {
-    std::fprintf(stderr, "accel env: %s\n", accel_error_last());
-    accel_options_free(options);
+  const auto& scope = distributed::state_option_scope();
+  try {
+    const std::string dump = resolve_options(scope, nullptr, process_env()).dump();
+    std::printf("- state configuration (defaults < ACCEL_* environment):\n");
+    for (size_t start = 0; start < dump.size();) {
+      const size_t end = dump.find('\n', start);
+      std::printf("    %s\n", dump.substr(start, end - start).c_str());
+      start = end == std::string::npos ? dump.size() : end + 1;
+    }
+  } catch (const Error& error) {
+    std::fprintf(stderr, "accel env: %s\n", error.what());
     return 1;
   }
-  std::printf("- configuration (defaults < ACCEL_* environment):\n");
-  for (const char* line = dump; *line != '\0';) {
-    const char* end = line;
-    while (*end != '\0' && *end != '\n') ++end;
-    std::printf("    %.*s\n", static_cast<int>(end - line), line);
-    line = *end == '\n' ? end + 1 : end;
+  for (const auto& name : unknown_environment_settings(scope, environment_names("ACCEL_"), distributed::non_option_variables())) {
+    std::printf("- warning: %s sets nothing (ACCEL_* variables set state settings only)\n", name.c_str());
   }
-  accel_options_free(options);
   return 0;
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <vector>
 
@@ -15,6 +17,15 @@ EnvLookup process_env() {
     if (value == nullptr) return std::nullopt;
     return std::string(value);
   };
+}
+
+std::vector<std::string> environment_names(const std::string& prefix) {
+  std::vector<std::string> names;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string text(*entry);
+    if (text.rfind(prefix, 0) == 0) names.push_back(text.substr(0, text.find('=')));
+  }
+  return names;
 }
 
 std::optional<bool> parse_flag(const std::string& text) {

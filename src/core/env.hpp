@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace accel {
 
@@ -12,6 +13,8 @@ namespace accel {
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 
 EnvLookup process_env();
+// Names of the process's environment variables that start with prefix.
+std::vector<std::string> environment_names(const std::string& prefix);
 
 struct LaunchInfo {
   int32_t rank = 0;

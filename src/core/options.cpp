@@ -9,57 +9,11 @@
 
 namespace accel {
 
-const std::vector<OptionSpec>& option_specs() {
-  static const std::vector<OptionSpec> specs{
-      {"use_cpu", OptionType::Bool, false, {}, false},
-      {"mixed_precision", OptionType::String, std::string("no"), {"no", "fp16", "bf16"}, false},
-      {"device", OptionType::String, std::string(""), {}, false},
-      {"backend", OptionType::String, std::string("auto"), {"auto", "gloo", "nccl"}, false},
-      {"timeout_s", OptionType::Double, 1800.0, {}, true},
-      {"check_shapes", OptionType::Bool, true, {}, false},
-      {"gradient_accumulation_steps", OptionType::Int, int64_t{1}, {}, true},
-      {"sync_with_dataloader", OptionType::Bool, true, {}, false},
-      {"sync_each_batch", OptionType::Bool, false, {}, false},
-      {"batch_size", OptionType::Int, int64_t{1}, {}, true},
-      {"shuffle", OptionType::Bool, false, {}, false},
-      {"drop_last", OptionType::Bool, false, {}, false},
-      {"split_batches", OptionType::Bool, false, {}, false},
-      {"even_batches", OptionType::Bool, true, {}, false},
-      {"dispatch_batches", OptionType::String, std::string("auto"), {"auto", "true", "false"}, false},
-      {"use_seedable_sampler", OptionType::Bool, false, {}, false},
-      {"data_seed", OptionType::Int, int64_t{-1}, {}, false},
-      {"non_blocking", OptionType::Bool, false, {}, false},
-      {"pin_memory", OptionType::Bool, false, {}, false},
-      {"prefetch_threads", OptionType::Int, int64_t{0}, {}, false},
-      {"prefetch_depth", OptionType::Int, int64_t{2}, {}, true},
-      {"find_unused_parameters", OptionType::Bool, false, {}, false},
-      {"bucket_cap_mb", OptionType::Double, 25.0, {}, true},
-      {"first_bucket_mb", OptionType::Double, 1.0, {}, true},
-      {"broadcast_buffers", OptionType::Bool, true, {}, false},
-      {"convert_outputs_to_fp32", OptionType::Bool, true, {}, false},
-      {"lr", OptionType::Double, 1e-3, {}, false},
-      {"momentum", OptionType::Double, 0.0, {}, false},
-      {"dampening", OptionType::Double, 0.0, {}, false},
-      {"nesterov", OptionType::Bool, false, {}, false},
-      {"weight_decay", OptionType::Double, 0.0, {}, false},
-      {"beta1", OptionType::Double, 0.9, {}, false},
-      {"beta2", OptionType::Double, 0.999, {}, false},
-      {"eps", OptionType::Double, 1e-8, {}, true},
-      {"no_decay", OptionType::String, std::string(""), {}, false},
-      {"warmup_steps", OptionType::Int, int64_t{0}, {}, false},
-      {"total_steps", OptionType::Int, int64_t{0}, {}, false},
-      {"num_cycles", OptionType::Double, 0.5, {}, false},
-      {"step_size", OptionType::Int, int64_t{1}, {}, true},
-      {"gamma", OptionType::Double, 0.1, {}, false},
-      {"max_lr", OptionType::Double, 0.0, {}, false},
-      {"pct_start", OptionType::Double, 0.3, {}, false},
-      {"div_factor", OptionType::Double, 25.0, {}, true},
-      {"final_div_factor", OptionType::Double, 1e4, {}, true},
-      {"reduction", OptionType::String, std::string("mean"), {"mean", "sum", "none"}, false},
-      {"label_smoothing", OptionType::Double, 0.0, {}, false},
-      {"ignore_index", OptionType::Int, int64_t{-100}, {}, false},
-  };
-  return specs;
+const OptionSpec* OptionScope::find(const std::string& key) const {
+  for (const auto& spec : specs) {
+    if (spec.key == key) return &spec;
+  }
+  return nullptr;
 }
 
 std::string option_env_name(const std::string& key) {
@@ -98,15 +52,6 @@ const char* type_name(OptionType type) {
 
 [[noreturn]] void not_of_type(const OptionSpec& spec, const std::string& shown) {
   fail(Code::BadOptionValue, "option '" + spec.key + "': " + shown + " is not " + type_name(spec.type));
-}
-
-const OptionSpec& find_spec(const std::string& key) {
-  for (const auto& spec : option_specs()) {
-    if (spec.key == key) return spec;
-  }
-  std::string known;
-  for (const auto& spec : option_specs()) known += (known.empty() ? "" : ", ") + spec.key;
-  fail(Code::UnknownOption, "unknown option '" + key + "' (known options: " + known + ")");
 }
 
 bool is_device_string(const std::string& text) {
@@ -184,32 +129,86 @@ OptionValue parse_text(const OptionSpec& spec, const std::string& text, const st
 
 }  // namespace
 
+const OptionSpec& Options::spec_of(const std::string& key) const {
+  for (const auto* scope : catalog_) {
+    if (const auto* spec = scope->find(key)) return *spec;
+  }
+  std::string known;
+  for (const auto* scope : catalog_) {
+    for (const auto& spec : scope->specs) known += (known.empty() ? "" : ", ") + spec.key;
+  }
+  fail(Code::UnknownOption, "unknown option '" + key + "' (known options: " + known + ")");
+}
+
 void Options::set(const std::string& key, const OptionValue& value) {
-  const auto& spec = find_spec(key);
+  const auto& spec = spec_of(key);
   values_[key] = checked(spec, value, "value '" + format_option_value(value) + "'");
 }
 
 void Options::set_text(const std::string& key, const std::string& text) {
-  const auto& spec = find_spec(key);
+  const auto& spec = spec_of(key);
   values_[key] = parse_text(spec, text, "value '" + text + "'");
 }
 
-ResolvedOptions resolve_options(const Options* explicit_options, const EnvLookup& env) {
+Options Options::restricted_to(const OptionScope& scope) const {
+  Options copy(catalog_);
+  for (const auto& entry : values_) {
+    if (scope.find(entry.first) != nullptr) copy.values_.insert(entry);
+  }
+  return copy;
+}
+
+namespace {
+
+// An explicit key the scope does not read: name the objects that do, so the caller can move it there.
+[[noreturn]] void wrong_object(const OptionScope& scope, const Options& options, const std::string& key) {
+  std::string owners;
+  for (const auto* other : options.catalog()) {
+    if (other->find(key) != nullptr) {
+      owners += (owners.empty() ? "" : " or ") + std::string("the ") + other->object + " (" + other->taken_by + ")";
+    }
+  }
+  fail(Code::UnknownOption, "option '" + key + "' is not a setting of the " + scope.object + " (" + scope.taken_by +
+                                ")" + (owners.empty() ? "" : ": it belongs to " + owners));
+}
+
+}  // namespace
+
+ResolvedOptions resolve_options(const OptionScope& scope, const Options* explicit_options, const EnvLookup& env) {
+  if (explicit_options != nullptr) {
+    for (const auto& entry : explicit_options->values()) {
+      if (scope.find(entry.first) == nullptr) wrong_object(scope, *explicit_options, entry.first);
+    }
+  }
   ResolvedOptions resolved;
-  for (const auto& spec : option_specs()) {
+  for (const auto& spec : scope.specs) {
     std::pair<OptionValue, OptionSource> entry{spec.default_value, OptionSource::Default};
     if (explicit_options != nullptr && explicit_options->values().count(spec.key) != 0) {
       entry = {explicit_options->values().at(spec.key), OptionSource::Explicit};
-    } else {
+    } else if (scope.from_environment) {
       const std::string var = option_env_name(spec.key);
       if (auto text = env(var); text && !text->empty()) {
         entry = {parse_text(spec, *text, "environment variable " + var + "='" + *text + "'"),
                  OptionSource::Environment};
       }
     }
+    resolved.order_.push_back(spec.key);
     resolved.entries_[spec.key] = entry;
   }
   return resolved;
+}
+
+std::vector<std::string> unknown_environment_settings(const OptionScope& scope,
+                                                      const std::vector<std::string>& variable_names,
+                                                      const std::vector<std::string>& also_known) {
+  std::vector<std::string> unknown;
+  for (const auto& name : variable_names) {
+    if (name.rfind("ACCEL_", 0) != 0) continue;
+    bool known = std::find(also_known.begin(), also_known.end(), name) != also_known.end();
+    for (const auto& spec : scope.specs) known = known || option_env_name(spec.key) == name;
+    if (!known) unknown.push_back(name);
+  }
+  return unknown;
 }
 
 const OptionValue& ResolvedOptions::value(const std::string& key) const {
@@ -232,12 +231,20 @@ OptionSource ResolvedOptions::source(const std::string& key) const {
 
 std::string ResolvedOptions::dump() const {
   std::string out;
-  for (const auto& spec : option_specs()) {
-    const auto& [value, source] = entries_.at(spec.key);
+  for (const auto& key : order_) {
+    const auto& [value, source] = entries_.at(key);
     const char* from = source == OptionSource::Default ? "default" : source == OptionSource::Environment ? "env" : "set";
-    out += spec.key + "=" + format_option_value(value) + " (" + from + ")\n";
+    out += key + "=" + format_option_value(value) + " (" + from + ")\n";
   }
   return out;
+}
+
+std::string ResolvedOptions::first_difference(const ResolvedOptions& other) const {
+  for (const auto& key : order_) {
+    const auto theirs = other.entries_.find(key);
+    if (theirs == other.entries_.end() || theirs->second.first != entries_.at(key).first) return key;
+  }
+  return "";
 }
 
 }  // namespace accel

@@ -23,8 +23,20 @@ struct OptionSpec {
   bool positive = false;             // numeric options that must be > 0
 };
 
-// Every key the library understands, in documentation order.
-const std::vector<OptionSpec>& option_specs();
+// The keys one kind of object reads (state, loader, model, optimizer, scheduler, loss), owned by that
+// object's area: its name in messages, the C function that takes them, and whether ACCEL_<KEY>
+// environment variables apply (state-level settings only, as Accelerate's ACCELERATE_* do).
+struct OptionScope {
+  std::string object;
+  std::string taken_by;
+  bool from_environment = false;
+  std::vector<OptionSpec> specs;
+
+  const OptionSpec* find(const std::string& key) const;
+};
+
+// Every scope an options object may hold keys of; a key may appear in several scopes with one spec.
+using OptionCatalog = std::vector<const OptionScope*>;
 
 // The environment variable that sets a key: ACCEL_ followed by the key in upper case.
 std::string option_env_name(const std::string& key);
@@ -33,16 +45,25 @@ std::string format_option_value(const OptionValue& value);
 // A number as a person writes it: 0.001, 1e-08, 25 (the shortest ostream form).
 std::string format_number(double value);
 
-// Explicit settings made through the C API. Setting validates at once, so an object never holds a bad value.
+// Explicit settings made through the C API, for any of the catalog's objects. Setting validates at once,
+// so an object never holds a bad value; which object may take which key is checked when one resolves it.
 class Options {
  public:
-  // Throws Error(UnknownOption) or Error(BadOptionValue); an int is accepted for a double key.
+  explicit Options(OptionCatalog catalog) : catalog_(std::move(catalog)) {}
+  // Throws Error(UnknownOption) (naming the key and every known one) or Error(BadOptionValue); an int is
+  // accepted for a double key.
   void set(const std::string& key, const OptionValue& value);
   // Parses text by the key's type, with the same errors.
   void set_text(const std::string& key, const std::string& text);
   const std::map<std::string, OptionValue>& values() const { return values_; }
+  const OptionCatalog& catalog() const { return catalog_; }
+  // A copy holding only the keys scope reads (to show each object's share of one options object).
+  Options restricted_to(const OptionScope& scope) const;
 
  private:
+  const OptionSpec& spec_of(const std::string& key) const;
+
+  OptionCatalog catalog_;
   std::map<std::string, OptionValue> values_;
 };
 
@@ -57,15 +78,26 @@ class ResolvedOptions {
   const std::string& get_string(const std::string& key) const;
   const OptionValue& value(const std::string& key) const;
   OptionSource source(const std::string& key) const;
-  // "key=value (source)" lines in table order.
+  // "key=value (source)" lines in the scope's order.
   std::string dump() const;
+  // The first key whose value differs from other's, or "" when they agree (same scope expected).
+  std::string first_difference(const ResolvedOptions& other) const;
 
  private:
-  friend ResolvedOptions resolve_options(const Options* explicit_options, const EnvLookup& env);
+  friend ResolvedOptions resolve_options(const OptionScope& scope, const Options* explicit_options, const EnvLookup& env);
+  std::vector<std::string> order_;
   std::map<std::string, std::pair<OptionValue, OptionSource>> entries_;
 };
 
-// defaults < ACCEL_<KEY> environment < explicit. Throws Error(BadOptionValue) naming a variable that does not parse.
-ResolvedOptions resolve_options(const Options* explicit_options, const EnvLookup& env);
+// The scope's keys: defaults < ACCEL_<KEY> environment (scopes that read it) < explicit. Throws
+// Error(BadOptionValue) naming a variable that does not parse, and Error(UnknownOption) for an explicit
+// key of another object, naming the object and the function it belongs to.
+ResolvedOptions resolve_options(const OptionScope& scope, const Options* explicit_options, const EnvLookup& env);
+
+// The ACCEL_* names among variable_names that set no key of scope and are not in also_known: what a
+// warning should name.
+std::vector<std::string> unknown_environment_settings(const OptionScope& scope,
+                                                      const std::vector<std::string>& variable_names,
+                                                      const std::vector<std::string>& also_known);
 
 }  // namespace accel

@@ -150,4 +150,21 @@ at::Tensor tensor_from_buffer(const void* data, int32_t code, const int64_t* sha
   return tensor;
 }
 
+void* cpu_data_pointer(const at::Tensor& tensor) {
+  if (!tensor.is_cpu()) fail(Code::InvalidArgument, "the tensor is on " + tensor.device().str() + ", not the CPU");
+  if (!tensor.is_contiguous()) fail(Code::InvalidArgument, "the tensor is not contiguous");
+  return tensor.data_ptr();
+}
+
+void copy_to_buffer(const at::Tensor& tensor, void* dst, size_t capacity) {
+  const size_t bytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
+  if (capacity < bytes) {
+    fail(Code::InvalidArgument, "the buffer holds " + std::to_string(capacity) + " bytes but the tensor needs " +
+                                    std::to_string(bytes));
+  }
+  if (bytes == 0) return;
+  const auto contiguous = tensor.cpu().contiguous();
+  std::memcpy(dst, contiguous.data_ptr(), bytes);
+}
+
 }  // namespace accel

@@ -20,6 +20,13 @@ DLManagedTensor* tensor_to_dlpack(const at::Tensor& tensor);
 // Copies C-contiguous data of the given ACCEL_DTYPE_* code.
 at::Tensor tensor_from_buffer(const void* data, int32_t dtype_code, const int64_t* shape, size_t ndim);
 
+// The memory of a contiguous CPU tensor. Throws Error(InvalidArgument) for another device or layout.
+void* cpu_data_pointer(const at::Tensor& tensor);
+
+// Copies the elements in C order into dst of capacity bytes (from any device). Throws Error(InvalidArgument)
+// when capacity is too small.
+void copy_to_buffer(const at::Tensor& tensor, void* dst, size_t capacity);
+
 // ACCEL_DTYPE_* code of a scalar type (0 when it has none), and back (Error(Dtype) when unknown).
 int32_t dtype_code(at::ScalarType type);
 at::ScalarType scalar_type_of(int32_t dtype_code);

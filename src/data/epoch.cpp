@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
-#include "dist/collectives.hpp"
+#include "distributed/collectives.hpp"
 
 namespace accel::data {
 
@@ -174,7 +174,7 @@ std::optional<NamedTensors> IterableShardEpoch::next(bool& last) {
   return current;
 }
 
-DispatchEpoch::DispatchEpoch(std::shared_ptr<dist::State> state, ReadStep read_step, bool drop_last)
+DispatchEpoch::DispatchEpoch(std::shared_ptr<distributed::State> state, ReadStep read_step, bool drop_last)
     : state_(std::move(state)),
       read_step_(std::move(read_step)),
       dispatcher_(state_->launch().world_size, state_->launch().rank, drop_last) {}
@@ -228,13 +228,13 @@ std::optional<NamedTensors> DispatchEpoch::receive() {
     step = read_step_();
     if (step) description = describe(*step);
   }
-  dist::broadcast_bytes(*state_, description, 0);
+  distributed::broadcast_bytes(*state_, description, 0);
   if (description.empty()) return std::nullopt;
   const at::Device device(state_->backend() == "nccl" ? state_->device() : "cpu");
   if (!root) step = allocate(description, device);
   for (auto& field : *step) {
     field.second = field.second.to(device).contiguous();
-    dist::broadcast(*state_, field.second, 0);
+    distributed::broadcast(*state_, field.second, 0);
   }
   return step;
 }

@@ -15,7 +15,7 @@
 
 #include "data/dataset.hpp"
 #include "data/sharding.hpp"
-#include "dist/state.hpp"
+#include "distributed/state.hpp"
 
 namespace accel::data {
 
@@ -105,14 +105,14 @@ class IterableShardEpoch final : public EpochBatches {
 class DispatchEpoch final : public EpochBatches {
  public:
   using ReadStep = std::function<std::optional<NamedTensors>()>;
-  DispatchEpoch(std::shared_ptr<dist::State> state, ReadStep read_step, bool drop_last);
+  DispatchEpoch(std::shared_ptr<distributed::State> state, ReadStep read_step, bool drop_last);
   std::optional<NamedTensors> next(bool& last) override;
   int64_t remainder() const override { return dispatcher_.remainder(); }
 
  private:
   std::optional<NamedTensors> receive();
 
-  std::shared_ptr<dist::State> state_;
+  std::shared_ptr<distributed::State> state_;
   ReadStep read_step_;
   BatchDispatcher dispatcher_;
   int64_t step_start_ = 0;  // stream position of the step's first row

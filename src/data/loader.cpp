@@ -8,32 +8,9 @@
 #include <random>
 
 #include "core/error.hpp"
-#include "dist/collectives.hpp"
+#include "distributed/collectives.hpp"
 
 namespace accel::data {
-
-LoaderConfig loader_config(const ResolvedOptions& options) {
-  LoaderConfig config;
-  config.batch_size = options.get_int("batch_size");
-  config.shuffle = options.get_bool("shuffle");
-  config.drop_last = options.get_bool("drop_last");
-  config.split_batches = options.get_bool("split_batches");
-  config.even_batches = options.get_bool("even_batches");
-  if (const auto& dispatch = options.get_string("dispatch_batches"); dispatch != "auto") {
-    config.dispatch_batches = dispatch == "true";
-  }
-  config.use_seedable_sampler = options.get_bool("use_seedable_sampler");
-  if (const int64_t seed = options.get_int("data_seed"); seed >= 0) config.data_seed = static_cast<uint64_t>(seed);
-  config.non_blocking = options.get_bool("non_blocking");
-  config.pin_memory = options.get_bool("pin_memory");
-  config.prefetch_threads = options.get_int("prefetch_threads");
-  if (config.prefetch_threads < 0 || config.prefetch_threads > 256) {
-    fail(Code::BadOptionValue, "option 'prefetch_threads': " + std::to_string(config.prefetch_threads) +
-                                   " is outside [0, 256]");
-  }
-  config.prefetch_depth = options.get_int("prefetch_depth");
-  return config;
-}
 
 namespace {
 
@@ -44,7 +21,7 @@ uint64_t fresh_seed() {
 
 }  // namespace
 
-Loader::Loader(std::shared_ptr<dist::State> state, LoaderConfig config, bool iterable)
+Loader::Loader(std::shared_ptr<distributed::State> state, LoaderConfig config, bool iterable)
     : state_(std::move(state)),
       config_(config),
       dispatch_(config.dispatch_batches.value_or(iterable)),
@@ -53,7 +30,7 @@ Loader::Loader(std::shared_ptr<dist::State> state, LoaderConfig config, bool ite
   validate_sharding(config_.batch_size, state_->launch().world_size, config_.split_batches);
 }
 
-Loader::Loader(std::shared_ptr<dist::State> state, std::shared_ptr<Dataset> dataset, LoaderConfig config)
+Loader::Loader(std::shared_ptr<distributed::State> state, std::shared_ptr<Dataset> dataset, LoaderConfig config)
     : Loader(std::move(state), config, /*iterable=*/false) {
   map_dataset_ = std::move(dataset);
   if (config_.batches) {
@@ -66,7 +43,7 @@ Loader::Loader(std::shared_ptr<dist::State> state, std::shared_ptr<Dataset> data
   }
 }
 
-Loader::Loader(std::shared_ptr<dist::State> state, std::shared_ptr<IterableDataset> dataset, LoaderConfig config)
+Loader::Loader(std::shared_ptr<distributed::State> state, std::shared_ptr<IterableDataset> dataset, LoaderConfig config)
     : Loader(std::move(state), config, /*iterable=*/true) {
   if (config_.shuffle) fail(Code::InvalidArgument, "shuffle needs a map-style dataset; an iterable one sets its own order");
   iterable_dataset_ = std::move(dataset);
@@ -91,7 +68,7 @@ std::vector<int64_t> Loader::epoch_order() {
     } else if (state_->launch().world_size > 1 && !dispatch_) {
       // Accelerate's synchronized generator: every rank draws rank 0's permutation.
       auto generator_state = generator_.get_state();
-      dist::broadcast(*state_, generator_state, 0);
+      distributed::broadcast(*state_, generator_state, 0);
       generator_.set_state(generator_state);
     }
     restored_generator_ = false;
@@ -339,6 +316,18 @@ void Loader::load_state(const std::string& bytes) {
   skip_ = mid_epoch ? yielded : 0;
   epoch_generator_state_ = generator_state;
   restored_generator_ = mid_epoch;
+}
+
+std::vector<Batch> batches_of_sizes(const int64_t* indices, const size_t* batch_sizes, size_t num_batches) {
+  std::vector<Batch> batches;
+  batches.reserve(num_batches);
+  size_t offset = 0;
+  for (size_t b = 0; b < num_batches; ++b) {
+    if (batch_sizes[b] > 0 && indices == nullptr) fail(Code::NullArgument, "argument 'indices' is NULL");
+    batches.emplace_back(indices + offset, indices + offset + batch_sizes[b]);
+    offset += batch_sizes[b];
+  }
+  return batches;
 }
 
 }  // namespace accel::data

@@ -14,7 +14,7 @@
 #include "data/dataset.hpp"
 #include "data/epoch.hpp"
 #include "data/sharding.hpp"
-#include "dist/state.hpp"
+#include "distributed/state.hpp"
 
 namespace accel::data {
 
@@ -36,15 +36,16 @@ struct LoaderConfig {
   std::optional<std::vector<Batch>> batches;
 };
 
-// Reads the data keys of resolved options (see capi/accel/options.h).
-LoaderConfig loader_config(const ResolvedOptions& options);
+// A batch list given as consecutive runs of indices: batch b holds batch_sizes[b] indices, taken in turn.
+// Throws Error(NullArgument) when indices is NULL although a batch is not empty.
+std::vector<Batch> batches_of_sizes(const int64_t* indices, const size_t* batch_sizes, size_t num_batches);
 
 class Loader {
  public:
   // Throws Error(InvalidArgument) for impossible settings (split_batches with a batch size that is not a
   // multiple of the number of processes, shuffle on an iterable dataset).
-  Loader(std::shared_ptr<dist::State> state, std::shared_ptr<Dataset> dataset, LoaderConfig config);
-  Loader(std::shared_ptr<dist::State> state, std::shared_ptr<IterableDataset> dataset, LoaderConfig config);
+  Loader(std::shared_ptr<distributed::State> state, std::shared_ptr<Dataset> dataset, LoaderConfig config);
+  Loader(std::shared_ptr<distributed::State> state, std::shared_ptr<IterableDataset> dataset, LoaderConfig config);
   ~Loader();
 
   // The next batch of this epoch, on the state's device; nullopt once the epoch is over (the next call
@@ -70,7 +71,7 @@ class Loader {
   void load_state(const std::string& bytes);
 
  private:
-  Loader(std::shared_ptr<dist::State> state, LoaderConfig config, bool iterable);
+  Loader(std::shared_ptr<distributed::State> state, LoaderConfig config, bool iterable);
   std::unique_ptr<EpochBatches> start_epoch();
   std::vector<Batch> base_batches();
   // This rank's batches of a map-style epoch (nothing is sharded with one process).
@@ -80,7 +81,7 @@ class Loader {
   void place_on_device(NamedTensors& batch) const;
   void end_epoch();
 
-  std::shared_ptr<dist::State> state_;
+  std::shared_ptr<distributed::State> state_;
   std::shared_ptr<Dataset> map_dataset_;
   std::shared_ptr<IterableDataset> iterable_dataset_;
   LoaderConfig config_;

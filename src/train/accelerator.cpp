@@ -10,10 +10,10 @@ namespace accel::train {
 
 namespace {
 std::mutex registry_mutex;
-std::map<const dist::State*, std::weak_ptr<Accelerator>> registry;
+std::map<const distributed::State*, std::weak_ptr<Accelerator>> registry;
 }  // namespace
 
-std::shared_ptr<Accelerator> Accelerator::of(const std::shared_ptr<dist::State>& state) {
+std::shared_ptr<Accelerator> Accelerator::of(const std::shared_ptr<distributed::State>& state) {
   std::lock_guard<std::mutex> lock(registry_mutex);
   if (auto existing = registry[state.get()].lock()) return existing;
   std::shared_ptr<Accelerator> created(new Accelerator(state));
@@ -21,7 +21,7 @@ std::shared_ptr<Accelerator> Accelerator::of(const std::shared_ptr<dist::State>&
   return created;
 }
 
-Accelerator::Accelerator(std::shared_ptr<dist::State> state)
+Accelerator::Accelerator(std::shared_ptr<distributed::State> state)
     : state_(std::move(state)), accumulation_steps_(state_->options().get_int("gradient_accumulation_steps")) {
   if (state_->options().get_string("mixed_precision") == "fp16") scaler_ = std::make_unique<GradScaler>();
 }
@@ -104,13 +104,50 @@ void AcceleratedOptimizer::zero_grad() {
 }
 
 AcceleratedScheduler::AcceleratedScheduler(std::shared_ptr<AcceleratedOptimizer> optimizer,
-                                           std::unique_ptr<Scheduler> scheduler)
-    : optimizer_(std::move(optimizer)), scheduler_(std::move(scheduler)) {}
+                                           std::unique_ptr<Scheduler> scheduler, bool split_batches)
+    : optimizer_(std::move(optimizer)), scheduler_(std::move(scheduler)), split_batches_(split_batches) {}
 
 void AcceleratedScheduler::step() {
   const auto& state = optimizer_->accelerator()->state();
-  accelerated_scheduler_step(*scheduler_, state->sync_gradients(), optimizer_->step_was_skipped(),
-                             state->options().get_bool("split_batches"), state->launch().world_size);
+  accelerated_scheduler_step(*scheduler_, state->sync_gradients(), optimizer_->step_was_skipped(), split_batches_,
+                             state->launch().world_size);
+}
+
+double AcceleratedOptimizer::loss_scale() const {
+  const auto* scaler = accelerator_->scaler();
+  return scaler != nullptr ? scaler->get_scale() : 1.0;
+}
+
+double Accelerator::clip_grad_norm(const Model& model, double max_norm, double norm_type) {
+  std::vector<at::Tensor> parameters;
+  for (const auto& parameter : model.trainable_parameters()) parameters.push_back(parameter.second);
+  return clip_grad_norm(parameters, max_norm, norm_type);
+}
+
+void Accelerator::clip_grad_value(const Model& model, double clip_value) {
+  std::vector<at::Tensor> parameters;
+  for (const auto& parameter : model.trainable_parameters()) parameters.push_back(parameter.second);
+  clip_grad_value(parameters, clip_value);
+}
+
+std::shared_ptr<AcceleratedOptimizer> prepare_optimizer(const Model& model, const std::string& kind,
+                                                        const OptimizerConfig& config) {
+  const auto& state = model.state();
+  if (!state) fail(Code::InvalidState, "prepare the model (accel_state_prepare_model) before making its optimizer");
+  auto optimizer = std::make_unique<Optimizer>(kind, model.trainable_parameters(), config);
+  return std::make_shared<AcceleratedOptimizer>(Accelerator::of(state), std::move(optimizer));
+}
+
+std::unique_ptr<AcceleratedScheduler> prepare_scheduler(std::shared_ptr<AcceleratedOptimizer> optimizer,
+                                                        const std::string& name, const SchedulerConfig& config) {
+  auto scheduler = std::make_unique<Scheduler>(optimizer->optimizer(), name, config);
+  return std::make_unique<AcceleratedScheduler>(std::move(optimizer), std::move(scheduler), config.split_batches);
+}
+
+std::unique_ptr<AcceleratedScheduler> prepare_scheduler(std::shared_ptr<AcceleratedOptimizer> optimizer,
+                                                        std::function<double(int64_t step)> multiplier) {
+  auto scheduler = std::make_unique<Scheduler>(optimizer->optimizer(), std::move(multiplier));
+  return std::make_unique<AcceleratedScheduler>(std::move(optimizer), std::move(scheduler), /*split_batches=*/false);
 }
 
 }  // namespace accel::train

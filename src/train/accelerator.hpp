@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/state.hpp"
+#include "distributed/state.hpp"
 #include "train/grad_scaler.hpp"
 #include "train/model.hpp"
 #include "train/optimizer.hpp"
@@ -24,9 +24,9 @@ class AcceleratedOptimizer;
 class Accelerator {
  public:
   // The accelerator of this process state (created on first use). Thread-safe.
-  static std::shared_ptr<Accelerator> of(const std::shared_ptr<dist::State>& state);
+  static std::shared_ptr<Accelerator> of(const std::shared_ptr<distributed::State>& state);
 
-  const std::shared_ptr<dist::State>& state() const { return state_; }
+  const std::shared_ptr<distributed::State>& state() const { return state_; }
   int64_t gradient_accumulation_steps() const { return accumulation_steps_; }
 
   // Accelerate's accumulate(model): decides whether this step synchronises (see GradientState::do_sync).
@@ -37,6 +37,9 @@ class Accelerator {
   // Unscales fp16 gradients (once per step), then clips like torch.nn.utils; returns the total norm.
   double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type);
   void clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value);
+  // The same over the model's trainable parameters.
+  double clip_grad_norm(const Model& model, double max_norm, double norm_type);
+  void clip_grad_value(const Model& model, double clip_value);
 
   GradScaler* scaler() { return scaler_.get(); }
   // Refuses a second optimizer under fp16 (one scaler stage per step is tracked).
@@ -45,10 +48,10 @@ class Accelerator {
   bool optimizer_step_was_skipped() const;
 
  private:
-  explicit Accelerator(std::shared_ptr<dist::State> state);
+  explicit Accelerator(std::shared_ptr<distributed::State> state);
   void unscale_once(const std::vector<at::Tensor>& parameters);
 
-  std::shared_ptr<dist::State> state_;
+  std::shared_ptr<distributed::State> state_;
   int64_t accumulation_steps_;
   std::unique_ptr<GradScaler> scaler_;
   mutable std::mutex mutex_;
@@ -66,6 +69,8 @@ class AcceleratedOptimizer {
   void step();
   void zero_grad();
   bool step_was_skipped() const { return skipped_; }
+  // The fp16 loss scale, 1 without fp16 (reading it waits for the device).
+  double loss_scale() const;
   Optimizer& optimizer() { return *optimizer_; }
   const std::shared_ptr<Accelerator>& accelerator() const { return accelerator_; }
 
@@ -78,13 +83,25 @@ class AcceleratedOptimizer {
 // Accelerate's AcceleratedScheduler: steps only after a real optimizer step, P times unless split_batches.
 class AcceleratedScheduler {
  public:
-  AcceleratedScheduler(std::shared_ptr<AcceleratedOptimizer> optimizer, std::unique_ptr<Scheduler> scheduler);
+  AcceleratedScheduler(std::shared_ptr<AcceleratedOptimizer> optimizer, std::unique_ptr<Scheduler> scheduler,
+                       bool split_batches);
   void step();
   Scheduler& scheduler() { return *scheduler_; }
 
  private:
   std::shared_ptr<AcceleratedOptimizer> optimizer_;
   std::unique_ptr<Scheduler> scheduler_;
+  bool split_batches_;
 };
+
+// Accelerate's prepare(optimizer): an optimizer of kind over the trainable parameters of a prepared model.
+// Throws Error(InvalidState) when the model is not prepared, and the Optimizer's errors.
+std::shared_ptr<AcceleratedOptimizer> prepare_optimizer(const Model& model, const std::string& kind,
+                                                        const OptimizerConfig& config);
+// Accelerate's prepare(scheduler), for a named schedule or a multiplier function (LambdaLR).
+std::unique_ptr<AcceleratedScheduler> prepare_scheduler(std::shared_ptr<AcceleratedOptimizer> optimizer,
+                                                        const std::string& name, const SchedulerConfig& config);
+std::unique_ptr<AcceleratedScheduler> prepare_scheduler(std::shared_ptr<AcceleratedOptimizer> optimizer,
+                                                        std::function<double(int64_t step)> multiplier);
 
 }  // namespace accel::train

@@ -8,18 +8,21 @@
 
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "core/error.hpp"
-#include "dist/collectives.hpp"
+#include "distributed/collectives.hpp"
 
 namespace accel::train {
 
 struct Model::Impl {
   torch::jit::Module module;
-  std::shared_ptr<dist::State> state;
+  std::shared_ptr<distributed::State> state;
   PrepareConfig config;
   std::unique_ptr<Reducer> reducer;
+  std::optional<NamedTensorList> parameters;  // caches of named_parameters() and named_buffers()
+  std::optional<NamedTensorList> buffers;
 };
 
 Model::Model(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -40,14 +43,14 @@ std::shared_ptr<Model::Impl> loaded(const std::function<torch::jit::Module()>& l
 }
 
 // Sends rank 0's values of these tensors to every rank, one flat buffer per dtype.
-void broadcast_coalesced(dist::State& state, const std::vector<at::Tensor>& tensors) {
+void broadcast_coalesced(distributed::State& state, const std::vector<at::Tensor>& tensors) {
   std::map<at::ScalarType, std::vector<at::Tensor>> by_type;
   for (const auto& tensor : tensors) by_type[tensor.scalar_type()].push_back(tensor);
   for (auto& [type, group] : by_type) {
     std::vector<at::Tensor> flat_parts;
     for (const auto& tensor : group) flat_parts.push_back(tensor.detach().reshape({-1}));
     auto flat = at::cat(flat_parts);
-    dist::broadcast(state, flat, 0);
+    distributed::broadcast(state, flat, 0);
     int64_t offset = 0;
     for (auto& tensor : group) {
       tensor.detach().copy_(flat.narrow(0, offset, tensor.numel()).view(tensor.sizes()));
@@ -136,19 +139,17 @@ std::shared_ptr<Model> Model::load_buffer(const std::string& bytes) {
       "the buffer")));
 }
 
-void Model::prepare(std::shared_ptr<dist::State> state, const PrepareConfig& config) {
+void Model::prepare(std::shared_ptr<distributed::State> state, const PrepareConfig& config) {
   if (impl_->state) fail(Code::InvalidState, "the model is already prepared");
   impl_->module.to(at::Device(state->device()));
+  refresh_cached_tensors();  // the move to the device replaced the tensors
   impl_->config = config;
   if (state->launch().world_size > 1) {
     std::vector<at::Tensor> tensors;
-    NamedTensorList trainable;
-    for (const auto& parameter : impl_->module.named_parameters(true)) {
-      tensors.push_back(parameter.value);
-      if (parameter.value.requires_grad()) trainable.emplace_back(parameter.name, parameter.value);
-    }
-    for (const auto& buffer : impl_->module.named_buffers(true)) tensors.push_back(buffer.value);
+    for (const auto& parameter : named_parameters()) tensors.push_back(parameter.second);
+    for (const auto& buffer : named_buffers()) tensors.push_back(buffer.second);
     broadcast_coalesced(*state, tensors);
+    auto trainable = trainable_parameters();
     if (!trainable.empty()) impl_->reducer = std::make_unique<Reducer>(state, std::move(trainable), config.reducer);
   }
   impl_->state = std::move(state);
@@ -196,16 +197,42 @@ ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTenso
 void Model::train(bool on) { impl_->module.train(on); }
 bool Model::is_training() const { return impl_->module.is_training(); }
 
-NamedTensorList Model::named_parameters() const {
-  NamedTensorList out;
-  for (const auto& parameter : impl_->module.named_parameters(true)) out.emplace_back(parameter.name, parameter.value);
-  return out;
+void Model::refresh_cached_tensors() {
+  // Only the tensors change: names handed out through the C API stay valid.
+  if (impl_->parameters) {
+    size_t i = 0;
+    for (const auto& parameter : impl_->module.named_parameters(true)) (*impl_->parameters)[i++].second = parameter.value;
+  }
+  if (impl_->buffers) {
+    size_t i = 0;
+    for (const auto& buffer : impl_->module.named_buffers(true)) (*impl_->buffers)[i++].second = buffer.value;
+  }
 }
 
-NamedTensorList Model::named_buffers() const {
-  NamedTensorList out;
-  for (const auto& buffer : impl_->module.named_buffers(true)) out.emplace_back(buffer.name, buffer.value);
-  return out;
+const NamedTensorList& Model::named_parameters() const {
+  if (!impl_->parameters) {
+    NamedTensorList list;
+    for (const auto& parameter : impl_->module.named_parameters(true)) list.emplace_back(parameter.name, parameter.value);
+    impl_->parameters = std::move(list);
+  }
+  return *impl_->parameters;
+}
+
+const NamedTensorList& Model::named_buffers() const {
+  if (!impl_->buffers) {
+    NamedTensorList list;
+    for (const auto& buffer : impl_->module.named_buffers(true)) list.emplace_back(buffer.name, buffer.value);
+    impl_->buffers = std::move(list);
+  }
+  return *impl_->buffers;
+}
+
+NamedTensorList Model::trainable_parameters() const {
+  NamedTensorList trainable;
+  for (const auto& parameter : named_parameters()) {
+    if (parameter.second.requires_grad()) trainable.push_back(parameter);
+  }
+  return trainable;
 }
 
 std::vector<std::vector<std::string>> Model::bucket_names() const {
@@ -226,6 +253,6 @@ void Model::save_torchscript(const std::string& path) const {
   }
 }
 
-const std::shared_ptr<dist::State>& Model::state() const { return impl_->state; }
+const std::shared_ptr<distributed::State>& Model::state() const { return impl_->state; }
 
 }  // namespace accel::train

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "dist/state.hpp"
+#include "distributed/state.hpp"
 #include "train/reducer.hpp"
 
 namespace accel::train {
@@ -38,7 +38,7 @@ class Model {
 
   // Moves to the state's device, makes every rank start from rank 0's parameters and buffers, and with
   // several processes builds the reducer. Collective. Throws Error(InvalidState) when already prepared.
-  void prepare(std::shared_ptr<dist::State> state, const PrepareConfig& config);
+  void prepare(std::shared_ptr<distributed::State> state, const PrepareConfig& config);
   bool prepared() const;
 
   // Forward with positional and named arguments, under autocast when the state asks for bf16 (or fp16
@@ -47,20 +47,25 @@ class Model {
 
   void train(bool on);
   bool is_training() const;
-  NamedTensorList named_parameters() const;
-  NamedTensorList named_buffers() const;
+  // Registration order. Cached (enumerating a TorchScript module walks it); prepare replaces the tensors
+  // but keeps the names, so the names stay valid as long as the model.
+  const NamedTensorList& named_parameters() const;
+  const NamedTensorList& named_buffers() const;
+  // The parameters that require grad: what optimizers, clipping and the reducer work on.
+  NamedTensorList trainable_parameters() const;
   // Gradient buckets, for inspection and tests; empty when not data-parallel.
   std::vector<std::vector<std::string>> bucket_names() const;
   // The plain module (same parameters), without the data-parallel wrapper.
   std::shared_ptr<Model> unwrap() const;
   void save_torchscript(const std::string& path) const;
   // The state this model was prepared with; nullptr before prepare.
-  const std::shared_ptr<dist::State>& state() const;
+  const std::shared_ptr<distributed::State>& state() const;
 
   struct Impl;
 
  private:
   explicit Model(std::shared_ptr<Impl> impl);
+  void refresh_cached_tensors();
   std::shared_ptr<Impl> impl_;
 };
 

@@ -9,7 +9,7 @@
 #include <mutex>
 
 #include "core/error.hpp"
-#include "dist/process_group.hpp"
+#include "distributed/process_group.hpp"
 
 namespace accel::train {
 
@@ -20,10 +20,10 @@ struct Reducer::Impl {
     int64_t numel = 0;
     at::Tensor flat;
     size_t pending = 0;
-    std::unique_ptr<dist::PendingCollective> work;
+    std::unique_ptr<distributed::PendingCollective> work;
   };
 
-  std::shared_ptr<dist::State> state;
+  std::shared_ptr<distributed::State> state;
   std::vector<std::pair<std::string, at::Tensor>> parameters;
   ReducerConfig config;
   std::vector<Bucket> buckets;
@@ -172,7 +172,7 @@ void Reducer::Impl::finalize() {
   }
 }
 
-Reducer::Reducer(std::shared_ptr<dist::State> state, std::vector<std::pair<std::string, at::Tensor>> parameters,
+Reducer::Reducer(std::shared_ptr<distributed::State> state, std::vector<std::pair<std::string, at::Tensor>> parameters,
                  ReducerConfig config)
     : impl_(std::make_shared<Impl>()) {
   impl_->state = std::move(state);

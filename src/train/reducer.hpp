@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "dist/state.hpp"
+#include "distributed/state.hpp"
 
 namespace accel::train {
 
@@ -25,7 +25,7 @@ struct ReducerConfig {
 class Reducer {
  public:
   // Buckets take the parameters in reverse order of registration (the order backward produces them).
-  Reducer(std::shared_ptr<dist::State> state, std::vector<std::pair<std::string, at::Tensor>> parameters,
+  Reducer(std::shared_ptr<distributed::State> state, std::vector<std::pair<std::string, at::Tensor>> parameters,
           ReducerConfig config);
   ~Reducer();
   Reducer(const Reducer&) = delete;

@@ -23,6 +23,9 @@ struct SchedulerConfig {
   double pct_start = 0.3;  // one_cycle
   double div_factor = 25;  // one_cycle
   double final_div_factor = 1e4;  // one_cycle
+  // Not a schedule setting but Accelerate's stepping rule: the schedule counts global batches (step once per
+  // optimizer step) instead of single-process ones (step num_processes times).
+  bool split_batches = false;
 };
 
 // The lr of each group as a function of the step count n (0 before the first step), from the group's

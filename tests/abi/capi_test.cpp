@@ -70,7 +70,7 @@ TEST(Tensor, ToDlpackSharesMemoryAndOutlivesTheHandle) {
   ASSERT_EQ(accel_tensor_data(tensor, &data), ACCEL_OK);
   EXPECT_NE(data, static_cast<const void*>(values));
   DLManagedTensor* exported = nullptr;
-  ASSERT_EQ(accel_tensor_to_dlpack(tensor, &exported), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_tensor_to_dlpack(&exported, tensor), ACCEL_OK) << last_error();
   EXPECT_EQ(exported->dl_tensor.data, data);
   EXPECT_EQ(exported->dl_tensor.dtype.code, kDLInt);
   EXPECT_EQ(exported->dl_tensor.dtype.bits, 32);
@@ -86,7 +86,7 @@ TEST(Tensor, DlpackRoundTripKeepsThePointer) {
   accel_tensor_t* first = nullptr;
   ASSERT_EQ(accel_tensor_from_dlpack(&first, managed), ACCEL_OK);
   DLManagedTensor* exported = nullptr;
-  ASSERT_EQ(accel_tensor_to_dlpack(first, &exported), ACCEL_OK);
+  ASSERT_EQ(accel_tensor_to_dlpack(&exported, first), ACCEL_OK);
   accel_tensor_free(first);
   accel_tensor_t* second = nullptr;
   ASSERT_EQ(accel_tensor_from_dlpack(&second, exported), ACCEL_OK);
@@ -144,9 +144,9 @@ TEST(BadInput, NullHandlesAndOutParameters) {
   EXPECT_EQ(accel_state_new(nullptr, nullptr), ACCEL_ERR_NULL_ARGUMENT);
   EXPECT_EQ(accel_state_wait_for_everyone(nullptr), ACCEL_ERR_NULL_ARGUMENT);
   EXPECT_EQ(accel_state_shutdown(nullptr), ACCEL_ERR_NULL_ARGUMENT);
-  EXPECT_EQ(accel_gather(nullptr, nullptr, &tensor), ACCEL_ERR_NULL_ARGUMENT);
-  EXPECT_EQ(accel_reduce(nullptr, nullptr, "sum", &tensor), ACCEL_ERR_NULL_ARGUMENT);
-  EXPECT_EQ(accel_broadcast(nullptr, nullptr, 0), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_state_gather(nullptr, nullptr, &tensor), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_state_reduce(nullptr, nullptr, "sum", &tensor), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_state_broadcast(nullptr, nullptr, 0), ACCEL_ERR_NULL_ARGUMENT);
   EXPECT_EQ(accel_tensor_copy_to_buffer(nullptr, nullptr, 0), ACCEL_ERR_NULL_ARGUMENT);
   EXPECT_EQ(accel_tensor_ndim(nullptr), 0u);
   EXPECT_EQ(accel_tensor_shape(nullptr), nullptr);
@@ -184,9 +184,10 @@ TEST(Options, CApiErrorsNameTheKeyAndValue) {
   ASSERT_EQ(accel_options_set(options, "timeout_s", "3"), ACCEL_OK);
   ASSERT_EQ(accel_options_set_int(options, "timeout_s", 4), ACCEL_OK);
   ASSERT_EQ(accel_options_set_double(options, "timeout_s", 5.5), ACCEL_OK);
-  const char* dump = nullptr;
+  char* dump = nullptr;
   ASSERT_EQ(accel_options_dump(options, &dump), ACCEL_OK);
   EXPECT_NE(std::string(dump).find("timeout_s=5.5 (set)"), std::string::npos) << dump;
+  accel_string_free(dump);
   accel_options_free(options);
 }
 
@@ -195,11 +196,14 @@ TEST(Errors, NamesAndVersion) {
   EXPECT_STREQ(accel_error_name(12345), "ACCEL_ERR_UNKNOWN_CODE");
   EXPECT_EQ(accel_version_major(), ACCEL_VERSION_MAJOR);
   EXPECT_STREQ(accel_version_string(), ACCEL_VERSION_STRING);
-  EXPECT_EQ(accel_has_feature("gloo"), 1);
-  EXPECT_EQ(accel_has_feature("mpi"), 0);
-  EXPECT_EQ(accel_has_feature(nullptr), 0);
-  EXPECT_NE(std::string(accel_features()).find("gloo"), std::string::npos);
-  EXPECT_EQ(std::string(accel_torch_version()).rfind("1.", 0) == 0 || std::string(accel_torch_version()).rfind("2.", 0) == 0, true);
+  EXPECT_EQ(std::string(ACCEL_VERSION_STRING), std::to_string(ACCEL_VERSION_MAJOR) + "." +
+                                                   std::to_string(ACCEL_VERSION_MINOR) + "." +
+                                                   std::to_string(ACCEL_VERSION_PATCH));
+  EXPECT_EQ(accel_version_has_feature("gloo"), 1);
+  EXPECT_EQ(accel_version_has_feature("mpi"), 0);
+  EXPECT_EQ(accel_version_has_feature(nullptr), 0);
+  EXPECT_NE(std::string(accel_version_features()).find("gloo"), std::string::npos);
+  EXPECT_EQ(std::string(accel_version_torch()).rfind("1.", 0) == 0 || std::string(accel_version_torch()).rfind("2.", 0) == 0, true);
 }
 
 TEST(State, OneProcessWorksLocallyAndSharesItsState) {
@@ -219,6 +223,12 @@ TEST(State, OneProcessWorksLocallyAndSharesItsState) {
   EXPECT_EQ(accel_state_new(&second, conflicting), ACCEL_ERR_INVALID_STATE);
   EXPECT_NE(last_error().find("mixed_precision"), std::string::npos) << last_error();
   accel_options_free(conflicting);
+  // Every state setting is compared, not only the device ones.
+  ASSERT_EQ(accel_options_new(&conflicting), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_bool(conflicting, "sync_each_batch", 1), ACCEL_OK);
+  EXPECT_EQ(accel_state_new(&second, conflicting), ACCEL_ERR_INVALID_STATE);
+  EXPECT_NE(last_error().find("sync_each_batch"), std::string::npos) << last_error();
+  accel_options_free(conflicting);
   ASSERT_EQ(accel_state_new(&second, nullptr), ACCEL_OK);
   accel_state_free(first);
 
@@ -226,16 +236,16 @@ TEST(State, OneProcessWorksLocallyAndSharesItsState) {
   const int64_t shape[] = {3};
   accel_tensor_t *input = nullptr, *out = nullptr;
   ASSERT_EQ(accel_tensor_from_buffer(&input, values, ACCEL_DTYPE_FLOAT32, shape, 1), ACCEL_OK);
-  ASSERT_EQ(accel_gather(second, input, &out), ACCEL_OK);
+  ASSERT_EQ(accel_state_gather(second, input, &out), ACCEL_OK);
   EXPECT_EQ(accel_tensor_numel(out), 3);
   accel_tensor_free(out);
-  EXPECT_EQ(accel_reduce(second, input, "product", &out), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(accel_state_reduce(second, input, "product", &out), ACCEL_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("'product'"), std::string::npos);
-  EXPECT_EQ(accel_broadcast(second, input, 1), ACCEL_ERR_OUT_OF_RANGE);
-  EXPECT_EQ(accel_pad_across_processes(second, input, 1, 0.0, 0, &out), ACCEL_ERR_OUT_OF_RANGE);
+  EXPECT_EQ(accel_state_broadcast(second, input, 1), ACCEL_ERR_OUT_OF_RANGE);
+  EXPECT_EQ(accel_state_pad_across_processes(second, input, 1, 0.0, 0, &out), ACCEL_ERR_OUT_OF_RANGE);
   ASSERT_EQ(accel_state_wait_for_everyone(second), ACCEL_OK);
   ASSERT_EQ(accel_state_shutdown(second), ACCEL_OK);
-  EXPECT_EQ(accel_gather(second, input, &out), ACCEL_ERR_INVALID_STATE);
+  EXPECT_EQ(accel_state_gather(second, input, &out), ACCEL_ERR_INVALID_STATE);
   EXPECT_EQ(accel_state_shutdown(second), ACCEL_OK);
   accel_tensor_free(input);
   accel_state_free(second);
@@ -247,6 +257,42 @@ TEST(State, MalformedLaunchVariableIsNamed) {
   EXPECT_EQ(accel_state_new(&state, nullptr), ACCEL_ERR_ENVIRONMENT);
   EXPECT_NE(last_error().find("WORLD_SIZE='two'"), std::string::npos) << last_error();
   unsetenv("WORLD_SIZE");
+}
+
+TEST(BadInput, FreedOrForeignHandlesAreRefusedNotFollowed) {
+  accel_options_t* options = nullptr;
+  ASSERT_EQ(accel_options_new(&options), ACCEL_OK);
+  accel_options_free(options);
+  // The freed block, taken again by the allocator and overwritten, as a dangling handle would find it.
+  std::vector<unsigned char> garbage(4096, 0xA5);
+  auto* foreign = reinterpret_cast<accel_options_t*>(garbage.data());
+  EXPECT_EQ(accel_options_set_int(foreign, "batch_size", 2), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("not a live accel_options_t"), std::string::npos) << last_error();
+  auto* state = reinterpret_cast<accel_state_t*>(garbage.data());
+  EXPECT_EQ(accel_state_num_processes(state), 0);
+  EXPECT_NE(last_error().find("not a live accel_state_t"), std::string::npos) << last_error();
+  accel_state_free(state);  // left alone, not freed
+  // A handle of another kind is refused too.
+  accel_tensor_t* tensor = nullptr;
+  const float value = 1;
+  ASSERT_EQ(accel_tensor_from_buffer(&tensor, &value, ACCEL_DTYPE_FLOAT32, nullptr, 0), ACCEL_OK);
+  EXPECT_EQ(accel_state_wait_for_everyone(reinterpret_cast<accel_state_t*>(tensor)), ACCEL_ERR_INVALID_ARGUMENT);
+  accel_tensor_free(tensor);
+}
+
+TEST(Options, EachObjectTakesOnlyItsOwnKeys) {
+  accel_options_t* options = nullptr;
+  ASSERT_EQ(accel_options_new(&options), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_double(options, "lr", 0.1), ACCEL_OK);
+  accel_state_t* state = nullptr;
+  EXPECT_EQ(accel_state_new(&state, options), ACCEL_ERR_UNKNOWN_OPTION);
+  EXPECT_NE(last_error().find("'lr' is not a setting of the state"), std::string::npos) << last_error();
+  EXPECT_NE(last_error().find("optimizer (accel_optimizer_new)"), std::string::npos) << last_error();
+  char* dump = nullptr;
+  ASSERT_EQ(accel_options_dump(options, &dump), ACCEL_OK);
+  EXPECT_NE(std::string(dump).find("# optimizer (accel_optimizer_new)\nlr=0.1 (set)"), std::string::npos) << dump;
+  accel_string_free(dump);
+  accel_options_free(options);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ int main(void) {
   const float values[3] = {1, 2, 3};
   float out[3];
   if (accel_state_new(&state, NULL) != ACCEL_OK || accel_tensor_from_buffer(&input, values, ACCEL_DTYPE_FLOAT32, shape, 1) != ACCEL_OK ||
-      accel_gather(state, input, &gathered) != ACCEL_OK || accel_tensor_copy_to_buffer(gathered, out, sizeof out) != ACCEL_OK) {
+      accel_state_gather(state, input, &gathered) != ACCEL_OK || accel_tensor_copy_to_buffer(gathered, out, sizeof out) != ACCEL_OK) {
     fprintf(stderr, "consumer: %s\n", accel_error_last());
     return 1;
   }

@@ -4,6 +4,9 @@
 
 #include "core/error.hpp"
 #include "core/options.hpp"
+#include "data/loader_options.hpp"
+#include "distributed/state_options.hpp"
+#include "train/training_options.hpp"
 
 namespace accel {
 namespace {
@@ -16,6 +19,12 @@ EnvLookup fake_env(std::map<std::string, std::string> vars) {
   };
 }
 
+const OptionScope& state_scope() { return distributed::state_option_scope(); }
+
+OptionCatalog catalog() {
+  return {&distributed::state_option_scope(), &data::loader_option_scope(), &train::optimizer_option_scope()};
+}
+
 Code code_of(const std::function<void()>& body) {
   try {
     body();
@@ -26,7 +35,7 @@ Code code_of(const std::function<void()>& body) {
 }
 
 TEST(Options, DefaultsWhenNothingIsSet) {
-  auto resolved = resolve_options(nullptr, fake_env({}));
+  auto resolved = resolve_options(state_scope(), nullptr, fake_env({}));
   EXPECT_FALSE(resolved.get_bool("use_cpu"));
   EXPECT_EQ(resolved.get_string("mixed_precision"), "no");
   EXPECT_EQ(resolved.get_double("timeout_s"), 1800.0);
@@ -35,9 +44,9 @@ TEST(Options, DefaultsWhenNothingIsSet) {
 }
 
 TEST(Options, EnvironmentBeatsDefaultsAndExplicitBeatsEnvironment) {
-  Options options;
+  Options options(catalog());
   options.set("mixed_precision", std::string("fp16"));
-  auto resolved = resolve_options(&options, fake_env({{"ACCEL_MIXED_PRECISION", "bf16"}, {"ACCEL_USE_CPU", "yes"}}));
+  auto resolved = resolve_options(state_scope(), &options, fake_env({{"ACCEL_MIXED_PRECISION", "bf16"}, {"ACCEL_USE_CPU", "yes"}}));
   EXPECT_EQ(resolved.get_string("mixed_precision"), "fp16");
   EXPECT_EQ(resolved.source("mixed_precision"), OptionSource::Explicit);
   EXPECT_TRUE(resolved.get_bool("use_cpu"));
@@ -45,7 +54,7 @@ TEST(Options, EnvironmentBeatsDefaultsAndExplicitBeatsEnvironment) {
 }
 
 TEST(Options, UnknownKeyNamesTheKey) {
-  Options options;
+  Options options(catalog());
   try {
     options.set("use_gpu", true);
     FAIL() << "no error";
@@ -57,7 +66,7 @@ TEST(Options, UnknownKeyNamesTheKey) {
 }
 
 TEST(Options, BadValuesAreRefusedAndLeaveTheObjectUnchanged) {
-  Options options;
+  Options options(catalog());
   EXPECT_EQ(code_of([&] { options.set("mixed_precision", std::string("fp8")); }), Code::BadOptionValue);
   EXPECT_EQ(code_of([&] { options.set("timeout_s", -1.0); }), Code::BadOptionValue);
   EXPECT_EQ(code_of([&] { options.set("use_cpu", int64_t{1}); }), Code::BadOptionValue);
@@ -68,21 +77,21 @@ TEST(Options, BadValuesAreRefusedAndLeaveTheObjectUnchanged) {
 }
 
 TEST(Options, TextAndIntegerFormsConvert) {
-  Options options;
+  Options options(catalog());
   options.set_text("use_cpu", "ON");
   options.set_text("timeout_s", "2.5");
   options.set("check_shapes", false);
-  auto resolved = resolve_options(&options, fake_env({}));
+  auto resolved = resolve_options(state_scope(), &options, fake_env({}));
   EXPECT_TRUE(resolved.get_bool("use_cpu"));
   EXPECT_DOUBLE_EQ(resolved.get_double("timeout_s"), 2.5);
   options.set("timeout_s", int64_t{30});
-  EXPECT_DOUBLE_EQ(resolve_options(&options, fake_env({})).get_double("timeout_s"), 30.0);
+  EXPECT_DOUBLE_EQ(resolve_options(state_scope(), &options, fake_env({})).get_double("timeout_s"), 30.0);
   EXPECT_FALSE(resolved.get_bool("check_shapes"));
 }
 
 TEST(Options, MalformedEnvironmentVariableIsNamed) {
   try {
-    resolve_options(nullptr, fake_env({{"ACCEL_TIMEOUT_S", "soon"}}));
+    resolve_options(state_scope(), nullptr, fake_env({{"ACCEL_TIMEOUT_S", "soon"}}));
     FAIL() << "no error";
   } catch (const Error& error) {
     EXPECT_EQ(error.code(), Code::BadOptionValue);
@@ -91,12 +100,53 @@ TEST(Options, MalformedEnvironmentVariableIsNamed) {
 }
 
 TEST(Options, DumpListsEveryKeyWithItsSource) {
-  Options options;
+  Options options(catalog());
   options.set("use_cpu", true);
-  auto dump = resolve_options(&options, fake_env({{"ACCEL_MIXED_PRECISION", "bf16"}})).dump();
+  auto dump = resolve_options(state_scope(), &options, fake_env({{"ACCEL_MIXED_PRECISION", "bf16"}})).dump();
   EXPECT_NE(dump.find("use_cpu=true (set)"), std::string::npos);
   EXPECT_NE(dump.find("mixed_precision=bf16 (env)"), std::string::npos);
   EXPECT_NE(dump.find("check_shapes=true (default)"), std::string::npos);
+}
+
+TEST(Options, KeyOfAnotherObjectIsRefusedNamingWhereItBelongs) {
+  Options options(catalog());
+  options.set("lr", 0.1);
+  try {
+    resolve_options(data::loader_option_scope(), &options, fake_env({}));
+    FAIL() << "no error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), Code::UnknownOption);
+    const std::string message = error.what();
+    EXPECT_NE(message.find("'lr'"), std::string::npos) << message;
+    EXPECT_NE(message.find("loader (accel_loader_new)"), std::string::npos) << message;
+    EXPECT_NE(message.find("optimizer (accel_optimizer_new)"), std::string::npos) << message;
+  }
+  EXPECT_DOUBLE_EQ(resolve_options(train::optimizer_option_scope(), &options, fake_env({})).get_double("lr"), 0.1);
+}
+
+TEST(Options, EnvironmentSetsStateSettingsOnly) {
+  const auto env = fake_env({{"ACCEL_BATCH_SIZE", "7"}, {"ACCEL_LR", "0.5"}, {"ACCEL_GAMMA", "0.9"}});
+  EXPECT_EQ(resolve_options(data::loader_option_scope(), nullptr, env).get_int("batch_size"), 1);
+  EXPECT_DOUBLE_EQ(resolve_options(train::optimizer_option_scope(), nullptr, env).get_double("lr"), 1e-3);
+  EXPECT_DOUBLE_EQ(resolve_options(train::scheduler_option_scope(), nullptr, env).get_double("gamma"), 0.1);
+  EXPECT_EQ(resolve_options(state_scope(), nullptr, fake_env({{"ACCEL_GRADIENT_ACCUMULATION_STEPS", "4"}}))
+                .get_int("gradient_accumulation_steps"),
+            4);
+}
+
+TEST(Options, UnknownEnvironmentVariablesAreListed) {
+  const auto unknown = unknown_environment_settings(
+      state_scope(), {"ACCEL_LR", "ACCEL_USE_CPU", "ACCEL_LIBRARY", "PATH", "ACCEL_MIXED_PRECISON"},
+      distributed::non_option_variables());
+  EXPECT_EQ(unknown, (std::vector<std::string>{"ACCEL_LR", "ACCEL_MIXED_PRECISON"}));
+}
+
+TEST(Options, FirstDifferenceNamesAnyStateKey) {
+  Options wanted(catalog());
+  wanted.set("sync_each_batch", true);
+  const auto existing = resolve_options(state_scope(), nullptr, fake_env({}));
+  EXPECT_EQ(existing.first_difference(resolve_options(state_scope(), &wanted, fake_env({}))), "sync_each_batch");
+  EXPECT_EQ(existing.first_difference(resolve_options(state_scope(), nullptr, fake_env({}))), "");
 }
 
 }  // namespace

@@ -11,6 +11,13 @@
 
 namespace {
 
+// The loader's length, failing the test when it cannot be read.
+int64_t length_of(const accel_loader_t* loader) {
+  int64_t length = -2;
+  EXPECT_EQ(accel_loader_length(loader, &length), ACCEL_OK) << accel_error_last();
+  return length;
+}
+
 using namespace worker;
 
 struct LoaderSettings {
@@ -112,7 +119,7 @@ Epoch run_epoch(accel_loader_t* loader, int64_t max_batches = -1) {
     EXPECT_EQ(accel_batch_get(batch, "index", &indices), ACCEL_OK);
     epoch.local.push_back(long_values(indices));
     epoch.end_flags.push_back(accel_loader_end_of_dataloader(loader));
-    EXPECT_EQ(accel_gather_for_metrics(state, indices, &all), ACCEL_OK) << accel_error_last();
+    EXPECT_EQ(accel_state_gather_for_metrics(state, indices, &all), ACCEL_OK) << accel_error_last();
     const auto values = long_values(all);
     epoch.gathered.insert(epoch.gathered.end(), values.begin(), values.end());
     accel_tensor_free(all);
@@ -141,7 +148,7 @@ TEST(Loader, SequentialEpochGathersToTheDatasetWithAndWithoutSplit) {
     accel_loader_t* loader = make_loader(50, settings);
     const auto epoch = run_epoch(loader);
     EXPECT_EQ(epoch.gathered, iota(50)) << "split " << split;
-    EXPECT_EQ(static_cast<int64_t>(epoch.local.size()), accel_loader_length(loader));
+    EXPECT_EQ(static_cast<int64_t>(epoch.local.size()), length_of(loader));
     accel_loader_free(loader);
   }
 }
@@ -238,7 +245,7 @@ TEST(Loader, DispatchedMapStyleBatchesMatchTheShardedOnes) {
       accel_loader_t* dispatched = make_loader(samples, settings);
       const auto from_dispatch = run_epoch(dispatched);
       EXPECT_EQ(from_dispatch.gathered, iota(samples)) << samples << " split " << split;
-      EXPECT_EQ(static_cast<int64_t>(from_dispatch.local.size()), accel_loader_length(dispatched));
+      EXPECT_EQ(static_cast<int64_t>(from_dispatch.local.size()), length_of(dispatched));
       EXPECT_EQ(from_dispatch.end_flags.back(), 1);
       settings.dispatch = "false";
       accel_loader_t* sharded = make_loader(samples, settings);
@@ -262,7 +269,7 @@ TEST(Loader, IterableDatasetsDispatchByDefaultAndGatherEveryItemOnce) {
   for (int64_t items : {int64_t{30}, int64_t{99}}) {
     Stream stream{items, 0};
     accel_loader_t* loader = make_stream_loader(&stream, LoaderSettings{});
-    EXPECT_EQ(accel_loader_length(loader), -1);
+    EXPECT_EQ(length_of(loader), -1);
     for (int pass = 0; pass < 2; ++pass) {
       const auto epoch = run_epoch(loader);
       EXPECT_EQ(epoch.gathered, iota(items)) << items << " pass " << pass;
@@ -333,7 +340,7 @@ TEST(Loader, AGivenListOfBatchesIsDealtLikeABatchSampler) {
     accel_tensor_free(tensor);
     accel_batch_free(batch);
   }
-  EXPECT_EQ(static_cast<int64_t>(local.size()), accel_loader_length(loader));
+  EXPECT_EQ(static_cast<int64_t>(local.size()), length_of(loader));
   EXPECT_EQ(local.size(), (given_count(5)));
   const std::vector<std::vector<int64_t>> given{{0, 1, 2}, {3, 4}, {5, 6, 7, 8}, {9}, {10, 11, 12, 13, 14}};
   for (size_t i = 0; i < local.size(); ++i) {

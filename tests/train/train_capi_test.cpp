@@ -23,7 +23,7 @@ class TrainCapi : public ::testing::Test {
   void SetUp() override {
     ASSERT_EQ(accel_state_new(&state, nullptr), ACCEL_OK) << last_error();
     ASSERT_EQ(accel_model_load(&model, tiny_models::mlp(tiny_models::temp_file("capi.pt")).c_str()), ACCEL_OK) << last_error();
-    ASSERT_EQ(accel_prepare_model(state, model, nullptr), ACCEL_OK) << last_error();
+    ASSERT_EQ(accel_state_prepare_model(state, model, nullptr), ACCEL_OK) << last_error();
     x = floats(std::vector<float>(16, 0.5f), {2, 8});
   }
   void TearDown() override {
@@ -51,12 +51,16 @@ TEST_F(TrainCapi, ATrainingStepMovesTheParametersAndTheScheduleFollows) {
   ASSERT_EQ(accel_options_set_double(options, "lr", 0.5), ACCEL_OK);
   ASSERT_EQ(accel_options_set_string(options, "no_decay", "*b1,*b2"), ACCEL_OK);
   ASSERT_EQ(accel_options_set_double(options, "weight_decay", 0.01), ACCEL_OK);
-  ASSERT_EQ(accel_options_set_int(options, "total_steps", 10), ACCEL_OK);
+  accel_options_t* schedule = nullptr;
+  ASSERT_EQ(accel_options_new(&schedule), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_int(schedule, "total_steps", 10), ACCEL_OK);
   accel_optimizer_t* optimizer = nullptr;
   ASSERT_EQ(accel_optimizer_new(&optimizer, model, "adamw", options), ACCEL_OK) << last_error();
   EXPECT_EQ(accel_optimizer_num_groups(optimizer), 2u);
   accel_scheduler_t* scheduler = nullptr;
-  ASSERT_EQ(accel_scheduler_new(&scheduler, optimizer, "linear", options), ACCEL_OK) << last_error();
+  EXPECT_EQ(accel_scheduler_new(&scheduler, optimizer, "linear", options), ACCEL_ERR_UNKNOWN_OPTION);
+  EXPECT_NE(last_error().find("belongs to the optimizer (accel_optimizer_new)"), std::string::npos) << last_error();
+  ASSERT_EQ(accel_scheduler_new(&scheduler, optimizer, "linear", schedule), ACCEL_OK) << last_error();
   accel_tensor_t* w1 = nullptr;
   ASSERT_EQ(accel_model_parameter(model, 0, &w1), ACCEL_OK);
   EXPECT_STREQ(accel_model_parameter_name(model, 0), "w1");
@@ -65,24 +69,29 @@ TEST_F(TrainCapi, ATrainingStepMovesTheParametersAndTheScheduleFollows) {
   ASSERT_EQ(accel_tensor_data(w1, &data), ACCEL_OK);
   before = static_cast<float*>(data)[0];
 
-  ASSERT_EQ(accel_accumulate(state), ACCEL_OK);
-  EXPECT_EQ(accel_sync_gradients(state), 1);
+  ASSERT_EQ(accel_state_accumulate(state), ACCEL_OK);
+  EXPECT_EQ(accel_state_sync_gradients(state), 1);
   accel_tensor_t* out = forward_first();
   accel_tensor_t* target = floats(std::vector<float>(8, 1.0f), {2, 4});
   accel_tensor_t* loss = nullptr;
-  ASSERT_EQ(accel_loss("mse", out, target, nullptr, &loss), ACCEL_OK) << last_error();
-  ASSERT_EQ(accel_backward(state, loss), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_loss_compute(&loss, "mse", out, target, nullptr), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_state_backward(state, loss), ACCEL_OK) << last_error();
   double norm = 0;
-  ASSERT_EQ(accel_clip_grad_norm(state, model, 100.0, 2.0, &norm), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_state_clip_grad_norm(state, model, 100.0, 2.0, &norm), ACCEL_OK) << last_error();
   EXPECT_GT(norm, 0);
   ASSERT_EQ(accel_optimizer_step(optimizer), ACCEL_OK) << last_error();
   ASSERT_EQ(accel_scheduler_step(scheduler), ACCEL_OK) << last_error();
   ASSERT_EQ(accel_optimizer_zero_grad(optimizer), ACCEL_OK);
   EXPECT_NE(static_cast<float*>(data)[0], before);  // the DLPack-able view sees the update: zero-copy
-  EXPECT_NEAR(accel_scheduler_last_lr(scheduler), 0.45, 1e-12);
+  double last_lr = 0;
+  ASSERT_EQ(accel_scheduler_last_lr(scheduler, 0, &last_lr), ACCEL_OK);
+  EXPECT_NEAR(last_lr, 0.45, 1e-12);
+  EXPECT_EQ(accel_scheduler_last_lr(scheduler, 7, &last_lr), ACCEL_ERR_OUT_OF_RANGE);
   EXPECT_EQ(accel_scheduler_step_count(scheduler), 1);
   EXPECT_EQ(accel_optimizer_step_was_skipped(optimizer), 0);
-  EXPECT_EQ(accel_optimizer_loss_scale(optimizer), 1.0);
+  double loss_scale = 0;
+  ASSERT_EQ(accel_optimizer_loss_scale(optimizer, &loss_scale), ACCEL_OK);
+  EXPECT_EQ(loss_scale, 1.0);
 
   accel_tensor_free(loss);
   accel_tensor_free(target);
@@ -90,7 +99,47 @@ TEST_F(TrainCapi, ATrainingStepMovesTheParametersAndTheScheduleFollows) {
   accel_tensor_free(w1);
   accel_scheduler_free(scheduler);
   accel_optimizer_free(optimizer);
+  accel_options_free(schedule);
   accel_options_free(options);
+}
+
+namespace callback {
+
+int halving(int64_t step, double* multiplier, void* payload) {
+  ++*static_cast<int*>(payload);
+  *multiplier = step == 0 ? 1.0 : 0.5;
+  return 0;
+}
+
+int failing_after_first(int64_t step, double* multiplier, void*) {
+  *multiplier = 1.0;
+  return step == 0 ? 0 : 7;
+}
+
+}  // namespace callback
+
+TEST_F(TrainCapi, CallbackSchedulerReportsTheCallbacksFailure) {
+  accel_optimizer_t* optimizer = nullptr;
+  ASSERT_EQ(accel_optimizer_new(&optimizer, model, "sgd", nullptr), ACCEL_OK) << last_error();
+  int calls = 0;
+  accel_scheduler_t* scheduler = nullptr;
+  ASSERT_EQ(accel_scheduler_from_callback(&scheduler, optimizer, callback::halving, &calls), ACCEL_OK) << last_error();
+  accel_scheduler_t* failing = nullptr;
+  ASSERT_EQ(accel_scheduler_from_callback(&failing, optimizer, callback::failing_after_first, nullptr), ACCEL_OK);
+
+  ASSERT_EQ(accel_state_accumulate(state), ACCEL_OK);
+  ASSERT_EQ(accel_scheduler_step(scheduler), ACCEL_OK) << last_error();
+  double lr = 0;
+  ASSERT_EQ(accel_optimizer_lr(optimizer, 0, &lr), ACCEL_OK);
+  EXPECT_DOUBLE_EQ(lr, 0.5e-3);
+  EXPECT_GE(calls, 2);
+  EXPECT_EQ(accel_optimizer_lr(optimizer, 3, &lr), ACCEL_ERR_OUT_OF_RANGE);
+
+  EXPECT_EQ(accel_scheduler_step(failing), ACCEL_ERR_CALLBACK);
+  EXPECT_NE(last_error().find("returned 7 for step 1"), std::string::npos) << last_error();
+  accel_scheduler_free(failing);
+  accel_scheduler_free(scheduler);
+  accel_optimizer_free(optimizer);
 }
 
 TEST_F(TrainCapi, DictAndTupleOutputsAndEvaluationWithoutGraph) {
@@ -107,7 +156,7 @@ TEST_F(TrainCapi, DictAndTupleOutputsAndEvaluationWithoutGraph) {
   accel_tensor_t* loss = nullptr;
   ASSERT_EQ(accel_output_get(output, 0, &loss), ACCEL_OK);
   accel_state_t* plain = state;
-  EXPECT_EQ(accel_backward(plain, loss), ACCEL_ERR_INVALID_ARGUMENT);  // not a scalar
+  EXPECT_EQ(accel_state_backward(plain, loss), ACCEL_ERR_INVALID_ARGUMENT);  // not a scalar
   accel_tensor_free(loss);
   accel_output_free(output);
   accel_model_free(dict_model);
@@ -142,8 +191,8 @@ TEST_F(TrainCapi, BadInputGetsClearErrors) {
   accel_tensor_t* out = forward_first();
   accel_tensor_t* float_labels = floats({0, 1}, {2});
   accel_tensor_t* loss = nullptr;
-  EXPECT_EQ(accel_loss("cross_entropy", out, float_labels, nullptr, &loss), ACCEL_ERR_DTYPE);
-  EXPECT_EQ(accel_loss("hinge", out, float_labels, nullptr, &loss), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(accel_loss_compute(&loss, "cross_entropy", out, float_labels, nullptr), ACCEL_ERR_DTYPE);
+  EXPECT_EQ(accel_loss_compute(&loss, "hinge", out, float_labels, nullptr), ACCEL_ERR_INVALID_ARGUMENT);
   accel_tensor_t* wrong = floats(std::vector<float>(3, 0.0f), {3});
   accel_tensor_t* wrong_input = nullptr;
   EXPECT_EQ(accel_model_forward(model, &wrong, 1, nullptr, nullptr, 0, reinterpret_cast<accel_output_t**>(&wrong_input)),
@@ -151,12 +200,12 @@ TEST_F(TrainCapi, BadInputGetsClearErrors) {
   accel_tensor_free(wrong);
   accel_tensor_free(float_labels);
   accel_tensor_free(out);
-  EXPECT_EQ(accel_prepare_model(state, model, nullptr), ACCEL_ERR_INVALID_STATE);
+  EXPECT_EQ(accel_state_prepare_model(state, model, nullptr), ACCEL_ERR_INVALID_STATE);
 }
 
 TEST_F(TrainCapi, SaveModelWritesSafetensorsWithEveryParameter) {
   const std::string directory = tiny_models::temp_file("saved_model");
-  ASSERT_EQ(accel_save_model(state, model, directory.c_str()), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_state_save_model(state, model, directory.c_str()), ACCEL_OK) << last_error();
   const std::string path = directory + "/model.safetensors";
   std::FILE* file = std::fopen(path.c_str(), "rb");
   ASSERT_NE(file, nullptr);

@@ -11,7 +11,7 @@
 #include "core/env.hpp"
 #include "core/error.hpp"
 #include "data/loader.hpp"
-#include "dist/process_group.hpp"
+#include "distributed/process_group.hpp"
 #include "tiny_models.hpp"
 #include "train/accelerator.hpp"
 
@@ -20,7 +20,7 @@ namespace {
 using namespace accel;
 using namespace accel::train;
 
-std::shared_ptr<dist::State> state;
+std::shared_ptr<distributed::State> state;
 
 int64_t rank() { return state->launch().rank; }
 int64_t world() { return state->launch().world_size; }
@@ -159,7 +159,7 @@ TEST(Ddp, SchedulerStepsOncePerProcessAfterEachOptimizerStep) {
   auto optimizer = std::make_shared<AcceleratedOptimizer>(accelerator, std::make_unique<Optimizer>("sgd", trainable(*model), config));
   SchedulerConfig schedule;
   schedule.total_steps = 20;
-  AcceleratedScheduler scheduler(optimizer, std::make_unique<Scheduler>(optimizer->optimizer(), "linear", schedule));
+  AcceleratedScheduler scheduler(optimizer, std::make_unique<Scheduler>(optimizer->optimizer(), "linear", schedule), /*split_batches=*/false);
   accelerator->accumulate();
   accelerator->backward(output_of(*model, at::randn({2, 8})).sum());
   optimizer->step();
@@ -249,7 +249,7 @@ TEST(Fp16, AnOverflowSkipsTheStepHalvesTheScaleAndFreezesTheScheduler) {
   auto optimizer = std::make_shared<AcceleratedOptimizer>(accelerator, std::make_unique<Optimizer>("sgd", trainable(*model), config));
   SchedulerConfig schedule;
   schedule.total_steps = 10000;
-  AcceleratedScheduler scheduler(optimizer, std::make_unique<Scheduler>(optimizer->optimizer(), "linear", schedule));
+  AcceleratedScheduler scheduler(optimizer, std::make_unique<Scheduler>(optimizer->optimizer(), "linear", schedule), /*split_batches=*/false);
   auto step = [&](bool overflow) {
     accelerator->accumulate();
     accelerator->backward(at::mse_loss(output_of(*model, at::randn({4, 8})), at::randn({4, 4})));
@@ -311,7 +311,7 @@ TEST(Bf16, ForwardRunsInBfloat16AndReturnsFloat32) {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   try {
-    state = dist::State::acquire(nullptr, process_env());
+    state = distributed::State::acquire(nullptr, process_env());
   } catch (const std::exception& error) {
     std::fprintf(stderr, "state: %s\n", error.what());
     return 1;

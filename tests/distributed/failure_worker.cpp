@@ -45,7 +45,7 @@ int gather_once(accel_state_t* state, double* elapsed) {
   accel_tensor_t *input = nullptr, *out = nullptr;
   if (accel_tensor_from_buffer(&input, &value, ACCEL_DTYPE_FLOAT32, shape, 1) != ACCEL_OK) return ACCEL_ERR_INTERNAL;
   const auto start = std::chrono::steady_clock::now();
-  const int code = accel_gather(state, input, &out);
+  const int code = accel_state_gather(state, input, &out);
   *elapsed = seconds_since(start);
   accel_tensor_free(out);
   accel_tensor_free(input);

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "dist/state.hpp"
+#include "distributed/state.hpp"
 
-namespace accel::dist {
+namespace accel::distributed {
 
 // Rank-ordered concatenation on dim 0 (0-d counts as [1]). Result on the input's device.
 at::Tensor gather(State& state, const at::Tensor& input);
@@ -32,4 +32,4 @@ void broadcast(State& state, at::Tensor& tensor, int32_t from_process);
 // Pads along dim to the largest size on any rank.
 at::Tensor pad_across_processes(State& state, const at::Tensor& input, int64_t dim, double pad_value, bool pad_first);
 
-}  // namespace accel::dist
+}  // namespace accel::distributed

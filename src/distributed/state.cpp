@@ -1,12 +1,14 @@
-#include "dist/state.hpp"
+#include "distributed/state.hpp"
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "distributed/state_options.hpp"
 
-namespace accel::dist {
+namespace accel::distributed {
 
 const char* distributed_type_name(DistributedType type) {
   switch (type) {
@@ -24,14 +26,26 @@ std::weak_ptr<State> shared_state;
 
 // Like Accelerate, a process has one state: a second one may not ask for other settings.
 void refuse_change(const ResolvedOptions& existing, const ResolvedOptions& wanted) {
-  for (const char* key : {"use_cpu", "device", "backend", "mixed_precision"}) {
-    const std::string before = format_option_value(existing.value(key));
-    const std::string after = format_option_value(wanted.value(key));
-    if (before != after) {
-      fail(Code::InvalidState, std::string("this process already has a state with ") + key + "=" + before +
-                                   ", which a second state cannot change to " + after +
-                                   " (restart the process to change it)");
-    }
+  const std::string key = existing.first_difference(wanted);
+  if (key.empty()) return;
+  fail(Code::InvalidState, "this process already has a state with " + key + "=" +
+                               format_option_value(existing.value(key)) + ", which a second state cannot change to " +
+                               format_option_value(wanted.value(key)) + " (restart the process to change it)");
+}
+
+// An ACCEL_* variable that sets nothing is most likely a typo or a setting of another object (ACCEL_LR):
+// say so once, on the first state, instead of ignoring it silently.
+void warn_about_unknown_variables() {
+  const auto unknown = unknown_environment_settings(state_option_scope(), environment_names("ACCEL_"),
+                                                    non_option_variables());
+  if (unknown.empty()) return;
+  std::string keys;
+  for (const auto& spec : state_option_scope().specs) keys += (keys.empty() ? "" : ", ") + option_env_name(spec.key);
+  for (const auto& name : unknown) {
+    std::fprintf(stderr,
+                 "accel: warning: %s is not a state setting and is ignored (environment variables set only %s; "
+                 "other objects take their settings through an options object)\n",
+                 name.c_str(), keys.c_str());
   }
 }
 
@@ -39,17 +53,19 @@ void refuse_change(const ResolvedOptions& existing, const ResolvedOptions& wante
 
 std::shared_ptr<State> State::acquire(const Options* options, const EnvLookup& env) {
   std::lock_guard<std::mutex> lock(shared_mutex);
-  if (auto existing = shared_state.lock(); existing && !existing->shut_down_) {
-    refuse_change(existing->options_, resolve_options(options, env));
+  if (auto existing = shared_state.lock(); existing && !existing->shut_down()) {
+    refuse_change(existing->options_, resolve_options(state_option_scope(), options, env));
     return existing;
   }
+  static std::once_flag warned;
+  std::call_once(warned, warn_about_unknown_variables);
   std::shared_ptr<State> created(new State(options, env));
   shared_state = created;
   return created;
 }
 
 State::State(const Options* options, const EnvLookup& env)
-    : launch_(parse_launch_env(env)), options_(resolve_options(options, env)) {
+    : launch_(parse_launch_env(env)), options_(resolve_options(state_option_scope(), options, env)) {
   device_ = choose_device(options_.get_string("device"), options_.get_bool("use_cpu"), launch_.local_rank);
   check_shapes_ = options_.get_bool("check_shapes");
   if (launch_.world_size == 1) return;
@@ -72,9 +88,18 @@ State::State(const Options* options, const EnvLookup& env)
   group_ = ProcessGroup::create(config);
 }
 
-bool State::broken() const { return group_ && group_->broken(); }
+bool State::broken() const {
+  std::lock_guard<std::mutex> lock(group_mutex_);
+  return group_ && group_->broken();
+}
+
+bool State::shut_down() const {
+  std::lock_guard<std::mutex> lock(group_mutex_);
+  return shut_down_;
+}
 
 ProcessGroup* State::group(const char* what) {
+  std::lock_guard<std::mutex> lock(group_mutex_);
   if (shut_down_) fail(Code::InvalidState, std::string(what) + ": the state was shut down");
   return group_.get();
 }
@@ -84,10 +109,14 @@ void State::wait_for_everyone() {
 }
 
 void State::shutdown() {
-  if (shut_down_) return;
-  auto group = std::move(group_);
-  shut_down_ = true;
+  std::unique_ptr<ProcessGroup> group;
+  {
+    std::lock_guard<std::mutex> lock(group_mutex_);
+    if (shut_down_) return;
+    group = std::move(group_);
+    shut_down_ = true;
+  }
   if (group && !group->broken()) group->barrier("shutdown");
 }
 
-}  // namespace accel::dist
+}  // namespace accel::distributed

@@ -12,7 +12,7 @@ namespace at {
 class Tensor;
 }
 
-namespace accel::dist {
+namespace accel::distributed {
 
 struct GroupConfig {
   int32_t rank = 0;
@@ -67,4 +67,4 @@ class ProcessGroup {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace accel::dist
+}  // namespace accel::distributed

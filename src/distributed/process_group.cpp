@@ -1,4 +1,4 @@
-#include "dist/process_group.hpp"
+#include "distributed/process_group.hpp"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -18,7 +18,7 @@
 
 #define ACCEL_TORCH_VERSION (TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR)
 
-namespace accel::dist {
+namespace accel::distributed {
 
 namespace {
 
@@ -229,4 +229,4 @@ void ProcessGroup::barrier(const char* what) {
   impl_->run(what, [&] { return impl_->group->barrier(); });
 }
 
-}  // namespace accel::dist
+}  // namespace accel::distributed

@@ -24,7 +24,7 @@ TEST(Collectives, StateSeesTheLaunch) {
 TEST(Collectives, GatherIsRankOrdered) {
   accel_tensor_t* mine = floats(arange(world, 1.0f + static_cast<float>(world * rank)));
   accel_tensor_t* all = nullptr;
-  ASSERT_EQ(accel_gather(state, mine, &all), ACCEL_OK) << accel_error_last();
+  ASSERT_EQ(accel_state_gather(state, mine, &all), ACCEL_OK) << accel_error_last();
   EXPECT_EQ(values_of(all), arange(world * world, 1.0f));
   accel_tensor_free(mine);
   accel_tensor_free(all);
@@ -44,25 +44,25 @@ TEST(Collectives, ReduceSumMeanMax) {
   };
   for (const auto& [reduction, expected] : cases) {
     accel_tensor_t* out = nullptr;
-    ASSERT_EQ(accel_reduce(state, mine, reduction, &out), ACCEL_OK) << accel_error_last();
+    ASSERT_EQ(accel_state_reduce(state, mine, reduction, &out), ACCEL_OK) << accel_error_last();
     EXPECT_EQ(values_of(out), expected) << reduction;
     accel_tensor_free(out);
   }
   accel_tensor_t* out = nullptr;
-  EXPECT_EQ(accel_reduce(state, mine, "min", &out), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(accel_state_reduce(state, mine, "min", &out), ACCEL_ERR_INVALID_ARGUMENT);
   accel_tensor_free(mine);
 }
 
 TEST(Collectives, PadAcrossProcesses) {
   accel_tensor_t* mine = floats(arange(rank == 0 ? world + 1 : world));
   accel_tensor_t* padded = nullptr;
-  ASSERT_EQ(accel_pad_across_processes(state, mine, 0, 0.0, 0, &padded), ACCEL_OK) << accel_error_last();
+  ASSERT_EQ(accel_state_pad_across_processes(state, mine, 0, 0.0, 0, &padded), ACCEL_OK) << accel_error_last();
   ASSERT_EQ(accel_tensor_numel(padded), world + 1);
   auto expected = arange(world + 1);
   if (rank != 0) expected.back() = 0;
   EXPECT_EQ(values_of(padded), expected);
   accel_tensor_free(padded);
-  ASSERT_EQ(accel_pad_across_processes(state, mine, -1, -1.0, 1, &padded), ACCEL_OK) << accel_error_last();
+  ASSERT_EQ(accel_state_pad_across_processes(state, mine, -1, -1.0, 1, &padded), ACCEL_OK) << accel_error_last();
   if (rank != 0) EXPECT_EQ(values_of(padded).front(), -1.0f);
   accel_tensor_free(padded);
   accel_tensor_free(mine);
@@ -72,7 +72,7 @@ TEST(Collectives, BroadcastFromTheLastRankWritesThroughDlpackMemory) {
   accel_tensor_t* mine = floats(arange(world, 1.0f + static_cast<float>(world * rank)));
   void* data = nullptr;
   ASSERT_EQ(accel_tensor_data(mine, &data), ACCEL_OK);
-  ASSERT_EQ(accel_broadcast(state, mine, world - 1), ACCEL_OK) << accel_error_last();
+  ASSERT_EQ(accel_state_broadcast(state, mine, world - 1), ACCEL_OK) << accel_error_last();
   const auto expected = arange(world, 1.0f + static_cast<float>(world * (world - 1)));
   EXPECT_EQ(values_of(mine), expected);
   EXPECT_EQ(static_cast<float*>(data)[0], expected[0]);
@@ -82,7 +82,7 @@ TEST(Collectives, BroadcastFromTheLastRankWritesThroughDlpackMemory) {
 TEST(Collectives, GatherBytesOfDifferentLengths) {
   const std::string mine(static_cast<size_t>(rank), static_cast<char>('a' + rank));
   accel_bytes_list_t* list = nullptr;
-  ASSERT_EQ(accel_gather_bytes(state, mine.data(), mine.size(), &list), ACCEL_OK) << accel_error_last();
+  ASSERT_EQ(accel_state_gather_bytes(state, mine.data(), mine.size(), &list), ACCEL_OK) << accel_error_last();
   ASSERT_EQ(accel_bytes_list_count(list), static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) {
     const void* data = nullptr;
@@ -109,13 +109,13 @@ void expect_mismatch(int code) {
 TEST(Collectives, MismatchedShapesFailOnEveryRankNamingEachShape) {
   accel_tensor_t* mine = floats(arange(rank + 1));
   accel_tensor_t* out = nullptr;
-  expect_mismatch(accel_gather(state, mine, &out));
-  expect_mismatch(accel_reduce(state, mine, "sum", &out));
-  expect_mismatch(accel_broadcast(state, mine, 0));
+  expect_mismatch(accel_state_gather(state, mine, &out));
+  expect_mismatch(accel_state_reduce(state, mine, "sum", &out));
+  expect_mismatch(accel_state_broadcast(state, mine, 0));
   EXPECT_EQ(out, nullptr);
   EXPECT_EQ(accel_state_is_broken(state), 0);
   accel_tensor_t* ragged_dims = floats(arange(2), rank == 0 ? std::vector<int64_t>{2} : std::vector<int64_t>{1, 2});
-  EXPECT_EQ(accel_pad_across_processes(state, ragged_dims, 0, 0.0, 0, &out), ACCEL_ERR_SHAPE_MISMATCH);
+  EXPECT_EQ(accel_state_pad_across_processes(state, ragged_dims, 0, 0.0, 0, &out), ACCEL_ERR_SHAPE_MISMATCH);
   EXPECT_NE(std::string(accel_error_last()).find("number of dimensions"), std::string::npos);
   accel_tensor_free(ragged_dims);
   accel_tensor_free(mine);
@@ -127,7 +127,7 @@ TEST(Collectives, ASecondStateSharesTheGroup) {
   EXPECT_EQ(accel_state_process_index(second), rank);
   accel_tensor_t* mine = floats({static_cast<float>(rank)});
   accel_tensor_t* all = nullptr;
-  ASSERT_EQ(accel_gather(second, mine, &all), ACCEL_OK) << accel_error_last();
+  ASSERT_EQ(accel_state_gather(second, mine, &all), ACCEL_OK) << accel_error_last();
   EXPECT_EQ(values_of(all), arange(world));
   accel_tensor_free(all);
   accel_tensor_free(mine);

@@ -1,4 +1,4 @@
-#include "dist/collectives.hpp"
+#include "distributed/collectives.hpp"
 
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
@@ -10,7 +10,7 @@
 
 #include "core/error.hpp"
 
-namespace accel::dist {
+namespace accel::distributed {
 
 namespace {
 
@@ -213,4 +213,4 @@ at::Tensor pad_across_processes(State& state, const at::Tensor& input, int64_t d
   return out;
 }
 
-}  // namespace accel::dist
+}  // namespace accel::distributed

@@ -9,9 +9,9 @@
 #include "core/env.hpp"
 #include "core/gradient_state.hpp"
 #include "core/options.hpp"
-#include "dist/process_group.hpp"
+#include "distributed/process_group.hpp"
 
-namespace accel::dist {
+namespace accel::distributed {
 
 enum class DistributedType { No = 0, MultiCpu = 1, MultiGpu = 2 };
 
@@ -29,7 +29,9 @@ class State {
   DistributedType distributed_type() const { return type_; }
   const std::string& backend() const { return backend_; }
   bool check_shapes() const { return check_shapes_; }
+  // Thread-safe (queries may run while another thread shuts the state down).
   bool broken() const;
+  bool shut_down() const;
   GradientState& gradient_state() { return gradient_state_; }
   bool sync_gradients() const { return gradient_state_.sync_gradients(); }
 
@@ -48,9 +50,11 @@ class State {
   DistributedType type_ = DistributedType::No;
   std::string backend_;
   bool check_shapes_ = true;
+  // Guards group_ and shut_down_: shutdown() moves the group out while accessors may read it.
+  mutable std::mutex group_mutex_;
   std::unique_ptr<ProcessGroup> group_;
   bool shut_down_ = false;
   GradientState gradient_state_;
 };
 
-}  // namespace accel::dist
+}  // namespace accel::distributed

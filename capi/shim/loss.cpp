@@ -1,0 +1,22 @@
+#include "accel/loss.h"
+
+#include "shim/guard.hpp"
+#include "shim/handles.hpp"
+#include "train/training_options.hpp"
+
+using accel::capi::guarded_out;
+using accel::capi::require;
+
+extern "C" int accel_loss_compute(accel_tensor_t** out, const char* name, const accel_tensor_t* input,
+                                  const accel_tensor_t* target, const accel_options_t* options) {
+  return guarded_out(__func__, out, [&] {
+    require(name, "name");
+    require(input, "input");
+    require(target, "target");
+    if (options != nullptr) require(options, "options");
+    // Losses run every step: the defaults are resolved once.
+    static const auto defaults = accel::train::loss_config(nullptr);
+    const auto config = options ? accel::train::loss_config(&options->options) : defaults;
+    *out = new accel_tensor(accel::train::compute_loss(name, input->tensor, target->tensor, config));
+  });
+}

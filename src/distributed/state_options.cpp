@@ -1,0 +1,29 @@
+#include "distributed/state_options.hpp"
+
+namespace accel::distributed {
+
+const OptionScope& state_option_scope() {
+  static const OptionScope scope{
+      "state",
+      "accel_state_new",
+      /*from_environment=*/true,
+      {
+          {"use_cpu", OptionType::Bool, false, {}, false},
+          {"mixed_precision", OptionType::String, std::string("no"), {"no", "fp16", "bf16"}, false},
+          {"device", OptionType::String, std::string(""), {}, false},
+          {"backend", OptionType::String, std::string("auto"), {"auto", "gloo", "nccl"}, false},
+          {"timeout_s", OptionType::Double, 1800.0, {}, true},
+          {"check_shapes", OptionType::Bool, true, {}, false},
+          {"gradient_accumulation_steps", OptionType::Int, int64_t{1}, {}, true},
+          {"sync_with_dataloader", OptionType::Bool, true, {}, false},
+          {"sync_each_batch", OptionType::Bool, false, {}, false},
+      }};
+  return scope;
+}
+
+const std::vector<std::string>& non_option_variables() {
+  static const std::vector<std::string> names{"ACCEL_LIBRARY", "ACCEL_LIB_DIR"};
+  return names;
+}
+
+}  // namespace accel::distributed

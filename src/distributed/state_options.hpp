@@ -1,0 +1,17 @@
+// The settings of the process state (Accelerate's Accelerator arguments): the only ones that ACCEL_*
+// environment variables set. Free of LibTorch, so that the CLI can show them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/options.hpp"
+
+namespace accel::distributed {
+
+const OptionScope& state_option_scope();
+
+// ACCEL_* variables that are not option settings but are read by accel's launcher or bindings.
+const std::vector<std::string>& non_option_variables();
+
+}  // namespace accel::distributed

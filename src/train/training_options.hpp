@@ -1,0 +1,26 @@
+// The settings of the training objects, each kind owning its keys, defaults and validation: prepare(model)
+// (DDP's arguments), optimizers, schedulers and losses. None reads the environment: ACCEL_* variables
+// set state settings only.
+#pragma once
+
+#include "core/options.hpp"
+#include "train/losses.hpp"
+#include "train/model.hpp"
+#include "train/optimizer.hpp"
+#include "train/scheduler.hpp"
+
+namespace accel::train {
+
+const OptionScope& prepare_option_scope();
+const OptionScope& optimizer_option_scope();
+const OptionScope& scheduler_option_scope();
+const OptionScope& loss_option_scope();
+
+// Each resolves explicit_options (NULL: the defaults) against its object's keys. Throws
+// Error(UnknownOption) for another object's key (naming where it belongs), Error(BadOptionValue).
+PrepareConfig prepare_config(const Options* explicit_options);
+OptimizerConfig optimizer_config(const Options* explicit_options);
+SchedulerConfig scheduler_config(const Options* explicit_options);
+LossConfig loss_config(const Options* explicit_options);
+
+}  // namespace accel::train
