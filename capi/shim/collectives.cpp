@@ -6,7 +6,7 @@
 
 using accel::capi::guarded;
 using accel::capi::guarded_out;
-using accel::capi::guarded_value;
+using accel::capi::read_handle;
 using accel::capi::release;
 using accel::capi::require;
 
@@ -28,10 +28,7 @@ extern "C" int accel_state_gather_bytes(accel_state_t* state, const void* data, 
 }
 
 extern "C" size_t accel_bytes_list_count(const accel_bytes_list_t* list) {
-  return guarded_value<size_t>(__func__, 0, [&] {
-    require(list, "list");
-    return list->entries.size();
-  });
+  return read_handle<size_t>(__func__, list, 0, [&](const auto&) { return list->entries.size(); });
 }
 
 extern "C" int accel_bytes_list_get(const accel_bytes_list_t* list, size_t index, const void** data, size_t* size) {

@@ -97,6 +97,15 @@ Value guarded_value(const char* function, Value fallback, Body&& body) noexcept 
   }
 }
 
+// For accessors of one handle: read(*handle), or fallback when the handle is NULL or dead.
+template <class Value, class Handle, class Read>
+Value read_handle(const char* function, const Handle* handle, Value fallback, Read&& read) noexcept {
+  return guarded_value<Value>(function, fallback, [&] {
+    require(handle, "handle");
+    return static_cast<Value>(read(*handle));
+  });
+}
+
 // What every *_free does: NULL is a no-op; a pointer that is not a live handle of this kind is left
 // alone (and reported through accel_error_last) rather than freed twice.
 template <class Handle>

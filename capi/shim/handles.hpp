@@ -26,6 +26,17 @@ struct accel_options {
   ACCEL_HANDLE("accel_options_t");
 };
 
+namespace accel::capi {
+
+// The settings an optional options argument carries: nullptr for NULL, an error for a dead handle.
+inline const Options* settings_of(const accel_options* options) {
+  if (options == nullptr) return nullptr;
+  require(options, "options");
+  return &options->options;
+}
+
+}  // namespace accel::capi
+
 struct accel_state {
   std::shared_ptr<accel::distributed::State> state;
   ACCEL_HANDLE("accel_state_t");

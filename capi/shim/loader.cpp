@@ -7,27 +7,10 @@
 
 using accel::capi::guarded;
 using accel::capi::guarded_out;
-using accel::capi::guarded_value;
+using accel::capi::read_handle;
 using accel::capi::release;
 using accel::capi::require;
-
-namespace {
-
-const accel::Options* explicit_options(const accel_options_t* options) {
-  if (options == nullptr) return nullptr;
-  require(options, "options");
-  return &options->options;
-}
-
-template <class Value, class Read>
-Value read_loader(const char* function, const accel_loader_t* loader, Value fallback, Read&& read) {
-  return guarded_value<Value>(function, fallback, [&] {
-    require(loader, "loader");
-    return static_cast<Value>(read(*loader->loader));
-  });
-}
-
-}  // namespace
+using accel::capi::settings_of;
 
 extern "C" int accel_dataset_from_tensors(accel_dataset_t** out, const char* const* names,
                                           accel_tensor_t* const* tensors, size_t count) {
@@ -118,10 +101,7 @@ extern "C" int accel_sample_add(accel_sample_t* sample, const char* name, const 
 }
 
 extern "C" int64_t accel_dataset_length(const accel_dataset_t* dataset) {
-  return guarded_value<int64_t>(__func__, 0, [&] {
-    require(dataset, "dataset");
-    return dataset->dataset ? dataset->dataset->size() : int64_t{-1};
-  });
+  return read_handle<int64_t>(__func__, dataset, 0, [&](const auto&) { return dataset->dataset ? dataset->dataset->size() : int64_t{-1}; });
 }
 
 extern "C" void accel_dataset_free(accel_dataset_t* dataset) { release(__func__, dataset); }
@@ -131,7 +111,7 @@ extern "C" int accel_loader_new(accel_loader_t** out, accel_state_t* state, acce
   return guarded_out(__func__, out, [&] {
     require(state, "state");
     require(dataset, "dataset");
-    auto config = accel::data::loader_config(explicit_options(options));
+    auto config = accel::data::loader_config(settings_of(options));
     auto loader = dataset->dataset ? std::make_unique<accel::data::Loader>(state->state, dataset->dataset, std::move(config))
                                    : std::make_unique<accel::data::Loader>(state->state, dataset->iterable, std::move(config));
     *out = new accel_loader{std::move(loader), {}};
@@ -146,7 +126,7 @@ extern "C" int accel_loader_new_with_batches(accel_loader_t** out, accel_state_t
     require(dataset, "dataset");
     require(batch_sizes, "batch_sizes");
     if (!dataset->dataset) accel::fail(accel::Code::InvalidArgument, "a given list of batches needs a map-style dataset");
-    auto config = accel::data::loader_config(explicit_options(options));
+    auto config = accel::data::loader_config(settings_of(options));
     config.batches = accel::data::batches_of_sizes(indices, batch_sizes, num_batches);
     *out = new accel_loader{std::make_unique<accel::data::Loader>(state->state, dataset->dataset, std::move(config)), {}};
   });
@@ -170,13 +150,13 @@ extern "C" int accel_loader_length(const accel_loader_t* loader, int64_t* out) {
 }
 
 extern "C" int accel_loader_end_of_dataloader(const accel_loader_t* loader) {
-  return read_loader<int>(__func__, loader, 0, [](const accel::data::Loader& l) { return l.end_of_dataloader(); });
+  return read_handle<int>(__func__, loader, 0, [](const accel_loader& l) { return l.loader->end_of_dataloader(); });
 }
 extern "C" int64_t accel_loader_remainder(const accel_loader_t* loader) {
-  return read_loader<int64_t>(__func__, loader, -1, [](const accel::data::Loader& l) { return l.remainder(); });
+  return read_handle<int64_t>(__func__, loader, -1, [](const accel_loader& l) { return l.loader->remainder(); });
 }
 extern "C" int64_t accel_loader_epoch(const accel_loader_t* loader) {
-  return read_loader<int64_t>(__func__, loader, 0, [](const accel::data::Loader& l) { return l.epoch(); });
+  return read_handle<int64_t>(__func__, loader, 0, [](const accel_loader& l) { return l.loader->epoch(); });
 }
 
 extern "C" int accel_loader_set_epoch(accel_loader_t* loader, int64_t epoch) {
@@ -213,17 +193,11 @@ extern "C" int accel_loader_load_state(accel_loader_t* loader, const void* data,
 }
 
 extern "C" size_t accel_batch_count(const accel_batch_t* batch) {
-  return guarded_value<size_t>(__func__, 0, [&] {
-    require(batch, "batch");
-    return batch->fields.size();
-  });
+  return read_handle<size_t>(__func__, batch, 0, [&](const auto&) { return batch->fields.size(); });
 }
 
 extern "C" const char* accel_batch_name(const accel_batch_t* batch, size_t index) {
-  return guarded_value<const char*>(__func__, nullptr, [&]() -> const char* {
-    require(batch, "batch");
-    return index < batch->fields.size() ? batch->fields[index].first.c_str() : nullptr;
-  });
+  return read_handle<const char*>(__func__, batch, nullptr, [&](const auto&) { return index < batch->fields.size() ? batch->fields[index].first.c_str() : nullptr; });
 }
 
 extern "C" int accel_batch_get(const accel_batch_t* batch, const char* name, accel_tensor_t** out) {

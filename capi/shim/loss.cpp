@@ -6,6 +6,7 @@
 
 using accel::capi::guarded_out;
 using accel::capi::require;
+using accel::capi::settings_of;
 
 extern "C" int accel_loss_compute(accel_tensor_t** out, const char* name, const accel_tensor_t* input,
                                   const accel_tensor_t* target, const accel_options_t* options) {
@@ -13,10 +14,10 @@ extern "C" int accel_loss_compute(accel_tensor_t** out, const char* name, const 
     require(name, "name");
     require(input, "input");
     require(target, "target");
-    if (options != nullptr) require(options, "options");
     // Losses run every step: the defaults are resolved once.
     static const auto defaults = accel::train::loss_config(nullptr);
-    const auto config = options ? accel::train::loss_config(&options->options) : defaults;
+    const auto* settings = settings_of(options);
+    const auto config = settings ? accel::train::loss_config(settings) : defaults;
     *out = new accel_tensor(accel::train::compute_loss(name, input->tensor, target->tensor, config));
   });
 }

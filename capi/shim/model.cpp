@@ -8,8 +8,10 @@
 using accel::capi::guarded;
 using accel::capi::guarded_out;
 using accel::capi::guarded_value;
+using accel::capi::read_handle;
 using accel::capi::release;
 using accel::capi::require;
+using accel::capi::settings_of;
 
 namespace {
 
@@ -73,8 +75,7 @@ extern "C" int accel_state_prepare_model(accel_state_t* state, accel_model_t* mo
   return guarded(__func__, [&] {
     require(state, "state");
     require(model, "model");
-    if (options != nullptr) require(options, "options");
-    model->model->prepare(state->state, accel::train::prepare_config(options ? &options->options : nullptr));
+    model->model->prepare(state->state, accel::train::prepare_config(settings_of(options)));
   });
 }
 
@@ -91,10 +92,7 @@ extern "C" int accel_model_evaluate(accel_model_t* model, accel_tensor_t* const*
 }
 
 extern "C" size_t accel_output_count(const accel_output_t* output) {
-  return guarded_value<size_t>(__func__, 0, [&] {
-    require(output, "output");
-    return output->output.values.size();
-  });
+  return read_handle<size_t>(__func__, output, 0, [&](const auto&) { return output->output.values.size(); });
 }
 
 extern "C" const char* accel_output_name(const accel_output_t* output, size_t index) {
@@ -130,24 +128,15 @@ extern "C" int accel_model_train(accel_model_t* model, int on) {
 }
 
 extern "C" int accel_model_is_training(const accel_model_t* model) {
-  return guarded_value<int>(__func__, 0, [&] {
-    require(model, "model");
-    return static_cast<int>(model->model->is_training());
-  });
+  return read_handle<int>(__func__, model, 0, [&](const auto&) { return static_cast<int>(model->model->is_training()); });
 }
 
 extern "C" size_t accel_model_num_parameters(const accel_model_t* model) {
-  return guarded_value<size_t>(__func__, 0, [&] {
-    require(model, "model");
-    return model->model->named_parameters().size();
-  });
+  return read_handle<size_t>(__func__, model, 0, [&](const auto&) { return model->model->named_parameters().size(); });
 }
 
 extern "C" const char* accel_model_parameter_name(const accel_model_t* model, size_t index) {
-  return guarded_value<const char*>(__func__, nullptr, [&] {
-    require(model, "model");
-    return name_at(model->model->named_parameters(), index);
-  });
+  return read_handle<const char*>(__func__, model, nullptr, [&](const auto&) { return name_at(model->model->named_parameters(), index); });
 }
 
 extern "C" int accel_model_parameter(const accel_model_t* model, size_t index, accel_tensor_t** out) {
@@ -158,17 +147,11 @@ extern "C" int accel_model_parameter(const accel_model_t* model, size_t index, a
 }
 
 extern "C" size_t accel_model_num_buffers(const accel_model_t* model) {
-  return guarded_value<size_t>(__func__, 0, [&] {
-    require(model, "model");
-    return model->model->named_buffers().size();
-  });
+  return read_handle<size_t>(__func__, model, 0, [&](const auto&) { return model->model->named_buffers().size(); });
 }
 
 extern "C" const char* accel_model_buffer_name(const accel_model_t* model, size_t index) {
-  return guarded_value<const char*>(__func__, nullptr, [&] {
-    require(model, "model");
-    return name_at(model->model->named_buffers(), index);
-  });
+  return read_handle<const char*>(__func__, model, nullptr, [&](const auto&) { return name_at(model->model->named_buffers(), index); });
 }
 
 extern "C" int accel_model_buffer(const accel_model_t* model, size_t index, accel_tensor_t** out) {

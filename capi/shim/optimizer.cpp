@@ -6,17 +6,17 @@
 
 using accel::capi::guarded;
 using accel::capi::guarded_out;
-using accel::capi::guarded_value;
+using accel::capi::read_handle;
 using accel::capi::release;
 using accel::capi::require;
+using accel::capi::settings_of;
 
 extern "C" int accel_optimizer_new(accel_optimizer_t** out, accel_model_t* model, const char* kind,
                                    const accel_options_t* options) {
   return guarded_out(__func__, out, [&] {
     require(model, "model");
     require(kind, "kind");
-    if (options != nullptr) require(options, "options");
-    const auto config = accel::train::optimizer_config(options ? &options->options : nullptr);
+    const auto config = accel::train::optimizer_config(settings_of(options));
     *out = new accel_optimizer{accel::train::prepare_optimizer(*model->model, kind, config), model->model};
   });
 }
@@ -38,17 +38,11 @@ extern "C" int accel_optimizer_zero_grad(accel_optimizer_t* optimizer) {
 }
 
 extern "C" int accel_optimizer_step_was_skipped(const accel_optimizer_t* optimizer) {
-  return guarded_value<int>(__func__, 0, [&] {
-    require(optimizer, "optimizer");
-    return static_cast<int>(optimizer->optimizer->step_was_skipped());
-  });
+  return read_handle<int>(__func__, optimizer, 0, [&](const auto&) { return static_cast<int>(optimizer->optimizer->step_was_skipped()); });
 }
 
 extern "C" size_t accel_optimizer_num_groups(const accel_optimizer_t* optimizer) {
-  return guarded_value<size_t>(__func__, 0, [&] {
-    require(optimizer, "optimizer");
-    return optimizer->optimizer->optimizer().num_groups();
-  });
+  return read_handle<size_t>(__func__, optimizer, 0, [&](const auto&) { return optimizer->optimizer->optimizer().num_groups(); });
 }
 
 extern "C" int accel_optimizer_lr(const accel_optimizer_t* optimizer, size_t group, double* out) {

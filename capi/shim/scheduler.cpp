@@ -8,9 +8,10 @@
 
 using accel::capi::guarded;
 using accel::capi::guarded_out;
-using accel::capi::guarded_value;
+using accel::capi::read_handle;
 using accel::capi::release;
 using accel::capi::require;
+using accel::capi::settings_of;
 
 namespace {
 
@@ -37,8 +38,7 @@ extern "C" int accel_scheduler_new(accel_scheduler_t** out, accel_optimizer_t* o
   return guarded_out(__func__, out, [&] {
     require(optimizer, "optimizer");
     require(name, "name");
-    if (options != nullptr) require(options, "options");
-    const auto config = accel::train::scheduler_config(options ? &options->options : nullptr);
+    const auto config = accel::train::scheduler_config(settings_of(options));
     *out = new accel_scheduler{accel::train::prepare_scheduler(optimizer->optimizer, name, config)};
   });
 }
@@ -71,8 +71,5 @@ extern "C" int accel_scheduler_last_lr(const accel_scheduler_t* scheduler, size_
 }
 
 extern "C" int64_t accel_scheduler_step_count(const accel_scheduler_t* scheduler) {
-  return guarded_value<int64_t>(__func__, 0, [&] {
-    require(scheduler, "scheduler");
-    return scheduler->scheduler->scheduler().step_count();
-  });
+  return read_handle<int64_t>(__func__, scheduler, 0, [&](const auto&) { return scheduler->scheduler->scheduler().step_count(); });
 }

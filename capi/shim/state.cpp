@@ -6,27 +6,15 @@
 
 using accel::capi::guarded;
 using accel::capi::guarded_out;
-using accel::capi::guarded_value;
+using accel::capi::read_handle;
 using accel::capi::release;
 using accel::capi::require;
+using accel::capi::settings_of;
 
-namespace {
-
-// Accessors: a NULL or dead state gives fallback (and the reason in accel_error_last).
-template <class Value, class Read>
-Value read_state(const char* function, const accel_state_t* state, Value fallback, Read&& read) {
-  return guarded_value<Value>(function, fallback, [&] {
-    require(state, "state");
-    return static_cast<Value>(read(*state->state));
-  });
-}
-
-}  // namespace
 
 extern "C" int accel_state_new(accel_state_t** out, const accel_options_t* options) {
   return guarded_out(__func__, out, [&] {
-    if (options != nullptr) require(options, "options");
-    auto state = accel::distributed::State::acquire(options ? &options->options : nullptr, accel::process_env());
+    auto state = accel::distributed::State::acquire(settings_of(options), accel::process_env());
     *out = new accel_state{std::move(state)};
   });
 }
@@ -47,48 +35,42 @@ extern "C" int accel_state_wait_for_everyone(accel_state_t* state) {
   });
 }
 
-using State = accel::distributed::State;
-
 extern "C" int32_t accel_state_num_processes(const accel_state_t* state) {
-  return read_state<int32_t>(__func__, state, 0, [](const State& s) { return s.launch().world_size; });
+  return read_handle<int32_t>(__func__, state, 0, [](const accel_state& s) { return s.state->launch().world_size; });
 }
 extern "C" int32_t accel_state_process_index(const accel_state_t* state) {
-  return read_state<int32_t>(__func__, state, 0, [](const State& s) { return s.launch().rank; });
+  return read_handle<int32_t>(__func__, state, 0, [](const accel_state& s) { return s.state->launch().rank; });
 }
 extern "C" int32_t accel_state_local_process_index(const accel_state_t* state) {
-  return read_state<int32_t>(__func__, state, 0, [](const State& s) { return s.launch().local_rank; });
+  return read_handle<int32_t>(__func__, state, 0, [](const accel_state& s) { return s.state->launch().local_rank; });
 }
 extern "C" int32_t accel_state_num_local_processes(const accel_state_t* state) {
-  return read_state<int32_t>(__func__, state, 0, [](const State& s) { return s.launch().local_world_size; });
+  return read_handle<int32_t>(__func__, state, 0, [](const accel_state& s) { return s.state->launch().local_world_size; });
 }
 extern "C" int accel_state_is_main_process(const accel_state_t* state) {
-  return read_state<int>(__func__, state, 0, [](const State& s) { return s.launch().rank == 0; });
+  return read_handle<int>(__func__, state, 0, [](const accel_state& s) { return s.state->launch().rank == 0; });
 }
 extern "C" int accel_state_is_local_main_process(const accel_state_t* state) {
-  return read_state<int>(__func__, state, 0, [](const State& s) { return s.launch().local_rank == 0; });
+  return read_handle<int>(__func__, state, 0, [](const accel_state& s) { return s.state->launch().local_rank == 0; });
 }
 extern "C" int accel_state_is_last_process(const accel_state_t* state) {
-  return read_state<int>(__func__, state, 0,
-                         [](const State& s) { return s.launch().rank == s.launch().world_size - 1; });
+  return read_handle<int>(__func__, state, 0, [](const accel_state& s) { return s.state->launch().rank == s.state->launch().world_size - 1; });
 }
 extern "C" int accel_state_distributed_type(const accel_state_t* state) {
-  return read_state<int>(__func__, state, ACCEL_DISTRIBUTED_NO,
-                         [](const State& s) { return static_cast<int>(s.distributed_type()); });
+  return read_handle<int>(__func__, state, ACCEL_DISTRIBUTED_NO, [](const accel_state& s) { return static_cast<int>(s.state->distributed_type()); });
 }
 extern "C" const char* accel_state_distributed_type_name(const accel_state_t* state) {
-  return read_state<const char*>(__func__, state, "NO",
-                                 [](const State& s) { return accel::distributed::distributed_type_name(s.distributed_type()); });
+  return read_handle<const char*>(__func__, state, "NO", [](const accel_state& s) { return accel::distributed::distributed_type_name(s.state->distributed_type()); });
 }
 extern "C" const char* accel_state_device(const accel_state_t* state) {
-  return read_state<const char*>(__func__, state, "", [](const State& s) { return s.device().c_str(); });
+  return read_handle<const char*>(__func__, state, "", [](const accel_state& s) { return s.state->device().c_str(); });
 }
 extern "C" const char* accel_state_mixed_precision(const accel_state_t* state) {
-  return read_state<const char*>(__func__, state, "",
-                                 [](const State& s) { return s.options().get_string("mixed_precision").c_str(); });
+  return read_handle<const char*>(__func__, state, "", [](const accel_state& s) { return s.state->options().get_string("mixed_precision").c_str(); });
 }
 extern "C" const char* accel_state_backend(const accel_state_t* state) {
-  return read_state<const char*>(__func__, state, "", [](const State& s) { return s.backend().c_str(); });
+  return read_handle<const char*>(__func__, state, "", [](const accel_state& s) { return s.state->backend().c_str(); });
 }
 extern "C" int accel_state_is_broken(const accel_state_t* state) {
-  return read_state<int>(__func__, state, 0, [](const State& s) { return s.broken(); });
+  return read_handle<int>(__func__, state, 0, [](const accel_state& s) { return s.state->broken(); });
 }

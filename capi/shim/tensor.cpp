@@ -6,23 +6,11 @@
 
 using accel::capi::guarded;
 using accel::capi::guarded_out;
-using accel::capi::guarded_value;
+using accel::capi::read_handle;
 using accel::capi::release;
 using accel::capi::require;
 
 static_assert(ACCEL_TENSOR_MAX_DIMS == accel::kMaxTensorDims);
-
-namespace {
-
-template <class Value, class Read>
-Value read_tensor(const char* function, const accel_tensor_t* tensor, Value fallback, Read&& read) {
-  return guarded_value<Value>(function, fallback, [&] {
-    require(tensor, "tensor");
-    return static_cast<Value>(read(*tensor));
-  });
-}
-
-}  // namespace
 
 extern "C" int accel_tensor_from_dlpack(accel_tensor_t** out, struct DLManagedTensor* managed) {
   return guarded_out(__func__, out, [&] {
@@ -46,23 +34,23 @@ extern "C" int accel_tensor_from_buffer(accel_tensor_t** out, const void* data, 
 extern "C" void accel_tensor_free(accel_tensor_t* tensor) { release(__func__, tensor); }
 
 extern "C" size_t accel_tensor_ndim(const accel_tensor_t* tensor) {
-  return read_tensor<size_t>(__func__, tensor, 0, [](const accel_tensor& t) { return t.shape.size(); });
+  return read_handle<size_t>(__func__, tensor, 0, [](const accel_tensor& t) { return t.shape.size(); });
 }
 extern "C" const int64_t* accel_tensor_shape(const accel_tensor_t* tensor) {
-  return read_tensor<const int64_t*>(__func__, tensor, nullptr, [](const accel_tensor& t) { return t.shape.data(); });
+  return read_handle<const int64_t*>(__func__, tensor, nullptr, [](const accel_tensor& t) { return t.shape.data(); });
 }
 extern "C" int64_t accel_tensor_numel(const accel_tensor_t* tensor) {
-  return read_tensor<int64_t>(__func__, tensor, 0, [](const accel_tensor& t) { return t.tensor.numel(); });
+  return read_handle<int64_t>(__func__, tensor, 0, [](const accel_tensor& t) { return t.tensor.numel(); });
 }
 extern "C" int32_t accel_tensor_dtype(const accel_tensor_t* tensor) {
-  return read_tensor<int32_t>(__func__, tensor, 0,
+  return read_handle<int32_t>(__func__, tensor, 0,
                               [](const accel_tensor& t) { return accel::dtype_code(t.tensor.scalar_type()); });
 }
 extern "C" size_t accel_tensor_element_size(const accel_tensor_t* tensor) {
-  return read_tensor<size_t>(__func__, tensor, 0, [](const accel_tensor& t) { return t.tensor.element_size(); });
+  return read_handle<size_t>(__func__, tensor, 0, [](const accel_tensor& t) { return t.tensor.element_size(); });
 }
 extern "C" const char* accel_tensor_device(const accel_tensor_t* tensor) {
-  return read_tensor<const char*>(__func__, tensor, "", [](const accel_tensor& t) { return t.device.c_str(); });
+  return read_handle<const char*>(__func__, tensor, "", [](const accel_tensor& t) { return t.device.c_str(); });
 }
 
 extern "C" int accel_tensor_data(const accel_tensor_t* tensor, void** out) {

@@ -5,7 +5,7 @@
 #include "shim/handles.hpp"
 
 using accel::capi::guarded;
-using accel::capi::guarded_value;
+using accel::capi::read_handle;
 using accel::capi::require;
 
 extern "C" int accel_state_accumulate(accel_state_t* state) {
@@ -16,10 +16,7 @@ extern "C" int accel_state_accumulate(accel_state_t* state) {
 }
 
 extern "C" int accel_state_sync_gradients(const accel_state_t* state) {
-  return guarded_value<int>(__func__, 0, [&] {
-    require(state, "state");
-    return static_cast<int>(state->state->sync_gradients());
-  });
+  return read_handle<int>(__func__, state, 0, [&](const auto&) { return static_cast<int>(state->state->sync_gradients()); });
 }
 
 extern "C" int accel_state_backward(accel_state_t* state, const accel_tensor_t* loss) {

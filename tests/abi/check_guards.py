@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks that no extern "C" function body sits outside the exception firewall: each body in capi/shim must
-be one statement that hands everything to guarded / guarded_out / guarded_value / release, or to a helper
+be one statement that hands everything to guarded / guarded_out / guarded_value / read_handle /
+release, or to a helper
 of the same file whose own body is such a statement.
 
 usage: check_guards.py SHIM_DIR"""
@@ -8,7 +9,7 @@ import pathlib
 import re
 import sys
 
-GUARDS = {"guarded", "guarded_out", "guarded_value", "release"}
+GUARDS = {"guarded", "guarded_out", "guarded_value", "read_handle", "release"}
 
 
 def strip_comments_and_strings(code):
