@@ -14,5 +14,6 @@
 #include "accel/optimizer.h"
 #include "accel/scheduler.h"
 #include "accel/train.h"
+#include "accel/tracking.h"
 
 #endif

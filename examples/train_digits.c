@@ -7,14 +7,16 @@
  * The data: 1797 rows of 64 pixel values (0..16) and a label, read from sklearn's digits.csv.gz through
  * `gzip -dc` (popen), pixels scaled to [0, 1]. The rows are shuffled with a fixed seed, then the last 360
  * are held out for the test. Training: AdamW with a cosine schedule and warmup, gradients clipped to norm 1,
- * a progress bar and the mean loss of each epoch (over every rank) on the main process. Evaluation: argmax
+ * a progress bar (accel_progress_*) and the mean loss of each epoch (over every rank) on the main process;
+ * the loss and lr of every optimizer step are logged to DIR/logs (metrics.jsonl, metrics.csv and a
+ * TensorBoard event file; `accel plot DIR/logs` draws them). Evaluation: argmax
  * of the logits, gathered with accel_state_gather_for_metrics so each test sample counts once. The final model
  * is saved into DIR/model/ with accel_state_save_model, and the last line printed is the test accuracy.
  *
  * Options: --project-dir DIR (build/demo), --model PATH (DIR/digits_mlp.pt), --data PATH (sklearn's
  * digits.csv.gz, or a plain .csv), --epochs E (20), --lr LR (0.01), --max-steps N (stop after N optimizer
  * steps; 0 only evaluates), --checkpoint-every K and --resume (parsed; not available yet). */
-#define _POSIX_C_SOURCE 200809L /* popen, pclose, isatty */
+#define _POSIX_C_SOURCE 200809L /* popen, pclose */
 
 #include <errno.h>
 #include <limits.h>
@@ -38,8 +40,7 @@ enum {
   TRAIN_BATCH = 32, /* per process */
   TEST_BATCH = 64,  /* per process */
   TRAIN_DATA_SEED = 42,
-  SPLIT_SEED = 0,
-  BAR_WIDTH = 30
+  SPLIT_SEED = 0
 };
 
 typedef struct {
@@ -314,31 +315,10 @@ static int make_dataset(const float *x, const int64_t *y, int64_t first, int64_t
   return code;
 }
 
-/* The progress bar of the main process, on stderr, redrawn in place; a negative loss is not shown.
- * Drawn only when stderr is a terminal: logs (ctest, CI) get the epoch lines without the bar's redraws. */
-static int g_bar = 0;
-
-static void draw_bar(long step, long total, long epoch, long epochs, double running_loss) {
-  int filled = total > 0 ? (int)((double)BAR_WIDTH * (double)step / (double)total) : BAR_WIDTH;
-  char bar[BAR_WIDTH + 1];
-  if (!g_bar) return;
-  memset(bar, '#', (size_t)filled);
-  memset(bar + filled, '.', (size_t)(BAR_WIDTH - filled));
-  bar[BAR_WIDTH] = '\0';
-  fprintf(stderr, "\rtraining [%s] %4ld/%ld steps  epoch %ld/%ld", bar, step, total, epoch, epochs);
-  if (running_loss >= 0.0) fprintf(stderr, "  loss %.4f ", running_loss);
-  fflush(stderr);
-}
-
-static void clear_bar(void) {
-  if (!g_bar) return;
-  fprintf(stderr, "\r%*s\r", BAR_WIDTH + 64, "");
-  fflush(stderr);
-}
-
 int main(int argc, char **argv) {
   args_t args;
-  int exit_code = 1, is_main = 0, training_finished = 0;
+  int exit_code = 1, is_main = 0;
+  long steps_done = 0;
   float *pixels = NULL;
   int64_t *labels = NULL, *gathered_predictions = NULL, *gathered_labels = NULL, rows = 0, train_rows = 0;
   float *logit_values = NULL;
@@ -352,6 +332,8 @@ int main(int argc, char **argv) {
   accel_model_t *model = NULL;
   accel_optimizer_t *optimizer = NULL;
   accel_scheduler_t *scheduler = NULL;
+  accel_options_t *tracker_options = NULL;
+  accel_progress_t *progress = NULL;
   accel_batch_t *batch = NULL;
   accel_output_t *output = NULL;
   accel_tensor_t *x = NULL, *y = NULL, *logits = NULL, *loss = NULL, *local = NULL, *global = NULL;
@@ -371,7 +353,6 @@ int main(int argc, char **argv) {
   CHECK(accel_state_new(&state, NULL));
   g_rank = accel_state_process_index(state);
   is_main = accel_state_is_main_process(state);
-  g_bar = is_main && isatty(STDERR_FILENO);
 
   if (is_main && args.checkpoint_every >= 0)
     fprintf(stderr, "train_digits: note: --checkpoint-every %ld is not available yet (checkpoints are not "
@@ -428,6 +409,17 @@ int main(int argc, char **argv) {
     CHECK(accel_scheduler_new(&scheduler, optimizer, "cosine", scheduler_options));
   }
 
+  /* Loss and lr of every optimizer step go to DIR/logs (JSONL, CSV, TensorBoard); `accel plot DIR/logs`
+   * draws them. A fresh run starts the logs afresh; a resumed one would continue them. */
+  {
+    char config[256];
+    snprintf(config, sizeof config, "{\"lr\": %g, \"epochs\": %ld, \"batch_size\": %d, \"optimizer\": \"adamw\"}",
+             args.lr, args.epochs, TRAIN_BATCH);
+    CHECK(accel_options_new(&tracker_options));
+    CHECK(accel_options_set_bool(tracker_options, "overwrite", !args.resume));
+    CHECK(accel_state_init_trackers(state, args.project_dir, "logs", config, tracker_options));
+  }
+
   {
     int64_t steps_per_epoch = 0;
     CHECK(accel_loader_length(train_loader, &steps_per_epoch));
@@ -444,13 +436,13 @@ int main(int argc, char **argv) {
       if (args.max_steps >= 0) printf("stopping after %ld optimizer steps (--max-steps)\n", args.max_steps);
       fflush(stdout);
     }
+    CHECK(accel_progress_new(&progress, state, total_steps, "training"));
 
     for (epoch = 0; epoch < args.epochs && steps < total_steps; ++epoch) {
       double loss_sum = 0.0, epoch_loss;
       long batches = 0;
       float value;
       CHECK(accel_model_train(model, 1));
-      if (is_main && epoch == 0) draw_bar(0, total_steps, 1, args.epochs, -1.0);
       for (;;) {
         int sync;
         CHECK(accel_loader_next(train_loader, &batch));
@@ -475,7 +467,15 @@ int main(int argc, char **argv) {
         CHECK(accel_tensor_copy_to_buffer(loss, &value, sizeof value));
         loss_sum += (double)value;
         ++batches;
-        if (sync) ++steps;
+        if (sync) {
+          const char *names[] = {"loss", "lr"};
+          double logged[2];
+          logged[0] = (double)value;
+          ++steps;
+          CHECK(accel_scheduler_last_lr(scheduler, 0, &logged[1]));
+          CHECK(accel_state_log(state, names, logged, 2, steps));
+          CHECK(accel_progress_update(progress, 1, (double)value));
+        }
 
         accel_tensor_free(loss);
         accel_tensor_free(logits);
@@ -487,7 +487,6 @@ int main(int argc, char **argv) {
         output = NULL;
         batch = NULL;
 
-        if (is_main) draw_bar(steps, total_steps, epoch + 1, args.epochs, loss_sum / (double)batches);
         if (steps >= total_steps) break; /* --max-steps: every rank stops at the same step */
       }
 
@@ -503,22 +502,18 @@ int main(int argc, char **argv) {
         accel_tensor_free(global);
         local = global = NULL;
       }
-      if (is_main) {
+      {
         double last_lr = 0;
+        char line[160];
         CHECK(accel_scheduler_last_lr(scheduler, 0, &last_lr));
-        clear_bar();
-        printf("epoch %2ld/%ld  loss %.4f  lr %.2e%s\n", epoch + 1, args.epochs, epoch_loss,
-               last_lr,
-               batches < steps_per_epoch ? "  (stopped early: --max-steps)" : "");
-        fflush(stdout);
-        draw_bar(steps, total_steps, epoch + 1, args.epochs, loss_sum / (batches > 0 ? (double)batches : 1.0));
+        snprintf(line, sizeof line, "epoch %2ld/%ld  loss %.4f  lr %.2e%s", epoch + 1, args.epochs, epoch_loss, last_lr,
+                 batches < steps_per_epoch ? "  (stopped early: --max-steps)" : "");
+        CHECK(accel_state_print(state, line));
       }
     }
-    if (is_main && g_bar && total_steps > 0) {
-      fputc('\n', stderr); /* the bar stays, finished */
-      fflush(stderr);
-    }
-    training_finished = 1;
+    accel_progress_free(progress); /* the bar stays, finished */
+    progress = NULL;
+    steps_done = steps;
   }
 
   /* Evaluation: predictions and labels of every rank, the samples that pad the last batch dropped. */
@@ -594,13 +589,19 @@ int main(int argc, char **argv) {
       printf("test accuracy: %.2f\n", (double)correct / (double)counted);
       fflush(stdout);
     }
+    {
+      const char *names[] = {"test_accuracy"};
+      const double accuracy = counted > 0 ? (double)correct / (double)counted : 0.0;
+      CHECK(accel_state_log(state, names, &accuracy, 1, steps_done));
+    }
   }
+  CHECK(accel_state_finish_trackers(state));
 
   CHECK(accel_state_shutdown(state));
   exit_code = 0;
 
 done:
-  if (exit_code != 0 && g_bar && !training_finished) fputc('\n', stderr); /* below a broken bar */
+  accel_progress_free(progress);
   free(gathered_predictions);
   free(gathered_labels);
   free(logit_values);
@@ -624,6 +625,7 @@ done:
   accel_loader_free(train_loader);
   accel_dataset_free(test_set);
   accel_dataset_free(train_set);
+  accel_options_free(tracker_options);
   accel_options_free(scheduler_options);
   accel_options_free(optimizer_options);
   accel_options_free(test_options);

@@ -13,6 +13,7 @@
 #include "data/loader.hpp"
 #include "distributed/state.hpp"
 #include "shim/guard.hpp"
+#include "tracking/progress.hpp"
 #include "train/accelerator.hpp"
 #include "train/model.hpp"
 
@@ -96,4 +97,9 @@ struct accel_optimizer {
 struct accel_scheduler {
   std::unique_ptr<accel::train::AcceleratedScheduler> scheduler;
   ACCEL_HANDLE("accel_scheduler_t");
+};
+
+struct accel_progress {
+  std::unique_ptr<accel::tracking::ProgressBar> bar;
+  ACCEL_HANDLE("accel_progress_t");
 };

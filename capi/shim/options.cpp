@@ -7,6 +7,7 @@
 #include "distributed/state_options.hpp"
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
+#include "tracking/trackers.hpp"
 #include "train/training_options.hpp"
 
 using accel::capi::guarded;
@@ -22,6 +23,7 @@ const accel::OptionCatalog& option_catalog() {
       &accel::distributed::state_option_scope(), &accel::data::loader_option_scope(),
       &accel::train::prepare_option_scope(),     &accel::train::optimizer_option_scope(),
       &accel::train::scheduler_option_scope(),   &accel::train::loss_option_scope(),
+      &accel::tracking::trackers_option_scope(),
   };
   return catalog;
 }

@@ -1,0 +1,162 @@
+#include "tracking/trackers.hpp"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "tracking/append_file.hpp"
+
+namespace accel::tracking {
+
+namespace {
+
+void make_directories(const std::string& path) {
+  for (size_t at = path.find('/', 1);; at = path.find('/', at + 1)) {
+    const std::string prefix = path.substr(0, at);
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      fail(Code::Io, "cannot create directory '" + prefix + "': " + std::strerror(errno));
+    }
+    if (at == std::string::npos) return;
+  }
+}
+
+std::vector<std::unique_ptr<Sink>> open_sinks(const std::string& log_with, const std::string& directory) {
+  std::vector<std::unique_ptr<Sink>> sinks;
+  std::set<std::string> seen;
+  std::stringstream stream(log_with);
+  for (std::string name; std::getline(stream, name, ',');) {
+    if (!seen.insert(name).second) continue;
+    if (name == "jsonl") {
+      sinks.push_back(open_jsonl_sink(directory));
+    } else if (name == "csv") {
+      sinks.push_back(open_csv_sink(directory));
+    } else if (name == "tensorboard") {
+      sinks.push_back(open_tensorboard_sink(directory));
+    } else {
+      fail(Code::BadOptionValue, "option 'log_with': '" + name + "' is not a tracker (expected a comma-separated list "
+                                 "of jsonl, csv and tensorboard)");
+    }
+  }
+  if (sinks.empty()) fail(Code::BadOptionValue, "option 'log_with' names no tracker");
+  return sinks;
+}
+
+// The files the sinks write, and only those: a fresh run in a directory that holds an earlier one.
+void remove_metrics(const std::string& directory) {
+  std::vector<std::string> doomed{directory + "/metrics.jsonl", directory + "/metrics.csv"};
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(directory.c_str()), ::closedir);
+  if (!dir) fail(Code::Io, "cannot list '" + directory + "': " + std::strerror(errno));
+  while (const dirent* entry = ::readdir(dir.get())) {
+    if (std::strncmp(entry->d_name, "events.out.tfevents.", 20) == 0) doomed.push_back(directory + "/" + entry->d_name);
+  }
+  for (const auto& path : doomed) {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      fail(Code::Io, "cannot remove '" + path + "': " + std::strerror(errno));
+    }
+  }
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+const OptionScope& trackers_option_scope() {
+  static const OptionScope scope{
+      "trackers",
+      "accel_state_init_trackers",
+      /*from_environment=*/false,
+      {{"log_with", OptionType::String, std::string("jsonl,csv,tensorboard"), {}, false},
+       {"overwrite", OptionType::Bool, false, {}, false}}};
+  return scope;
+}
+
+Trackers::Trackers(bool main_process, const std::string& project_dir, const std::string& run_name,
+                   const std::string& config_json, const Options* options)
+    : main_process_(main_process) {
+  const auto settings = resolve_options(trackers_option_scope(), options, [](const std::string&) { return std::nullopt; });
+  require_argument(!project_dir.empty(), "the project directory is empty");
+  require_argument(!run_name.empty() && run_name != "." && run_name != ".." && run_name.find('/') == std::string::npos,
+                   "run name '" + run_name + "' is not a single directory name");
+  const std::string& log_with = settings.get_string("log_with");
+  if (!main_process_) return;
+  const std::string directory = project_dir + "/" + run_name;
+  make_directories(directory);
+  if (settings.get_bool("overwrite")) remove_metrics(directory);
+  if (!config_json.empty()) {
+    AppendFile config(directory + "/config.json.tmp");
+    config.append(config_json);
+    if (std::rename((directory + "/config.json.tmp").c_str(), (directory + "/config.json").c_str()) != 0) {
+      fail(Code::Io, "cannot write '" + directory + "/config.json': " + std::strerror(errno));
+    }
+  }
+  sinks_ = open_sinks(log_with, directory);
+  for (const auto& sink : sinks_) {
+    if (const auto last = sink->last_logged_step(); last && (!resumed_after_ || *last > *resumed_after_)) {
+      resumed_after_ = last;
+    }
+  }
+}
+
+void Trackers::log(const std::vector<Scalar>& scalars, int64_t step) {
+  require_argument(step >= 0, "step " + std::to_string(step) + " is negative");
+  std::set<std::string> names;
+  for (const auto& scalar : scalars) {
+    require_argument(!scalar.name.empty(), "a scalar has an empty name");
+    require_argument(names.insert(scalar.name).second, "scalar '" + scalar.name + "' is logged twice in one call");
+  }
+  if (!main_process_ || scalars.empty() || (resumed_after_ && step <= *resumed_after_)) return;
+  const double wall_time = now_seconds();
+  for (const auto& sink : sinks_) sink->write(step, wall_time, scalars);
+}
+
+namespace {
+
+std::mutex registry_mutex;
+// Keyed by the state without keeping it alive: entries of states that are gone are dropped on the next use.
+std::map<std::weak_ptr<distributed::State>, std::shared_ptr<Trackers>, std::owner_less<>> registry;
+
+void drop_expired() {
+  for (auto it = registry.begin(); it != registry.end();) it = it->first.expired() ? registry.erase(it) : std::next(it);
+}
+
+}  // namespace
+
+void init_trackers(const std::shared_ptr<distributed::State>& state, const std::string& project_dir,
+                   const std::string& run_name, const std::string& config_json, const Options* options) {
+  auto trackers = std::make_shared<Trackers>(state->launch().rank == 0, project_dir, run_name, config_json, options);
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  drop_expired();
+  registry[state] = std::move(trackers);
+}
+
+Trackers& trackers_of(const distributed::State& state) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  for (auto& [owner, trackers] : registry) {
+    if (auto alive = owner.lock(); alive.get() == &state) return *trackers;
+  }
+  fail(Code::InvalidState, "no trackers: call accel_state_init_trackers first");
+}
+
+void finish_trackers(const distributed::State& state) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  for (auto it = registry.begin(); it != registry.end(); ++it) {
+    if (auto alive = it->first.lock(); alive.get() == &state) {
+      registry.erase(it);
+      return;
+    }
+  }
+}
+
+}  // namespace accel::tracking
