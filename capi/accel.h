@@ -8,6 +8,7 @@
 #include "accel/state.h"
 #include "accel/tensor.h"
 #include "accel/collectives.h"
+#include "accel/processes.h"
 #include "accel/loader.h"
 #include "accel/loss.h"
 #include "accel/model.h"

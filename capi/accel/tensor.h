@@ -74,7 +74,8 @@ ACCEL_API const char *accel_tensor_device(const accel_tensor_t *tensor);
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (not on the CPU, or not contiguous). */
 ACCEL_API ACCEL_NODISCARD int accel_tensor_data(const accel_tensor_t *tensor, void **out);
 
-/* Copies the elements, in C order, into dst of capacity bytes (from any device).
+/* Copies the elements, in C order, into dst of capacity bytes (from any device); dst may be NULL when the
+ * tensor has no elements.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (capacity smaller than numel * element size). */
 ACCEL_API ACCEL_NODISCARD int accel_tensor_copy_to_buffer(const accel_tensor_t *tensor, void *dst, size_t capacity);
 

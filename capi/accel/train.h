@@ -39,7 +39,7 @@ ACCEL_API ACCEL_NODISCARD int accel_state_backward(accel_state_t *state, const a
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (max_norm <= 0). */
 ACCEL_API ACCEL_NODISCARD int accel_state_clip_grad_norm(accel_state_t *state, accel_model_t *model, double max_norm,
                                                          double norm_type, double *total_norm);
-/* Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (clip_value <= 0). */
+/* Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (clip_value < 0 or NaN). */
 ACCEL_API ACCEL_NODISCARD int accel_state_clip_grad_value(accel_state_t *state, accel_model_t *model, double clip_value);
 
 /* Saves the unwrapped model's parameters and buffers into directory/model.safetensors (written to a

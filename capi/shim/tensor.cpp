@@ -63,7 +63,7 @@ extern "C" int accel_tensor_data(const accel_tensor_t* tensor, void** out) {
 extern "C" int accel_tensor_copy_to_buffer(const accel_tensor_t* tensor, void* dst, size_t capacity) {
   return guarded(__func__, [&] {
     require(tensor, "tensor");
-    require(dst, "dst");
+    if (tensor->tensor.numel() > 0) require(dst, "dst");
     accel::copy_to_buffer(tensor->tensor, dst, capacity);
   });
 }

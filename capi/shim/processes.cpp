@@ -1,0 +1,67 @@
+#include "accel/processes.h"
+
+#include "distributed/processes.hpp"
+#include "shim/guard.hpp"
+#include "shim/handles.hpp"
+
+using accel::capi::guarded;
+using accel::capi::guarded_out;
+using accel::capi::require;
+
+extern "C" int accel_state_split_range(const accel_state_t* state, int64_t length, int64_t* first, int64_t* count,
+                                       int64_t* padded_count) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    const auto& launch = state->state->launch();
+    const auto share = accel::distributed::share_of(length, launch.rank, launch.world_size);
+    if (first != nullptr) *first = share.first;
+    if (count != nullptr) *count = share.count;
+    if (padded_count != nullptr) *padded_count = share.padded_count;
+  });
+}
+
+extern "C" int accel_state_split_tensor(const accel_state_t* state, const accel_tensor_t* input, int apply_padding,
+                                        accel_tensor_t** out) {
+  return guarded_out(__func__, out, [&] {
+    require(state, "state");
+    require(input, "input");
+    *out = new accel_tensor(accel::distributed::split_rows(*state->state, input->tensor, apply_padding != 0));
+  });
+}
+
+extern "C" int accel_state_main_process_first_begin(accel_state_t* state) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    accel::distributed::goes_first_begin(*state->state, /*local=*/false);
+  });
+}
+
+extern "C" int accel_state_main_process_first_end(accel_state_t* state) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    accel::distributed::goes_first_end(*state->state, /*local=*/false);
+  });
+}
+
+extern "C" int accel_state_local_main_process_first_begin(accel_state_t* state) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    accel::distributed::goes_first_begin(*state->state, /*local=*/true);
+  });
+}
+
+extern "C" int accel_state_local_main_process_first_end(accel_state_t* state) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    accel::distributed::goes_first_end(*state->state, /*local=*/true);
+  });
+}
+
+extern "C" int accel_state_send_to_device(const accel_state_t* state, const accel_tensor_t* input, int non_blocking,
+                                          accel_tensor_t** out) {
+  return guarded_out(__func__, out, [&] {
+    require(state, "state");
+    require(input, "input");
+    *out = new accel_tensor(accel::distributed::send_to_device(*state->state, input->tensor, non_blocking != 0));
+  });
+}
