@@ -9,7 +9,7 @@ def apply(function, data, operation):
         return type(data)(*items) if hasattr(data, "_fields") else type(data)(items)
     if isinstance(data, dict):
         return type(data)((key, apply(function, value, operation)) for key, value in data.items())
-    if isinstance(data, (bool, int, float, str, bytes)) or data is None:
+    if not hasattr(data, "__dlpack__"):  # numpy arrays, torch tensors and accel.Tensor all have it
         raise TypeError(f"{operation} takes tensors (numpy arrays, torch tensors, accel.Tensor) in nested "
                         f"lists, tuples and dicts, not {type(data).__name__}")
     return function(data)

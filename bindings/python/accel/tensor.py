@@ -156,11 +156,11 @@ class Tensor(Handle):
 @contextlib.contextmanager
 def lent(value):
     """`with lent(x) as tensor:` an accel.Tensor for x for the duration of a call: x itself if it is one,
-    else a zero-copy handle on x (Python numbers become 0-d numpy arrays first) freed afterwards."""
+    else a zero-copy handle on x (numbers, Python's or numpy's, become 0-d arrays first) freed afterwards."""
     if isinstance(value, Tensor):
         yield value
         return
-    if isinstance(value, (bool, int, float)):
+    if isinstance(value, (bool, int, float, np.generic)):
         value = np.asarray(value)
     tensor = Tensor.from_dlpack(value)
     try:
