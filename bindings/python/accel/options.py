@@ -1,9 +1,13 @@
 """accel.Options, the library's options object: key/value settings handed to constructors.
 
 The keys, their types and defaults are documented in capi/accel/options.h and in each module's header.
-The higher-level API builds these from keyword arguments; use Options directly to pass a key it does not
-expose, or to see the configuration in effect (dump()).
+The rest of the package builds these from keyword arguments; an Options object of one's own shows the
+configuration in effect (dump(): defaults, ACCEL_* environment, values set).
 """
+import numbers
+
+import numpy as np
+
 from ._handle import Handle
 from ._library import ffi, lib
 from .errors import check
@@ -20,17 +24,18 @@ class Options(Handle):
         self.update(settings or {})
 
     def update(self, settings):
-        """Sets each key by its Python type: bool, int, float, or str (the text form, parsed by the key's
-        own type, so "true" sets a bool key and "30" an int key). None leaves the key as it is."""
+        """Sets each key by its Python type: bool, integer, real, or str (the text form, parsed by the key's
+        own type, so "true" sets a bool key and "30" an int key); numpy scalars count as their kind. None
+        leaves the key as it is."""
         for key, value in settings.items():
             if value is None:
                 continue
-            if isinstance(value, bool):  # before int: bool is an int
+            if isinstance(value, (bool, np.bool_)):  # before integers: bool is one
                 self.set_bool(key, value)
-            elif isinstance(value, int):
-                self.set_int(key, value)
-            elif isinstance(value, float):
-                self.set_double(key, value)
+            elif isinstance(value, numbers.Integral):
+                self.set_int(key, int(value))
+            elif isinstance(value, numbers.Real):
+                self.set_double(key, float(value))
             elif isinstance(value, str):
                 self.set_text(key, value)
             else:

@@ -50,7 +50,7 @@ def _compile(tmp_path, sections):
     redeclared = "\n".join(line for name, text in sections if name.startswith("accel/")
                            for line in text.splitlines() if not line.startswith("#define"))
     library = os.environ["ACCEL_LIBRARY"]
-    include_dirs = [str(CAPI)] + [d for d in os.environ.get("ACCEL_TORCH_INCLUDE_DIRS", "").split(";") if d]
+    include_dirs = [str(CAPI)] + [d for d in os.environ.get("ACCEL_TORCH_INCLUDE_DIRS", "").split(os.pathsep) if d]
     ffi = cffi.FFI()
     ffi.cdef(cdef)
     name = f"_accel_cdef_check_{os.getpid()}_{next(_module_numbers)}"

@@ -34,6 +34,12 @@ def test_tensors_come_out_as_numpy_and_torch_on_the_same_memory():
     assert as_numpy[0] == 42 and as_torch[0].item() == 42
 
 
+def test_numpy_reads_a_tensor_as_an_array():
+    with accel.Tensor.from_dlpack(np.array([[2.5]], dtype=np.float32)) as tensor:
+        assert np.asarray(tensor).tolist() == [[2.5]] and np.asarray(tensor, dtype=np.int64).tolist() == [[2]]
+        assert tensor.item() == 2.5 and tensor.numel() == 1 and tensor.ndim == 2
+
+
 def test_a_torch_tensor_goes_in_without_a_copy_and_its_capsule_is_consumed():
     source = torch.arange(5, dtype=torch.int32, requires_grad=False)
     capsule = torch_dlpack.to_dlpack(source)
