@@ -23,3 +23,14 @@ from .tensor import Tensor
 from .version import features, has_feature, torch_version, version
 
 __version__ = version()
+
+__all__ = [
+    "Accelerator", "DistributedType", "DataLoaderConfiguration", "DistributedDataParallelKwargs",
+    "GradientAccumulationPlugin", "InitProcessGroupKwargs", "DataLoader", "Dataset", "AccelEnvironmentError",
+    "AccelError", "AccelIOError", "AccelTimeoutError", "BadOptionValueError", "CallbackError", "DtypeError",
+    "InternalError", "InvalidArgumentError", "InvalidStateError", "NullArgumentError", "OutOfMemoryError",
+    "OutOfRangeError", "PeerFailedError", "ShapeMismatchError", "TorchError", "UnknownOptionError",
+    "UnsupportedError", "compute_loss", "Model", "Optimizer", "Options", "Scheduler", "DataLoaderSpec",
+    "OptimizerSpec", "SchedulerSpec", "Tensor", "features", "has_feature", "torch_version", "version",
+    "__version__",
+]

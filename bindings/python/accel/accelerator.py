@@ -231,16 +231,16 @@ class Accelerator(Handle):
 
     def _prepare_optimizer(self, spec, objects, results):
         model = self._resolve(spec.model, self._models, "model", objects, results)
-        with Options(spec.options) as options:
+        with Options(spec.settings) as options:
             optimizer = Optimizer(model, spec.kind, options)
         self._optimizers.append(optimizer)
         return optimizer
 
     def _prepare_scheduler(self, spec, objects, results):
         optimizer = self._resolve(spec.optimizer, self._optimizers, "optimizer", objects, results)
-        if callable(spec.schedule) and spec.options:
+        if callable(spec.schedule) and spec.settings:
             raise ValueError("a schedule given as a function takes no options")
-        settings = dict(spec.options)
+        settings = dict(spec.settings)
         if self._loader_settings["split_batches"] and not callable(spec.schedule):
             settings.setdefault("split_batches", True)  # the schedule then counts global batches
         with Options(settings) as options:

@@ -39,10 +39,10 @@ class OptimizerSpec:
 
     kind: str
     model: typing.Any
-    options: dict
+    settings: dict  # the option keywords
 
     def __init__(self, kind, model=None, **options):
-        self.kind, self.model, self.options = kind, model, options
+        self.kind, self.model, self.settings = kind, model, options
 
 
 @dataclasses.dataclass(init=False)
@@ -54,7 +54,7 @@ class SchedulerSpec:
 
     schedule: typing.Any
     optimizer: typing.Any
-    options: dict
+    settings: dict  # the option keywords
 
     def __init__(self, schedule, optimizer=None, **options):
-        self.schedule, self.optimizer, self.options = schedule, optimizer, options
+        self.schedule, self.optimizer, self.settings = schedule, optimizer, options

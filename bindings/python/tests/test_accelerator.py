@@ -63,6 +63,8 @@ def test_prepare_keeps_the_argument_order_and_resolves_specs(accelerator):
     assert second_optimizer.num_groups == 1
     with pytest.raises(accel.InvalidStateError):
         accelerator.prepare(model)  # already prepared
+    with pytest.raises(ValueError, match="takes no options"):
+        accelerator.prepare(accel.SchedulerSpec(lambda step: 1.0, optimizer=optimizer, warmup_steps=1))
 
 
 def test_accumulation_syncs_every_n_batches_and_at_the_end_of_the_loader(make_accelerator):
