@@ -1,0 +1,36 @@
+"""accel: Hugging Face Accelerate's training loop on the accel C library (libaccel), through cffi.
+
+    from accel import Accelerator, DataLoaderSpec, Dataset, OptimizerSpec, SchedulerSpec, compute_loss
+
+See bindings/python/README.md for the API and what differs from Accelerate.
+"""
+from .accelerator import Accelerator, DistributedType
+from .config import (DataLoaderConfiguration, DistributedDataParallelKwargs, GradientAccumulationPlugin,
+                     InitProcessGroupKwargs)
+from .data_loader import DataLoader
+from .dataset import Dataset
+from .errors import (AccelEnvironmentError, AccelError, AccelIOError, AccelTimeoutError, BadOptionValueError,
+                     CallbackError, DtypeError, InternalError, InvalidArgumentError, InvalidStateError,
+                     NullArgumentError, OutOfMemoryError, OutOfRangeError, PeerFailedError, ShapeMismatchError,
+                     TorchError, UnknownOptionError, UnsupportedError)
+from .losses import compute_loss
+from .model import Model
+from .optimizer import Optimizer
+from .options import Options
+from .scheduler import Scheduler
+from .specs import DataLoaderSpec, OptimizerSpec, SchedulerSpec
+from .tensor import Tensor
+from .version import features, has_feature, torch_version, version
+
+__version__ = version()
+
+__all__ = [
+    "Accelerator", "DistributedType", "DataLoaderConfiguration", "DistributedDataParallelKwargs",
+    "GradientAccumulationPlugin", "InitProcessGroupKwargs", "DataLoader", "Dataset", "AccelEnvironmentError",
+    "AccelError", "AccelIOError", "AccelTimeoutError", "BadOptionValueError", "CallbackError", "DtypeError",
+    "InternalError", "InvalidArgumentError", "InvalidStateError", "NullArgumentError", "OutOfMemoryError",
+    "OutOfRangeError", "PeerFailedError", "ShapeMismatchError", "TorchError", "UnknownOptionError",
+    "UnsupportedError", "compute_loss", "Model", "Optimizer", "Options", "Scheduler", "DataLoaderSpec",
+    "OptimizerSpec", "SchedulerSpec", "Tensor", "features", "has_feature", "torch_version", "version",
+    "__version__",
+]

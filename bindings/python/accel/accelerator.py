@@ -1,0 +1,386 @@
+"""accel.Accelerator: Hugging Face Accelerate's Accelerator over the library's process state.
+
+The same script runs on one process or, started by `accel launch`, on many: prepare() places the model
+and gives each rank its batches, backward() averages gradients over the ranks on the steps that
+synchronise, and the collectives combine tensors across the ranks.
+"""
+import contextlib
+import enum
+import pickle
+import sys
+
+import numpy as np
+
+from . import _nested
+from ._handle import Handle
+from ._library import ffi, lib
+from .config import DataLoaderConfiguration, DistributedDataParallelKwargs, InitProcessGroupKwargs
+from .data_loader import DataLoader
+from .dataset import Dataset
+from .errors import check
+from .model import Model
+from .optimizer import Optimizer
+from .options import Options, resolved_value
+from .scheduler import Scheduler
+from .specs import DataLoaderSpec, OptimizerSpec, SchedulerSpec
+from .tensor import Tensor, lent, returned_like
+
+
+class DistributedType(str, enum.Enum):
+    NO = "NO"
+    MULTI_CPU = "MULTI_CPU"
+    MULTI_GPU = "MULTI_GPU"
+
+
+_DISTRIBUTED_TYPES = {
+    lib.ACCEL_DISTRIBUTED_NO: DistributedType.NO,
+    lib.ACCEL_DISTRIBUTED_MULTI_CPU: DistributedType.MULTI_CPU,
+    lib.ACCEL_DISTRIBUTED_MULTI_GPU: DistributedType.MULTI_GPU,
+}
+
+# prepare() builds in this order whatever the argument order: optimizers need their prepared model,
+# schedulers their optimizer.
+_PREPARE_ORDER = ("model", "loader", "optimizer", "scheduler")
+
+
+def _kind_of(value):
+    if isinstance(value, (DataLoaderSpec, Dataset)):
+        return "loader"
+    if isinstance(value, OptimizerSpec):
+        return "optimizer"
+    if isinstance(value, SchedulerSpec):
+        return "scheduler"
+    return "model"  # Model.load says what it cannot load
+
+
+class Accelerator(Handle):
+    _free = lib.accel_state_free
+
+    def __init__(self, mixed_precision=None, gradient_accumulation_steps=None, cpu=None, device=None,
+                 dataloader_config=None, gradient_accumulation_plugin=None, kwargs_handlers=()):
+        """Joins (or creates) the process state: reads how the process was launched and, with several
+        processes, meets the others. None leaves a setting to the ACCEL_* environment, then the default.
+
+        mixed_precision: "no", "fp16" or "bf16". cpu: use the CPU even when CUDA is present. device: an
+        explicit device ("cpu", "cuda:1"). dataloader_config: a DataLoaderConfiguration for every prepared
+        loader. gradient_accumulation_plugin: a GradientAccumulationPlugin, instead of
+        gradient_accumulation_steps. kwargs_handlers: DistributedDataParallelKwargs (for prepared models)
+        and InitProcessGroupKwargs (backend, timeout).
+
+        A process has one state: while one lives, another Accelerator must ask for the same settings
+        (InvalidStateError otherwise); after end_training() a new one may change them."""
+        settings = {"mixed_precision": mixed_precision, "use_cpu": cpu, "device": device,
+                    "gradient_accumulation_steps": gradient_accumulation_steps}
+        if gradient_accumulation_plugin is not None:
+            if gradient_accumulation_steps is not None:
+                raise ValueError("give gradient_accumulation_steps or gradient_accumulation_plugin, not both")
+            settings.update(gradient_accumulation_plugin.options())
+        self._model_settings = {}
+        for handler in kwargs_handlers:
+            if isinstance(handler, InitProcessGroupKwargs):
+                settings.update(handler.options())
+            elif isinstance(handler, DistributedDataParallelKwargs):
+                self._model_settings = handler.options()
+            else:
+                raise TypeError(f"unsupported kwargs handler {type(handler).__name__}")
+        # Kept: the library has no getter for gradient_accumulation_steps; these options resolve it.
+        self._state_options = Options(settings)
+        out = ffi.new("accel_state_t **")
+        check(lib.accel_state_new(out, self._state_options.pointer))
+        super().__init__(out[0])
+        self._loader_settings = (dataloader_config or DataLoaderConfiguration()).options()
+        self._models, self._loaders, self._optimizers, self._schedulers = [], [], [], []
+
+    # --- the process ------------------------------------------------------------------------------------
+
+    @property
+    def num_processes(self):
+        return lib.accel_state_num_processes(self.pointer)
+
+    @property
+    def process_index(self):
+        return lib.accel_state_process_index(self.pointer)
+
+    @property
+    def local_process_index(self):
+        return lib.accel_state_local_process_index(self.pointer)
+
+    @property
+    def num_local_processes(self):
+        """Processes on this machine."""
+        return lib.accel_state_num_local_processes(self.pointer)
+
+    @property
+    def is_main_process(self):
+        return bool(lib.accel_state_is_main_process(self.pointer))
+
+    @property
+    def is_local_main_process(self):
+        return bool(lib.accel_state_is_local_main_process(self.pointer))
+
+    @property
+    def is_last_process(self):
+        return bool(lib.accel_state_is_last_process(self.pointer))
+
+    @property
+    def distributed_type(self):
+        return _DISTRIBUTED_TYPES[lib.accel_state_distributed_type(self.pointer)]
+
+    @property
+    def device(self):
+        """"cpu" or "cuda:<n>" (a string: torch is not needed to use the library)."""
+        return ffi.string(lib.accel_state_device(self.pointer)).decode()
+
+    @property
+    def mixed_precision(self):
+        """"no", "fp16" or "bf16"."""
+        return ffi.string(lib.accel_state_mixed_precision(self.pointer)).decode()
+
+    @property
+    def backend(self):
+        """"gloo", "nccl", or "" with one process."""
+        return ffi.string(lib.accel_state_backend(self.pointer)).decode()
+
+    @property
+    def is_broken(self):
+        """True once a collective timed out or lost a peer: later collectives fail at once."""
+        return bool(lib.accel_state_is_broken(self.pointer))
+
+    @property
+    def gradient_accumulation_steps(self):
+        return int(resolved_value(self._state_options, "state", "gradient_accumulation_steps"))
+
+    def __repr__(self):
+        if self.closed:
+            return "accel.Accelerator(closed)"
+        kind = ffi.string(lib.accel_state_distributed_type_name(self.pointer)).decode()
+        return (f"accel.Accelerator({kind}, process {self.process_index} of {self.num_processes}, "
+                f"device={self.device}, mixed_precision={self.mixed_precision})")
+
+    def wait_for_everyone(self):
+        """A barrier across every process."""
+        check(lib.accel_state_wait_for_everyone(self.pointer))
+
+    @contextlib.contextmanager
+    def _goes_first(self, is_first):
+        if not is_first:
+            self.wait_for_everyone()
+        yield
+        if is_first:
+            self.wait_for_everyone()
+
+    def main_process_first(self):
+        """`with accelerator.main_process_first():` the main process runs the block, then the others."""
+        return self._goes_first(self.is_main_process)
+
+    def local_main_process_first(self):
+        """The same with the main process of each machine going first."""
+        return self._goes_first(self.is_local_main_process)
+
+    def print(self, *args, **kwargs):
+        """print() on the main process of each machine only (Accelerate's PartialState.print)."""
+        if self.is_local_main_process:
+            print(*args, **kwargs)
+
+    def end_training(self):
+        """Collective shutdown: waits for every process, then tears the process group down. Afterwards
+        collectives fail with InvalidStateError, and a new Accelerator may choose other settings."""
+        check(lib.accel_state_shutdown(self.pointer))
+
+    def close(self):
+        """Frees every object this Accelerator prepared, then its own handle (nothing is communicated)."""
+        for prepared in (self._schedulers, self._optimizers, self._loaders, self._models):
+            while prepared:
+                prepared.pop().close()
+        self._state_options.close()
+        super().close()
+
+    def __del__(self):
+        # Only the state handle: prepared objects may well outlive the Accelerator object.
+        Handle.close(self)
+
+    # --- prepare ----------------------------------------------------------------------------------------
+
+    def prepare(self, *objects):
+        """Returns, in the same order, a prepared Model for each TorchScript path, bytes,
+        torch.jit.ScriptModule or Model; a DataLoader for each DataLoaderSpec or Dataset (batch size 1);
+        an Optimizer for each OptimizerSpec and a Scheduler for each SchedulerSpec. One object gives one
+        result, several a tuple."""
+        results = list(objects)
+        kinds = [_kind_of(value) for value in objects]
+        for kind in _PREPARE_ORDER:
+            for index, value in enumerate(objects):
+                if kinds[index] == kind:
+                    results[index] = getattr(self, f"_prepare_{kind}")(value, objects, results)
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def _prepare_model(self, source, _objects, _results):
+        model = source if isinstance(source, Model) else Model.load(source)
+        with Options(self._model_settings) as options:
+            check(lib.accel_state_prepare_model(self.pointer, model.pointer, options.pointer))
+        self._models.append(model)
+        return model
+
+    def _prepare_loader(self, spec, _objects, _results):
+        if isinstance(spec, Dataset):
+            spec = DataLoaderSpec(spec)
+        with Options({**self._loader_settings, **spec.options()}) as options:
+            loader = DataLoader(self.pointer, spec.dataset, options, spec.batches)
+        self._loaders.append(loader)
+        return loader
+
+    def _prepare_optimizer(self, spec, objects, results):
+        model = self._resolve(spec.model, self._models, "model", objects, results)
+        with Options(spec.settings) as options:
+            optimizer = Optimizer(model, spec.kind, options)
+        self._optimizers.append(optimizer)
+        return optimizer
+
+    def _prepare_scheduler(self, spec, objects, results):
+        optimizer = self._resolve(spec.optimizer, self._optimizers, "optimizer", objects, results)
+        if callable(spec.schedule) and spec.settings:
+            raise ValueError("a schedule given as a function takes no options")
+        settings = dict(spec.settings)
+        if self._loader_settings["split_batches"] and not callable(spec.schedule):
+            settings.setdefault("split_batches", True)  # the schedule then counts global batches
+        with Options(settings) as options:
+            scheduler = Scheduler(optimizer, spec.schedule, options)
+        self._schedulers.append(scheduler)
+        return scheduler
+
+    @staticmethod
+    def _resolve(named, prepared, what, objects, results):
+        """The object a spec refers to: one prepared in the same call (by the argument given to prepare),
+        a prepared one, or, when the spec names none, the only one this Accelerator prepared."""
+        for value, result in zip(objects, results):
+            if named is not None and value is named:
+                return result
+        if named is not None:
+            return named
+        if len(prepared) != 1:
+            raise ValueError(f"the spec names no {what}, and this Accelerator has prepared {len(prepared)} "
+                             f"{what}s: pass {what}=...")
+        return prepared[0]
+
+    def unwrap_model(self, model):
+        return model.unwrap()
+
+    def skip_first_batches(self, dataloader, num_batches=0):
+        """The next epoch of dataloader skips its first num_batches batches (in place; returned for
+        Accelerate's `dataloader = accelerator.skip_first_batches(dataloader, n)`)."""
+        dataloader.skip_first_batches(num_batches)
+        return dataloader
+
+    # --- the training step ------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def accumulate(self, *models):
+        """`with accelerator.accumulate(model):` around each step: decides whether this step synchronises
+        gradients (every gradient_accumulation_steps batches, and at the end of the loader). The state knows
+        its models: the arguments are accepted so that Accelerate code runs unchanged."""
+        check(lib.accel_state_accumulate(self.pointer))
+        yield
+
+    @property
+    def sync_gradients(self):
+        """True when the current step synchronises gradients and steps the optimizer."""
+        return bool(lib.accel_state_sync_gradients(self.pointer))
+
+    def backward(self, loss):
+        """Backward of loss / gradient_accumulation_steps (scaled under fp16); on a synchronising step the
+        gradients are then averaged over the processes. loss must be an accel.Tensor computed by a
+        prepared model or accel.compute_loss: a torch tensor converted from outputs has no graph."""
+        if not isinstance(loss, Tensor):
+            raise TypeError(f"backward needs an accel.Tensor (from a prepared model or accel.compute_loss), "
+                            f"not {type(loss).__name__}: only those carry the library's autograd graph")
+        check(lib.accel_state_backward(self.pointer, loss.pointer))
+
+    @contextlib.contextmanager
+    def autocast(self):
+        """Prepared models always run forward under the state's mixed precision (the library casts inside
+        forward, and the C ABI has no switch for it), with or without this block. The block adds the same
+        for torch code in it: torch.autocast to bf16 (CPU or CUDA) or fp16 (CUDA) when torch is loaded.
+        fp16 on the CPU is the loss scaler alone (LibTorch 1.13 has no fp16 CPU autocast): nothing then."""
+        torch = sys.modules.get("torch")
+        device_type = self.device.split(":")[0]
+        dtype = {"bf16": "bfloat16", "fp16": "float16"}.get(self.mixed_precision)
+        if torch is None or dtype is None or (device_type == "cpu" and dtype != "bfloat16"):
+            yield
+            return
+        with torch.autocast(device_type=device_type, dtype=getattr(torch, dtype)):
+            yield
+
+    def clip_grad_norm_(self, model, max_norm, norm_type=2.0):
+        """Unscales fp16 gradients, then clips the model's gradients to a total norm of max_norm; returns
+        the norm before clipping (a float; Accelerate returns a tensor)."""
+        total = ffi.new("double *")
+        check(lib.accel_state_clip_grad_norm(self.pointer, model.pointer, max_norm, norm_type, total))
+        return total[0]
+
+    def clip_grad_value_(self, model, clip_value):
+        check(lib.accel_state_clip_grad_value(self.pointer, model.pointer, clip_value))
+
+    def save_model(self, model, save_directory):
+        """Writes the unwrapped model's weights to save_directory/model.safetensors from the main process
+        (collective: the others wait for it)."""
+        check(lib.accel_state_save_model(self.pointer, model.pointer, str(save_directory).encode()))
+
+    # --- collectives: tensors in nested lists, tuples and dicts; results of the inputs' kind --------------
+
+    def _each_tensor(self, data, operation, call):
+        def one(value):
+            out = ffi.new("accel_tensor_t **")
+            with lent(value) as tensor:
+                check(call(tensor.pointer, out))
+            return returned_like(Tensor(out[0]), value)
+
+        return _nested.apply(one, data, operation)
+
+    def gather(self, tensor):
+        """Every process's tensor concatenated along dim 0, in rank order (0-d tensors count as [1])."""
+        return self._each_tensor(tensor, "gather", lambda t, out: lib.accel_state_gather(self.pointer, t, out))
+
+    def gather_for_metrics(self, input_data):
+        """gather, then, on the last batch of a loader, without the samples that padded the last global
+        batch: every sample of the dataset counted once."""
+        return self._each_tensor(input_data, "gather_for_metrics",
+                                 lambda t, out: lib.accel_state_gather_for_metrics(self.pointer, t, out))
+
+    def reduce(self, tensor, reduction="mean"):
+        """Element-wise "sum", "mean" or "max" over the processes (any other reduction is an error)."""
+        return self._each_tensor(tensor, "reduce",
+                                 lambda t, out: lib.accel_state_reduce(self.pointer, t, reduction.encode(), out))
+
+    def pad_across_processes(self, tensor, dim=0, pad_index=0, pad_first=False):
+        """Pads dim to the largest size any process has there, with pad_index, at the end (or start)."""
+        return self._each_tensor(tensor, "pad_across_processes",
+                                 lambda t, out: lib.accel_state_pad_across_processes(
+                                     self.pointer, t, dim, pad_index, int(bool(pad_first)), out))
+
+    def broadcast(self, tensor, from_process=0):
+        """Overwrites the tensors, on every process, with those of from_process, in place; returns them."""
+        def one(value):
+            if isinstance(value, np.ndarray) and not value.flags.writeable:
+                raise ValueError("broadcast writes into the array, and this one is read-only (as np.from_dlpack "
+                                 "results are): pass a copy")
+            with lent(value) as handle:
+                check(lib.accel_state_broadcast(self.pointer, handle.pointer, from_process))
+            return value
+
+        return _nested.apply(one, tensor, "broadcast")
+
+    def gather_object(self, obj):
+        """Any picklable object from every process: with several processes, each passes a list and gets the
+        lists' items in rank order; with one, the object comes back (as Accelerate does)."""
+        data = pickle.dumps(obj)
+        out = ffi.new("accel_bytes_list_t **")
+        check(lib.accel_state_gather_bytes(self.pointer, data, len(data), out))
+        try:
+            gathered = []
+            for index in range(lib.accel_bytes_list_count(out[0])):
+                item, size = ffi.new("void **"), ffi.new("size_t *")
+                check(lib.accel_bytes_list_get(out[0], index, item, size))
+                gathered.append(pickle.loads(ffi.buffer(item[0], size[0])))
+        finally:
+            lib.accel_bytes_list_free(out[0])
+        return gathered[0] if len(gathered) == 1 else [item for items in gathered for item in items]

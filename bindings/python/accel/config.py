@@ -1,0 +1,64 @@
+"""Accelerate's configuration objects, as far as the library implements them; each turns into library
+options (None: not set, so the ACCEL_* environment or the library's default applies)."""
+import dataclasses
+import datetime
+
+
+@dataclasses.dataclass
+class DataLoaderConfiguration:
+    """How every loader the Accelerator prepares deals its batches (loader options of capi/accel/options.h).
+    dispatch_batches None is "auto": dispatch for iterable datasets only."""
+
+    split_batches: bool = None
+    dispatch_batches: bool = None
+    even_batches: bool = None
+    use_seedable_sampler: bool = None
+    data_seed: int = None
+    non_blocking: bool = None
+
+    def options(self):
+        settings = dataclasses.asdict(self)
+        if self.dispatch_batches is not None:  # a string key: "auto", "true" or "false"
+            settings["dispatch_batches"] = "true" if self.dispatch_batches else "false"
+        return settings
+
+
+@dataclasses.dataclass
+class GradientAccumulationPlugin:
+    """num_steps: batches per optimizer step; sync_with_dataloader: the last batch of a loader always
+    steps; sync_each_batch: all-reduce on every backward even while accumulating (saves memory)."""
+
+    num_steps: int = None
+    sync_with_dataloader: bool = None
+    sync_each_batch: bool = None
+
+    def options(self):
+        return {"gradient_accumulation_steps": self.num_steps, "sync_with_dataloader": self.sync_with_dataloader,
+                "sync_each_batch": self.sync_each_batch}
+
+
+@dataclasses.dataclass
+class DistributedDataParallelKwargs:
+    """Options of every model the Accelerator prepares. first_bucket_mb is accel's (torch DDP's first
+    bucket size, fixed there)."""
+
+    find_unused_parameters: bool = None
+    bucket_cap_mb: int = None
+    first_bucket_mb: int = None
+    broadcast_buffers: bool = None
+
+    def options(self):
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class InitProcessGroupKwargs:
+    """backend: "gloo" or "nccl" (None: gloo on the CPU, nccl on CUDA); timeout of the rendezvous and of
+    every collective."""
+
+    backend: str = None
+    timeout: datetime.timedelta = None
+
+    def options(self):
+        return {"backend": self.backend,
+                "timeout_s": None if self.timeout is None else self.timeout.total_seconds()}

@@ -1,0 +1,123 @@
+"""accel.Model, a TorchScript module run by the library; prepared by Accelerator.prepare for device
+placement, rank 0's weights and data-parallel gradients, with forward under the state's mixed precision.
+
+Calling a model returns accel.Tensors (one, a tuple, or a dict, as forward returns them): they keep the
+library's autograd graph, which Accelerator.backward needs, and read as numpy or torch without a copy.
+"""
+import io
+import os
+import sys
+
+from ._handle import Handle
+from ._library import ffi, lib
+from .errors import check
+from .tensor import Tensor, lent_all
+
+
+def _read_output(output):
+    """The Python structure of what forward returned. The C ABI does not say whether a single tensor was a
+    tensor or a 1-tuple: one unnamed entry is returned as a tensor."""
+    count = lib.accel_output_count(output)
+    names = [lib.accel_output_name(output, index) for index in range(count)]
+    out = ffi.new("accel_tensor_t **")
+    if count and names[0] != ffi.NULL:
+        fields = {}
+        for name in names:
+            check(lib.accel_output_get_named(output, name, out))
+            fields[ffi.string(name).decode()] = Tensor(out[0])
+        return fields
+    tensors = []
+    for index in range(count):
+        check(lib.accel_output_get(output, index, out))
+        tensors.append(Tensor(out[0]))
+    return tensors[0] if count == 1 else tuple(tensors)
+
+
+def _script_module_bytes(module):
+    """torch.jit.save into memory, or TypeError if module is no torch.jit.ScriptModule."""
+    torch = sys.modules.get("torch")  # a ScriptModule exists only if the program imported torch
+    if torch is None or not isinstance(module, torch.jit.ScriptModule):
+        raise TypeError(f"a model is a TorchScript path, bytes or torch.jit.ScriptModule, not {type(module).__name__}")
+    buffer = io.BytesIO()
+    torch.jit.save(module, buffer)
+    return buffer.getvalue()
+
+
+class Model(Handle):
+    _free = lib.accel_model_free
+
+    @classmethod
+    def load(cls, source):
+        """A model from a TorchScript file path, its bytes (torch.jit.save), or a torch.jit.ScriptModule
+        (saved to memory). On the CPU and not prepared: Accelerator.prepare does that."""
+        out = ffi.new("accel_model_t **")
+        if isinstance(source, (str, os.PathLike)):
+            check(lib.accel_model_load(out, os.fsencode(source)))
+            return cls(out[0])
+        if not isinstance(source, (bytes, bytearray, memoryview)):
+            source = _script_module_bytes(source)
+        data = ffi.from_buffer(source)
+        check(lib.accel_model_load_buffer(out, data, len(data)))
+        return cls(out[0])
+
+    def __call__(self, *inputs, **named_inputs):
+        """forward(*inputs, **named_inputs), building the autograd graph (training)."""
+        return self._run(lib.accel_model_forward, inputs, named_inputs)
+
+    def evaluate(self, *inputs, **named_inputs):
+        """forward without building a graph: what Accelerate code writes under torch.no_grad()."""
+        return self._run(lib.accel_model_evaluate, inputs, named_inputs)
+
+    def _run(self, function, inputs, named_inputs):
+        names = [ffi.new("char[]", name.encode()) for name in named_inputs]
+        with lent_all(inputs) as positional, lent_all(named_inputs.values()) as named:
+            out = ffi.new("accel_output_t **")
+            check(function(self.pointer, ffi.new("accel_tensor_t *[]", [t.pointer for t in positional]),
+                           len(positional), ffi.new("char *[]", names),
+                           ffi.new("accel_tensor_t *[]", [t.pointer for t in named]), len(named), out))
+        try:
+            return _read_output(out[0])
+        finally:
+            lib.accel_output_free(out[0])
+
+    def train(self, mode=True):
+        """Training mode (True) or evaluation mode (False), as torch's Module.train; returns self."""
+        check(lib.accel_model_train(self.pointer, int(bool(mode))))
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    @property
+    def training(self):
+        return bool(lib.accel_model_is_training(self.pointer))
+
+    def named_parameters(self):
+        """(name, accel.Tensor) pairs in registration order; the tensors share the model's memory."""
+        for index in range(lib.accel_model_num_parameters(self.pointer)):
+            out = ffi.new("accel_tensor_t **")
+            check(lib.accel_model_parameter(self.pointer, index, out))
+            yield ffi.string(lib.accel_model_parameter_name(self.pointer, index)).decode(), Tensor(out[0])
+
+    def parameters(self):
+        return (tensor for _, tensor in self.named_parameters())
+
+    def named_buffers(self):
+        for index in range(lib.accel_model_num_buffers(self.pointer)):
+            out = ffi.new("accel_tensor_t **")
+            check(lib.accel_model_buffer(self.pointer, index, out))
+            yield ffi.string(lib.accel_model_buffer_name(self.pointer, index)).decode(), Tensor(out[0])
+
+    def state_dict(self):
+        """Parameters and buffers by name, sharing the model's memory."""
+        return {**dict(self.named_parameters()), **dict(self.named_buffers())}
+
+    def unwrap(self):
+        """The plain module without the data-parallel wrapper (same parameters)."""
+        out = ffi.new("accel_model_t **")
+        check(lib.accel_model_unwrap(self.pointer, out))
+        return Model(out[0])
+
+    def save_torchscript(self, path):
+        """Writes the module as TorchScript, loadable with torch.jit.load."""
+        check(lib.accel_model_save_torchscript(self.pointer, os.fsencode(path)))

@@ -1,0 +1,46 @@
+"""accel.Scheduler, Accelerate's AcceleratedScheduler: it steps only after a real optimizer step, and then
+once per process unless split_batches, so a schedule sized in single-process steps keeps its place. Made by
+Accelerator.prepare from a SchedulerSpec."""
+from ._callbacks import Callbacks
+from ._handle import Handle
+from ._library import ffi, lib
+from .errors import check
+
+
+class Scheduler(Handle):
+    _free = lib.accel_scheduler_free
+
+    def __init__(self, optimizer, schedule, options):
+        """schedule: a name ("constant", "linear", "cosine", "step", "exponential", "one_cycle") with its
+        options, or a function of the step returning the multiplier of each group's initial lr (LambdaLR)."""
+        out = ffi.new("accel_scheduler_t **")
+        self.callbacks = None
+        if callable(schedule):
+            self.callbacks = Callbacks()
+
+            def multiplier(step, result, _payload):
+                result[0] = float(schedule(step))
+
+            pointer = self.callbacks.make("accel_lr_multiplier_fn", multiplier)
+            check(lib.accel_scheduler_from_callback(out, optimizer.pointer, pointer, ffi.NULL), self.callbacks)
+        else:
+            check(lib.accel_scheduler_new(out, optimizer.pointer, schedule.encode(), options.pointer))
+        super().__init__(out[0])
+        self.optimizer = optimizer
+
+    def step(self):
+        check(lib.accel_scheduler_step(self.pointer), *([self.callbacks] if self.callbacks else []))
+
+    def get_last_lr(self):
+        """The learning rate of each parameter group after the last step (torch's get_last_lr)."""
+        rates = []
+        for group in range(self.optimizer.num_groups):
+            out = ffi.new("double *")
+            check(lib.accel_scheduler_last_lr(self.pointer, group, out))
+            rates.append(out[0])
+        return rates
+
+    @property
+    def step_count(self):
+        """Scheduler steps taken."""
+        return lib.accel_scheduler_step_count(self.pointer)

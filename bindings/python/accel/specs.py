@@ -1,0 +1,60 @@
+"""What Accelerator.prepare builds a loader, an optimizer or a scheduler from.
+
+In Accelerate these are a torch DataLoader, optimizer and scheduler made before prepare(); here the
+library builds them, so prepare is told what to build. A spec that names no model (optimizer) or
+optimizer (scheduler) takes the only one prepared by the same Accelerator.
+"""
+import dataclasses
+import typing
+
+
+@dataclasses.dataclass
+class DataLoaderSpec:
+    """A loader over dataset (accel.Dataset), as torch's DataLoader(dataset, batch_size, shuffle, ...).
+
+    batches: a list of lists of dataset indices instead of batch_size/shuffle (dynamic batch sizes, like a
+    batch_sampler). prefetch_threads: threads reading batches ahead (torch's num_workers, as threads);
+    prefetch_depth: batches read ahead of the one in use; pin_memory: page-locked batches for CUDA copies."""
+
+    dataset: typing.Any
+    batch_size: int = None
+    shuffle: bool = None
+    drop_last: bool = None
+    batches: list = None
+    prefetch_threads: int = None
+    prefetch_depth: int = None
+    pin_memory: bool = None
+
+    def options(self):
+        return {"batch_size": self.batch_size, "shuffle": self.shuffle, "drop_last": self.drop_last,
+                "prefetch_threads": self.prefetch_threads, "prefetch_depth": self.prefetch_depth,
+                "pin_memory": self.pin_memory}
+
+
+@dataclasses.dataclass(init=False)
+class OptimizerSpec:
+    """An optimizer over a prepared model's trainable parameters: kind "sgd", "adam" or "adamw", with
+    options lr, momentum, dampening, nesterov, weight_decay, beta1, beta2, eps and no_decay (glob patterns of
+    parameter names without weight decay, e.g. "*bias,*norm*")."""
+
+    kind: str
+    model: typing.Any
+    settings: dict  # the option keywords
+
+    def __init__(self, kind, model=None, **options):
+        self.kind, self.model, self.settings = kind, model, options
+
+
+@dataclasses.dataclass(init=False)
+class SchedulerSpec:
+    """A learning-rate schedule: a name ("constant", "linear", "cosine", "step", "exponential",
+    "one_cycle") with its options (warmup_steps, total_steps, num_cycles, step_size, gamma, max_lr,
+    pct_start, div_factor, final_div_factor), or a function step -> multiplier of the initial lr
+    (LambdaLR). Size it in single-process steps, as in Accelerate."""
+
+    schedule: typing.Any
+    optimizer: typing.Any
+    settings: dict  # the option keywords
+
+    def __init__(self, schedule, optimizer=None, **options):
+        self.schedule, self.optimizer, self.settings = schedule, optimizer, options

@@ -1,0 +1,182 @@
+"""The Accelerator on one process: settings, prepare, the training step and the collectives' plumbing
+(their results across processes are checked by test_two_processes.py)."""
+import collections
+import datetime
+
+import numpy as np
+import pytest
+import torch
+
+import accel
+from tiny_models import MLP, scripted_bytes
+
+
+def _classification_rows(count=16):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(count, 4)).astype(np.float32)
+    return {"x": x, "y": (x[:, 0] > 0).astype(np.int64)}
+
+
+def test_one_process_describes_itself(accelerator):
+    assert (accelerator.num_processes, accelerator.process_index, accelerator.local_process_index,
+            accelerator.num_local_processes) == (1, 0, 0, 1)
+    assert accelerator.is_main_process and accelerator.is_local_main_process and accelerator.is_last_process
+    assert accelerator.distributed_type is accel.DistributedType.NO
+    assert (accelerator.device, accelerator.backend, accelerator.mixed_precision) == ("cpu", "", "no")
+    assert not accelerator.is_broken and accelerator.gradient_accumulation_steps == 1
+    assert repr(accelerator) == "accel.Accelerator(NO, process 0 of 1, device=cpu, mixed_precision=no)"
+    assert accel.has_feature("gloo") and "gloo" in accel.features() and accel.torch_version().startswith("1.")
+
+
+def test_one_state_per_process_until_end_training(make_accelerator):
+    first = make_accelerator(gradient_accumulation_steps=3)
+    assert make_accelerator(gradient_accumulation_steps=3).gradient_accumulation_steps == 3
+    with pytest.raises(accel.InvalidStateError, match="gradient_accumulation_steps"):
+        accel.Accelerator(cpu=True, gradient_accumulation_steps=2)
+    first.end_training()
+    assert make_accelerator(gradient_accumulation_steps=2).gradient_accumulation_steps == 2
+
+
+def test_explicit_settings_win_over_the_environment(monkeypatch, make_accelerator):
+    monkeypatch.setenv("ACCEL_GRADIENT_ACCUMULATION_STEPS", "4")
+    from_environment = make_accelerator()
+    assert from_environment.gradient_accumulation_steps == 4
+    from_environment.end_training()
+    plugin = accel.GradientAccumulationPlugin(num_steps=5, sync_each_batch=True)
+    assert make_accelerator(gradient_accumulation_plugin=plugin).gradient_accumulation_steps == 5
+    with pytest.raises(ValueError, match="not both"):
+        accel.Accelerator(gradient_accumulation_steps=2, gradient_accumulation_plugin=plugin)
+
+
+def test_prepare_keeps_the_argument_order_and_resolves_specs(accelerator):
+    dataset = accel.Dataset.from_tensors(_classification_rows())
+    scheduler, optimizer, loader, model = accelerator.prepare(
+        accel.SchedulerSpec("linear", total_steps=10), accel.OptimizerSpec("adam"),
+        accel.DataLoaderSpec(dataset, batch_size=4), scripted_bytes(MLP))
+    assert (type(scheduler), type(optimizer), type(loader), type(model)) == (
+        accel.Scheduler, accel.Optimizer, accel.DataLoader, accel.Model)
+    assert isinstance(accelerator.prepare(scripted_bytes(MLP)), accel.Model)  # one in, one out
+    with pytest.raises(ValueError, match="prepared 2 models"):
+        accelerator.prepare(accel.OptimizerSpec("sgd"))
+    named = scripted_bytes(MLP)
+    _, second_optimizer = accelerator.prepare(named, accel.OptimizerSpec("sgd", model=named))
+    assert second_optimizer.num_groups == 1
+    with pytest.raises(accel.InvalidStateError):
+        accelerator.prepare(model)  # already prepared
+    with pytest.raises(ValueError, match="takes no options"):
+        accelerator.prepare(accel.SchedulerSpec(lambda step: 1.0, optimizer=optimizer, warmup_steps=1))
+
+
+def test_accumulation_syncs_every_n_batches_and_at_the_end_of_the_loader(make_accelerator):
+    accelerator = make_accelerator(gradient_accumulation_steps=2)
+    model, loader, optimizer = accelerator.prepare(
+        scripted_bytes(MLP), accel.DataLoaderSpec(accel.Dataset.from_tensors(_classification_rows(10)), batch_size=2),
+        accel.OptimizerSpec("sgd", lr=0.5))
+    syncs, changed = [], []
+    for batch in loader:
+        before = model.state_dict()["fc2.bias"].numpy().copy()
+        with accelerator.accumulate(model):
+            accelerator.backward(accel.compute_loss("cross_entropy", model(batch["x"]), batch["y"]))
+            optimizer.step()
+            optimizer.zero_grad()
+        syncs.append(accelerator.sync_gradients)
+        changed.append(not np.array_equal(before, model.state_dict()["fc2.bias"].numpy()))
+    assert syncs == [False, True, False, True, True]
+    assert changed == syncs  # the optimizer steps on sync steps only
+
+
+def test_training_lowers_the_loss_and_the_schedule_follows(accelerator):
+    model, loader, optimizer, scheduler = accelerator.prepare(
+        scripted_bytes(MLP), accel.DataLoaderSpec(accel.Dataset.from_tensors(_classification_rows()), batch_size=16),
+        accel.OptimizerSpec("adamw", lr=0.05, no_decay="*bias", weight_decay=0.01),
+        accel.SchedulerSpec("linear", warmup_steps=0, total_steps=40))
+    assert optimizer.num_groups == 2 and optimizer.get_lr(1) == pytest.approx(0.05)
+    losses = []
+    for _ in range(20):
+        for batch in loader:
+            with accelerator.accumulate(model):
+                loss = accel.compute_loss("cross_entropy", model(batch["x"]), batch["y"])
+                accelerator.backward(loss)
+                norm = accelerator.clip_grad_norm_(model, 1.0)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+            losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0] and norm > 0
+    assert scheduler.step_count == 20 and scheduler.get_last_lr() == pytest.approx([0.025, 0.025])
+    assert optimizer.loss_scale == 1.0 and not optimizer.step_was_skipped
+    optimizer.set_lr(0.5)
+    assert [optimizer.get_lr(group) for group in (0, 1)] == [0.5, 0.5]
+
+
+def test_clipping(accelerator):
+    model = accelerator.prepare(scripted_bytes(MLP))
+    accelerator.backward(accel.compute_loss("cross_entropy", model(np.ones((2, 4), np.float32)), np.array([0, 2])))
+    accelerator.clip_grad_norm_(model, 1e-3)
+    assert accelerator.clip_grad_norm_(model, 1.0) == pytest.approx(1e-3, rel=1e-3)  # the norm after clipping
+    accelerator.clip_grad_value_(model, 1e-4)
+    assert accelerator.clip_grad_norm_(model, 1.0) < 1e-3
+    with pytest.raises(accel.InvalidArgumentError):
+        accelerator.clip_grad_value_(model, -1.0)
+
+
+def test_backward_needs_a_library_tensor(accelerator):
+    with pytest.raises(TypeError, match="autograd graph"):
+        accelerator.backward(torch.ones((), requires_grad=True))
+
+
+def test_kwargs_handlers_are_accelerates(make_accelerator):
+    timeout = accel.InitProcessGroupKwargs(timeout=datetime.timedelta(seconds=30))
+    accelerator = make_accelerator(kwargs_handlers=[timeout, accel.DistributedDataParallelKwargs(bucket_cap_mb=1)])
+    assert isinstance(accelerator.prepare(scripted_bytes(MLP)), accel.Model)
+    with pytest.raises(accel.InvalidStateError, match="timeout_s=30"):  # the process's state has it
+        accel.Accelerator(cpu=True)
+    wrong_bucket = accel.DistributedDataParallelKwargs(bucket_cap_mb=-1)
+    with pytest.raises(accel.BadOptionValueError, match="bucket_cap_mb"):
+        make_accelerator(kwargs_handlers=[timeout, wrong_bucket]).prepare(scripted_bytes(MLP))
+    with pytest.raises(TypeError, match="kwargs handler"):
+        accel.Accelerator(kwargs_handlers=[object()])
+
+
+@pytest.mark.parametrize("mixed_precision,inside", [("no", torch.float32), ("bf16", torch.bfloat16),
+                                                    ("fp16", torch.float32)])
+def test_autocast_covers_torch_code_as_the_state_says(make_accelerator, mixed_precision, inside):
+    accelerator = make_accelerator(mixed_precision=mixed_precision)
+    a = torch.ones(2, 2)
+    with accelerator.autocast():
+        assert torch.mm(a, a).dtype == inside
+    assert torch.mm(a, a).dtype == torch.float32
+
+
+def test_collectives_on_one_process_keep_kind_and_structure(accelerator):
+    Pair = collections.namedtuple("Pair", "left right")
+    data = {"a": np.arange(3.0), "b": [torch.ones(2), Pair(np.zeros(1), torch.zeros(1))]}
+    gathered = accelerator.gather(data)
+    assert isinstance(gathered["b"][1], Pair) and isinstance(gathered["b"][0], torch.Tensor)
+    np.testing.assert_array_equal(gathered["a"], data["a"])
+    assert accelerator.reduce(np.array([1.0, 3.0]), "max").tolist() == [1.0, 3.0]
+    with pytest.raises(accel.InvalidArgumentError, match="median"):
+        accelerator.reduce(np.ones(2), "median")
+    for not_a_tensor in (3, np.float32(3), "3", None):
+        with pytest.raises(TypeError, match="gather takes tensors"):
+            accelerator.gather([np.ones(1), not_a_tensor])
+    assert accelerator.gather(np.array(2.5)).shape == (1,)  # 0-d counts as [1]
+    assert accelerator.gather_object(["anything", {"picklable": 1}]) == ["anything", {"picklable": 1}]
+
+
+def test_padding_and_broadcast_work_in_place_without_copies(accelerator):
+    array = np.arange(4, dtype=np.float32)
+    assert accelerator.pad_across_processes(array).ctypes.data == array.ctypes.data
+    with pytest.raises(accel.OutOfRangeError):
+        accelerator.pad_across_processes(array, dim=1)
+    assert accelerator.broadcast(array) is array
+    with pytest.raises(ValueError, match="read-only"):
+        accelerator.broadcast(accelerator.gather(array))
+
+
+def test_main_process_first_and_print(accelerator, capsys):
+    with accelerator.main_process_first():
+        accelerator.print("only", "here")
+    with accelerator.local_main_process_first():
+        accelerator.wait_for_everyone()
+    assert capsys.readouterr().out == "only here\n"

@@ -1,0 +1,83 @@
+"""accel.Model: loading TorchScript, forward's outputs, modes, parameters, saving."""
+import numpy as np
+import pytest
+import torch
+
+import accel
+from tiny_models import MLP, DictOutput, TupleOutput, scripted_bytes
+
+
+def test_a_model_loads_from_bytes_a_path_or_a_script_module(tmp_path, accelerator):
+    path = tmp_path / "mlp.pt"
+    path.write_bytes(scripted_bytes(MLP))
+    torch.manual_seed(0)
+    script_module = torch.jit.script(MLP())
+    models = [accel.Model.load(source) for source in (scripted_bytes(MLP), path, str(path), script_module)]
+    weights = [model.state_dict()["fc1.weight"].numpy() for model in models]
+    for other in weights[1:]:
+        np.testing.assert_array_equal(other, weights[0])
+    with pytest.raises(TypeError, match="not list"):
+        accel.Model.load([1, 2])
+    with pytest.raises(accel.AccelIOError):
+        accel.Model.load(tmp_path / "missing.pt")
+
+
+def test_forward_returns_tensors_tuples_and_dicts(accelerator):
+    mlp, tuple_model, dict_model = accelerator.prepare(scripted_bytes(MLP), scripted_bytes(TupleOutput),
+                                                       scripted_bytes(DictOutput))
+    x = np.ones((2, 4), dtype=np.float32)
+    logits = mlp(x)
+    assert isinstance(logits, accel.Tensor) and logits.shape == (2, 3)
+    plus, minus = tuple_model(x)
+    np.testing.assert_array_equal(plus.numpy() - minus.numpy(), np.full((2, 4), 2.0))
+    outputs = dict_model(x, scale=np.float32(3.0))  # a named input
+    assert sorted(outputs) == ["doubled", "summed"]
+    np.testing.assert_array_equal(outputs["doubled"].numpy(), np.full((2, 4), 6.0))
+    np.testing.assert_array_equal(outputs["summed"].torch(), torch.full((2,), 4.0))
+
+
+def test_evaluate_builds_no_graph(accelerator):
+    model = accelerator.prepare(scripted_bytes(MLP))
+    logits = model.evaluate(np.ones((2, 4), dtype=np.float32))
+    np.testing.assert_allclose(logits.numpy(), model(np.ones((2, 4), dtype=np.float32)).numpy())
+    loss = accel.compute_loss("cross_entropy", logits, np.array([0, 1]))
+    with pytest.raises(accel.InvalidArgumentError):
+        accelerator.backward(loss)
+
+
+def test_train_and_eval_modes(accelerator):
+    model = accelerator.prepare(scripted_bytes(MLP))
+    assert model.training
+    assert model.eval() is model and not model.training
+    assert model.train().training
+
+
+def test_parameters_share_the_models_memory(accelerator):
+    model = accelerator.prepare(scripted_bytes(MLP))
+    names = [name for name, _ in model.named_parameters()]
+    assert names == ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
+    assert [name for name, _ in model.named_buffers()] == []
+    first = next(model.parameters())
+    again = model.state_dict()["fc1.weight"]
+    assert first.data_ptr() == again.data_ptr()
+    unwrapped = model.unwrap()
+    assert next(unwrapped.parameters()).data_ptr() == first.data_ptr()
+
+
+def test_save_torchscript_and_save_model(tmp_path, accelerator):
+    model = accelerator.prepare(scripted_bytes(MLP))
+    model.save_torchscript(tmp_path / "saved.pt")
+    reloaded = torch.jit.load(str(tmp_path / "saved.pt"))
+    x = torch.ones(2, 4)
+    np.testing.assert_allclose(reloaded(x).detach().numpy(), model.evaluate(x).numpy(), rtol=1e-6)
+    accelerator.save_model(model, tmp_path / "out")
+    assert (tmp_path / "out" / "model.safetensors").stat().st_size > 0
+
+
+def test_compute_loss_takes_options(accelerator):
+    logits = np.array([[2.0, 0.0], [0.0, 2.0]], dtype=np.float32)
+    labels = np.array([0, 0])
+    per_sample = accel.compute_loss("cross_entropy", logits, labels, reduction="none").numpy()
+    assert per_sample.shape == (2,) and per_sample[0] < per_sample[1]
+    with pytest.raises(accel.InvalidArgumentError, match="hinge"):
+        accel.compute_loss("hinge", logits, labels)
