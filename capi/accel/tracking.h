@@ -42,12 +42,12 @@ ACCEL_API ACCEL_NODISCARD int accel_state_log(accel_state_t *state, const char *
  * accel_state_shutdown). Calling it without trackers is a no-op. Errors: ACCEL_ERR_NULL_ARGUMENT. */
 ACCEL_API ACCEL_NODISCARD int accel_state_finish_trackers(accel_state_t *state);
 
-/* Prints text and a line break on stdout, on the main process only (Accelerate's print), above the
- * progress bar when one is drawn. Errors: ACCEL_ERR_NULL_ARGUMENT. */
+/* Prints text and a line break on stdout, on the local main process only (once per machine, as
+ * Accelerate's print does), above the progress bar when one is drawn. Errors: ACCEL_ERR_NULL_ARGUMENT. */
 ACCEL_API ACCEL_NODISCARD int accel_state_print(const accel_state_t *state, const char *text);
 
-/* A progress bar of total steps (<= 0: unknown) on stdout of the main process; on other ranks a handle
- * that draws nothing. On a terminal it is redrawn in place (at most 10 times a second); otherwise a plain
+/* A progress bar of total steps (<= 0: unknown) on stdout of the local main process (one bar per machine,
+ * as Accelerate's scripts show tqdm); on other ranks a handle that draws nothing. On a terminal it is redrawn in place (at most 10 times a second); otherwise a plain
  * line is printed per tenth of the total or every 30 s. description may be NULL.
  * Errors: ACCEL_ERR_NULL_ARGUMENT. */
 ACCEL_API ACCEL_NODISCARD int accel_progress_new(accel_progress_t **out, const accel_state_t *state, int64_t total,

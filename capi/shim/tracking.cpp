@@ -52,7 +52,7 @@ extern "C" int accel_state_print(const accel_state_t* state, const char* text) {
   return guarded(__func__, [&] {
     require(state, "state");
     require(text, "text");
-    accel::tracking::ProgressBar::print(state->state->launch().rank == 0, text);
+    accel::tracking::ProgressBar::print(state->state->launch().local_rank == 0, text);
   });
 }
 
@@ -60,7 +60,7 @@ extern "C" int accel_progress_new(accel_progress_t** out, const accel_state_t* s
                                   const char* description) {
   return guarded_out(__func__, out, [&] {
     require(state, "state");
-    *out = new accel_progress{std::make_unique<accel::tracking::ProgressBar>(state->state->launch().rank == 0, total,
+    *out = new accel_progress{std::make_unique<accel::tracking::ProgressBar>(state->state->launch().local_rank == 0, total,
                                                                             description ? description : "")};
   });
 }

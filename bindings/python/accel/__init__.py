@@ -17,6 +17,7 @@ from .losses import compute_loss
 from .model import Model
 from .optimizer import Optimizer
 from .options import Options
+from .progress import ProgressBar
 from .scheduler import Scheduler
 from .specs import DataLoaderSpec, OptimizerSpec, SchedulerSpec
 from .tensor import Tensor
@@ -30,7 +31,7 @@ __all__ = [
     "AccelError", "AccelIOError", "AccelTimeoutError", "BadOptionValueError", "CallbackError", "DtypeError",
     "InternalError", "InvalidArgumentError", "InvalidStateError", "NullArgumentError", "OutOfMemoryError",
     "OutOfRangeError", "PeerFailedError", "ShapeMismatchError", "TorchError", "UnknownOptionError",
-    "UnsupportedError", "compute_loss", "Model", "Optimizer", "Options", "Scheduler", "DataLoaderSpec",
+    "UnsupportedError", "compute_loss", "Model", "Optimizer", "Options", "ProgressBar", "Scheduler", "DataLoaderSpec",
     "OptimizerSpec", "SchedulerSpec", "Tensor", "features", "has_feature", "torch_version", "version",
     "__version__",
 ]

@@ -119,6 +119,15 @@ int accel_state_broadcast(accel_state_t *state, accel_tensor_t *tensor, int32_t 
 int accel_state_pad_across_processes(accel_state_t *state, const accel_tensor_t *input, int64_t dim, double pad_value, int pad_first, accel_tensor_t **out);
 int accel_state_gather_for_metrics(accel_state_t *state, const accel_tensor_t *input, accel_tensor_t **out);
 """),
+    ("accel/processes.h", """
+int accel_state_split_range(const accel_state_t *state, int64_t length, int64_t *first, int64_t *count, int64_t *padded_count);
+int accel_state_split_tensor(const accel_state_t *state, const accel_tensor_t *input, int apply_padding, accel_tensor_t **out);
+int accel_state_main_process_first_begin(accel_state_t *state);
+int accel_state_main_process_first_end(accel_state_t *state);
+int accel_state_local_main_process_first_begin(accel_state_t *state);
+int accel_state_local_main_process_first_end(accel_state_t *state);
+int accel_state_send_to_device(const accel_state_t *state, const accel_tensor_t *input, int non_blocking, accel_tensor_t **out);
+"""),
     ("accel/loader.h", """
 typedef struct accel_dataset accel_dataset_t;
 typedef struct accel_loader accel_loader_t;
@@ -209,6 +218,16 @@ int accel_state_backward(accel_state_t *state, const accel_tensor_t *loss);
 int accel_state_clip_grad_norm(accel_state_t *state, accel_model_t *model, double max_norm, double norm_type, double *total_norm);
 int accel_state_clip_grad_value(accel_state_t *state, accel_model_t *model, double clip_value);
 int accel_state_save_model(accel_state_t *state, const accel_model_t *model, const char *directory);
+"""),
+    ("accel/tracking.h", """
+typedef struct accel_progress accel_progress_t;
+int accel_state_init_trackers(accel_state_t *state, const char *project_dir, const char *run_name, const char *config_json, const accel_options_t *options);
+int accel_state_log(accel_state_t *state, const char *const *names, const double *values, size_t count, int64_t step);
+int accel_state_finish_trackers(accel_state_t *state);
+int accel_state_print(const accel_state_t *state, const char *text);
+int accel_progress_new(accel_progress_t **out, const accel_state_t *state, int64_t total, const char *description);
+int accel_progress_update(accel_progress_t *progress, int64_t steps, double loss);
+void accel_progress_free(accel_progress_t *progress);
 """),
     ("ATen/dlpack.h", """
 typedef enum {

@@ -6,6 +6,8 @@ synchronise, and the collectives combine tensors across the ranks.
 """
 import contextlib
 import enum
+import io
+import json
 import pickle
 import sys
 
@@ -23,7 +25,7 @@ from .optimizer import Optimizer
 from .options import Options, resolved_value
 from .scheduler import Scheduler
 from .specs import DataLoaderSpec, OptimizerSpec, SchedulerSpec
-from .tensor import Tensor, lent, returned_like
+from .tensor import Tensor, _is_torch_tensor, lent, returned_like
 
 
 class DistributedType(str, enum.Enum):
@@ -162,29 +164,86 @@ class Accelerator(Handle):
         check(lib.accel_state_wait_for_everyone(self.pointer))
 
     @contextlib.contextmanager
-    def _goes_first(self, is_first):
-        if not is_first:
-            self.wait_for_everyone()
-        yield
-        if is_first:
-            self.wait_for_everyone()
+    def _goes_first(self, begin, end):
+        check(begin(self.pointer))
+        try:
+            yield
+        finally:
+            # Even when the block failed: the other ranks wait for the first one in their begin.
+            check(end(self.pointer))
 
     def main_process_first(self):
         """`with accelerator.main_process_first():` the main process runs the block, then the others."""
-        return self._goes_first(self.is_main_process)
+        return self._goes_first(lib.accel_state_main_process_first_begin, lib.accel_state_main_process_first_end)
 
     def local_main_process_first(self):
         """The same with the main process of each machine going first."""
-        return self._goes_first(self.is_local_main_process)
+        return self._goes_first(lib.accel_state_local_main_process_first_begin,
+                                lib.accel_state_local_main_process_first_end)
+
+    @contextlib.contextmanager
+    def split_between_processes(self, inputs, apply_padding=False):
+        """`with accelerator.split_between_processes(inputs) as mine:` this process's contiguous share of a
+        list, tuple, string, numpy array, torch tensor or dict of those (every value split alike), the first
+        len % num_processes ranks getting one more; apply_padding repeats the last item so every rank has as
+        many."""
+        yield self._split(inputs, apply_padding)
+
+    def _split(self, inputs, apply_padding):
+        if isinstance(inputs, dict):
+            lengths = {len(value) for value in inputs.values()}
+            if len(lengths) > 1:
+                raise ValueError("split_between_processes: every value of the dict needs the same length")
+            return {key: self._split(value, apply_padding) for key, value in inputs.items()}
+        if isinstance(inputs, (np.ndarray, Tensor)) or _is_torch_tensor(inputs):
+            out = ffi.new("accel_tensor_t **")
+            with lent(inputs) as tensor:
+                check(lib.accel_state_split_tensor(self.pointer, tensor.pointer, int(apply_padding), out))
+            return returned_like(Tensor(out[0]), inputs)
+        first, count, padded = ffi.new("int64_t *"), ffi.new("int64_t *"), ffi.new("int64_t *")
+        check(lib.accel_state_split_range(self.pointer, len(inputs), first, count, padded))
+        share = inputs[first[0]:first[0] + count[0]]
+        if apply_padding and count[0] < padded[0] and len(inputs) > 0:
+            share = share + inputs[-1:] * (padded[0] - count[0])
+        return share
+
+    def send_to_device(self, tensor, non_blocking=False):
+        """The tensor (numpy array or torch tensor) on this process's device: the same memory when it is
+        already there (Accelerate's send_to_device)."""
+        out = ffi.new("accel_tensor_t **")
+        with lent(tensor) as lent_tensor:
+            check(lib.accel_state_send_to_device(self.pointer, lent_tensor.pointer, int(non_blocking), out))
+        return returned_like(Tensor(out[0]), tensor)
 
     def print(self, *args, **kwargs):
-        """print() on the main process of each machine only (Accelerate's PartialState.print)."""
-        if self.is_local_main_process:
-            print(*args, **kwargs)
+        """print() on the main process of each machine only (Accelerate's PartialState.print), above the
+        progress bar when one is drawn."""
+        text = io.StringIO()
+        print(*args, file=text, **kwargs)
+        check(lib.accel_state_print(self.pointer, text.getvalue().rstrip("\n").encode()))
+
+    # --- trackers ---------------------------------------------------------------------------------------
+
+    def init_trackers(self, project_name, config=None, project_dir=".", log_with="jsonl,csv,tensorboard",
+                      overwrite=False):
+        """Starts logging into project_dir/project_name on the main process: metrics.jsonl, metrics.csv
+        and a TensorBoard event file, as log_with chooses; config (a dict) is saved as config.json. A run
+        started again in the same directory continues after its last logged step unless overwrite."""
+        with Options({"log_with": log_with, "overwrite": overwrite}) as options:
+            check(lib.accel_state_init_trackers(self.pointer, str(project_dir).encode(), project_name.encode(),
+                                                json.dumps(config or {}).encode(), options.pointer))
+
+    def log(self, values, step):
+        """Logs a dict of name -> number at step (Accelerate's log)."""
+        names = [ffi.new("char[]", str(name).encode()) for name in values]
+        check(lib.accel_state_log(self.pointer, ffi.new("const char *[]", names),
+                                  ffi.new("double[]", [float(value) for value in values.values()]), len(names), step))
 
     def end_training(self):
-        """Collective shutdown: waits for every process, then tears the process group down. Afterwards
-        collectives fail with InvalidStateError, and a new Accelerator may choose other settings."""
+        """Closes the trackers, then the collective shutdown: waits for every process and tears the process
+        group down. Afterwards collectives fail with InvalidStateError, and a new Accelerator may choose
+        other settings."""
+        check(lib.accel_state_finish_trackers(self.pointer))
         check(lib.accel_state_shutdown(self.pointer))
 
     def close(self):

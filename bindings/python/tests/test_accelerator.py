@@ -174,9 +174,9 @@ def test_padding_and_broadcast_work_in_place_without_copies(accelerator):
         accelerator.broadcast(accelerator.gather(array))
 
 
-def test_main_process_first_and_print(accelerator, capsys):
+def test_main_process_first_and_print(accelerator, capfd):
     with accelerator.main_process_first():
         accelerator.print("only", "here")
     with accelerator.local_main_process_first():
         accelerator.wait_for_everyone()
-    assert capsys.readouterr().out == "only here\n"
+    assert capfd.readouterr().out == "only here\n"  # printed by the library, on the file descriptor

@@ -44,6 +44,9 @@ def test_collectives(ranks):
         assert "process 0: [1]" in seen["shape_mismatch"] and "process 1: [2]" in seen["shape_mismatch"]
     assert ranks[0]["pad"] == [0, 1, 2] and ranks[1]["pad"] == [0, 1, -1]
     assert ranks[1]["main_went_first"]
+    # Accelerate's examples: ["A", "B", "C"] padded gives ["A", "B"] and ["C", "C"]; 5 items give 3 and 2.
+    assert [ranks[r]["split_letters"] for r in (0, 1)] == [["A", "B"], ["C", "C"]]
+    assert [ranks[r]["split_dict"] for r in (0, 1)] == [{"n": [0, 1, 2], "s": "abc"}, {"n": [3, 4], "s": "de"}]
 
 
 def test_gather_for_metrics_counts_every_sample_once(ranks):

@@ -32,6 +32,10 @@ def collectives(accelerator, rank, out_dir):
             open(marker, "w").close()
         else:
             seen["main_went_first"] = os.path.exists(marker)
+    with accelerator.split_between_processes(["A", "B", "C"], apply_padding=True) as letters:
+        seen["split_letters"] = letters
+    with accelerator.split_between_processes({"n": np.arange(5), "s": "abcde"}) as parts:
+        seen["split_dict"] = {"n": parts["n"].tolist(), "s": parts["s"]}
     return seen
 
 
