@@ -6,7 +6,8 @@
  *   mixed_precision  string  "no", "fp16" or "bf16"                             [ACCEL_MIXED_PRECISION] default "no"
  *   device           string  explicit device, e.g. "cpu" or "cuda:1"; "" = auto [ACCEL_DEVICE]       default ""
  *   backend          string  "auto", "gloo" or "nccl"                           [ACCEL_BACKEND]      default "auto"
- *   timeout_s        double  rendezvous and collective timeout in seconds (> 0) [ACCEL_TIMEOUT_S]    default 1800
+ *   timeout_s        double  rendezvous and collective timeout in seconds (> 0, at most 1e9; larger
+ *                            values are ACCEL_ERR_BAD_OPTION_VALUE)        [ACCEL_TIMEOUT_S]    default 1800
  *   check_shapes     bool    compare shapes across ranks before collectives     [ACCEL_CHECK_SHAPES] default true
  * Data loader keys (read by accel_loader_new; Accelerate's DataLoaderConfiguration and DataLoader arguments):
  *   batch_size       int     samples per batch (per process unless split_batches) [ACCEL_BATCH_SIZE] default 1

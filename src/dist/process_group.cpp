@@ -15,6 +15,7 @@
 #include <functional>
 
 #include "core/error.hpp"
+#include "core/options.hpp"
 
 #define ACCEL_TORCH_VERSION (TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR)
 
@@ -73,7 +74,7 @@ Code classify(const std::string& message) {
 }
 
 std::string seconds(std::chrono::milliseconds timeout) {
-  return std::to_string(static_cast<double>(timeout.count()) / 1000.0).substr(0, 6) + " s";
+  return format_number(static_cast<double>(timeout.count()) / 1000.0) + " s";
 }
 
 }  // namespace

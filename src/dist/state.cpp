@@ -66,6 +66,8 @@ State::State(const Options* options, const EnvLookup& env)
   config.world_size = launch_.world_size;
   config.master_addr = launch_.master_addr;
   config.master_port = launch_.master_port;
+  // Options cap timeout_s at 1e9, so the milliseconds (and the nanoseconds c10d and Gloo add to their
+  // clocks) stay far inside int64_t.
   config.timeout =
       std::chrono::milliseconds(static_cast<int64_t>(std::ceil(options_.get_double("timeout_s") * 1000.0)));
   config.backend = backend_;
