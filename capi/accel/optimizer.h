@@ -30,6 +30,8 @@ typedef struct accel_optimizer accel_optimizer_t;
 ACCEL_API ACCEL_NODISCARD int accel_optimizer_new(accel_optimizer_t **out, accel_model_t *model, const char *kind,
                                                   const accel_options_t *options);
 ACCEL_API void accel_optimizer_free(accel_optimizer_t *optimizer);
+/* Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE once the process group is broken (the
+ * gradients may not be averaged over the processes; the parameters are left unchanged). */
 ACCEL_API ACCEL_NODISCARD int accel_optimizer_step(accel_optimizer_t *optimizer);
 ACCEL_API ACCEL_NODISCARD int accel_optimizer_zero_grad(accel_optimizer_t *optimizer);
 /* 1 when the last sync step was skipped because of an fp16 overflow. */

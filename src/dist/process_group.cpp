@@ -189,6 +189,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::create(const GroupConfig& config) {
 int32_t ProcessGroup::rank() const { return impl_->config.rank; }
 int32_t ProcessGroup::world_size() const { return impl_->config.world_size; }
 bool ProcessGroup::broken() const { return !impl_->first_failure.empty(); }
+const std::string& ProcessGroup::first_failure() const { return impl_->first_failure; }
 
 void ProcessGroup::allreduce(at::Tensor& tensor, ReduceKind kind, const char* what) {
   impl_->run(what, [&] {

@@ -75,6 +75,7 @@ State::State(const Options* options, const EnvLookup& env)
 }
 
 bool State::broken() const { return group_ && group_->broken(); }
+std::string State::group_failure() const { return group_ ? group_->first_failure() : std::string(); }
 
 ProcessGroup* State::group(const char* what) {
   if (shut_down_) fail(Code::InvalidState, std::string(what) + ": the state was shut down");

@@ -30,6 +30,8 @@ class State {
   const std::string& backend() const { return backend_; }
   bool check_shapes() const { return check_shapes_; }
   bool broken() const;
+  // Why the process group broke; empty while it works (or with one process).
+  std::string group_failure() const;
   GradientState& gradient_state() { return gradient_state_; }
   bool sync_gradients() const { return gradient_state_.sync_gradients(); }
 
