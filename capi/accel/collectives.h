@@ -53,7 +53,7 @@ ACCEL_API ACCEL_NODISCARD int accel_broadcast(accel_state_t *state, accel_tensor
 
 /* Pads the tensor along dim (negative counts from the end) to the largest size any rank has there,
  * filling with pad_value, at the end or, with pad_first, at the start. The number of dimensions must be
- * equal on every rank (ACCEL_ERR_SHAPE_MISMATCH otherwise, whatever check_shapes says).
+ * equal on every rank (ACCEL_ERR_SHAPE_MISMATCH otherwise, whatever check_shapes says, on every rank).
  * A dim outside [-ndim, ndim) is ACCEL_ERR_OUT_OF_RANGE. *out is a new handle (same data when no
  * padding is needed). */
 ACCEL_API ACCEL_NODISCARD int accel_pad_across_processes(accel_state_t *state, const accel_tensor_t *input,
