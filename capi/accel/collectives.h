@@ -8,8 +8,10 @@
  * never a hang, never garbage. Switching it off saves that round trip; mismatched input is then
  * undefined.
  * Failures of the process group: ACCEL_ERR_TIMEOUT when a rank does not join within the state's
- * timeout_s, ACCEL_ERR_PEER_FAILED when a rank went away. Either leaves the group broken
- * (accel_state_is_broken); later collectives fail at once with ACCEL_ERR_INVALID_STATE.
+ * timeout_s, ACCEL_ERR_PEER_FAILED when a rank went away. A timeout's message says which ranks did not
+ * join and, for every rank, the collective it is in or last started and for how long. Either leaves the
+ * group broken (accel_state_is_broken); later collectives, clipping and optimizer steps fail at once with
+ * ACCEL_ERR_INVALID_STATE naming the first failure.
  * Thread safety: see accel/state.h. Input handles are only read; results are new handles owned by the
  * caller. */
 #ifndef ACCEL_COLLECTIVES_H

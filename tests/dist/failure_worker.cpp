@@ -1,10 +1,15 @@
-// Failure scenarios, run under `accel launch` on 2 processes. Mode (argv[1]):
+// Failure scenarios, run under `accel launch` on 2 processes unless said otherwise. Mode (argv[1]):
 //   collective-timeout  rank 1 never joins a gather: rank 0 must get ACCEL_ERR_TIMEOUT within the timeout,
 //                       then ACCEL_ERR_INVALID_STATE at once for the next collective.
 //   rendezvous-timeout  rank 1 never creates its state: rank 0's accel_state_new must time out.
 //   peer-exit           rank 1 exits (code 0) without shutdown: rank 0's gather must fail, not hang.
 //   peer-exit-in-backward  rank 1 exits after its forward: rank 0's backward fails, and then its clipping
 //                       and optimizer step must fail too and leave the parameters as they were.
+//   stall-report        (3 processes) rank 2 sleeps instead of joining a gather: ranks 0 and 1 must time
+//                       out with a message naming rank 2 and the last collective it started.
+//   rendezvous-report   (3 processes) rank 2 never creates its state: ranks 0 and 1 must time out naming it.
+//   unresolvable-master (run without the launcher, MASTER_ADDR=no.such.host.invalid) accel_state_new must
+//                       fail at once with ACCEL_ERR_ENVIRONMENT naming the address.
 // Exit code 0 means the expectation held on that rank.
 #include <unistd.h>
 
@@ -25,7 +30,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-accel_state_t* new_state() {
+// *code (when given) receives accel_state_new's result.
+accel_state_t* new_state(int* code_out = nullptr) {
   accel_options_t* options = nullptr;
   accel_state_t* state = nullptr;
   if (accel_options_new(&options) != ACCEL_OK || accel_options_set_double(options, "timeout_s", kTimeoutS) != ACCEL_OK) {
@@ -33,6 +39,7 @@ accel_state_t* new_state() {
     return nullptr;
   }
   const int code = accel_state_new(&state, options);
+  if (code_out != nullptr) *code_out = code;
   accel_options_free(options);
   if (code != ACCEL_OK) std::fprintf(stderr, "accel_state_new: %s: %s\n", accel_error_name(code), accel_error_last());
   return state;
@@ -193,6 +200,63 @@ int peer_exit_in_backward(int rank) {
   return failures;
 }
 
+// Ranks 0 and 1 time out in a gather that rank 2 never joins; rank 0 serves the store their reports read.
+int stall_report(int rank) {
+  accel_state_t* state = new_state();
+  if (state == nullptr) return 1;
+  if (accel_state_wait_for_everyone(state) != ACCEL_OK) return 1;
+  if (rank == 2) {
+    sleep(static_cast<unsigned>(kTimeoutS + 3));
+    accel_state_free(state);
+    return 0;
+  }
+  double elapsed = 0;
+  const int code = gather_once(state, &elapsed);
+  std::fprintf(stderr, "rank %d gather: %s after %.1f s: %s\n", rank, accel_error_name(code), elapsed, accel_error_last());
+  const std::string message = accel_error_last();
+  int failures = expect(code == ACCEL_ERR_TIMEOUT, "gather times out");
+  failures += expect(elapsed < kTimeoutS + 5.0, "within the timeout and the report");
+  failures += expect(message.find("rank 2 did not join collective #2 gather") != std::string::npos,
+                     "the message names the rank that did not join");
+  failures += expect(message.find("rank 2: has not joined; the last collective it started is #1 wait_for_everyone") !=
+                         std::string::npos,
+                     "the message says what rank 2 last did");
+  // Keeps the store up while rank 1 reads it.
+  if (rank == 0) sleep(2);
+  accel_state_free(state);
+  return failures;
+}
+
+int rendezvous_report(int rank) {
+  if (rank == 2) {
+    sleep(static_cast<unsigned>(kTimeoutS * 2));
+    return 0;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  accel_state_t* state = new_state();
+  const double elapsed = seconds_since(start);
+  std::fprintf(stderr, "rank %d accel_state_new after %.1f s: %s\n", rank, elapsed, accel_error_last());
+  int failures = expect(state == nullptr, "accel_state_new fails");
+  failures += expect(std::strstr(accel_error_last(), "rank 2 never reached the rendezvous (ranks 0, 1 did)") != nullptr,
+                     "the message names the missing rank");
+  failures += expect(elapsed < kTimeoutS + 3.0, "within the timeout");
+  accel_state_free(state);
+  return failures;
+}
+
+int unresolvable_master() {
+  const auto start = std::chrono::steady_clock::now();
+  int code = ACCEL_OK;
+  accel_state_t* state = new_state(&code);
+  const double elapsed = seconds_since(start);
+  std::fprintf(stderr, "accel_state_new after %.2f s\n", elapsed);
+  int failures = expect(state == nullptr && code == ACCEL_ERR_ENVIRONMENT, "accel_state_new fails: ACCEL_ERR_ENVIRONMENT");
+  failures += expect(std::strstr(accel_error_last(), "'no.such.host.invalid'") != nullptr, "the message names the address");
+  failures += expect(elapsed < kTimeoutS / 2, "at once, not after the timeout");
+  accel_state_free(state);
+  return failures;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -203,7 +267,11 @@ int main(int argc, char** argv) {
   if (mode == "rendezvous-timeout") return rendezvous_timeout(rank);
   if (mode == "peer-exit") return peer_exit(rank);
   if (mode == "peer-exit-in-backward") return peer_exit_in_backward(rank);
+  if (mode == "stall-report") return stall_report(rank);
+  if (mode == "rendezvous-report") return rendezvous_report(rank);
+  if (mode == "unresolvable-master") return unresolvable_master();
   std::fprintf(stderr,
-               "usage: failure_worker collective-timeout|rendezvous-timeout|peer-exit|peer-exit-in-backward\n");
+               "usage: failure_worker collective-timeout|rendezvous-timeout|peer-exit|peer-exit-in-backward|"
+               "stall-report|rendezvous-report|unresolvable-master\n");
   return 2;
 }
