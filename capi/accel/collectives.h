@@ -8,8 +8,10 @@
  * never a hang, never garbage. Switching it off saves that round trip; mismatched input is then
  * undefined.
  * Failures of the process group: ACCEL_ERR_TIMEOUT when a rank does not join within the state's
- * timeout_s, ACCEL_ERR_PEER_FAILED when a rank went away. Either leaves the group broken
- * (accel_state_is_broken); later collectives fail at once with ACCEL_ERR_INVALID_STATE.
+ * timeout_s, ACCEL_ERR_PEER_FAILED when a rank went away. A timeout's message says which ranks did not
+ * join and, for every rank, the collective it is in or last started and for how long. Either leaves the
+ * group broken (accel_state_is_broken); later collectives, clipping and optimizer steps fail at once with
+ * ACCEL_ERR_INVALID_STATE naming the first failure.
  * Thread safety: see accel/state.h. Input handles are only read; results are new handles owned by the
  * caller. */
 #ifndef ACCEL_COLLECTIVES_H
@@ -58,7 +60,7 @@ ACCEL_API ACCEL_NODISCARD int accel_state_broadcast(accel_state_t *state, accel_
 
 /* Pads the tensor along dim (negative counts from the end) to the largest size any rank has there,
  * filling with pad_value, at the end or, with pad_first, at the start. The number of dimensions must be
- * equal on every rank (ACCEL_ERR_SHAPE_MISMATCH otherwise, whatever check_shapes says).
+ * equal on every rank (ACCEL_ERR_SHAPE_MISMATCH otherwise, whatever check_shapes says, on every rank).
  * A dim outside [-ndim, ndim) is ACCEL_ERR_OUT_OF_RANGE. *out is a new handle (same data when no
  * padding is needed).
  * Errors: ACCEL_ERR_OUT_OF_RANGE; ACCEL_ERR_SHAPE_MISMATCH; and those of accel_state_gather. */

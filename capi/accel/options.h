@@ -12,7 +12,7 @@
  *   mixed_precision  string  "no", "fp16" or "bf16"                             default "no"
  *   device           string  explicit device, e.g. "cpu" or "cuda:1"; "" = auto default ""
  *   backend          string  "auto", "gloo" or "nccl"                           default "auto"
- *   timeout_s        double  rendezvous and collective timeout in seconds (> 0) default 1800
+ *   timeout_s        double  rendezvous and collective timeout in seconds, in (0, 1e9] default 1800
  *   check_shapes     bool    compare shapes across ranks before collectives     default true
  *   gradient_accumulation_steps int  steps per optimizer step (> 0)            default 1
  *   sync_with_dataloader bool  the last batch of the active loader always syncs default true

@@ -42,9 +42,11 @@ typedef struct accel_state accel_state_t;
  * With several processes this is collective: it blocks until every rank has joined or timeout_s passes.
  * On success *out owns a handle to release with accel_state_free.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_ENVIRONMENT (a launch variable is malformed or
- * inconsistent, named in the message); ACCEL_ERR_BAD_OPTION_VALUE (an ACCEL_* variable does not parse);
- * ACCEL_ERR_UNSUPPORTED (NCCL or CUDA asked for but not built in); ACCEL_ERR_TIMEOUT (a rank did not
- * join in time); ACCEL_ERR_INVALID_STATE (conflicts with the existing shared state); ACCEL_ERR_IO. */
+ * inconsistent, named in the message; a MASTER_ADDR that does not resolve, at once);
+ * ACCEL_ERR_BAD_OPTION_VALUE (an ACCEL_* variable does not parse); ACCEL_ERR_UNSUPPORTED (NCCL or CUDA
+ * asked for but not built in); ACCEL_ERR_TIMEOUT (a rank did not join in time: every rank that came
+ * fails together, naming the ranks that never did); ACCEL_ERR_INVALID_STATE (conflicts with the
+ * existing shared state); ACCEL_ERR_IO. */
 ACCEL_API ACCEL_NODISCARD int accel_state_new(accel_state_t **out, const accel_options_t *options);
 
 /* Releases this handle. The process group stays up while other handles (or objects made from them)

@@ -36,10 +36,12 @@ ACCEL_API ACCEL_NODISCARD int accel_state_backward(accel_state_t *state, const a
 /* Unscales fp16 gradients first, then clips the model's gradients so that their total norm is at most
  * max_norm; *total_norm (may be NULL) receives the norm before clipping. After accel_state_backward on a sync
  * step the gradients are already averaged over the ranks, so the norm is the same everywhere.
- * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (max_norm <= 0). */
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (max_norm <= 0); ACCEL_ERR_INVALID_STATE once
+ * the process group is broken, as the gradients may not be averaged. */
 ACCEL_API ACCEL_NODISCARD int accel_state_clip_grad_norm(accel_state_t *state, accel_model_t *model, double max_norm,
                                                          double norm_type, double *total_norm);
-/* Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (clip_value < 0 or NaN). */
+/* Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (clip_value < 0 or NaN); ACCEL_ERR_INVALID_STATE
+ * once the process group is broken. */
 ACCEL_API ACCEL_NODISCARD int accel_state_clip_grad_value(accel_state_t *state, accel_model_t *model, double clip_value);
 
 /* Saves the unwrapped model's parameters and buffers into directory/model.safetensors (written to a

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -23,9 +24,18 @@ std::string option_env_name(const std::string& key) {
 }
 
 std::string format_number(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
+  // Six digits (ostream's default) say most numbers exactly; more only when they would change the value.
+  std::string text;
+  for (int digits = 6; digits <= std::numeric_limits<double>::max_digits10; ++digits) {
+    std::ostringstream out;
+    out.precision(digits);
+    out << value;
+    text = out.str();
+    double read_back = 0;
+    std::istringstream(text) >> read_back;
+    if (!std::isfinite(value) || read_back == value) break;
+  }
+  return text;
 }
 
 std::string format_option_value(const OptionValue& value) {
@@ -77,6 +87,9 @@ OptionValue checked(const OptionSpec& spec, OptionValue value, const std::string
     const double number = spec.type == OptionType::Int ? static_cast<double>(std::get<int64_t>(value))
                                                        : std::get<double>(value);
     if (!(number > 0) || !std::isfinite(number)) bad("must be a positive finite number");
+  }
+  if (spec.type == OptionType::Double && std::get<double>(value) > spec.maximum) {
+    bad("is larger than the maximum, " + format_number(spec.maximum));
   }
   if (!spec.choices.empty()) {
     const auto& text = std::get<std::string>(value);

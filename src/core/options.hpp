@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <variant>
@@ -21,6 +22,8 @@ struct OptionSpec {
   OptionValue default_value;
   std::vector<std::string> choices;  // allowed strings, for String options that are enumerations
   bool positive = false;             // numeric options that must be > 0
+  // Numeric options: the largest value accepted (timeout_s: beyond it, milliseconds overflow the clocks).
+  double maximum = std::numeric_limits<double>::infinity();
 };
 
 // The keys one kind of object reads (state, loader, model, optimizer, scheduler, loss), owned by that
@@ -42,7 +45,8 @@ using OptionCatalog = std::vector<const OptionScope*>;
 std::string option_env_name(const std::string& key);
 
 std::string format_option_value(const OptionValue& value);
-// A number as a person writes it: 0.001, 1e-08, 25 (the shortest ostream form).
+// A number as a person writes it: 0.001, 1e-08, 25, 1e+10, 1234567 (the shortest ostream form that
+// reads back as the same double).
 std::string format_number(double value);
 
 // Explicit settings made through the C API, for any of the catalog's objects. Setting validates at once,

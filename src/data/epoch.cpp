@@ -5,7 +5,11 @@
 #include <ATen/ops/index_select.h>
 #include <ATen/ops/tensor.h>
 
+#include <c10/util/Exception.h>
+
 #include <cstring>
+#include <new>
+#include <utility>
 
 #include "core/error.hpp"
 #include "distributed/collectives.hpp"
@@ -181,10 +185,55 @@ DispatchEpoch::DispatchEpoch(std::shared_ptr<distributed::State> state, ReadStep
 
 namespace {
 
-// Structure of a step: field count, then per field its name, dtype and shape; empty means "no step".
+// The first byte of what rank 0 sends before each step. A failed read is sent too, so that every rank
+// stops with rank 0's error at once instead of waiting for tensors that never come.
+constexpr char kStep = 'S';     // the step's structure follows, then its tensors
+constexpr char kEnd = 'E';      // the epoch is over
+constexpr char kFailed = 'F';   // reading failed: the error's code and message follow
+
+void put(std::string& out, int64_t value) { out.append(reinterpret_cast<const char*>(&value), sizeof value); }
+
+int64_t take(const std::string& in, size_t& offset) {
+  int64_t value = 0;
+  std::memcpy(&value, in.data() + offset, sizeof value);
+  offset += sizeof value;
+  return value;
+}
+
+// The error's code and message, as the C API's guard would report them.
+std::pair<Code, std::string> code_and_message(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    return {e.code(), e.what()};
+  } catch (const c10::Error& e) {
+    return {Code::Torch, e.what_without_backtrace()};
+  } catch (const std::bad_alloc&) {
+    return {Code::OutOfMemory, "out of memory"};
+  } catch (const std::exception& e) {
+    return {Code::Internal, e.what()};
+  } catch (...) {
+    return {Code::Internal, "unknown exception"};
+  }
+}
+
+std::string describe_failure(const std::exception_ptr& error) {
+  const auto [code, message] = code_and_message(error);
+  std::string out(1, kFailed);
+  put(out, static_cast<int64_t>(code));
+  return out + message;
+}
+
+[[noreturn]] void fail_like_rank_0(const std::string& header) {
+  size_t offset = 1;
+  const auto code = static_cast<Code>(take(header, offset));
+  fail(code, "rank 0 could not read the batch it dispatches: " + header.substr(offset));
+}
+
+// Structure of a step: field count, then per field its name, dtype and shape.
 std::string describe(const NamedTensors& step) {
-  std::string out;
-  auto put = [&](int64_t value) { out.append(reinterpret_cast<const char*>(&value), sizeof value); };
+  std::string out(1, kStep);
+  auto put = [&](int64_t value) { accel::data::put(out, value); };
   put(static_cast<int64_t>(step.size()));
   for (const auto& [name, tensor] : step) {
     put(static_cast<int64_t>(name.size()));
@@ -197,13 +246,8 @@ std::string describe(const NamedTensors& step) {
 }
 
 NamedTensors allocate(const std::string& description, const at::Device& device) {
-  size_t offset = 0;
-  auto take = [&]() {
-    int64_t value = 0;
-    std::memcpy(&value, description.data() + offset, sizeof value);
-    offset += sizeof value;
-    return value;
-  };
+  size_t offset = 1;
+  auto take = [&]() { return accel::data::take(description, offset); };
   NamedTensors step;
   const int64_t fields = take();
   for (int64_t f = 0; f < fields; ++f) {
@@ -225,11 +269,26 @@ std::optional<NamedTensors> DispatchEpoch::receive() {
   std::optional<NamedTensors> step;
   std::string description;
   if (root) {
-    step = read_step_();
-    if (step) description = describe(*step);
+    std::exception_ptr read_error;
+    try {
+      step = read_step_();
+      description = step ? describe(*step) : std::string(1, kEnd);
+    } catch (...) {
+      read_error = std::current_exception();
+    }
+    if (read_error) {
+      // Rank 0's own error is the one to report; if telling the others fails too, the group says so later.
+      try {
+        std::string failure = describe_failure(read_error);
+        distributed::broadcast_bytes(*state_, failure, 0);
+      } catch (const std::exception&) {
+      }
+      std::rethrow_exception(read_error);
+    }
   }
   distributed::broadcast_bytes(*state_, description, 0);
-  if (description.empty()) return std::nullopt;
+  if (description.at(0) == kFailed) fail_like_rank_0(description);
+  if (description.at(0) == kEnd) return std::nullopt;
   const at::Device device(state_->backend() == "nccl" ? state_->device() : "cpu");
   if (!root) step = allocate(description, device);
   for (auto& field : *step) {

@@ -19,6 +19,7 @@ constexpr int64_t kMaxDims = 64;
 constexpr int64_t kHeader = 2;  // ndim, dtype
 
 std::string shape_text(const int64_t* row) {
+  if (row[0] > kMaxDims) return std::to_string(row[0]) + " dimensions";
   std::string text = "[";
   for (int64_t d = 0; d < row[0]; ++d) text += (d ? ", " : "") + std::to_string(row[kHeader + d]);
   return text + "] " + c10::toString(static_cast<c10::ScalarType>(row[1]));
@@ -27,22 +28,29 @@ std::string shape_text(const int64_t* row) {
 // Bookkeeping tensors travel on the backend's device (NCCL only moves CUDA memory) and are read on the CPU.
 at::Device comm_device(const State& state) { return at::Device(state.backend() == "nccl" ? state.device() : "cpu"); }
 
-// Each rank's (ndim, dtype, sizes...) as rows of one [P, kHeader + kMaxDims] CPU tensor.
+// Each rank's (ndim, dtype, sizes...) as rows of one [P, kHeader + kMaxDims] CPU tensor. Every check
+// of a shape happens after this exchange, on every rank alike: a rank that failed before it would leave
+// the others waiting in it until the timeout.
 at::Tensor all_shapes(State& state, ProcessGroup& group, const at::Tensor& tensor, const char* what) {
-  if (tensor.dim() > kMaxDims) {
-    fail(Code::InvalidArgument, std::string(what) + ": tensors with more than 64 dimensions are not supported");
-  }
   auto mine = at::zeros({kHeader + kMaxDims}, at::kLong);
   auto* row = mine.data_ptr<int64_t>();
   row[0] = tensor.dim();
   row[1] = static_cast<int64_t>(tensor.scalar_type());
-  for (int64_t d = 0; d < tensor.dim(); ++d) row[kHeader + d] = tensor.size(d);
+  for (int64_t d = 0; d < std::min(tensor.dim(), kMaxDims); ++d) row[kHeader + d] = tensor.size(d);
   mine = mine.to(comm_device(state));
   auto all = at::empty({group.world_size(), kHeader + kMaxDims}, mine.options());
   std::vector<at::Tensor> rows;
   for (int64_t r = 0; r < group.world_size(); ++r) rows.push_back(all[r]);
   group.allgather(rows, mine, what);
-  return all.cpu();
+  all = all.cpu();
+  for (int64_t r = 0; r < group.world_size(); ++r) {
+    const int64_t ndim = all[r].data_ptr<int64_t>()[0];
+    if (ndim > kMaxDims) {
+      fail(Code::InvalidArgument, std::string(what) + ": process " + std::to_string(r) + "'s tensor has " +
+                                      std::to_string(ndim) + " dimensions; at most 64 are supported");
+    }
+  }
+  return all;
 }
 
 [[noreturn]] void shape_mismatch(const at::Tensor& shapes, const char* what, const std::string& why) {
@@ -190,20 +198,20 @@ at::Tensor pad_across_processes(State& state, const at::Tensor& input, int64_t d
   const char* what = "pad_across_processes";
   if (!input.defined()) fail(Code::InvalidArgument, "pad_across_processes: the tensor is undefined");
   const int64_t ndim = input.dim();
+  ProcessGroup* group = state.group(what);
+  // Shapes first, dim after: with the same number of dimensions everywhere, a bad dim fails on every rank.
+  at::Tensor shapes = group != nullptr ? all_shapes(state, *group, input, what) : at::Tensor();
+  for (int64_t r = 0; shapes.defined() && r < shapes.size(0); ++r) {
+    if (shapes[r].data_ptr<int64_t>()[0] != ndim) shape_mismatch(shapes, what, "the number of dimensions differs");
+  }
   if (dim < -ndim || dim >= ndim) {
     fail(Code::OutOfRange, "pad_across_processes: dim " + std::to_string(dim) + " is outside [" +
                                std::to_string(-ndim) + ", " + std::to_string(ndim) + ")");
   }
   if (dim < 0) dim += ndim;
-  ProcessGroup* group = state.group(what);
   if (group == nullptr) return input;
-  auto shapes = all_shapes(state, *group, input, what);
   int64_t longest = 0;
-  for (int64_t r = 0; r < shapes.size(0); ++r) {
-    const auto* row = shapes[r].data_ptr<int64_t>();
-    if (row[0] != ndim) shape_mismatch(shapes, what, "the number of dimensions differs");
-    longest = std::max(longest, row[kHeader + dim]);
-  }
+  for (int64_t r = 0; r < shapes.size(0); ++r) longest = std::max(longest, shapes[r].data_ptr<int64_t>()[kHeader + dim]);
   if (input.size(dim) == longest) return input;
   std::vector<int64_t> sizes = input.sizes().vec();
   sizes[dim] = longest;

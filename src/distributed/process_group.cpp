@@ -10,11 +10,16 @@
 #endif
 
 #include <c10/util/Exception.h>
+#include <netdb.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 
 #include "core/error.hpp"
+#include "core/options.hpp"
+#include "distributed/record_publisher.hpp"
+#include "distributed/stall_report.hpp"
 
 #define ACCEL_TORCH_VERSION (TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR)
 
@@ -73,7 +78,29 @@ Code classify(const std::string& message) {
 }
 
 std::string seconds(std::chrono::milliseconds timeout) {
-  return std::to_string(static_cast<double>(timeout.count()) / 1000.0).substr(0, 6) + " s";
+  return format_number(static_cast<double>(timeout.count()) / 1000.0) + " s";
+}
+
+// Rank 0's verdict on the rendezvous, and the keys by which the other ranks say they have read it.
+constexpr const char* kVerdictKey = "accel/rendezvous";
+constexpr const char* kEveryRankArrived = "every rank arrived";
+std::string verdict_read_key(int32_t rank) { return "accel/rendezvous-read/" + std::to_string(rank); }
+// How long beyond the timeout the verdict's exchange may take on a busy machine: the others wait this much
+// longer for it, and rank 0 at most this long for them to read it.
+constexpr std::chrono::milliseconds kVerdictGrace(5000);
+
+// c10d retries an address it cannot resolve until the timeout; a name that does not resolve now is a
+// configuration error, so it fails at once.
+void require_resolvable(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int status = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (status != 0) {
+    fail(Code::Environment, "the master address '" + host + "' (MASTER_ADDR) cannot be resolved: " + gai_strerror(status));
+  }
+  freeaddrinfo(found);
 }
 
 }  // namespace
@@ -81,6 +108,7 @@ std::string seconds(std::chrono::milliseconds timeout) {
 struct ProcessGroup::Impl {
   GroupConfig config;
   c10::intrusive_ptr<c10d::Store> store;
+  std::unique_ptr<RecordPublisher> publisher;  // declared after the store, so that it stops first
   c10::intrusive_ptr<c10d::ProcessGroup> group;
   std::string first_failure;
   int64_t started = 0;
@@ -92,27 +120,139 @@ struct ProcessGroup::Impl {
     }
   }
 
+  // Records reach the store within a quarter of the timeout (at most a second), long before anyone reads
+  // them: a reader has waited a whole timeout first.
+  void start_publishing() {
+    const auto period = std::clamp(config.timeout / 4, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
+    publisher = std::make_unique<RecordPublisher>(
+        [this](const std::string& encoded) { set_text(record_key(config.rank), encoded); }, period);
+  }
+
+  // Every rank's latest record; throws what the store throws.
+  std::vector<std::optional<CollectiveRecord>> read_records() {
+    std::vector<std::optional<CollectiveRecord>> records;
+    for (int32_t r = 0; r < config.world_size; ++r) {
+      const std::string key = record_key(r);
+      if (!store->check({key})) {
+        records.emplace_back();
+        continue;
+      }
+      const auto bytes = store->get(key);
+      records.push_back(decode_record(std::string(bytes.begin(), bytes.end())));
+    }
+    return records;
+  }
+
+  // Marks `record` given up, so that the ranks still waiting see it, and says where every rank is.
+  std::string stall_report_for(CollectiveRecord record) {
+    try {
+      record.gave_up = true;
+      publisher->update(record);
+      publisher->flush();
+      return stall_report(record, read_records(), wall_clock_ms());
+    } catch (const std::exception& error) {
+      return "the other ranks' progress could not be read from the store: " + message_of(error);
+    }
+  }
+
+  std::string rendezvous_name() const {
+    return "rendezvous of rank " + std::to_string(config.rank) + " of " + std::to_string(config.world_size) + " at " +
+           config.master_addr + ":" + std::to_string(config.master_port);
+  }
+
+  [[noreturn]] void rendezvous_timed_out(const std::string& why) const {
+    fail(Code::Timeout, rendezvous_name() + " did not complete within " + seconds(config.timeout) + ": " + why);
+  }
+
+  void set_text(const std::string& key, const std::string& text) {
+    store->set(key, std::vector<uint8_t>(text.begin(), text.end()));
+  }
+
+  // A rendezvous before the backend's own, so that a timeout names the ranks that never came: rank 0
+  // waits for every rank's arrival record, then publishes its verdict; the others wait for the verdict.
+  // Every rank that came thus fails at the same moment with the same list.
+  void await_every_rank() {
+    if (config.rank == 0) {
+      judge_arrivals();
+    } else {
+      await_verdict();
+    }
+  }
+
+  void judge_arrivals() {
+    std::vector<std::string> arrivals;
+    for (int32_t r = 0; r < config.world_size; ++r) arrivals.push_back(record_key(r));
+    try {
+      store->wait(arrivals, config.timeout);
+      set_text(kVerdictKey, kEveryRankArrived);
+      return;
+    } catch (const std::exception& error) {
+      if (classify(message_of(error)) != Code::Timeout) throw;
+    }
+    const auto records = read_records();
+    const std::string verdict = rendezvous_report(records);
+    set_text(kVerdictKey, verdict);
+    // The store goes away with this rank: the ranks that came read the verdict first. One that came and
+    // went since is not waited for beyond the grace.
+    std::vector<std::string> readers;
+    for (int32_t r = 1; r < config.world_size; ++r) {
+      if (records[static_cast<size_t>(r)]) readers.push_back(verdict_read_key(r));
+    }
+    try {
+      if (!readers.empty()) store->wait(readers, std::min(config.timeout, kVerdictGrace));
+    } catch (const std::exception&) {
+    }
+    rendezvous_timed_out(verdict);
+  }
+
+  void await_verdict() {
+    // Rank 0 started waiting about when this rank could connect, so its verdict comes within the timeout
+    // and the grace; only a rank 0 that hangs leaves this wait to time out.
+    store->wait({kVerdictKey}, config.timeout + std::min(config.timeout, kVerdictGrace));
+    const auto bytes = store->get(kVerdictKey);
+    const std::string verdict(bytes.begin(), bytes.end());
+    if (verdict == kEveryRankArrived) return;
+    set_text(verdict_read_key(config.rank), "read");
+    rendezvous_timed_out(verdict);
+  }
+
+  // For a rendezvous that timed out: which ranks never published their arrival.
+  std::string missing_ranks() {
+    if (!store) return "the store that rank 0 serves could not be reached";
+    try {
+      return rendezvous_report(read_records());
+    } catch (const std::exception& error) {
+      return "the store could not be read: " + message_of(error);
+    }
+  }
+
   // Waits for one collective; any failure breaks the group and becomes an accel::Error naming `what`.
-  void finish(const char* what, const c10::intrusive_ptr<c10d::Work>& work) {
+  void finish(const CollectiveRecord& record, const c10::intrusive_ptr<c10d::Work>& work) {
     try {
       work->wait();
     } catch (const std::exception& error) {
       const std::string message = message_of(error);
       const Code code = classify(message);
-      std::string text = std::string(what) + " on rank " + std::to_string(config.rank) + ": ";
-      text += code == Code::Timeout
-                  ? "timed out after " + seconds(config.timeout) + " waiting for the other ranks (" + message + ")"
-                  : "another rank failed or exited (" + message + ")";
+      std::string text = record.what + " on rank " + std::to_string(config.rank) + ": ";
+      text += code == Code::Timeout ? "timed out after " + seconds(config.timeout) + " waiting for the other ranks (" +
+                                          message + "); " + stall_report_for(record)
+                                    : "another rank failed or exited (" + message + ")";
       if (first_failure.empty()) first_failure = text;
       fail(code, text);
     }
   }
 
-  c10::intrusive_ptr<c10d::Work> begin(const char* what, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
+  struct Started {
+    CollectiveRecord record;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+
+  Started begin(const char* what, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
     check_usable(what);
-    ++started;
+    CollectiveRecord record{++started, wall_clock_ms(), false, what};
+    publisher->update(record);
     try {
-      return start();
+      return {std::move(record), start()};
     } catch (const std::exception& error) {
       first_failure = std::string(what) + " on rank " + std::to_string(config.rank) + " could not start: " + message_of(error);
       fail(Code::PeerFailed, first_failure);
@@ -120,7 +260,8 @@ struct ProcessGroup::Impl {
   }
 
   void run(const char* what, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
-    finish(what, begin(what, start));
+    const Started started_work = begin(what, start);
+    finish(started_work.record, started_work.work);
   }
 };
 
@@ -128,14 +269,13 @@ namespace {
 
 class PendingWork final : public PendingCollective {
  public:
-  PendingWork(ProcessGroup::Impl* group, const char* what, c10::intrusive_ptr<c10d::Work> work)
-      : group_(group), what_(what), work_(std::move(work)) {}
-  void wait() override { group_->finish(what_, work_); }
+  PendingWork(ProcessGroup::Impl* group, ProcessGroup::Impl::Started started)
+      : group_(group), started_(std::move(started)) {}
+  void wait() override { group_->finish(started_.record, started_.work); }
 
  private:
   ProcessGroup::Impl* group_;
-  const char* what_;
-  c10::intrusive_ptr<c10d::Work> work_;
+  ProcessGroup::Impl::Started started_;
 };
 
 }  // namespace
@@ -146,7 +286,7 @@ ProcessGroup::~ProcessGroup() = default;
 std::unique_ptr<ProcessGroup> ProcessGroup::create(const GroupConfig& config) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
-  const std::string where = config.master_addr + ":" + std::to_string(config.master_port);
+  require_resolvable(config.master_addr);
   try {
     c10d::TCPStoreOptions store_options;
     store_options.port = config.master_port;
@@ -156,6 +296,11 @@ std::unique_ptr<ProcessGroup> ProcessGroup::create(const GroupConfig& config) {
     store_options.timeout = config.timeout;
     auto tcp = c10::make_intrusive<c10d::TCPStore>(config.master_addr, store_options);
     impl->store = c10::make_intrusive<c10d::PrefixStore>("accel_default_pg", tcp);
+    impl->start_publishing();
+    // Collective 0: the record that says this rank arrived.
+    impl->publisher->update(CollectiveRecord{0, wall_clock_ms(), false, "rendezvous"});
+    impl->publisher->flush();
+    impl->await_every_rank();
     if (config.backend == "nccl") {
 #ifdef ACCEL_WITH_NCCL
       auto options = c10d::ProcessGroupNCCL::Options::create();
@@ -177,10 +322,8 @@ std::unique_ptr<ProcessGroup> ProcessGroup::create(const GroupConfig& config) {
   } catch (const std::exception& error) {
     const std::string message = message_of(error);
     const Code code = classify(message);
-    fail(code, "rendezvous of rank " + std::to_string(config.rank) + " of " + std::to_string(config.world_size) +
-                   " at " + where +
-                   (code == Code::Timeout ? " did not complete within " + seconds(config.timeout) : " failed") +
-                   ": " + message);
+    if (code != Code::Timeout) fail(code, impl->rendezvous_name() + " failed: " + message);
+    impl->rendezvous_timed_out(impl->missing_ranks() + " (" + message + ")");
   }
   return std::unique_ptr<ProcessGroup>(new ProcessGroup(std::move(impl)));
 }
@@ -188,6 +331,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::create(const GroupConfig& config) {
 int32_t ProcessGroup::rank() const { return impl_->config.rank; }
 int32_t ProcessGroup::world_size() const { return impl_->config.world_size; }
 bool ProcessGroup::broken() const { return !impl_->first_failure.empty(); }
+const std::string& ProcessGroup::first_failure() const { return impl_->first_failure; }
 
 void ProcessGroup::allreduce(at::Tensor& tensor, ReduceKind kind, const char* what) {
   impl_->run(what, [&] {
@@ -199,11 +343,11 @@ void ProcessGroup::allreduce(at::Tensor& tensor, ReduceKind kind, const char* wh
 }
 
 std::unique_ptr<PendingCollective> ProcessGroup::allreduce_async(at::Tensor& tensor, const char* what) {
-  auto work = impl_->begin(what, [&] {
+  auto started = impl_->begin(what, [&] {
     std::vector<at::Tensor> tensors{tensor};
     return impl_->group->allreduce(tensors);
   });
-  return std::make_unique<PendingWork>(impl_.get(), what, std::move(work));
+  return std::make_unique<PendingWork>(impl_.get(), std::move(started));
 }
 
 int64_t ProcessGroup::collectives_started() const { return impl_->started; }

@@ -47,6 +47,8 @@ class ProcessGroup {
   int32_t rank() const;
   int32_t world_size() const;
   bool broken() const;
+  // The message of the failure that broke the group; empty while it is not broken.
+  const std::string& first_failure() const;
 
   // `what` names the user-facing operation in error messages.
   void allreduce(at::Tensor& tensor, ReduceKind kind, const char* what);

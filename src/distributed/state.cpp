@@ -82,6 +82,8 @@ State::State(const Options* options, const EnvLookup& env)
   config.world_size = launch_.world_size;
   config.master_addr = launch_.master_addr;
   config.master_port = launch_.master_port;
+  // Options cap timeout_s at 1e9, so the milliseconds (and the nanoseconds c10d and Gloo add to their
+  // clocks) stay far inside int64_t.
   config.timeout =
       std::chrono::milliseconds(static_cast<int64_t>(std::ceil(options_.get_double("timeout_s") * 1000.0)));
   config.backend = backend_;
@@ -96,6 +98,11 @@ bool State::broken() const {
 bool State::shut_down() const {
   std::lock_guard<std::mutex> lock(group_mutex_);
   return shut_down_;
+}
+
+std::string State::group_failure() const {
+  std::lock_guard<std::mutex> lock(group_mutex_);
+  return group_ ? group_->first_failure() : std::string();
 }
 
 ProcessGroup* State::group(const char* what) {

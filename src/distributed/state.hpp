@@ -32,6 +32,8 @@ class State {
   // Thread-safe (queries may run while another thread shuts the state down).
   bool broken() const;
   bool shut_down() const;
+  // Why the process group broke; empty while it works (or with one process).
+  std::string group_failure() const;
   GradientState& gradient_state() { return gradient_state_; }
   bool sync_gradients() const { return gradient_state_.sync_gradients(); }
 

@@ -12,7 +12,8 @@ const OptionScope& state_option_scope() {
           {"mixed_precision", OptionType::String, std::string("no"), {"no", "fp16", "bf16"}, false},
           {"device", OptionType::String, std::string(""), {}, false},
           {"backend", OptionType::String, std::string("auto"), {"auto", "gloo", "nccl"}, false},
-          {"timeout_s", OptionType::Double, 1800.0, {}, true},
+          // 1e9 s (about 31 years) keeps the timeout in nanoseconds within the 64-bit clocks c10d and Gloo use.
+          {"timeout_s", OptionType::Double, 1800.0, {}, true, 1e9},
           {"check_shapes", OptionType::Bool, true, {}, false},
           {"gradient_accumulation_steps", OptionType::Int, int64_t{1}, {}, true},
           {"sync_with_dataloader", OptionType::Bool, true, {}, false},

@@ -52,12 +52,25 @@ void Accelerator::unscale_once(const std::vector<at::Tensor>& parameters) {
   unscaled_ = true;
 }
 
+// A broken group may have averaged some gradient buckets over the ranks and not others (or none): a step
+// on them would move this rank's model away from the others' for good.
+void Accelerator::refuse_if_group_broken(const char* what) const {
+  if (state_->broken()) {
+    fail(Code::InvalidState, std::string(what) +
+                                 " refused: the gradients may not be averaged over the processes, since the "
+                                 "process group broke: " +
+                                 state_->group_failure());
+  }
+}
+
 double Accelerator::clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type) {
+  refuse_if_group_broken("clip_grad_norm");
   unscale_once(parameters);
   return train::clip_grad_norm(parameters, max_norm, norm_type);
 }
 
 void Accelerator::clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value) {
+  refuse_if_group_broken("clip_grad_value");
   unscale_once(parameters);
   train::clip_grad_value(parameters, clip_value);
 }
@@ -88,6 +101,7 @@ AcceleratedOptimizer::AcceleratedOptimizer(std::shared_ptr<Accelerator> accelera
 AcceleratedOptimizer::~AcceleratedOptimizer() { accelerator_->remove_optimizer(this); }
 
 void AcceleratedOptimizer::step() {
+  accelerator_->refuse_if_group_broken("optimizer step");
   if (!accelerator_->state()->sync_gradients()) return;
   GradScaler* scaler = accelerator_->scaler();
   if (scaler == nullptr) {

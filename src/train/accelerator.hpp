@@ -35,6 +35,7 @@ class Accelerator {
   // for a loss that is not a scalar or does not require grad.
   void backward(const at::Tensor& loss);
   // Unscales fp16 gradients (once per step), then clips like torch.nn.utils; returns the total norm.
+  // Clipping and optimizer steps throw Error(InvalidState) once the process group is broken.
   double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type);
   void clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value);
   // The same over the model's trainable parameters.
@@ -50,6 +51,7 @@ class Accelerator {
  private:
   explicit Accelerator(std::shared_ptr<distributed::State> state);
   void unscale_once(const std::vector<at::Tensor>& parameters);
+  void refuse_if_group_broken(const char* what) const;
 
   std::shared_ptr<distributed::State> state_;
   int64_t accumulation_steps_;
@@ -61,7 +63,8 @@ class Accelerator {
 };
 
 // Accelerate's AcceleratedOptimizer: step and zero_grad act only on sync steps; under fp16 the step is
-// skipped (and reported) when a gradient overflowed.
+// skipped (and reported) when a gradient overflowed. step throws Error(InvalidState) once the process
+// group is broken.
 class AcceleratedOptimizer {
  public:
   AcceleratedOptimizer(std::shared_ptr<Accelerator> accelerator, std::unique_ptr<Optimizer> optimizer);

@@ -76,6 +76,40 @@ TEST(Options, BadValuesAreRefusedAndLeaveTheObjectUnchanged) {
   EXPECT_TRUE(options.values().empty());
 }
 
+// Beyond 1e9 s the timeout overflowed the clocks (9.2e9 s became a negative number of nanoseconds).
+TEST(Options, TimeoutAboveTheMaximumIsRefusedNamingTheKey) {
+  Options options(catalog());
+  options.set("timeout_s", 1e9);
+  try {
+    options.set("timeout_s", 1e10);
+    FAIL() << "no error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), Code::BadOptionValue);
+    EXPECT_NE(std::string(error.what()).find("'timeout_s'"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("1e+10"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("1e+09"), std::string::npos) << error.what();
+  }
+  EXPECT_DOUBLE_EQ(std::get<double>(options.values().at("timeout_s")), 1e9);
+  try {
+    resolve_options(state_scope(), nullptr, fake_env({{"ACCEL_TIMEOUT_S", "9.3e9"}}));
+    FAIL() << "no error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), Code::BadOptionValue);
+    EXPECT_NE(std::string(error.what()).find("ACCEL_TIMEOUT_S"), std::string::npos) << error.what();
+  }
+}
+
+TEST(Options, NumbersAreFormattedExactly) {
+  EXPECT_EQ(format_number(1800), "1800");
+  EXPECT_EQ(format_number(2.5), "2.5");
+  EXPECT_EQ(format_number(0.001), "0.001");
+  EXPECT_EQ(format_number(1e-8), "1e-08");
+  EXPECT_EQ(format_number(1e10), "1e+10");
+  EXPECT_EQ(format_number(1234567), "1234567");
+  EXPECT_EQ(format_number(100000.5), "100000.5");
+  EXPECT_EQ(format_number(0.1 + 0.2), "0.30000000000000004");
+}
+
 TEST(Options, TextAndIntegerFormsConvert) {
   Options options(catalog());
   options.set_text("use_cpu", "ON");

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -316,6 +317,48 @@ TEST(Loader, PrefetchingThreadsYieldTheSameBatchesInOrder) {
   EXPECT_EQ(skipped.local, std::vector<std::vector<int64_t>>(full.local.begin() + 5, full.local.end()));
   accel_loader_free(plain);
   accel_loader_free(prefetched);
+}
+
+// Item kFailingItem of this dataset cannot be read: its get_item (which only rank 0 calls when batches
+// are dispatched) returns 7.
+constexpr int64_t kFailingItem = 5;
+
+int index_or_fail(int64_t index, accel_sample_t* sample, void*) {
+  if (index == kFailingItem) return 7;
+  accel_tensor_t* tensor = nullptr;
+  if (accel_tensor_from_buffer(&tensor, &index, ACCEL_DTYPE_INT64, nullptr, 0) != ACCEL_OK) return 1;
+  const int code = accel_sample_add(sample, "index", tensor);
+  accel_tensor_free(tensor);
+  return code;
+}
+
+// Rank 0 tells the others that its read failed: every rank fails at once with rank 0's error, instead
+// of the others waiting for the batch until the timeout (the launch sets ACCEL_TIMEOUT_S=20).
+TEST(Loader, AFailedDispatchedReadFailsEveryRankWithRankZerosError) {
+  accel_dataset_t* dataset = nullptr;
+  ASSERT_EQ(accel_dataset_from_callback(&dataset, 12, index_or_fail, nullptr), ACCEL_OK) << accel_error_last();
+  LoaderSettings settings;
+  settings.dispatch = "true";
+  settings.batch_size = 2;
+  accel_loader_t* loader = loader_over(dataset, settings);
+  accel_dataset_free(dataset);
+  int code = ACCEL_OK;
+  double slowest = 0;
+  for (int calls = 0; code == ACCEL_OK && calls < 12; ++calls) {
+    accel_batch_t* batch = nullptr;
+    const auto start = std::chrono::steady_clock::now();
+    code = accel_loader_next(loader, &batch);
+    slowest = std::max(slowest, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    ASSERT_TRUE(code != ACCEL_OK || batch != nullptr) << "the epoch ended without reaching item " << kFailingItem;
+    accel_batch_free(batch);
+  }
+  EXPECT_EQ(code, ACCEL_ERR_CALLBACK) << accel_error_last();
+  const std::string message = accel_error_last();
+  EXPECT_NE(message.find("get_item returned 7 for item 5"), std::string::npos) << message;
+  if (rank != 0) EXPECT_NE(message.find("rank 0"), std::string::npos) << message;
+  EXPECT_LT(slowest, 5.0);
+  EXPECT_EQ(accel_state_is_broken(state), 0);
+  accel_loader_free(loader);
 }
 
 // Batches per rank for `count` given batches with even_batches: every rank gets ceil(count / P).

@@ -2,6 +2,7 @@
 // the same order, and checks the reference vectors of Accelerate's test suite.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,21 @@ TEST(Collectives, MismatchedShapesFailOnEveryRankNamingEachShape) {
   EXPECT_EQ(accel_state_pad_across_processes(state, ragged_dims, 0, 0.0, 0, &out), ACCEL_ERR_SHAPE_MISMATCH);
   EXPECT_NE(std::string(accel_error_last()).find("number of dimensions"), std::string::npos);
   accel_tensor_free(ragged_dims);
+  accel_tensor_free(mine);
+}
+
+// Rank 0's tensor has no dim 1: it must still take part in the shape exchange, so that every rank fails
+// together, at once, rather than rank 0 alone while the others wait until the timeout (the launch sets
+// ACCEL_TIMEOUT_S=20).
+TEST(Collectives, PadWithADimOnlySomeRanksHaveFailsOnEveryRankAtOnce) {
+  accel_tensor_t* mine = floats(arange(2), rank == 0 ? std::vector<int64_t>{2} : std::vector<int64_t>{1, 2});
+  accel_tensor_t* out = nullptr;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(accel_state_pad_across_processes(state, mine, 1, 0.0, 0, &out), ACCEL_ERR_SHAPE_MISMATCH) << accel_error_last();
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(std::string(accel_error_last()).find("number of dimensions"), std::string::npos) << accel_error_last();
+  EXPECT_LT(elapsed, 5.0);
+  EXPECT_EQ(accel_state_is_broken(state), 0);
   accel_tensor_free(mine);
 }
 

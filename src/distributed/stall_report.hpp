@@ -1,0 +1,36 @@
+// Horovod's stall inspector, at the c10d layer: before each collective a rank publishes in the rendezvous
+// store which collective it is starting (one small record per rank, overwritten each time). When a
+// collective times out, every rank reads all the records and can say which ranks never joined and where
+// each rank is. This file holds the records and the wording; process_group.cpp does the store I/O.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace accel::distributed {
+
+struct CollectiveRecord {
+  int64_t sequence = 0;    // collectives this rank has started, this one included; 0 is the rendezvous
+  int64_t started_ms = 0;  // wall clock in ms since the epoch: across hosts only as exact as their clocks agree
+  bool gave_up = false;    // this rank's wait for it failed
+  std::string what;        // the operation, as error messages name it
+};
+
+// The store key of a rank's record.
+std::string record_key(int32_t rank);
+std::string encode_record(const CollectiveRecord& record);
+// nullopt for text that is not a record.
+std::optional<CollectiveRecord> decode_record(const std::string& text);
+int64_t wall_clock_ms();
+
+// records[r] is rank r's latest record (nullopt: none). For `mine`, the collective that timed out: which
+// ranks did not join it, then one line per rank with what it is in (or last started) and for how long.
+std::string stall_report(const CollectiveRecord& mine, const std::vector<std::optional<CollectiveRecord>>& records,
+                         int64_t now_ms);
+
+// For a rendezvous that timed out: the ranks without a record never reached the store.
+std::string rendezvous_report(const std::vector<std::optional<CollectiveRecord>>& records);
+
+}  // namespace accel::distributed
