@@ -13,12 +13,13 @@
 #   torch-ddp 2p  bench/train_torch_ddp.py, DistributedDataParallel in Debian's Python torch, through
 #                 `accel launch --nproc-per-node 2 --cpu --master-port 0 -- /usr/bin/python3 ...`
 #   accel 2p      bench/train_accel.c through the same launcher
+#   accel 2p+tl   the same with the step timeline on (ACCEL_TIMELINE), to price it
 # Each run warms up TRAIN_BENCH_WARMUP steps (10), then times TRAIN_BENCH_STEPS steps (200); a 2-process
 # run starts its clock after a barrier and rank 0 reports. The medians are compared. The last line:
-#   train: overhead_vs_libtorch_1proc=R1 accel_vs_torch_ddp_2proc=R2 scaling_2proc=R3
+#   train: overhead_vs_libtorch_1proc=R1 accel_vs_torch_ddp_2proc=R2 scaling_2proc=R3 timeline_overhead_2proc=R4
 # R1 = accel's 1-process step time over plain LibTorch's (set_to_none); R2 = accel's 2-process throughput
-# over DDP's; R3 = accel's 2-process throughput over twice its 1-process throughput. Targets: R1 <= 1.03,
-# R2 >= 1.3. R1 against the optimizer.zero_grad() loop is printed too, as information.
+# over DDP's; R3 = accel's 2-process throughput over twice its 1-process throughput; R4 = accel's 2-process
+# step time with the timeline on over without. Targets: R1 <= 1.03, R2 >= 1.3, R4 <= 1.02. R1 against the optimizer.zero_grad() loop is printed too, as information.
 # Nothing is pinned unless TRAIN_BENCH_PIN=1: then 1-process runs go on CPU 0 and rank r of a 2-process
 # run on CPU r (taskset).
 set -euo pipefail
@@ -72,7 +73,9 @@ result() {
   fi
 }
 
-lt_zero=() lt_none=() accel1=() ddp2=() accel2=() ddp2_sps=() accel2_sps=() accel1_sps=()
+lt_zero=() lt_none=() accel1=() ddp2=() accel2=() ddp2_sps=() accel2_sps=() accel1_sps=() accel2_tl=()
+TIMELINE_DIR=$(mktemp -d)
+trap 'rm -rf "$TIMELINE_DIR"' EXIT
 losses=()  # "side first_loss last_loss" for the agreement check
 for round in $(seq 1 "$ROUNDS"); do
   line=$(run1 "$BIN/train_libtorch" "$MODEL" "$STEPS" "$WARMUP" | grep '^libtorch ' || true)
@@ -102,6 +105,13 @@ for round in $(seq 1 "$ROUNDS"); do
   echo "round $round: $line"
   accel2+=("$(value "$line" step_ms)") accel2_sps+=("$(value "$line" samples_per_s)")
   losses+=("2p $(value "$line" first_loss) $(value "$line" last_loss)")
+
+  line=$(ACCEL_TIMELINE="$TIMELINE_DIR/round$round" launch2 "$BIN/train_accel" "$MODEL" "$STEPS" "$WARMUP" | grep '^accel ' || true)
+  result "accel 2p with the timeline" "$line"
+  [ -s "$TIMELINE_DIR/round$round/timeline.rank0.json" ] || { echo "run_train.sh: the timeline run wrote no trace" >&2; exit 1; }
+  echo "round $round (timeline on): $line"
+  accel2_tl+=("$(value "$line" step_ms)")
+  losses+=("2p $(value "$line" first_loss) $(value "$line" last_loss)")
 done
 
 # Same model, data and steps: every side must start from the same loss, and the sides with the same
@@ -113,18 +123,19 @@ printf '%s\n' "${losses[@]}" | awk '
         else print "check: WARNING, the sides disagree on:" bad }'
 
 m_zero=$(median "${lt_zero[@]}") m_none=$(median "${lt_none[@]}") m_a1=$(median "${accel1[@]}")
-m_d2=$(median "${ddp2[@]}") m_a2=$(median "${accel2[@]}")
+m_d2=$(median "${ddp2[@]}") m_a2=$(median "${accel2[@]}") m_a2_tl=$(median "${accel2_tl[@]}")
 m_a1_sps=$(median "${accel1_sps[@]}") m_d2_sps=$(median "${ddp2_sps[@]}") m_a2_sps=$(median "${accel2_sps[@]}")
-awk -v z="$m_zero" -v n="$m_none" -v a1="$m_a1" -v d2="$m_d2" -v a2="$m_a2" \
+awk -v z="$m_zero" -v n="$m_none" -v a1="$m_a1" -v d2="$m_d2" -v a2="$m_a2" -v a2tl="$m_a2_tl" \
     -v a1s="$m_a1_sps" -v d2s="$m_d2_sps" -v a2s="$m_a2_sps" 'BEGIN {
   printf "median libtorch 1p (zero_grad):   %.3f ms/step, %.1f samples/s\n", z, 64000 / z
   printf "median libtorch 1p (set_to_none): %.3f ms/step, %.1f samples/s\n", n, 64000 / n
   printf "median accel 1p:                  %.3f ms/step, %.1f samples/s\n", a1, a1s
   printf "median torch-ddp 2p:              %.3f ms/step, %.1f samples/s\n", d2, d2s
   printf "median accel 2p:                  %.3f ms/step, %.1f samples/s\n", a2, a2s
+  printf "median accel 2p, timeline on:     %.3f ms/step\n", a2tl
   printf "informational: accel 1p step time over plain LibTorch with optimizer.zero_grad() = %.2f\n", a1 / z
-  r1 = a1 / n; r2 = a2s / d2s; r3 = a2s / (2 * a1s)
-  printf "targets: overhead_vs_libtorch_1proc <= 1.03 (%s), accel_vs_torch_ddp_2proc >= 1.3 (%s)\n", \
-    (r1 <= 1.03) ? "met" : "missed", (r2 >= 1.3) ? "met" : "missed"
-  printf "train: overhead_vs_libtorch_1proc=%.2f accel_vs_torch_ddp_2proc=%.2f scaling_2proc=%.2f\n", r1, r2, r3
+  r1 = a1 / n; r2 = a2s / d2s; r3 = a2s / (2 * a1s); r4 = a2tl / a2
+  printf "targets: overhead_vs_libtorch_1proc <= 1.03 (%s), accel_vs_torch_ddp_2proc >= 1.3 (%s), timeline_overhead_2proc <= 1.02 (%s)\n", \
+    (r1 <= 1.03) ? "met" : "missed", (r2 >= 1.3) ? "met" : "missed", (r4 <= 1.02) ? "met" : "missed"
+  printf "train: overhead_vs_libtorch_1proc=%.2f accel_vs_torch_ddp_2proc=%.2f scaling_2proc=%.2f timeline_overhead_2proc=%.3f\n", r1, r2, r3, r4
 }'

@@ -17,6 +17,11 @@
  *   gradient_accumulation_steps int  steps per optimizer step (> 0)            default 1
  *   sync_with_dataloader bool  the last batch of the active loader always syncs default true
  *   sync_each_batch  bool    all-reduce on every backward while accumulating    default false
+ *   timeline         string  a directory: each rank writes its step timeline (a Chrome trace of forward,
+ *                            backward, every gradient bucket's all-reduce, optimizer steps, loader waits,
+ *                            collectives, saves) to timeline.rank<r>.json there when the state shuts
+ *                            down; `accel timeline merge DIR` joins them; "" = off    default ""
+ *   timeline_steps   int     how many of the last optimizer steps the timeline keeps (> 0) default 100
  * Loader keys (accel_loader_new; Accelerate's DataLoaderConfiguration and DataLoader arguments):
  *   batch_size       int     samples per batch (per process unless split_batches) default 1
  *   shuffle          bool    a new random order every epoch                      default false

@@ -5,10 +5,12 @@
 
 #include "ckpt/safetensors_writer.hpp"
 #include "core/error.hpp"
+#include "core/timeline.hpp"
 
 namespace accel::ckpt {
 
 void save_model(distributed::State& state, const train::Model& model, const std::string& directory) {
+  const timeline::Span span("save_model");
   if (state.launch().rank == 0) {
     std::error_code error;
     std::filesystem::create_directories(directory, error);

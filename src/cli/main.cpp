@@ -1,10 +1,11 @@
-// The `accel` program: a thin front on the library (launch, env, shard-plan, plot).
+// The `accel` program: a thin front on the library (launch, env, shard-plan, plot, timeline).
 #include <cstdio>
 #include <cstring>
 
 #include "cli/env_command.hpp"
 #include "cli/launch.hpp"
 #include "cli/plot_command.hpp"
+#include "cli/timeline_command.hpp"
 #include "cli/shard_plan.hpp"
 
 namespace {
@@ -17,6 +18,7 @@ void usage(std::FILE* out) {
                "  env      print the version, features and what the environment says\n"
                "  shard-plan  show which dataset indices each rank's loader yields\n"
                "  plot     draw the scalars a run logged (loss curves) into a PNG\n"
+               "  timeline merge the ranks' step timelines into one Chrome trace\n"
                "run 'accel <command> --help' for a command's options\n");
 }
 
@@ -32,6 +34,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(command, "shard-plan") == 0) return accel::cli::run_shard_plan(argc - 1, argv + 1);
   if (std::strcmp(command, "env") == 0) return accel::cli::run_env(argc - 1, argv + 1);
   if (std::strcmp(command, "plot") == 0) return accel::cli::run_plot(argc - 1, argv + 1);
+  if (std::strcmp(command, "timeline") == 0) return accel::cli::run_timeline(argc - 1, argv + 1);
   if (std::strcmp(command, "-h") == 0 || std::strcmp(command, "--help") == 0) {
     usage(stdout);
     return 0;

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "core/error.hpp"
+#include "core/timeline.hpp"
 #include "distributed/collectives.hpp"
 
 namespace accel::data {
@@ -190,6 +191,7 @@ void Loader::place_on_device(NamedTensors& batch) const {
 }
 
 std::optional<NamedTensors> Loader::next() {
+  const timeline::Span span("loader wait");
   if (!epoch_batches_) {
     epoch_batches_ = start_epoch();
     epoch_batches_->skip(skip_);

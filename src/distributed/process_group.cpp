@@ -17,6 +17,7 @@
 #include <functional>
 
 #include "core/error.hpp"
+#include "core/timeline.hpp"
 #include "core/options.hpp"
 #include "distributed/record_publisher.hpp"
 #include "distributed/stall_report.hpp"
@@ -260,6 +261,7 @@ struct ProcessGroup::Impl {
   }
 
   void run(const char* what, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
+    const timeline::Span span(what);
     const Started started_work = begin(what, start);
     finish(started_work.record, started_work.work);
   }
@@ -342,11 +344,17 @@ void ProcessGroup::allreduce(at::Tensor& tensor, ReduceKind kind, const char* wh
   });
 }
 
-std::unique_ptr<PendingCollective> ProcessGroup::allreduce_async(at::Tensor& tensor, const char* what) {
+std::unique_ptr<PendingCollective> ProcessGroup::allreduce_async(at::Tensor& tensor, const char* what,
+                                                                 std::function<void()> on_complete) {
   auto started = impl_->begin(what, [&] {
     std::vector<at::Tensor> tensors{tensor};
     return impl_->group->allreduce(tensors);
   });
+  if (on_complete) {
+    // Runs on the backend's thread when the data has arrived, which is what a timeline wants to show (the
+    // caller's wait may come much later).
+    started.work->getFuture()->addCallback([on_complete](c10::ivalue::Future&) { on_complete(); });
+  }
   return std::make_unique<PendingWork>(impl_.get(), std::move(started));
 }
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,7 +55,9 @@ class ProcessGroup {
   void allreduce(at::Tensor& tensor, ReduceKind kind, const char* what);
   // Starts a sum all-reduce; the tensor must stay alive and untouched until wait() returns. Collectives
   // started this way complete in the order they were started on every rank.
-  std::unique_ptr<PendingCollective> allreduce_async(at::Tensor& tensor, const char* what);
+  // on_complete (optional) runs on the backend's thread once the all-reduce is done.
+  std::unique_ptr<PendingCollective> allreduce_async(at::Tensor& tensor, const char* what,
+                                                     std::function<void()> on_complete = {});
   // Collectives started so far on this rank (tests count them to prove that none happened).
   int64_t collectives_started() const;
 

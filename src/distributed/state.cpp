@@ -6,6 +6,7 @@
 
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/timeline.hpp"
 #include "distributed/state_options.hpp"
 
 namespace accel::distributed {
@@ -68,6 +69,9 @@ State::State(const Options* options, const EnvLookup& env)
     : launch_(parse_launch_env(env)), options_(resolve_options(state_option_scope(), options, env)) {
   device_ = choose_device(options_.get_string("device"), options_.get_bool("use_cpu"), launch_.local_rank);
   check_shapes_ = options_.get_bool("check_shapes");
+  if (const auto& directory = options_.get_string("timeline"); !directory.empty()) {
+    timeline::start(directory, launch_.rank, options_.get_int("timeline_steps"));
+  }
   if (launch_.world_size == 1) return;
   const bool cuda = device_ != "cpu";
   type_ = cuda ? DistributedType::MultiGpu : DistributedType::MultiCpu;
@@ -124,6 +128,16 @@ void State::shutdown() {
     shut_down_ = true;
   }
   if (group && !group->broken()) group->barrier("shutdown");
+  timeline::stop();
+}
+
+State::~State() {
+  // A state freed without shutdown still leaves its trace; a destructor cannot report a failed write.
+  try {
+    timeline::stop();
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "accel: the timeline was not written: %s\n", error.what());
+  }
 }
 
 }  // namespace accel::distributed

@@ -23,6 +23,9 @@ class State {
   // creates it, joining the process group when there are several processes. Thread-safe.
   static std::shared_ptr<State> acquire(const Options* options, const EnvLookup& env);
 
+  // Writes the timeline, if one is recorded.
+  ~State();
+
   const LaunchInfo& launch() const { return launch_; }
   const ResolvedOptions& options() const { return options_; }
   const std::string& device() const { return device_; }

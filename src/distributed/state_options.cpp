@@ -18,6 +18,8 @@ const OptionScope& state_option_scope() {
           {"gradient_accumulation_steps", OptionType::Int, int64_t{1}, {}, true},
           {"sync_with_dataloader", OptionType::Bool, true, {}, false},
           {"sync_each_batch", OptionType::Bool, false, {}, false},
+          {"timeline", OptionType::String, std::string(""), {}, false},
+          {"timeline_steps", OptionType::Int, int64_t{100}, {}, true},
       }};
   return scope;
 }

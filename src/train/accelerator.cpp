@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/error.hpp"
+#include "core/timeline.hpp"
 #include "train/clipping.hpp"
 
 namespace accel::train {
@@ -31,6 +32,7 @@ void Accelerator::accumulate() {
 }
 
 void Accelerator::backward(const at::Tensor& loss) {
+  const timeline::Span span("backward");
   if (!loss.defined()) fail(Code::InvalidArgument, "backward: the loss is undefined");
   if (loss.numel() != 1) {
     fail(Code::InvalidArgument, "backward: the loss must be a scalar, got shape " + c10::str(loss.sizes()));
@@ -103,14 +105,18 @@ AcceleratedOptimizer::~AcceleratedOptimizer() { accelerator_->remove_optimizer(t
 void AcceleratedOptimizer::step() {
   accelerator_->refuse_if_group_broken("optimizer step");
   if (!accelerator_->state()->sync_gradients()) return;
-  GradScaler* scaler = accelerator_->scaler();
-  if (scaler == nullptr) {
-    optimizer_->step();
-    return;
+  {
+    const timeline::Span span("optimizer step");
+    GradScaler* scaler = accelerator_->scaler();
+    if (scaler == nullptr) {
+      optimizer_->step();
+    } else {
+      skipped_ = scaler->step(*optimizer_);
+      scaler->update();
+      accelerator_->unscaled_ = false;
+    }
   }
-  skipped_ = scaler->step(*optimizer_);
-  scaler->update();
-  accelerator_->unscaled_ = false;
+  timeline::end_step();  // a step of the trace's ring ends with each real optimizer step
 }
 
 void AcceleratedOptimizer::zero_grad() {

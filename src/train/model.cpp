@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/timeline.hpp"
 #include "distributed/collectives.hpp"
 
 namespace accel::train {
@@ -158,6 +159,7 @@ void Model::prepare(std::shared_ptr<distributed::State> state, const PrepareConf
 bool Model::prepared() const { return impl_->state != nullptr; }
 
 ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTensorList& kwargs, bool grad_enabled) {
+  const timeline::Span span(grad_enabled ? "forward" : "evaluate");
   torch::AutoGradMode grad_mode(grad_enabled);
   const bool training = impl_->module.is_training();
   if (impl_->state && training && grad_enabled && impl_->state->launch().world_size > 1) {

@@ -6,9 +6,11 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <functional>
 #include <mutex>
 
 #include "core/error.hpp"
+#include "core/timeline.hpp"
 #include "distributed/process_group.hpp"
 
 namespace accel::train {
@@ -137,7 +139,18 @@ void Reducer::Impl::launch(Bucket& bucket) {
   }
   // Dividing first keeps the sum in range, as PyTorch's default DDP hook does.
   bucket.flat.div_(state->launch().world_size);
-  bucket.work = state->group("DDP gradient all-reduce")->allreduce_async(bucket.flat, "DDP gradient all-reduce");
+  std::function<void()> on_complete;
+  if (timeline::enabled()) {
+    // From the moment the bucket's last gradient is in (now) to the all-reduce's end, with its size.
+    const double ready_us = timeline::now_us();
+    const int64_t bytes = bucket.flat.numel() * static_cast<int64_t>(bucket.flat.element_size());
+    const std::string name = "all-reduce bucket " + std::to_string(&bucket - buckets.data());
+    on_complete = [ready_us, bytes, name] {
+      timeline::record(name, timeline::Track::Communication, ready_us, timeline::now_us(), bytes);
+    };
+  }
+  bucket.work = state->group("DDP gradient all-reduce")
+                    ->allreduce_async(bucket.flat, "DDP gradient all-reduce", std::move(on_complete));
 }
 
 void Reducer::Impl::finalize() {
