@@ -9,8 +9,6 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
-#include <c10/util/Exception.h>
-
 #include <cstdlib>
 #include <functional>
 
@@ -58,11 +56,6 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const GroupConfig& config
   }
   if (is_loopback(config.master_addr)) return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
   return c10d::ProcessGroupGloo::createDefaultDevice();
-}
-
-std::string message_of(const std::exception& error) {
-  if (const auto* torch_error = dynamic_cast<const c10::Error*>(&error)) return torch_error->what_without_backtrace();
-  return error.what();
 }
 
 bool mentions(const std::string& text, const char* word) { return text.find(word) != std::string::npos; }

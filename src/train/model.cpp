@@ -2,7 +2,6 @@
 
 #include <ATen/autocast_mode.h>
 #include <ATen/ops/cat.h>
-#include <c10/util/Exception.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/script.h>
 
@@ -31,10 +30,8 @@ std::shared_ptr<Model::Impl> loaded(const std::function<torch::jit::Module()>& l
   auto impl = std::make_shared<Model::Impl>();
   try {
     impl->module = load();
-  } catch (const c10::Error& error) {
-    fail(Code::InvalidArgument, source + " is not a TorchScript model: " + error.what_without_backtrace());
   } catch (const std::exception& error) {
-    fail(Code::InvalidArgument, source + " is not a TorchScript model: " + error.what());
+    fail_from(error, Code::InvalidArgument, source + " is not a TorchScript model: ");
   }
   return impl;
 }
@@ -183,11 +180,10 @@ ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTenso
     autocast = scope.active();
     try {
       result = impl_->module.forward(inputs, named);
-    } catch (const c10::Error& error) {
-      fail(Code::Torch, std::string("forward failed: ") + error.what_without_backtrace());
     } catch (const std::exception& error) {
-      // TorchScript's interpreter reports a failing model line as a plain runtime error.
-      fail(Code::Torch, std::string("forward failed: ") + error.what());
+      // TorchScript's interpreter reports a failing model line as a plain runtime error, LibTorch's own
+      // checks as c10::Error.
+      fail_from(error, Code::Torch, "forward failed: ");
     }
   }
   return convert(result, autocast && !impl_->config.keep_low_precision_outputs);
@@ -222,7 +218,7 @@ void Model::save_torchscript(const std::string& path) const {
   try {
     impl_->module.save(path);
   } catch (const std::exception& error) {
-    fail(Code::Io, "cannot save the model to '" + path + "': " + error.what());
+    fail_from(error, Code::Io, "cannot save the model to '" + path + "': ");
   }
 }
 

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -152,6 +153,27 @@ TEST_F(TrainCapi, BadInputGetsClearErrors) {
   accel_tensor_free(float_labels);
   accel_tensor_free(out);
   EXPECT_EQ(accel_prepare_model(state, model, nullptr), ACCEL_ERR_INVALID_STATE);
+}
+
+// c10::Error::what() ends with one line per C++ frame; a user's error message must not.
+TEST_F(TrainCapi, LibTorchErrorsCarryNoBacktrace) {
+  const auto expect_clean = [](int code, int expected, const char* call) {
+    EXPECT_EQ(code, expected) << call << ": " << last_error();
+    EXPECT_EQ(last_error().find("frame #"), std::string::npos) << call << ": " << last_error();
+  };
+  expect_clean(accel_model_save_torchscript(model, ""), ACCEL_ERR_IO, "save to ''");
+  accel_tensor_t* wrong = floats(std::vector<float>(3, 0.0f), {1, 3});
+  accel_output_t* output = nullptr;
+  expect_clean(accel_model_forward(model, &wrong, 1, nullptr, nullptr, 0, &output), ACCEL_ERR_TORCH, "forward [1, 3]");
+  accel_tensor_t* two[] = {x, x};
+  expect_clean(accel_model_forward(model, two, 2, nullptr, nullptr, 0, &output), ACCEL_ERR_TORCH, "forward of two inputs");
+  accel_tensor_free(wrong);
+  const std::string text = tiny_models::temp_file("text.pt");
+  std::ofstream(text) << "not a model";
+  accel_model_t* loaded = nullptr;
+  expect_clean(accel_model_load(&loaded, text.c_str()), ACCEL_ERR_INVALID_ARGUMENT, "load a text file");
+  expect_clean(accel_model_load_buffer(&loaded, "PK\3\4 not a zip", 14), ACCEL_ERR_INVALID_ARGUMENT, "load a non-zip");
+  std::remove(text.c_str());
 }
 
 TEST_F(TrainCapi, SaveModelWritesSafetensorsWithEveryParameter) {
