@@ -1,7 +1,11 @@
 // The C ABI seen from a consumer: tensors and DLPack, errors, bad input, one-process state and collectives.
 #include <ATen/dlpack.h>
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <string>
@@ -294,6 +298,33 @@ TEST(State, OneProcessWorksLocallyAndSharesItsState) {
   EXPECT_EQ(accel_state_shutdown(second), ACCEL_OK);
   accel_tensor_free(input);
   accel_state_free(second);
+}
+
+TEST(State, MasterPortInUseIsAnIoError) {
+  const int holder = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(holder, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(listen(holder, 1), 0);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(getsockname(holder, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const std::string port = std::to_string(ntohs(address.sin_port));
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", port.c_str(), 1);
+  accel_options_t* options = nullptr;
+  ASSERT_EQ(accel_options_new(&options), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_double(options, "timeout_s", 10), ACCEL_OK);  // the bind fails at once
+  accel_state_t* state = nullptr;
+  EXPECT_EQ(accel_state_new(&state, options), ACCEL_ERR_IO) << last_error();
+  EXPECT_NE(last_error().find("127.0.0.1:" + port), std::string::npos) << last_error();
+  EXPECT_EQ(state, nullptr);
+  accel_options_free(options);
+  for (const char* name : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(name);
+  close(holder);
 }
 
 TEST(State, MalformedLaunchVariableIsNamed) {
