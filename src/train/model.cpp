@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "dist/collectives.hpp"
+#include "train/torchscript_file.hpp"
 
 namespace accel::train {
 
@@ -26,13 +27,9 @@ Model::~Model() = default;
 
 namespace {
 
-std::shared_ptr<Model::Impl> loaded(const std::function<torch::jit::Module()>& load, const std::string& source) {
+std::shared_ptr<Model::Impl> loaded(std::istream& archive, const std::string& source) {
   auto impl = std::make_shared<Model::Impl>();
-  try {
-    impl->module = load();
-  } catch (const std::exception& error) {
-    fail_from(error, Code::InvalidArgument, source + " is not a TorchScript model: ");
-  }
+  impl->module = load_torchscript(archive, source);
   return impl;
 }
 
@@ -120,17 +117,14 @@ ModelOutput convert(const c10::IValue& value, bool to_fp32) {
 }  // namespace
 
 std::shared_ptr<Model> Model::load_file(const std::string& path) {
-  if (!std::ifstream(path).good()) fail(Code::Io, "cannot open model file '" + path + "'");
-  return std::shared_ptr<Model>(new Model(loaded([&] { return torch::jit::load(path); }, "'" + path + "'")));
+  std::ifstream file(path, std::ios::binary);
+  if (!file.good()) fail(Code::Io, "cannot open model file '" + path + "'");
+  return std::shared_ptr<Model>(new Model(loaded(file, "'" + path + "'")));
 }
 
 std::shared_ptr<Model> Model::load_buffer(const std::string& bytes) {
-  return std::shared_ptr<Model>(new Model(loaded(
-      [&] {
-        std::istringstream stream(bytes);
-        return torch::jit::load(stream);
-      },
-      "the buffer")));
+  std::istringstream stream(bytes);
+  return std::shared_ptr<Model>(new Model(loaded(stream, "the buffer")));
 }
 
 void Model::prepare(std::shared_ptr<dist::State> state, const PrepareConfig& config) {

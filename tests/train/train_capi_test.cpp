@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -174,6 +175,26 @@ TEST_F(TrainCapi, LibTorchErrorsCarryNoBacktrace) {
   expect_clean(accel_model_load(&loaded, text.c_str()), ACCEL_ERR_INVALID_ARGUMENT, "load a text file");
   expect_clean(accel_model_load_buffer(&loaded, "PK\3\4 not a zip", 14), ACCEL_ERR_INVALID_ARGUMENT, "load a non-zip");
   std::remove(text.c_str());
+}
+
+// LibTorch trusts a storage record to be as long as its tensors say: a truncated one was loaded and then
+// read and written past its end.
+TEST(ModelFile, StorageShorterThanItsTensorIsRefused) {
+  const std::string path = tiny_models::mlp_with_truncated_storage(tiny_models::temp_file("truncated.pt"));
+  accel_model_t* model = nullptr;
+  EXPECT_EQ(accel_model_load(&model, path.c_str()), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(model, nullptr);
+  const std::string message = last_error();
+  EXPECT_NE(message.find("'" + path + "': parameter 'w1' needs 512 bytes but its storage holds 100"), std::string::npos)
+      << message;
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << file.rdbuf();
+  const std::string buffer = bytes.str();
+  EXPECT_EQ(accel_model_load_buffer(&model, buffer.data(), buffer.size()), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("the buffer: parameter 'w1'"), std::string::npos) << last_error();
+  EXPECT_EQ(model, nullptr);
+  std::remove(path.c_str());
 }
 
 TEST_F(TrainCapi, SaveModelWritesSafetensorsWithEveryParameter) {
