@@ -427,6 +427,13 @@ void validate_plan(const PlanOptions& o) {
   check_dataset_len(o.dataset_len);
   validate_sharding(o.batch_size, o.num_processes, o.split_batches);
   check_skip(o.skip_batches);
+  int64_t work = 0;
+  const bool overflows = __builtin_add_overflow(o.dataset_len, o.batch_size * o.num_processes, &work) ||
+                         __builtin_mul_overflow(work, o.num_processes, &work);
+  require(!overflows && work <= kMaxPlanWork,
+          "the plan is too large to compute: num_processes * (dataset_len + batch_size * num_processes) is " +
+              (overflows ? "more than " + std::to_string(std::numeric_limits<int64_t>::max()) : std::to_string(work)) +
+              ", the limit is " + std::to_string(kMaxPlanWork));
 }
 
 // Rank 0 reads the base loader; a map-style dispatcher skips base batches, an iterable one skips steps.

@@ -205,6 +205,11 @@ struct EpochPlan {
   int64_t remainder = -1;
 };
 
+// A plan holds every index it deals, and each rank walks the whole epoch: plan_epoch refuses with
+// Error(InvalidArgument) settings where num_processes * (dataset_len + batch_size * num_processes), the
+// indices walked with at most one global batch of padding, is more than this (a few seconds, about a GB).
+constexpr int64_t kMaxPlanWork = 10'000'000;
+
 EpochPlan plan_epoch(const PlanOptions& options);
 
 }  // namespace accel::data

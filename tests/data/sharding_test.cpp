@@ -459,6 +459,23 @@ TEST(PlanEpoch, RejectsImpossibleSettings) {
   EXPECT_NE(invalid_argument_message(plan_with(4, 2, 2, false, -1)).find("skip"), std::string::npos);
 }
 
+// A plan holds every index and each rank walks the epoch: sizes it cannot hold are refused up front (the
+// largest dataset length used to end in std::length_error, an abort of accel shard-plan).
+TEST(PlanEpoch, RefusesPlansTooLargeToCompute) {
+  const auto plan_with = [](int64_t n, int64_t batch_size, int64_t processes) {
+    PlanOptions options;
+    options.dataset_len = n;
+    options.batch_size = batch_size;
+    options.num_processes = processes;
+    return [options] { plan_epoch(options); };
+  };
+  EXPECT_NE(invalid_argument_message(plan_with(INT64_MAX, 2, 3)).find("more than 9223372036854775807"),
+            std::string::npos);
+  EXPECT_NE(invalid_argument_message(plan_with(1, INT64_MAX, 1)).find("too large"), std::string::npos);
+  EXPECT_NE(invalid_argument_message(plan_with(kMaxPlanWork / 2, 1, 2)).find("is 10000004"), std::string::npos);
+  EXPECT_EQ(plan_epoch(PlanOptions{kMaxPlanWork / 100 - 4, 1, 2}).ranks.size(), 2u);
+}
+
 TEST(PlanEpoch, EmptyDatasetYieldsNothing) {
   for (const bool iterable : {false, true}) {
     for (const bool dispatch : {false, true}) {
