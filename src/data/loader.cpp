@@ -63,6 +63,15 @@ Loader::Loader(std::shared_ptr<dist::State> state, std::shared_ptr<Dataset> data
       if (batch.empty()) fail(Code::InvalidArgument, "a given batch is empty");
       for (int64_t index : batch) check_index(index, map_dataset_->size());
     }
+  } else {
+    // Each epoch's order is a vector of every index: a length it cannot even count is refused here, not
+    // left to std::length_error in the first next().
+    const auto max_order = static_cast<int64_t>(std::vector<int64_t>().max_size());
+    if (map_dataset_->size() > max_order) {
+      fail(Code::InvalidArgument, "a dataset of " + std::to_string(map_dataset_->size()) +
+                                      " samples is too large for a loader, which holds an epoch's order of indices "
+                                      "in memory (at most " + std::to_string(max_order) + ")");
+    }
   }
 }
 
