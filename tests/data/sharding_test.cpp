@@ -216,6 +216,37 @@ TEST(BatchSamplerShard, RejectsImpossibleSettings) {
   invalid_argument_message([] { num_batches(-1, 2, false); });
 }
 
+TEST(BatchesOfSizes, CutsTheIndicesInOrder) {
+  const int64_t indices[] = {4, 5, 6, 7, 8};
+  const size_t sizes[] = {2, 0, 3};
+  EXPECT_EQ(batches_of_sizes(indices, sizes, 3), std::vector<Batch>({{4, 5}, {}, {6, 7, 8}}));
+  EXPECT_TRUE(batches_of_sizes(nullptr, nullptr, 0).empty());
+  const size_t empty_sizes[] = {0};
+  EXPECT_EQ(batches_of_sizes(nullptr, empty_sizes, 1), std::vector<Batch>({{}}));
+}
+
+// Sizes that wrap around size_t used to cut batches from the wrong place (an "empty batch", or a
+// length_error for a batch whose end came before its start).
+TEST(BatchesOfSizes, RefusesSizesThatAddUpPastMemory) {
+  const int64_t indices[] = {0, 1};
+  const size_t wrapping_to_zero[] = {2, SIZE_MAX - 1};
+  EXPECT_NE(invalid_argument_message([&] { batches_of_sizes(indices, wrapping_to_zero, 2); }).find("at batch 1"),
+            std::string::npos);
+  const size_t halves[] = {size_t{1} << 63, size_t{1} << 63};
+  EXPECT_NE(invalid_argument_message([&] { batches_of_sizes(indices, halves, 2); }).find("add up to more than"),
+            std::string::npos);
+  const size_t too_many[] = {std::vector<int64_t>().max_size() + 1};
+  EXPECT_NE(invalid_argument_message([&] { batches_of_sizes(indices, too_many, 1); }).find("at batch 0"),
+            std::string::npos);
+  const size_t some[] = {2};
+  try {
+    batches_of_sizes(nullptr, some, 1);
+    ADD_FAILURE() << "no error thrown";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), Code::NullArgument);
+  }
+}
+
 TEST(BatchSamplerShard, PushAfterFinishIsAnError) {
   BatchSamplerShard shard(BaseSampler{2, false}, ShardSpec{});
   shard.finish();
