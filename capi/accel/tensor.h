@@ -39,8 +39,9 @@ typedef struct accel_tensor accel_tensor_t;
 /* Wraps a DLPack tensor without copying. On success the handle takes ownership of *managed and calls
  * its deleter once the last user of the memory is gone; on failure ownership stays with the caller.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (negative ndim or a dimension, NULL data
- * with elements, NULL shape, more than ACCEL_TENSOR_MAX_DIMS dimensions); ACCEL_ERR_DTYPE (a DLPack
- * type LibTorch cannot hold); ACCEL_ERR_UNSUPPORTED (a device type this build lacks). */
+ * with elements, NULL shape, more than ACCEL_TENSOR_MAX_DIMS dimensions, negative strides, a byte size or
+ * offset that overflows; the message names the field); ACCEL_ERR_DTYPE (a DLPack type LibTorch cannot
+ * hold); ACCEL_ERR_UNSUPPORTED (a device type this build lacks). */
 ACCEL_API ACCEL_NODISCARD int accel_tensor_from_dlpack(accel_tensor_t **out, struct DLManagedTensor *managed);
 
 /* Exports the tensor as DLPack without copying. The caller owns *out and must call (*out)->deleter(*out)
@@ -50,7 +51,8 @@ ACCEL_API ACCEL_NODISCARD int accel_tensor_to_dlpack(struct DLManagedTensor **ou
 
 /* Creates a CPU tensor holding a copy of ndim-dimensional, C-contiguous data of the given dtype.
  * data may be NULL only when the shape has no elements. Errors: ACCEL_ERR_NULL_ARGUMENT;
- * ACCEL_ERR_DTYPE (unknown dtype); ACCEL_ERR_INVALID_ARGUMENT (negative dimension, ndim too large). */
+ * ACCEL_ERR_DTYPE (unknown dtype); ACCEL_ERR_INVALID_ARGUMENT (negative dimension, ndim too large, a byte
+ * size that overflows); ACCEL_ERR_OUT_OF_MEMORY (the copy cannot be allocated). */
 ACCEL_API ACCEL_NODISCARD int accel_tensor_from_buffer(accel_tensor_t **out, const void *data, int32_t dtype,
                                                        const int64_t *shape, size_t ndim);
 

@@ -36,13 +36,14 @@ int record_current_exception(const char* function) noexcept {
     } catch (const Error& error) {
       return record_error(static_cast<int>(error.code()), prefix + error.what());
     } catch (const c10::Error& error) {
-      return record_error(ACCEL_ERR_TORCH, prefix + error.what_without_backtrace());
+      // LibTorch's allocation failures are c10::Errors too: code_of tells them apart.
+      return record_error(static_cast<int>(code_of(error, Code::Torch)), prefix + message_of(error));
     } catch (const std::bad_alloc&) {
       return record_error(ACCEL_ERR_OUT_OF_MEMORY, prefix + "out of memory");
     } catch (const std::length_error& error) {
       return record_error(ACCEL_ERR_INVALID_ARGUMENT, prefix + "a size is too large (" + error.what() + ")");
     } catch (const std::exception& error) {
-      return record_error(ACCEL_ERR_INTERNAL, prefix + error.what());
+      return record_error(static_cast<int>(code_of(error, Code::Internal)), prefix + message_of(error));
     } catch (...) {
       return record_error(ACCEL_ERR_INTERNAL, prefix + "unknown exception");
     }

@@ -48,7 +48,12 @@ constexpr const char kUsage[] =
     "                       of B for a map-style dispatcher and K steps for an iterable one\n"
     "  -h, --help           show this help\n"
     "\n"
-    "Exits with 2 for bad usage and settings that cannot work.\n";
+    "The plan is held in memory and every rank walks the whole epoch, so it is refused when\n"
+    "num_processes * (dataset_len + batch_size * num_processes) is more than 10000000.\n"
+    "\n"
+    "Exits with 2 for bad usage and settings that cannot work or are too large to plan.\n";
+
+static_assert(data::kMaxPlanWork == 10'000'000, "the help text states the limit");
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -176,6 +181,10 @@ int run_shard_plan(int argc, char** argv) {
     return error.code() == Code::InvalidArgument ? kUsageExit : kFailureExit;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "accel shard-plan: the plan is too large to hold in memory\n");
+    return kFailureExit;
+  } catch (const std::exception& error) {
+    // Sharding is plain C++ (no LibTorch error, hence no backtrace in what()); nothing may abort the CLI.
+    std::fprintf(stderr, "accel shard-plan: %s\n", error.what());
     return kFailureExit;
   }
   return 0;

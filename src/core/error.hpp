@@ -42,4 +42,16 @@ inline void require_argument(bool ok, const std::string& message) {
   if (!ok) fail(Code::InvalidArgument, message);
 }
 
+// The message of any exception. LibTorch's c10::Error::what() ends with a C++ backtrace (one line per
+// frame), which is noise in an error a user reads, so its message is taken without it.
+std::string message_of(const std::exception& error);
+
+// The code that says what happened: an Error's own code; OutOfMemory for a failed allocation
+// (std::bad_alloc, LibTorch's allocators); `otherwise` for anything else.
+Code code_of(const std::exception& error, Code otherwise);
+
+// Throws Error(code_of(cause, otherwise), context + message_of(cause)): how a LibTorch or standard
+// exception caught in the core becomes an accel::Error.
+[[noreturn]] void fail_from(const std::exception& cause, Code otherwise, const std::string& context);
+
 }  // namespace accel

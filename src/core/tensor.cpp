@@ -6,10 +6,12 @@
 #include <ATen/ops/from_blob.h>
 
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/layout.hpp"
 
 namespace accel {
 
@@ -94,29 +96,23 @@ at::ScalarType scalar_type_of(int32_t code) {
 
 at::Tensor tensor_from_dlpack(DLManagedTensor* managed) {
   const DLTensor& dl = managed->dl_tensor;
+  const std::string what = "DLPack tensor";
   if (dl.ndim < 0 || static_cast<size_t>(dl.ndim) > kMaxTensorDims) {
-    fail(Code::InvalidArgument, "DLPack tensor has ndim " + std::to_string(dl.ndim) + " (expected 0 to 64)");
+    fail(Code::InvalidArgument, what + " has ndim " + std::to_string(dl.ndim) + " (expected 0 to 64)");
   }
-  if (dl.ndim > 0 && dl.shape == nullptr) fail(Code::InvalidArgument, "DLPack tensor has ndim > 0 but no shape");
-  std::vector<int64_t> sizes(dl.shape, dl.shape + dl.ndim);
-  int64_t numel = 1;
-  for (int32_t d = 0; d < dl.ndim; ++d) {
-    if (sizes[d] < 0) {
-      fail(Code::InvalidArgument, "DLPack tensor has negative size " + std::to_string(sizes[d]) + " in dim " +
-                                      std::to_string(d));
-    }
-    numel *= sizes[d];
-  }
-  if (dl.data == nullptr && numel > 0) fail(Code::InvalidArgument, "DLPack tensor has elements but NULL data");
+  if (dl.ndim > 0 && dl.shape == nullptr) fail(Code::InvalidArgument, what + " has ndim > 0 but no shape");
+  const std::vector<int64_t> sizes(dl.shape, dl.shape + dl.ndim);
+  const int64_t numel = checked_numel(sizes, what);
   const auto type = scalar_type_of_dl(dl.dtype);
-  const auto device = device_of_dl(dl.device);
-  std::vector<int64_t> strides;
-  if (dl.strides != nullptr) {
-    strides.assign(dl.strides, dl.strides + dl.ndim);
-  } else {
-    strides.assign(sizes.size(), 1);
-    for (int32_t d = dl.ndim - 2; d >= 0; --d) strides[d] = strides[d + 1] * std::max<int64_t>(sizes[d + 1], 1);
+  const std::vector<int64_t> strides =
+      dl.strides != nullptr ? std::vector<int64_t>(dl.strides, dl.strides + dl.ndim) : contiguous_strides(sizes);
+  const int64_t bytes = checked_storage_bytes(sizes, strides, 0, c10::elementSize(type), what);
+  if (dl.byte_offset > static_cast<uint64_t>(std::numeric_limits<int64_t>::max() - bytes)) {
+    fail(Code::InvalidArgument, what + ": byte_offset " + std::to_string(dl.byte_offset) + " plus the " +
+                                    std::to_string(bytes) + " bytes it reaches overflow int64");
   }
+  if (dl.data == nullptr && numel > 0) fail(Code::InvalidArgument, what + " has elements but NULL data");
+  const auto device = device_of_dl(dl.device);
   void* data = static_cast<char*>(dl.data) + dl.byte_offset;
   return at::from_blob(
       data, sizes, strides,
@@ -137,16 +133,20 @@ at::Tensor tensor_from_buffer(const void* data, int32_t code, const int64_t* sha
   const auto type = scalar_type_of(code);
   if (ndim > kMaxTensorDims) fail(Code::InvalidArgument, "ndim " + std::to_string(ndim) + " is larger than 64");
   if (ndim > 0 && shape == nullptr) fail(Code::NullArgument, "shape is NULL but ndim is " + std::to_string(ndim));
-  std::vector<int64_t> sizes(shape, shape + ndim);
-  for (size_t d = 0; d < ndim; ++d) {
-    if (sizes[d] < 0) fail(Code::InvalidArgument, "negative size " + std::to_string(sizes[d]) + " in dim " + std::to_string(d));
+  const std::vector<int64_t> sizes(shape, shape + ndim);
+  const std::string what = "buffer tensor";
+  checked_numel(sizes, what);  // first: contiguous_strides multiplies the sizes
+  const auto bytes =
+      static_cast<size_t>(checked_storage_bytes(sizes, contiguous_strides(sizes), 0, c10::elementSize(type), what));
+  if (bytes > 0 && data == nullptr) fail(Code::NullArgument, "data is NULL but the shape has elements");
+  at::Tensor tensor;
+  try {
+    tensor = at::empty(sizes, at::TensorOptions(type));
+  } catch (const std::exception& error) {
+    fail_from(error, Code::Torch,
+              "cannot allocate the " + std::to_string(bytes) + " bytes of a tensor of shape " + shape_string(sizes) + ": ");
   }
-  auto tensor = at::empty(sizes, at::TensorOptions(type));
-  const size_t bytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
-  if (bytes > 0) {
-    if (data == nullptr) fail(Code::NullArgument, "data is NULL but the shape has elements");
-    std::memcpy(tensor.data_ptr(), data, bytes);
-  }
+  if (bytes > 0) std::memcpy(tensor.data_ptr(), data, bytes);
   return tensor;
 }
 

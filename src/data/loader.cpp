@@ -41,6 +41,15 @@ Loader::Loader(std::shared_ptr<distributed::State> state, std::shared_ptr<Datase
       if (batch.empty()) fail(Code::InvalidArgument, "a given batch is empty");
       for (int64_t index : batch) check_index(index, map_dataset_->size());
     }
+  } else {
+    // Each epoch's order is a vector of every index: a length it cannot even count is refused here, not
+    // left to std::length_error in the first next().
+    const auto max_order = static_cast<int64_t>(std::vector<int64_t>().max_size());
+    if (map_dataset_->size() > max_order) {
+      fail(Code::InvalidArgument, "a dataset of " + std::to_string(map_dataset_->size()) +
+                                      " samples is too large for a loader, which holds an epoch's order of indices "
+                                      "in memory (at most " + std::to_string(max_order) + ")");
+    }
   }
 }
 
@@ -318,18 +327,6 @@ void Loader::load_state(const std::string& bytes) {
   skip_ = mid_epoch ? yielded : 0;
   epoch_generator_state_ = generator_state;
   restored_generator_ = mid_epoch;
-}
-
-std::vector<Batch> batches_of_sizes(const int64_t* indices, const size_t* batch_sizes, size_t num_batches) {
-  std::vector<Batch> batches;
-  batches.reserve(num_batches);
-  size_t offset = 0;
-  for (size_t b = 0; b < num_batches; ++b) {
-    if (batch_sizes[b] > 0 && indices == nullptr) fail(Code::NullArgument, "argument 'indices' is NULL");
-    batches.emplace_back(indices + offset, indices + offset + batch_sizes[b]);
-    offset += batch_sizes[b];
-  }
-  return batches;
 }
 
 }  // namespace accel::data

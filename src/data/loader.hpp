@@ -36,10 +36,6 @@ struct LoaderConfig {
   std::optional<std::vector<Batch>> batches;
 };
 
-// A batch list given as consecutive runs of indices: batch b holds batch_sizes[b] indices, taken in turn.
-// Throws Error(NullArgument) when indices is NULL although a batch is not empty.
-std::vector<Batch> batches_of_sizes(const int64_t* indices, const size_t* batch_sizes, size_t num_batches);
-
 class Loader {
  public:
   // Throws Error(InvalidArgument) for impossible settings (split_batches with a batch size that is not a

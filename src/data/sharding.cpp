@@ -87,6 +87,28 @@ std::vector<Batch> make_batches(const std::vector<int64_t>& indices, int64_t bat
   return batches;
 }
 
+std::vector<Batch> batches_of_sizes(const int64_t* indices, const size_t* batch_sizes, size_t num_batches) {
+  const size_t max_indices = std::vector<int64_t>().max_size();
+  size_t total = 0;
+  for (size_t b = 0; b < num_batches; ++b) {
+    if (__builtin_add_overflow(total, batch_sizes[b], &total) || total > max_indices) {
+      fail(Code::InvalidArgument, "the batch sizes add up to more than " + std::to_string(max_indices) +
+                                      " indices (at batch " + std::to_string(b) + ", of size " +
+                                      std::to_string(batch_sizes[b]) + ")");
+    }
+  }
+  if (total > 0 && indices == nullptr) fail(Code::NullArgument, "indices is NULL but the batch sizes add up to " +
+                                                                    std::to_string(total));
+  std::vector<Batch> batches;
+  batches.reserve(num_batches);
+  size_t offset = 0;
+  for (size_t b = 0; b < num_batches; ++b) {
+    batches.emplace_back(indices + offset, indices + offset + batch_sizes[b]);
+    offset += batch_sizes[b];
+  }
+  return batches;
+}
+
 // ---- BatchSamplerShard ----
 
 BatchSamplerShard::BatchSamplerShard(BaseSampler base, ShardSpec spec) : base_(base), spec_(spec) {
@@ -427,6 +449,13 @@ void validate_plan(const PlanOptions& o) {
   check_dataset_len(o.dataset_len);
   validate_sharding(o.batch_size, o.num_processes, o.split_batches);
   check_skip(o.skip_batches);
+  int64_t work = 0;
+  const bool overflows = __builtin_add_overflow(o.dataset_len, o.batch_size * o.num_processes, &work) ||
+                         __builtin_mul_overflow(work, o.num_processes, &work);
+  require(!overflows && work <= kMaxPlanWork,
+          "the plan is too large to compute: num_processes * (dataset_len + batch_size * num_processes) is " +
+              (overflows ? "more than " + std::to_string(std::numeric_limits<int64_t>::max()) : std::to_string(work)) +
+              ", the limit is " + std::to_string(kMaxPlanWork));
 }
 
 // Rank 0 reads the base loader; a map-style dispatcher skips base batches, an iterable one skips steps.

@@ -24,6 +24,12 @@ std::vector<Batch> make_batches(const std::vector<int64_t>& indices, int64_t bat
 // How many batches make_batches yields for `dataset_len` indices.
 int64_t num_batches(int64_t dataset_len, int64_t batch_size, bool drop_last);
 
+// A list of batches given as one array of indices and the size of each batch, in order (how the C API
+// takes dynamic batch sizes). Refuses sizes that add up past what an index array can hold
+// (Error(InvalidArgument)), before any pointer is formed from them, and NULL indices with a non-zero
+// total (Error(NullArgument)).
+std::vector<Batch> batches_of_sizes(const int64_t* indices, const size_t* batch_sizes, size_t num_batches);
+
 // ---- BatchSamplerShard (map-style datasets, DataLoaderShard) ----
 
 struct ShardSpec {
@@ -204,6 +210,11 @@ struct EpochPlan {
   // since the last step is the same.
   int64_t remainder = -1;
 };
+
+// A plan holds every index it deals, and each rank walks the whole epoch: plan_epoch refuses with
+// Error(InvalidArgument) settings where num_processes * (dataset_len + batch_size * num_processes), the
+// indices walked with at most one global batch of padding, is more than this (a few seconds, about a GB).
+constexpr int64_t kMaxPlanWork = 10'000'000;
 
 EpochPlan plan_epoch(const PlanOptions& options);
 

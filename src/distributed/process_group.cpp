@@ -66,15 +66,12 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const GroupConfig& config
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
-std::string message_of(const std::exception& error) {
-  if (const auto* torch_error = dynamic_cast<const c10::Error*>(&error)) return torch_error->what_without_backtrace();
-  return error.what();
-}
-
 bool mentions(const std::string& text, const char* word) { return text.find(word) != std::string::npos; }
 
 Code classify(const std::string& message) {
   if (mentions(message, "imed out") || mentions(message, "imeout")) return Code::Timeout;
+  // Rank 0's store could not listen on the master port: another program holds it (or may not use it).
+  if (mentions(message, "failed to bind")) return Code::Io;
   return Code::PeerFailed;
 }
 

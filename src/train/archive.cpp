@@ -12,7 +12,7 @@ torch::serialize::InputArchive read_archive(const std::string& bytes, const std:
     std::istringstream in(bytes);
     archive.load_from(in, device);
   } catch (const c10::Error& error) {
-    fail(Code::InvalidArgument, what + " state is not a saved " + what + " archive: " + error.what_without_backtrace());
+    fail_from(error, Code::InvalidArgument, what + " state is not a saved " + what + " archive: ");
   }
   return archive;
 }

@@ -159,7 +159,7 @@ at::Tensor compute_loss(const std::string& name, const at::Tensor& input, const 
   try {
     return loss.compute(input, target, reduction, config);
   } catch (const c10::Error& error) {
-    fail(Code::Torch, name + " loss failed: " + error.what_without_backtrace());
+    fail_from(error, Code::Torch, name + " loss failed: ");
   }
 }
 

@@ -2,7 +2,6 @@
 
 #include <ATen/autocast_mode.h>
 #include <ATen/ops/cat.h>
-#include <c10/util/Exception.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/script.h>
 
@@ -14,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "distributed/collectives.hpp"
+#include "train/torchscript_file.hpp"
 
 namespace accel::train {
 
@@ -31,15 +31,9 @@ Model::~Model() = default;
 
 namespace {
 
-std::shared_ptr<Model::Impl> loaded(const std::function<torch::jit::Module()>& load, const std::string& source) {
+std::shared_ptr<Model::Impl> loaded(std::istream& archive, const std::string& source) {
   auto impl = std::make_shared<Model::Impl>();
-  try {
-    impl->module = load();
-  } catch (const c10::Error& error) {
-    fail(Code::InvalidArgument, source + " is not a TorchScript model: " + error.what_without_backtrace());
-  } catch (const std::exception& error) {
-    fail(Code::InvalidArgument, source + " is not a TorchScript model: " + error.what());
-  }
+  impl->module = load_torchscript(archive, source);
   return impl;
 }
 
@@ -127,17 +121,14 @@ ModelOutput convert(const c10::IValue& value, bool to_fp32) {
 }  // namespace
 
 std::shared_ptr<Model> Model::load_file(const std::string& path) {
-  if (!std::ifstream(path).good()) fail(Code::Io, "cannot open model file '" + path + "'");
-  return std::shared_ptr<Model>(new Model(loaded([&] { return torch::jit::load(path); }, "'" + path + "'")));
+  std::ifstream file(path, std::ios::binary);
+  if (!file.good()) fail(Code::Io, "cannot open model file '" + path + "'");
+  return std::shared_ptr<Model>(new Model(loaded(file, "'" + path + "'")));
 }
 
 std::shared_ptr<Model> Model::load_buffer(const std::string& bytes) {
-  return std::shared_ptr<Model>(new Model(loaded(
-      [&] {
-        std::istringstream stream(bytes);
-        return torch::jit::load(stream);
-      },
-      "the buffer")));
+  std::istringstream stream(bytes);
+  return std::shared_ptr<Model>(new Model(loaded(stream, "the buffer")));
 }
 
 void Model::prepare(std::shared_ptr<distributed::State> state, const PrepareConfig& config) {
@@ -186,11 +177,10 @@ ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTenso
     autocast = scope.active();
     try {
       result = impl_->module.forward(inputs, named);
-    } catch (const c10::Error& error) {
-      fail(Code::Torch, std::string("forward failed: ") + error.what_without_backtrace());
     } catch (const std::exception& error) {
-      // TorchScript's interpreter reports a failing model line as a plain runtime error.
-      fail(Code::Torch, std::string("forward failed: ") + error.what());
+      // TorchScript's interpreter reports a failing model line as a plain runtime error, LibTorch's own
+      // checks as c10::Error.
+      fail_from(error, Code::Torch, "forward failed: ");
     }
   }
   return convert(result, autocast && !impl_->config.keep_low_precision_outputs);
@@ -251,7 +241,7 @@ void Model::save_torchscript(const std::string& path) const {
   try {
     impl_->module.save(path);
   } catch (const std::exception& error) {
-    fail(Code::Io, "cannot save the model to '" + path + "': " + error.what());
+    fail_from(error, Code::Io, "cannot save the model to '" + path + "': ");
   }
 }
 

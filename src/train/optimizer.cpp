@@ -201,8 +201,7 @@ struct Optimizer::Impl {
     try {
       groups = traits->read_saved_groups(archive);
     } catch (const c10::Error& error) {
-      fail(Code::InvalidArgument,
-           std::string("optimizer state has unreadable parameter groups: ") + error.what_without_backtrace());
+      fail_from(error, Code::InvalidArgument, "optimizer state has unreadable parameter groups: ");
     }
     auto initial = saved_initial_lrs.toDoubleVector();
     require_argument(groups.size() == names.size() && initial.size() == names.size(),
@@ -226,7 +225,7 @@ struct Optimizer::Impl {
       optimizer->load(archive);
     } catch (const c10::Error& error) {
       std::swap(previous, optimizer->state());
-      fail(Code::InvalidArgument, std::string("optimizer state is unreadable: ") + error.what_without_backtrace());
+      fail_from(error, Code::InvalidArgument, "optimizer state is unreadable: ");
     }
   }
 };

@@ -1,7 +1,11 @@
 // The C ABI seen from a consumer: tensors and DLPack, errors, bad input, one-process state and collectives.
 #include <ATen/dlpack.h>
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <string>
@@ -134,6 +138,44 @@ TEST(BadInput, MalformedDlpackIsRefusedAndOwnershipStaysWithTheCaller) {
   EXPECT_EQ(deleted, 1);
 }
 
+// LibTorch computes a wrapped tensor's storage size in noexcept code: each of these layouts used to
+// terminate the process instead of failing the call.
+TEST(BadInput, DlpackLayoutsLibTorchCannotHoldAreRefused) {
+  int deleted = 0;
+  DLManagedTensor* managed = make_dlpack({1, 2, 3, 4, 5, 6}, {2, 3}, &deleted);
+  DLTensor& dl = managed->dl_tensor;
+  accel_tensor_t* tensor = nullptr;
+
+  int64_t negative_strides[] = {-1, 1};
+  dl.strides = negative_strides;
+  EXPECT_EQ(accel_tensor_from_dlpack(&tensor, managed), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("DLPack tensor: stride -1 in dim 0 is negative"), std::string::npos) << last_error();
+
+  int64_t far_strides[] = {int64_t{1} << 62, 1};
+  dl.strides = far_strides;
+  EXPECT_EQ(accel_tensor_from_dlpack(&tensor, managed), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("overflow int64"), std::string::npos) << last_error();
+
+  int64_t huge_shape[] = {int64_t{1} << 62, int64_t{1} << 62};
+  dl.strides = nullptr;
+  dl.shape = huge_shape;
+  EXPECT_EQ(accel_tensor_from_dlpack(&tensor, managed), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("size of shape [4611686018427387904, 4611686018427387904] overflows"), std::string::npos)
+      << last_error();
+
+  dl.shape = static_cast<Producer*>(managed->manager_ctx)->shape.data();
+  dl.byte_offset = UINT64_MAX - 8;
+  EXPECT_EQ(accel_tensor_from_dlpack(&tensor, managed), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("byte_offset"), std::string::npos) << last_error();
+
+  EXPECT_EQ(tensor, nullptr);
+  EXPECT_EQ(deleted, 0);
+  dl.byte_offset = 0;
+  ASSERT_EQ(accel_tensor_from_dlpack(&tensor, managed), ACCEL_OK) << last_error();  // the struct itself was fine
+  accel_tensor_free(tensor);
+  EXPECT_EQ(deleted, 1);
+}
+
 TEST(BadInput, NullHandlesAndOutParameters) {
   accel_tensor_t* tensor = nullptr;
   EXPECT_EQ(accel_tensor_from_dlpack(&tensor, nullptr), ACCEL_ERR_NULL_ARGUMENT);
@@ -167,6 +209,23 @@ TEST(BadInput, BufferArguments) {
   EXPECT_EQ(accel_tensor_from_buffer(&tensor, nullptr, ACCEL_DTYPE_FLOAT32, shape, 2), ACCEL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(accel_tensor_from_buffer(&tensor, nullptr, ACCEL_DTYPE_FLOAT32, shape, 1), ACCEL_ERR_NULL_ARGUMENT);
   EXPECT_EQ(accel_tensor_from_buffer(&tensor, nullptr, ACCEL_DTYPE_FLOAT32, nullptr, 1), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(tensor, nullptr);
+}
+
+TEST(BadInput, BufferSizesThatOverflowOrCannotBeAllocated) {
+  const float value = 1.0f;
+  accel_tensor_t* tensor = nullptr;
+  const int64_t overflowing[] = {int64_t{1} << 62, int64_t{1} << 62};
+  EXPECT_EQ(accel_tensor_from_buffer(&tensor, &value, ACCEL_DTYPE_FLOAT32, overflowing, 2), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("overflows"), std::string::npos) << last_error();
+  const int64_t bytes_overflow[] = {int64_t{1} << 62};  // elements fit in int64, their 2^64 bytes do not
+  EXPECT_EQ(accel_tensor_from_buffer(&tensor, &value, ACCEL_DTYPE_FLOAT32, bytes_overflow, 1), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("overflow int64"), std::string::npos) << last_error();
+  // 2^50 bytes: a valid size, but more than any address space holds, so the allocator fails.
+  const int64_t petabyte[] = {int64_t{1} << 48};
+  EXPECT_EQ(accel_tensor_from_buffer(&tensor, &value, ACCEL_DTYPE_FLOAT32, petabyte, 1), ACCEL_ERR_OUT_OF_MEMORY);
+  EXPECT_NE(last_error().find("cannot allocate the 1125899906842624 bytes"), std::string::npos) << last_error();
+  EXPECT_EQ(last_error().find("frame #"), std::string::npos) << last_error();
   EXPECT_EQ(tensor, nullptr);
 }
 
@@ -249,6 +308,33 @@ TEST(State, OneProcessWorksLocallyAndSharesItsState) {
   EXPECT_EQ(accel_state_shutdown(second), ACCEL_OK);
   accel_tensor_free(input);
   accel_state_free(second);
+}
+
+TEST(State, MasterPortInUseIsAnIoError) {
+  const int holder = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(holder, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(listen(holder, 1), 0);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(getsockname(holder, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const std::string port = std::to_string(ntohs(address.sin_port));
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", port.c_str(), 1);
+  accel_options_t* options = nullptr;
+  ASSERT_EQ(accel_options_new(&options), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_double(options, "timeout_s", 10), ACCEL_OK);  // the bind fails at once
+  accel_state_t* state = nullptr;
+  EXPECT_EQ(accel_state_new(&state, options), ACCEL_ERR_IO) << last_error();
+  EXPECT_NE(last_error().find("127.0.0.1:" + port), std::string::npos) << last_error();
+  EXPECT_EQ(state, nullptr);
+  accel_options_free(options);
+  for (const char* name : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(name);
+  close(holder);
 }
 
 TEST(State, MalformedLaunchVariableIsNamed) {

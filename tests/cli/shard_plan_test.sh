@@ -147,4 +147,15 @@ check "missing value" usage_error "needs a value" $(plan 4 2) --skip-batches
 check "switch with a value" usage_error "takes no value" $(plan 4 2) --drop-last=1
 check "unknown option" usage_error "unknown option" $(plan 4 2) --shuffle
 
+# Plans too large to compute or print are refused up front (the largest length used to abort).
+check "largest dataset length" usage_error "too large to compute" \
+  --dataset-len 9223372036854775807 --batch-size 2 --num-processes 3
+check "padding past int64" usage_error "too large to compute" \
+  --dataset-len 1 --batch-size 9223372036854775807 --num-processes 1
+check "global batch past int64" usage_error "too large" \
+  --dataset-len 1 --batch-size 4611686018427387904 --num-processes 3
+check "too many ranks to walk the epoch" usage_error "is 16040000, the limit is 10000000" \
+  --dataset-len 10 --batch-size 1 --num-processes 4000
+check "length past int64" usage_error "integer" --dataset-len 9223372036854775808 --batch-size 2 --num-processes 3
+
 report

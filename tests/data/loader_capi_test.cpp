@@ -136,6 +136,19 @@ TEST_F(LoaderTest, CallbackDatasetStacksItemsAndNamesTheBadOne) {
   }
 }
 
+// An epoch's order of 2^63 - 1 indices cannot be counted by a vector: it used to be an internal error
+// (std::length_error) at the first batch.
+TEST_F(LoaderTest, DatasetTooLargeToOrderIsRefused) {
+  Items items;
+  accel_dataset_t* dataset = nullptr;
+  ASSERT_EQ(accel_dataset_from_callback(&dataset, INT64_MAX, get_item, &items), ACCEL_OK);
+  accel_loader_t* loader = nullptr;
+  EXPECT_EQ(accel_loader_new(&loader, state, dataset, nullptr), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("9223372036854775807 samples is too large"), std::string::npos) << last_error();
+  EXPECT_EQ(loader, nullptr);
+  accel_dataset_free(dataset);
+}
+
 TEST_F(LoaderTest, CorruptStateIsRefusedAndTheLoaderStillWorks) {
   accel_tensor_t* x = tensor_of({0, 1, 2, 3}, {4});
   const char* names[] = {"x"};

@@ -216,6 +216,37 @@ TEST(BatchSamplerShard, RejectsImpossibleSettings) {
   invalid_argument_message([] { num_batches(-1, 2, false); });
 }
 
+TEST(BatchesOfSizes, CutsTheIndicesInOrder) {
+  const int64_t indices[] = {4, 5, 6, 7, 8};
+  const size_t sizes[] = {2, 0, 3};
+  EXPECT_EQ(batches_of_sizes(indices, sizes, 3), std::vector<Batch>({{4, 5}, {}, {6, 7, 8}}));
+  EXPECT_TRUE(batches_of_sizes(nullptr, nullptr, 0).empty());
+  const size_t empty_sizes[] = {0};
+  EXPECT_EQ(batches_of_sizes(nullptr, empty_sizes, 1), std::vector<Batch>({{}}));
+}
+
+// Sizes that wrap around size_t used to cut batches from the wrong place (an "empty batch", or a
+// length_error for a batch whose end came before its start).
+TEST(BatchesOfSizes, RefusesSizesThatAddUpPastMemory) {
+  const int64_t indices[] = {0, 1};
+  const size_t wrapping_to_zero[] = {2, SIZE_MAX - 1};
+  EXPECT_NE(invalid_argument_message([&] { batches_of_sizes(indices, wrapping_to_zero, 2); }).find("at batch 1"),
+            std::string::npos);
+  const size_t halves[] = {size_t{1} << 63, size_t{1} << 63};
+  EXPECT_NE(invalid_argument_message([&] { batches_of_sizes(indices, halves, 2); }).find("add up to more than"),
+            std::string::npos);
+  const size_t too_many[] = {std::vector<int64_t>().max_size() + 1};
+  EXPECT_NE(invalid_argument_message([&] { batches_of_sizes(indices, too_many, 1); }).find("at batch 0"),
+            std::string::npos);
+  const size_t some[] = {2};
+  try {
+    batches_of_sizes(nullptr, some, 1);
+    ADD_FAILURE() << "no error thrown";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), Code::NullArgument);
+  }
+}
+
 TEST(BatchSamplerShard, PushAfterFinishIsAnError) {
   BatchSamplerShard shard(BaseSampler{2, false}, ShardSpec{});
   shard.finish();
@@ -457,6 +488,23 @@ TEST(PlanEpoch, RejectsImpossibleSettings) {
   EXPECT_NE(invalid_argument_message(plan_with(4, 2, 0, false, 0)).find("num_processes"), std::string::npos);
   EXPECT_NE(invalid_argument_message(plan_with(4, 3, 2, true, 0)).find("round multiple"), std::string::npos);
   EXPECT_NE(invalid_argument_message(plan_with(4, 2, 2, false, -1)).find("skip"), std::string::npos);
+}
+
+// A plan holds every index and each rank walks the epoch: sizes it cannot hold are refused up front (the
+// largest dataset length used to end in std::length_error, an abort of accel shard-plan).
+TEST(PlanEpoch, RefusesPlansTooLargeToCompute) {
+  const auto plan_with = [](int64_t n, int64_t batch_size, int64_t processes) {
+    PlanOptions options;
+    options.dataset_len = n;
+    options.batch_size = batch_size;
+    options.num_processes = processes;
+    return [options] { plan_epoch(options); };
+  };
+  EXPECT_NE(invalid_argument_message(plan_with(INT64_MAX, 2, 3)).find("more than 9223372036854775807"),
+            std::string::npos);
+  EXPECT_NE(invalid_argument_message(plan_with(1, INT64_MAX, 1)).find("too large"), std::string::npos);
+  EXPECT_NE(invalid_argument_message(plan_with(kMaxPlanWork / 2, 1, 2)).find("is 10000004"), std::string::npos);
+  EXPECT_EQ(plan_epoch(PlanOptions{kMaxPlanWork / 100 - 4, 1, 2}).ranks.size(), 2u);
 }
 
 TEST(PlanEpoch, EmptyDatasetYieldsNothing) {

@@ -1,8 +1,11 @@
 #include "tiny_models.hpp"
 
+#include <caffe2/serialize/inline_container.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 namespace tiny_models {
 
@@ -60,6 +63,23 @@ std::string matmul_only(const std::string& path) {
   auto module = mlp_module(0);
   module.define("def forward(self, x):\n  return torch.matmul(x, self.w1)\n");
   module.save(path);
+  return path;
+}
+
+std::string mlp_with_truncated_storage(const std::string& path) {
+  const std::string whole = mlp(path + ".whole");
+  {
+    caffe2::serialize::PyTorchStreamReader reader(whole);
+    caffe2::serialize::PyTorchStreamWriter writer(path);
+    writer.setMinVersion(reader.version());
+    for (const auto& name : reader.getAllRecords()) {
+      if (name == "version" || name == ".data/version") continue;  // the writer adds its own
+      auto [data, size] = reader.getRecord(name);
+      writer.writeRecord(name, data.get(), name == "data/0" ? 100 : size);
+    }
+    writer.writeEndOfFile();
+  }
+  std::remove(whole.c_str());
   return path;
 }
 

@@ -14,6 +14,9 @@ std::string dict_output(const std::string& path);
 std::string tuple_output(const std::string& path);
 // forward(x [N, 8]) -> x @ w1 [N, 16]: ends in a matmul, so autocast leaves its output in low precision.
 std::string matmul_only(const std::string& path);
+// Like mlp, but the archive's storage record data/0 (w1's 512 bytes) is cut to 100 bytes, as in a file
+// truncated or corrupted after it was written; everything else is intact.
+std::string mlp_with_truncated_storage(const std::string& path);
 // A file in the test's temporary directory, unique to this process.
 std::string temp_file(const std::string& name);
 

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -201,6 +203,47 @@ TEST_F(TrainCapi, BadInputGetsClearErrors) {
   accel_tensor_free(float_labels);
   accel_tensor_free(out);
   EXPECT_EQ(accel_state_prepare_model(state, model, nullptr), ACCEL_ERR_INVALID_STATE);
+}
+
+// c10::Error::what() ends with one line per C++ frame; a user's error message must not.
+TEST_F(TrainCapi, LibTorchErrorsCarryNoBacktrace) {
+  const auto expect_clean = [](int code, int expected, const char* call) {
+    EXPECT_EQ(code, expected) << call << ": " << last_error();
+    EXPECT_EQ(last_error().find("frame #"), std::string::npos) << call << ": " << last_error();
+  };
+  expect_clean(accel_model_save_torchscript(model, ""), ACCEL_ERR_IO, "save to ''");
+  accel_tensor_t* wrong = floats(std::vector<float>(3, 0.0f), {1, 3});
+  accel_output_t* output = nullptr;
+  expect_clean(accel_model_forward(model, &wrong, 1, nullptr, nullptr, 0, &output), ACCEL_ERR_TORCH, "forward [1, 3]");
+  accel_tensor_t* two[] = {x, x};
+  expect_clean(accel_model_forward(model, two, 2, nullptr, nullptr, 0, &output), ACCEL_ERR_TORCH, "forward of two inputs");
+  accel_tensor_free(wrong);
+  const std::string text = tiny_models::temp_file("text.pt");
+  std::ofstream(text) << "not a model";
+  accel_model_t* loaded = nullptr;
+  expect_clean(accel_model_load(&loaded, text.c_str()), ACCEL_ERR_INVALID_ARGUMENT, "load a text file");
+  expect_clean(accel_model_load_buffer(&loaded, "PK\3\4 not a zip", 14), ACCEL_ERR_INVALID_ARGUMENT, "load a non-zip");
+  std::remove(text.c_str());
+}
+
+// LibTorch trusts a storage record to be as long as its tensors say: a truncated one was loaded and then
+// read and written past its end.
+TEST(ModelFile, StorageShorterThanItsTensorIsRefused) {
+  const std::string path = tiny_models::mlp_with_truncated_storage(tiny_models::temp_file("truncated.pt"));
+  accel_model_t* model = nullptr;
+  EXPECT_EQ(accel_model_load(&model, path.c_str()), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(model, nullptr);
+  const std::string message = last_error();
+  EXPECT_NE(message.find("'" + path + "': parameter 'w1' needs 512 bytes but its storage holds 100"), std::string::npos)
+      << message;
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << file.rdbuf();
+  const std::string buffer = bytes.str();
+  EXPECT_EQ(accel_model_load_buffer(&model, buffer.data(), buffer.size()), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("the buffer: parameter 'w1'"), std::string::npos) << last_error();
+  EXPECT_EQ(model, nullptr);
+  std::remove(path.c_str());
 }
 
 TEST_F(TrainCapi, SaveModelWritesSafetensorsWithEveryParameter) {
