@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "core/dtype.hpp"  // the ACCEL_DTYPE_* codes tensor_from_buffer takes
+
 struct DLManagedTensor;
 
 namespace accel {
@@ -19,10 +21,6 @@ DLManagedTensor* tensor_to_dlpack(const at::Tensor& tensor);
 
 // Copies C-contiguous data of the given ACCEL_DTYPE_* code.
 at::Tensor tensor_from_buffer(const void* data, int32_t dtype_code, const int64_t* shape, size_t ndim);
-
-// ACCEL_DTYPE_* code of a scalar type (0 when it has none), and back (Error(Dtype) when unknown).
-int32_t dtype_code(at::ScalarType type);
-at::ScalarType scalar_type_of(int32_t dtype_code);
 
 constexpr size_t kMaxTensorDims = 64;
 
