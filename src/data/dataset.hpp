@@ -10,9 +10,11 @@
 #include <utility>
 #include <vector>
 
+#include "core/named_tensors.hpp"
+
 namespace accel::data {
 
-using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+using accel::NamedTensors;  // so that accel::data::NamedTensors, as capi/shim spells it, still names it
 
 // A map-style dataset: a length and random access. fetch returns the rows for `indices`, collated along
 // a new dim 0, so that datasets that can gather rows at once (tensors, mapped files) never stack items.

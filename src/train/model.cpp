@@ -142,7 +142,7 @@ void Model::prepare(std::shared_ptr<dist::State> state, const PrepareConfig& con
   impl_->config = config;
   if (state->launch().world_size > 1) {
     std::vector<at::Tensor> tensors;
-    NamedTensorList trainable;
+    NamedTensors trainable;
     for (const auto& parameter : impl_->module.named_parameters(true)) {
       tensors.push_back(parameter.value);
       if (parameter.value.requires_grad()) trainable.emplace_back(parameter.name, parameter.value);
@@ -156,7 +156,7 @@ void Model::prepare(std::shared_ptr<dist::State> state, const PrepareConfig& con
 
 bool Model::prepared() const { return impl_->state != nullptr; }
 
-ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTensorList& kwargs, bool grad_enabled) {
+ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTensors& kwargs, bool grad_enabled) {
   torch::AutoGradMode grad_mode(grad_enabled);
   const bool training = impl_->module.is_training();
   if (impl_->state && training && grad_enabled && impl_->state->launch().world_size > 1) {
@@ -196,14 +196,14 @@ ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTenso
 void Model::train(bool on) { impl_->module.train(on); }
 bool Model::is_training() const { return impl_->module.is_training(); }
 
-NamedTensorList Model::named_parameters() const {
-  NamedTensorList out;
+NamedTensors Model::named_parameters() const {
+  NamedTensors out;
   for (const auto& parameter : impl_->module.named_parameters(true)) out.emplace_back(parameter.name, parameter.value);
   return out;
 }
 
-NamedTensorList Model::named_buffers() const {
-  NamedTensorList out;
+NamedTensors Model::named_buffers() const {
+  NamedTensors out;
   for (const auto& buffer : impl_->module.named_buffers(true)) out.emplace_back(buffer.name, buffer.value);
   return out;
 }

@@ -29,8 +29,8 @@ std::shared_ptr<Model> load_mlp(const std::string& tag) {
   return Model::load_file(tiny_models::mlp(tiny_models::temp_file(tag + ".pt")));
 }
 
-NamedTensorList trainable(const Model& model) {
-  NamedTensorList out;
+NamedTensors trainable(const Model& model) {
+  NamedTensors out;
   for (auto& parameter : model.named_parameters()) {
     if (parameter.second.requires_grad()) out.push_back(parameter);
   }
