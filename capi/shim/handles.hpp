@@ -69,12 +69,12 @@ struct accel_loader {
 };
 
 struct accel_batch {
-  accel::data::NamedTensors fields;
+  accel::NamedTensors fields;
   ACCEL_HANDLE("accel_batch_t");
 };
 
 struct accel_sample {
-  accel::data::NamedTensors fields;
+  accel::NamedTensors fields;
   ACCEL_HANDLE("accel_sample_t");
 };
 

@@ -17,7 +17,7 @@ extern "C" int accel_dataset_from_tensors(accel_dataset_t** out, const char* con
   return guarded_out(__func__, out, [&] {
     require(names, "names");
     require(tensors, "tensors");
-    accel::data::NamedTensors fields;
+    accel::NamedTensors fields;
     for (size_t i = 0; i < count; ++i) {
       require(names[i], "names[i]");
       require(tensors[i], "tensors[i]");
@@ -54,7 +54,7 @@ extern "C" int accel_dataset_from_iterable(accel_dataset_t** out, accel_start_ep
       }
     };
     auto count = std::make_shared<int64_t>(0);
-    auto next = [next_item, payload, count]() -> std::optional<accel::data::NamedTensors> {
+    auto next = [next_item, payload, count]() -> std::optional<accel::NamedTensors> {
       accel_sample sample;
       int end = 0;
       if (const int code = next_item(&sample, &end, payload); code != 0) {
@@ -96,7 +96,7 @@ extern "C" int accel_sample_add(accel_sample_t* sample, const char* name, const 
     require(sample, "sample");
     require(name, "name");
     require(tensor, "tensor");
-    accel::data::add_field(sample->fields, name, tensor->tensor);
+    accel::add_field(sample->fields, name, tensor->tensor);
   });
 }
 
@@ -204,7 +204,7 @@ extern "C" int accel_batch_get(const accel_batch_t* batch, const char* name, acc
   return guarded_out(__func__, out, [&] {
     require(batch, "batch");
     require(name, "name");
-    *out = new accel_tensor(accel::data::field_named(batch->fields, name, "the batch"));
+    *out = new accel_tensor(accel::field_named(batch->fields, name, "the batch"));
   });
 }
 

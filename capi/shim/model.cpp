@@ -1,6 +1,6 @@
 #include "accel/model.h"
 
-#include "data/dataset.hpp"
+#include "core/named_tensors.hpp"
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
 #include "train/training_options.hpp"
@@ -30,7 +30,7 @@ int run_forward(const char* function, accel_model_t* model, accel_tensor_t* cons
       require(inputs[i], "inputs[i]");
       args.push_back(inputs[i]->tensor);
     }
-    accel::train::NamedTensorList kwargs;
+    accel::NamedTensors kwargs;
     for (size_t i = 0; i < named_count; ++i) {
       require(names[i], "names[i]");
       require(named_inputs[i], "named_inputs[i]");
@@ -40,7 +40,7 @@ int run_forward(const char* function, accel_model_t* model, accel_tensor_t* cons
   });
 }
 
-const accel::train::NamedTensorList::value_type& entry_at(const accel::train::NamedTensorList& list, size_t index) {
+const accel::NamedTensors::value_type& entry_at(const accel::NamedTensors& list, size_t index) {
   if (index >= list.size()) {
     accel::fail(accel::Code::OutOfRange,
                 "index " + std::to_string(index) + " is outside [0, " + std::to_string(list.size()) + ")");
@@ -49,7 +49,7 @@ const accel::train::NamedTensorList::value_type& entry_at(const accel::train::Na
 }
 
 // Names of parameters and buffers: NULL when out of range, as the header promises.
-const char* name_at(const accel::train::NamedTensorList& list, size_t index) {
+const char* name_at(const accel::NamedTensors& list, size_t index) {
   return index < list.size() ? list[index].first.c_str() : nullptr;
 }
 
@@ -114,7 +114,7 @@ extern "C" int accel_output_get_named(const accel_output_t* output, const char* 
   return guarded_out(__func__, out, [&] {
     require(output, "output");
     require(name, "name");
-    *out = new accel_tensor(accel::data::field_named(output->output.values, name, "the output"));
+    *out = new accel_tensor(accel::field_named(output->output.values, name, "the output"));
   });
 }
 

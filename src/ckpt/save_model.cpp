@@ -3,9 +3,9 @@
 #include <filesystem>
 #include <system_error>
 
-#include "ckpt/safetensors_writer.hpp"
 #include "core/error.hpp"
 #include "core/timeline.hpp"
+#include "formats/safetensors.hpp"
 
 namespace accel::ckpt {
 
@@ -17,7 +17,7 @@ void save_model(distributed::State& state, const train::Model& model, const std:
     if (error) fail(Code::Io, "cannot create directory '" + directory + "': " + error.message());
     auto tensors = model.named_parameters();
     for (auto& buffer : model.named_buffers()) tensors.push_back(std::move(buffer));
-    write_safetensors((std::filesystem::path(directory) / "model.safetensors").string(), tensors);
+    formats::write_safetensors((std::filesystem::path(directory) / "model.safetensors").string(), tensors);
   }
   state.wait_for_everyone();
 }

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <limits>
+#include <cstdlib>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -125,14 +127,13 @@ OptionValue parse_text(const OptionSpec& spec, const std::string& text, const st
       return checked(spec, number, shown);
     }
     case OptionType::Double: {
-      size_t used = 0;
-      double number = 0;
-      try {
-        number = std::stod(text, &used);
-      } catch (const std::exception&) {
-        bad();
-      }
-      if (used != text.size()) bad();
+      // strtod rather than std::stod: stod throws for results too small to be normal (ERANGE on underflow),
+      // yet 1e-310 is a double, and format_number prints such values. Only overflow (inf) is refused.
+      const char* begin = text.c_str();
+      char* end = nullptr;
+      errno = 0;
+      const double number = std::strtod(begin, &end);
+      if (end == begin || end != begin + text.size() || (errno == ERANGE && std::isinf(number))) bad();
       return checked(spec, number, shown);
     }
     case OptionType::String: return checked(spec, text, shown);

@@ -17,17 +17,6 @@ namespace accel {
 
 namespace {
 
-struct DtypeEntry {
-  int32_t code;
-  at::ScalarType type;
-};
-
-// The ACCEL_DTYPE_* values of capi/accel/tensor.h, pinned.
-constexpr DtypeEntry kDtypes[] = {
-    {1, at::kFloat}, {2, at::kDouble}, {3, at::kHalf},  {4, at::kBFloat16}, {5, at::kChar},
-    {6, at::kShort}, {7, at::kInt},    {8, at::kLong},  {9, at::kByte},     {10, at::kBool},
-};
-
 // DLPack code 6 is kDLBool in DLPack >= 0.8; LibTorch 1.13's copy predates it.
 constexpr uint8_t kDLBoolCode = 6;
 
@@ -79,20 +68,6 @@ at::Device device_of_dl(const DLDevice& device) {
 }
 
 }  // namespace
-
-int32_t dtype_code(at::ScalarType type) {
-  for (const auto& entry : kDtypes) {
-    if (entry.type == type) return entry.code;
-  }
-  return 0;
-}
-
-at::ScalarType scalar_type_of(int32_t code) {
-  for (const auto& entry : kDtypes) {
-    if (entry.code == code) return entry.type;
-  }
-  fail(Code::Dtype, "unknown dtype code " + std::to_string(code) + " (expected an ACCEL_DTYPE_* value)");
-}
 
 at::Tensor tensor_from_dlpack(DLManagedTensor* managed) {
   const DLTensor& dl = managed->dl_tensor;

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "core/dtype.hpp"  // the ACCEL_DTYPE_* codes tensor_from_buffer takes
+
 struct DLManagedTensor;
 
 namespace accel {
@@ -27,9 +29,6 @@ void* cpu_data_pointer(const at::Tensor& tensor);
 // when capacity is too small.
 void copy_to_buffer(const at::Tensor& tensor, void* dst, size_t capacity);
 
-// ACCEL_DTYPE_* code of a scalar type (0 when it has none), and back (Error(Dtype) when unknown).
-int32_t dtype_code(at::ScalarType type);
-at::ScalarType scalar_type_of(int32_t dtype_code);
 
 constexpr size_t kMaxTensorDims = 64;
 

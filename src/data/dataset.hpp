@@ -10,14 +10,11 @@
 #include <utility>
 #include <vector>
 
+#include "core/named_tensors.hpp"
+
 namespace accel::data {
 
-using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
-// Appends a field; Error(InvalidArgument) when the name is already there.
-void add_field(NamedTensors& fields, const std::string& name, const at::Tensor& tensor);
-// The tensor called name; Error(InvalidArgument) naming `what` and listing the names it has otherwise.
-const at::Tensor& field_named(const NamedTensors& fields, const std::string& name, const std::string& what);
 
 // A map-style dataset: a length and random access. fetch returns the rows for `indices`, collated along
 // a new dim 0, so that datasets that can gather rows at once (tensors, mapped files) never stack items.

@@ -3,33 +3,20 @@
 #include <ATen/ops/empty.h>
 
 #include <cstring>
-#include <map>
 
 #include "core/error.hpp"
+#include "formats/npy.hpp"
+#include "formats/safetensors.hpp"
 
 namespace accel::data {
 
-namespace {
-
-at::ScalarType scalar_type_of(const ArrayView& view) {
-  static const std::map<std::string, at::ScalarType> types{
-      {"float32", at::kFloat}, {"float64", at::kDouble}, {"float16", at::kHalf}, {"bfloat16", at::kBFloat16},
-      {"int8", at::kChar},     {"int16", at::kShort},    {"int32", at::kInt},    {"int64", at::kLong},
-      {"uint8", at::kByte},    {"bool", at::kBool},
-  };
-  auto it = types.find(view.dtype);
-  if (it == types.end()) fail(Code::Dtype, "array '" + view.name + "' has dtype " + view.dtype + ", unknown to LibTorch");
-  return it->second;
-}
-
-}  // namespace
+using formats::ArrayView;
 
 FileDataset::FileDataset(std::vector<std::shared_ptr<void>> owners, std::vector<ArrayView> fields)
     : owners_(std::move(owners)), fields_(std::move(fields)) {
   if (fields_.empty()) fail(Code::InvalidArgument, "a file dataset needs at least one array");
   for (const auto& field : fields_) {
     if (field.shape.empty()) fail(Code::InvalidArgument, "array '" + field.name + "' is 0-d: it has no samples to index");
-    scalar_type_of(field);
   }
   size_ = fields_.front().shape.front();
   for (const auto& field : fields_) {
@@ -42,7 +29,7 @@ FileDataset::FileDataset(std::vector<std::shared_ptr<void>> owners, std::vector<
 }
 
 std::shared_ptr<FileDataset> FileDataset::from_safetensors(const std::string& path) {
-  auto file = std::make_shared<SafetensorsFile>(path);
+  auto file = std::make_shared<formats::SafetensorsFile>(path);
   return std::shared_ptr<FileDataset>(new FileDataset({file}, file->arrays()));
 }
 
@@ -51,7 +38,7 @@ std::shared_ptr<FileDataset> FileDataset::from_npy(const std::vector<std::string
   std::vector<std::shared_ptr<void>> owners;
   std::vector<ArrayView> fields;
   for (size_t i = 0; i < paths.size(); ++i) {
-    auto file = std::make_shared<NpyFile>(paths[i]);
+    auto file = std::make_shared<formats::NpyFile>(paths[i]);
     ArrayView view = file->array();
     view.name = names[i];
     owners.push_back(file);
@@ -65,11 +52,11 @@ NamedTensors FileDataset::fetch(const std::vector<int64_t>& indices) {
   for (const auto& field : fields_) {
     std::vector<int64_t> shape = field.shape;
     shape.front() = static_cast<int64_t>(indices.size());
-    auto out = at::empty(shape, at::TensorOptions(scalar_type_of(field)));
+    auto out = at::empty(shape, at::TensorOptions(field.dtype));
     auto* destination = static_cast<char*>(out.data_ptr());
     for (size_t i = 0; i < indices.size(); ++i) {
       check_index(indices[i], size_);
-      const ArrayView row = row_slice(field, indices[i], 1);
+      const ArrayView row = formats::row_slice(field, indices[i], 1);
       std::memcpy(destination + i * row.nbytes, row.data, row.nbytes);
     }
     batch.emplace_back(field.name, out);

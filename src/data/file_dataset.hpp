@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "data/dataset.hpp"
-#include "data/mapped_file.hpp"
+#include "formats/array_view.hpp"
 
 namespace accel::data {
 
@@ -23,10 +23,10 @@ class FileDataset final : public Dataset {
 
  private:
   // The views point into these mappings, which live as long as the dataset.
-  FileDataset(std::vector<std::shared_ptr<void>> owners, std::vector<ArrayView> fields);
+  FileDataset(std::vector<std::shared_ptr<void>> owners, std::vector<formats::ArrayView> fields);
 
   std::vector<std::shared_ptr<void>> owners_;
-  std::vector<ArrayView> fields_;
+  std::vector<formats::ArrayView> fields_;
   int64_t size_ = 0;
 };
 

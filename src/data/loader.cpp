@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "distributed/collectives.hpp"
+#include "data/loader_state.hpp"
 
 namespace accel::data {
 
@@ -253,30 +254,12 @@ void Loader::skip_first_batches(int64_t n) {
   skip_ = n;
 }
 
-namespace {
-
-constexpr char kStateMagic[8] = {'A', 'C', 'C', 'L', 'D', 'R', '0', '1'};
-
-void put_int(std::string& out, int64_t value) { out.append(reinterpret_cast<const char*>(&value), sizeof value); }
-
-int64_t take_int(const std::string& in, size_t& offset, const char* field) {
-  if (in.size() < offset + sizeof(int64_t)) {
-    fail(Code::InvalidArgument, std::string("loader state is truncated (no ") + field + ")");
-  }
-  int64_t value = 0;
-  std::memcpy(&value, in.data() + offset, sizeof value);
-  offset += sizeof value;
-  return value;
-}
-
-}  // namespace
-
 std::string Loader::save_state() const {
   const bool in_epoch = epoch_batches_ != nullptr;
-  std::string out(kStateMagic, sizeof kStateMagic);
-  put_int(out, epoch_);
-  put_int(out, in_epoch ? yielded_ : 0);
-  put_int(out, map_dataset_ ? map_dataset_->size() : -1);
+  LoaderState saved;
+  saved.epoch = epoch_;
+  saved.yielded = in_epoch ? yielded_ : 0;
+  saved.dataset_size = map_dataset_ ? map_dataset_->size() : -1;
   at::Tensor generator_state;
   if (in_epoch && epoch_generator_state_.defined()) {
     generator_state = epoch_generator_state_;
@@ -284,37 +267,22 @@ std::string Loader::save_state() const {
     std::lock_guard<std::mutex> lock(generator_.mutex());
     generator_state = generator_.get_state();
   }
-  put_int(out, generator_state.numel());
-  out.append(reinterpret_cast<const char*>(generator_state.data_ptr<uint8_t>()),
-             static_cast<size_t>(generator_state.numel()));
-  put_int(out, in_epoch ? 1 : 0);
-  return out;
+  saved.generator_state.assign(reinterpret_cast<const char*>(generator_state.data_ptr<uint8_t>()),
+                               static_cast<size_t>(generator_state.numel()));
+  saved.mid_epoch = in_epoch;
+  return encode_loader_state(saved);
 }
 
 void Loader::load_state(const std::string& bytes) {
   if (epoch_batches_) fail(Code::InvalidState, "load_state: an epoch is in progress");
-  if (bytes.size() < sizeof kStateMagic || std::memcmp(bytes.data(), kStateMagic, sizeof kStateMagic) != 0) {
-    fail(Code::InvalidArgument, "loader state is corrupt or not an accel loader state (bad magic)");
-  }
-  size_t offset = sizeof kStateMagic;
-  const int64_t epoch = take_int(bytes, offset, "epoch");
-  const int64_t yielded = take_int(bytes, offset, "position");
-  const int64_t size = take_int(bytes, offset, "dataset size");
-  const int64_t generator_bytes = take_int(bytes, offset, "generator state size");
-  if (epoch < 0 || yielded < 0) fail(Code::InvalidArgument, "loader state is corrupt (negative epoch or position)");
+  const LoaderState saved = decode_loader_state(bytes);
   const int64_t expected_size = map_dataset_ ? map_dataset_->size() : -1;
-  if (size != expected_size) {
-    fail(Code::InvalidArgument, "loader state was saved for a dataset of " + std::to_string(size) +
+  if (saved.dataset_size != expected_size) {
+    fail(Code::InvalidArgument, "loader state was saved for a dataset of " + std::to_string(saved.dataset_size) +
                                     " samples, this one has " + std::to_string(expected_size) + " (-1: iterable)");
   }
-  if (generator_bytes <= 0 || bytes.size() < offset + static_cast<size_t>(generator_bytes)) {
-    fail(Code::InvalidArgument, "loader state is truncated (generator state)");
-  }
-  auto generator_state = at::empty({generator_bytes}, at::kByte);
-  std::memcpy(generator_state.data_ptr<uint8_t>(), bytes.data() + offset, static_cast<size_t>(generator_bytes));
-  offset += static_cast<size_t>(generator_bytes);
-  const bool mid_epoch = take_int(bytes, offset, "epoch flag") != 0;
-  if (offset != bytes.size()) fail(Code::InvalidArgument, "loader state is corrupt (trailing bytes)");
+  auto generator_state = at::empty({static_cast<int64_t>(saved.generator_state.size())}, at::kByte);
+  std::memcpy(generator_state.data_ptr<uint8_t>(), saved.generator_state.data(), saved.generator_state.size());
   {
     std::lock_guard<std::mutex> lock(generator_.mutex());
     try {
@@ -323,10 +291,10 @@ void Loader::load_state(const std::string& bytes) {
       fail(Code::InvalidArgument, "loader state is corrupt (generator state rejected)");
     }
   }
-  epoch_ = epoch;
-  skip_ = mid_epoch ? yielded : 0;
+  epoch_ = saved.epoch;
+  skip_ = saved.mid_epoch ? saved.yielded : 0;
   epoch_generator_state_ = generator_state;
-  restored_generator_ = mid_epoch;
+  restored_generator_ = saved.mid_epoch;
 }
 
 }  // namespace accel::data

@@ -11,23 +11,19 @@ namespace accel::data {
 
 namespace {
 
-void require(bool ok, const std::string& message) {
-  if (!ok) fail(Code::InvalidArgument, message);
-}
-
 void check_batch_size(int64_t batch_size) {
-  require(batch_size >= 1, "batch_size must be at least 1, got " + std::to_string(batch_size));
+  require_argument(batch_size >= 1, "batch_size must be at least 1, got " + std::to_string(batch_size));
 }
 
 void check_processes(int64_t num_processes, int64_t process_index) {
-  require(num_processes >= 1, "num_processes must be at least 1, got " + std::to_string(num_processes));
-  require(process_index >= 0 && process_index < num_processes,
+  require_argument(num_processes >= 1, "num_processes must be at least 1, got " + std::to_string(num_processes));
+  require_argument(process_index >= 0 && process_index < num_processes,
           "process_index must be in [0, " + std::to_string(num_processes) + "), got " + std::to_string(process_index));
 }
 
 // Without split_batches a global batch holds batch_size * P samples, which must be representable.
 void check_global_batch(int64_t batch_size, int64_t num_processes) {
-  require(batch_size <= std::numeric_limits<int64_t>::max() / num_processes,
+  require_argument(batch_size <= std::numeric_limits<int64_t>::max() / num_processes,
           "batch_size * num_processes (" + std::to_string(batch_size) + " * " + std::to_string(num_processes) +
               ") is too large");
 }
@@ -35,17 +31,17 @@ void check_global_batch(int64_t batch_size, int64_t num_processes) {
 // Upstream lets batch_size 1 through its own check, but then every rank gets a batch size of 0 (torch's
 // DataLoader rejects it, the dispatcher yields empty batches), so any batch size not divisible is refused.
 void check_split(int64_t batch_size, int64_t num_processes) {
-  require(batch_size % num_processes == 0, "to use split_batches, the batch size (" + std::to_string(batch_size) +
+  require_argument(batch_size % num_processes == 0, "to use split_batches, the batch size (" + std::to_string(batch_size) +
                                                ") needs to be a round multiple of the number of processes (" +
                                                std::to_string(num_processes) + ")");
 }
 
 void check_dataset_len(int64_t dataset_len) {
-  require(dataset_len >= 0, "dataset length must not be negative, got " + std::to_string(dataset_len));
+  require_argument(dataset_len >= 0, "dataset length must not be negative, got " + std::to_string(dataset_len));
 }
 
 void check_skip(int64_t num_batches) {
-  require(num_batches >= 0, "the number of batches to skip must not be negative, got " + std::to_string(num_batches));
+  require_argument(num_batches >= 0, "the number of batches to skip must not be negative, got " + std::to_string(num_batches));
 }
 
 // Python's batch[begin:end] for 0 <= begin <= end.
@@ -118,7 +114,7 @@ BatchSamplerShard::BatchSamplerShard(BaseSampler base, ShardSpec spec) : base_(b
     check_global_batch(*base_.batch_size, spec_.num_processes);
   }
   if (spec_.split_batches) {
-    require(base_.batch_size.has_value(),
+    require_argument(base_.batch_size.has_value(),
             "BatchSamplerShard in split_batches mode needs the batch sampler's batch size, and this one has "
             "dynamic batch sizes");
     check_split(*base_.batch_size, spec_.num_processes);
@@ -132,7 +128,7 @@ bool BatchSamplerShard::is_full(const Batch& batch) const {
 std::optional<Batch> BatchSamplerShard::push(const Batch& base_batch) {
   if (finished_) fail(Code::InvalidState, "BatchSamplerShard: push after finish");
   if (base_.batch_size) {
-    require(static_cast<int64_t>(base_batch.size()) <= *base_.batch_size,
+    require_argument(static_cast<int64_t>(base_batch.size()) <= *base_.batch_size,
             "a base batch of " + std::to_string(base_batch.size()) + " indices is longer than the batch size " +
                 std::to_string(*base_.batch_size));
   }
@@ -236,15 +232,15 @@ std::vector<Batch> BatchSamplerShard::pad_no_split() {
 }
 
 int64_t BatchSamplerShard::length(int64_t num_base_batches, int64_t last_batch_size) const {
-  require(num_base_batches >= 0, "the number of base batches must not be negative");
+  require_argument(num_base_batches >= 0, "the number of base batches must not be negative");
   if (num_base_batches == 0) return 0;
   if (base_.batch_size) {
-    require(last_batch_size >= 1 && last_batch_size <= *base_.batch_size,
+    require_argument(last_batch_size >= 1 && last_batch_size <= *base_.batch_size,
             "the last base batch size must be in [1, " + std::to_string(*base_.batch_size) + "], got " +
                 std::to_string(last_batch_size));
   }
   const bool last_full = !base_.batch_size || last_batch_size == *base_.batch_size;
-  require(last_full || !base_.drop_last, "a batch sampler with drop_last yields no short batch, got a last batch of " +
+  require_argument(last_full || !base_.drop_last, "a batch sampler with drop_last yields no short batch, got a last batch of " +
                                              std::to_string(last_batch_size));
   const int64_t rank = spec_.process_index;
   if (spec_.split_batches) {
@@ -382,7 +378,7 @@ std::vector<Batch> dispatch_steps(const std::vector<Batch>& base_batches, int64_
 }
 
 int64_t dispatch_len(int64_t num_base_batches, int64_t num_processes, bool split_batches, bool drop_last) {
-  require(num_base_batches >= 0, "the number of base batches must not be negative");
+  require_argument(num_base_batches >= 0, "the number of base batches must not be negative");
   check_processes(num_processes, 0);
   if (split_batches) return num_base_batches;
   return drop_last ? num_base_batches / num_processes : ceil_div(num_base_batches, num_processes);
@@ -452,7 +448,7 @@ void validate_plan(const PlanOptions& o) {
   int64_t work = 0;
   const bool overflows = __builtin_add_overflow(o.dataset_len, o.batch_size * o.num_processes, &work) ||
                          __builtin_mul_overflow(work, o.num_processes, &work);
-  require(!overflows && work <= kMaxPlanWork,
+  require_argument(!overflows && work <= kMaxPlanWork,
           "the plan is too large to compute: num_processes * (dataset_len + batch_size * num_processes) is " +
               (overflows ? "more than " + std::to_string(std::numeric_limits<int64_t>::max()) : std::to_string(work)) +
               ", the limit is " + std::to_string(kMaxPlanWork));

@@ -22,8 +22,8 @@ struct Model::Impl {
   std::shared_ptr<distributed::State> state;
   PrepareConfig config;
   std::unique_ptr<Reducer> reducer;
-  std::optional<NamedTensorList> parameters;  // caches of named_parameters() and named_buffers()
-  std::optional<NamedTensorList> buffers;
+  std::optional<NamedTensors> parameters;  // caches of named_parameters() and named_buffers()
+  std::optional<NamedTensors> buffers;
 };
 
 Model::Model(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -149,7 +149,7 @@ void Model::prepare(std::shared_ptr<distributed::State> state, const PrepareConf
 
 bool Model::prepared() const { return impl_->state != nullptr; }
 
-ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTensorList& kwargs, bool grad_enabled) {
+ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTensors& kwargs, bool grad_enabled) {
   const timeline::Span span(grad_enabled ? "forward" : "evaluate");
   torch::AutoGradMode grad_mode(grad_enabled);
   const bool training = impl_->module.is_training();
@@ -201,26 +201,26 @@ void Model::refresh_cached_tensors() {
   }
 }
 
-const NamedTensorList& Model::named_parameters() const {
+const NamedTensors& Model::named_parameters() const {
   if (!impl_->parameters) {
-    NamedTensorList list;
+    NamedTensors list;
     for (const auto& parameter : impl_->module.named_parameters(true)) list.emplace_back(parameter.name, parameter.value);
     impl_->parameters = std::move(list);
   }
   return *impl_->parameters;
 }
 
-const NamedTensorList& Model::named_buffers() const {
+const NamedTensors& Model::named_buffers() const {
   if (!impl_->buffers) {
-    NamedTensorList list;
+    NamedTensors list;
     for (const auto& buffer : impl_->module.named_buffers(true)) list.emplace_back(buffer.name, buffer.value);
     impl_->buffers = std::move(list);
   }
   return *impl_->buffers;
 }
 
-NamedTensorList Model::trainable_parameters() const {
-  NamedTensorList trainable;
+NamedTensors Model::trainable_parameters() const {
+  NamedTensors trainable;
   for (const auto& parameter : named_parameters()) {
     if (parameter.second.requires_grad()) trainable.push_back(parameter);
   }

@@ -9,18 +9,17 @@
 #include <utility>
 #include <vector>
 
+#include "core/named_tensors.hpp"
 #include "distributed/state.hpp"
 #include "train/reducer.hpp"
 
 namespace accel::train {
 
-using NamedTensorList = std::vector<std::pair<std::string, at::Tensor>>;
-
 // What forward returned: a tensor (one unnamed value), a tuple or list (unnamed values) or a dict.
 struct ModelOutput {
   enum class Kind { Tensor, Tuple, Dict };
   Kind kind = Kind::Tensor;
-  NamedTensorList values;  // names empty except for a dict
+  NamedTensors values;  // names empty except for a dict
 };
 
 struct PrepareConfig {
@@ -43,16 +42,16 @@ class Model {
 
   // Forward with positional and named arguments, under autocast when the state asks for bf16 (or fp16
   // on CUDA). With grad_enabled false it runs without building a graph (evaluation).
-  ModelOutput forward(const std::vector<at::Tensor>& args, const NamedTensorList& kwargs, bool grad_enabled);
+  ModelOutput forward(const std::vector<at::Tensor>& args, const NamedTensors& kwargs, bool grad_enabled);
 
   void train(bool on);
   bool is_training() const;
   // Registration order. Cached (enumerating a TorchScript module walks it); prepare replaces the tensors
   // but keeps the names, so the names stay valid as long as the model.
-  const NamedTensorList& named_parameters() const;
-  const NamedTensorList& named_buffers() const;
+  const NamedTensors& named_parameters() const;
+  const NamedTensors& named_buffers() const;
   // The parameters that require grad: what optimizers, clipping and the reducer work on.
-  NamedTensorList trainable_parameters() const;
+  NamedTensors trainable_parameters() const;
   // Gradient buckets, for inspection and tests; empty when not data-parallel.
   std::vector<std::vector<std::string>> bucket_names() const;
   // The plain module (same parameters), without the data-parallel wrapper.

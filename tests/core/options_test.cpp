@@ -123,6 +123,21 @@ TEST(Options, TextAndIntegerFormsConvert) {
   EXPECT_FALSE(resolved.get_bool("check_shapes"));
 }
 
+// Found by tests/fuzz/options_text_fuzz.cpp: 2.2250738585072014e-308 (the smallest normal double) was
+// accepted but printed as 2.22507e-308, which the parser then refused as "not a number".
+TEST(Options, NumbersTooSmallToBeNormalAreNumbersButOverflowIsNot) {
+  Options options(catalog());
+  options.set_text("lr", "2.2250738585072014e-308");
+  const std::string printed = format_option_value(options.values().at("lr"));
+  options.set_text("lr", printed);
+  EXPECT_EQ(std::get<double>(options.values().at("lr")), 2.2250738585072014e-308) << printed;
+  options.set_text("lr", "1e-320");
+  EXPECT_EQ(std::get<double>(options.values().at("lr")), 1e-320);
+  EXPECT_EQ(code_of([&] { options.set_text("lr", "1e999"); }), Code::BadOptionValue);
+  EXPECT_EQ(code_of([&] { options.set_text("lr", ""); }), Code::BadOptionValue);
+  EXPECT_EQ(code_of([&] { options.set_text("lr", std::string("1\0", 2)); }), Code::BadOptionValue);
+}
+
 TEST(Options, MalformedEnvironmentVariableIsNamed) {
   try {
     resolve_options(state_scope(), nullptr, fake_env({{"ACCEL_TIMEOUT_S", "soon"}}));

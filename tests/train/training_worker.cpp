@@ -29,8 +29,8 @@ std::shared_ptr<Model> load_mlp(const std::string& tag) {
   return Model::load_file(tiny_models::mlp(tiny_models::temp_file(tag + ".pt")));
 }
 
-NamedTensorList trainable(const Model& model) {
-  NamedTensorList out;
+NamedTensors trainable(const Model& model) {
+  NamedTensors out;
   for (auto& parameter : model.named_parameters()) {
     if (parameter.second.requires_grad()) out.push_back(parameter);
   }
@@ -173,7 +173,7 @@ TEST(Accumulation, SyncPatternFollowsTheLoaderAndSkipsAllReduces) {
   auto model = load_mlp("pattern");
   model->prepare(state, PrepareConfig{});
   auto accelerator = Accelerator::of(state);
-  auto dataset = std::make_shared<data::TensorDataset>(data::NamedTensors{{"x", at::randn({10 * world(), 8})}});
+  auto dataset = std::make_shared<data::TensorDataset>(NamedTensors{{"x", at::randn({10 * world(), 8})}});
   data::LoaderConfig config;
   config.batch_size = 2;
   data::Loader loader(state, dataset, config);

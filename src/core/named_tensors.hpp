@@ -1,0 +1,20 @@
+// Tensors with names, in order: a batch's fields, a model's parameters, forward's keyword arguments,
+// the contents of a .safetensors file. One type for all of them, so they pass between areas unconverted.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace accel {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+// Appends a field; Error(InvalidArgument) when the name is already there.
+void add_field(NamedTensors& fields, const std::string& name, const at::Tensor& tensor);
+// The tensor called name; Error(InvalidArgument) naming `what` and listing the names it has otherwise.
+const at::Tensor& field_named(const NamedTensors& fields, const std::string& name, const std::string& what);
+
+}  // namespace accel

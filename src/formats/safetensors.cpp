@@ -1,0 +1,254 @@
+#include "formats/safetensors.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "formats/header.hpp"
+#include "formats/json.hpp"
+
+namespace accel::formats {
+
+namespace {
+
+// ---- reading -------------------------------------------------------------------------------------
+
+struct TensorEntry {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> offsets;
+};
+
+TensorEntry read_tensor_entry(HeaderReader& in, const std::string& name) {
+  TensorEntry entry;
+  entry.name = name;
+  bool seen_dtype = false, seen_shape = false, seen_offsets = false;
+  auto first_time = [&](bool& seen, const std::string& key) {
+    if (seen) in.error("tensor '" + name + "' has key '" + key + "' twice");
+    seen = true;
+  };
+  read_json_object(in, [&](const std::string& key) {
+    if (key == "dtype") {
+      first_time(seen_dtype, key);
+      entry.dtype = read_json_string(in);
+    } else if (key == "shape") {
+      first_time(seen_shape, key);
+      entry.shape = read_json_int_array(in);
+    } else if (key == "data_offsets") {
+      first_time(seen_offsets, key);
+      entry.offsets = read_json_int_array(in);
+    } else {
+      in.error("tensor '" + name + "' has unexpected key '" + key + "'");
+    }
+  });
+  if (!seen_dtype || !seen_shape || !seen_offsets) {
+    fail_in_file(Code::InvalidArgument, in.path(),
+                 "tensor '" + name + "' lacks '" + (!seen_dtype ? "dtype" : !seen_shape ? "shape" : "data_offsets") +
+                     "'");
+  }
+  return entry;
+}
+
+std::map<std::string, std::string> read_metadata(HeaderReader& in) {
+  std::map<std::string, std::string> metadata;
+  read_json_object(in, [&](const std::string& key) {
+    if (in.peek() != '"') in.error("__metadata__ values must be strings (key '" + key + "')");
+    if (!metadata.emplace(key, read_json_string(in)).second) in.error("__metadata__ has key '" + key + "' twice");
+  });
+  return metadata;
+}
+
+// Checks one entry against its shape and the payload's extent, and points a view at its bytes.
+ArrayView make_tensor_view(const TensorEntry& entry, const unsigned char* payload, size_t payload_size,
+                           const std::string& path) {
+  const std::string what = "tensor '" + entry.name + "'";
+  const DtypeInfo* dtype = dtype_from_safetensors(entry.dtype);
+  if (dtype == nullptr) {
+    fail_in_file(Code::Dtype, path,
+                 what + " has unsupported dtype '" + entry.dtype + "'; supported: " + safetensors_dtype_names());
+  }
+  const size_t nbytes = checked_nbytes(path, what, entry.shape, dtype->size);
+  const std::vector<int64_t>& off = entry.offsets;
+  if (off.size() != 2 || off[0] < 0 || off[1] < off[0]) {
+    fail_in_file(Code::InvalidArgument, path,
+                 what + " has data_offsets " + shape_string(off) + "; expected [begin, end] with 0 <= begin <= end");
+  }
+  const uint64_t begin = static_cast<uint64_t>(off[0]), end = static_cast<uint64_t>(off[1]);
+  if (end - begin != nbytes) {
+    fail_in_file(Code::InvalidArgument, path,
+                 what + " data_offsets " + shape_string(off) + " span " + std::to_string(end - begin) +
+                     " bytes but shape " + shape_string(entry.shape) + " of " + entry.dtype + " needs " +
+                     std::to_string(nbytes));
+  }
+  if (end > payload_size) {
+    fail_in_file(Code::InvalidArgument, path,
+                 what + " ends at data byte " + std::to_string(end) + " but only " + std::to_string(payload_size) +
+                     " bytes follow the header; the file is truncated");
+  }
+  return ArrayView{entry.name, dtype->type, entry.shape, payload + begin, nbytes};
+}
+
+const unsigned char* first_byte(const ArrayView& view) { return static_cast<const unsigned char*>(view.data); }
+
+// Sorting by start address puts any overlap next to the furthest-reaching earlier tensor. Empty
+// tensors occupy no bytes and overlap nothing.
+void check_no_overlap(const std::vector<ArrayView>& arrays, const std::string& path) {
+  std::vector<const ArrayView*> order;
+  for (const ArrayView& view : arrays) {
+    if (view.nbytes > 0) order.push_back(&view);
+  }
+  std::sort(order.begin(), order.end(),
+            [](const ArrayView* a, const ArrayView* b) { return first_byte(*a) < first_byte(*b); });
+  const ArrayView* furthest = nullptr;
+  for (const ArrayView* view : order) {
+    if (furthest && first_byte(*view) < first_byte(*furthest) + furthest->nbytes) {
+      fail_in_file(Code::InvalidArgument, path, "tensors '" + furthest->name + "' and '" + view->name + "' overlap");
+    }
+    if (!furthest || first_byte(*view) + view->nbytes > first_byte(*furthest) + furthest->nbytes) furthest = view;
+  }
+}
+
+std::string list_names(const std::vector<ArrayView>& arrays) {
+  // A checkpoint may hold thousands of tensors; the first few are enough to spot a naming mismatch.
+  constexpr size_t kShown = 20;
+  if (arrays.empty()) return "(none)";
+  std::string out;
+  for (size_t i = 0; i < arrays.size() && i < kShown; ++i) out += (i ? ", " : "") + arrays[i].name;
+  if (arrays.size() > kShown) out += ", ... (" + std::to_string(arrays.size() - kShown) + " more)";
+  return out;
+}
+
+// ---- writing -------------------------------------------------------------------------------------
+
+void write_all(int fd, const char* data, size_t size, const std::string& path) {
+  while (size > 0) {
+    const ssize_t written = ::write(fd, data, size);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      fail(Code::Io, "cannot write '" + path + "': " + std::strerror(errno));
+    }
+    data += written;
+    size -= static_cast<size_t>(written);
+  }
+}
+
+size_t tensor_bytes(const at::Tensor& tensor) { return static_cast<size_t>(tensor.numel()) * tensor.element_size(); }
+
+// The JSON header, padded with spaces so that the payload after it starts 8-byte aligned, as the
+// reference writer pads it.
+std::string header_json(const std::map<std::string, at::Tensor>& sorted,
+                        const std::map<std::string, std::string>& metadata) {
+  std::string header = "{\"__metadata__\":{";
+  bool first = true;
+  for (const auto& [key, value] : metadata) {
+    header += (first ? "" : ",") + json_quote(key) + ":" + json_quote(value);
+    first = false;
+  }
+  header += "}";
+  size_t offset = 0;
+  for (const auto& [name, tensor] : sorted) {
+    const size_t bytes = tensor_bytes(tensor);
+    header += "," + json_quote(name) + ":{\"dtype\":\"" + dtype_info(tensor.scalar_type()).safetensors + "\",\"shape\":[";
+    for (int64_t d = 0; d < tensor.dim(); ++d) header += (d ? "," : "") + std::to_string(tensor.size(d));
+    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + bytes) + "]}";
+    offset += bytes;
+  }
+  header += "}";
+  while ((8 + header.size()) % 8 != 0) header += ' ';
+  return header;
+}
+
+}  // namespace
+
+SafetensorsContents parse_safetensors(const unsigned char* bytes, size_t size, const std::string& path) {
+  if (size < 8) fail_in_file(Code::InvalidArgument, path, "too short for a .safetensors header length (8 bytes)");
+  const uint64_t header_len = read_le(bytes, 8);
+  check_header_length(path, size, 8, header_len);
+
+  HeaderReader in(std::string_view(reinterpret_cast<const char*>(bytes + 8), header_len), path,
+                  ".safetensors JSON header");
+  SafetensorsContents contents;
+  std::vector<TensorEntry> entries;
+  bool seen_metadata = false;
+  read_json_object(in, [&](const std::string& key) {
+    if (key != "__metadata__") {
+      entries.push_back(read_tensor_entry(in, key));
+      return;
+    }
+    if (seen_metadata) in.error("__metadata__ appears twice");
+    seen_metadata = true;
+    contents.metadata = read_metadata(in);
+  });
+  if (!in.at_end()) in.error("unexpected text after the JSON object");
+
+  const size_t data_start = 8 + header_len;
+  for (const TensorEntry& entry : entries) {
+    contents.arrays.push_back(make_tensor_view(entry, bytes + data_start, size - data_start, path));
+  }
+  auto& arrays = contents.arrays;
+  std::sort(arrays.begin(), arrays.end(), [](const ArrayView& a, const ArrayView& b) { return a.name < b.name; });
+  auto twin = std::adjacent_find(arrays.begin(), arrays.end(),
+                                 [](const ArrayView& a, const ArrayView& b) { return a.name == b.name; });
+  if (twin != arrays.end()) fail_in_file(Code::InvalidArgument, path, "tensor '" + twin->name + "' appears twice");
+  check_no_overlap(arrays, path);
+  return contents;
+}
+
+SafetensorsFile::SafetensorsFile(const std::string& path)
+    : file_(path), contents_(parse_safetensors(file_.data(), file_.size(), path)) {}
+
+const ArrayView& SafetensorsFile::array(const std::string& name) const {
+  const auto& arrays = contents_.arrays;
+  auto it = std::lower_bound(arrays.begin(), arrays.end(), name,
+                             [](const ArrayView& view, const std::string& key) { return view.name < key; });
+  if (it == arrays.end() || it->name != name) {
+    fail_in_file(Code::InvalidArgument, file_.path(), "no tensor named '" + name + "'; available: " + list_names(arrays));
+  }
+  return *it;
+}
+
+void write_safetensors(const std::string& path, const NamedTensors& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::map<std::string, at::Tensor> sorted;
+  for (const auto& [name, tensor] : tensors) {
+    if (!sorted.emplace(name, tensor.detach().cpu().contiguous()).second) {
+      fail(Code::InvalidArgument, "tensor name '" + name + "' appears twice");
+    }
+  }
+  std::map<std::string, std::string> all_metadata = metadata;
+  all_metadata.emplace("format", "pt");
+  const std::string header = header_json(sorted, all_metadata);
+  const uint64_t header_size = header.size();
+
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(Code::Io, "cannot create '" + temporary + "': " + std::strerror(errno));
+  try {
+    write_all(fd, reinterpret_cast<const char*>(&header_size), sizeof header_size, temporary);
+    write_all(fd, header.data(), header.size(), temporary);
+    for (const auto& [name, tensor] : sorted) {
+      write_all(fd, static_cast<const char*>(tensor.data_ptr()), tensor_bytes(tensor), temporary);
+    }
+    if (::fsync(fd) != 0) fail(Code::Io, "cannot flush '" + temporary + "': " + std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    ::unlink(temporary.c_str());
+    fail(Code::Io, "cannot move '" + temporary + "' to '" + path + "': " + reason);
+  }
+}
+
+}  // namespace accel::formats
