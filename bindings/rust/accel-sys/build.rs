@@ -29,10 +29,8 @@ fn main() {
 /// path), refusing a .pc file whose directories hold no libaccel.so: the linker's own error would not
 /// say where the path came from.
 fn pkg_config_search_dirs() -> Result<Vec<PathBuf>, String> {
-    let output = Command::new("pkg-config")
-        .args(["--libs", "accel"])
-        .output()
-        .map_err(|error| format!("cannot run pkg-config ({})", error))?;
+    let output =
+        Command::new("pkg-config").args(["--libs", "accel"]).output().map_err(|error| format!("cannot run pkg-config ({})", error))?;
     if !output.status.success() {
         return Err(format!("`pkg-config --libs accel` failed: {}", String::from_utf8_lossy(&output.stderr).trim()));
     }

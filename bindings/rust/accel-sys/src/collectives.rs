@@ -31,9 +31,5 @@ extern "C" {
         pad_first: c_int,
         out: *mut *mut accel_tensor_t,
     ) -> c_int;
-    pub fn accel_state_gather_for_metrics(
-        state: *mut accel_state_t,
-        input: *const accel_tensor_t,
-        out: *mut *mut accel_tensor_t,
-    ) -> c_int;
+    pub fn accel_state_gather_for_metrics(state: *mut accel_state_t, input: *const accel_tensor_t, out: *mut *mut accel_tensor_t) -> c_int;
 }

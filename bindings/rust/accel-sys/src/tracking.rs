@@ -13,13 +13,7 @@ extern "C" {
         config_json: *const c_char,
         options: *const accel_options_t,
     ) -> c_int;
-    pub fn accel_state_log(
-        state: *mut accel_state_t,
-        names: *const *const c_char,
-        values: *const f64,
-        count: usize,
-        step: i64,
-    ) -> c_int;
+    pub fn accel_state_log(state: *mut accel_state_t, names: *const *const c_char, values: *const f64, count: usize, step: i64) -> c_int;
     pub fn accel_state_finish_trackers(state: *mut accel_state_t) -> c_int;
     pub fn accel_state_print(state: *const accel_state_t, text: *const c_char) -> c_int;
     pub fn accel_progress_new(

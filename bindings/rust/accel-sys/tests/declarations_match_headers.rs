@@ -300,7 +300,8 @@ fn each_module_declares_what_its_header_does_in_order() {
 
 #[test]
 fn every_exported_symbol_is_declared_and_nothing_else() {
-    let exported: BTreeSet<String> = fs::read_to_string(capi().join("symbols.txt")).expect("symbols.txt").split_whitespace().map(str::to_string).collect();
+    let exported: BTreeSet<String> =
+        fs::read_to_string(capi().join("symbols.txt")).expect("symbols.txt").split_whitespace().map(str::to_string).collect();
     let declared: BTreeSet<String> = header_modules()
         .iter()
         .flat_map(|module| module_declarations(&module_source(module)))
@@ -333,7 +334,15 @@ fn a_parameter_type_that_drifts_is_caught() {
 #[test]
 fn a_pointer_constness_result_or_callback_that_drifts_is_caught() {
     assert_eq!(drift("loader", "names: *const *const c_char,\n        tensors", "names: *const *mut c_char,\n        tensors").len(), 1);
-    assert_eq!(drift("tensor", "accel_tensor_numel(tensor: *const accel_tensor_t) -> i64", "accel_tensor_numel(tensor: *const accel_tensor_t) -> usize").len(), 1);
+    assert_eq!(
+        drift(
+            "tensor",
+            "accel_tensor_numel(tensor: *const accel_tensor_t) -> i64",
+            "accel_tensor_numel(tensor: *const accel_tensor_t) -> usize"
+        )
+        .len(),
+        1
+    );
     assert_eq!(drift("scheduler", "multiplier: *mut f64, payload", "multiplier: *mut f32, payload").len(), 1);
     assert_eq!(drift("common", "ACCEL_ERR_TIMEOUT: c_int = -7", "ACCEL_ERR_TIMEOUT: c_int = -70").len(), 1);
 }
@@ -360,4 +369,3 @@ fn c_types_are_spelt_as_rust_ones() {
     assert_eq!(spelt("void"), "");
     assert_eq!(spelt("size_t"), "usize");
 }
-

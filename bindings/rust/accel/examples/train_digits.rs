@@ -76,7 +76,8 @@ fn read_digits(path: &Path) -> Result<(Vec<f32>, Vec<i64>), String> {
     let (mut pixels, mut labels) = (Vec::new(), Vec::new());
     for (number, line) in String::from_utf8_lossy(&bytes).lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
         let values: Vec<i64> = line.split(',').map(|field| field.trim().parse().unwrap_or(-1)).collect();
-        let valid = values.len() == PIXELS + 1 && values[..PIXELS].iter().all(|v| (0..=16).contains(v)) && (0..10).contains(&values[PIXELS]);
+        let valid =
+            values.len() == PIXELS + 1 && values[..PIXELS].iter().all(|v| (0..=16).contains(v)) && (0..10).contains(&values[PIXELS]);
         if !valid {
             return Err(format!("{}: line {} is not 64 pixel values 0..16 and a label 0..9", path.display(), number + 1));
         }
@@ -133,7 +134,8 @@ fn train(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let train_rows = labels.len() - TEST_ROWS;
     let train_set = dataset(&pixels[..train_rows * PIXELS], &labels[..train_rows])?;
     let test_set = dataset(&pixels[train_rows * PIXELS..], &labels[train_rows..])?;
-    let train_options = Options::from_text(&[("batch_size", &TRAIN_BATCH.to_string()), ("shuffle", "true"), ("data_seed", &TRAIN_DATA_SEED.to_string())])?;
+    let train_options =
+        Options::from_text(&[("batch_size", &TRAIN_BATCH.to_string()), ("shuffle", "true"), ("data_seed", &TRAIN_DATA_SEED.to_string())])?;
     let mut train_loader = Loader::new(&state, &train_set, Some(&train_options))?;
     let test_options = Options::from_text(&[("batch_size", &TEST_BATCH.to_string())])?;
     let mut test_loader = Loader::new(&state, &test_set, Some(&test_options))?;
@@ -148,7 +150,10 @@ fn train(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let optimizer_options = Options::from_text(&[("lr", &args.lr.to_string()), ("weight_decay", "0.01"), ("no_decay", "*bias")])?;
     let mut optimizer = Optimizer::new(&model, "adamw", Some(&optimizer_options))?;
     let single_process_steps = args.epochs * ((train_rows as i64 + TRAIN_BATCH - 1) / TRAIN_BATCH);
-    let schedule = Options::from_text(&[("total_steps", &single_process_steps.to_string()), ("warmup_steps", &(single_process_steps / 20).to_string())])?;
+    let schedule = Options::from_text(&[
+        ("total_steps", &single_process_steps.to_string()),
+        ("warmup_steps", &(single_process_steps / 20).to_string()),
+    ])?;
     let mut scheduler = Scheduler::new(&optimizer, "cosine", Some(&schedule))?;
 
     let config = format!("{{\"lr\": {}, \"epochs\": {}, \"batch_size\": {}, \"optimizer\": \"adamw\"}}", args.lr, args.epochs, TRAIN_BATCH);
@@ -167,7 +172,10 @@ fn train(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             state.distributed_type_name(),
             state.device()
         );
-        println!("training: {} epochs of {} steps per process, batch {} per process, adamw lr {}, cosine schedule", args.epochs, steps_per_epoch, TRAIN_BATCH, args.lr);
+        println!(
+            "training: {} epochs of {} steps per process, batch {} per process, adamw lr {}, cosine schedule",
+            args.epochs, steps_per_epoch, TRAIN_BATCH, args.lr
+        );
     }
     let mut progress = Progress::new(&state, total_steps, Some("training"))?;
     let mut steps = 0;
@@ -233,7 +241,9 @@ fn train(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let save_dir = args.project_dir.join("model");
     state.save_model(&model, &save_dir)?;
     if counted != TEST_ROWS {
-        return Err(format!("evaluation counted {} test samples, not {}: gather_for_metrics dropped or repeated some", counted, TEST_ROWS).into());
+        return Err(
+            format!("evaluation counted {} test samples, not {}: gather_for_metrics dropped or repeated some", counted, TEST_ROWS).into()
+        );
     }
     let accuracy = correct as f64 / counted as f64;
     if is_main {

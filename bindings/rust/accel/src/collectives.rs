@@ -76,9 +76,7 @@ impl State {
     /// The element-wise reduction over the ranks.
     pub fn reduce(&self, input: &Tensor, reduction: Reduction) -> Result<Tensor> {
         let reduction = to_c("reduction", reduction.name())?;
-        one_at_a_time(|| {
-            Tensor::make(|out| unsafe { sys::accel_state_reduce(self.as_ptr(), input.as_ptr(), reduction.as_ptr(), out) })
-        })
+        one_at_a_time(|| Tensor::make(|out| unsafe { sys::accel_state_reduce(self.as_ptr(), input.as_ptr(), reduction.as_ptr(), out) }))
     }
 
     /// Overwrites `tensor` on every rank with rank `from_process`'s values, in place.

@@ -92,9 +92,8 @@ impl Dataset {
         let paths = fields.iter().map(|(_, path)| path_to_c(path.as_ref())).collect::<Result<Vec<_>>>()?;
         let name_pointers: Vec<_> = names.iter().map(|name| name.as_ptr()).collect();
         let path_pointers: Vec<_> = paths.iter().map(|path| path.as_ptr()).collect();
-        let ptr = new_handle(|out| unsafe {
-            sys::accel_dataset_from_npy(out, name_pointers.as_ptr(), path_pointers.as_ptr(), fields.len())
-        })?;
+        let ptr =
+            new_handle(|out| unsafe { sys::accel_dataset_from_npy(out, name_pointers.as_ptr(), path_pointers.as_ptr(), fields.len()) })?;
         Ok(Dataset { ptr, payload: None })
     }
 

@@ -47,9 +47,7 @@ impl State {
     /// How `length` items are dealt to the processes (Accelerate's split_between_processes).
     pub fn split_range(&self, length: i64) -> Result<RangeShare> {
         let mut share = RangeShare { first: 0, count: 0, padded_count: 0 };
-        check(unsafe {
-            sys::accel_state_split_range(self.as_ptr(), length, &mut share.first, &mut share.count, &mut share.padded_count)
-        })?;
+        check(unsafe { sys::accel_state_split_range(self.as_ptr(), length, &mut share.first, &mut share.count, &mut share.padded_count) })?;
         Ok(share)
     }
 

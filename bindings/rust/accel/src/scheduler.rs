@@ -41,7 +41,9 @@ impl Scheduler {
         let payload = Arc::new(Payload { failures: Failures::default(), function: Mutex::new(multiplier) });
         let context = Arc::as_ptr(&payload) as *mut c_void;
         let kept: Option<Arc<dyn KeptPayload>> = Some(payload);
-        let made = new_handle(|out| unsafe { sys::accel_scheduler_from_callback(out, optimizer.as_ptr(), Some(multiplier_trampoline::<F>), context) });
+        let made = new_handle(|out| unsafe {
+            sys::accel_scheduler_from_callback(out, optimizer.as_ptr(), Some(multiplier_trampoline::<F>), context)
+        });
         let ptr = explain(&kept, made)?;
         Ok(Scheduler { ptr, multiplier: kept })
     }

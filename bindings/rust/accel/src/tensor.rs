@@ -130,10 +130,7 @@ impl Tensor {
     /// A copy of the elements in C order (from any device); ACCEL_ERR_DTYPE unless `T` is the dtype.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         if self.dtype() != Some(T::DTYPE) {
-            return Err(Error::new(
-                sys::ACCEL_ERR_DTYPE,
-                format!("the tensor holds {:?}, not {:?}", self.dtype(), T::DTYPE),
-            ));
+            return Err(Error::new(sys::ACCEL_ERR_DTYPE, format!("the tensor holds {:?}, not {:?}", self.dtype(), T::DTYPE)));
         }
         let count = usize::try_from(self.numel()).unwrap_or(0);
         let mut values: Vec<T> = Vec::with_capacity(count);

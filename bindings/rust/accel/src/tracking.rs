@@ -15,13 +15,21 @@ use crate::strings::{path_to_c, to_c};
 impl State {
     /// Starts (or replaces) the trackers writing project_dir/run_name on the main process; `config_json`
     /// goes verbatim to config.json; options: log_with, overwrite.
-    pub fn init_trackers(&self, project_dir: impl AsRef<Path>, run_name: &str, config_json: Option<&str>, options: Option<&Options>) -> Result<()> {
+    pub fn init_trackers(
+        &self,
+        project_dir: impl AsRef<Path>,
+        run_name: &str,
+        config_json: Option<&str>,
+        options: Option<&Options>,
+    ) -> Result<()> {
         let project_dir = path_to_c(project_dir.as_ref())?;
         let run_name = to_c("run name", run_name)?;
         let config = config_json.map(|json| to_c("config", json)).transpose()?;
         let config_ptr = config.as_ref().map_or(ptr::null(), |json| json.as_ptr());
         one_at_a_time(|| {
-            check(unsafe { sys::accel_state_init_trackers(self.as_ptr(), project_dir.as_ptr(), run_name.as_ptr(), config_ptr, options_ptr(options)) })
+            check(unsafe {
+                sys::accel_state_init_trackers(self.as_ptr(), project_dir.as_ptr(), run_name.as_ptr(), config_ptr, options_ptr(options))
+            })
         })
     }
 
@@ -30,7 +38,9 @@ impl State {
         let names = values.iter().map(|(name, _)| to_c("metric name", name)).collect::<Result<Vec<_>>>()?;
         let name_pointers: Vec<*const c_char> = names.iter().map(|name| name.as_ptr()).collect();
         let numbers: Vec<f64> = values.iter().map(|(_, value)| *value).collect();
-        one_at_a_time(|| check(unsafe { sys::accel_state_log(self.as_ptr(), name_pointers.as_ptr(), numbers.as_ptr(), numbers.len(), step) }))
+        one_at_a_time(|| {
+            check(unsafe { sys::accel_state_log(self.as_ptr(), name_pointers.as_ptr(), numbers.as_ptr(), numbers.len(), step) })
+        })
     }
 
     /// Closes the trackers' files (Accelerate's end_training without the collective shutdown).

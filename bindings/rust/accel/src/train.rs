@@ -30,7 +30,9 @@ impl State {
     /// Clips the gradients' total `norm_type`-norm to `max_norm`; returns the norm before clipping.
     pub fn clip_grad_norm(&self, model: &mut Model, max_norm: f64, norm_type: f64) -> Result<f64> {
         let mut total_norm = 0.0;
-        one_at_a_time(|| check(unsafe { sys::accel_state_clip_grad_norm(self.as_ptr(), model.as_ptr(), max_norm, norm_type, &mut total_norm) }))?;
+        one_at_a_time(|| {
+            check(unsafe { sys::accel_state_clip_grad_norm(self.as_ptr(), model.as_ptr(), max_norm, norm_type, &mut total_norm) })
+        })?;
         Ok(total_norm)
     }
 

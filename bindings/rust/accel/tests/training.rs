@@ -78,7 +78,8 @@ fn training_lowers_the_loss_and_is_tracked_and_saved() {
     let optimizer_options = Options::from_text(&[("lr", "0.05"), ("weight_decay", "0.01"), ("no_decay", "*bias")]).unwrap();
     let mut optimizer = Optimizer::new(&model, "adamw", Some(&optimizer_options)).unwrap();
     assert_eq!(optimizer.num_groups(), 2);
-    let mut scheduler = Scheduler::new(&optimizer, "linear", Some(&Options::from_text(&[("warmup_steps", "2"), ("total_steps", "40")]).unwrap())).unwrap();
+    let mut scheduler =
+        Scheduler::new(&optimizer, "linear", Some(&Options::from_text(&[("warmup_steps", "2"), ("total_steps", "40")]).unwrap())).unwrap();
 
     state.init_trackers(&dir, "run", Some("{\"lr\": 0.05}"), None).unwrap();
     let mut progress = Progress::new(&state, 40, Some("training")).unwrap();
@@ -146,7 +147,9 @@ fn a_schedule_from_a_function_sets_the_rates_and_reports_its_failures() {
     assert_eq!(optimizer.set_lr(0, -1.0).err().expect("negative").code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
     assert_eq!(optimizer.lr(1).err().expect("one group").code(), sys::ACCEL_ERR_OUT_OF_RANGE);
 
-    let mut halving = Scheduler::from_fn(&optimizer, |step| if step < 2 { Ok(0.5f64.powi(step as i32)) } else { Err("step 2 is too far".into()) }).unwrap();
+    let mut halving =
+        Scheduler::from_fn(&optimizer, |step| if step < 2 { Ok(0.5f64.powi(step as i32)) } else { Err("step 2 is too far".into()) })
+            .unwrap();
     assert_eq!(halving.last_lr(0).unwrap(), 0.1);
     let (x, y) = samples();
     state.accumulate().unwrap();

@@ -83,9 +83,7 @@ fn splitting_and_sections(state: &State, rank: i32) {
 
     // Each rank appends its number inside the section: the main process's must come first.
     let log = PathBuf::from(std::env::var_os("WORKER_DIR").expect("WORKER_DIR")).join("order");
-    state
-        .main_process_first(|| write!(OpenOptions::new().create(true).append(true).open(&log).unwrap(), "{}", rank).unwrap())
-        .unwrap();
+    state.main_process_first(|| write!(OpenOptions::new().create(true).append(true).open(&log).unwrap(), "{}", rank).unwrap()).unwrap();
     state.local_main_process_first(|| ()).unwrap();
     state.wait_for_everyone().unwrap();
     assert_eq!(fs::read_to_string(&log).unwrap(), "01");

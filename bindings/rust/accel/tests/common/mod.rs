@@ -27,7 +27,8 @@ pub fn tiny_model() -> PathBuf {
     WRITTEN.call_once(|| {
         let python = std::env::var("ACCEL_PYTHON").unwrap_or_else(|_| "/usr/bin/python3".to_string());
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/tiny_models.py");
-        let status = Command::new(&python).arg(&script).arg(&path).status().unwrap_or_else(|error| panic!("cannot run {}: {}", python, error));
+        let status =
+            Command::new(&python).arg(&script).arg(&path).status().unwrap_or_else(|error| panic!("cannot run {}: {}", python, error));
         assert!(status.success(), "{} {} failed ({}): it needs torch", python, script.display(), status);
     });
     path
