@@ -1,0 +1,59 @@
+"""
+Hugging Face Accelerate's training loop on libaccel, from Julia: a `ccall` per C function, one file per
+header of capi/accel/, handles freed by their finalizers (or `close`), failures thrown as
+[`AccelError`](@ref) with the library's code and message.
+
+Indices are 1-based on the Julia side (parameters, outputs, groups, dataset items); process ranks are
+ranks, 0-based as everywhere else.
+"""
+module Accel
+
+using Libdl
+
+# The library by its SONAME, as the dynamic loader finds it (LD_LIBRARY_PATH, the system's paths); the
+# major version in the name guards the ABI. ACCEL_LIBRARY names a file to load instead: once loaded by
+# path, the library answers to its SONAME in every ccall.
+const libaccel = "libaccel.so.0"
+
+function __init__()
+    path = get(ENV, "ACCEL_LIBRARY", "")
+    isempty(path) || Libdl.dlopen(path, Libdl.RTLD_LOCAL | Libdl.RTLD_NOW)
+    check_library_version()
+    return nothing
+end
+
+include("common.jl")
+include("handles.jl")
+include("version.jl")
+include("options.jl")
+include("state.jl")
+include("tensor.jl")
+include("dlpack.jl")
+include("collectives.jl")
+include("processes.jl")
+include("callbacks.jl")
+include("loader.jl")
+include("loss.jl")
+include("model.jl")
+include("optimizer.jl")
+include("scheduler.jl")
+include("train.jl")
+include("tracking.jl")
+
+export AccelError, Options, State, Tensor, Dataset, Loader, Batch, Model, Output, Optimizer, Scheduler, Progress
+export set!, dump_options
+export num_processes, process_index, local_process_index, num_local_processes, is_main_process,
+    is_local_main_process, is_last_process, distributed_type, distributed_type_name, device,
+    mixed_precision, backend, is_broken, wait_for_everyone, shutdown
+export dtype, element_size, unsafe_array, to_dlpack, from_dlpack, delete_dlpack
+export gather, gather_bytes, reduce_across, broadcast_from!, pad_across_processes, gather_for_metrics
+export split_range, split_tensor, main_process_first, local_main_process_first, send_to_device
+export safetensors_dataset, npy_dataset, num_samples, num_batches, epoch, set_epoch!, skip_first_batches!, end_of_dataloader, remainder, save_state, load_state!
+export compute_loss
+export prepare_model!, forward, evaluate, train!, is_training, parameter_names, parameter, buffer_names,
+    buffer, unwrap_model, save_torchscript
+export step!, zero_grad!, step_was_skipped, num_groups, lr, set_lr!, loss_scale, last_lr, step_count
+export accumulate!, sync_gradients, backward!, clip_grad_norm!, clip_grad_value!, save_model
+export init_trackers, log_metrics, finish_trackers, print_main, update!
+
+end

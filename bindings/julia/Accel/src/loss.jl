@@ -1,0 +1,19 @@
+# capi/accel/loss.h: losses computed by the library, for losses that are not in the TorchScript model.
+
+"""
+    compute_loss(name, input, target; options...)
+
+The loss `name` ("cross_entropy", "nll", "mse", "l1", "bce_with_logits") of `input` against `target`,
+with the loss keys as keywords (`reduction = "sum"`, `label_smoothing = 0.1`, `ignore_index = -100`).
+"""
+function compute_loss(name::AbstractString, input::Tensor, target::Tensor; settings...)
+    options = Options(; settings...)
+    try
+        return new_tensor() do out
+            ccall((:accel_loss_compute, libaccel), Cint, (Ptr{Ptr{accel_tensor_t}}, Cstring, Ptr{accel_tensor_t}, Ptr{accel_tensor_t}, Ptr{accel_options_t}),
+                out, name, input, target, options)
+        end
+    finally
+        close(options)
+    end
+end

@@ -1,0 +1,172 @@
+# capi/accel/model.h: TorchScript models, prepare(model), forward and its outputs.
+#
+# Thread safety (model.h): a model is used by one task at a time.
+
+"""Opaque C types of model.h, only pointed to."""
+mutable struct accel_model_t end
+mutable struct accel_output_t end
+
+"""
+    Model(path)
+    Model(archive::Vector{UInt8})
+
+A TorchScript module (torch.jit.save), loaded from a file or from memory, on the CPU, not prepared.
+"""
+mutable struct Model
+    ptr::Ptr{accel_model_t}
+end
+
+Base.unsafe_convert(::Type{Ptr{accel_model_t}}, model::Model) = live_pointer(model)
+
+Base.close(model::Model) = release!(model) do ptr
+    ccall((:accel_model_free, libaccel), Cvoid, (Ptr{accel_model_t},), ptr)
+end
+
+owned_model(ptr::Ptr{accel_model_t}) = finalizer(close, Model(ptr))
+
+function Model(path::AbstractString)
+    return owned_model(new_pointer(accel_model_t) do out
+        ccall((:accel_model_load, libaccel), Cint, (Ptr{Ptr{accel_model_t}}, Cstring), out, path)
+    end)
+end
+
+function Model(archive::Vector{UInt8})
+    return owned_model(new_pointer(accel_model_t) do out
+        ccall((:accel_model_load_buffer, libaccel), Cint, (Ptr{Ptr{accel_model_t}}, Ptr{Cvoid}, Csize_t), out, archive, length(archive))
+    end)
+end
+
+"""
+    prepare_model!(state, model; options...)
+
+Accelerate's prepare(model): on the state's device, rank 0's weights everywhere, gradients averaged over
+the ranks (collective), with the model keys as keywords (`find_unused_parameters = true`, ...).
+"""
+function prepare_model!(state::State, model::Model; settings...)
+    options = Options(; settings...)
+    try
+        @check ccall((:accel_state_prepare_model, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_model_t}, Ptr{accel_options_t}), state, model, options)
+    finally
+        close(options)
+    end
+    return model
+end
+
+"""What forward returned: `output[i]` (1-based), `output["name"]` for a dict, `keys(output)`."""
+mutable struct Output
+    ptr::Ptr{accel_output_t}
+end
+
+Base.unsafe_convert(::Type{Ptr{accel_output_t}}, output::Output) = live_pointer(output)
+
+Base.close(output::Output) = release!(output) do ptr
+    ccall((:accel_output_free, libaccel), Cvoid, (Ptr{accel_output_t},), ptr)
+end
+
+"""
+    forward(model, inputs...; named_inputs...)
+
+The model's forward on positional and named tensors (arrays are copied into tensors).
+"""
+function forward(model::Model, inputs...; named...)
+    return run_forward(model, inputs, named) do out, positional, count, names, named_pointers, named_count
+        ccall((:accel_model_forward, libaccel), Cint,
+            (Ptr{accel_model_t}, Ptr{Ptr{accel_tensor_t}}, Csize_t, Ptr{Ptr{UInt8}}, Ptr{Ptr{accel_tensor_t}}, Csize_t, Ptr{Ptr{accel_output_t}}),
+            model, positional, count, names, named_pointers, named_count, out)
+    end
+end
+
+"""`forward` without building a graph, for evaluation (Accelerate users write it under torch.no_grad())."""
+function evaluate(model::Model, inputs...; named...)
+    return run_forward(model, inputs, named) do out, positional, count, names, named_pointers, named_count
+        ccall((:accel_model_evaluate, libaccel), Cint,
+            (Ptr{accel_model_t}, Ptr{Ptr{accel_tensor_t}}, Csize_t, Ptr{Ptr{UInt8}}, Ptr{Ptr{accel_tensor_t}}, Csize_t, Ptr{Ptr{accel_output_t}}),
+            model, positional, count, names, named_pointers, named_count, out)
+    end
+end
+
+as_tensor(value) = value isa Tensor ? value : Tensor(value)
+
+function run_forward(call, model::Model, inputs, named)
+    positional = Tensor[as_tensor(input) for input in inputs]
+    keyword = Tensor[as_tensor(value) for value in values(named)]
+    names = String[String(name) for name in keys(named)]
+    positional_pointers = handle_pointers(accel_tensor_t, positional)
+    keyword_pointers = handle_pointers(accel_tensor_t, keyword)
+    ptr = GC.@preserve positional keyword begin
+        with_cstrings(names) do name_pointers
+            new_pointer(accel_output_t) do out
+                call(out, positional_pointers, length(positional_pointers), name_pointers, keyword_pointers, length(keyword_pointers))
+            end
+        end
+    end
+    return finalizer(close, Output(ptr))
+end
+
+Base.length(output::Output) = Int(ccall((:accel_output_count, libaccel), Csize_t, (Ptr{accel_output_t},), output))
+
+"""The keys of a dict output, in order; `nothing` for a tensor, tuple or list."""
+function Base.keys(output::Output)
+    names = [string_or_nothing(ccall((:accel_output_name, libaccel), Cstring, (Ptr{accel_output_t}, Csize_t), output, index))
+             for index in 0:length(output)-1]
+    return any(name -> name === nothing, names) ? nothing : String[name for name in names]
+end
+
+function Base.getindex(output::Output, index::Integer)
+    return new_tensor() do out
+        ccall((:accel_output_get, libaccel), Cint, (Ptr{accel_output_t}, Csize_t, Ptr{Ptr{accel_tensor_t}}), output, index - 1, out)
+    end
+end
+
+function Base.getindex(output::Output, name::AbstractString)
+    return new_tensor() do out
+        ccall((:accel_output_get_named, libaccel), Cint, (Ptr{accel_output_t}, Cstring, Ptr{Ptr{accel_tensor_t}}), output, name, out)
+    end
+end
+
+"""Training (`true`) or evaluation mode."""
+function train!(model::Model, on::Bool = true)
+    @check ccall((:accel_model_train, libaccel), Cint, (Ptr{accel_model_t}, Cint), model, on)
+    return model
+end
+
+is_training(model::Model) = ccall((:accel_model_is_training, libaccel), Cint, (Ptr{accel_model_t},), model) != 0
+
+"""The parameters' names in registration order."""
+function parameter_names(model::Model)
+    count = ccall((:accel_model_num_parameters, libaccel), Csize_t, (Ptr{accel_model_t},), model)
+    return String[unsafe_string(ccall((:accel_model_parameter_name, libaccel), Cstring, (Ptr{accel_model_t}, Csize_t), model, index))
+                  for index in 0:Int(count)-1]
+end
+
+"""Parameter `index` (1-based), sharing the model's memory."""
+function parameter(model::Model, index::Integer)
+    return new_tensor() do out
+        ccall((:accel_model_parameter, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{Ptr{accel_tensor_t}}), model, index - 1, out)
+    end
+end
+
+"""The buffers' names in registration order."""
+function buffer_names(model::Model)
+    count = ccall((:accel_model_num_buffers, libaccel), Csize_t, (Ptr{accel_model_t},), model)
+    return String[unsafe_string(ccall((:accel_model_buffer_name, libaccel), Cstring, (Ptr{accel_model_t}, Csize_t), model, index))
+                  for index in 0:Int(count)-1]
+end
+
+"""Buffer `index` (1-based), sharing the model's memory."""
+function buffer(model::Model, index::Integer)
+    return new_tensor() do out
+        ccall((:accel_model_buffer, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{Ptr{accel_tensor_t}}), model, index - 1, out)
+    end
+end
+
+"""The plain module without the data-parallel wrapper (same parameters)."""
+function unwrap_model(model::Model)
+    return owned_model(new_pointer(accel_model_t) do out
+        ccall((:accel_model_unwrap, libaccel), Cint, (Ptr{accel_model_t}, Ptr{Ptr{accel_model_t}}), model, out)
+    end)
+end
+
+"""Writes the module as TorchScript (loadable by torch.jit.load)."""
+save_torchscript(model::Model, path::AbstractString) =
+    @check ccall((:accel_model_save_torchscript, libaccel), Cint, (Ptr{accel_model_t}, Cstring), model, path)

@@ -1,0 +1,65 @@
+# capi/accel/optimizer.h: optimizers with Accelerate's semantics (nothing happens on a step that
+# accumulates; under fp16 an overflowing step is skipped).
+#
+# Thread safety (optimizer.h): one task at a time per optimizer and its schedulers.
+
+"""Opaque C type `accel_optimizer_t`, only pointed to."""
+mutable struct accel_optimizer_t end
+
+"""
+    Optimizer(model, kind; options...)
+
+An optimizer of `kind` ("sgd", "adam", "adamw") over a prepared model's trainable parameters, with the
+optimizer keys as keywords (`lr = 0.01, weight_decay = 0.01, no_decay = "*bias"`).
+"""
+mutable struct Optimizer
+    ptr::Ptr{accel_optimizer_t}
+end
+
+Base.unsafe_convert(::Type{Ptr{accel_optimizer_t}}, optimizer::Optimizer) = live_pointer(optimizer)
+
+Base.close(optimizer::Optimizer) = release!(optimizer) do ptr
+    ccall((:accel_optimizer_free, libaccel), Cvoid, (Ptr{accel_optimizer_t},), ptr)
+end
+
+function Optimizer(model::Model, kind::AbstractString; settings...)
+    options = Options(; settings...)
+    ptr = try
+        new_pointer(accel_optimizer_t) do out
+            ccall((:accel_optimizer_new, libaccel), Cint, (Ptr{Ptr{accel_optimizer_t}}, Ptr{accel_model_t}, Cstring, Ptr{accel_options_t}),
+                out, model, kind, options)
+        end
+    finally
+        close(options)
+    end
+    return finalizer(close, Optimizer(ptr))
+end
+
+"""Steps on a sync step (waiting for the gradients' all-reduce)."""
+step!(optimizer::Optimizer) = @check ccall((:accel_optimizer_step, libaccel), Cint, (Ptr{accel_optimizer_t},), optimizer)
+
+"""Clears the gradients on a sync step."""
+zero_grad!(optimizer::Optimizer) = @check ccall((:accel_optimizer_zero_grad, libaccel), Cint, (Ptr{accel_optimizer_t},), optimizer)
+
+"""Whether the last sync step was skipped because of an fp16 overflow."""
+step_was_skipped(optimizer::Optimizer) = ccall((:accel_optimizer_step_was_skipped, libaccel), Cint, (Ptr{accel_optimizer_t},), optimizer) != 0
+
+num_groups(optimizer::Optimizer) = Int(ccall((:accel_optimizer_num_groups, libaccel), Csize_t, (Ptr{accel_optimizer_t},), optimizer))
+
+"""The learning rate of parameter group `group` (1-based)."""
+function lr(optimizer::Optimizer, group::Integer = 1)
+    rate = Ref{Cdouble}(0)
+    @check ccall((:accel_optimizer_lr, libaccel), Cint, (Ptr{accel_optimizer_t}, Csize_t, Ptr{Cdouble}), optimizer, group - 1, rate)
+    return rate[]
+end
+
+"""Sets the learning rate of parameter group `group` (1-based)."""
+set_lr!(optimizer::Optimizer, rate::Real, group::Integer = 1) =
+    @check ccall((:accel_optimizer_set_lr, libaccel), Cint, (Ptr{accel_optimizer_t}, Csize_t, Cdouble), optimizer, group - 1, rate)
+
+"""The fp16 loss scale (1 without fp16); waits for the device."""
+function loss_scale(optimizer::Optimizer)
+    scale = Ref{Cdouble}(0)
+    @check ccall((:accel_optimizer_loss_scale, libaccel), Cint, (Ptr{accel_optimizer_t}, Ptr{Cdouble}), optimizer, scale)
+    return scale[]
+end

@@ -1,0 +1,80 @@
+# capi/accel/state.h: the process state (Accelerate's Accelerator). Collectives, processes, the training
+# step and tracking are functions of it too (collectives.jl, processes.jl, train.jl, tracking.jl).
+#
+# Thread safety (state.h): the accessors may be called from any thread; collectives must be called by one
+# thread at a time, in the same order on every rank.
+
+"""Opaque C type `accel_state_t`, only pointed to."""
+mutable struct accel_state_t end
+
+const ACCEL_DISTRIBUTED_NO = Cint(0)
+const ACCEL_DISTRIBUTED_MULTI_CPU = Cint(1)
+const ACCEL_DISTRIBUTED_MULTI_GPU = Cint(2)
+
+"""
+    State(; options...)
+
+Creates or joins the process state, with the state keys of options.h as keywords (`use_cpu = true,
+mixed_precision = :bf16, gradient_accumulation_steps = 2`, ...; the others from ACCEL_* variables or
+their defaults): reads how the process was launched (`accel launch` sets RANK, WORLD_SIZE, ...) and, with
+several processes, waits until every rank has joined.
+"""
+mutable struct State
+    ptr::Ptr{accel_state_t}
+end
+
+Base.unsafe_convert(::Type{Ptr{accel_state_t}}, state::State) = live_pointer(state)
+
+Base.close(state::State) = release!(state) do ptr
+    ccall((:accel_state_free, libaccel), Cvoid, (Ptr{accel_state_t},), ptr)
+end
+
+function State(; settings...)
+    options = isempty(settings) ? nothing : Options(; settings...)
+    ptr = try
+        new_pointer(accel_state_t) do out
+            ccall((:accel_state_new, libaccel), Cint, (Ptr{Ptr{accel_state_t}}, Ptr{accel_options_t}), out, options_pointer(options))
+        end
+    finally
+        options === nothing || close(options)
+    end
+    return finalizer(close, State(ptr))
+end
+
+"""Collective teardown of the process group of every state of this process; a second call does nothing."""
+shutdown(state::State) = @check ccall((:accel_state_shutdown, libaccel), Cint, (Ptr{accel_state_t},), state)
+
+"""A barrier across every process."""
+wait_for_everyone(state::State) = @check ccall((:accel_state_wait_for_everyone, libaccel), Cint, (Ptr{accel_state_t},), state)
+
+num_processes(state::State) = Int(ccall((:accel_state_num_processes, libaccel), Int32, (Ptr{accel_state_t},), state))
+process_index(state::State) = Int(ccall((:accel_state_process_index, libaccel), Int32, (Ptr{accel_state_t},), state))
+local_process_index(state::State) = Int(ccall((:accel_state_local_process_index, libaccel), Int32, (Ptr{accel_state_t},), state))
+num_local_processes(state::State) = Int(ccall((:accel_state_num_local_processes, libaccel), Int32, (Ptr{accel_state_t},), state))
+is_main_process(state::State) = ccall((:accel_state_is_main_process, libaccel), Cint, (Ptr{accel_state_t},), state) != 0
+is_local_main_process(state::State) = ccall((:accel_state_is_local_main_process, libaccel), Cint, (Ptr{accel_state_t},), state) != 0
+is_last_process(state::State) = ccall((:accel_state_is_last_process, libaccel), Cint, (Ptr{accel_state_t},), state) != 0
+
+"""`:no`, `:multi_cpu` or `:multi_gpu` (`:unknown` for a value of a newer library)."""
+function distributed_type(state::State)
+    kind = ccall((:accel_state_distributed_type, libaccel), Cint, (Ptr{accel_state_t},), state)
+    kind == ACCEL_DISTRIBUTED_NO && return :no
+    kind == ACCEL_DISTRIBUTED_MULTI_CPU && return :multi_cpu
+    kind == ACCEL_DISTRIBUTED_MULTI_GPU && return :multi_gpu
+    return :unknown
+end
+
+""""NO", "MULTI_CPU" or "MULTI_GPU"."""
+distributed_type_name(state::State) = unsafe_string(ccall((:accel_state_distributed_type_name, libaccel), Cstring, (Ptr{accel_state_t},), state))
+
+"""The state's device: "cpu" or "cuda:<n>"."""
+device(state::State) = unsafe_string(ccall((:accel_state_device, libaccel), Cstring, (Ptr{accel_state_t},), state))
+
+""""no", "fp16" or "bf16"."""
+mixed_precision(state::State) = unsafe_string(ccall((:accel_state_mixed_precision, libaccel), Cstring, (Ptr{accel_state_t},), state))
+
+""""gloo", "nccl", or "" with one process."""
+backend(state::State) = unsafe_string(ccall((:accel_state_backend, libaccel), Cstring, (Ptr{accel_state_t},), state))
+
+"""Whether a failed collective has left the process group unusable."""
+is_broken(state::State) = ccall((:accel_state_is_broken, libaccel), Cint, (Ptr{accel_state_t},), state) != 0

@@ -1,0 +1,187 @@
+//! TorchScript models (capi/accel/model.h): loading, prepare(model), forward and its outputs.
+use std::os::raw::{c_char, c_int, c_void};
+use std::path::Path;
+use std::ptr::NonNull;
+
+use accel_sys as sys;
+
+use crate::error::{check, Result};
+use crate::handle::new_handle;
+use crate::options::{options_ptr, Options};
+use crate::serial::one_at_a_time;
+use crate::state::State;
+use crate::strings::{from_c, path_to_c, to_c};
+use crate::tensor::{handle_array, Tensor};
+
+/// A TorchScript module run by the library.
+pub struct Model {
+    ptr: NonNull<sys::accel_model_t>,
+}
+
+// SAFETY: model.h: a model is used by one thread at a time (Model is not Sync).
+unsafe impl Send for Model {}
+
+/// What forward returned: one tensor, a tuple or list, or a dict of tensors.
+pub struct Output {
+    ptr: NonNull<sys::accel_output_t>,
+}
+
+type ForwardCall = unsafe extern "C" fn(
+    *mut sys::accel_model_t,
+    *const *mut sys::accel_tensor_t,
+    usize,
+    *const *const c_char,
+    *const *mut sys::accel_tensor_t,
+    usize,
+    *mut *mut sys::accel_output_t,
+) -> c_int;
+
+impl Model {
+    /// Loads a TorchScript file (torch.jit.save), on the CPU, not prepared.
+    pub fn load(path: impl AsRef<Path>) -> Result<Model> {
+        let path = path_to_c(path.as_ref())?;
+        let ptr = new_handle(|out| unsafe { sys::accel_model_load(out, path.as_ptr()) })?;
+        Ok(Model { ptr })
+    }
+
+    /// Loads a TorchScript archive from memory.
+    pub fn from_bytes(archive: &[u8]) -> Result<Model> {
+        let ptr = new_handle(|out| unsafe { sys::accel_model_load_buffer(out, archive.as_ptr() as *const c_void, archive.len()) })?;
+        Ok(Model { ptr })
+    }
+
+    /// forward(inputs...).
+    pub fn forward(&self, inputs: &[&Tensor]) -> Result<Output> {
+        self.call(sys::accel_model_forward, inputs, &[])
+    }
+
+    /// forward(inputs..., name=tensor...).
+    pub fn forward_named(&self, inputs: &[&Tensor], named: &[(&str, &Tensor)]) -> Result<Output> {
+        self.call(sys::accel_model_forward, inputs, named)
+    }
+
+    /// forward without building a graph, for evaluation.
+    pub fn evaluate(&self, inputs: &[&Tensor]) -> Result<Output> {
+        self.call(sys::accel_model_evaluate, inputs, &[])
+    }
+
+    pub fn evaluate_named(&self, inputs: &[&Tensor], named: &[(&str, &Tensor)]) -> Result<Output> {
+        self.call(sys::accel_model_evaluate, inputs, named)
+    }
+
+    fn call(&self, forward: ForwardCall, inputs: &[&Tensor], named: &[(&str, &Tensor)]) -> Result<Output> {
+        let positional = handle_array(inputs);
+        let names = named.iter().map(|(name, _)| to_c("input name", name)).collect::<Result<Vec<_>>>()?;
+        let name_pointers: Vec<*const c_char> = names.iter().map(|name| name.as_ptr()).collect();
+        let named_tensors: Vec<&Tensor> = named.iter().map(|(_, tensor)| *tensor).collect();
+        let named_pointers = handle_array(&named_tensors);
+        // A prepared model's training forward broadcasts rank 0's buffers: collective.
+        let ptr = one_at_a_time(|| {
+            new_handle(|out| unsafe {
+                forward(
+                    self.as_ptr(),
+                    positional.as_ptr(),
+                    positional.len(),
+                    name_pointers.as_ptr(),
+                    named_pointers.as_ptr(),
+                    named_pointers.len(),
+                    out,
+                )
+            })
+        })?;
+        Ok(Output { ptr })
+    }
+
+    /// Training (true) or evaluation mode.
+    pub fn set_training(&mut self, on: bool) -> Result<()> {
+        check(unsafe { sys::accel_model_train(self.as_ptr(), on as i32) })
+    }
+
+    pub fn is_training(&self) -> bool {
+        unsafe { sys::accel_model_is_training(self.as_ptr()) != 0 }
+    }
+
+    pub fn num_parameters(&self) -> usize {
+        unsafe { sys::accel_model_num_parameters(self.as_ptr()) }
+    }
+
+    /// The name of parameter `index` in registration order; None out of range.
+    pub fn parameter_name(&self, index: usize) -> Option<String> {
+        from_c(unsafe { sys::accel_model_parameter_name(self.as_ptr(), index) })
+    }
+
+    /// Parameter `index`, sharing the model's memory.
+    pub fn parameter(&self, index: usize) -> Result<Tensor> {
+        Tensor::make(|out| unsafe { sys::accel_model_parameter(self.as_ptr(), index, out) })
+    }
+
+    pub fn num_buffers(&self) -> usize {
+        unsafe { sys::accel_model_num_buffers(self.as_ptr()) }
+    }
+
+    pub fn buffer_name(&self, index: usize) -> Option<String> {
+        from_c(unsafe { sys::accel_model_buffer_name(self.as_ptr(), index) })
+    }
+
+    /// Buffer `index`, sharing the model's memory.
+    pub fn buffer(&self, index: usize) -> Result<Tensor> {
+        Tensor::make(|out| unsafe { sys::accel_model_buffer(self.as_ptr(), index, out) })
+    }
+
+    /// The plain module without the data-parallel wrapper (same parameters).
+    pub fn unwrap_model(&self) -> Result<Model> {
+        let ptr = new_handle(|out| unsafe { sys::accel_model_unwrap(self.as_ptr(), out) })?;
+        Ok(Model { ptr })
+    }
+
+    /// Writes the module as TorchScript (loadable by torch.jit.load).
+    pub fn save_torchscript(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path_to_c(path.as_ref())?;
+        check(unsafe { sys::accel_model_save_torchscript(self.as_ptr(), path.as_ptr()) })
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut sys::accel_model_t {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for Model {
+    fn drop(&mut self) {
+        unsafe { sys::accel_model_free(self.ptr.as_ptr()) }
+    }
+}
+
+impl Output {
+    pub fn count(&self) -> usize {
+        unsafe { sys::accel_output_count(self.ptr.as_ptr()) }
+    }
+
+    /// The key of entry `index` of a dict output; None otherwise.
+    pub fn name(&self, index: usize) -> Option<String> {
+        from_c(unsafe { sys::accel_output_name(self.ptr.as_ptr(), index) })
+    }
+
+    pub fn get(&self, index: usize) -> Result<Tensor> {
+        Tensor::make(|out| unsafe { sys::accel_output_get(self.ptr.as_ptr(), index, out) })
+    }
+
+    /// The dict entry called `name`.
+    pub fn get_named(&self, name: &str) -> Result<Tensor> {
+        let name = to_c("output name", name)?;
+        Tensor::make(|out| unsafe { sys::accel_output_get_named(self.ptr.as_ptr(), name.as_ptr(), out) })
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        unsafe { sys::accel_output_free(self.ptr.as_ptr()) }
+    }
+}
+
+impl State {
+    /// prepare(model): on the device, rank 0's weights everywhere, gradients averaged over the ranks
+    /// (collective), with the model keys of `options`.
+    pub fn prepare_model(&self, model: &mut Model, options: Option<&Options>) -> Result<()> {
+        one_at_a_time(|| check(unsafe { sys::accel_state_prepare_model(self.as_ptr(), model.as_ptr(), options_ptr(options)) }))
+    }
+}

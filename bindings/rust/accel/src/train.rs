@@ -1,0 +1,49 @@
+//! The training step (capi/accel/train.h): accumulate, backward, clipping, save_model.
+use std::path::Path;
+
+use accel_sys as sys;
+
+use crate::error::{check, Result};
+use crate::model::Model;
+use crate::serial::one_at_a_time;
+use crate::state::State;
+use crate::strings::path_to_c;
+use crate::tensor::Tensor;
+
+impl State {
+    /// Accelerate's accumulate(model): call at the start of each step; decides whether it synchronises.
+    pub fn accumulate(&self) -> Result<()> {
+        one_at_a_time(|| check(unsafe { sys::accel_state_accumulate(self.as_ptr()) }))
+    }
+
+    /// Whether the current step synchronises gradients and steps the optimizer.
+    pub fn sync_gradients(&self) -> bool {
+        one_at_a_time(|| unsafe { sys::accel_state_sync_gradients(self.as_ptr()) != 0 })
+    }
+
+    /// Backward of loss / gradient_accumulation_steps (scaled under fp16); gradients averaged over the
+    /// ranks on a sync step.
+    pub fn backward(&self, loss: &Tensor) -> Result<()> {
+        one_at_a_time(|| check(unsafe { sys::accel_state_backward(self.as_ptr(), loss.as_ptr()) }))
+    }
+
+    /// Clips the gradients' total `norm_type`-norm to `max_norm`; returns the norm before clipping.
+    pub fn clip_grad_norm(&self, model: &mut Model, max_norm: f64, norm_type: f64) -> Result<f64> {
+        let mut total_norm = 0.0;
+        one_at_a_time(|| {
+            check(unsafe { sys::accel_state_clip_grad_norm(self.as_ptr(), model.as_ptr(), max_norm, norm_type, &mut total_norm) })
+        })?;
+        Ok(total_norm)
+    }
+
+    /// Clamps every gradient to [-clip_value, clip_value].
+    pub fn clip_grad_value(&self, model: &mut Model, clip_value: f64) -> Result<()> {
+        one_at_a_time(|| check(unsafe { sys::accel_state_clip_grad_value(self.as_ptr(), model.as_ptr(), clip_value) }))
+    }
+
+    /// Saves the unwrapped model into directory/model.safetensors on the main process (collective).
+    pub fn save_model(&self, model: &Model, directory: impl AsRef<Path>) -> Result<()> {
+        let directory = path_to_c(directory.as_ref())?;
+        one_at_a_time(|| check(unsafe { sys::accel_state_save_model(self.as_ptr(), model.as_ptr(), directory.as_ptr()) }))
+    }
+}

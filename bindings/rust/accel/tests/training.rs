@@ -1,0 +1,180 @@
+//! Models, optimizers, schedulers, the training step and tracking on one process, with the tiny
+//! TorchScript model of support/tiny_models.py.
+mod common;
+
+use std::fs;
+
+use accel::{compute_loss, sys, Dataset, Loader, Model, Optimizer, Options, Progress, Scheduler, State, Tensor};
+
+/// 16 samples of 4 features whose class is the index of the largest of the first 3.
+fn samples() -> (Tensor, Tensor) {
+    let mut x = Vec::new();
+    let mut y = Vec::new();
+    for i in 0..16 {
+        let row = [((i * 7) % 5) as f32, ((i * 3) % 4) as f32, ((i * 5) % 6) as f32, 1.0];
+        let class = (0..3).fold(0, |best, c| if row[c] > row[best] { c } else { best });
+        x.extend_from_slice(&row);
+        y.push(class as i64);
+    }
+    (Tensor::from_slice(&x, &[16, 4]).unwrap(), Tensor::from_slice(&y, &[16]).unwrap())
+}
+
+#[test]
+fn a_model_runs_forward_and_shows_its_parts() {
+    let _one = common::one_test_at_a_time();
+    let model = Model::load(common::tiny_model()).unwrap();
+    let (x, _) = samples();
+    let output = model.forward(&[&x]).unwrap();
+    assert_eq!(output.count(), 2);
+    assert_eq!((output.name(0), output.name(1), output.name(2)), (Some("logits".to_string()), Some("norm".to_string()), None));
+    let logits = output.get_named("logits").unwrap();
+    assert_eq!(logits.shape(), [16, 3]);
+    assert_eq!(output.get(1).unwrap().shape(), [16]);
+    assert_eq!(output.get(2).err().expect("two entries").code(), sys::ACCEL_ERR_OUT_OF_RANGE);
+
+    let shift = Tensor::from_slice(&[1.0f32, 1.0, 1.0], &[3]).unwrap();
+    let shifted = model.evaluate_named(&[&x], &[("shift", &shift)]).unwrap().get_named("logits").unwrap();
+    let (plain, moved) = (logits.to_vec::<f32>().unwrap(), shifted.to_vec::<f32>().unwrap());
+    assert!(plain.iter().zip(&moved).all(|(a, b)| (b - a - 1.0).abs() < 1e-5));
+    assert_eq!(model.evaluate(&[&x]).unwrap().get(0).unwrap().to_vec::<f32>().unwrap(), plain);
+    let named = model.forward_named(&[&x], &[("shift", &shift)]).unwrap();
+    assert_eq!(named.get_named("logits").unwrap().to_vec::<f32>().unwrap(), moved);
+    let error = model.forward(&[&shift]).err().expect("a wrong input shape");
+    assert_eq!(error.code(), sys::ACCEL_ERR_TORCH);
+
+    let names: Vec<_> = (0..model.num_parameters()).map(|index| model.parameter_name(index).unwrap()).collect();
+    assert_eq!(names, ["hidden.weight", "hidden.bias", "out.weight", "out.bias"]);
+    assert_eq!(model.parameter_name(4), None);
+    assert_eq!(model.parameter(0).unwrap().shape(), [8, 4]);
+    assert_eq!((model.num_buffers(), model.buffer_name(0)), (1, Some("scale".to_string())));
+    assert_eq!(model.buffer(0).unwrap().to_vec::<f32>().unwrap(), [1.0, 1.0, 1.0]);
+    assert_eq!(model.buffer(1).err().expect("one buffer").code(), sys::ACCEL_ERR_OUT_OF_RANGE);
+}
+
+#[test]
+fn models_load_from_memory_and_save_as_torchscript() {
+    let _one = common::one_test_at_a_time();
+    let dir = common::scratch_dir("torchscript");
+    let model = Model::from_bytes(&fs::read(common::tiny_model()).unwrap()).unwrap();
+    model.save_torchscript(dir.join("again.pt")).unwrap();
+    let again = Model::load(dir.join("again.pt")).unwrap();
+    assert_eq!(again.parameter(3).unwrap().to_vec::<f32>().unwrap(), model.parameter(3).unwrap().to_vec::<f32>().unwrap());
+    assert_eq!(Model::from_bytes(b"not a model").err().expect("refused").code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
+    assert_eq!(Model::load(dir.join("missing.pt")).err().expect("no file").code(), sys::ACCEL_ERR_IO);
+}
+
+#[test]
+fn training_lowers_the_loss_and_is_tracked_and_saved() {
+    let _one = common::one_test_at_a_time();
+    let dir = common::scratch_dir("training");
+    let state = State::new(None).unwrap();
+    let (x, y) = samples();
+    let data = Dataset::from_tensors(&[("x", &x), ("y", &y)]).unwrap();
+    let mut loader = Loader::new(&state, &data, Some(&Options::from_text(&[("batch_size", "8")]).unwrap())).unwrap();
+
+    let mut model = Model::load(common::tiny_model()).unwrap();
+    state.prepare_model(&mut model, None).unwrap();
+    assert_eq!(state.prepare_model(&mut model, None).err().expect("prepared twice").code(), sys::ACCEL_ERR_INVALID_STATE);
+    let optimizer_options = Options::from_text(&[("lr", "0.05"), ("weight_decay", "0.01"), ("no_decay", "*bias")]).unwrap();
+    let mut optimizer = Optimizer::new(&model, "adamw", Some(&optimizer_options)).unwrap();
+    assert_eq!(optimizer.num_groups(), 2);
+    let mut scheduler =
+        Scheduler::new(&optimizer, "linear", Some(&Options::from_text(&[("warmup_steps", "2"), ("total_steps", "40")]).unwrap())).unwrap();
+
+    state.init_trackers(&dir, "run", Some("{\"lr\": 0.05}"), None).unwrap();
+    let mut progress = Progress::new(&state, 40, Some("training")).unwrap();
+    let loss_of = |model: &Model| -> f32 {
+        let logits = model.evaluate(&[&x]).unwrap().get_named("logits").unwrap();
+        compute_loss("cross_entropy", &logits, &y, None).unwrap().to_vec::<f32>().unwrap()[0]
+    };
+    let before = loss_of(&model);
+    model.set_training(true).unwrap();
+    assert!(model.is_training());
+    let mut step = 0;
+    for _epoch in 0..20 {
+        for batch in &mut loader {
+            let batch = batch.unwrap();
+            state.accumulate().unwrap();
+            let logits = model.forward(&[&batch.get("x").unwrap()]).unwrap().get_named("logits").unwrap();
+            let loss = compute_loss("cross_entropy", &logits, &batch.get("y").unwrap(), None).unwrap();
+            state.backward(&loss).unwrap();
+            assert!(state.sync_gradients());
+            let norm = state.clip_grad_norm(&mut model, 1.0, 2.0).unwrap();
+            assert!(norm.is_finite() && norm >= 0.0);
+            state.clip_grad_value(&mut model, 10.0).unwrap();
+            optimizer.step().unwrap();
+            scheduler.step().unwrap();
+            optimizer.zero_grad().unwrap();
+            step += 1;
+            state.log(&[("loss", f64::from(loss.to_vec::<f32>().unwrap()[0])), ("lr", scheduler.last_lr(0).unwrap())], step).unwrap();
+            progress.update(1, f64::NAN).unwrap();
+        }
+    }
+    drop(progress);
+    model.set_training(false).unwrap();
+    assert!(!model.is_training());
+    let after = loss_of(&model);
+    assert!(after < before * 0.8, "loss {} -> {}", before, after);
+    assert_eq!(scheduler.step_count(), 40);
+    assert!(!optimizer.step_was_skipped());
+    assert_eq!(optimizer.loss_scale().unwrap(), 1.0);
+    assert_eq!(optimizer.lr(0).unwrap(), scheduler.last_lr(0).unwrap());
+    assert_eq!(state.clip_grad_norm(&mut model, 0.0, 2.0).err().expect("max_norm 0").code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
+
+    state.print("training done").unwrap();
+    state.finish_trackers().unwrap();
+    let metrics = fs::read_to_string(dir.join("run/metrics.jsonl")).unwrap();
+    assert_eq!(metrics.lines().count(), 40);
+    assert!(metrics.lines().last().unwrap().contains("\"step\":40"), "{}", metrics);
+    assert_eq!(fs::read_to_string(dir.join("run/config.json")).unwrap(), "{\"lr\": 0.05}");
+
+    state.save_model(&model, dir.join("saved")).unwrap();
+    assert!(dir.join("saved/model.safetensors").exists());
+    let plain = model.unwrap_model().unwrap();
+    assert_eq!(plain.parameter(1).unwrap().to_vec::<f32>().unwrap(), model.parameter(1).unwrap().to_vec::<f32>().unwrap());
+}
+
+#[test]
+fn a_schedule_from_a_function_sets_the_rates_and_reports_its_failures() {
+    let _one = common::one_test_at_a_time();
+    let state = State::new(None).unwrap();
+    let mut model = Model::load(common::tiny_model()).unwrap();
+    state.prepare_model(&mut model, None).unwrap();
+    let mut optimizer = Optimizer::new(&model, "sgd", Some(&Options::from_text(&[("lr", "0.1")]).unwrap())).unwrap();
+    optimizer.set_lr(0, 0.2).unwrap();
+    assert_eq!(optimizer.lr(0).unwrap(), 0.2);
+    optimizer.set_lr(0, 0.1).unwrap();
+    assert_eq!(optimizer.set_lr(0, -1.0).err().expect("negative").code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
+    assert_eq!(optimizer.lr(1).err().expect("one group").code(), sys::ACCEL_ERR_OUT_OF_RANGE);
+
+    let mut halving =
+        Scheduler::from_fn(&optimizer, |step| if step < 2 { Ok(0.5f64.powi(step as i32)) } else { Err("step 2 is too far".into()) })
+            .unwrap();
+    assert_eq!(halving.last_lr(0).unwrap(), 0.1);
+    let (x, y) = samples();
+    state.accumulate().unwrap();
+    let logits = model.forward(&[&x]).unwrap().get(0).unwrap();
+    state.backward(&compute_loss("cross_entropy", &logits, &y, None).unwrap()).unwrap();
+    optimizer.step().unwrap();
+    halving.step().unwrap();
+    assert_eq!(halving.last_lr(0).unwrap(), 0.05);
+    optimizer.step().unwrap();
+    let error = halving.step().err().expect("the function failed");
+    assert_eq!(error.code(), sys::ACCEL_ERR_CALLBACK);
+    assert!(error.message().ends_with(": step 2 is too far"), "{}", error);
+
+    let refused = Scheduler::from_fn(&optimizer, |_| Err("not even step 0".into())).err().expect("fails at step 0");
+    assert!(refused.message().ends_with(": not even step 0"), "{}", refused);
+    assert_eq!(Scheduler::new(&optimizer, "zigzag", None).err().expect("unknown").code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
+    assert_eq!(Optimizer::new(&model, "rmsprop", None).err().expect("unknown kind").code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
+}
+
+#[test]
+fn losses_are_computed_with_their_options() {
+    let input = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[3]).unwrap();
+    let target = Tensor::from_slice(&[1.0f32, 1.0, 1.0], &[3]).unwrap();
+    assert_eq!(compute_loss("mse", &input, &target, None).unwrap().to_vec::<f32>().unwrap(), [5.0 / 3.0]);
+    let sum = Options::from_text(&[("reduction", "sum")]).unwrap();
+    assert_eq!(compute_loss("l1", &input, &target, Some(&sum)).unwrap().to_vec::<f32>().unwrap(), [3.0]);
+    assert_eq!(compute_loss("hinge", &input, &target, None).err().expect("unknown").code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
+}
