@@ -45,6 +45,15 @@ ACCEL_API size_t accel_optimizer_num_groups(const accel_optimizer_t *optimizer);
 ACCEL_API ACCEL_NODISCARD int accel_optimizer_lr(const accel_optimizer_t *optimizer, size_t group, double *out);
 /* Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE (no such group); ACCEL_ERR_INVALID_ARGUMENT (lr < 0). */
 ACCEL_API ACCEL_NODISCARD int accel_optimizer_set_lr(accel_optimizer_t *optimizer, size_t group, double lr);
+/* *out receives the momentum of a parameter group: sgd's momentum, or beta1 for adam and adamw (what a
+ * one_cycle scheduler cycles, as torch's OneCycleLR does).
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE (no such group). */
+ACCEL_API ACCEL_NODISCARD int accel_optimizer_momentum(const accel_optimizer_t *optimizer, size_t group, double *out);
+/* *beta1 and *beta2 receive the betas of a parameter group of an adam or adamw optimizer.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE (no such group); ACCEL_ERR_INVALID_ARGUMENT (an
+ * sgd optimizer, which has none). */
+ACCEL_API ACCEL_NODISCARD int accel_optimizer_betas(const accel_optimizer_t *optimizer, size_t group, double *beta1,
+                                                    double *beta2);
 /* *out receives the current fp16 loss scale (1 without fp16). Reading it waits for the device.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_TORCH (the device failed). */
 ACCEL_API ACCEL_NODISCARD int accel_optimizer_loss_scale(const accel_optimizer_t *optimizer, double *out);

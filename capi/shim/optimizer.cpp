@@ -60,6 +60,25 @@ extern "C" int accel_optimizer_set_lr(accel_optimizer_t* optimizer, size_t group
   });
 }
 
+extern "C" int accel_optimizer_momentum(const accel_optimizer_t* optimizer, size_t group, double* out) {
+  return guarded(__func__, [&] {
+    require(optimizer, "optimizer");
+    require(out, "out");
+    *out = optimizer->optimizer->optimizer().momentum(group);
+  });
+}
+
+extern "C" int accel_optimizer_betas(const accel_optimizer_t* optimizer, size_t group, double* beta1, double* beta2) {
+  return guarded(__func__, [&] {
+    require(optimizer, "optimizer");
+    require(beta1, "beta1");
+    require(beta2, "beta2");
+    const auto [first, second] = optimizer->optimizer->optimizer().betas(group);
+    *beta1 = first;
+    *beta2 = second;
+  });
+}
+
 extern "C" int accel_optimizer_loss_scale(const accel_optimizer_t* optimizer, double* out) {
   return guarded(__func__, [&] {
     require(optimizer, "optimizer");

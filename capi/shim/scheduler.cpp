@@ -62,6 +62,13 @@ extern "C" int accel_scheduler_step(accel_scheduler_t* scheduler) {
   });
 }
 
+extern "C" int accel_scheduler_step_with_metric(accel_scheduler_t* scheduler, double metric) {
+  return guarded(__func__, [&] {
+    require(scheduler, "scheduler");
+    scheduler->scheduler->step(metric);
+  });
+}
+
 extern "C" int accel_scheduler_last_lr(const accel_scheduler_t* scheduler, size_t group, double* out) {
   return guarded(__func__, [&] {
     require(scheduler, "scheduler");

@@ -127,10 +127,10 @@ AcceleratedScheduler::AcceleratedScheduler(std::shared_ptr<AcceleratedOptimizer>
                                            std::unique_ptr<Scheduler> scheduler, bool split_batches)
     : optimizer_(std::move(optimizer)), scheduler_(std::move(scheduler)), split_batches_(split_batches) {}
 
-void AcceleratedScheduler::step() {
+void AcceleratedScheduler::step(std::optional<double> metric) {
   const auto& state = optimizer_->accelerator()->state();
   accelerated_scheduler_step(*scheduler_, state->sync_gradients(), optimizer_->step_was_skipped(), split_batches_,
-                             state->launch().world_size);
+                             state->launch().world_size, metric);
 }
 
 double AcceleratedOptimizer::loss_scale() const {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -88,7 +89,7 @@ class AcceleratedScheduler {
  public:
   AcceleratedScheduler(std::shared_ptr<AcceleratedOptimizer> optimizer, std::unique_ptr<Scheduler> scheduler,
                        bool split_batches);
-  void step();
+  void step(std::optional<double> metric = std::nullopt);  // a metric: reduce_on_plateau's step(metric)
   Scheduler& scheduler() { return *scheduler_; }
 
  private:

@@ -55,6 +55,31 @@ double weight_decay_of(const TorchOptions& options) {
   return static_cast<const Options&>(options).weight_decay();
 }
 
+double sgd_momentum(const TorchOptions& options) {
+  return static_cast<const torch::optim::SGDOptions&>(options).momentum();
+}
+
+void set_sgd_momentum(TorchOptions& options, double momentum) {
+  static_cast<torch::optim::SGDOptions&>(options).momentum(momentum);
+}
+
+template <typename Options>
+std::pair<double, double> betas_of(const TorchOptions& options) {
+  const auto betas = static_cast<const Options&>(options).betas();
+  return {std::get<0>(betas), std::get<1>(betas)};
+}
+
+template <typename Options>
+double beta1_of(const TorchOptions& options) {
+  return betas_of<Options>(options).first;
+}
+
+template <typename Options>
+void set_beta1(TorchOptions& options, double beta1) {
+  auto& typed = static_cast<Options&>(options);
+  typed.betas(std::make_tuple(beta1, std::get<1>(typed.betas())));
+}
+
 template <typename Options>
 SavedGroups read_saved_groups(torch::serialize::InputArchive& archive) {
   torch::serialize::InputArchive groups_archive;
@@ -70,17 +95,25 @@ struct KindTraits {
   std::unique_ptr<torch::optim::Optimizer> (*build)(const std::vector<Group>&, const OptimizerConfig&);
   double (*weight_decay)(const TorchOptions&);
   SavedGroups (*read_saved_groups)(torch::serialize::InputArchive&);
+  double (*momentum)(const TorchOptions&);
+  void (*set_momentum)(TorchOptions&, double);
+  std::pair<double, double> (*betas)(const TorchOptions&);  // nullptr: the kind has no betas
 };
 
 const KindTraits kKinds[] = {
     {"sgd", &build<torch::optim::SGD, torch::optim::SGDOptions, &sgd_options>,
-     &weight_decay_of<torch::optim::SGDOptions>, &read_saved_groups<torch::optim::SGDOptions>},
+     &weight_decay_of<torch::optim::SGDOptions>, &read_saved_groups<torch::optim::SGDOptions>, &sgd_momentum,
+     &set_sgd_momentum, nullptr},
     {"adam",
      &build<torch::optim::Adam, torch::optim::AdamOptions, &adam_family_options<torch::optim::AdamOptions>>,
-     &weight_decay_of<torch::optim::AdamOptions>, &read_saved_groups<torch::optim::AdamOptions>},
+     &weight_decay_of<torch::optim::AdamOptions>, &read_saved_groups<torch::optim::AdamOptions>,
+     &beta1_of<torch::optim::AdamOptions>, &set_beta1<torch::optim::AdamOptions>,
+     &betas_of<torch::optim::AdamOptions>},
     {"adamw",
      &build<torch::optim::AdamW, torch::optim::AdamWOptions, &adam_family_options<torch::optim::AdamWOptions>>,
-     &weight_decay_of<torch::optim::AdamWOptions>, &read_saved_groups<torch::optim::AdamWOptions>},
+     &weight_decay_of<torch::optim::AdamWOptions>, &read_saved_groups<torch::optim::AdamWOptions>,
+     &beta1_of<torch::optim::AdamWOptions>, &set_beta1<torch::optim::AdamWOptions>,
+     &betas_of<torch::optim::AdamWOptions>},
 };
 
 const KindTraits& traits_for(const std::string& kind) {
@@ -97,13 +130,13 @@ void validate_config(const std::string& kind, const OptimizerConfig& config) {
   require_argument(config.lr >= 0, "optimizer lr must be >= 0, got " + format_number(config.lr));
   require_argument(config.weight_decay >= 0, "optimizer weight_decay must be >= 0, got " + format_number(config.weight_decay));
   if (kind == "sgd") {
-    require_argument(config.momentum >= 0, "optimizer momentum must be >= 0, got " + format_number(config.momentum));
+    validate_momentum(kind, config.momentum, "optimizer momentum");
     require_argument(!config.nesterov || (config.momentum > 0 && config.dampening == 0),
             "optimizer nesterov requires momentum > 0 and dampening 0 (momentum " + format_number(config.momentum) +
                 ", dampening " + format_number(config.dampening) + ")");
     return;
   }
-  require_argument(config.beta1 >= 0 && config.beta1 < 1, "optimizer beta1 must be in [0, 1), got " + format_number(config.beta1));
+  validate_momentum(kind, config.beta1, "optimizer beta1");
   require_argument(config.beta2 >= 0 && config.beta2 < 1, "optimizer beta2 must be in [0, 1), got " + format_number(config.beta2));
   require_argument(config.eps >= 0, "optimizer eps must be >= 0, got " + format_number(config.eps));
 }
@@ -146,6 +179,15 @@ std::vector<Group> split_groups(const std::vector<std::pair<std::string, at::Ten
 
 
 }  // namespace
+
+void validate_momentum(const std::string& kind, double momentum, const std::string& what) {
+  if (kind == "sgd") {
+    require_argument(momentum >= 0, what + " must be >= 0, got " + format_number(momentum));
+    return;
+  }
+  require_argument(momentum >= 0 && momentum < 1,
+                   what + " must be in [0, 1) for " + kind + " (its beta1), got " + format_number(momentum));
+}
 
 bool glob_match(const std::string& pattern, const std::string& name) {
   // Greedy match that backtracks only to the last '*', which is enough for '*' and '?'.
@@ -263,8 +305,10 @@ double Optimizer::lr(size_t group) const { return impl_->group(group).options().
 
 void Optimizer::set_lr(size_t group, double lr) {
   require_argument(lr >= 0, "optimizer lr must be >= 0, got " + format_number(lr) + " for group " + std::to_string(group));
-  impl_->group(group).options().set_lr(lr);
+  assign_lr(group, lr);
 }
+
+void Optimizer::assign_lr(size_t group, double lr) { impl_->group(group).options().set_lr(lr); }
 
 double Optimizer::initial_lr(size_t group) const {
   return impl_->initial_lrs[impl_->checked(group)];
@@ -272,6 +316,18 @@ double Optimizer::initial_lr(size_t group) const {
 
 double Optimizer::weight_decay(size_t group) const {
   return impl_->traits->weight_decay(impl_->group(group).options());
+}
+
+double Optimizer::momentum(size_t group) const { return impl_->traits->momentum(impl_->group(group).options()); }
+
+void Optimizer::assign_momentum(size_t group, double momentum) {
+  impl_->traits->set_momentum(impl_->group(group).options(), momentum);
+}
+
+std::pair<double, double> Optimizer::betas(size_t group) const {
+  const auto& options = impl_->group(group).options();
+  require_argument(impl_->traits->betas != nullptr, "a " + impl_->kind + " optimizer has no betas (adam and adamw have)");
+  return impl_->traits->betas(options);
 }
 
 std::vector<std::string> Optimizer::group_parameter_names(size_t group) const {

@@ -30,6 +30,10 @@ struct OptimizerConfig {
 // Whether `name` matches the whole glob `pattern` ('*': any run of characters, '?': one character).
 bool glob_match(const std::string& pattern, const std::string& name);
 
+// Refuses a momentum that an optimizer of `kind` cannot take, with Error(InvalidArgument) "<what> must be
+// ...": below 0 for sgd, outside [0, 1) for adam and adamw (whose momentum is beta1).
+void validate_momentum(const std::string& kind, double momentum, const std::string& what);
+
 // kind: "sgd", "adam" or "adamw". Groups: the parameters that match no no_decay pattern (weight_decay from
 // the config), then those that match one (weight_decay 0); an empty group is left out, so there is one
 // group when no pattern is given or when every parameter falls on the same side.
@@ -51,8 +55,17 @@ class Optimizer {
   size_t num_groups() const;
   double lr(size_t group) const;
   void set_lr(size_t group, double lr);  // lr < 0 or NaN: Error(InvalidArgument)
+  // As torch's schedulers write param_group["lr"]: unchecked, since torch's own schedules can give a
+  // negative lr (OneCycleLR's linear annealing at step total_steps, a negative gamma).
+  void assign_lr(size_t group, double lr);
   double initial_lr(size_t group) const;  // the lr each group started with (schedulers scale from it)
   double weight_decay(size_t group) const;
+  // What torch's OneCycleLR cycles: SGD's momentum, or beta1 for adam and adamw (its use_beta1).
+  double momentum(size_t group) const;
+  // Written as OneCycleLR writes it: unchecked (past its end, its linear annealing overshoots).
+  void assign_momentum(size_t group, double momentum);
+  // (beta1, beta2) of an adam or adamw group; sgd has none: Error(InvalidArgument).
+  std::pair<double, double> betas(size_t group) const;
   std::vector<std::string> group_parameter_names(size_t group) const;
   std::vector<at::Tensor> parameters() const;  // every parameter, all groups, in group order
   const std::string& kind() const;

@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "core/error.hpp"
+
 namespace accel::train {
 
 namespace {
@@ -17,6 +19,22 @@ std::vector<std::string> split_patterns(const std::string& text) {
     if (!pattern.empty()) patterns.push_back(pattern);
   }
   return patterns;
+}
+
+// "30, 80" -> {30, 80}: integers separated by commas, spaces around them allowed.
+std::vector<int64_t> parse_milestones(const std::string& text) {
+  std::vector<int64_t> milestones;
+  std::stringstream stream(text);
+  for (std::string item; std::getline(stream, item, ',');) {
+    std::stringstream number(item);
+    int64_t milestone = 0;
+    std::string rest;
+    if (!(number >> milestone) || (number >> rest)) {
+      fail(Code::BadOptionValue, "option milestones: '" + text + "' is not a comma-separated list of steps (e.g. \"30,80\")");
+    }
+    milestones.push_back(milestone);
+  }
+  return milestones;
 }
 
 }  // namespace
@@ -56,6 +74,7 @@ const OptionScope& optimizer_option_scope() {
 }
 
 const OptionScope& scheduler_option_scope() {
+  static const std::vector<std::string> ramps{"linear", "cosine", "1-sqrt"};
   static const OptionScope scope{
       "scheduler",
       "accel_scheduler_new",
@@ -64,12 +83,36 @@ const OptionScope& scheduler_option_scope() {
           {"warmup_steps", OptionType::Int, int64_t{0}, {}, false},
           {"total_steps", OptionType::Int, int64_t{0}, {}, false},
           {"num_cycles", OptionType::Double, 0.5, {}, false},
+          {"power", OptionType::Double, 1.0, {}, false},
+          {"lr_end", OptionType::Double, 1e-7, {}, false},
+          {"timescale", OptionType::Int, int64_t{0}, {}, false},
+          {"min_lr", OptionType::Double, 0.0, {}, false},
+          {"min_lr_rate", OptionType::Double, 0.0, {}, false},
+          {"num_stable_steps", OptionType::Int, int64_t{0}, {}, false},
+          {"num_decay_steps", OptionType::Int, int64_t{0}, {}, false},
+          {"min_lr_ratio", OptionType::Double, 0.0, {}, false},
+          {"warmup_type", OptionType::String, std::string("linear"), ramps, false},
+          {"decay_type", OptionType::String, std::string("cosine"), ramps, false},
           {"step_size", OptionType::Int, int64_t{1}, {}, true},
           {"gamma", OptionType::Double, 0.1, {}, false},
+          {"milestones", OptionType::String, std::string(""), {}, false},
           {"max_lr", OptionType::Double, 0.0, {}, false},
           {"pct_start", OptionType::Double, 0.3, {}, false},
+          {"anneal_strategy", OptionType::String, std::string("cos"), {"cos", "linear"}, false},
+          {"cycle_momentum", OptionType::Bool, true, {}, false},
+          {"base_momentum", OptionType::Double, 0.85, {}, false},
+          {"max_momentum", OptionType::Double, 0.95, {}, false},
           {"div_factor", OptionType::Double, 25.0, {}, true},
           {"final_div_factor", OptionType::Double, 1e4, {}, true},
+          {"three_phase", OptionType::Bool, false, {}, false},
+          {"mode", OptionType::String, std::string("min"), {"min", "max"}, false},
+          {"factor", OptionType::Double, 0.1, {}, false},
+          {"patience", OptionType::Int, int64_t{10}, {}, false},
+          {"threshold", OptionType::Double, 1e-4, {}, false},
+          {"threshold_mode", OptionType::String, std::string("rel"), {"rel", "abs"}, false},
+          {"cooldown", OptionType::Int, int64_t{0}, {}, false},
+          // Shared with the optimizer's eps, so one spec (core/options.hpp): > 0.
+          {"eps", OptionType::Double, 1e-8, {}, true},
           {"split_batches", OptionType::Bool, false, {}, false},
       }};
   return scope;
@@ -116,16 +159,41 @@ OptimizerConfig optimizer_config(const Options* explicit_options) {
 
 SchedulerConfig scheduler_config(const Options* explicit_options) {
   const auto values = resolved(scheduler_option_scope(), explicit_options);
+  // Options whose absence means something (a default that depends on the schedule, or one of two keys).
+  const auto given = [&](const std::string& key) { return values.source(key) == OptionSource::Explicit; };
   SchedulerConfig config;
   config.warmup_steps = values.get_int("warmup_steps");
   config.total_steps = values.get_int("total_steps");
-  config.num_cycles = values.get_double("num_cycles");
+  if (given("num_cycles")) config.num_cycles = values.get_double("num_cycles");
+  config.power = values.get_double("power");
+  config.lr_end = values.get_double("lr_end");
+  if (given("timescale")) config.timescale = values.get_int("timescale");
+  if (given("min_lr")) config.min_lr = values.get_double("min_lr");
+  if (given("min_lr_rate")) config.min_lr_rate = values.get_double("min_lr_rate");
+  if (given("num_stable_steps")) config.num_stable_steps = values.get_int("num_stable_steps");
+  config.num_decay_steps = values.get_int("num_decay_steps");
+  config.min_lr_ratio = values.get_double("min_lr_ratio");
+  config.warmup_type = values.get_string("warmup_type");
+  config.decay_type = values.get_string("decay_type");
   config.step_size = values.get_int("step_size");
   config.gamma = values.get_double("gamma");
+  config.milestones = parse_milestones(values.get_string("milestones"));
   config.max_lr = values.get_double("max_lr");
   config.pct_start = values.get_double("pct_start");
+  config.anneal_strategy = values.get_string("anneal_strategy");
+  config.cycle_momentum = values.get_bool("cycle_momentum");
+  config.base_momentum = values.get_double("base_momentum");
+  config.max_momentum = values.get_double("max_momentum");
   config.div_factor = values.get_double("div_factor");
   config.final_div_factor = values.get_double("final_div_factor");
+  config.three_phase = values.get_bool("three_phase");
+  config.mode = values.get_string("mode");
+  config.factor = values.get_double("factor");
+  config.patience = values.get_int("patience");
+  config.threshold = values.get_double("threshold");
+  config.threshold_mode = values.get_string("threshold_mode");
+  config.cooldown = values.get_int("cooldown");
+  config.eps = values.get_double("eps");
   config.split_batches = values.get_bool("split_batches");
   return config;
 }

@@ -1,6 +1,7 @@
-// Schedules against their formulas (transformers' linear / cosine with warmup, LambdaLR) and against traces
-// printed by torch 1.13 (StepLR, ExponentialLR, OneCycleLR), then Accelerate's stepping rule with the
-// tests of tests/test_scheduler.py (reference 4.2), then state save / load.
+// The Scheduler: traces printed by torch 1.13 (StepLR, ExponentialLR, OneCycleLR with its momentum),
+// LambdaLR, stepping with and without a metric, then Accelerate's stepping rule with the tests of
+// tests/test_scheduler.py (reference 4.2), then state save / load. Each named schedule against its own
+// reference: named_schedules_test.cpp; against torch at test time: torch_schedules_test.py.
 #include "train/scheduler.hpp"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -31,13 +33,16 @@ Optimizer make_optimizer(double lr, std::vector<std::string> no_decay = {"b"}) {
                    config);
 }
 
-// The lr after each of `steps` steps, starting with the lr the scheduler set when it was made (n = 0).
-std::vector<double> trace(Optimizer& optimizer, Scheduler& scheduler, int steps) {
+// The lr after each of `steps` steps, starting with the lr the scheduler set when it was made (n = 0);
+// after_step runs after each step.
+std::vector<double> trace(Optimizer& optimizer, Scheduler& scheduler, int steps,
+                          const std::function<void()>& after_step = [] {}) {
   std::vector<double> lrs{optimizer.lr(0)};
   for (int i = 0; i < steps; ++i) {
     scheduler.step();
-    EXPECT_DOUBLE_EQ(scheduler.last_lr(0), optimizer.lr(0));
+    EXPECT_EQ(scheduler.last_lr(0), optimizer.lr(0));
     lrs.push_back(optimizer.lr(0));
+    after_step();
   }
   return lrs;
 }
@@ -108,12 +113,12 @@ TEST(Scheduler, ExponentialMatchesTorchExponentialLR) {
   SchedulerConfig config;
   config.gamma = 0.9;
   Scheduler scheduler(optimizer, "exponential", config);
-  // torch.optim.lr_scheduler.ExponentialLR(SGD(lr=0.1), gamma=0.9); torch multiplies step by step, this
-  // uses the closed form, hence a tolerance of a few ulps.
+  // torch.optim.lr_scheduler.ExponentialLR(SGD(lr=0.1), gamma=0.9): multiplied step by step, so the
+  // rounding is torch's exactly.
   expect_trace(trace(optimizer, scheduler, 5),
                {0.1, 0.09000000000000001, 0.08100000000000002, 0.07290000000000002, 0.06561000000000002,
                 0.05904900000000002},
-               1e-16);
+               0);
 }
 
 TEST(Scheduler, OneCycleMatchesTorchOneCycleLR) {
@@ -122,11 +127,16 @@ TEST(Scheduler, OneCycleMatchesTorchOneCycleLR) {
   config.max_lr = 0.5;
   config.total_steps = 10;
   Scheduler scheduler(optimizer, "one_cycle", config);
-  // torch.optim.lr_scheduler.OneCycleLR(SGD(lr=0.1, momentum=0.9), max_lr=0.5, total_steps=10)
-  expect_trace(trace(optimizer, scheduler, 10),
-               {0.020000000000000018, 0.26, 0.5, 0.47524231600673683, 0.40587282697488153, 0.30563101096814466,
-                0.19437098903185537, 0.09412917302511849, 0.024759683993263143, 2e-06, 0.024759683993263115},
-               1e-15);
+  // torch.optim.lr_scheduler.OneCycleLR(SGD(lr=0.1, momentum=0.9), max_lr=0.5, total_steps=10): the lr, and
+  // the momentum, cycled by default (it was 0.9 before the scheduler was made).
+  std::vector<double> momentums{optimizer.momentum(0)};
+  const auto lrs = trace(optimizer, scheduler, 10, [&] { momentums.push_back(optimizer.momentum(1)); });
+  expect_trace(lrs, {0.020000000000000018, 0.26, 0.5, 0.47524231600673683, 0.40587282697488153, 0.30563101096814466,
+                     0.19437098903185537, 0.09412917302511849, 0.024759683993263143, 2e-06, 0.024759683993263115},
+               0);
+  expect_trace(momentums, {0.95, 0.8999999999999999, 0.85, 0.854951556604879, 0.8688255099070633, 0.8888739533021842,
+                           0.9111260466978157, 0.9311744900929366, 0.945048443395121, 0.95, 0.945048443395121},
+               0);
   // torch allows total_steps steps and raises on the next one.
   EXPECT_FALSE(scheduler.can_step());
   expect_error(Code::InvalidState, "Tried to step 11 times. The specified number of total steps is 10",
@@ -155,35 +165,25 @@ TEST(Scheduler, ThrowingCallbackPropagatesAndChangesNothing) {
   expect_error(Code::InvalidArgument, "callback is empty", [&] { Scheduler(optimizer, nullptr); });
 }
 
-TEST(Scheduler, BadNamesAndOptionsAreRefused) {
+TEST(Scheduler, LastLrOfAGroupOutOfRange) {
   auto optimizer = make_optimizer(0.1);
-  expect_error(Code::InvalidArgument, "unknown scheduler 'poly' (known: constant, linear, cosine",
-               [&] { Scheduler(optimizer, "poly", {}); });
-  expect_error(Code::InvalidArgument, "linear schedule needs total_steps > 0, got 0",
-               [&] { Scheduler(optimizer, "linear", {}); });
-  SchedulerConfig config;
-  config.total_steps = 10;
-  config.warmup_steps = -1;
-  expect_error(Code::InvalidArgument, "cosine schedule needs warmup_steps >= 0",
-               [&] { Scheduler(optimizer, "cosine", config); });
-  config = {};
-  config.step_size = 0;
-  expect_error(Code::InvalidArgument, "step_size", [&] { Scheduler(optimizer, "step", config); });
-  config = {};
-  config.total_steps = 10;
-  expect_error(Code::InvalidArgument, "max_lr", [&] { Scheduler(optimizer, "one_cycle", config); });
-  config.max_lr = 1.0;
-  config.pct_start = 1.5;
-  expect_error(Code::InvalidArgument, "pct_start", [&] { Scheduler(optimizer, "one_cycle", config); });
-  config.pct_start = 0.1;  // 0.1 * 10 - 1 == 0: torch raises ZeroDivisionError at step 0
-  expect_error(Code::InvalidArgument, "empty phase", [&] { Scheduler(optimizer, "one_cycle", config); });
-  config = {};
-  config.max_lr = 1.0;
-  expect_error(Code::InvalidArgument, "one_cycle schedule needs total_steps", [&] {
-    Scheduler(optimizer, "one_cycle", config);
-  });
   Scheduler constant(optimizer, "constant", {});
   expect_error(Code::OutOfRange, "group 2", [&] { constant.last_lr(2); });
+}
+
+TEST(Scheduler, AMetricGoesToReduceOnPlateauAndOnlyThere) {
+  auto optimizer = make_optimizer(0.1);
+  Scheduler constant(optimizer, "constant", {});
+  expect_error(Code::InvalidArgument, "the constant schedule takes no metric (only reduce_on_plateau does)",
+               [&] { constant.step_with_metric(1.0); });
+  EXPECT_FALSE(constant.takes_metric());
+  EXPECT_EQ(constant.step_count(), 0);
+  Scheduler plateau(optimizer, "reduce_on_plateau", {});
+  expect_error(Code::InvalidArgument, "the reduce_on_plateau schedule is stepped with a metric",
+               [&] { plateau.step(); });
+  plateau.step_with_metric(1.0);
+  EXPECT_EQ(plateau.step_count(), 1);
+  EXPECT_EQ(plateau.last_lr(0), 0.1);
 }
 
 // tests/test_scheduler.py lambda_test: LambdaLR(1 - n/10) on lr 1.0; one optimizer step, then a skipped one.
@@ -271,6 +271,43 @@ TEST(AcceleratedSchedulerStep, TracesForOneAndTwoProcesses) {
   }
 }
 
+// AcceleratedScheduler.step(metric) passes the metric to each of its steps: without split_batches a
+// plateau counts num_processes bad steps per call.
+TEST(AcceleratedSchedulerStep, AMetricStepsReduceOnPlateauByTheSameRule) {
+  SchedulerConfig config;
+  config.patience = 3;
+  for (int64_t processes : {1, 2}) {
+    for (bool split : {false, true}) {
+      SCOPED_TRACE("P=" + std::to_string(processes) + " split=" + std::to_string(split));
+      auto optimizer = make_optimizer(1.0);
+      Scheduler scheduler(optimizer, "reduce_on_plateau", config);
+      accelerated_scheduler_step(scheduler, /*sync_gradients=*/false, false, split, processes, 5.0);
+      accelerated_scheduler_step(scheduler, true, /*step_was_skipped=*/true, split, processes, 5.0);
+      EXPECT_EQ(scheduler.step_count(), 0);
+      const int64_t per_call = split ? 1 : processes;
+      int calls = 0;
+      while (optimizer.lr(0) == 1.0) {
+        accelerated_scheduler_step(scheduler, true, false, split, processes, 5.0);
+        ++calls;
+      }
+      // The first step sets the best metric, the next patience + 1 (4) are bad and reduce.
+      EXPECT_EQ(calls, (5 + per_call - 1) / per_call);
+      EXPECT_EQ(scheduler.step_count(), calls * per_call);
+      EXPECT_DOUBLE_EQ(optimizer.lr(0), 0.1);
+    }
+  }
+}
+
+TEST(AcceleratedSchedulerStep, AMetricMixUpFailsEvenWhenNothingWouldStep) {
+  auto optimizer = make_optimizer(0.1);
+  Scheduler plateau(optimizer, "reduce_on_plateau", {});
+  expect_error(Code::InvalidArgument, "stepped with a metric",
+               [&] { accelerated_scheduler_step(plateau, /*sync_gradients=*/false, false, false, 2); });
+  Scheduler constant(optimizer, "constant", {});
+  expect_error(Code::InvalidArgument, "takes no metric",
+               [&] { accelerated_scheduler_step(constant, /*sync_gradients=*/false, false, false, 2, 0.5); });
+}
+
 TEST(AcceleratedSchedulerStep, RefusesZeroProcesses) {
   auto optimizer = make_optimizer(0.1);
   Scheduler scheduler(optimizer, "constant", {});
@@ -316,6 +353,54 @@ TEST(Scheduler, LoadOfForeignBytesIsRefused) {
   expect_error(Code::InvalidArgument, "has 1 base_lrs, this scheduler's optimizer has 2 groups",
                [&] { scheduler.load_state(other.save_state()); });
   EXPECT_EQ(scheduler.step_count(), 0);
+}
+
+// The momentum one_cycle cycles comes back with the optimizer's state, the step count with the scheduler's.
+TEST(Scheduler, OneCycleResumesWithItsMomentum) {
+  SchedulerConfig config;
+  config.max_lr = 0.5;
+  config.total_steps = 12;
+  auto optimizer = make_optimizer(0.1);
+  Scheduler scheduler(optimizer, "one_cycle", config);
+  for (int i = 0; i < 5; ++i) scheduler.step();
+  const auto optimizer_bytes = optimizer.save_state();
+  const auto scheduler_bytes = scheduler.save_state();
+
+  auto resumed_optimizer = make_optimizer(0.1);
+  Scheduler resumed(resumed_optimizer, "one_cycle", config);
+  resumed_optimizer.load_state(optimizer_bytes);
+  resumed.load_state(scheduler_bytes);
+  EXPECT_EQ(resumed_optimizer.momentum(0), optimizer.momentum(0));
+  EXPECT_EQ(resumed.last_lr(1), scheduler.last_lr(1));
+  while (scheduler.can_step()) {
+    scheduler.step();
+    resumed.step();
+    EXPECT_EQ(resumed_optimizer.lr(0), optimizer.lr(0));
+    EXPECT_EQ(resumed_optimizer.momentum(1), optimizer.momentum(1));
+  }
+  EXPECT_FALSE(resumed.can_step());
+}
+
+// reduce_on_plateau's best metric, bad steps and cooldown are in its state: a resumed plateau reduces
+// when the uninterrupted one does.
+TEST(Scheduler, ReduceOnPlateauResumesItsCounters) {
+  SchedulerConfig config;
+  config.patience = 2;
+  config.cooldown = 2;
+  auto optimizer = make_optimizer(1.0);
+  Scheduler scheduler(optimizer, "reduce_on_plateau", config);
+  for (double metric : {3.0, 2.0, 2.5, 2.5, 2.5, 2.4}) scheduler.step_with_metric(metric);  // reduced, cooling down
+  auto resumed_optimizer = make_optimizer(1.0);
+  Scheduler resumed(resumed_optimizer, "reduce_on_plateau", config);
+  resumed_optimizer.load_state(optimizer.save_state());
+  resumed.load_state(scheduler.save_state());
+  EXPECT_EQ(resumed.step_count(), 6);
+  for (double metric : {2.4, 2.3, 2.2, 2.1, 2.0, 2.0, 2.0}) {
+    scheduler.step_with_metric(metric);
+    resumed.step_with_metric(metric);
+    EXPECT_EQ(resumed_optimizer.lr(0), optimizer.lr(0)) << metric;
+  }
+  EXPECT_DOUBLE_EQ(optimizer.lr(0), 0.01);  // reduced twice in all (a fresh plateau would not have yet)
 }
 
 }  // namespace

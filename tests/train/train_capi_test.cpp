@@ -144,6 +144,93 @@ TEST_F(TrainCapi, CallbackSchedulerReportsTheCallbacksFailure) {
   accel_optimizer_free(optimizer);
 }
 
+TEST_F(TrainCapi, OneCycleCyclesTheMomentumTheOptimizerReports) {
+  accel_options_t* sgd_options = nullptr;
+  ASSERT_EQ(accel_options_new(&sgd_options), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_double(sgd_options, "momentum", 0.9), ACCEL_OK);
+  accel_optimizer_t* sgd = nullptr;
+  ASSERT_EQ(accel_optimizer_new(&sgd, model, "sgd", sgd_options), ACCEL_OK) << last_error();
+  double momentum = 0, beta1 = 0, beta2 = 0;
+  ASSERT_EQ(accel_optimizer_momentum(sgd, 0, &momentum), ACCEL_OK) << last_error();
+  EXPECT_EQ(momentum, 0.9);
+  EXPECT_EQ(accel_optimizer_betas(sgd, 0, &beta1, &beta2), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("a sgd optimizer has no betas"), std::string::npos) << last_error();
+  EXPECT_EQ(accel_optimizer_momentum(sgd, 5, &momentum), ACCEL_ERR_OUT_OF_RANGE);
+  EXPECT_EQ(accel_optimizer_momentum(sgd, 0, nullptr), ACCEL_ERR_NULL_ARGUMENT);
+
+  accel_options_t* cycle = nullptr;
+  ASSERT_EQ(accel_options_new(&cycle), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_double(cycle, "max_lr", 0.5), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_int(cycle, "total_steps", 10), ACCEL_OK);
+  accel_scheduler_t* scheduler = nullptr;
+  ASSERT_EQ(accel_scheduler_new(&scheduler, sgd, "one_cycle", cycle), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_optimizer_momentum(sgd, 0, &momentum), ACCEL_OK);
+  EXPECT_NEAR(momentum, 0.95, 1e-15);  // max_momentum once the scheduler is made
+  ASSERT_EQ(accel_state_accumulate(state), ACCEL_OK);
+  ASSERT_EQ(accel_scheduler_step(scheduler), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_scheduler_step(scheduler), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_optimizer_momentum(sgd, 0, &momentum), ACCEL_OK);
+  EXPECT_EQ(momentum, 0.85);  // at the peak of the lr (step 0.3 * 10 - 1 = 2): base_momentum
+  double lr = 0;
+  ASSERT_EQ(accel_scheduler_last_lr(scheduler, 0, &lr), ACCEL_OK);
+  EXPECT_EQ(lr, 0.5);
+  EXPECT_EQ(accel_scheduler_step_with_metric(scheduler, 1.0), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("the one_cycle schedule takes no metric"), std::string::npos) << last_error();
+  accel_scheduler_free(scheduler);
+  accel_optimizer_free(sgd);
+
+  accel_optimizer_t* adamw = nullptr;
+  ASSERT_EQ(accel_optimizer_new(&adamw, model, "adamw", nullptr), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_optimizer_betas(adamw, 0, &beta1, &beta2), ACCEL_OK) << last_error();
+  EXPECT_EQ(beta1, 0.9);
+  EXPECT_EQ(beta2, 0.999);
+  ASSERT_EQ(accel_options_set_double(cycle, "max_momentum", 0.98), ACCEL_OK);
+  ASSERT_EQ(accel_scheduler_new(&scheduler, adamw, "one_cycle", cycle), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_optimizer_betas(adamw, 0, &beta1, &beta2), ACCEL_OK);
+  EXPECT_NEAR(beta1, 0.98, 1e-15);  // Adam's momentum is beta1
+  EXPECT_EQ(beta2, 0.999);
+  ASSERT_EQ(accel_optimizer_momentum(adamw, 0, &momentum), ACCEL_OK);
+  EXPECT_EQ(momentum, beta1);
+  accel_scheduler_free(scheduler);
+  accel_optimizer_free(adamw);
+  accel_options_free(cycle);
+  accel_options_free(sgd_options);
+}
+
+TEST_F(TrainCapi, ReduceOnPlateauStepsWithAMetric) {
+  accel_options_t* options = nullptr;
+  ASSERT_EQ(accel_options_new(&options), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_int(options, "patience", 1), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_string(options, "mode", "max"), ACCEL_OK);
+  EXPECT_EQ(accel_options_set_string(options, "threshold_mode", "relative"), ACCEL_ERR_BAD_OPTION_VALUE);
+  accel_optimizer_t* optimizer = nullptr;
+  ASSERT_EQ(accel_optimizer_new(&optimizer, model, "sgd", nullptr), ACCEL_OK) << last_error();
+  accel_scheduler_t* scheduler = nullptr;
+  ASSERT_EQ(accel_scheduler_new(&scheduler, optimizer, "reduce_on_plateau", options), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_state_accumulate(state), ACCEL_OK);
+  EXPECT_EQ(accel_scheduler_step(scheduler), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("accel_scheduler_step_with_metric"), std::string::npos) << last_error();
+  double lr = 0;
+  for (double accuracy : {0.5, 0.6, 0.6}) {  // mode max: 0.6 improves, the second 0.6 is the first bad one
+    ASSERT_EQ(accel_scheduler_step_with_metric(scheduler, accuracy), ACCEL_OK) << last_error();
+    ASSERT_EQ(accel_optimizer_lr(optimizer, 0, &lr), ACCEL_OK);
+    EXPECT_EQ(lr, 1e-3);
+  }
+  ASSERT_EQ(accel_scheduler_step_with_metric(scheduler, 0.59), ACCEL_OK) << last_error();  // the second: reduced
+  ASSERT_EQ(accel_scheduler_last_lr(scheduler, 0, &lr), ACCEL_OK);
+  EXPECT_DOUBLE_EQ(lr, 1e-4);
+  EXPECT_EQ(accel_scheduler_step_count(scheduler), 4);
+  EXPECT_EQ(accel_scheduler_step_with_metric(nullptr, 1.0), ACCEL_ERR_NULL_ARGUMENT);
+  accel_scheduler_free(scheduler);
+
+  ASSERT_EQ(accel_options_set_string(options, "milestones", "3,x"), ACCEL_OK);  // checked when a scheduler reads it
+  EXPECT_EQ(accel_scheduler_new(&scheduler, optimizer, "multistep", options), ACCEL_ERR_BAD_OPTION_VALUE);
+  EXPECT_NE(last_error().find("'3,x' is not a comma-separated list of steps"), std::string::npos) << last_error();
+  EXPECT_EQ(scheduler, nullptr);
+  accel_optimizer_free(optimizer);
+  accel_options_free(options);
+}
+
 TEST_F(TrainCapi, DictAndTupleOutputsAndEvaluationWithoutGraph) {
   accel_model_t* dict_model = nullptr;
   ASSERT_EQ(accel_model_load(&dict_model, tiny_models::dict_output(tiny_models::temp_file("dict.pt")).c_str()), ACCEL_OK);

@@ -1,12 +1,14 @@
 // The training step on every rank under `accel launch`, through the C++ core. Which suites run depends
 // on the launch (see tests/CMakeLists.txt): Ddp.* with 2 processes, Accumulation.* with 2 processes and
 // ACCEL_GRADIENT_ACCUMULATION_STEPS=2 (SyncEachBatch.* also with ACCEL_SYNC_EACH_BATCH=1), Fp16.* and Bf16.*
-// with 1 process and that ACCEL_MIXED_PRECISION.
+// with 1 process and that ACCEL_MIXED_PRECISION, SchedulerRule.* with 1 and 2 processes, and with 2
+// processes and ACCEL_GRADIENT_ACCUMULATION_STEPS=2.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <memory>
+#include <optional>
 
 #include "core/env.hpp"
 #include "core/error.hpp"
@@ -165,6 +167,87 @@ TEST(Ddp, SchedulerStepsOncePerProcessAfterEachOptimizerStep) {
   optimizer->step();
   scheduler.step();
   EXPECT_NEAR(optimizer->optimizer().lr(0), 1.0 - static_cast<double>(world()) / 20.0, 1e-12);
+}
+
+// One micro-batch as a training loop runs it: forward, backward, then the optimizer's and the scheduler's
+// steps (with the metric when there is one), each acting only when gradients are synchronised.
+void train_micro_batch(Model& model, AcceleratedOptimizer& optimizer, AcceleratedScheduler& scheduler,
+                       std::optional<double> metric = std::nullopt) {
+  auto accelerator = optimizer.accelerator();
+  accelerator->accumulate();
+  accelerator->backward(output_of(model, at::randn({2, 8})).sum());
+  optimizer.step();
+  scheduler.step(metric);
+  optimizer.zero_grad();
+}
+
+// Accelerate's rule (reference 4.2) on this launch: after each real optimizer step the schedule moves
+// num_processes steps, or one with split_batches; it does not move while gradients accumulate. The lr is
+// warmup_stable_decay's (2 warmup, 3 stable, 10 linear decay steps) at that count.
+TEST(SchedulerRule, TheScheduleMovesByTheProcessCountUnlessSplitBatches) {
+  const auto expected_lr = [](int64_t n) {
+    if (n < 2) return 0.1 * static_cast<double>(n) / 2;
+    if (n < 5) return 0.1;
+    return n < 15 ? 0.1 * static_cast<double>(15 - n) / 10 : 0.0;
+  };
+  for (bool split : {false, true}) {
+    SCOPED_TRACE("split_batches=" + std::to_string(split) + " processes=" + std::to_string(world()));
+    auto model = load_mlp("scheduler_rule");
+    model->prepare(state, PrepareConfig{});
+    auto accelerator = Accelerator::of(state);
+    OptimizerConfig config;
+    config.lr = 0.1;
+    auto optimizer = std::make_shared<AcceleratedOptimizer>(accelerator, std::make_unique<Optimizer>("sgd", trainable(*model), config));
+    SchedulerConfig schedule;
+    schedule.warmup_steps = 2;
+    schedule.num_stable_steps = 3;
+    schedule.num_decay_steps = 10;
+    schedule.decay_type = "linear";
+    AcceleratedScheduler scheduler(
+        optimizer, std::make_unique<Scheduler>(optimizer->optimizer(), "warmup_stable_decay", schedule), split);
+    const int64_t per_optimizer_step = split ? 1 : world();
+    const int64_t accumulation = accelerator->gradient_accumulation_steps();
+    state->gradient_state().set_step(0);
+    for (int64_t optimizer_step = 1; optimizer_step <= 6; ++optimizer_step) {
+      for (int64_t micro = 1; micro <= accumulation; ++micro) {
+        train_micro_batch(*model, *optimizer, scheduler);
+        const int64_t done = optimizer_step - (micro < accumulation ? 1 : 0);
+        EXPECT_EQ(scheduler.scheduler().step_count(), done * per_optimizer_step) << "micro-batch " << micro;
+        EXPECT_NEAR(optimizer->optimizer().lr(0), expected_lr(done * per_optimizer_step), 1e-15);
+      }
+    }
+  }
+}
+
+// The same rule with a metric: reduce_on_plateau (patience 3) counts num_processes steps per call unless
+// split_batches, as Accelerate passes the metric to each of its steps.
+TEST(SchedulerRule, AMetricIsCountedOncePerProcessUnlessSplitBatches) {
+  for (bool split : {false, true}) {
+    SCOPED_TRACE("split_batches=" + std::to_string(split) + " processes=" + std::to_string(world()));
+    auto model = load_mlp("scheduler_rule_metric");
+    model->prepare(state, PrepareConfig{});
+    auto accelerator = Accelerator::of(state);
+    OptimizerConfig config;
+    config.lr = 0.1;
+    auto optimizer = std::make_shared<AcceleratedOptimizer>(accelerator, std::make_unique<Optimizer>("sgd", trainable(*model), config));
+    SchedulerConfig schedule;
+    schedule.patience = 3;
+    AcceleratedScheduler scheduler(
+        optimizer, std::make_unique<Scheduler>(optimizer->optimizer(), "reduce_on_plateau", schedule), split);
+    const int64_t per_optimizer_step = split ? 1 : world();
+    state->gradient_state().set_step(0);
+    int64_t optimizer_steps = 0;
+    while (optimizer->optimizer().lr(0) == 0.1 && optimizer_steps < 10) {
+      for (int64_t micro = 0; micro < accelerator->gradient_accumulation_steps(); ++micro) {
+        train_micro_batch(*model, *optimizer, scheduler, 1.0);
+      }
+      ++optimizer_steps;
+    }
+    // One step sets the best metric, the next patience + 1 = 4 do not improve on it and reduce.
+    EXPECT_EQ(optimizer_steps, (5 + per_optimizer_step - 1) / per_optimizer_step);
+    EXPECT_EQ(scheduler.scheduler().step_count(), optimizer_steps * per_optimizer_step);
+    EXPECT_NEAR(optimizer->optimizer().lr(0), 0.01, 1e-17);
+  }
 }
 
 // The reference 2.4 schedule: 5 batches, 2 accumulation steps → sync F, T, F, T, T, no all-reduce when F.

@@ -199,6 +199,8 @@ int accel_optimizer_step_was_skipped(const accel_optimizer_t *optimizer);
 size_t accel_optimizer_num_groups(const accel_optimizer_t *optimizer);
 int accel_optimizer_lr(const accel_optimizer_t *optimizer, size_t group, double *out);
 int accel_optimizer_set_lr(accel_optimizer_t *optimizer, size_t group, double lr);
+int accel_optimizer_momentum(const accel_optimizer_t *optimizer, size_t group, double *out);
+int accel_optimizer_betas(const accel_optimizer_t *optimizer, size_t group, double *beta1, double *beta2);
 int accel_optimizer_loss_scale(const accel_optimizer_t *optimizer, double *out);
 """),
     ("accel/scheduler.h", """
@@ -208,6 +210,7 @@ typedef int (*accel_lr_multiplier_fn)(int64_t step, double *multiplier, void *pa
 int accel_scheduler_from_callback(accel_scheduler_t **out, accel_optimizer_t *optimizer, accel_lr_multiplier_fn multiplier, void *payload);
 void accel_scheduler_free(accel_scheduler_t *scheduler);
 int accel_scheduler_step(accel_scheduler_t *scheduler);
+int accel_scheduler_step_with_metric(accel_scheduler_t *scheduler, double metric);
 int accel_scheduler_last_lr(const accel_scheduler_t *scheduler, size_t group, double *out);
 int64_t accel_scheduler_step_count(const accel_scheduler_t *scheduler);
 """),

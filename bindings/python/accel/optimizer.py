@@ -36,6 +36,19 @@ class Optimizer(Handle):
         check(lib.accel_optimizer_lr(self.pointer, group, out))
         return out[0]
 
+    def get_momentum(self, group=0):
+        """The group's momentum: sgd's momentum, or beta1 for adam and adamw (what a one_cycle schedule
+        cycles)."""
+        out = ffi.new("double *")
+        check(lib.accel_optimizer_momentum(self.pointer, group, out))
+        return out[0]
+
+    def get_betas(self, group=0):
+        """(beta1, beta2) of an adam or adamw group; InvalidArgumentError for sgd."""
+        beta1, beta2 = ffi.new("double *"), ffi.new("double *")
+        check(lib.accel_optimizer_betas(self.pointer, group, beta1, beta2))
+        return beta1[0], beta2[0]
+
     def set_lr(self, lr, group=None):
         """Sets the learning rate of one group, or of every group when group is None."""
         for index in range(self.num_groups) if group is None else [group]:

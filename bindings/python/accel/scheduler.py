@@ -11,8 +11,10 @@ class Scheduler(Handle):
     _free = lib.accel_scheduler_free
 
     def __init__(self, optimizer, schedule, options):
-        """schedule: a name ("constant", "linear", "cosine", "step", "exponential", "one_cycle") with its
-        options, or a function of the step returning the multiplier of each group's initial lr (LambdaLR)."""
+        """schedule: a name with its options (the list, with each one's options, is in
+        capi/accel/scheduler.h: transformers' "linear", "cosine", ..., "warmup_stable_decay", torch's "step",
+        "multistep", "exponential", "one_cycle", "reduce_on_plateau"), or a function of the step returning
+        the multiplier of each group's initial lr (LambdaLR)."""
         out = ffi.new("accel_scheduler_t **")
         self.callbacks = None
         if callable(schedule):
@@ -28,7 +30,12 @@ class Scheduler(Handle):
         super().__init__(out[0])
         self.optimizer = optimizer
 
-    def step(self):
+    def step(self, metric=None):
+        """One step by Accelerate's rule. metric: what "reduce_on_plateau" watches (torch's
+        ReduceLROnPlateau.step(metrics)); the other schedules take none."""
+        if metric is not None:
+            check(lib.accel_scheduler_step_with_metric(self.pointer, float(metric)))
+            return
         check(lib.accel_scheduler_step(self.pointer), *([self.callbacks] if self.callbacks else []))
 
     def get_last_lr(self):
