@@ -47,10 +47,13 @@ class OptimizerSpec:
 
 @dataclasses.dataclass(init=False)
 class SchedulerSpec:
-    """A learning-rate schedule: a name ("constant", "linear", "cosine", "step", "exponential",
-    "one_cycle") with its options (warmup_steps, total_steps, num_cycles, step_size, gamma, max_lr,
-    pct_start, div_factor, final_div_factor), or a function step -> multiplier of the initial lr
-    (LambdaLR). Size it in single-process steps, as in Accelerate."""
+    """A learning-rate schedule: a name (transformers' "linear", "cosine", "cosine_with_restarts",
+    "polynomial", "constant", "constant_with_warmup", "inverse_sqrt", "cosine_with_min_lr",
+    "warmup_stable_decay", or torch's "step", "multistep", "exponential", "one_cycle",
+    "reduce_on_plateau") with its options (capi/accel/scheduler.h lists them, e.g. warmup_steps,
+    total_steps, gamma, max_lr, milestones="30,80"), or a function step -> multiplier of the initial lr
+    (LambdaLR). Size it in single-process steps, as in Accelerate; a reduce_on_plateau scheduler steps
+    with a metric (Scheduler.step(metric))."""
 
     schedule: typing.Any
     optimizer: typing.Any

@@ -57,6 +57,22 @@ end
 set_lr!(optimizer::Optimizer, rate::Real, group::Integer = 1) =
     @check ccall((:accel_optimizer_set_lr, libaccel), Cint, (Ptr{accel_optimizer_t}, Csize_t, Cdouble), optimizer, group - 1, rate)
 
+"""SGD's momentum or Adam's beta1 of parameter group `group` (1-based): what one_cycle cycles."""
+function momentum(optimizer::Optimizer, group::Integer = 1)
+    value = Ref{Cdouble}(0)
+    @check ccall((:accel_optimizer_momentum, libaccel), Cint, (Ptr{accel_optimizer_t}, Csize_t, Ptr{Cdouble}), optimizer, group - 1, value)
+    return value[]
+end
+
+"""The (beta1, beta2) of parameter group `group` (1-based) of an Adam or AdamW optimizer."""
+function betas(optimizer::Optimizer, group::Integer = 1)
+    beta1 = Ref{Cdouble}(0)
+    beta2 = Ref{Cdouble}(0)
+    @check ccall((:accel_optimizer_betas, libaccel), Cint, (Ptr{accel_optimizer_t}, Csize_t, Ptr{Cdouble}, Ptr{Cdouble}),
+        optimizer, group - 1, beta1, beta2)
+    return (beta1[], beta2[])
+end
+
 """The fp16 loss scale (1 without fp16); waits for the device."""
 function loss_scale(optimizer::Optimizer)
     scale = Ref{Cdouble}(0)

@@ -59,6 +59,12 @@ function step!(scheduler::Scheduler)
     check_callback_call(scheduler.callbacks, code)
 end
 
+"""Accelerate's AcceleratedScheduler.step(metric), for reduce_on_plateau."""
+function step!(scheduler::Scheduler, metric::Real)
+    code = ccall((:accel_scheduler_step_with_metric, libaccel), Cint, (Ptr{accel_scheduler_t}, Cdouble), scheduler, metric)
+    check_callback_call(scheduler.callbacks, code)
+end
+
 """The learning rate of group `group` (1-based) after the last step."""
 function last_lr(scheduler::Scheduler, group::Integer = 1)
     rate = Ref{Cdouble}(0)

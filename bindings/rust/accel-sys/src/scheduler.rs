@@ -25,6 +25,7 @@ extern "C" {
     ) -> c_int;
     pub fn accel_scheduler_free(scheduler: *mut accel_scheduler_t);
     pub fn accel_scheduler_step(scheduler: *mut accel_scheduler_t) -> c_int;
+    pub fn accel_scheduler_step_with_metric(scheduler: *mut accel_scheduler_t, metric: f64) -> c_int;
     pub fn accel_scheduler_last_lr(scheduler: *const accel_scheduler_t, group: usize, out: *mut f64) -> c_int;
     pub fn accel_scheduler_step_count(scheduler: *const accel_scheduler_t) -> i64;
 }

@@ -56,6 +56,20 @@ impl Optimizer {
         check(unsafe { sys::accel_optimizer_set_lr(self.as_ptr(), group, lr) })
     }
 
+    /// SGD's momentum or Adam's beta1 of parameter group `group` (what one_cycle cycles).
+    pub fn momentum(&self, group: usize) -> Result<f64> {
+        let mut momentum = 0.0;
+        check(unsafe { sys::accel_optimizer_momentum(self.as_ptr(), group, &mut momentum) })?;
+        Ok(momentum)
+    }
+
+    /// The (beta1, beta2) of parameter group `group` of an Adam or AdamW optimizer.
+    pub fn betas(&self, group: usize) -> Result<(f64, f64)> {
+        let (mut beta1, mut beta2) = (0.0, 0.0);
+        check(unsafe { sys::accel_optimizer_betas(self.as_ptr(), group, &mut beta1, &mut beta2) })?;
+        Ok((beta1, beta2))
+    }
+
     /// The fp16 loss scale (1 without fp16); waits for the device.
     pub fn loss_scale(&self) -> Result<f64> {
         let mut scale = 0.0;

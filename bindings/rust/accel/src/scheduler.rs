@@ -54,6 +54,13 @@ impl Scheduler {
         explain(&self.multiplier, result)
     }
 
+    /// Accelerate's AcceleratedScheduler.step(metric), for reduce_on_plateau.
+    pub fn step_with_metric(&mut self, metric: f64) -> Result<()> {
+        let result =
+            one_at_a_time(|| check(unsafe { sys::accel_scheduler_step_with_metric(self.ptr.as_ptr(), metric) }));
+        explain(&self.multiplier, result)
+    }
+
     /// The learning rate of group `group` after the last step.
     pub fn last_lr(&self, group: usize) -> Result<f64> {
         let mut lr = 0.0;

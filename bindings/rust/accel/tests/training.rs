@@ -170,6 +170,35 @@ fn a_schedule_from_a_function_sets_the_rates_and_reports_its_failures() {
 }
 
 #[test]
+fn one_cycle_sets_the_momentum_and_a_plateau_steps_with_a_metric() {
+    let _one = common::one_test_at_a_time();
+    let state = State::new(None).unwrap();
+    let mut model = Model::load(common::tiny_model()).unwrap();
+    state.prepare_model(&mut model, None).unwrap();
+    let adam = Optimizer::new(&model, "adam", None).unwrap();
+    assert_eq!(adam.betas(0).unwrap(), (0.9, 0.999));
+    let one_cycle_options = Options::from_text(&[("max_lr", "0.1"), ("total_steps", "10")]).unwrap();
+    let _one_cycle = Scheduler::new(&adam, "one_cycle", Some(&one_cycle_options)).unwrap();
+    assert_eq!(adam.momentum(0).unwrap(), 0.95); // max_momentum, as torch's OneCycleLR sets it
+
+    let mut sgd = Optimizer::new(&model, "sgd", Some(&Options::from_text(&[("lr", "0.1")]).unwrap())).unwrap();
+    assert_eq!(sgd.betas(0).err().expect("sgd has no betas").code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
+    let plateau_options = Options::from_text(&[("patience", "0"), ("factor", "0.5")]).unwrap();
+    let mut plateau = Scheduler::new(&sgd, "reduce_on_plateau", Some(&plateau_options)).unwrap();
+    for metric in [1.0, 2.0] {
+        state.accumulate().unwrap();
+        let (x, y) = samples();
+        let logits = model.forward(&[&x]).unwrap().get(0).unwrap();
+        state.backward(&compute_loss("cross_entropy", &logits, &y, None).unwrap()).unwrap();
+        sgd.step().unwrap();
+        sgd.zero_grad().unwrap();
+        plateau.step_with_metric(metric).unwrap();
+    }
+    assert_eq!(sgd.lr(0).unwrap(), 0.05); // the metric got worse once: halved
+    assert_eq!(plateau.step().err().expect("a plateau needs a metric").code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
+}
+
+#[test]
 fn losses_are_computed_with_their_options() {
     let input = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[3]).unwrap();
     let target = Tensor::from_slice(&[1.0f32, 1.0, 1.0], &[3]).unwrap();
