@@ -1,0 +1,293 @@
+// accel for C++: a small, header-only RAII layer over the C ABI (accel.h). Every handle is owned by one
+// object and freed by its destructor; every failing call throws accel::Error carrying the code and the
+// library's message. Only the C ABI is used, so a program built with this header links libaccel alone.
+//
+// Thread safety is the C ABI's (see each capi/accel/*.h): these wrappers add no locking.
+#pragma once
+
+#include <accel.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace accel {
+
+class Error : public std::runtime_error {
+ public:
+  Error(int code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  int code() const noexcept { return code_; }
+
+ private:
+  int code_;
+};
+
+// Throws Error unless code is ACCEL_OK.
+inline void check(int code) {
+  if (code != ACCEL_OK) throw Error(code, std::string(accel_error_name(code)) + ": " + accel_error_last());
+}
+
+namespace detail {
+template <class T, void (*Free)(T*)>
+struct Deleter {
+  void operator()(T* handle) const noexcept { Free(handle); }
+};
+template <class T, void (*Free)(T*)>
+using Owned = std::unique_ptr<T, Deleter<T, Free>>;
+
+// Calls make(&out) and takes ownership of what it made.
+template <class T, void (*Free)(T*), class Make>
+Owned<T, Free> made(Make&& make) {
+  T* out = nullptr;
+  check(make(&out));
+  return Owned<T, Free>(out);
+}
+
+template <class T>
+constexpr int32_t dtype_of();
+template <>
+constexpr int32_t dtype_of<float>() { return ACCEL_DTYPE_FLOAT32; }
+template <>
+constexpr int32_t dtype_of<double>() { return ACCEL_DTYPE_FLOAT64; }
+template <>
+constexpr int32_t dtype_of<int64_t>() { return ACCEL_DTYPE_INT64; }
+template <>
+constexpr int32_t dtype_of<int32_t>() { return ACCEL_DTYPE_INT32; }
+}  // namespace detail
+
+class Options {
+ public:
+  Options() : handle_(detail::made<accel_options_t, accel_options_free>(accel_options_new)) {}
+  // Any key from its text form ("true", "32", "bf16").
+  Options& set(const std::string& key, const std::string& value) {
+    check(accel_options_set(get(), key.c_str(), value.c_str()));
+    return *this;
+  }
+  accel_options_t* get() const { return handle_.get(); }
+
+ private:
+  detail::Owned<accel_options_t, accel_options_free> handle_;
+};
+
+class Tensor {
+ public:
+  explicit Tensor(accel_tensor_t* owned) : handle_(owned) {}
+  // A CPU tensor holding a copy of values in the given shape.
+  template <class T>
+  static Tensor from(const std::vector<T>& values, const std::vector<int64_t>& shape) {
+    return Tensor(detail::made<accel_tensor_t, accel_tensor_free>([&](accel_tensor_t** out) {
+                    return accel_tensor_from_buffer(out, values.data(), detail::dtype_of<T>(), shape.data(), shape.size());
+                  }).release());
+  }
+  template <class T>
+  std::vector<T> values() const {
+    std::vector<T> out(static_cast<size_t>(accel_tensor_numel(get())));
+    check(accel_tensor_copy_to_buffer(get(), out.data(), out.size() * sizeof(T)));
+    return out;
+  }
+  std::vector<int64_t> shape() const {
+    const int64_t* sizes = accel_tensor_shape(get());
+    return std::vector<int64_t>(sizes, sizes + accel_tensor_ndim(get()));
+  }
+  accel_tensor_t* get() const { return handle_.get(); }
+
+ private:
+  detail::Owned<accel_tensor_t, accel_tensor_free> handle_;
+};
+
+class Model;
+
+class State {
+ public:
+  explicit State(const Options* options = nullptr)
+      : handle_(detail::made<accel_state_t, accel_state_free>(
+            [&](accel_state_t** out) { return accel_state_new(out, options ? options->get() : nullptr); })) {}
+  int32_t num_processes() const { return accel_state_num_processes(get()); }
+  int32_t process_index() const { return accel_state_process_index(get()); }
+  bool is_main_process() const { return accel_state_is_main_process(get()) != 0; }
+  std::string device() const { return accel_state_device(get()); }
+
+  void prepare(Model& model, const Options* options = nullptr);
+  void accumulate() { check(accel_state_accumulate(get())); }
+  bool sync_gradients() const { return accel_state_sync_gradients(get()) != 0; }
+  void backward(const Tensor& loss) { check(accel_state_backward(get(), loss.get())); }
+  double clip_grad_norm(Model& model, double max_norm, double norm_type = 2.0);
+  Tensor reduce(const Tensor& input, const std::string& how) {
+    accel_tensor_t* out = nullptr;
+    check(accel_state_reduce(get(), input.get(), how.c_str(), &out));
+    return Tensor(out);
+  }
+  Tensor gather_for_metrics(const Tensor& input) {
+    accel_tensor_t* out = nullptr;
+    check(accel_state_gather_for_metrics(get(), input.get(), &out));
+    return Tensor(out);
+  }
+  void print(const std::string& text) const { check(accel_state_print(get(), text.c_str())); }
+  void init_trackers(const std::string& project_dir, const std::string& run, const std::string& config_json,
+                     const Options* options = nullptr) {
+    check(accel_state_init_trackers(get(), project_dir.c_str(), run.c_str(), config_json.c_str(),
+                                    options ? options->get() : nullptr));
+  }
+  void log(const std::vector<std::pair<std::string, double>>& scalars, int64_t step) {
+    std::vector<const char*> names;
+    std::vector<double> values;
+    for (const auto& [name, value] : scalars) {
+      names.push_back(name.c_str());
+      values.push_back(value);
+    }
+    check(accel_state_log(get(), names.data(), values.data(), names.size(), step));
+  }
+  void finish_trackers() { check(accel_state_finish_trackers(get())); }
+  // Collective teardown (accel_state_shutdown).
+  void shutdown() { check(accel_state_shutdown(get())); }
+  accel_state_t* get() const { return handle_.get(); }
+
+ private:
+  detail::Owned<accel_state_t, accel_state_free> handle_;
+};
+
+class Dataset {
+ public:
+  // Named tensors sharing dim 0 (one sample per row); the dataset shares them.
+  static Dataset from_tensors(const std::vector<std::pair<std::string, const Tensor*>>& fields) {
+    std::vector<const char*> names;
+    std::vector<accel_tensor_t*> tensors;
+    for (const auto& [name, tensor] : fields) {
+      names.push_back(name.c_str());
+      tensors.push_back(tensor->get());
+    }
+    return Dataset(detail::made<accel_dataset_t, accel_dataset_free>([&](accel_dataset_t** out) {
+      return accel_dataset_from_tensors(out, names.data(), tensors.data(), names.size());
+    }));
+  }
+  accel_dataset_t* get() const { return handle_.get(); }
+
+ private:
+  explicit Dataset(detail::Owned<accel_dataset_t, accel_dataset_free> handle) : handle_(std::move(handle)) {}
+  detail::Owned<accel_dataset_t, accel_dataset_free> handle_;
+};
+
+class Batch {
+ public:
+  explicit Batch(accel_batch_t* owned) : handle_(owned) {}
+  Tensor operator[](const std::string& name) const {
+    accel_tensor_t* out = nullptr;
+    check(accel_batch_get(handle_.get(), name.c_str(), &out));
+    return Tensor(out);
+  }
+
+ private:
+  detail::Owned<accel_batch_t, accel_batch_free> handle_;
+};
+
+class Loader {
+ public:
+  Loader(State& state, const Dataset& dataset, const Options* options = nullptr)
+      : handle_(detail::made<accel_loader_t, accel_loader_free>([&](accel_loader_t** out) {
+          return accel_loader_new(out, state.get(), dataset.get(), options ? options->get() : nullptr);
+        })) {}
+  // The next batch of the epoch; nullopt when it is over (the next call starts the next epoch).
+  std::optional<Batch> next() {
+    accel_batch_t* out = nullptr;
+    check(accel_loader_next(handle_.get(), &out));
+    if (out == nullptr) return std::nullopt;
+    return Batch(out);
+  }
+  int64_t length() const {
+    int64_t out = 0;
+    check(accel_loader_length(handle_.get(), &out));
+    return out;
+  }
+
+ private:
+  detail::Owned<accel_loader_t, accel_loader_free> handle_;
+};
+
+class Model {
+ public:
+  explicit Model(const std::string& torchscript_path)
+      : handle_(detail::made<accel_model_t, accel_model_free>(
+            [&](accel_model_t** out) { return accel_model_load(out, torchscript_path.c_str()); })) {}
+  // The first tensor forward returns (with a graph, for training; without one when evaluating).
+  Tensor forward(const Tensor& input, bool with_graph = true) {
+    accel_tensor_t* inputs[] = {input.get()};
+    accel_output_t* output = nullptr;
+    check(with_graph ? accel_model_forward(get(), inputs, 1, nullptr, nullptr, 0, &output)
+                     : accel_model_evaluate(get(), inputs, 1, nullptr, nullptr, 0, &output));
+    detail::Owned<accel_output_t, accel_output_free> owned(output);
+    accel_tensor_t* first = nullptr;
+    check(accel_output_get(output, 0, &first));
+    return Tensor(first);
+  }
+  void train(bool on) { check(accel_model_train(get(), on ? 1 : 0)); }
+  accel_model_t* get() const { return handle_.get(); }
+
+ private:
+  detail::Owned<accel_model_t, accel_model_free> handle_;
+};
+
+inline void State::prepare(Model& model, const Options* options) {
+  check(accel_state_prepare_model(get(), model.get(), options ? options->get() : nullptr));
+}
+
+inline double State::clip_grad_norm(Model& model, double max_norm, double norm_type) {
+  double total = 0;
+  check(accel_state_clip_grad_norm(get(), model.get(), max_norm, norm_type, &total));
+  return total;
+}
+
+class Optimizer {
+ public:
+  Optimizer(Model& model, const std::string& kind, const Options* options = nullptr)
+      : handle_(detail::made<accel_optimizer_t, accel_optimizer_free>([&](accel_optimizer_t** out) {
+          return accel_optimizer_new(out, model.get(), kind.c_str(), options ? options->get() : nullptr);
+        })) {}
+  void step() { check(accel_optimizer_step(get())); }
+  void zero_grad() { check(accel_optimizer_zero_grad(get())); }
+  accel_optimizer_t* get() const { return handle_.get(); }
+
+ private:
+  detail::Owned<accel_optimizer_t, accel_optimizer_free> handle_;
+};
+
+class Scheduler {
+ public:
+  Scheduler(Optimizer& optimizer, const std::string& name, const Options* options = nullptr)
+      : handle_(detail::made<accel_scheduler_t, accel_scheduler_free>([&](accel_scheduler_t** out) {
+          return accel_scheduler_new(out, optimizer.get(), name.c_str(), options ? options->get() : nullptr);
+        })) {}
+  void step() { check(accel_scheduler_step(handle_.get())); }
+  double last_lr(size_t group = 0) const {
+    double lr = 0;
+    check(accel_scheduler_last_lr(handle_.get(), group, &lr));
+    return lr;
+  }
+
+ private:
+  detail::Owned<accel_scheduler_t, accel_scheduler_free> handle_;
+};
+
+class Progress {
+ public:
+  Progress(const State& state, int64_t total, const std::string& description)
+      : handle_(detail::made<accel_progress_t, accel_progress_free>([&](accel_progress_t** out) {
+          return accel_progress_new(out, state.get(), total, description.c_str());
+        })) {}
+  void update(int64_t steps, double loss) { check(accel_progress_update(handle_.get(), steps, loss)); }
+
+ private:
+  detail::Owned<accel_progress_t, accel_progress_free> handle_;
+};
+
+// accel_loss_compute.
+inline Tensor compute_loss(const std::string& name, const Tensor& input, const Tensor& target) {
+  accel_tensor_t* out = nullptr;
+  check(accel_loss_compute(&out, name.c_str(), input.get(), target.get(), nullptr));
+  return Tensor(out);
+}
+
+}  // namespace accel
