@@ -1,15 +1,11 @@
 #include "cli/plot_command.hpp"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <climits>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
-#include <vector>
+
+#include "cli/share_script.hpp"
 
 namespace accel::cli {
 
@@ -25,17 +21,6 @@ void usage(std::FILE* out) {
 bool exists(const std::string& path) {
   struct stat info {};
   return ::stat(path.c_str(), &info) == 0;
-}
-
-// The drawing script ships beside the program: <prefix>/share/accel/plot_run.py for <prefix>/bin/accel
-// (the build tree mirrors that layout).
-std::string script_path() {
-  char self[PATH_MAX] = {};
-  const ssize_t length = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (length <= 0) return "";
-  std::string dir(self, static_cast<size_t>(length));
-  dir = dir.substr(0, dir.rfind('/'));
-  return dir.substr(0, dir.rfind('/')) + "/share/accel/plot_run.py";
 }
 
 }  // namespace
@@ -68,18 +53,7 @@ int run_plot(int argc, char** argv) {
     return 1;
   }
   if (out.empty()) out = run_dir + "/metrics.png";
-  const std::string script = script_path();
-  if (!exists(script)) {
-    std::fprintf(stderr, "accel plot: the drawing script '%s' is missing from this installation\n", script.c_str());
-    return 1;
-  }
-  const char* python = std::getenv("ACCEL_PYTHON");
-  const std::string interpreter = python != nullptr && *python != '\0' ? python : "/usr/bin/python3";
-  std::vector<char*> args{const_cast<char*>(interpreter.c_str()), const_cast<char*>(script.c_str()),
-                          const_cast<char*>(run_dir.c_str()), const_cast<char*>(out.c_str()), nullptr};
-  ::execv(interpreter.c_str(), args.data());
-  std::fprintf(stderr, "accel plot: cannot run '%s': %s\n", interpreter.c_str(), std::strerror(errno));
-  return 1;
+  return run_share_script("accel plot", "plot_run.py", {run_dir, out});
 }
 
 }  // namespace accel::cli

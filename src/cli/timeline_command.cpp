@@ -1,9 +1,11 @@
 #include "cli/timeline_command.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
+#include "cli/share_script.hpp"
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 
@@ -14,8 +16,29 @@ namespace {
 void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: accel timeline merge DIR [--out FILE]\n"
-               "Merges the step timelines the ranks wrote (run with timeline=DIR or ACCEL_TIMELINE=DIR) into\n"
-               "one Chrome trace, a process per rank: FILE (default DIR.json), for Perfetto or chrome://tracing.\n");
+               "       accel timeline plot TRACE.json [--out FILE.png] [--steps N]\n"
+               "merge: the step timelines the ranks wrote (run with timeline=DIR or ACCEL_TIMELINE=DIR) as one\n"
+               "Chrome trace, a process per rank: FILE (default DIR.json), for Perfetto or chrome://tracing.\n"
+               "plot: the last N (3) training steps of a trace drawn as a picture, a row per rank and track\n"
+               "(default TRACE.png), with matplotlib.\n");
+}
+
+int run_plot(int argc, char** argv) {
+  std::string trace = argv[2], out, steps = "3";
+  for (int i = 3; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--out" && i + 1 < argc) {
+      out = argv[++i];
+    } else if (arg == "--steps" && i + 1 < argc && std::atoi(argv[i + 1]) > 0) {
+      steps = argv[++i];
+    } else {
+      std::fprintf(stderr, "accel timeline plot: unexpected argument '%s'\n", arg.c_str());
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (out.empty()) out = trace.substr(0, trace.rfind(".json")) + ".png";
+  return run_share_script("accel timeline plot", "plot_timeline.py", {trace, out, steps});
 }
 
 }  // namespace
@@ -25,6 +48,7 @@ int run_timeline(int argc, char** argv) {
     usage(stdout);
     return 0;
   }
+  if (argc >= 3 && std::string(argv[1]) == "plot") return run_plot(argc, argv);
   if (argc < 3 || std::string(argv[1]) != "merge") {
     usage(stderr);
     return 2;

@@ -12,3 +12,5 @@ ACCEL_TIMELINE="$work/timeline" ACCEL_TIMELINE_STEPS=5 \
 "$accel" timeline merge "$work/timeline" --out "$work/timeline.json"
 /usr/bin/python3 "$(dirname "$0")/timeline_check.py" "$work/timeline.json" 104488 5 2
 if "$accel" timeline merge "$work/nothing" 2>/dev/null; then echo "merging a missing directory succeeded"; exit 1; fi
+"$accel" timeline plot "$work/timeline.json" --steps 2
+[ -s "$work/timeline.png" ] || { echo "accel timeline plot wrote no picture"; exit 1; }
