@@ -89,6 +89,10 @@ def main():
                       f"{TRAIN_BATCH} per process, adamw lr {args.lr:g}, cosine schedule", flush=True)
 
     steps = 0
+    total_steps = args.epochs * len(train_loader)
+    if args.max_steps is not None:
+        total_steps = min(total_steps, args.max_steps)
+    bar = accel.ProgressBar(accelerator, total_steps, "training")
     for epoch in range(args.epochs):
         model.train()
         losses = []
@@ -99,6 +103,7 @@ def main():
                 if accelerator.sync_gradients:
                     accelerator.clip_grad_norm_(model, 1.0)
                     steps += 1
+                    bar.update(1, loss=loss.item())
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad()
@@ -112,6 +117,7 @@ def main():
         if args.max_steps is not None and steps >= args.max_steps:
             accelerator.print(f"stopped after {steps} optimizer steps (--max-steps)")
             break
+    bar.close()  # the bar stays, finished
 
     model.eval()
     correct = counted = 0
