@@ -39,8 +39,10 @@ extern "C" {
 #endif
 
 /* Message describing the last failure of an accel call on the calling thread. Never NULL ("" when no
- * call has failed yet). Owned by the library, valid until the next accel call on this thread.
- * Thread-safe (the storage is thread-local). */
+ * call has failed yet). Only failures write it: a successful call (a *_free included) leaves it as it
+ * was, so a garbage collector freeing handles between a failed call and the read does not erase it.
+ * Owned by the library, valid until the next failing accel call on this thread. Thread-safe (the
+ * storage is thread-local). */
 ACCEL_API const char *accel_error_last(void);
 
 /* Symbolic name of an error code ("ACCEL_ERR_TIMEOUT"), or "ACCEL_ERR_UNKNOWN_CODE"; static storage. */

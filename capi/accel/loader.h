@@ -88,9 +88,10 @@ ACCEL_API ACCEL_NODISCARD int accel_loader_new(accel_loader_t **out, accel_state
 /* A loader over a given list of batches (dynamic batch sizes, like a list passed as a DataLoader's
  * batch_sampler): batch b holds batch_sizes[b] dataset indices, taken in turn from indices. The batches
  * are dealt to the ranks as Accelerate deals them (even_batches pads by reusing the first batches).
- * shuffle and split_batches are refused (ACCEL_ERR_INVALID_ARGUMENT), as is an index out of range or an
- * empty batch; as in Accelerate, accel_state_gather_for_metrics then keeps every row (the remainder is -1).
- * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (see above);
+ * shuffle and split_batches are refused (ACCEL_ERR_INVALID_ARGUMENT), as is an empty batch; an index
+ * outside the dataset is ACCEL_ERR_OUT_OF_RANGE. As in Accelerate, accel_state_gather_for_metrics then keeps
+ * every row (the remainder is -1).
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (see above); ACCEL_ERR_OUT_OF_RANGE;
  * ACCEL_ERR_UNKNOWN_OPTION; ACCEL_ERR_BAD_OPTION_VALUE. */
 ACCEL_API ACCEL_NODISCARD int accel_loader_new_with_batches(accel_loader_t **out, accel_state_t *state,
                                                             accel_dataset_t *dataset, const int64_t *indices,

@@ -59,7 +59,9 @@ ACCEL_API ACCEL_NODISCARD int accel_model_evaluate(accel_model_t *model, accel_t
  * index (ACCEL_ERR_OUT_OF_RANGE otherwise); accel_output_get_named looks a dict entry up by name. */
 ACCEL_API size_t accel_output_count(const accel_output_t *output);
 ACCEL_API const char *accel_output_name(const accel_output_t *output, size_t index);
+/* Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE (no entry index). */
 ACCEL_API ACCEL_NODISCARD int accel_output_get(const accel_output_t *output, size_t index, accel_tensor_t **out);
+/* Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (no entry of that name; the message lists them). */
 ACCEL_API ACCEL_NODISCARD int accel_output_get_named(const accel_output_t *output, const char *name, accel_tensor_t **out);
 ACCEL_API void accel_output_free(accel_output_t *output);
 
@@ -74,9 +76,11 @@ ACCEL_API int accel_model_is_training(const accel_model_t *model);
  * Errors: ACCEL_ERR_NULL_ARGUMENT, ACCEL_ERR_OUT_OF_RANGE. */
 ACCEL_API size_t accel_model_num_parameters(const accel_model_t *model);
 ACCEL_API const char *accel_model_parameter_name(const accel_model_t *model, size_t index);
+/* Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE. */
 ACCEL_API ACCEL_NODISCARD int accel_model_parameter(const accel_model_t *model, size_t index, accel_tensor_t **out);
 ACCEL_API size_t accel_model_num_buffers(const accel_model_t *model);
 ACCEL_API const char *accel_model_buffer_name(const accel_model_t *model, size_t index);
+/* Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE. */
 ACCEL_API ACCEL_NODISCARD int accel_model_buffer(const accel_model_t *model, size_t index, accel_tensor_t **out);
 
 /* The plain module without the data-parallel wrapper (same parameters), e.g. to save or export it.

@@ -33,8 +33,11 @@ ACCEL_API ACCEL_NODISCARD int accel_state_split_tensor(const accel_state_t *stat
  * forms let the main process of each node go first.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_TIMEOUT; ACCEL_ERR_PEER_FAILED; ACCEL_ERR_INVALID_STATE. */
 ACCEL_API ACCEL_NODISCARD int accel_state_main_process_first_begin(accel_state_t *state);
+/* Errors: as accel_state_main_process_first_begin. */
 ACCEL_API ACCEL_NODISCARD int accel_state_main_process_first_end(accel_state_t *state);
+/* Errors: as accel_state_main_process_first_begin. */
 ACCEL_API ACCEL_NODISCARD int accel_state_local_main_process_first_begin(accel_state_t *state);
+/* Errors: as accel_state_main_process_first_begin. */
 ACCEL_API ACCEL_NODISCARD int accel_state_local_main_process_first_end(accel_state_t *state);
 
 /* *out receives input on the state's device (Accelerate's send_to_device / x.to(accelerator.device)): a

@@ -80,7 +80,9 @@ ACCEL_API const char *accel_state_device(const accel_state_t *state);
 ACCEL_API const char *accel_state_mixed_precision(const accel_state_t *state);
 /* "gloo", "nccl" or "" with one process; owned by the state. */
 ACCEL_API const char *accel_state_backend(const accel_state_t *state);
-/* Whether a collective or shutdown has left the process group unusable (1) or not (0). */
+/* Whether a collective that timed out or lost a peer has left the process group broken (1) or not (0).
+ * A state that was shut down cleanly is not broken: its collectives fail with ACCEL_ERR_INVALID_STATE
+ * saying it was shut down. */
 ACCEL_API int accel_state_is_broken(const accel_state_t *state);
 
 #ifdef __cplusplus
