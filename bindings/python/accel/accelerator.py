@@ -163,6 +163,11 @@ class Accelerator(Handle):
         """A barrier across every process."""
         check(lib.accel_state_wait_for_everyone(self.pointer))
 
+    def set_seed(self, seed, device_specific=False):
+        """Accelerate's set_seed: torch's default CPU (and CUDA) generators of this process, seeded with
+        seed, plus the process index when device_specific. Python's random and numpy are not seeded."""
+        check(lib.accel_state_set_seed(self.pointer, seed, int(device_specific)))
+
     @contextlib.contextmanager
     def _goes_first(self, begin, end):
         check(begin(self.pointer))
