@@ -401,7 +401,8 @@ class Accelerator(Handle):
         return _nested.apply(one, data, operation)
 
     def gather(self, tensor):
-        """Every process's tensor concatenated along dim 0, in rank order (0-d tensors count as [1])."""
+        """Every process's tensor concatenated along dim 0, in rank order (0-d tensors count as [1]). The
+        row counts may differ between processes (no pad_across_processes needed); other sizes may not."""
         return self._each_tensor(tensor, "gather", lambda t, out: lib.accel_state_gather(self.pointer, t, out))
 
     def gather_for_metrics(self, input_data):
