@@ -20,6 +20,8 @@ Loader::Loader(std::shared_ptr<distributed::State> state, LoaderConfig config, b
       // Accelerate hands the sampler a fresh torch.Generator(), whose seed is torch's default: the order is the
       // same from run to run unless data_seed picks another.
       generator_(at::make_generator<at::CPUGeneratorImpl>(config.data_seed.value_or(c10::default_rng_seed_val))),
+      // Accelerate's SeedableRandomSampler falls back on torch.initial_seed(): set_seed's seed, if any.
+      seedable_seed_(config.data_seed.value_or(at::detail::getDefaultCPUGenerator().current_seed())),
       progress_(std::make_shared<LoaderProgress>()) {
   validate_sharding(config_.batch_size, state_->launch().world_size, config_.split_batches);
 }
@@ -67,7 +69,7 @@ std::vector<int64_t> Loader::epoch_order() {
     if (restored_generator_) {
       generator_.set_state(epoch_generator_state_);
     } else if (config_.use_seedable_sampler) {
-      generator_.set_current_seed(config_.data_seed.value_or(0) + static_cast<uint64_t>(epoch_));
+      generator_.set_current_seed(seedable_seed_ + static_cast<uint64_t>(epoch_));
     } else if (state_->launch().world_size > 1 && !dispatch_) {
       // Accelerate's synchronized generator: every rank draws rank 0's permutation.
       auto generator_state = generator_.get_state();

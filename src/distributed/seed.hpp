@@ -9,8 +9,8 @@
 namespace accel::distributed {
 
 // Seeds the generators with seed, or with seed + this rank's index when device_specific, so that each
-// process draws other numbers. Local to the process (not collective). Loaders are not affected: they
-// shuffle with their own generator (data_seed).
+// process draws other numbers. Local to the process (not collective). Loaders shuffle with their own
+// generator (data_seed); only a seedable one made afterwards without data_seed reads the seed.
 void set_seed(const State& state, uint64_t seed, bool device_specific);
 
 }  // namespace accel::distributed
