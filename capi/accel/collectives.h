@@ -6,7 +6,8 @@
  * shape and dtype of each rank's tensor (one small all-gather) and, if they differ where they must
  * agree, fails on every rank with ACCEL_ERR_SHAPE_MISMATCH and a message listing each rank's shape:
  * never a hang, never garbage. Switching it off saves that round trip; mismatched input is then
- * undefined.
+ * undefined. accel_state_gather and accel_state_gather_for_metrics always exchange shapes (they need
+ * every rank's row count), so they always check.
  * Failures of the process group: ACCEL_ERR_TIMEOUT when a rank does not join within the state's
  * timeout_s, ACCEL_ERR_PEER_FAILED when a rank went away. A timeout's message says which ranks did not
  * join and, for every rank, the collective it is in or last started and for how long. Either leaves the
@@ -28,7 +29,11 @@ extern "C" {
 typedef struct accel_bytes_list accel_bytes_list_t;
 
 /* Concatenation of every rank's tensor along dim 0, in rank order (a 0-d tensor counts as shape [1]).
- * Shapes and dtypes must be equal on every rank.
+ * The number of rows (dim 0) may differ between ranks: the sizes are exchanged, each tensor is padded
+ * to the longest, gathered, and the padding cut out again, so the result has the sum of the row counts
+ * and the caller pads nothing (Accelerate needs equal shapes, hence pad_across_processes first). The
+ * dtype, the number of dimensions and every size beyond dim 0 must be equal on every rank
+ * (ACCEL_ERR_SHAPE_MISMATCH on every rank otherwise, whatever check_shapes says).
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_SHAPE_MISMATCH; ACCEL_ERR_TIMEOUT; ACCEL_ERR_PEER_FAILED;
  * ACCEL_ERR_INVALID_STATE (shut down or broken group). */
 ACCEL_API ACCEL_NODISCARD int accel_state_gather(accel_state_t *state, const accel_tensor_t *input, accel_tensor_t **out);
@@ -68,8 +73,9 @@ ACCEL_API ACCEL_NODISCARD int accel_state_pad_across_processes(accel_state_t *st
                                                                int64_t dim, double pad_value, int pad_first,
                                                                accel_tensor_t **out);
 
-/* accel_state_gather, then, while the innermost active loader is on its last batch, only the first
- * accel_loader_remainder rows (accel/loader.h): the samples that padded the last global batch are dropped.
+/* accel_state_gather (row counts may differ between ranks), then, while the innermost active loader is
+ * on its last batch, only the first accel_loader_remainder rows (accel/loader.h): the samples that padded
+ * the last global batch are dropped.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_SHAPE_MISMATCH; ACCEL_ERR_TIMEOUT; ACCEL_ERR_PEER_FAILED;
  * ACCEL_ERR_INVALID_STATE (shut down or broken group). */
 ACCEL_API ACCEL_NODISCARD int accel_state_gather_for_metrics(accel_state_t *state, const accel_tensor_t *input,

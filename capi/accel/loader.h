@@ -8,6 +8,12 @@
  * device. With one process nothing is sharded. The loader's settings are the data keys of
  * accel/options.h.
  *
+ * Shuffled orders are torch's to the bit: without data_seed the generator starts at torch's default seed,
+ * like the fresh torch.Generator() Accelerate gives the sampler, and each epoch draws torch 1.13's
+ * RandomSampler's two permutations (the second, sliced to nothing, only advances the generator), so
+ * epoch e's order is the one torch.utils.data.RandomSampler(generator=torch.Generator()) gives in its
+ * pass e, on any number of processes (Accelerate itself, on one process, seeds from the global RNG).
+ *
  * Differences from Accelerate, on purpose: accel_loader_length is the number of batches this rank
  * really yields; a loader's saved state holds the epoch, the generator state and the position in the
  * epoch, so a resumed run continues exactly where it stopped.

@@ -30,8 +30,11 @@
  *   even_batches     bool    pad from the start so every rank gets equal batches default true
  *   dispatch_batches string "auto" (dispatch for iterable datasets only), "true" or "false": rank 0 reads
  *                            each global batch and sends every rank its part      default "auto"
- *   use_seedable_sampler bool order of epoch e = permutation seeded data_seed+e  default false
- *   data_seed        int     seed of the shuffling generator; -1 = random        default -1
+ *   use_seedable_sampler bool order of epoch e = permutation seeded data_seed+e (without data_seed:
+ *                            torch's initial seed when the loader is made, as set by
+ *                            accel_state_set_seed; torch's default seed otherwise)  default false
+ *   data_seed        int     seed of the shuffling generator; -1 = torch's default seed
+ *                            (67280421310721, Accelerate's fresh torch.Generator())  default -1
  *   non_blocking     bool    non-blocking copies to the device                   default false
  *   pin_memory       bool    page-locked batches before a CUDA copy              default false
  *   prefetch_threads int     threads reading batches ahead (map-style datasets that are not dispatched;

@@ -1,6 +1,7 @@
 #include "accel/state.h"
 
 #include "core/env.hpp"
+#include "distributed/seed.hpp"
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
 
@@ -32,6 +33,13 @@ extern "C" int accel_state_wait_for_everyone(accel_state_t* state) {
   return guarded(__func__, [&] {
     require(state, "state");
     state->state->wait_for_everyone();
+  });
+}
+
+extern "C" int accel_state_set_seed(accel_state_t* state, uint64_t seed, int device_specific) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    accel::distributed::set_seed(*state->state, seed, device_specific != 0);
   });
 }
 

@@ -5,7 +5,6 @@
 #include <ATen/ops/randperm.h>
 
 #include <cstring>
-#include <random>
 
 #include "core/error.hpp"
 #include "core/timeline.hpp"
@@ -14,20 +13,15 @@
 
 namespace accel::data {
 
-namespace {
-
-uint64_t fresh_seed() {
-  std::random_device device;
-  return (static_cast<uint64_t>(device()) << 32) ^ device();
-}
-
-}  // namespace
-
 Loader::Loader(std::shared_ptr<distributed::State> state, LoaderConfig config, bool iterable)
     : state_(std::move(state)),
       config_(config),
       dispatch_(config.dispatch_batches.value_or(iterable)),
-      generator_(at::make_generator<at::CPUGeneratorImpl>(config.data_seed.value_or(fresh_seed()))),
+      // Accelerate hands the sampler a fresh torch.Generator(), whose seed is torch's default: the order is the
+      // same from run to run unless data_seed picks another.
+      generator_(at::make_generator<at::CPUGeneratorImpl>(config.data_seed.value_or(c10::default_rng_seed_val))),
+      // Accelerate's SeedableRandomSampler falls back on torch.initial_seed(): set_seed's seed, if any.
+      seedable_seed_(config.data_seed.value_or(at::detail::getDefaultCPUGenerator().current_seed())),
       progress_(std::make_shared<LoaderProgress>()) {
   validate_sharding(config_.batch_size, state_->launch().world_size, config_.split_batches);
 }
@@ -75,7 +69,7 @@ std::vector<int64_t> Loader::epoch_order() {
     if (restored_generator_) {
       generator_.set_state(epoch_generator_state_);
     } else if (config_.use_seedable_sampler) {
-      generator_.set_current_seed(config_.data_seed.value_or(0) + static_cast<uint64_t>(epoch_));
+      generator_.set_current_seed(seedable_seed_ + static_cast<uint64_t>(epoch_));
     } else if (state_->launch().world_size > 1 && !dispatch_) {
       // Accelerate's synchronized generator: every rank draws rank 0's permutation.
       auto generator_state = generator_.get_state();
@@ -86,6 +80,9 @@ std::vector<int64_t> Loader::epoch_order() {
     epoch_generator_state_ = generator_.get_state();
   }
   auto permutation = at::randperm(n, generator_, at::kLong);
+  // torch 1.13's RandomSampler ends each pass with a second permutation, sliced to nothing
+  // (num_samples % n == 0), which still advances the generator the next epoch starts from.
+  at::randperm(n, generator_, at::kLong);
   const auto* data = permutation.data_ptr<int64_t>();
   return std::vector<int64_t>(data, data + n);
 }

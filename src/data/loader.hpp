@@ -83,6 +83,7 @@ class Loader {
   LoaderConfig config_;
   bool dispatch_ = false;
   mutable at::Generator generator_;
+  uint64_t seedable_seed_;  // with use_seedable_sampler, epoch e's order is seeded with this + e
   std::shared_ptr<LoaderProgress> progress_;
   std::unique_ptr<EpochBatches> epoch_batches_;
   int64_t epoch_ = 0;

@@ -84,20 +84,47 @@ std::vector<at::Tensor> rank_slices(const at::Tensor& out, int64_t world, int64_
   return parts;
 }
 
+// Every rank's dim-0 size, after checking that dtypes and the other dimensions agree (on every rank alike).
+std::vector<int64_t> rows_per_rank(const at::Tensor& shapes, const char* what) {
+  const int64_t* first = shapes[0].data_ptr<int64_t>();
+  std::vector<int64_t> rows;
+  for (int64_t r = 0; r < shapes.size(0); ++r) {
+    const int64_t* row = shapes[r].data_ptr<int64_t>();
+    if (!std::equal(row, row + kHeader, first) || !std::equal(row + kHeader + 1, row + kHeader + kMaxDims, first + kHeader + 1)) {
+      shape_mismatch(shapes, what, "dtypes or sizes beyond dim 0 differ");
+    }
+    rows.push_back(row[kHeader]);
+  }
+  return rows;
+}
+
 }  // namespace
 
+// Accelerate's gather needs equal shapes; here each rank's rows are padded to the longest, gathered, and
+// the padding cut out again, so ranks with fewer rows (an uneven last batch) need no pad_across_processes.
 at::Tensor gather(State& state, const at::Tensor& input) {
   const char* what = "gather";
   auto tensor = communicable(input, what);
   ProcessGroup* group = state.group(what);
   if (group == nullptr) return tensor.clone();
-  check_same_shapes(state, *group, tensor, what);
+  const std::vector<int64_t> rows = rows_per_rank(all_shapes(state, *group, tensor, what), what);
+  const int64_t longest = *std::max_element(rows.begin(), rows.end());
   std::vector<int64_t> sizes = tensor.sizes().vec();
-  sizes[0] *= group->world_size();
+  if (longest == 0) return at::empty(sizes, tensor.options());  // every rank knows: nothing to send
+  if (tensor.size(0) < longest) {
+    sizes[0] = longest;
+    auto padded = at::zeros(sizes, tensor.options());
+    padded.narrow(0, 0, tensor.size(0)).copy_(tensor);
+    tensor = padded;
+  }
+  sizes[0] = longest * group->world_size();
   auto out = at::empty(sizes, tensor.options());
-  auto parts = rank_slices(out, group->world_size(), tensor.size(0));
+  auto parts = rank_slices(out, group->world_size(), longest);
   group->allgather(parts, tensor, what);
-  return out;
+  if (std::all_of(rows.begin(), rows.end(), [&](int64_t r) { return r == longest; })) return out;
+  std::vector<at::Tensor> kept;
+  for (size_t r = 0; r < rows.size(); ++r) kept.push_back(parts[r].narrow(0, 0, rows[r]));
+  return at::cat(kept, 0);
 }
 
 at::Tensor gather_for_metrics(State& state, const at::Tensor& input) {

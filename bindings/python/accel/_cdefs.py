@@ -66,6 +66,7 @@ int accel_state_new(accel_state_t **out, const accel_options_t *options);
 void accel_state_free(accel_state_t *state);
 int accel_state_shutdown(accel_state_t *state);
 int accel_state_wait_for_everyone(accel_state_t *state);
+int accel_state_set_seed(accel_state_t *state, uint64_t seed, int device_specific);
 int32_t accel_state_num_processes(const accel_state_t *state);
 int32_t accel_state_process_index(const accel_state_t *state);
 int32_t accel_state_local_process_index(const accel_state_t *state);

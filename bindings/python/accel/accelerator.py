@@ -163,6 +163,11 @@ class Accelerator(Handle):
         """A barrier across every process."""
         check(lib.accel_state_wait_for_everyone(self.pointer))
 
+    def set_seed(self, seed, device_specific=False):
+        """Accelerate's set_seed: torch's default CPU (and CUDA) generators of this process, seeded with
+        seed, plus the process index when device_specific. Python's random and numpy are not seeded."""
+        check(lib.accel_state_set_seed(self.pointer, seed, int(device_specific)))
+
     @contextlib.contextmanager
     def _goes_first(self, begin, end):
         check(begin(self.pointer))
@@ -396,7 +401,8 @@ class Accelerator(Handle):
         return _nested.apply(one, data, operation)
 
     def gather(self, tensor):
-        """Every process's tensor concatenated along dim 0, in rank order (0-d tensors count as [1])."""
+        """Every process's tensor concatenated along dim 0, in rank order (0-d tensors count as [1]). The
+        row counts may differ between processes (no pad_across_processes needed); other sizes may not."""
         return self._each_tensor(tensor, "gather", lambda t, out: lib.accel_state_gather(self.pointer, t, out))
 
     def gather_for_metrics(self, input_data):

@@ -41,7 +41,8 @@ def test_collectives(ranks):
         assert seen["reduce"] == {"sum": [4, 6], "mean": [2, 3], "max": [3, 4]}
         assert seen["broadcast"] == [1, 1]
         assert seen["gather_object"] == ["rank 0", "rank 1"]
-        assert "process 0: [1]" in seen["shape_mismatch"] and "process 1: [2]" in seen["shape_mismatch"]
+        assert seen["gather_rows_differ"] == [0, 0, 1]  # rank 0 has 1 row, rank 1 has 2: no padding needed
+        assert "process 0: [1, 1]" in seen["shape_mismatch"] and "process 1: [1, 2]" in seen["shape_mismatch"]
     assert ranks[0]["pad"] == [0, 1, 2] and ranks[1]["pad"] == [0, 1, -1]
     assert ranks[1]["main_went_first"]
     # Accelerate's examples: ["A", "B", "C"] padded gives ["A", "B"] and ["C", "C"]; 5 items give 3 and 2.

@@ -16,6 +16,7 @@ import accel
 def collectives(accelerator, rank, out_dir):
     mine = np.arange(2, dtype=np.float32) + 1 + 2 * rank  # rank 0 [1, 2], rank 1 [3, 4]
     seen = {"gather": accelerator.gather(mine).tolist(),
+            "gather_rows_differ": accelerator.gather(np.arange(1 + rank)).tolist(),
             "reduce": {how: accelerator.reduce(mine, how).tolist() for how in ("sum", "mean", "max")},
             "pad": accelerator.pad_across_processes(np.arange(3 - rank), pad_index=-1).tolist(),
             "gather_object": accelerator.gather_object([f"rank {rank}"])}
@@ -23,7 +24,7 @@ def collectives(accelerator, rank, out_dir):
     accelerator.broadcast(overwritten, from_process=1)
     seen["broadcast"] = overwritten.tolist()
     try:
-        accelerator.gather(np.zeros(1 + rank))
+        accelerator.gather(np.zeros((1, 1 + rank)))
     except accel.ShapeMismatchError as error:
         seen["shape_mismatch"] = str(error)
     marker = os.path.join(out_dir, "written by the main process")

@@ -44,7 +44,7 @@ export AccelError, Options, State, Tensor, Dataset, Loader, Batch, Model, Output
 export set!, dump_options
 export num_processes, process_index, local_process_index, num_local_processes, is_main_process,
     is_local_main_process, is_last_process, distributed_type, distributed_type_name, device,
-    mixed_precision, backend, is_broken, wait_for_everyone, shutdown
+    mixed_precision, backend, is_broken, wait_for_everyone, set_seed, shutdown
 export dtype, element_size, unsafe_array, to_dlpack, from_dlpack, delete_dlpack
 export gather, gather_bytes, reduce_across, broadcast_from!, pad_across_processes, gather_for_metrics
 export split_range, split_tensor, main_process_first, local_main_process_first, send_to_device

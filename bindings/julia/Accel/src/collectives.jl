@@ -4,7 +4,8 @@
 """Opaque C type `accel_bytes_list_t`, only pointed to."""
 mutable struct accel_bytes_list_t end
 
-"""Every rank's tensor concatenated along dim 0 (the first dimension), in rank order."""
+"""Every rank's tensor concatenated along dim 0 (the first dimension), in rank order; row counts may differ
+between ranks (no padding needed), the other sizes may not."""
 function gather(state::State, input::Tensor)
     return new_tensor() do out
         ccall((:accel_state_gather, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_tensor_t}, Ptr{Ptr{accel_tensor_t}}), state, input, out)

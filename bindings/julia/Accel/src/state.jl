@@ -47,6 +47,11 @@ shutdown(state::State) = @check ccall((:accel_state_shutdown, libaccel), Cint, (
 """A barrier across every process."""
 wait_for_everyone(state::State) = @check ccall((:accel_state_wait_for_everyone, libaccel), Cint, (Ptr{accel_state_t},), state)
 
+"""Accelerate's set_seed: LibTorch's default CPU (and CUDA) generators of this process, seeded with `seed`,
+plus the process index when `device_specific`."""
+set_seed(state::State, seed::Integer; device_specific::Bool = false) =
+    @check ccall((:accel_state_set_seed, libaccel), Cint, (Ptr{accel_state_t}, UInt64, Cint), state, seed, device_specific)
+
 num_processes(state::State) = Int(ccall((:accel_state_num_processes, libaccel), Int32, (Ptr{accel_state_t},), state))
 process_index(state::State) = Int(ccall((:accel_state_process_index, libaccel), Int32, (Ptr{accel_state_t},), state))
 local_process_index(state::State) = Int(ccall((:accel_state_local_process_index, libaccel), Int32, (Ptr{accel_state_t},), state))

@@ -14,6 +14,7 @@ extern "C" {
     pub fn accel_state_free(state: *mut accel_state_t);
     pub fn accel_state_shutdown(state: *mut accel_state_t) -> c_int;
     pub fn accel_state_wait_for_everyone(state: *mut accel_state_t) -> c_int;
+    pub fn accel_state_set_seed(state: *mut accel_state_t, seed: u64, device_specific: c_int) -> c_int;
     pub fn accel_state_num_processes(state: *const accel_state_t) -> i32;
     pub fn accel_state_process_index(state: *const accel_state_t) -> i32;
     pub fn accel_state_local_process_index(state: *const accel_state_t) -> i32;

@@ -60,7 +60,8 @@ impl Drop for BytesList {
 }
 
 impl State {
-    /// Every rank's tensor concatenated along dim 0, in rank order.
+    /// Every rank's tensor concatenated along dim 0, in rank order; row counts may differ between ranks
+    /// (no padding needed), the other sizes may not.
     pub fn gather(&self, input: &Tensor) -> Result<Tensor> {
         one_at_a_time(|| Tensor::make(|out| unsafe { sys::accel_state_gather(self.as_ptr(), input.as_ptr(), out) }))
     }

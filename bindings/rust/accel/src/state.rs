@@ -49,6 +49,12 @@ impl State {
         one_at_a_time(|| check(unsafe { sys::accel_state_wait_for_everyone(self.as_ptr()) }))
     }
 
+    /// Accelerate's set_seed: LibTorch's default CPU (and CUDA) generators of this process, seeded with
+    /// `seed`, plus the process index when `device_specific`.
+    pub fn set_seed(&self, seed: u64, device_specific: bool) -> Result<()> {
+        check(unsafe { sys::accel_state_set_seed(self.as_ptr(), seed, std::os::raw::c_int::from(device_specific)) })
+    }
+
     pub fn num_processes(&self) -> i32 {
         unsafe { sys::accel_state_num_processes(self.as_ptr()) }
     }

@@ -1,0 +1,16 @@
+// Accelerate's set_seed for what accel has of what it seeds: torch's default CPU generator and every
+// CUDA device's default generator (torch.manual_seed). Python's random and numpy have no counterpart here.
+#pragma once
+
+#include <cstdint>
+
+#include "distributed/state.hpp"
+
+namespace accel::distributed {
+
+// Seeds the generators with seed, or with seed + this rank's index when device_specific, so that each
+// process draws other numbers. Local to the process (not collective). Loaders shuffle with their own
+// generator (data_seed); only a seedable one made afterwards without data_seed reads the seed.
+void set_seed(const State& state, uint64_t seed, bool device_specific);
+
+}  // namespace accel::distributed
