@@ -384,6 +384,27 @@ class Accelerator(Handle):
         (collective: the others wait for it)."""
         check(lib.accel_state_save_model(self.pointer, model.pointer, str(save_directory).encode()))
 
+    # --- checkpoints: every object prepared by this accelerator, in preparation order -------------------
+
+    def _prepared_arrays(self):
+        """The prepared objects as the C arrays accel_state_save_state and load_state take, with counts."""
+        arguments = []
+        for objects, array_type in ((self._models, "accel_model_t *[]"), (self._optimizers, "accel_optimizer_t *[]"),
+                                    (self._schedulers, "accel_scheduler_t *[]"), (self._loaders, "accel_loader_t *[]")):
+            arguments += [ffi.new(array_type, [prepared.pointer for prepared in objects]), len(objects)]
+        return arguments
+
+    def save_state(self, output_dir):
+        """Accelerate's save_state: every prepared model, optimizer, scheduler and data loader, the grad
+        scaler, each rank's random generators and the accumulation step, into output_dir (collective;
+        written to a temporary folder, then moved into place)."""
+        check(lib.accel_state_save_state(self.pointer, str(output_dir).encode(), *self._prepared_arrays()))
+
+    def load_state(self, input_dir):
+        """Restores what save_state wrote, into the objects prepared in the same order; everything is
+        checked first, so on an error nothing has changed."""
+        check(lib.accel_state_load_state(self.pointer, str(input_dir).encode(), *self._prepared_arrays()))
+
     # --- collectives: tensors in nested lists, tuples and dicts; results of the inputs' kind --------------
 
     def _each_tensor(self, data, operation, call):
