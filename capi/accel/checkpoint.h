@@ -12,6 +12,12 @@
  * Their order is part of the checkpoint: load with the same arrays, in the same order. Any count may be
  * 0 (its array may then be NULL).
  *
+ * Numbered checkpoints (Accelerate's ProjectConfiguration with automatic_checkpoint_naming): with a NULL
+ * directory, save_state writes project_dir/checkpoints/checkpoint_<i> (the state keys project_dir and
+ * total_limit, accel/options.h), i counting the state's saves from 0, and load_state loads the
+ * highest-numbered one. Loading any folder named checkpoint_<n> sets i to n + 1, so a resumed run goes on
+ * numbering after the checkpoint it started from.
+ *
  * Thread safety: one thread at a time per state, and none of the objects in use by another thread. */
 #ifndef ACCEL_CHECKPOINT_H
 #define ACCEL_CHECKPOINT_H
@@ -28,11 +34,13 @@ extern "C" {
 #endif
 
 /* Saves everything listed into directory (created with its parents; an existing checkpoint there is
- * replaced). Collective: every rank calls it with the same directory. The files go to
+ * replaced), or with directory NULL into the next numbered checkpoint of project_dir, after removing the
+ * oldest ones so that at most total_limit remain (when total_limit > 0). Collective: every rank calls it with the same directory. The files go to
  * "<directory>.saving" first; once every rank has written its part, the main process moves the folder
  * into place in one atomic step, so a run killed while saving leaves the previous checkpoint intact.
- * Models must be prepared. Errors: ACCEL_ERR_NULL_ARGUMENT (state, directory, an array with a non-zero
- * count, or an element); ACCEL_ERR_INVALID_ARGUMENT (a dead handle); ACCEL_ERR_IO naming the path;
+ * Models must be prepared. Errors: ACCEL_ERR_NULL_ARGUMENT (state, an array with a non-zero count, or an
+ * element); ACCEL_ERR_INVALID_ARGUMENT (a dead handle; directory NULL without project_dir; a negative
+ * total_limit); ACCEL_ERR_IO naming the path (also when the numbered checkpoint to write exists);
  * collective errors. */
 ACCEL_API ACCEL_NODISCARD int accel_state_save_state(accel_state_t *state, const char *directory,
                                                      accel_model_t *const *models, size_t num_models,
@@ -40,12 +48,14 @@ ACCEL_API ACCEL_NODISCARD int accel_state_save_state(accel_state_t *state, const
                                                      accel_scheduler_t *const *schedulers, size_t num_schedulers,
                                                      accel_loader_t *const *loaders, size_t num_loaders);
 
-/* Restores what accel_state_save_state saved with the same arrays. Every file this rank needs is read
- * and checked first (the world size and object counts in metadata.json, each model tensor's name, shape
+/* Restores what accel_state_save_state saved with the same arrays, from directory, or with directory
+ * NULL from the highest-numbered checkpoint of project_dir (ACCEL_ERR_IO when there is none). Every file
+ * this rank needs is read and checked first (the world size and object counts in metadata.json, each model tensor's name, shape
  * and dtype, each saved state's format); on any error nothing has changed. Then models, optimizers,
  * schedulers, the grad scaler, loaders (their next batch is the one after the last saved one, between
  * epochs; call it before starting an epoch), this rank's random generators and the accumulation counter
- * are restored. Not collective. Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_IO (a missing file, naming it);
+ * are restored, and the numbering of the next checkpoint follows the one loaded. Not collective.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_IO (a missing file, naming it);
  * ACCEL_ERR_INVALID_ARGUMENT naming the file and the mismatch (another world size, a shape or dtype, a
  * truncated or damaged file, a dead handle); ACCEL_ERR_INVALID_STATE (a loader in the middle of an
  * epoch). */

@@ -1,6 +1,7 @@
 #include "accel/checkpoint.h"
 
 #include "ckpt/checkpoint.hpp"
+#include "ckpt/project_checkpoints.hpp"
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
 
@@ -41,10 +42,13 @@ extern "C" int accel_state_save_state(accel_state_t* state, const char* director
                                       accel_loader_t* const* loaders, size_t num_loaders) {
   return guarded(__func__, [&] {
     require(state, "state");
-    require(directory, "directory");
-    accel::ckpt::save_state(state->state, directory,
-                            checkpoint_objects(models, num_models, optimizers, num_optimizers, schedulers,
-                                               num_schedulers, loaders, num_loaders));
+    const auto objects = checkpoint_objects(models, num_models, optimizers, num_optimizers, schedulers,
+                                            num_schedulers, loaders, num_loaders);
+    if (directory == nullptr) {
+      accel::ckpt::save_project_checkpoint(state->state, objects);
+    } else {
+      accel::ckpt::save_state(state->state, directory, objects);
+    }
   });
 }
 
@@ -54,9 +58,12 @@ extern "C" int accel_state_load_state(accel_state_t* state, const char* director
                                       accel_loader_t* const* loaders, size_t num_loaders) {
   return guarded(__func__, [&] {
     require(state, "state");
-    require(directory, "directory");
-    accel::ckpt::load_state(state->state, directory,
-                            checkpoint_objects(models, num_models, optimizers, num_optimizers, schedulers,
-                                               num_schedulers, loaders, num_loaders));
+    const auto objects = checkpoint_objects(models, num_models, optimizers, num_optimizers, schedulers,
+                                            num_schedulers, loaders, num_loaders);
+    if (directory == nullptr) {
+      accel::ckpt::load_latest_checkpoint(state->state, objects);
+    } else {
+      accel::ckpt::load_checkpoint(state->state, directory, objects);
+    }
   });
 }

@@ -17,21 +17,30 @@ std::string last_error() { return accel_error_last(); }
 
 class CheckpointCapi : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { start(nullptr); }
+  // A state with `options` (none: defaults), a prepared MLP and its AdamW.
+  void start(const accel_options_t* options) {
     directory = tiny_models::temp_file("checkpoints");
     fs::remove_all(directory);
-    ASSERT_EQ(accel_state_new(&state, nullptr), ACCEL_OK) << last_error();
+    ASSERT_EQ(accel_state_new(&state, options), ACCEL_OK) << last_error();
     ASSERT_EQ(accel_model_load(&model, tiny_models::mlp(tiny_models::temp_file("ckpt.pt")).c_str()), ACCEL_OK);
     ASSERT_EQ(accel_state_prepare_model(state, model, nullptr), ACCEL_OK) << last_error();
     ASSERT_EQ(accel_optimizer_new(&optimizer, model, "adamw", nullptr), ACCEL_OK) << last_error();
     ASSERT_EQ(accel_model_parameter(model, 0, &w1), ACCEL_OK);
   }
   void TearDown() override {
+    stop();
+    fs::remove_all(directory);
+  }
+  void stop() {
     accel_tensor_free(w1);
     accel_optimizer_free(optimizer);
     accel_model_free(model);
     accel_state_free(state);
-    fs::remove_all(directory);
+    w1 = nullptr;
+    optimizer = nullptr;
+    model = nullptr;
+    state = nullptr;
   }
   float& first_weight() {
     void* data = nullptr;
@@ -140,12 +149,55 @@ TEST_F(CheckpointCapi, AModelWithOtherTensorsIsRefusedNamingTheFile) {
 }
 
 TEST_F(CheckpointCapi, NullArgumentsAreRefused) {
-  EXPECT_EQ(accel_state_save_state(state, nullptr, nullptr, 0, nullptr, 0, nullptr, 0, nullptr, 0), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_state_save_state(nullptr, directory.c_str(), nullptr, 0, nullptr, 0, nullptr, 0, nullptr, 0),
+            ACCEL_ERR_NULL_ARGUMENT);
   EXPECT_EQ(accel_state_save_state(state, directory.c_str(), nullptr, 1, nullptr, 0, nullptr, 0, nullptr, 0),
             ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_state_save_state(state, nullptr, nullptr, 0, nullptr, 0, nullptr, 0, nullptr, 0),
+            ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("no project_dir"), std::string::npos) << last_error();
   accel_model_t* none = nullptr;
   EXPECT_EQ(accel_state_load_state(state, directory.c_str(), &none, 1, nullptr, 0, nullptr, 0, nullptr, 0),
             ACCEL_ERR_NULL_ARGUMENT);
+}
+
+// Numbered checkpoints in a project: checkpoint_<i>, the oldest removed beyond total_limit, the latest
+// loaded by number when no folder is named, and the numbering going on after the checkpoint loaded.
+TEST_F(CheckpointCapi, ProjectCheckpointsAreNumberedRotatedAndResumedByNumber) {
+  stop();
+  accel_options_t* options = nullptr;
+  ASSERT_EQ(accel_options_new(&options), ACCEL_OK);
+  const std::string project = tiny_models::temp_file("project");
+  fs::remove_all(project);
+  ASSERT_EQ(accel_options_set_string(options, "project_dir", project.c_str()), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_int(options, "total_limit", 2), ACCEL_OK);
+  start(options);
+  const auto save_numbered = [&](float weight) {
+    first_weight() = weight;
+    return accel_state_save_state(state, nullptr, &model, 1, &optimizer, 1, nullptr, 0, nullptr, 0);
+  };
+  const auto load_latest = [&] {
+    return accel_state_load_state(state, nullptr, &model, 1, &optimizer, 1, nullptr, 0, nullptr, 0);
+  };
+  EXPECT_EQ(load_latest(), ACCEL_ERR_IO);
+  EXPECT_NE(last_error().find("no checkpoint_<i>"), std::string::npos) << last_error();
+  for (int i = 0; i < 11; ++i) ASSERT_EQ(save_numbered(static_cast<float>(i)), ACCEL_OK) << last_error();
+  // By number, not by name: checkpoint_10 is the latest although "checkpoint_9" sorts after it.
+  EXPECT_FALSE(fs::exists(project + "/checkpoints/checkpoint_8"));
+  EXPECT_TRUE(fs::exists(project + "/checkpoints/checkpoint_9"));
+  EXPECT_TRUE(fs::exists(project + "/checkpoints/checkpoint_10"));
+  first_weight() = -1.0f;
+  ASSERT_EQ(load_latest(), ACCEL_OK) << last_error();
+  EXPECT_EQ(first_weight(), 10.0f);
+
+  // Loading checkpoint_9 by name makes the next save checkpoint_10 again, which exists: refused.
+  ASSERT_EQ(accel_state_load_state(state, (project + "/checkpoints/checkpoint_9/").c_str(), &model, 1, &optimizer, 1,
+                                   nullptr, 0, nullptr, 0), ACCEL_OK) << last_error();
+  EXPECT_EQ(first_weight(), 9.0f);
+  EXPECT_EQ(save_numbered(0.0f), ACCEL_ERR_IO);
+  EXPECT_NE(last_error().find("checkpoint_10' already exists"), std::string::npos) << last_error();
+  accel_options_free(options);
+  fs::remove_all(project);
 }
 
 }  // namespace

@@ -207,3 +207,14 @@ def test_load_state_returns_to_the_saved_checkpoint(tmp_path, accelerator):
         np.testing.assert_array_equal(second_run[name], values, err_msg=name)
     with pytest.raises(accel.AccelError, match="metadata.json"):
         accelerator.load_state(tmp_path / "missing")
+
+
+def test_numbered_checkpoints_rotate_and_the_latest_is_loaded(tmp_path, make_accelerator):
+    accelerator = make_accelerator(project_config=accel.ProjectConfiguration(project_dir=tmp_path, total_limit=2))
+    accelerator.prepare(scripted_bytes(MLP))
+    for _ in range(3):
+        accelerator.save_state()
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["checkpoint_1", "checkpoint_2"]
+    accelerator.load_state()
+    accelerator.save_state()  # numbering goes on after the checkpoint loaded (checkpoint_2)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["checkpoint_2", "checkpoint_3"]
