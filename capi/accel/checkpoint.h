@@ -50,15 +50,16 @@ ACCEL_API ACCEL_NODISCARD int accel_state_save_state(accel_state_t *state, const
 
 /* Restores what accel_state_save_state saved with the same arrays, from directory, or with directory
  * NULL from the highest-numbered checkpoint of project_dir (ACCEL_ERR_IO when there is none). Every file
- * this rank needs is read and checked first (the world size and object counts in metadata.json, each model tensor's name, shape
- * and dtype, each saved state's format); on any error nothing has changed. Then models, optimizers,
- * schedulers, the grad scaler, loaders (their next batch is the one after the last saved one, between
- * epochs; call it before starting an epoch), this rank's random generators and the accumulation counter
- * are restored, and the numbering of the next checkpoint follows the one loaded. Not collective.
- * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_IO (a missing file, naming it);
- * ACCEL_ERR_INVALID_ARGUMENT naming the file and the mismatch (another world size, a shape or dtype, a
- * truncated or damaged file, a dead handle); ACCEL_ERR_INVALID_STATE (a loader in the middle of an
- * epoch). */
+ * this rank needs is read and checked first (the world size and object counts in metadata.json, each
+ * model tensor's name, shape and dtype, each saved state's format); on any error nothing has changed.
+ * Then models, optimizers, schedulers, the grad scaler, loaders (their next batch is the one after the
+ * last saved one; call it before starting an epoch), this rank's random generators and the accumulation
+ * counter are restored, and the numbering of the next checkpoint follows the one loaded.
+ * Collective: the ranks share their checks' outcome, and none restores anything unless every one can.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_IO (a missing file, naming it); ACCEL_ERR_INVALID_ARGUMENT
+ * naming the file and the mismatch (another world size, a shape or dtype, a truncated or damaged file, a
+ * dead handle); ACCEL_ERR_PEER_FAILED naming the rank that could not load, on the others;
+ * ACCEL_ERR_INVALID_STATE (a loader in the middle of an epoch); collective errors. */
 ACCEL_API ACCEL_NODISCARD int accel_state_load_state(accel_state_t *state, const char *directory,
                                                      accel_model_t *const *models, size_t num_models,
                                                      accel_optimizer_t *const *optimizers, size_t num_optimizers,

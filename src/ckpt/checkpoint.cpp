@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/features.hpp"
 #include "core/timeline.hpp"
+#include "distributed/collectives.hpp"
 #include "data/loader_state.hpp"
 #include "formats/array_view.hpp"
 #include "formats/safetensors.hpp"
@@ -225,7 +226,24 @@ void save_state(const std::shared_ptr<distributed::State>& state, const std::str
 void load_state(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects) {
   const timeline::Span span("load_state");
   train::GradScaler* scaler = train::Accelerator::of(state)->scaler();
-  const LoadedCheckpoint loaded = read_checkpoint(*state, directory, objects, scaler);
+  // Every rank checks its files, then all learn whether any failed: a checkpoint restored on some ranks
+  // and not on others would train them apart.
+  std::optional<LoadedCheckpoint> read;
+  std::string problem;
+  Code problem_code = Code::InvalidArgument;
+  try {
+    read = read_checkpoint(*state, directory, objects, scaler);
+  } catch (const std::exception& error) {
+    problem = error.what();
+    problem_code = code_of(error, Code::InvalidArgument);
+  }
+  const std::vector<std::string> problems = distributed::gather_bytes(*state, problem);
+  for (size_t rank = 0; rank < problems.size(); ++rank) {
+    if (problems[rank].empty()) continue;
+    if (!problem.empty()) fail(problem_code, problem);
+    fail(Code::PeerFailed, "rank " + std::to_string(rank) + " cannot load the checkpoint, so no rank does: " + problems[rank]);
+  }
+  const LoadedCheckpoint& loaded = *read;
 
   for (size_t i = 0; i < objects.loaders.size(); ++i) objects.loaders[i]->load_state(loaded.loaders[i]);
   {

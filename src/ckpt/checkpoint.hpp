@@ -38,8 +38,9 @@ void save_state(const std::shared_ptr<distributed::State>& state, const std::str
 // Reads and checks every file this rank needs (the manifest's world size and object counts, each model
 // tensor's name, shape and dtype, each saved state's format) before changing anything; then restores
 // models, optimizers, schedulers, the grad scaler, loaders (they resume at the saved batch), this rank's
-// random generators and the accumulation counter. Not collective. Throws Error(Io) for a missing file and
-// Error(InvalidArgument) naming the file and what is wrong for any mismatch or damage.
+// random generators and the accumulation counter. Collective: no rank restores anything unless every
+// rank's files passed. Throws Error(Io) for a missing file and Error(InvalidArgument) naming the file and
+// what is wrong for any mismatch or damage; Error(PeerFailed) naming the rank when only another failed.
 void load_state(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects);
 
 }  // namespace accel::ckpt

@@ -21,4 +21,11 @@ if cmp -s "$work/straight/model.safetensors" "$work/half/model.safetensors"; the
   echo "9 steps gave the same parameters as 18: the comparison proves nothing" >&2
   exit 1
 fi
+
+# Rank 1's file damaged: rank 1 names it, rank 0 names rank 1, and neither restores anything.
+head -c 100 "$work/checkpoint/rank1/states.safetensors" > "$work/truncated"
+mv "$work/truncated" "$work/checkpoint/rank1/states.safetensors"
+launch refuse 0 "$work/checkpoint" 2> "$work/refused"
+grep -q "rank1/states.safetensors" "$work/refused"
+grep -q "rank 1 cannot load the checkpoint" "$work/refused"
 echo "exact resume: bit-identical"

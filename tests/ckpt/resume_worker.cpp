@@ -3,6 +3,7 @@
 //   resume_worker train STEPS OUT           STEPS steps from the start, then the model into OUT
 //   resume_worker save STEPS CHECKPOINT     STEPS steps from the start, then accel_state_save_state
 //   resume_worker resume STEPS CHECKPOINT OUT   accel_state_load_state, STEPS more steps, the model into OUT
+//   resume_worker refuse 0 CHECKPOINT       accel_state_load_state must fail on every rank (exit 0 if so)
 // Every ingredient a checkpoint restores matters here: the loader shuffles (its position and generator),
 // AdamW keeps moments, a linear schedule moves the lr, and each step adds noise from torch's default
 // generator to the inputs (the per-rank RNG state), so leaving any of them out changes the result.
@@ -124,12 +125,20 @@ int checkpoint_call(int (*call)(accel_state_t*, const char*, accel_model_t* cons
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 3 ? argv[1] : "";
-  if ((mode != "train" && mode != "save" && mode != "resume") || (mode == "resume" && argc != 5)) {
-    std::fprintf(stderr, "usage: %s train|save STEPS DIR, or resume STEPS CHECKPOINT OUT\n", argv[0]);
+  if ((mode != "train" && mode != "save" && mode != "resume" && mode != "refuse") || (mode == "resume" && argc != 5)) {
+    std::fprintf(stderr, "usage: %s train|save|refuse STEPS DIR, or resume STEPS CHECKPOINT OUT\n", argv[0]);
     return 2;
   }
   const long steps = std::strtol(argv[2], nullptr, 10);
   Training run = start_training();
+  if (mode == "refuse") {
+    if (checkpoint_call(accel_state_load_state, run, argv[3]) == ACCEL_OK) {
+      std::fprintf(stderr, "accel_state_load_state accepted a damaged checkpoint\n");
+      return 1;
+    }
+    std::fprintf(stderr, "refused as expected: %s\n", accel_error_last());
+    return 0;
+  }
   if (mode == "resume") check(checkpoint_call(accel_state_load_state, run, argv[3]), "accel_state_load_state");
   for (long step = 0; step < steps; ++step) train_step(run);
   if (mode == "save") {
