@@ -16,5 +16,6 @@
 #include "accel/scheduler.h"
 #include "accel/train.h"
 #include "accel/tracking.h"
+#include "accel/checkpoint.h"
 
 #endif

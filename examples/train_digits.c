@@ -15,7 +15,9 @@
  *
  * Options: --project-dir DIR (build/demo), --model PATH (DIR/digits_mlp.pt), --data PATH (sklearn's
  * digits.csv.gz, or a plain .csv), --epochs E (20), --lr LR (0.01), --max-steps N (stop after N optimizer
- * steps; 0 only evaluates), --checkpoint-every K and --resume (parsed; not available yet). */
+ * steps; 0 only evaluates), --checkpoint-every K (save a checkpoint every K optimizer steps, into
+ * DIR/checkpoints/checkpoint_<i>) and --resume (continue from the latest of those checkpoints, exactly where
+ * it stopped: same weights, optimizer, schedule, batch order and position in the epoch). */
 #define _POSIX_C_SOURCE 200809L /* popen, pclose */
 
 #include <errno.h>
@@ -332,7 +334,7 @@ int main(int argc, char **argv) {
   accel_model_t *model = NULL;
   accel_optimizer_t *optimizer = NULL;
   accel_scheduler_t *scheduler = NULL;
-  accel_options_t *tracker_options = NULL;
+  accel_options_t *tracker_options = NULL, *state_options = NULL;
   accel_progress_t *progress = NULL;
   accel_batch_t *batch = NULL;
   accel_output_t *output = NULL;
@@ -349,17 +351,14 @@ int main(int argc, char **argv) {
   if (snprintf(save_dir, sizeof save_dir, "%s/model", args.project_dir) >= (int)sizeof save_dir)
     FAIL("--project-dir is too long");
 
-  /* The launcher's environment says how many processes there are and where rank 0 listens. */
-  CHECK(accel_state_new(&state, NULL));
+  /* The launcher's environment says how many processes there are and where rank 0 listens.
+   * Numbered checkpoints go to DIR/checkpoints/checkpoint_<i>, the last 3 kept. */
+  CHECK(accel_options_new(&state_options));
+  CHECK(accel_options_set_string(state_options, "project_dir", args.project_dir));
+  CHECK(accel_options_set_int(state_options, "total_limit", 3));
+  CHECK(accel_state_new(&state, state_options));
   g_rank = accel_state_process_index(state);
   is_main = accel_state_is_main_process(state);
-
-  if (is_main && args.checkpoint_every >= 0)
-    fprintf(stderr, "train_digits: note: --checkpoint-every %ld is not available yet (checkpoints are not "
-                    "implemented); no checkpoints will be written\n", args.checkpoint_every);
-  if (is_main && args.resume)
-    fprintf(stderr, "train_digits: note: --resume is not available yet (checkpoints are not implemented); "
-                    "training starts from the freshly initialised model\n");
 
   /* Data: every rank reads the same file and makes the same split. */
   if (read_digits(args.data_path, &pixels, &labels, &rows) != 0) goto done;
@@ -422,8 +421,17 @@ int main(int argc, char **argv) {
 
   {
     int64_t steps_per_epoch = 0;
+    /* Read before resuming: a resumed loader's length leaves out the batches it will skip. */
     CHECK(accel_loader_length(train_loader, &steps_per_epoch));
-    long total_steps = args.epochs * (long)steps_per_epoch, steps = 0, epoch;
+    if (args.resume) {
+      CHECK(accel_state_load_state(state, NULL, &model, 1, &optimizer, 1, &scheduler, 1, &train_loader, 1));
+      if (is_main) printf("resumed from the latest checkpoint of %s/checkpoints\n", args.project_dir);
+    }
+    long total_steps = args.epochs * (long)steps_per_epoch, epoch;
+    /* Optimizer steps already done (the scheduler moves once per process for each, Accelerate's rule);
+     * a resumed loader continues in the epoch it was saved in. */
+    long steps = (long)(accel_scheduler_step_count(scheduler) / accel_state_num_processes(state));
+    const long first_epoch = (long)accel_loader_epoch(train_loader);
     if (args.max_steps >= 0 && args.max_steps < total_steps) total_steps = args.max_steps;
     if (is_main) {
       printf("digits: %lld training rows, %d test rows; MLP 64-128-128-10 (%zu parameter tensors); %d process%s "
@@ -436,9 +444,9 @@ int main(int argc, char **argv) {
       if (args.max_steps >= 0) printf("stopping after %ld optimizer steps (--max-steps)\n", args.max_steps);
       fflush(stdout);
     }
-    CHECK(accel_progress_new(&progress, state, total_steps, "training"));
+    CHECK(accel_progress_new(&progress, state, total_steps > steps ? total_steps - steps : 0, "training"));
 
-    for (epoch = 0; epoch < args.epochs && steps < total_steps; ++epoch) {
+    for (epoch = first_epoch; epoch < args.epochs && steps < total_steps; ++epoch) {
       double loss_sum = 0.0, epoch_loss;
       long batches = 0;
       float value;
@@ -475,6 +483,8 @@ int main(int argc, char **argv) {
           CHECK(accel_scheduler_last_lr(scheduler, 0, &logged[1]));
           CHECK(accel_state_log(state, names, logged, 2, steps));
           CHECK(accel_progress_update(progress, 1, (double)value));
+          if (args.checkpoint_every > 0 && steps % args.checkpoint_every == 0)
+            CHECK(accel_state_save_state(state, NULL, &model, 1, &optimizer, 1, &scheduler, 1, &train_loader, 1));
         }
 
         accel_tensor_free(loss);
@@ -626,6 +636,7 @@ done:
   accel_dataset_free(test_set);
   accel_dataset_free(train_set);
   accel_options_free(tracker_options);
+  accel_options_free(state_options);
   accel_options_free(scheduler_options);
   accel_options_free(optimizer_options);
   accel_options_free(test_options);

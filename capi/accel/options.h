@@ -22,6 +22,11 @@
  *                            collectives, saves) to timeline.rank<r>.json there when the state shuts
  *                            down; `accel timeline merge DIR` joins them; "" = off    default ""
  *   timeline_steps   int     how many of the last optimizer steps the timeline keeps (> 0) default 100
+ *   project_dir      string  where accel_state_save_state with a NULL directory writes its numbered
+ *                            checkpoints, project_dir/checkpoints/checkpoint_<i> (Accelerate's
+ *                            ProjectConfiguration with automatic_checkpoint_naming)    default ""
+ *   total_limit      int     numbered checkpoints kept in project_dir, the oldest removed first; 0 = all
+ *                            (>= 0)                                                    default 0
  * Loader keys (accel_loader_new; Accelerate's DataLoaderConfiguration and DataLoader arguments):
  *   batch_size       int     samples per batch (per process unless split_batches) default 1
  *   shuffle          bool    a new random order every epoch                      default false

@@ -38,6 +38,10 @@ class State {
   // Why the process group broke; empty while it works (or with one process).
   std::string group_failure() const;
   GradientState& gradient_state() { return gradient_state_; }
+  // Accelerate's ProjectConfiguration.iteration: the number of the next automatically named checkpoint
+  // (ckpt/project_checkpoints.hpp). One thread at a time, as save_state and load_state.
+  int64_t checkpoint_iteration() const { return checkpoint_iteration_; }
+  void set_checkpoint_iteration(int64_t iteration) { checkpoint_iteration_ = iteration; }
   bool sync_gradients() const { return gradient_state_.sync_gradients(); }
 
   // The group for a collective named `what`; nullptr with one process. Throws InvalidState after shutdown.
@@ -60,6 +64,7 @@ class State {
   std::unique_ptr<ProcessGroup> group_;
   bool shut_down_ = false;
   GradientState gradient_state_;
+  int64_t checkpoint_iteration_ = 0;
 };
 
 }  // namespace accel::distributed

@@ -20,6 +20,8 @@ const OptionScope& state_option_scope() {
           {"sync_each_batch", OptionType::Bool, false, {}, false},
           {"timeline", OptionType::String, std::string(""), {}, false},
           {"timeline_steps", OptionType::Int, int64_t{100}, {}, true},
+          {"project_dir", OptionType::String, std::string(""), {}, false},
+          {"total_limit", OptionType::Int, int64_t{0}, {}, false},
       }};
   return scope;
 }

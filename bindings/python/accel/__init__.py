@@ -6,7 +6,7 @@ See bindings/python/README.md for the API and what differs from Accelerate.
 """
 from .accelerator import Accelerator, DistributedType
 from .config import (DataLoaderConfiguration, DistributedDataParallelKwargs, GradientAccumulationPlugin,
-                     InitProcessGroupKwargs)
+                     InitProcessGroupKwargs, ProjectConfiguration)
 from .data_loader import DataLoader
 from .dataset import Dataset
 from .errors import (AccelEnvironmentError, AccelError, AccelIOError, AccelTimeoutError, BadOptionValueError,

@@ -233,6 +233,10 @@ int accel_progress_new(accel_progress_t **out, const accel_state_t *state, int64
 int accel_progress_update(accel_progress_t *progress, int64_t steps, double loss);
 void accel_progress_free(accel_progress_t *progress);
 """),
+    ("accel/checkpoint.h", """
+int accel_state_save_state(accel_state_t *state, const char *directory, accel_model_t *const *models, size_t num_models, accel_optimizer_t *const *optimizers, size_t num_optimizers, accel_scheduler_t *const *schedulers, size_t num_schedulers, accel_loader_t *const *loaders, size_t num_loaders);
+int accel_state_load_state(accel_state_t *state, const char *directory, accel_model_t *const *models, size_t num_models, accel_optimizer_t *const *optimizers, size_t num_optimizers, accel_scheduler_t *const *schedulers, size_t num_schedulers, accel_loader_t *const *loaders, size_t num_loaders);
+"""),
     ("ATen/dlpack.h", """
 typedef enum {
   kDLCPU = 1,

@@ -59,7 +59,8 @@ class Accelerator(Handle):
     _free = lib.accel_state_free
 
     def __init__(self, mixed_precision=None, gradient_accumulation_steps=None, cpu=None, device=None,
-                 dataloader_config=None, gradient_accumulation_plugin=None, kwargs_handlers=()):
+                 dataloader_config=None, gradient_accumulation_plugin=None, kwargs_handlers=(), project_dir=None,
+                 project_config=None):
         """Joins (or creates) the process state: reads how the process was launched and, with several
         processes, meets the others. None leaves a setting to the ACCEL_* environment, then the default.
 
@@ -67,7 +68,8 @@ class Accelerator(Handle):
         explicit device ("cpu", "cuda:1"). dataloader_config: a DataLoaderConfiguration for every prepared
         loader. gradient_accumulation_plugin: a GradientAccumulationPlugin, instead of
         gradient_accumulation_steps. kwargs_handlers: DistributedDataParallelKwargs (for prepared models)
-        and InitProcessGroupKwargs (backend, timeout).
+        and InitProcessGroupKwargs (backend, timeout). project_config: a ProjectConfiguration (numbered
+        checkpoints); project_dir, when given, overrides its project_dir.
 
         A process has one state: while one lives, another Accelerator must ask for the same settings
         (InvalidStateError otherwise); after end_training() a new one may change them."""
@@ -77,6 +79,10 @@ class Accelerator(Handle):
             if gradient_accumulation_steps is not None:
                 raise ValueError("give gradient_accumulation_steps or gradient_accumulation_plugin, not both")
             settings.update(gradient_accumulation_plugin.options())
+        if project_config is not None:
+            settings.update(project_config.options())
+        if project_dir is not None:
+            settings["project_dir"] = str(project_dir)
         self._model_settings = {}
         for handler in kwargs_handlers:
             if isinstance(handler, InitProcessGroupKwargs):
@@ -388,6 +394,31 @@ class Accelerator(Handle):
         """Writes the unwrapped model's weights to save_directory/model.safetensors from the main process
         (collective: the others wait for it)."""
         check(lib.accel_state_save_model(self.pointer, model.pointer, str(save_directory).encode()))
+
+    # --- checkpoints: every object prepared by this accelerator, in preparation order -------------------
+
+    def _prepared_arrays(self):
+        """The prepared objects as the C arrays accel_state_save_state and load_state take, with counts."""
+        arguments = []
+        for objects, array_type in ((self._models, "accel_model_t *[]"), (self._optimizers, "accel_optimizer_t *[]"),
+                                    (self._schedulers, "accel_scheduler_t *[]"), (self._loaders, "accel_loader_t *[]")):
+            arguments += [ffi.new(array_type, [prepared.pointer for prepared in objects]), len(objects)]
+        return arguments
+
+    def save_state(self, output_dir=None):
+        """Accelerate's save_state: every prepared model, optimizer, scheduler and data loader, the grad
+        scaler, each rank's random generators and the accumulation step, into output_dir (collective;
+        written to a temporary folder, then moved into place). Without output_dir: the next numbered
+        checkpoint of project_dir, project_dir/checkpoints/checkpoint_<i>, keeping at most total_limit."""
+        directory = ffi.NULL if output_dir is None else str(output_dir).encode()
+        check(lib.accel_state_save_state(self.pointer, directory, *self._prepared_arrays()))
+
+    def load_state(self, input_dir=None):
+        """Restores what save_state wrote (without input_dir: project_dir's highest-numbered checkpoint)
+        into the objects prepared in the same order; everything is checked first, so on an error nothing
+        has changed."""
+        directory = ffi.NULL if input_dir is None else str(input_dir).encode()
+        check(lib.accel_state_load_state(self.pointer, directory, *self._prepared_arrays()))
 
     # --- collectives: tensors in nested lists, tuples and dicts; results of the inputs' kind --------------
 

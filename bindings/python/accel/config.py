@@ -24,6 +24,21 @@ class DataLoaderConfiguration:
 
 
 @dataclasses.dataclass
+class ProjectConfiguration:
+    """Where numbered checkpoints go: save_state() without a folder writes
+    project_dir/checkpoints/checkpoint_<i>, keeping at most total_limit of them (None or 0: all); load_state()
+    without a folder loads the highest-numbered one. Naming is always automatic when no folder is given,
+    so Accelerate's automatic_checkpoint_naming has no counterpart."""
+
+    project_dir: str = None
+    total_limit: int = None
+
+    def options(self):
+        return {"project_dir": None if self.project_dir is None else str(self.project_dir),
+                "total_limit": self.total_limit}
+
+
+@dataclasses.dataclass
 class GradientAccumulationPlugin:
     """num_steps: batches per optimizer step; sync_with_dataloader: the last batch of a loader always
     steps; sync_each_batch: all-reduce on every backward even while accumulating (saves memory)."""

@@ -180,3 +180,41 @@ def test_main_process_first_and_print(accelerator, capfd):
     with accelerator.local_main_process_first():
         accelerator.wait_for_everyone()
     assert capfd.readouterr().out == "only here\n"  # printed by the library, on the file descriptor
+
+
+def test_load_state_returns_to_the_saved_checkpoint(tmp_path, accelerator):
+    model, loader, optimizer, scheduler = accelerator.prepare(
+        scripted_bytes(MLP), accel.DataLoaderSpec(accel.Dataset.from_tensors(_classification_rows()), batch_size=8,
+                                                  shuffle=True),
+        accel.OptimizerSpec("adamw", lr=0.05), accel.SchedulerSpec("linear", total_steps=40))
+
+    def train_one_epoch():
+        for batch in loader:
+            with accelerator.accumulate(model):
+                accelerator.backward(accel.compute_loss("cross_entropy", model(batch["x"]), batch["y"]))
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+        return {name: tensor.numpy().copy() for name, tensor in model.state_dict().items()}
+
+    train_one_epoch()
+    accelerator.save_state(tmp_path / "checkpoint")
+    first_run = train_one_epoch()
+    accelerator.load_state(tmp_path / "checkpoint")
+    assert scheduler.step_count == 2
+    second_run = train_one_epoch()
+    for name, values in first_run.items():
+        np.testing.assert_array_equal(second_run[name], values, err_msg=name)
+    with pytest.raises(accel.AccelError, match="metadata.json"):
+        accelerator.load_state(tmp_path / "missing")
+
+
+def test_numbered_checkpoints_rotate_and_the_latest_is_loaded(tmp_path, make_accelerator):
+    accelerator = make_accelerator(project_config=accel.ProjectConfiguration(project_dir=tmp_path, total_limit=2))
+    accelerator.prepare(scripted_bytes(MLP))
+    for _ in range(3):
+        accelerator.save_state()
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["checkpoint_1", "checkpoint_2"]
+    accelerator.load_state()
+    accelerator.save_state()  # numbering goes on after the checkpoint loaded (checkpoint_2)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["checkpoint_2", "checkpoint_3"]

@@ -39,6 +39,7 @@ include("optimizer.jl")
 include("scheduler.jl")
 include("train.jl")
 include("tracking.jl")
+include("checkpoint.jl")
 
 export AccelError, Options, State, Tensor, Dataset, Loader, Batch, Model, Output, Optimizer, Scheduler, Progress
 export set!, dump_options

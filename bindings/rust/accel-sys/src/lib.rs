@@ -30,8 +30,10 @@ pub mod optimizer;
 pub mod scheduler;
 pub mod train;
 pub mod tracking;
+pub mod checkpoint;
 pub mod dlpack;
 
+pub use checkpoint::*;
 pub use collectives::*;
 pub use common::*;
 pub use dlpack::*;

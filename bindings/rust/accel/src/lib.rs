@@ -34,6 +34,7 @@
 pub use accel_sys as sys;
 
 mod callbacks;
+mod checkpoint;
 mod collectives;
 mod dataset;
 mod dlpack;
@@ -54,6 +55,7 @@ mod tracking;
 mod train;
 pub mod version;
 
+pub use checkpoint::Checkpointed;
 pub use collectives::Reduction;
 pub use dataset::{Dataset, ItemStream, Sample};
 pub use dlpack::DlpackTensor;

@@ -118,6 +118,12 @@ impl Iterator for Loader {
     }
 }
 
+impl Loader {
+    pub(crate) fn as_ptr(&self) -> *mut sys::accel_loader_t {
+        self.ptr.as_ptr()
+    }
+}
+
 impl Drop for Loader {
     fn drop(&mut self) {
         unsafe { sys::accel_loader_free(self.ptr.as_ptr()) }

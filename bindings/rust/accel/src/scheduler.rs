@@ -73,6 +73,12 @@ impl Scheduler {
     }
 }
 
+impl Scheduler {
+    pub(crate) fn as_ptr(&self) -> *mut sys::accel_scheduler_t {
+        self.ptr.as_ptr()
+    }
+}
+
 impl Drop for Scheduler {
     fn drop(&mut self) {
         // The multiplier payload is dropped after this, once the library can no longer call it.

@@ -4,7 +4,7 @@ mod common;
 
 use std::fs;
 
-use accel::{compute_loss, sys, Dataset, Loader, Model, Optimizer, Options, Progress, Scheduler, State, Tensor};
+use accel::{compute_loss, sys, Checkpointed, Dataset, Loader, Model, Optimizer, Options, Progress, Scheduler, State, Tensor};
 
 /// 16 samples of 4 features whose class is the index of the largest of the first 3.
 fn samples() -> (Tensor, Tensor) {
@@ -132,6 +132,33 @@ fn training_lowers_the_loss_and_is_tracked_and_saved() {
     assert!(dir.join("saved/model.safetensors").exists());
     let plain = model.unwrap_model().unwrap();
     assert_eq!(plain.parameter(1).unwrap().to_vec::<f32>().unwrap(), model.parameter(1).unwrap().to_vec::<f32>().unwrap());
+
+    // A checkpoint brings back the saved parameters and schedule after more training.
+    let saved = model.parameter(1).unwrap().to_vec::<f32>().unwrap();
+    let objects = Checkpointed { models: &[&model], optimizers: &[&optimizer], schedulers: &[&scheduler], loaders: &[&loader] };
+    state.save_state(dir.join("checkpoint"), &objects).unwrap();
+    // The schedule has reached 0: a rate set by hand makes the next epoch move the parameters.
+    for group in 0..optimizer.num_groups() {
+        optimizer.set_lr(group, 0.05).unwrap();
+    }
+    for batch in &mut loader {
+        let batch = batch.unwrap();
+        state.accumulate().unwrap();
+        let logits = model.forward(&[&batch.get("x").unwrap()]).unwrap().get_named("logits").unwrap();
+        let loss = compute_loss("cross_entropy", &logits, &batch.get("y").unwrap(), None).unwrap();
+        state.backward(&loss).unwrap();
+        optimizer.step().unwrap();
+        scheduler.step().unwrap();
+        optimizer.zero_grad().unwrap();
+    }
+    assert_ne!(model.parameter(1).unwrap().to_vec::<f32>().unwrap(), saved);
+    let objects = Checkpointed { models: &[&model], optimizers: &[&optimizer], schedulers: &[&scheduler], loaders: &[&loader] };
+    state.load_state(dir.join("checkpoint"), &objects).unwrap();
+    assert_eq!(model.parameter(1).unwrap().to_vec::<f32>().unwrap(), saved);
+    assert_eq!(scheduler.step_count(), 40);
+    assert_eq!(optimizer.lr(0).unwrap(), 0.0);
+    let missing = state.load_state(dir.join("missing"), &objects).err().expect("no checkpoint there");
+    assert_eq!(missing.code(), sys::ACCEL_ERR_IO);
 }
 
 #[test]

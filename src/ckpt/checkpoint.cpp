@@ -1,0 +1,263 @@
+#include "ckpt/checkpoint.hpp"
+
+#include <torch/torch.h>
+
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <system_error>
+
+#include "ckpt/directory_swap.hpp"
+#include "ckpt/manifest.hpp"
+#include "ckpt/rng_states.hpp"
+#include "core/error.hpp"
+#include "core/features.hpp"
+#include "core/timeline.hpp"
+#include "distributed/collectives.hpp"
+#include "data/loader_state.hpp"
+#include "formats/array_view.hpp"
+#include "formats/safetensors.hpp"
+#include "train/archive.hpp"
+
+namespace accel::ckpt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kManifest = "metadata.json";
+constexpr const char* kStates = "states.safetensors";
+
+// Accelerate's names: model.safetensors for the first model, model_<i>.safetensors after it.
+std::string model_file(size_t index) {
+  return index == 0 ? "model.safetensors" : "model_" + std::to_string(index) + ".safetensors";
+}
+
+fs::path rank_dir(const fs::path& directory, int32_t rank) { return directory / ("rank" + std::to_string(rank)); }
+
+std::string indexed(const char* kind, size_t index) { return std::string(kind) + "." + std::to_string(index); }
+
+at::Tensor bytes_tensor(const std::string& bytes) {
+  auto tensor = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+  std::memcpy(tensor.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  return tensor;
+}
+
+at::Tensor view_tensor(const formats::ArrayView& view) {
+  auto tensor = at::empty(view.shape, at::TensorOptions().dtype(view.dtype));
+  std::memcpy(tensor.data_ptr(), view.data, view.nbytes);
+  return tensor;
+}
+
+std::string view_bytes(const formats::SafetensorsFile& file, const std::string& name, const std::string& path) {
+  const formats::ArrayView& view = file.array(name);
+  if (view.dtype != at::kByte || view.shape.size() != 1) {
+    fail(Code::InvalidArgument, path + ": '" + name + "' is not a 1-d uint8 tensor");
+  }
+  return std::string(static_cast<const char*>(view.data), view.nbytes);
+}
+
+void make_directory(const fs::path& path) {
+  std::error_code error;
+  fs::create_directories(path, error);
+  if (error) fail(Code::Io, "cannot create directory '" + path.string() + "': " + error.message());
+}
+
+NamedTensors model_tensors(const train::Model& model) {
+  NamedTensors tensors = model.named_parameters();
+  for (const auto& buffer : model.named_buffers()) tensors.push_back(buffer);
+  return tensors;
+}
+
+void write_shared_files(const std::shared_ptr<distributed::State>& state, const fs::path& directory, const CheckpointObjects& objects) {
+  for (size_t i = 0; i < objects.models.size(); ++i) {
+    formats::write_safetensors((directory / model_file(i)).string(), model_tensors(*objects.models[i]));
+  }
+  NamedTensors states;
+  for (size_t i = 0; i < objects.optimizers.size(); ++i) {
+    states.emplace_back(indexed("optimizer", i), bytes_tensor(objects.optimizers[i]->optimizer().save_state()));
+  }
+  for (size_t i = 0; i < objects.schedulers.size(); ++i) {
+    states.emplace_back(indexed("scheduler", i), bytes_tensor(objects.schedulers[i]->scheduler().save_state()));
+  }
+  train::GradScaler* scaler = train::Accelerator::of(state)->scaler();
+  if (scaler != nullptr) states.emplace_back("scaler", bytes_tensor(scaler->save_state()));
+  formats::write_safetensors((directory / kStates).string(), states);
+
+  Manifest manifest;
+  manifest.accel_version = version_string();
+  manifest.torch_version = torch_version();
+  manifest.world_size = state->launch().world_size;
+  manifest.step = state->gradient_state().step();
+  manifest.epoch = objects.loaders.empty() ? 0 : objects.loaders.front()->epoch();
+  manifest.num_models = static_cast<int64_t>(objects.models.size());
+  manifest.num_optimizers = static_cast<int64_t>(objects.optimizers.size());
+  manifest.num_schedulers = static_cast<int64_t>(objects.schedulers.size());
+  manifest.num_loaders = static_cast<int64_t>(objects.loaders.size());
+  manifest.has_scaler = scaler != nullptr;
+  write_manifest((directory / kManifest).string(), manifest);
+}
+
+void write_rank_files(const fs::path& directory, int32_t rank, const CheckpointObjects& objects) {
+  const fs::path own = rank_dir(directory, rank);
+  make_directory(own);
+  NamedTensors states;
+  for (size_t i = 0; i < objects.loaders.size(); ++i) {
+    states.emplace_back(indexed("loader", i), bytes_tensor(objects.loaders[i]->save_state()));
+  }
+  for (auto& [generator, rng_state] : capture_rng_states()) states.emplace_back("rng." + generator, rng_state);
+  formats::write_safetensors((own / kStates).string(), states);
+}
+
+void expect_count(const char* what, int64_t saved, size_t given, const std::string& path) {
+  if (saved != static_cast<int64_t>(given)) {
+    fail(Code::InvalidArgument, path + ": the checkpoint holds " + std::to_string(saved) + " " + what +
+                                    ", " + std::to_string(given) + " were given to load");
+  }
+}
+
+// Every model tensor, checked against the model's own: same names, shapes and dtypes, nothing extra.
+NamedTensors read_model(const train::Model& model, const std::string& path) {
+  const formats::SafetensorsFile file(path);
+  NamedTensors loaded;
+  const NamedTensors own = model_tensors(model);
+  if (file.arrays().size() != own.size()) {
+    fail(Code::InvalidArgument, path + ": holds " + std::to_string(file.arrays().size()) + " tensors, the model has " +
+                                    std::to_string(own.size()));
+  }
+  for (const auto& [name, tensor] : own) {
+    const formats::ArrayView& view = file.array(name);
+    if (view.shape != tensor.sizes().vec()) {
+      fail(Code::InvalidArgument, path + ": '" + name + "' has shape " + formats::shape_string(view.shape) +
+                                      ", the model's is " + formats::shape_string(tensor.sizes().vec()));
+    }
+    if (view.dtype != tensor.scalar_type()) {
+      fail(Code::InvalidArgument, path + ": '" + name + "' is " + std::string(c10::toString(view.dtype)) +
+                                      ", the model's is " + std::string(c10::toString(tensor.scalar_type())));
+    }
+    loaded.emplace_back(name, view_tensor(view));
+  }
+  return loaded;
+}
+
+// Everything load_state restores, read and checked before any of it is applied.
+struct LoadedCheckpoint {
+  Manifest manifest;
+  std::vector<NamedTensors> models;
+  std::vector<std::string> optimizers;
+  std::vector<std::string> schedulers;
+  std::optional<std::string> scaler;
+  std::vector<std::string> loaders;
+  NamedTensors rng;
+};
+
+LoadedCheckpoint read_checkpoint(const distributed::State& state, const fs::path& directory,
+                                 const CheckpointObjects& objects, const train::GradScaler* scaler) {
+  LoadedCheckpoint loaded;
+  const std::string manifest_path = (directory / kManifest).string();
+  loaded.manifest = read_manifest(manifest_path);
+  const Manifest& manifest = loaded.manifest;
+  if (manifest.world_size != state.launch().world_size) {
+    fail(Code::InvalidArgument, manifest_path + ": the checkpoint was saved by " + std::to_string(manifest.world_size) +
+                                    " processes, this run has " + std::to_string(state.launch().world_size));
+  }
+  expect_count("models", manifest.num_models, objects.models.size(), manifest_path);
+  expect_count("optimizers", manifest.num_optimizers, objects.optimizers.size(), manifest_path);
+  expect_count("schedulers", manifest.num_schedulers, objects.schedulers.size(), manifest_path);
+  expect_count("loaders", manifest.num_loaders, objects.loaders.size(), manifest_path);
+  if (manifest.has_scaler != (scaler != nullptr)) {
+    fail(Code::InvalidArgument, manifest_path + (manifest.has_scaler ? ": the checkpoint holds a grad scaler, this run has none (fp16 off)"
+                                                                     : ": the checkpoint has no grad scaler, this run uses one (fp16)"));
+  }
+  for (size_t i = 0; i < objects.models.size(); ++i) {
+    loaded.models.push_back(read_model(*objects.models[i], (directory / model_file(i)).string()));
+  }
+
+  const std::string shared_path = (directory / kStates).string();
+  const formats::SafetensorsFile shared(shared_path);
+  for (size_t i = 0; i < objects.optimizers.size(); ++i) {
+    loaded.optimizers.push_back(view_bytes(shared, indexed("optimizer", i), shared_path));
+    train::read_archive(loaded.optimizers.back(), "optimizer");
+  }
+  for (size_t i = 0; i < objects.schedulers.size(); ++i) {
+    loaded.schedulers.push_back(view_bytes(shared, indexed("scheduler", i), shared_path));
+    train::read_archive(loaded.schedulers.back(), "scheduler");
+  }
+  if (scaler != nullptr) {
+    loaded.scaler = view_bytes(shared, "scaler", shared_path);
+    train::read_archive(*loaded.scaler, "grad scaler");
+  }
+
+  const std::string own_path = (rank_dir(directory, state.launch().rank) / kStates).string();
+  const formats::SafetensorsFile own(own_path);
+  for (size_t i = 0; i < objects.loaders.size(); ++i) {
+    loaded.loaders.push_back(view_bytes(own, indexed("loader", i), own_path));
+    data::decode_loader_state(loaded.loaders.back());
+  }
+  for (const formats::ArrayView& view : own.arrays()) {
+    if (view.name.rfind("rng.", 0) == 0) loaded.rng.emplace_back(view.name.substr(4), view_tensor(view));
+  }
+  check_rng_states(loaded.rng, own_path);
+  return loaded;
+}
+
+}  // namespace
+
+void save_state(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects) {
+  const timeline::Span span("save_state");
+  const fs::path target(directory);
+  const fs::path staging(directory + ".saving");
+  const bool main = state->launch().rank == 0;
+  if (main) {
+    // Left over by a run killed while saving: never a checkpoint, as only a finished one is moved.
+    std::error_code error;
+    fs::remove_all(staging, error);
+    if (error) fail(Code::Io, "cannot remove '" + staging.string() + "': " + error.message());
+    make_directory(staging);
+  }
+  state->wait_for_everyone();
+  write_rank_files(staging, state->launch().rank, objects);
+  if (main) write_shared_files(state, staging, objects);
+  state->wait_for_everyone();
+  if (main) move_into_place(staging, target);
+  state->wait_for_everyone();
+}
+
+void load_state(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects) {
+  const timeline::Span span("load_state");
+  train::GradScaler* scaler = train::Accelerator::of(state)->scaler();
+  // Every rank checks its files, then all learn whether any failed: a checkpoint restored on some ranks
+  // and not on others would train them apart.
+  std::optional<LoadedCheckpoint> read;
+  std::string problem;
+  Code problem_code = Code::InvalidArgument;
+  try {
+    read = read_checkpoint(*state, directory, objects, scaler);
+  } catch (const std::exception& error) {
+    problem = error.what();
+    problem_code = code_of(error, Code::InvalidArgument);
+  }
+  const std::vector<std::string> problems = distributed::gather_bytes(*state, problem);
+  for (size_t rank = 0; rank < problems.size(); ++rank) {
+    if (problems[rank].empty()) continue;
+    if (!problem.empty()) fail(problem_code, problem);
+    fail(Code::PeerFailed, "rank " + std::to_string(rank) + " cannot load the checkpoint, so no rank does: " + problems[rank]);
+  }
+  const LoadedCheckpoint& loaded = *read;
+
+  for (size_t i = 0; i < objects.loaders.size(); ++i) objects.loaders[i]->load_state(loaded.loaders[i]);
+  {
+    const torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < objects.models.size(); ++i) {
+      const NamedTensors own = model_tensors(*objects.models[i]);
+      for (size_t t = 0; t < own.size(); ++t) own[t].second.copy_(loaded.models[i][t].second);
+    }
+  }
+  for (size_t i = 0; i < objects.optimizers.size(); ++i) objects.optimizers[i]->optimizer().load_state(loaded.optimizers[i]);
+  for (size_t i = 0; i < objects.schedulers.size(); ++i) objects.schedulers[i]->scheduler().load_state(loaded.schedulers[i]);
+  if (scaler != nullptr) scaler->load_state(*loaded.scaler);
+  restore_rng_states(loaded.rng);
+  state->gradient_state().set_step(loaded.manifest.step);
+}
+
+}  // namespace accel::ckpt

@@ -1,0 +1,46 @@
+// Accelerate's save_state / load_state: everything a run needs to continue exactly where it stopped.
+//
+// A checkpoint directory holds:
+//   metadata.json                    versions, world size, step, epoch, object counts (ckpt/manifest.hpp)
+//   model.safetensors, model_<i>...  each model's parameters and buffers (main process)
+//   states.safetensors               optimizer.<i>, scheduler.<i>, scaler: saved archives as uint8 tensors
+//                                    (main process; they are the same on every rank)
+//   rank<r>/states.safetensors       loader.<i> and rng.<generator>: what differs between ranks
+// Keeping the opaque archives inside safetensors files gives every file one format whose reader detects
+// truncation, so loading can refuse a damaged checkpoint before touching anything.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "data/loader.hpp"
+#include "distributed/state.hpp"
+#include "train/accelerator.hpp"
+#include "train/model.hpp"
+
+namespace accel::ckpt {
+
+// The objects a checkpoint covers; the caller keeps them alive during the call. Their order is part of
+// the checkpoint: load with the same lists, in the same order, as at save.
+struct CheckpointObjects {
+  std::vector<train::Model*> models;
+  std::vector<train::AcceleratedOptimizer*> optimizers;
+  std::vector<train::AcceleratedScheduler*> schedulers;
+  std::vector<data::Loader*> loaders;
+};
+
+// Collective. Writes into "<directory>.saving" (each rank its rank<r>/ part, the main process the rest),
+// waits for every rank, then the main process moves it into place: `directory`, if it already exists, is
+// replaced in one atomic exchange, so a run killed while saving leaves the previous checkpoint whole.
+// Throws Error(Io) naming the path on any file-system failure.
+void save_state(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects);
+
+// Reads and checks every file this rank needs (the manifest's world size and object counts, each model
+// tensor's name, shape and dtype, each saved state's format) before changing anything; then restores
+// models, optimizers, schedulers, the grad scaler, loaders (they resume at the saved batch), this rank's
+// random generators and the accumulation counter. Collective: no rank restores anything unless every
+// rank's files passed. Throws Error(Io) for a missing file and Error(InvalidArgument) naming the file and
+// what is wrong for any mismatch or damage; Error(PeerFailed) naming the rank when only another failed.
+void load_state(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects);
+
+}  // namespace accel::ckpt

@@ -1,0 +1,68 @@
+#include "ckpt/manifest.hpp"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "formats/header.hpp"
+#include "formats/json.hpp"
+
+namespace accel::ckpt {
+
+namespace {
+
+// The integer members, by key; one table for both directions so that what is written is what is read.
+std::map<std::string, int64_t*> integer_members(Manifest& manifest) {
+  return {{"world_size", &manifest.world_size},         {"step", &manifest.step},
+          {"epoch", &manifest.epoch},                   {"num_models", &manifest.num_models},
+          {"num_optimizers", &manifest.num_optimizers}, {"num_schedulers", &manifest.num_schedulers},
+          {"num_loaders", &manifest.num_loaders}};
+}
+
+}  // namespace
+
+void write_manifest(const std::string& path, const Manifest& manifest) {
+  Manifest copy = manifest;
+  std::ostringstream text;
+  text << "{\n  \"accel_version\": " << formats::json_quote(copy.accel_version)
+       << ",\n  \"torch_version\": " << formats::json_quote(copy.torch_version)
+       << ",\n  \"has_scaler\": " << (copy.has_scaler ? 1 : 0);
+  for (const auto& [key, value] : integer_members(copy)) text << ",\n  \"" << key << "\": " << *value;
+  text << "\n}\n";
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text.str();
+  out.flush();
+  if (!out) fail(Code::Io, "cannot write '" + path + "'");
+}
+
+Manifest read_manifest(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(Code::Io, "checkpoint is incomplete: cannot read '" + path + "'");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  Manifest manifest;
+  auto integers = integer_members(manifest);
+  std::set<std::string> seen;
+  formats::HeaderReader reader(text, path, "checkpoint manifest");
+  formats::read_json_object(reader, [&](const std::string& key) {
+    if (!seen.insert(key).second) reader.error("repeated key '" + key + "'");
+    if (key == "accel_version") {
+      manifest.accel_version = formats::read_json_string(reader);
+    } else if (key == "torch_version") {
+      manifest.torch_version = formats::read_json_string(reader);
+    } else if (key == "has_scaler") {
+      manifest.has_scaler = reader.read_int() != 0;
+    } else if (auto member = integers.find(key); member != integers.end()) {
+      *member->second = reader.read_int();
+    } else {
+      reader.error("unknown key '" + key + "'");
+    }
+  });
+  if (seen.size() != integers.size() + 3) fail(Code::InvalidArgument, path + ": checkpoint manifest misses keys");
+  return manifest;
+}
+
+}  // namespace accel::ckpt

@@ -1,0 +1,30 @@
+// A checkpoint's metadata.json: which accel and LibTorch wrote it, for how many processes, at which step
+// and epoch, and how many objects of each kind it holds. Loading reads it first, so that a checkpoint
+// made for another world size or another set of objects is refused before anything else is read.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace accel::ckpt {
+
+struct Manifest {
+  std::string accel_version;
+  std::string torch_version;
+  int64_t world_size = 1;
+  int64_t step = 0;   // the accumulation counter (GradientState::step)
+  int64_t epoch = 0;  // the first loader's epoch; 0 without loaders
+  int64_t num_models = 0;
+  int64_t num_optimizers = 0;
+  int64_t num_schedulers = 0;
+  int64_t num_loaders = 0;
+  bool has_scaler = false;
+};
+
+// Throws Error(Io) naming the path when it cannot be written.
+void write_manifest(const std::string& path, const Manifest& manifest);
+// Throws Error(Io) when the file cannot be read, Error(InvalidArgument) naming the path when it is not a
+// manifest (malformed JSON, a missing or unknown key).
+Manifest read_manifest(const std::string& path);
+
+}  // namespace accel::ckpt

@@ -1,0 +1,203 @@
+// save_state / load_state on one process through the C ABI: what a damaged, mismatched or half-written
+// checkpoint does (a clear error, and nothing restored), and that saving replaces a checkpoint whole.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "accel.h"
+#include "tiny_models.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string last_error() { return accel_error_last(); }
+
+class CheckpointCapi : public ::testing::Test {
+ protected:
+  void SetUp() override { start(nullptr); }
+  // A state with `options` (none: defaults), a prepared MLP and its AdamW.
+  void start(const accel_options_t* options) {
+    directory = tiny_models::temp_file("checkpoints");
+    fs::remove_all(directory);
+    ASSERT_EQ(accel_state_new(&state, options), ACCEL_OK) << last_error();
+    ASSERT_EQ(accel_model_load(&model, tiny_models::mlp(tiny_models::temp_file("ckpt.pt")).c_str()), ACCEL_OK);
+    ASSERT_EQ(accel_state_prepare_model(state, model, nullptr), ACCEL_OK) << last_error();
+    ASSERT_EQ(accel_optimizer_new(&optimizer, model, "adamw", nullptr), ACCEL_OK) << last_error();
+    ASSERT_EQ(accel_model_parameter(model, 0, &w1), ACCEL_OK);
+  }
+  void TearDown() override {
+    stop();
+    fs::remove_all(directory);
+  }
+  void stop() {
+    accel_tensor_free(w1);
+    accel_optimizer_free(optimizer);
+    accel_model_free(model);
+    accel_state_free(state);
+    w1 = nullptr;
+    optimizer = nullptr;
+    model = nullptr;
+    state = nullptr;
+  }
+  float& first_weight() {
+    void* data = nullptr;
+    EXPECT_EQ(accel_tensor_data(w1, &data), ACCEL_OK);
+    return *static_cast<float*>(data);
+  }
+  int save(const std::string& path) {
+    return accel_state_save_state(state, path.c_str(), &model, 1, &optimizer, 1, nullptr, 0, nullptr, 0);
+  }
+  int load(const std::string& path) {
+    return accel_state_load_state(state, path.c_str(), &model, 1, &optimizer, 1, nullptr, 0, nullptr, 0);
+  }
+  // Saves with w1[0] = 1, then sets w1[0] = 2, so that a load shows whether it restored anything.
+  std::string saved_then_changed() {
+    const std::string path = directory + "/one";
+    first_weight() = 1.0f;
+    EXPECT_EQ(save(path), ACCEL_OK) << last_error();
+    first_weight() = 2.0f;
+    return path;
+  }
+
+  std::string directory;
+  accel_state_t* state = nullptr;
+  accel_model_t* model = nullptr;
+  accel_optimizer_t* optimizer = nullptr;
+  accel_tensor_t* w1 = nullptr;
+};
+
+TEST_F(CheckpointCapi, LoadingRestoresTheSavedWeightsAndWritesTheManifest) {
+  const std::string path = saved_then_changed();
+  EXPECT_TRUE(fs::exists(path + "/metadata.json"));
+  EXPECT_TRUE(fs::exists(path + "/model.safetensors"));
+  EXPECT_TRUE(fs::exists(path + "/rank0/states.safetensors"));
+  EXPECT_FALSE(fs::exists(path + ".saving"));
+  ASSERT_EQ(load(path), ACCEL_OK) << last_error();
+  EXPECT_EQ(first_weight(), 1.0f);
+}
+
+TEST_F(CheckpointCapi, SavingAgainReplacesTheCheckpointWhole) {
+  const std::string path = saved_then_changed();
+  std::ofstream(path + "/stale_file") << "from the first save";
+  ASSERT_EQ(save(path), ACCEL_OK) << last_error();
+  EXPECT_FALSE(fs::exists(path + "/stale_file"));
+  EXPECT_FALSE(fs::exists(path + ".saving"));
+  first_weight() = 3.0f;
+  ASSERT_EQ(load(path), ACCEL_OK) << last_error();
+  EXPECT_EQ(first_weight(), 2.0f);
+}
+
+TEST_F(CheckpointCapi, ASaveKilledHalfwayLeavesThePreviousCheckpointLoadable) {
+  const std::string path = saved_then_changed();
+  // What a run killed while saving leaves: a partial staging folder beside the finished checkpoint.
+  fs::create_directories(path + ".saving/rank0");
+  std::ofstream(path + ".saving/model.safetensors") << "partial";
+  ASSERT_EQ(load(path), ACCEL_OK) << last_error();
+  EXPECT_EQ(first_weight(), 1.0f);
+  ASSERT_EQ(save(path), ACCEL_OK) << last_error();  // the leftover is cleared, not mistaken for a checkpoint
+  EXPECT_FALSE(fs::exists(path + ".saving"));
+}
+
+TEST_F(CheckpointCapi, ATruncatedFileIsNamedAndNothingIsRestored) {
+  const std::string path = saved_then_changed();
+  // The rank's file is read after the model's: a failure there must not leave the model restored.
+  const std::string rank_file = path + "/rank0/states.safetensors";
+  fs::resize_file(rank_file, fs::file_size(rank_file) / 2);
+  EXPECT_EQ(load(path), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("rank0/states.safetensors"), std::string::npos) << last_error();
+  EXPECT_EQ(first_weight(), 2.0f);
+}
+
+TEST_F(CheckpointCapi, AMissingFileIsAnIoErrorNamingIt) {
+  const std::string path = saved_then_changed();
+  fs::remove(path + "/model.safetensors");
+  EXPECT_EQ(load(path), ACCEL_ERR_IO);
+  EXPECT_NE(last_error().find("model.safetensors"), std::string::npos) << last_error();
+  EXPECT_EQ(load(directory + "/none"), ACCEL_ERR_IO);
+  EXPECT_NE(last_error().find("metadata.json"), std::string::npos) << last_error();
+  EXPECT_EQ(first_weight(), 2.0f);
+}
+
+TEST_F(CheckpointCapi, AnotherWorldSizeOrObjectListIsRefused) {
+  const std::string path = saved_then_changed();
+  EXPECT_EQ(accel_state_load_state(state, path.c_str(), &model, 1, nullptr, 0, nullptr, 0, nullptr, 0),
+            ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("1 optimizers, 0 were given"), std::string::npos) << last_error();
+
+  std::ifstream in(path + "/metadata.json");
+  std::string manifest((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto at = manifest.find("\"world_size\": 1");
+  ASSERT_NE(at, std::string::npos) << manifest;
+  manifest.replace(at, 15, "\"world_size\": 4");
+  std::ofstream(path + "/metadata.json") << manifest;
+  EXPECT_EQ(load(path), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("saved by 4 processes, this run has 1"), std::string::npos) << last_error();
+  EXPECT_EQ(first_weight(), 2.0f);
+}
+
+TEST_F(CheckpointCapi, AModelWithOtherTensorsIsRefusedNamingTheFile) {
+  const std::string path = saved_then_changed();
+  accel_model_t* other = nullptr;
+  ASSERT_EQ(accel_model_load(&other, tiny_models::mlp_with_unused_parameter(tiny_models::temp_file("other.pt")).c_str()), ACCEL_OK);
+  EXPECT_EQ(accel_state_load_state(state, path.c_str(), &other, 1, &optimizer, 1, nullptr, 0, nullptr, 0),
+            ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("model.safetensors: holds 4 tensors, the model has 5"), std::string::npos) << last_error();
+  accel_model_free(other);
+}
+
+TEST_F(CheckpointCapi, NullArgumentsAreRefused) {
+  EXPECT_EQ(accel_state_save_state(nullptr, directory.c_str(), nullptr, 0, nullptr, 0, nullptr, 0, nullptr, 0),
+            ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_state_save_state(state, directory.c_str(), nullptr, 1, nullptr, 0, nullptr, 0, nullptr, 0),
+            ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_state_save_state(state, nullptr, nullptr, 0, nullptr, 0, nullptr, 0, nullptr, 0),
+            ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("no project_dir"), std::string::npos) << last_error();
+  accel_model_t* none = nullptr;
+  EXPECT_EQ(accel_state_load_state(state, directory.c_str(), &none, 1, nullptr, 0, nullptr, 0, nullptr, 0),
+            ACCEL_ERR_NULL_ARGUMENT);
+}
+
+// Numbered checkpoints in a project: checkpoint_<i>, the oldest removed beyond total_limit, the latest
+// loaded by number when no folder is named, and the numbering going on after the checkpoint loaded.
+TEST_F(CheckpointCapi, ProjectCheckpointsAreNumberedRotatedAndResumedByNumber) {
+  stop();
+  accel_options_t* options = nullptr;
+  ASSERT_EQ(accel_options_new(&options), ACCEL_OK);
+  const std::string project = tiny_models::temp_file("project");
+  fs::remove_all(project);
+  ASSERT_EQ(accel_options_set_string(options, "project_dir", project.c_str()), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_int(options, "total_limit", 2), ACCEL_OK);
+  start(options);
+  const auto save_numbered = [&](float weight) {
+    first_weight() = weight;
+    return accel_state_save_state(state, nullptr, &model, 1, &optimizer, 1, nullptr, 0, nullptr, 0);
+  };
+  const auto load_latest = [&] {
+    return accel_state_load_state(state, nullptr, &model, 1, &optimizer, 1, nullptr, 0, nullptr, 0);
+  };
+  EXPECT_EQ(load_latest(), ACCEL_ERR_IO);
+  EXPECT_NE(last_error().find("no checkpoint_<i>"), std::string::npos) << last_error();
+  for (int i = 0; i < 11; ++i) ASSERT_EQ(save_numbered(static_cast<float>(i)), ACCEL_OK) << last_error();
+  // By number, not by name: checkpoint_10 is the latest although "checkpoint_9" sorts after it.
+  EXPECT_FALSE(fs::exists(project + "/checkpoints/checkpoint_8"));
+  EXPECT_TRUE(fs::exists(project + "/checkpoints/checkpoint_9"));
+  EXPECT_TRUE(fs::exists(project + "/checkpoints/checkpoint_10"));
+  first_weight() = -1.0f;
+  ASSERT_EQ(load_latest(), ACCEL_OK) << last_error();
+  EXPECT_EQ(first_weight(), 10.0f);
+
+  // Loading checkpoint_9 by name makes the next save checkpoint_10 again, which exists: refused.
+  ASSERT_EQ(accel_state_load_state(state, (project + "/checkpoints/checkpoint_9/").c_str(), &model, 1, &optimizer, 1,
+                                   nullptr, 0, nullptr, 0), ACCEL_OK) << last_error();
+  EXPECT_EQ(first_weight(), 9.0f);
+  EXPECT_EQ(save_numbered(0.0f), ACCEL_ERR_IO);
+  EXPECT_NE(last_error().find("checkpoint_10' already exists"), std::string::npos) << last_error();
+  accel_options_free(options);
+  fs::remove_all(project);
+}
+
+}  // namespace

@@ -1,0 +1,156 @@
+// One leg of the exact-resume test (exact_resume_test.sh), on every rank under `accel launch`, through
+// the C ABI:
+//   resume_worker train STEPS OUT           STEPS steps from the start, then the model into OUT
+//   resume_worker save STEPS CHECKPOINT     STEPS steps from the start, then accel_state_save_state
+//   resume_worker resume STEPS CHECKPOINT OUT   accel_state_load_state, STEPS more steps, the model into OUT
+//   resume_worker refuse 0 CHECKPOINT       accel_state_load_state must fail on every rank (exit 0 if so)
+// Every ingredient a checkpoint restores matters here: the loader shuffles (its position and generator),
+// AdamW keeps moments, a linear schedule moves the lr, and each step adds noise from torch's default
+// generator to the inputs (the per-rank RNG state), so leaving any of them out changes the result.
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "accel.h"
+#include "tiny_models.hpp"
+
+namespace {
+
+constexpr int64_t kSamples = 24;  // 6 batches of 2 per rank and epoch on 2 ranks
+
+void check(int code, const char* what) {
+  if (code != ACCEL_OK) {
+    std::fprintf(stderr, "%s failed: %s\n", what, accel_error_last());
+    std::exit(1);
+  }
+}
+
+accel_tensor_t* tensor_of(const at::Tensor& values) {
+  const at::Tensor contiguous = values.contiguous();
+  accel_tensor_t* tensor = nullptr;
+  const std::vector<int64_t> shape = contiguous.sizes().vec();
+  check(accel_tensor_from_buffer(&tensor, contiguous.data_ptr(), ACCEL_DTYPE_FLOAT32, shape.data(), shape.size()),
+        "accel_tensor_from_buffer");
+  return tensor;
+}
+
+struct Training {
+  accel_state_t* state = nullptr;
+  accel_loader_t* loader = nullptr;
+  accel_model_t* model = nullptr;
+  accel_optimizer_t* optimizer = nullptr;
+  accel_scheduler_t* scheduler = nullptr;
+};
+
+Training start_training() {
+  Training run;
+  check(accel_state_new(&run.state, nullptr), "accel_state_new");
+  // Accelerate's set_seed: every leg starts from the same random numbers (the loader's below).
+  at::manual_seed(1234);
+  // Fixed data, made without any generator so that every leg sees the same samples.
+  const at::Tensor rows = at::arange(kSamples * 8, at::kFloat).reshape({kSamples, 8});
+  const at::Tensor inputs = at::sin(rows * 0.37);
+  const at::Tensor targets = at::cos(rows.narrow(1, 0, 4) * 0.11);
+  accel_tensor_t* fields[] = {tensor_of(inputs), tensor_of(targets)};
+  const char* names[] = {"x", "y"};
+  accel_dataset_t* dataset = nullptr;
+  check(accel_dataset_from_tensors(&dataset, names, fields, 2), "accel_dataset_from_tensors");
+  accel_options_t* loader_options = nullptr;
+  check(accel_options_new(&loader_options), "accel_options_new");
+  check(accel_options_set_int(loader_options, "batch_size", 2), "batch_size");
+  check(accel_options_set_bool(loader_options, "shuffle", 1), "shuffle");
+  check(accel_options_set_int(loader_options, "data_seed", 42), "data_seed");
+  check(accel_loader_new(&run.loader, run.state, dataset, loader_options), "accel_loader_new");
+
+  check(accel_model_load(&run.model, tiny_models::mlp(tiny_models::temp_file("resume.pt")).c_str()), "accel_model_load");
+  check(accel_state_prepare_model(run.state, run.model, nullptr), "accel_state_prepare_model");
+  accel_options_t* optimizer_options = nullptr;
+  check(accel_options_new(&optimizer_options), "accel_options_new");
+  check(accel_options_set_double(optimizer_options, "lr", 0.01), "lr");
+  check(accel_optimizer_new(&run.optimizer, run.model, "adamw", optimizer_options), "accel_optimizer_new");
+  accel_options_t* schedule = nullptr;
+  check(accel_options_new(&schedule), "accel_options_new");
+  check(accel_options_set_int(schedule, "total_steps", 100), "total_steps");
+  check(accel_scheduler_new(&run.scheduler, run.optimizer, "linear", schedule), "accel_scheduler_new");
+
+  accel_options_free(schedule);
+  accel_options_free(optimizer_options);
+  accel_options_free(loader_options);
+  accel_dataset_free(dataset);
+  for (accel_tensor_t* field : fields) accel_tensor_free(field);
+  return run;
+}
+
+void train_step(Training& run) {
+  accel_batch_t* batch = nullptr;
+  check(accel_loader_next(run.loader, &batch), "accel_loader_next");
+  if (batch == nullptr) check(accel_loader_next(run.loader, &batch), "accel_loader_next (next epoch)");
+  accel_tensor_t* x = nullptr;
+  accel_tensor_t* y = nullptr;
+  check(accel_batch_get(batch, "x", &x), "accel_batch_get x");
+  check(accel_batch_get(batch, "y", &y), "accel_batch_get y");
+  void* x_data = nullptr;
+  check(accel_tensor_data(x, &x_data), "accel_tensor_data");
+  const at::Tensor noisy = at::from_blob(x_data, {accel_tensor_shape(x)[0], 8}) + 0.1 * at::randn({accel_tensor_shape(x)[0], 8});
+  accel_tensor_t* input = tensor_of(noisy);
+
+  check(accel_state_accumulate(run.state), "accel_state_accumulate");
+  accel_output_t* output = nullptr;
+  check(accel_model_forward(run.model, &input, 1, nullptr, nullptr, 0, &output), "accel_model_forward");
+  accel_tensor_t* prediction = nullptr;
+  check(accel_output_get(output, 0, &prediction), "accel_output_get");
+  accel_tensor_t* loss = nullptr;
+  check(accel_loss_compute(&loss, "mse", prediction, y, nullptr), "accel_loss_compute");
+  check(accel_state_backward(run.state, loss), "accel_state_backward");
+  check(accel_optimizer_step(run.optimizer), "accel_optimizer_step");
+  check(accel_scheduler_step(run.scheduler), "accel_scheduler_step");
+  check(accel_optimizer_zero_grad(run.optimizer), "accel_optimizer_zero_grad");
+
+  for (accel_tensor_t* tensor : {loss, prediction, input, x, y}) accel_tensor_free(tensor);
+  accel_output_free(output);
+  accel_batch_free(batch);
+}
+
+int checkpoint_call(int (*call)(accel_state_t*, const char*, accel_model_t* const*, size_t, accel_optimizer_t* const*,
+                                size_t, accel_scheduler_t* const*, size_t, accel_loader_t* const*, size_t),
+                    Training& run, const char* directory) {
+  return call(run.state, directory, &run.model, 1, &run.optimizer, 1, &run.scheduler, 1, &run.loader, 1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 3 ? argv[1] : "";
+  if ((mode != "train" && mode != "save" && mode != "resume" && mode != "refuse") || (mode == "resume" && argc != 5)) {
+    std::fprintf(stderr, "usage: %s train|save|refuse STEPS DIR, or resume STEPS CHECKPOINT OUT\n", argv[0]);
+    return 2;
+  }
+  const long steps = std::strtol(argv[2], nullptr, 10);
+  Training run = start_training();
+  if (mode == "refuse") {
+    if (checkpoint_call(accel_state_load_state, run, argv[3]) == ACCEL_OK) {
+      std::fprintf(stderr, "accel_state_load_state accepted a damaged checkpoint\n");
+      return 1;
+    }
+    std::fprintf(stderr, "refused as expected: %s\n", accel_error_last());
+    return 0;
+  }
+  if (mode == "resume") check(checkpoint_call(accel_state_load_state, run, argv[3]), "accel_state_load_state");
+  for (long step = 0; step < steps; ++step) train_step(run);
+  if (mode == "save") {
+    check(checkpoint_call(accel_state_save_state, run, argv[3]), "accel_state_save_state");
+  } else {
+    check(accel_state_save_model(run.state, run.model, mode == "train" ? argv[3] : argv[4]), "accel_state_save_model");
+  }
+  accel_scheduler_free(run.scheduler);
+  accel_optimizer_free(run.optimizer);
+  accel_model_free(run.model);
+  accel_loader_free(run.loader);
+  check(accel_state_shutdown(run.state), "accel_state_shutdown");
+  accel_state_free(run.state);
+  return 0;
+}
