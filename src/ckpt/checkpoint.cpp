@@ -11,6 +11,7 @@
 #include "ckpt/manifest.hpp"
 #include "ckpt/rng_states.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/features.hpp"
 #include "core/timeline.hpp"
 #include "distributed/collectives.hpp"
@@ -57,21 +58,9 @@ std::string view_bytes(const formats::SafetensorsFile& file, const std::string& 
   return std::string(static_cast<const char*>(view.data), view.nbytes);
 }
 
-void make_directory(const fs::path& path) {
-  std::error_code error;
-  fs::create_directories(path, error);
-  if (error) fail(Code::Io, "cannot create directory '" + path.string() + "': " + error.message());
-}
-
-NamedTensors model_tensors(const train::Model& model) {
-  NamedTensors tensors = model.named_parameters();
-  for (const auto& buffer : model.named_buffers()) tensors.push_back(buffer);
-  return tensors;
-}
-
 void write_shared_files(const std::shared_ptr<distributed::State>& state, const fs::path& directory, const CheckpointObjects& objects) {
   for (size_t i = 0; i < objects.models.size(); ++i) {
-    formats::write_safetensors((directory / model_file(i)).string(), model_tensors(*objects.models[i]));
+    formats::write_safetensors((directory / model_file(i)).string(), objects.models[i]->parameters_and_buffers());
   }
   NamedTensors states;
   for (size_t i = 0; i < objects.optimizers.size(); ++i) {
@@ -100,7 +89,7 @@ void write_shared_files(const std::shared_ptr<distributed::State>& state, const 
 
 void write_rank_files(const fs::path& directory, int32_t rank, const CheckpointObjects& objects) {
   const fs::path own = rank_dir(directory, rank);
-  make_directory(own);
+  create_directories(own.string());
   NamedTensors states;
   for (size_t i = 0; i < objects.loaders.size(); ++i) {
     states.emplace_back(indexed("loader", i), bytes_tensor(objects.loaders[i]->save_state()));
@@ -120,7 +109,7 @@ void expect_count(const char* what, int64_t saved, size_t given, const std::stri
 NamedTensors read_model(const train::Model& model, const std::string& path) {
   const formats::SafetensorsFile file(path);
   NamedTensors loaded;
-  const NamedTensors own = model_tensors(model);
+  const NamedTensors own = model.parameters_and_buffers();
   if (file.arrays().size() != own.size()) {
     fail(Code::InvalidArgument, path + ": holds " + std::to_string(file.arrays().size()) + " tensors, the model has " +
                                     std::to_string(own.size()));
@@ -213,7 +202,7 @@ void save_state(const std::shared_ptr<distributed::State>& state, const std::str
     std::error_code error;
     fs::remove_all(staging, error);
     if (error) fail(Code::Io, "cannot remove '" + staging.string() + "': " + error.message());
-    make_directory(staging);
+    create_directories(staging.string());
   }
   state->wait_for_everyone();
   write_rank_files(staging, state->launch().rank, objects);
@@ -249,7 +238,7 @@ void load_state(const std::shared_ptr<distributed::State>& state, const std::str
   {
     const torch::NoGradGuard no_grad;
     for (size_t i = 0; i < objects.models.size(); ++i) {
-      const NamedTensors own = model_tensors(*objects.models[i]);
+      const NamedTensors own = objects.models[i]->parameters_and_buffers();
       for (size_t t = 0; t < own.size(); ++t) own[t].second.copy_(loaded.models[i][t].second);
     }
   }

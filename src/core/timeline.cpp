@@ -1,7 +1,6 @@
 #include "core/timeline.hpp"
 
 #include <dirent.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 
 namespace accel::timeline {
 
@@ -74,16 +74,6 @@ std::string as_trace(const std::vector<std::string>& lines) {
   return text + "]\n";
 }
 
-void make_directories(const std::string& path) {
-  for (size_t at = path.find('/', 1);; at = path.find('/', at + 1)) {
-    const std::string prefix = path.substr(0, at);
-    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-      fail(Code::Io, "cannot create the timeline directory '" + prefix + "': " + std::strerror(errno));
-    }
-    if (at == std::string::npos) return;
-  }
-}
-
 }  // namespace
 
 double now_us() {
@@ -93,7 +83,7 @@ double now_us() {
 void start(const std::string& directory, int32_t rank, int64_t steps_kept) {
   require_argument(steps_kept >= 1, "timeline_steps must be at least 1, got " + std::to_string(steps_kept));
   require_argument(!directory.empty(), "the timeline directory is empty");
-  make_directories(directory);
+  create_directories(directory);
   auto& r = recorder();
   std::lock_guard<std::mutex> lock(r.mutex);
   r.path = directory + "/timeline.rank" + std::to_string(rank) + ".json";

@@ -219,6 +219,12 @@ const NamedTensors& Model::named_buffers() const {
   return *impl_->buffers;
 }
 
+NamedTensors Model::parameters_and_buffers() const {
+  NamedTensors tensors = named_parameters();
+  tensors.insert(tensors.end(), named_buffers().begin(), named_buffers().end());
+  return tensors;
+}
+
 NamedTensors Model::trainable_parameters() const {
   NamedTensors trainable;
   for (const auto& parameter : named_parameters()) {

@@ -50,6 +50,8 @@ class Model {
   // but keeps the names, so the names stay valid as long as the model.
   const NamedTensors& named_parameters() const;
   const NamedTensors& named_buffers() const;
+  // Parameters, then buffers: everything a saved model holds.
+  NamedTensors parameters_and_buffers() const;
   // The parameters that require grad: what optimizers, clipping and the reducer work on.
   NamedTensors trainable_parameters() const;
   // Gradient buckets, for inspection and tests; empty when not data-parallel.
