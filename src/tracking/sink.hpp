@@ -30,4 +30,8 @@ std::unique_ptr<Sink> open_jsonl_sink(const std::string& directory);
 std::unique_ptr<Sink> open_csv_sink(const std::string& directory);
 std::unique_ptr<Sink> open_tensorboard_sink(const std::string& directory);
 
+// The TensorBoard event files in directory (what earlier runs wrote). Throws Error(Io) when it cannot be
+// listed.
+std::vector<std::string> tensorboard_event_files(const std::string& directory);
+
 }  // namespace accel::tracking

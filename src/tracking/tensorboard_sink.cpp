@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <ctime>
 
@@ -17,6 +18,9 @@
 namespace accel::tracking {
 
 namespace {
+
+// TensorBoard reads every file of a run directory whose name starts so.
+constexpr const char* kEventFilePrefix = "events.out.tfevents.";
 
 constexpr uint8_t kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5;
 
@@ -132,7 +136,7 @@ class TensorBoardSink final : public Sink {
  public:
   explicit TensorBoardSink(const std::string& directory)
       : last_step_(largest_step_in(directory)),
-        file_(directory + "/events.out.tfevents." + std::to_string(std::time(nullptr)) + "." + host_name() + "." +
+        file_(directory + "/" + kEventFilePrefix + std::to_string(std::time(nullptr)) + "." + host_name() + "." +
               std::to_string(::getpid())) {
     std::string version;
     put_bytes(version, 3, "brain.Event:2");
@@ -156,11 +160,8 @@ class TensorBoardSink final : public Sink {
  private:
   static std::optional<int64_t> largest_step_in(const std::string& directory) {
     std::optional<int64_t> largest;
-    std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(directory.c_str()), ::closedir);
-    if (!dir) return largest;
-    while (const dirent* entry = ::readdir(dir.get())) {
-      if (std::strncmp(entry->d_name, "events.out.tfevents.", 20) != 0) continue;
-      const auto step = largest_step(read_file(directory + "/" + entry->d_name));
+    for (const auto& path : tensorboard_event_files(directory)) {
+      const auto step = largest_step(read_file(path));
       if (step && (!largest || *step > *largest)) largest = step;
     }
     return largest;
@@ -171,6 +172,18 @@ class TensorBoardSink final : public Sink {
 };
 
 }  // namespace
+
+std::vector<std::string> tensorboard_event_files(const std::string& directory) {
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(directory.c_str()), ::closedir);
+  if (!dir) fail(Code::Io, "cannot list '" + directory + "': " + std::strerror(errno));
+  std::vector<std::string> paths;
+  while (const dirent* entry = ::readdir(dir.get())) {
+    if (std::strncmp(entry->d_name, kEventFilePrefix, std::strlen(kEventFilePrefix)) == 0) {
+      paths.push_back(directory + "/" + entry->d_name);
+    }
+  }
+  return paths;
+}
 
 std::unique_ptr<Sink> open_tensorboard_sink(const std::string& directory) {
   return std::make_unique<TensorBoardSink>(directory);

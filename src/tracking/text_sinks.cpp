@@ -2,9 +2,9 @@
 // scalar, so that calls logging different names share one file).
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 
 #include "core/error.hpp"
+#include "formats/json.hpp"
 #include "tracking/append_file.hpp"
 #include "tracking/sink.hpp"
 
@@ -18,28 +18,6 @@ std::string json_number(double value) {
   char text[32];
   const auto result = std::to_chars(text, text + sizeof text, value);
   return std::string(text, result.ptr);
-}
-
-std::string json_string(const std::string& text) {
-  std::string quoted = "\"";
-  for (const unsigned char c : text) {
-    switch (c) {
-      case '"': quoted += "\\\""; break;
-      case '\\': quoted += "\\\\"; break;
-      case '\n': quoted += "\\n"; break;
-      case '\r': quoted += "\\r"; break;
-      case '\t': quoted += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char escaped[8];
-          std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
-          quoted += escaped;
-        } else {
-          quoted += static_cast<char>(c);
-        }
-    }
-  }
-  return quoted + "\"";
 }
 
 // CSV readers (Python's float(), spreadsheets) take nan and inf where JSON has none.
@@ -81,7 +59,7 @@ class JsonlSink final : public Sink {
   std::optional<int64_t> last_logged_step() const override { return last_step_; }
   void write(int64_t step, double wall_time, const std::vector<Scalar>& scalars) override {
     std::string line = "{\"step\":" + std::to_string(step) + ",\"wall_time\":" + json_number(wall_time);
-    for (const auto& scalar : scalars) line += "," + json_string(scalar.name) + ":" + json_number(scalar.value);
+    for (const auto& scalar : scalars) line += "," + formats::json_quote(scalar.name) + ":" + json_number(scalar.value);
     file_.append(line + "}\n");
   }
 

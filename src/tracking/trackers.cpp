@@ -1,7 +1,5 @@
 #include "tracking/trackers.hpp"
 
-#include <dirent.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,21 +12,12 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "tracking/append_file.hpp"
 
 namespace accel::tracking {
 
 namespace {
-
-void make_directories(const std::string& path) {
-  for (size_t at = path.find('/', 1);; at = path.find('/', at + 1)) {
-    const std::string prefix = path.substr(0, at);
-    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-      fail(Code::Io, "cannot create directory '" + prefix + "': " + std::strerror(errno));
-    }
-    if (at == std::string::npos) return;
-  }
-}
 
 std::vector<std::unique_ptr<Sink>> open_sinks(const std::string& log_with, const std::string& directory) {
   std::vector<std::unique_ptr<Sink>> sinks;
@@ -54,11 +43,7 @@ std::vector<std::unique_ptr<Sink>> open_sinks(const std::string& log_with, const
 // The files the sinks write, and only those: a fresh run in a directory that holds an earlier one.
 void remove_metrics(const std::string& directory) {
   std::vector<std::string> doomed{directory + "/metrics.jsonl", directory + "/metrics.csv"};
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(directory.c_str()), ::closedir);
-  if (!dir) fail(Code::Io, "cannot list '" + directory + "': " + std::strerror(errno));
-  while (const dirent* entry = ::readdir(dir.get())) {
-    if (std::strncmp(entry->d_name, "events.out.tfevents.", 20) == 0) doomed.push_back(directory + "/" + entry->d_name);
-  }
+  for (auto& path : tensorboard_event_files(directory)) doomed.push_back(std::move(path));
   for (const auto& path : doomed) {
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
       fail(Code::Io, "cannot remove '" + path + "': " + std::strerror(errno));
@@ -92,7 +77,7 @@ Trackers::Trackers(bool main_process, const std::string& project_dir, const std:
   const std::string& log_with = settings.get_string("log_with");
   if (!main_process_) return;
   const std::string directory = project_dir + "/" + run_name;
-  make_directories(directory);
+  create_directories(directory);
   if (settings.get_bool("overwrite")) remove_metrics(directory);
   if (!config_json.empty()) {
     AppendFile config(directory + "/config.json.tmp");
