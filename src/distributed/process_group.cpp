@@ -48,8 +48,16 @@ c10::intrusive_ptr<c10d::ProcessGroup> as_process_group(const c10::intrusive_ptr
   auto group = c10::make_intrusive<c10d::ProcessGroup>(store, config.rank, config.world_size);
   group->setDefaultBackend(cuda ? c10d::ProcessGroup::BackendType::NCCL : c10d::ProcessGroup::BackendType::GLOO);
 #endif
-  group->setBackend(cuda ? c10::DeviceType::CUDA : c10::DeviceType::CPU,
-                    cuda ? c10d::ProcessGroup::BackendType::NCCL : c10d::ProcessGroup::BackendType::GLOO, backend);
+  if (cuda) {
+    group->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, backend);
+  } else {
+    // Gloo moves CUDA tensors too (through host memory): registering it for both device types is what lets
+    // several ranks share one GPU, where NCCL refuses ("Duplicate GPU detected").
+    group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, backend);
+#ifdef ACCEL_WITH_CUDA
+    group->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::GLOO, backend);
+#endif
+  }
   return group;
 #endif
 }

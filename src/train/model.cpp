@@ -1,6 +1,7 @@
 #include "train/model.hpp"
 
 #include <ATen/autocast_mode.h>
+#include <torch/version.h>
 #include <ATen/ops/cat.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/script.h>
@@ -54,39 +55,50 @@ void broadcast_coalesced(distributed::State& state, const std::vector<at::Tensor
   }
 }
 
+// LibTorch 2.4 replaced the per-device autocast setters with device-typed ones and warns on every call of
+// the old ones (several per step); 1.13 has only the old ones.
+#if TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR >= 204
+void enable_autocast(c10::DeviceType device, bool enabled, at::ScalarType type) {
+  at::autocast::set_autocast_enabled(device, enabled);
+  if (enabled) at::autocast::set_autocast_dtype(device, type);
+}
+#else
+void enable_autocast(c10::DeviceType device, bool enabled, at::ScalarType type) {
+  if (device == c10::DeviceType::CPU) {
+    at::autocast::set_cpu_enabled(enabled);
+    if (enabled) at::autocast::set_autocast_cpu_dtype(type);
+  } else {
+    at::autocast::set_enabled(enabled);
+    if (enabled) at::autocast::set_autocast_gpu_dtype(type);
+  }
+}
+#endif
+
 // The autocast of the state's mixed precision, for the duration of one forward.
 class AutocastScope {
  public:
   AutocastScope(const std::string& mixed_precision, const std::string& device) {
     const bool cuda = device.rfind("cuda", 0) == 0;
     if (mixed_precision == "bf16") {
-      cuda_ = cuda;
-      cpu_ = !cuda;
+      active_ = true;
     } else if (mixed_precision == "fp16") {
-      cuda_ = cuda;  // CPU autocast knows only bf16 in LibTorch 1.13: fp16 on CPU is the grad scaler alone
+      active_ = cuda;  // CPU autocast knows only bf16 in LibTorch 1.13: fp16 on CPU is the grad scaler alone
     }
-    const auto type = mixed_precision == "bf16" ? at::kBFloat16 : at::kHalf;
-    if (cpu_) {
-      at::autocast::set_cpu_enabled(true);
-      at::autocast::set_autocast_cpu_dtype(type);
-    }
-    if (cuda_) {
-      at::autocast::set_enabled(true);
-      at::autocast::set_autocast_gpu_dtype(type);
-    }
-    if (cpu_ || cuda_) at::autocast::increment_nesting();
+    if (!active_) return;
+    device_ = cuda ? c10::DeviceType::CUDA : c10::DeviceType::CPU;
+    enable_autocast(device_, true, mixed_precision == "bf16" ? at::kBFloat16 : at::kHalf);
+    at::autocast::increment_nesting();
   }
   ~AutocastScope() {
-    if (!cpu_ && !cuda_) return;
+    if (!active_) return;
     if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    if (cpu_) at::autocast::set_cpu_enabled(false);
-    if (cuda_) at::autocast::set_enabled(false);
+    enable_autocast(device_, false, at::kFloat);
   }
-  bool active() const { return cpu_ || cuda_; }
+  bool active() const { return active_; }
 
  private:
-  bool cpu_ = false;
-  bool cuda_ = false;
+  bool active_ = false;
+  c10::DeviceType device_ = c10::DeviceType::CPU;
 };
 
 at::Tensor as_output(const at::Tensor& tensor, bool to_fp32) {

@@ -261,7 +261,8 @@ struct Optimizer::Impl {
   // Python's load_state_dict replaces the whole per-parameter state; torch::optim's load only adds to it.
   // On failure the previous state is put back.
   void replace_state(torch::serialize::InputArchive& archive) {
-    ska::flat_hash_map<std::string, std::unique_ptr<torch::optim::OptimizerParamState>> previous;
+    // The map's key is a string in LibTorch 1.13 and a parameter's address in 2.x.
+    std::remove_reference_t<decltype(optimizer->state())> previous;
     std::swap(previous, optimizer->state());
     try {
       optimizer->load(archive);

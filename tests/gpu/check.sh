@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The GPU check, run on a machine with an NVIDIA GPU from the project root, after tests/gpu/prepare.sh
+# made .gpu/ (GoogleTest's sources, Gloo's headers). It builds accel against the LibTorch of the python3
+# on PATH (pip torch with CUDA, found through torch.utils.cmake_prefix_path), then runs:
+#   1. ctest -L gpu: the CUDA tests (tests/gpu), which skip on machines without a GPU;
+#   2. the rest of the suite on this build (CHECK_FULL=0 leaves it out), since a CUDA LibTorch differs
+#      from Debian's 1.13 in more than CUDA (std::filesystem symbols, API versions, device defaults);
+#   3. the demo on the GPU in bf16 and fp16, counting LibTorch warnings (autocast's deprecation flood);
+#   4. ./dev bench gpu: accel's step against plain LibTorch, eager PyTorch and Hugging Face Accelerate.
+# Logs go to $OUT (default /tmp/gpu-check). Exit status: 0 when every part passed. About 3-4 minutes on
+# 16 cores, most of it the build.
+set -u
+root=$(pwd)
+[ -f "$root/tests/gpu/check.sh" ] || { echo "check.sh: run from the project root" >&2; exit 2; }
+[ -d "$root/.gpu/googletest" ] || { echo "check.sh: .gpu/ is missing: run tests/gpu/prepare.sh first" >&2; exit 2; }
+out=${OUT:-/tmp/gpu-check}
+build=${CHECK_BUILD_DIR:-/tmp/accel-gpu-build}
+mkdir -p "$out"
+exec > >(tee -a "$out/check.log") 2>&1
+start=$(date +%s)
+failed=()
+stamp() { echo "### $* ($(($(date +%s) - start)) s)"; }
+python=$(command -v python3)
+nvidia-smi -L
+"$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())'
+torch_cmake=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+jobs=$(nproc)
+
+(cmake -S "$root/.gpu/googletest" -B /tmp/googletest-build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+   -DCMAKE_INSTALL_PREFIX=/tmp/googletest && cmake --build /tmp/googletest-build -j"$jobs" \
+   && cmake --install /tmp/googletest-build) > "$out/googletest.log" 2>&1 || { tail -20 "$out/googletest.log"; exit 1; }
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_cmake;/tmp/googletest" \
+  -DACCEL_GLOO_INCLUDE_DIR="$root/.gpu/glooinc" > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
+cmake --build "$build" -j"$jobs" -- -k 0 > "$out/build.log" 2>&1
+rc=$?
+stamp "build: rc=$rc, $(grep -c 'warning:' "$out/build.log") compiler warnings"
+if [ $rc != 0 ]; then
+  grep -E "error|Error" "$out/build.log" | head -60
+  exit 1
+fi
+
+timeout 150 ctest --test-dir "$build" -L gpu --timeout 60 --output-on-failure > "$out/ctest-gpu.log" 2>&1
+rc=$?
+stamp "ctest -L gpu: rc=$rc"
+grep -E "tests passed|\*\*\*|Failed|Skipped|SKIP" "$out/ctest-gpu.log" | head -40
+[ $rc = 0 ] || failed+=("ctest -L gpu")
+
+if [ "${CHECK_FULL:-1}" = 1 ]; then
+  timeout 240 ctest --test-dir "$build" -LE gpu -j"$((jobs / 2))" --timeout 90 --output-on-failure > "$out/ctest.log" 2>&1
+  rc=$?
+  stamp "ctest (the rest): rc=$rc"
+  grep -E "tests passed|\*\*\*|Failed|Timeout" "$out/ctest.log" | head -60
+  [ $rc = 0 ] || failed+=("ctest")
+fi
+
+digits=$("$python" -c 'import sklearn, os; print(os.path.join(os.path.dirname(sklearn.__file__), "datasets", "data", "digits.csv.gz"))' 2>/dev/null)
+if [ -f "$digits" ]; then
+  for precision in bf16 fp16; do
+    dir=/tmp/accel-demo-$precision
+    mkdir -p "$dir" && "$python" "$root/examples/make_mlp.py" "$dir/digits_mlp.pt" 64 128 128 10 > /dev/null
+    timeout 120 "$build/bin/accel" launch --nproc-per-node 1 --master-port 0 --mixed-precision "$precision" -- \
+      "$build/bin/train_digits" --project-dir "$dir" --data "$digits" > "$out/demo-$precision.log" 2>&1
+    rc=$?
+    warnings=$(grep -ci 'warning' "$out/demo-$precision.log")
+    stamp "demo on the GPU in $precision: rc=$rc, $warnings warning lines; $(grep -E 'test accuracy' "$out/demo-$precision.log" | tail -1)"
+    { [ $rc = 0 ] && [ "$warnings" -lt 5 ]; } || failed+=("demo $precision")
+  done
+else
+  echo "no digits.csv.gz in this python3's scikit-learn: demo skipped"
+fi
+
+if [ "${CHECK_BENCH:-1}" = 1 ]; then
+  BUILD_DIR="$build" timeout 200 "$root/dev" bench gpu > "$out/bench-gpu.log" 2>&1
+  rc=$?
+  stamp "bench gpu: rc=$rc"
+  grep -E "^gpu|targets|median" "$out/bench-gpu.log" | tail -12
+  [ $rc = 0 ] || failed+=("bench gpu")
+fi
+
+if [ ${#failed[@]} = 0 ]; then
+  stamp "GPU check passed"
+else
+  stamp "GPU check FAILED: ${failed[*]}"
+  exit 1
+fi
