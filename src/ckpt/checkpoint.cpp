@@ -3,9 +3,7 @@
 #include <torch/torch.h>
 
 #include <cstring>
-#include <filesystem>
 #include <optional>
-#include <system_error>
 
 #include "ckpt/directory_swap.hpp"
 #include "ckpt/manifest.hpp"
@@ -22,8 +20,6 @@
 
 namespace accel::ckpt {
 
-namespace fs = std::filesystem;
-
 namespace {
 
 constexpr const char* kManifest = "metadata.json";
@@ -34,7 +30,7 @@ std::string model_file(size_t index) {
   return index == 0 ? "model.safetensors" : "model_" + std::to_string(index) + ".safetensors";
 }
 
-fs::path rank_dir(const fs::path& directory, int32_t rank) { return directory / ("rank" + std::to_string(rank)); }
+std::string rank_dir(const std::string& directory, int32_t rank) { return join_path(directory, "rank" + std::to_string(rank)); }
 
 std::string indexed(const char* kind, size_t index) { return std::string(kind) + "." + std::to_string(index); }
 
@@ -58,9 +54,9 @@ std::string view_bytes(const formats::SafetensorsFile& file, const std::string& 
   return std::string(static_cast<const char*>(view.data), view.nbytes);
 }
 
-void write_shared_files(const std::shared_ptr<distributed::State>& state, const fs::path& directory, const CheckpointObjects& objects) {
+void write_shared_files(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects) {
   for (size_t i = 0; i < objects.models.size(); ++i) {
-    formats::write_safetensors((directory / model_file(i)).string(), objects.models[i]->parameters_and_buffers());
+    formats::write_safetensors(join_path(directory, model_file(i)), objects.models[i]->parameters_and_buffers());
   }
   NamedTensors states;
   for (size_t i = 0; i < objects.optimizers.size(); ++i) {
@@ -71,7 +67,7 @@ void write_shared_files(const std::shared_ptr<distributed::State>& state, const 
   }
   train::GradScaler* scaler = train::Accelerator::of(state)->scaler();
   if (scaler != nullptr) states.emplace_back("scaler", bytes_tensor(scaler->save_state()));
-  formats::write_safetensors((directory / kStates).string(), states);
+  formats::write_safetensors(join_path(directory, kStates), states);
 
   Manifest manifest;
   manifest.accel_version = version_string();
@@ -84,18 +80,18 @@ void write_shared_files(const std::shared_ptr<distributed::State>& state, const 
   manifest.num_schedulers = static_cast<int64_t>(objects.schedulers.size());
   manifest.num_loaders = static_cast<int64_t>(objects.loaders.size());
   manifest.has_scaler = scaler != nullptr;
-  write_manifest((directory / kManifest).string(), manifest);
+  write_manifest(join_path(directory, kManifest), manifest);
 }
 
-void write_rank_files(const fs::path& directory, int32_t rank, const CheckpointObjects& objects) {
-  const fs::path own = rank_dir(directory, rank);
-  create_directories(own.string());
+void write_rank_files(const std::string& directory, int32_t rank, const CheckpointObjects& objects) {
+  const std::string own = rank_dir(directory, rank);
+  create_directories(own);
   NamedTensors states;
   for (size_t i = 0; i < objects.loaders.size(); ++i) {
     states.emplace_back(indexed("loader", i), bytes_tensor(objects.loaders[i]->save_state()));
   }
   for (auto& [generator, rng_state] : capture_rng_states()) states.emplace_back("rng." + generator, rng_state);
-  formats::write_safetensors((own / kStates).string(), states);
+  formats::write_safetensors(join_path(own, kStates), states);
 }
 
 void expect_count(const char* what, int64_t saved, size_t given, const std::string& path) {
@@ -140,10 +136,10 @@ struct LoadedCheckpoint {
   NamedTensors rng;
 };
 
-LoadedCheckpoint read_checkpoint(const distributed::State& state, const fs::path& directory,
+LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::string& directory,
                                  const CheckpointObjects& objects, const train::GradScaler* scaler) {
   LoadedCheckpoint loaded;
-  const std::string manifest_path = (directory / kManifest).string();
+  const std::string manifest_path = join_path(directory, kManifest);
   loaded.manifest = read_manifest(manifest_path);
   const Manifest& manifest = loaded.manifest;
   if (manifest.world_size != state.launch().world_size) {
@@ -159,10 +155,10 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const fs::path
                                                                      : ": the checkpoint has no grad scaler, this run uses one (fp16)"));
   }
   for (size_t i = 0; i < objects.models.size(); ++i) {
-    loaded.models.push_back(read_model(*objects.models[i], (directory / model_file(i)).string()));
+    loaded.models.push_back(read_model(*objects.models[i], join_path(directory, model_file(i))));
   }
 
-  const std::string shared_path = (directory / kStates).string();
+  const std::string shared_path = join_path(directory, kStates);
   const formats::SafetensorsFile shared(shared_path);
   for (size_t i = 0; i < objects.optimizers.size(); ++i) {
     loaded.optimizers.push_back(view_bytes(shared, indexed("optimizer", i), shared_path));
@@ -177,7 +173,7 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const fs::path
     train::read_archive(*loaded.scaler, "grad scaler");
   }
 
-  const std::string own_path = (rank_dir(directory, state.launch().rank) / kStates).string();
+  const std::string own_path = join_path(rank_dir(directory, state.launch().rank), kStates);
   const formats::SafetensorsFile own(own_path);
   for (size_t i = 0; i < objects.loaders.size(); ++i) {
     loaded.loaders.push_back(view_bytes(own, indexed("loader", i), own_path));
@@ -194,21 +190,18 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const fs::path
 
 void save_state(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects) {
   const timeline::Span span("save_state");
-  const fs::path target(directory);
-  const fs::path staging(directory + ".saving");
+  const std::string staging = directory + ".saving";
   const bool main = state->launch().rank == 0;
   if (main) {
     // Left over by a run killed while saving: never a checkpoint, as only a finished one is moved.
-    std::error_code error;
-    fs::remove_all(staging, error);
-    if (error) fail(Code::Io, "cannot remove '" + staging.string() + "': " + error.message());
-    create_directories(staging.string());
+    remove_all(staging);
+    create_directories(staging);
   }
   state->wait_for_everyone();
   write_rank_files(staging, state->launch().rank, objects);
   if (main) write_shared_files(state, staging, objects);
   state->wait_for_everyone();
-  if (main) move_into_place(staging, target);
+  if (main) move_into_place(staging, directory);
   state->wait_for_everyone();
 }
 

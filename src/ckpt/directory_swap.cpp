@@ -6,29 +6,28 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
-#include <system_error>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 
 namespace accel::ckpt {
 
-namespace fs = std::filesystem;
-
-void move_into_place(const fs::path& staging, const fs::path& target) {
+void move_into_place(const std::string& staging, const std::string& target) {
   const auto refuse = [&](const std::string& why) {
-    fail(Code::Io, "cannot move checkpoint '" + staging.string() + "' to '" + target.string() + "': " + why);
+    fail(Code::Io, "cannot move checkpoint '" + staging + "' to '" + target + "': " + why);
   };
-  std::error_code error;
-  if (!fs::exists(target, error)) {
-    fs::rename(staging, target, error);
-    if (error) refuse(error.message());
+  if (!path_exists(target)) {
+    if (::rename(staging.c_str(), target.c_str()) != 0) refuse(std::strerror(errno));
     return;
   }
   if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0) {
     refuse(std::strerror(errno));
   }
-  fs::remove_all(staging, error);
-  if (error) refuse("the old checkpoint, now at the first path, could not be removed: " + error.message());
+  try {
+    remove_all(staging);
+  } catch (const Error& error) {
+    refuse(std::string("the old checkpoint, now at the first path, could not be removed: ") + error.what());
+  }
 }
 
 }  // namespace accel::ckpt

@@ -2,13 +2,13 @@
 // previous checkpoint or the new one, whole.
 #pragma once
 
-#include <filesystem>
+#include <string>
 
 namespace accel::ckpt {
 
 // Renames `staging` to `target`. When `target` exists, the two are exchanged atomically (Linux
 // renameat2 RENAME_EXCHANGE) and the old checkpoint, now under `staging`, is removed. Throws Error(Io)
 // naming both paths when the file system refuses.
-void move_into_place(const std::filesystem::path& staging, const std::filesystem::path& target);
+void move_into_place(const std::string& staging, const std::string& target);
 
 }  // namespace accel::ckpt

@@ -1,8 +1,5 @@
 #include "ckpt/save_model.hpp"
 
-#include <filesystem>
-#include <system_error>
-
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/timeline.hpp"
@@ -14,7 +11,7 @@ void save_model(distributed::State& state, const train::Model& model, const std:
   const timeline::Span span("save_model");
   if (state.launch().rank == 0) {
     create_directories(directory);
-    formats::write_safetensors((std::filesystem::path(directory) / "model.safetensors").string(),
+    formats::write_safetensors(join_path(directory, "model.safetensors"),
                                model.parameters_and_buffers());
   }
   state.wait_for_everyone();
