@@ -1,17 +1,22 @@
 // save_state / load_state on one process through the C ABI: what a damaged, mismatched or half-written
 // checkpoint does (a clear error, and nothing restored), and that saving replaces a checkpoint whole.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include <filesystem>
+#include <cstdio>
 #include <fstream>
 #include <string>
 
 #include "accel.h"
+#include "core/files.hpp"
 #include "tiny_models.hpp"
 
 namespace {
 
-namespace fs = std::filesystem;
+using accel::create_directories;
+using accel::path_exists;
+using accel::remove_all;
 
 std::string last_error() { return accel_error_last(); }
 
@@ -21,7 +26,7 @@ class CheckpointCapi : public ::testing::Test {
   // A state with `options` (none: defaults), a prepared MLP and its AdamW.
   void start(const accel_options_t* options) {
     directory = tiny_models::temp_file("checkpoints");
-    fs::remove_all(directory);
+    remove_all(directory);
     ASSERT_EQ(accel_state_new(&state, options), ACCEL_OK) << last_error();
     ASSERT_EQ(accel_model_load(&model, tiny_models::mlp(tiny_models::temp_file("ckpt.pt")).c_str()), ACCEL_OK);
     ASSERT_EQ(accel_state_prepare_model(state, model, nullptr), ACCEL_OK) << last_error();
@@ -30,7 +35,7 @@ class CheckpointCapi : public ::testing::Test {
   }
   void TearDown() override {
     stop();
-    fs::remove_all(directory);
+    remove_all(directory);
   }
   void stop() {
     accel_tensor_free(w1);
@@ -71,10 +76,10 @@ class CheckpointCapi : public ::testing::Test {
 
 TEST_F(CheckpointCapi, LoadingRestoresTheSavedWeightsAndWritesTheManifest) {
   const std::string path = saved_then_changed();
-  EXPECT_TRUE(fs::exists(path + "/metadata.json"));
-  EXPECT_TRUE(fs::exists(path + "/model.safetensors"));
-  EXPECT_TRUE(fs::exists(path + "/rank0/states.safetensors"));
-  EXPECT_FALSE(fs::exists(path + ".saving"));
+  EXPECT_TRUE(path_exists(path + "/metadata.json"));
+  EXPECT_TRUE(path_exists(path + "/model.safetensors"));
+  EXPECT_TRUE(path_exists(path + "/rank0/states.safetensors"));
+  EXPECT_FALSE(path_exists(path + ".saving"));
   ASSERT_EQ(load(path), ACCEL_OK) << last_error();
   EXPECT_EQ(first_weight(), 1.0f);
 }
@@ -83,8 +88,8 @@ TEST_F(CheckpointCapi, SavingAgainReplacesTheCheckpointWhole) {
   const std::string path = saved_then_changed();
   std::ofstream(path + "/stale_file") << "from the first save";
   ASSERT_EQ(save(path), ACCEL_OK) << last_error();
-  EXPECT_FALSE(fs::exists(path + "/stale_file"));
-  EXPECT_FALSE(fs::exists(path + ".saving"));
+  EXPECT_FALSE(path_exists(path + "/stale_file"));
+  EXPECT_FALSE(path_exists(path + ".saving"));
   first_weight() = 3.0f;
   ASSERT_EQ(load(path), ACCEL_OK) << last_error();
   EXPECT_EQ(first_weight(), 2.0f);
@@ -93,19 +98,21 @@ TEST_F(CheckpointCapi, SavingAgainReplacesTheCheckpointWhole) {
 TEST_F(CheckpointCapi, ASaveKilledHalfwayLeavesThePreviousCheckpointLoadable) {
   const std::string path = saved_then_changed();
   // What a run killed while saving leaves: a partial staging folder beside the finished checkpoint.
-  fs::create_directories(path + ".saving/rank0");
+  create_directories(path + ".saving/rank0");
   std::ofstream(path + ".saving/model.safetensors") << "partial";
   ASSERT_EQ(load(path), ACCEL_OK) << last_error();
   EXPECT_EQ(first_weight(), 1.0f);
   ASSERT_EQ(save(path), ACCEL_OK) << last_error();  // the leftover is cleared, not mistaken for a checkpoint
-  EXPECT_FALSE(fs::exists(path + ".saving"));
+  EXPECT_FALSE(path_exists(path + ".saving"));
 }
 
 TEST_F(CheckpointCapi, ATruncatedFileIsNamedAndNothingIsRestored) {
   const std::string path = saved_then_changed();
   // The rank's file is read after the model's: a failure there must not leave the model restored.
   const std::string rank_file = path + "/rank0/states.safetensors";
-  fs::resize_file(rank_file, fs::file_size(rank_file) / 2);
+  struct stat status;
+  ASSERT_EQ(::stat(rank_file.c_str(), &status), 0);
+  ASSERT_EQ(::truncate(rank_file.c_str(), status.st_size / 2), 0);
   EXPECT_EQ(load(path), ACCEL_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("rank0/states.safetensors"), std::string::npos) << last_error();
   EXPECT_EQ(first_weight(), 2.0f);
@@ -113,7 +120,7 @@ TEST_F(CheckpointCapi, ATruncatedFileIsNamedAndNothingIsRestored) {
 
 TEST_F(CheckpointCapi, AMissingFileIsAnIoErrorNamingIt) {
   const std::string path = saved_then_changed();
-  fs::remove(path + "/model.safetensors");
+  ASSERT_EQ(std::remove((path + "/model.safetensors").c_str()), 0);
   EXPECT_EQ(load(path), ACCEL_ERR_IO);
   EXPECT_NE(last_error().find("model.safetensors"), std::string::npos) << last_error();
   EXPECT_EQ(load(directory + "/none"), ACCEL_ERR_IO);
@@ -168,7 +175,7 @@ TEST_F(CheckpointCapi, ProjectCheckpointsAreNumberedRotatedAndResumedByNumber) {
   accel_options_t* options = nullptr;
   ASSERT_EQ(accel_options_new(&options), ACCEL_OK);
   const std::string project = tiny_models::temp_file("project");
-  fs::remove_all(project);
+  remove_all(project);
   ASSERT_EQ(accel_options_set_string(options, "project_dir", project.c_str()), ACCEL_OK);
   ASSERT_EQ(accel_options_set_int(options, "total_limit", 2), ACCEL_OK);
   start(options);
@@ -183,9 +190,9 @@ TEST_F(CheckpointCapi, ProjectCheckpointsAreNumberedRotatedAndResumedByNumber) {
   EXPECT_NE(last_error().find("no checkpoint_<i>"), std::string::npos) << last_error();
   for (int i = 0; i < 11; ++i) ASSERT_EQ(save_numbered(static_cast<float>(i)), ACCEL_OK) << last_error();
   // By number, not by name: checkpoint_10 is the latest although "checkpoint_9" sorts after it.
-  EXPECT_FALSE(fs::exists(project + "/checkpoints/checkpoint_8"));
-  EXPECT_TRUE(fs::exists(project + "/checkpoints/checkpoint_9"));
-  EXPECT_TRUE(fs::exists(project + "/checkpoints/checkpoint_10"));
+  EXPECT_FALSE(path_exists(project + "/checkpoints/checkpoint_8"));
+  EXPECT_TRUE(path_exists(project + "/checkpoints/checkpoint_9"));
+  EXPECT_TRUE(path_exists(project + "/checkpoints/checkpoint_10"));
   first_weight() = -1.0f;
   ASSERT_EQ(load_latest(), ACCEL_OK) << last_error();
   EXPECT_EQ(first_weight(), 10.0f);
@@ -197,7 +204,7 @@ TEST_F(CheckpointCapi, ProjectCheckpointsAreNumberedRotatedAndResumedByNumber) {
   EXPECT_EQ(save_numbered(0.0f), ACCEL_ERR_IO);
   EXPECT_NE(last_error().find("checkpoint_10' already exists"), std::string::npos) << last_error();
   accel_options_free(options);
-  fs::remove_all(project);
+  remove_all(project);
 }
 
 }  // namespace

@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
@@ -16,8 +15,10 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "formats/array_view.hpp"
 #include "formats/mapped_file.hpp"
+#include "temp_dir.hpp"
 
 namespace accel::formats::testing {
 
@@ -90,16 +91,13 @@ inline std::string bytes_of(const ArrayView& view) {
 class FormatFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string name = (std::filesystem::temp_directory_path() / "accel_formats_test.XXXXXX").string();
+    std::string name = test_support::temp_directory() + "/accel_formats_test.XXXXXX";
     ASSERT_NE(mkdtemp(name.data()), nullptr) << std::strerror(errno);
     dir_ = name;
   }
-  void TearDown() override {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-  }
+  void TearDown() override { remove_all(dir_); }
 
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return join_path(dir_, name); }
 
   std::string write(const std::string& name, const std::string& bytes) const {
     std::ofstream out(path(name), std::ios::binary);
@@ -116,10 +114,10 @@ class FormatFileTest : public ::testing::Test {
   // A copy of the file at `from` without its last `cut` bytes.
   std::string truncated_copy(const std::string& from, size_t cut) const {
     const std::string bytes = read(from);
-    return write("truncated_" + std::filesystem::path(from).filename().string(), bytes.substr(0, bytes.size() - cut));
+    return write("truncated_" + last_name_in_path(from), bytes.substr(0, bytes.size() - cut));
   }
 
-  std::filesystem::path dir_;
+  std::string dir_;
 };
 
 // Each supported type as the two formats and LibTorch name it, written out by hand rather than read from

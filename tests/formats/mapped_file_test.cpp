@@ -45,7 +45,7 @@ TEST_F(MappedFileTest, RefusesMissingDirectoryAndEmptyFiles) {
   expect_error([&] { MappedFile f(missing); }, Code::Io, {missing, "No such file or directory"});
   expect_error([&] { NpyFile f(missing); }, Code::Io, {missing});
   expect_error([&] { SafetensorsFile f(missing); }, Code::Io, {missing});
-  expect_error([&] { MappedFile f(dir_.string()); }, Code::Io, {dir_.string(), "not a regular file"});
+  expect_error([&] { MappedFile f(dir_); }, Code::Io, {dir_, "not a regular file"});
   const std::string empty = write("empty.npy", "");
   expect_error([&] { NpyFile f(empty); }, Code::InvalidArgument, {empty, "empty"});
 }

@@ -166,7 +166,7 @@ for v in (2, 3):
 np.save(d + 'fortran.npy', np.asfortranarray(np.ones((2, 3), dtype='<f4')))
 np.save(d + 'big.npy', np.arange(3, dtype='>i4'))
 )");
-  ASSERT_EQ(std::system(("/usr/bin/python3 '" + script + "' '" + dir_.string() + "'").c_str()), 0);
+  ASSERT_EQ(std::system(("/usr/bin/python3 '" + script + "' '" + dir_ + "'").c_str()), 0);
 
   NpyFile f32(path("f32.npy"));
   EXPECT_EQ(f32.array().shape, (std::vector<int64_t>{3, 4}));

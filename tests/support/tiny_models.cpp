@@ -7,6 +7,8 @@
 
 #include <cstdio>
 
+#include "temp_dir.hpp"
+
 namespace tiny_models {
 
 namespace {
@@ -84,8 +86,7 @@ std::string mlp_with_truncated_storage(const std::string& path) {
 }
 
 std::string temp_file(const std::string& name) {
-  const char* dir = std::getenv("TMPDIR");
-  return std::string(dir && *dir ? dir : "/tmp") + "/accel_test_" + std::to_string(getpid()) + "_" + name;
+  return test_support::temp_directory() + "/accel_test_" + std::to_string(getpid()) + "_" + name;
 }
 
 }  // namespace tiny_models
