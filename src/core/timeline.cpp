@@ -1,15 +1,10 @@
 #include "core/timeline.hpp"
 
-#include <dirent.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <deque>
 #include <fstream>
-#include <memory>
 #include <mutex>
 #include <sstream>
 #include <vector>
@@ -125,11 +120,8 @@ void end_step() {
 }
 
 std::string merge_directory(const std::string& directory) {
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(directory.c_str()), ::closedir);
-  if (!dir) fail(Code::Io, "cannot open the timeline directory '" + directory + "': " + std::strerror(errno));
   std::vector<std::string> files;
-  while (const dirent* entry = ::readdir(dir.get())) {
-    const std::string name = entry->d_name;
+  for (const std::string& name : list_directory(directory)) {
     if (name.rfind("timeline.rank", 0) == 0 && name.size() > 5 && name.substr(name.size() - 5) == ".json") {
       files.push_back(directory + "/" + name);
     }

@@ -3,14 +3,13 @@
 // protobuf wire format is small enough to write by hand: Event {1: wall_time double, 2: step int64,
 // 3: file_version string, 5: summary Summary}, Summary {1: repeated Value}, Value {1: tag string,
 // 2: simple_value float}.
-#include <dirent.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 #include <ctime>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "tracking/append_file.hpp"
 #include "tracking/crc32c.hpp"
 #include "tracking/sink.hpp"
@@ -174,13 +173,9 @@ class TensorBoardSink final : public Sink {
 }  // namespace
 
 std::vector<std::string> tensorboard_event_files(const std::string& directory) {
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(directory.c_str()), ::closedir);
-  if (!dir) fail(Code::Io, "cannot list '" + directory + "': " + std::strerror(errno));
   std::vector<std::string> paths;
-  while (const dirent* entry = ::readdir(dir.get())) {
-    if (std::strncmp(entry->d_name, kEventFilePrefix, std::strlen(kEventFilePrefix)) == 0) {
-      paths.push_back(directory + "/" + entry->d_name);
-    }
+  for (const std::string& name : list_directory(directory)) {
+    if (name.rfind(kEventFilePrefix, 0) == 0) paths.push_back(join_path(directory, name));
   }
   return paths;
 }
