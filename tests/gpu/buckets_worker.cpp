@@ -48,12 +48,12 @@ TEST(GpuBuckets, TheAveragedGradientsEqualOneProcessOnTheWholeBatch) {
 
   auto parallel = load_mlp("gpu_buckets");
   PrepareConfig config;
-  // Small buckets, so that several all-reduces start while backward still runs on the GPU: b2 alone, then
-  // about 64 floats each.
-  config.reducer.first_bucket_bytes = 4 * 16;
-  config.reducer.bucket_bytes = 4 * 64;
+  // One bucket per parameter (b2's 16 bytes fill the first, every other parameter has at least 64), so
+  // that all-reduces start while backward still runs on the GPU and the buckets are averaged separately.
+  config.reducer.first_bucket_bytes = 4 * 4;
+  config.reducer.bucket_bytes = 4 * 16;
   parallel->prepare(state, config);
-  ASSERT_GE(parallel->bucket_names().size(), 3u);
+  ASSERT_EQ(parallel->bucket_names().size(), parallel->named_parameters().size());
   for (const auto& parameter : parallel->named_parameters()) {
     EXPECT_EQ(parameter.second.device(), device) << parameter.first;
   }
