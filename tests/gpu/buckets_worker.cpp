@@ -1,0 +1,109 @@
+// Gradient buckets on CUDA tensors, on every rank under `accel launch --nproc-per-node 2` with
+// ACCEL_BACKEND=gloo (both ranks share one GPU, which NCCL refuses). Each rank trains on its half of a
+// batch; after backward every gradient must be the average over the ranks, which is the gradient of one
+// process on the whole batch. Through the C++ core, as tests/train/training_worker.cpp, because the C ABI
+// does not hand out gradients. Exits 77 (ctest's skip) on a host without CUDA.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "core/env.hpp"
+#include "cuda_present.hpp"
+#include "distributed/state.hpp"
+#include "tiny_models.hpp"
+#include "train/accelerator.hpp"
+
+namespace {
+
+using namespace accel;
+using namespace accel::train;
+
+std::shared_ptr<distributed::State> state;
+
+int64_t rank() { return state->launch().rank; }
+int64_t world() { return state->launch().world_size; }
+
+std::shared_ptr<Model> load_mlp(const std::string& tag) {
+  return Model::load_file(tiny_models::mlp(tiny_models::temp_file(tag + ".pt")));
+}
+
+at::Tensor output_of(Model& model, const at::Tensor& x) { return model.forward({x}, {}, true).values.front().second; }
+
+// This rank's rows of a global batch split evenly over the ranks, in rank order.
+at::Tensor my_rows(const at::Tensor& global) {
+  const int64_t per_rank = global.size(0) / world();
+  return global.narrow(0, rank() * per_rank, per_rank);
+}
+
+double max_difference(const at::Tensor& a, const at::Tensor& b) { return (a.cpu() - b.cpu()).abs().max().item<double>(); }
+
+TEST(GpuBuckets, TheAveragedGradientsEqualOneProcessOnTheWholeBatch) {
+  ASSERT_EQ(state->device().rfind("cuda:", 0), 0u) << state->device();
+  ASSERT_EQ(world(), 2);
+  EXPECT_EQ(state->backend(), "gloo");
+  const at::Device device(state->device());
+
+  auto parallel = load_mlp("gpu_buckets");
+  PrepareConfig config;
+  // One bucket per parameter (b2's 16 bytes fill the first, every other parameter has at least 64), so
+  // that all-reduces start while backward still runs on the GPU and the buckets are averaged separately.
+  config.reducer.first_bucket_bytes = 4 * 4;
+  config.reducer.bucket_bytes = 4 * 16;
+  parallel->prepare(state, config);
+  ASSERT_EQ(parallel->bucket_names().size(), parallel->named_parameters().size());
+  for (const auto& parameter : parallel->named_parameters()) {
+    EXPECT_EQ(parameter.second.device(), device) << parameter.first;
+  }
+  // Both unprepared, on the CPU in fp32: the whole batch on one process, and this rank's half alone (what
+  // the gradients would be had no all-reduce happened).
+  auto whole = load_mlp("gpu_buckets_whole");
+  auto half = load_mlp("gpu_buckets_half");
+  auto accelerator = Accelerator::of(state);
+
+  at::manual_seed(11);  // the same batches on every rank
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    const auto x = at::randn({8 * world(), 8});
+    const auto y = at::randn({8 * world(), 4});
+    accelerator->accumulate();
+    ASSERT_TRUE(state->sync_gradients());
+    accelerator->backward(at::mse_loss(output_of(*parallel, my_rows(x).to(device)), my_rows(y).to(device)));
+    at::mse_loss(output_of(*whole, x), y).backward();
+    at::mse_loss(output_of(*half, my_rows(x)), my_rows(y)).backward();
+
+    const auto& parameters = parallel->named_parameters();
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      const auto& [name, parameter] = parameters[i];
+      const auto& grad = parameter.grad();
+      ASSERT_TRUE(grad.defined()) << name;
+      EXPECT_EQ(grad.device(), device) << name;
+      EXPECT_LT(max_difference(grad, whole->named_parameters()[i].second.grad()), 1e-5) << name;
+      EXPECT_GT(max_difference(grad, half->named_parameters()[i].second.grad()), 1e-4) << name << " was not averaged";
+    }
+    for (const auto* model : {parallel.get(), whole.get(), half.get()}) {
+      for (const auto& parameter : model->named_parameters()) parameter.second.grad().zero_();
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (!gpu::cuda_present()) {
+    std::printf("skipped: %s\n", gpu::kNoCuda);
+    return gpu::kSkipExitCode;
+  }
+  try {
+    state = distributed::State::acquire(nullptr, process_env());
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "state: %s\n", error.what());
+    return 1;
+  }
+  const int result = RUN_ALL_TESTS();
+  state->shutdown();
+  return result;
+}
