@@ -12,6 +12,9 @@
  *   mixed_precision  string  "no", "fp16" or "bf16"                             default "no"
  *   device           string  explicit device, e.g. "cpu" or "cuda:1"; "" = auto default ""
  *   backend          string  "auto", "gloo" or "nccl"                           default "auto"
+ *                    (auto: nccl on CUDA, gloo on the CPU and where more local ranks than GPUs
+ *                    share the host, since NCCL refuses two ranks on one GPU; one process makes no
+ *                    process group whatever the backend)
  *   timeout_s        double  rendezvous and collective timeout in seconds, in (0, 1e9] default 1800
  *   check_shapes     bool    compare shapes across ranks before collectives     default true
  *   gradient_accumulation_steps int  steps per optimizer step (> 0)            default 1

@@ -7,6 +7,11 @@
  * The DLPack structs are only forward-declared here (LibTorch 1.13 ships its own dlpack.h with the same
  * include guard as upstream's); include the dlpack.h of your choice to build or read them.
  *
+ * Streams: a DLPack struct carries none. accel never synchronises the device around an exchange and
+ * queues its own work on the calling thread's current CUDA stream, so work queued on that stream before
+ * an exchange is ordered before accel's (and the other way round). A producer that wrote on another
+ * stream must synchronise with the current one first, as for any DLPack exchange without a stream.
+ *
  * Thread safety: a tensor handle may be read from several threads; writes to its data (including a
  * broadcast into it) must not race with other uses. */
 #ifndef ACCEL_TENSOR_H

@@ -72,15 +72,24 @@ State::State(const Options* options, const EnvLookup& env)
   if (const auto& directory = options_.get_string("timeline"); !directory.empty()) {
     timeline::start(directory, launch_.rank, options_.get_int("timeline_steps"));
   }
+  // Also for one process: code that allocates on the bare "cuda" device (DLPack consumers, user kernels)
+  // then lands on the state's device.
+  activate_device(device_);
   if (launch_.world_size == 1) return;
   const bool cuda = device_ != "cpu";
   type_ = cuda ? DistributedType::MultiGpu : DistributedType::MultiCpu;
   const std::string& requested = options_.get_string("backend");
-  backend_ = requested == "auto" ? (cuda ? "nccl" : "gloo") : requested;
+  // NCCL refuses two ranks on one GPU ("Duplicate GPU detected"); Gloo moves CUDA tensors too.
+  const bool ranks_share_a_gpu = cuda && launch_.local_world_size > cuda_device_count();
+  backend_ = requested == "auto" ? (cuda && !ranks_share_a_gpu ? "nccl" : "gloo") : requested;
   if (backend_ == "nccl" && !cuda) {
     fail(Code::Unsupported, "backend 'nccl' needs a CUDA device, but the device is '" + device_ + "'");
   }
-  activate_device(device_);
+  if (backend_ == "nccl" && ranks_share_a_gpu) {
+    fail(Code::Unsupported, "backend 'nccl' cannot serve " + std::to_string(launch_.local_world_size) +
+                                " local ranks on " + std::to_string(cuda_device_count()) +
+                                " GPU(s) (NCCL refuses two ranks on one GPU): use backend 'gloo' or 'auto'");
+  }
   GroupConfig config;
   config.rank = launch_.rank;
   config.world_size = launch_.world_size;
