@@ -17,15 +17,20 @@
  * digits.csv.gz, or a plain .csv), --epochs E (20), --lr LR (0.01), --max-steps N (stop after N optimizer
  * steps; 0 only evaluates), --checkpoint-every K (save a checkpoint every K optimizer steps, into
  * DIR/checkpoints/checkpoint_<i>) and --resume (continue from the latest of those checkpoints, exactly where
- * it stopped: same weights, optimizer, schedule, batch order and position in the epoch). */
+ * it stopped: same weights, optimizer, schedule, batch order and position in the epoch).
+ *
+ * Restarted by `accel launch --max-restarts N` after a rank failed (ACCEL_RESTART_COUNT > 0), it resumes
+ * by itself from the latest checkpoint when there is one, and starts afresh when none was written yet. */
 #define _POSIX_C_SOURCE 200809L /* popen, pclose */
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,6 +91,8 @@ static int report(int code, const char *call) {
 static void usage(FILE *to) {
   fputs("usage: train_digits [--project-dir DIR] [--model PATH] [--data PATH] [--epochs E] [--lr LR]\n"
         "                    [--max-steps N] [--checkpoint-every K] [--resume]\n"
+        "--resume continues from the latest checkpoint in DIR/checkpoints; restarted by\n"
+        "`accel launch --max-restarts N` (ACCEL_RESTART_COUNT > 0), it does so by itself when one exists\n"
         "run it through `accel launch` for several processes; see the comment at the top of train_digits.c\n",
         to);
 }
@@ -160,6 +167,29 @@ static int parse_args(int argc, char **argv, args_t *args) {
     i += takes_value;
   }
   return 0;
+}
+
+/* Whether DIR/checkpoints holds a numbered checkpoint for accel_state_load_state to resume from: a folder
+ * checkpoint_<digits> (one still being written ends in .saving). */
+static int has_checkpoint(const char *project_dir) {
+  static const char prefix[] = "checkpoint_";
+  char directory[PATH_MAX], folder[PATH_MAX];
+  struct dirent *entry;
+  struct stat info;
+  DIR *listing;
+  int found = 0;
+  if (snprintf(directory, sizeof directory, "%s/checkpoints", project_dir) >= (int)sizeof directory) return 0;
+  if ((listing = opendir(directory)) == NULL) return 0;
+  while (!found && (entry = readdir(listing)) != NULL) {
+    const char *digits;
+    if (strncmp(entry->d_name, prefix, sizeof prefix - 1) != 0) continue;
+    digits = entry->d_name + sizeof prefix - 1;
+    if (*digits == '\0' || digits[strspn(digits, "0123456789")] != '\0') continue;
+    found = snprintf(folder, sizeof folder, "%s/%s", directory, entry->d_name) < (int)sizeof folder &&
+            stat(folder, &info) == 0 && S_ISDIR(info.st_mode);
+  }
+  closedir(listing);
+  return found;
 }
 
 /* Reads rows of 64 pixels (0..16) and a label (0..9), comma-separated, from a .csv or, through
@@ -319,8 +349,9 @@ static int make_dataset(const float *x, const int64_t *y, int64_t first, int64_t
 
 int main(int argc, char **argv) {
   args_t args;
-  int exit_code = 1, is_main = 0;
-  long steps_done = 0;
+  int exit_code = 1, is_main = 0, resume;
+  long steps_done = 0, restart_count = 0;
+  const char *restarts = getenv("ACCEL_RESTART_COUNT");
   float *pixels = NULL;
   int64_t *labels = NULL, *gathered_predictions = NULL, *gathered_labels = NULL, rows = 0, train_rows = 0;
   float *logit_values = NULL;
@@ -342,6 +373,9 @@ int main(int argc, char **argv) {
   accel_tensor_t *prediction_tensor = NULL, *all_predictions = NULL, *all_labels = NULL;
 
   if (parse_args(argc, argv, &args) != 0) return 2;
+  if (restarts != NULL && parse_long("ACCEL_RESTART_COUNT", restarts, 0, &restart_count) != 0) return 2;
+  /* A restarted job continues from the checkpoint the failed attempt left, if it got as far as one. */
+  resume = args.resume || (restart_count > 0 && has_checkpoint(args.project_dir));
   if (args.model_path == NULL) {
     if (snprintf(model_path, sizeof model_path, "%s/%s", args.project_dir, MODEL_FILE_NAME) >= (int)sizeof model_path)
       FAIL("--project-dir is too long");
@@ -415,7 +449,7 @@ int main(int argc, char **argv) {
     snprintf(config, sizeof config, "{\"lr\": %g, \"epochs\": %ld, \"batch_size\": %d, \"optimizer\": \"adamw\"}",
              args.lr, args.epochs, TRAIN_BATCH);
     CHECK(accel_options_new(&tracker_options));
-    CHECK(accel_options_set_bool(tracker_options, "overwrite", !args.resume));
+    CHECK(accel_options_set_bool(tracker_options, "overwrite", !resume));
     CHECK(accel_state_init_trackers(state, args.project_dir, "logs", config, tracker_options));
   }
 
@@ -423,9 +457,11 @@ int main(int argc, char **argv) {
     int64_t steps_per_epoch = 0;
     /* Read before resuming: a resumed loader's length leaves out the batches it will skip. */
     CHECK(accel_loader_length(train_loader, &steps_per_epoch));
-    if (args.resume) {
+    if (resume) {
       CHECK(accel_state_load_state(state, NULL, &model, 1, &optimizer, 1, &scheduler, 1, &train_loader, 1));
       if (is_main) printf("resumed from the latest checkpoint of %s/checkpoints\n", args.project_dir);
+    } else if (is_main && restart_count > 0) {
+      printf("restarted before any checkpoint in %s/checkpoints: starting afresh\n", args.project_dir);
     }
     long total_steps = args.epochs * (long)steps_per_epoch, epoch;
     /* Optimizer steps already done (the scheduler moves once per process for each, Accelerate's rule);

@@ -52,10 +52,14 @@ constexpr const char kUsage[] =
     "  --mixed-precision MODE    no, fp16 or bf16 (sets ACCEL_MIXED_PRECISION)\n"
     "  --timeout-s SECONDS       collective timeout (sets ACCEL_TIMEOUT_S)\n"
     "  --grace-period-s SECONDS  time ranks get after SIGTERM before SIGKILL (default 5)\n"
+    "  --max-restarts N          start the job again up to N times when a rank fails (default 0)\n"
     "  -h, --help                show this help\n"
     "\n"
-    "When a rank fails, the other ranks are stopped and accel launch exits with the\n"
-    "failing rank's exit code (128+N when it was killed by signal N).\n";
+    "When a rank fails, the other ranks are stopped. With restarts left, every rank is\n"
+    "started again (on a new free port with --master-port 0), ACCEL_RESTART_COUNT telling\n"
+    "them how many restarts came before (0 on the first attempt) so that they can resume\n"
+    "from their latest checkpoint. Otherwise accel launch exits with the failing rank's\n"
+    "exit code (128+N when it was killed by signal N).\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -72,6 +76,7 @@ struct LaunchOptions {
   std::string mixed_precision;  // empty: the ranks' environment decides
   std::string timeout_s;        // empty: the ranks' environment decides
   double grace_period_s = 5;
+  int max_restarts = 0;
   std::vector<std::string> command;
 };
 
@@ -119,13 +124,14 @@ void apply_option(LaunchOptions& options, const std::string& arg, NextArg next) 
   }
   const bool known = flag == "--nproc-per-node" || flag == "--nnodes" || flag == "--node-rank" ||
                      flag == "--master-addr" || flag == "--master-port" || flag == "--mixed-precision" ||
-                     flag == "--timeout-s" || flag == "--grace-period-s";
+                     flag == "--timeout-s" || flag == "--grace-period-s" || flag == "--max-restarts";
   if (!known) throw UsageError("unknown option '" + flag + "'");
   const std::string value = eq != std::string::npos ? arg.substr(eq + 1) : next(flag);
   if (flag == "--nproc-per-node") options.nproc_per_node = parse_int(flag, value, 1, INT_MAX);
   if (flag == "--nnodes") options.nnodes = parse_int(flag, value, 1, INT_MAX);
   if (flag == "--node-rank") options.node_rank = parse_int(flag, value, 0, INT_MAX);
   if (flag == "--master-port") options.master_port = parse_int(flag, value, 0, 65535);
+  if (flag == "--max-restarts") options.max_restarts = parse_int(flag, value, 0, INT_MAX);
   if (flag == "--mixed-precision") options.mixed_precision = parse_mixed_precision(value);
   if (flag == "--grace-period-s") options.grace_period_s = parse_seconds(flag, value, true, kMaxGracePeriodS);
   if (flag == "--timeout-s") {
@@ -225,14 +231,17 @@ int usable_cores() {
 
 using Variables = std::vector<std::pair<std::string, std::string>>;
 
-// Variables every rank of this node shares.
-Variables common_variables(const LaunchOptions& options, int port) {
+// Variables every rank of this node shares in attempt `restart` of the job.
+Variables common_variables(const LaunchOptions& options, int port, int restart) {
   Variables vars{
       {"WORLD_SIZE", std::to_string(options.nnodes * options.nproc_per_node)},
       {"LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node)},
       {"GROUP_RANK", std::to_string(options.node_rank)},
       {"MASTER_ADDR", options.master_addr},
       {"MASTER_PORT", std::to_string(port)},
+      // torchrun's TORCHELASTIC_RESTART_COUNT; set on the first attempt too, so that a program can
+      // always read it, and replacing any value the launcher itself was started with.
+      {"ACCEL_RESTART_COUNT", std::to_string(restart)},
   };
   if (options.use_cpu) vars.emplace_back("ACCEL_USE_CPU", "1");
   if (!options.mixed_precision.empty()) vars.emplace_back("ACCEL_MIXED_PRECISION", options.mixed_precision);
@@ -375,15 +384,13 @@ pid_t spawn(char* const* argv, char* const* envp, const sigset_t& mask) {
 
 int exit_code_of(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
 
-void report_failure(const Rank& rank, int status) {
-  const std::string how = WIFSIGNALED(status) ? "was killed by signal " + signal_text(WTERMSIG(status))
-                                              : "failed with exit code " + std::to_string(WEXITSTATUS(status));
-  std::fprintf(stderr, "accel launch: rank %d (local rank %d, pid %d) %s\n", rank.rank, rank.local_rank,
-               static_cast<int>(rank.pid), how.c_str());
+std::string how_it_failed(int status) {
+  return WIFSIGNALED(status) ? "was killed by signal " + signal_text(WTERMSIG(status))
+                             : "failed with exit code " + std::to_string(WEXITSTATUS(status));
 }
 
-// Watches the ranks and decides the launcher's exit code: the first failure's, or 128+signal when
-// the launcher was told to stop first. Once either happens the job is stopping: the rest get
+// Watches the ranks of one attempt and decides its exit code: the first failure's, or 128+signal
+// when the launcher was told to stop first. Once either happens the job is stopping: the rest get
 // SIGTERM (or the forwarded signal), then SIGKILL after the grace period.
 class Supervisor {
  public:
@@ -396,12 +403,19 @@ class Supervisor {
   }
   Clock::time_point kill_deadline() const { return kill_deadline_; }
   int exit_code() const { return exit_code_.value_or(0); }
+  // "rank R failed with ...", once a rank's failure has stopped the attempt.
+  const std::optional<std::string>& failure() const { return failure_; }
+  // A job that failed by itself may run again; one the launcher was told to stop (or could not
+  // start) must not, even when a rank had failed first.
+  bool restartable() const { return failure_ && !interrupted_; }
 
   void on_launcher_error() {
+    interrupted_ = true;
     if (!exit_code_) stop(kLauncherErrorExit, SIGTERM);
   }
 
   void on_signal(int sig) {
+    interrupted_ = true;
     if (exit_code_) {
       signal_running(sig);
       return;
@@ -416,6 +430,7 @@ class Supervisor {
   }
 
   void reap() {
+    std::vector<std::pair<Rank, int>> failed;
     int status = 0;
     pid_t pid;
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
@@ -424,12 +439,18 @@ class Supervisor {
       it->running = false;
       // What the rank started is orphaned now; its group id stays reserved while any of it lives.
       kill(-pid, SIGKILL);
-      const bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-      if (failed && !exit_code_) {
-        report_failure(*it, status);
-        stop(exit_code_of(status), SIGTERM);
-      }
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failed.emplace_back(*it, status);
     }
+    if (failed.empty() || exit_code_) return;
+    // A rank killed by a signal (the OOM killer, say) takes its peers down with it within milliseconds,
+    // and they exit with an error of their own: among ranks that ended together, it is the cause.
+    const auto signaled =
+        std::find_if(failed.begin(), failed.end(), [](const auto& ended) { return WIFSIGNALED(ended.second); });
+    const auto& [rank, how] = signaled != failed.end() ? *signaled : failed.front();
+    failure_ = "rank " + std::to_string(rank.rank) + " " + how_it_failed(how);
+    std::fprintf(stderr, "accel launch: rank %d (local rank %d, pid %d) %s\n", rank.rank, rank.local_rank,
+                 static_cast<int>(rank.pid), how_it_failed(how).c_str());
+    stop(exit_code_of(how), SIGTERM);
   }
 
  private:
@@ -448,15 +469,17 @@ class Supervisor {
   std::chrono::duration<double> grace_;
   std::vector<Rank> ranks_;
   std::optional<int> exit_code_;
+  std::optional<std::string> failure_;
+  bool interrupted_ = false;
   Clock::time_point kill_deadline_ = kNoDeadline;
 };
 
-int launch(const LaunchOptions& options, int port) {
-  SignalScope signals;
+// Starts every rank of this node and supervises them until all have ended.
+Supervisor run_attempt(const LaunchOptions& options, const SignalScope& signals, int port, int restart) {
   Supervisor supervisor(options.grace_period_s);
   std::vector<std::string> command = options.command;
   const std::vector<char*> argv = c_strings(command);
-  const Variables common = common_variables(options, port);
+  const Variables common = common_variables(options, port, restart);
   for (int local = 0; local < options.nproc_per_node; ++local) {
     const int rank = options.node_rank * options.nproc_per_node + local;
     Variables vars = common;
@@ -482,7 +505,37 @@ int launch(const LaunchOptions& options, int port) {
       supervisor.on_signal(sig);
     }
   }
-  return supervisor.exit_code();
+  return supervisor;
+}
+
+// Runs the job, and runs it again after a rank's failure while restarts remain, as torchrun's elastic
+// agent does with --max-restarts: the whole job, since the survivors' process group died with the rank.
+int launch(const LaunchOptions& options) {
+  SignalScope signals;
+  for (int restart = 0;; ++restart) {
+    // Picked again for each attempt: the last one's port may still be held by its connections in
+    // TIME_WAIT, or taken by another program since.
+    int port = options.master_port;
+    if (port == 0) {
+      const auto picked = pick_free_port(options.master_addr);
+      if (!picked) {
+        std::fprintf(stderr, "accel launch: cannot find a free port on %s\n", options.master_addr.c_str());
+        return kLauncherErrorExit;
+      }
+      port = *picked;
+    }
+    const Supervisor supervisor = run_attempt(options, signals, port, restart);
+    if (!supervisor.restartable()) return supervisor.exit_code();
+    if (restart == options.max_restarts) {
+      if (options.max_restarts > 0) {
+        std::fprintf(stderr, "accel launch: %s; no restart left (%d used)\n", supervisor.failure()->c_str(),
+                     options.max_restarts);
+      }
+      return supervisor.exit_code();
+    }
+    std::fprintf(stderr, "accel launch: %s; restarting the job (restart %d of %d)\n", supervisor.failure()->c_str(),
+                 restart + 1, options.max_restarts);
+  }
 }
 
 }  // namespace
@@ -499,16 +552,7 @@ int run_launch(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  int port = options.master_port;
-  if (port == 0) {
-    const auto picked = pick_free_port(options.master_addr);
-    if (!picked) {
-      std::fprintf(stderr, "accel launch: cannot find a free port on %s\n", options.master_addr.c_str());
-      return kLauncherErrorExit;
-    }
-    port = *picked;
-  }
-  return launch(options, port);
+  return launch(options);
 }
 
 }  // namespace accel::cli

@@ -11,7 +11,8 @@ namespace accel::distributed {
 
 const OptionScope& state_option_scope();
 
-// ACCEL_* variables that are not option settings but are read by accel's launcher or bindings.
+// ACCEL_* variables that are not option settings: read by accel's launcher or bindings, or set by the
+// launcher for the program (ACCEL_RESTART_COUNT).
 const std::vector<std::string>& non_option_variables();
 
 }  // namespace accel::distributed

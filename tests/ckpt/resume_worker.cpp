@@ -4,12 +4,18 @@
 //   resume_worker save STEPS CHECKPOINT     STEPS steps from the start, then accel_state_save_state
 //   resume_worker resume STEPS CHECKPOINT OUT   accel_state_load_state, STEPS more steps, the model into OUT
 //   resume_worker refuse 0 CHECKPOINT       accel_state_load_state must fail on every rank (exit 0 if so)
+//   resume_worker restartable STEPS PROJECT OUT   STEPS steps with numbered checkpoints in PROJECT every
+//                                           kCheckpointEvery steps, the model into OUT; under `accel launch
+//                                           --max-restarts`, rank 1 of the first attempt SIGKILLs itself after
+//                                           step kKilledAfter, and a restarted attempt resumes from the latest
+//                                           checkpoint (elastic_restart_test.sh)
 // Every ingredient a checkpoint restores matters here: the loader shuffles (its position and generator),
 // AdamW keeps moments, a linear schedule moves the lr, and each step adds noise from torch's default
 // generator to the inputs (the per-rank RNG state), so leaving any of them out changes the result.
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -21,6 +27,9 @@
 namespace {
 
 constexpr int64_t kSamples = 24;  // 6 batches of 2 per rank and epoch on 2 ranks
+constexpr long kCheckpointEvery = 4;
+// Two steps past the checkpoint of step 8, in the middle of the second epoch: the restart must redo them.
+constexpr long kKilledAfter = 10;
 
 void check(int code, const char* what) {
   if (code != ACCEL_OK) {
@@ -46,9 +55,14 @@ struct Training {
   accel_scheduler_t* scheduler = nullptr;
 };
 
-Training start_training() {
+// project_dir: where numbered checkpoints go, or nullptr for none.
+Training start_training(const char* project_dir) {
   Training run;
-  check(accel_state_new(&run.state, nullptr), "accel_state_new");
+  accel_options_t* state_options = nullptr;
+  check(accel_options_new(&state_options), "accel_options_new");
+  if (project_dir != nullptr) check(accel_options_set_string(state_options, "project_dir", project_dir), "project_dir");
+  check(accel_state_new(&run.state, state_options), "accel_state_new");
+  accel_options_free(state_options);
   // Accelerate's set_seed: every leg starts from the same random numbers (the loader's below).
   at::manual_seed(1234);
   // Fixed data, made without any generator so that every leg sees the same samples.
@@ -125,12 +139,17 @@ int checkpoint_call(int (*call)(accel_state_t*, const char*, accel_model_t* cons
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 3 ? argv[1] : "";
-  if ((mode != "train" && mode != "save" && mode != "resume" && mode != "refuse") || (mode == "resume" && argc != 5)) {
-    std::fprintf(stderr, "usage: %s train|save|refuse STEPS DIR, or resume STEPS CHECKPOINT OUT\n", argv[0]);
+  const bool restartable = mode == "restartable";
+  const bool with_out = mode == "resume" || restartable;
+  if ((mode != "train" && mode != "save" && mode != "refuse" && !with_out) || argc != (with_out ? 5 : 4)) {
+    std::fprintf(stderr,
+                 "usage: %s train|save|refuse STEPS DIR, resume STEPS CHECKPOINT OUT, "
+                 "or restartable STEPS PROJECT OUT\n",
+                 argv[0]);
     return 2;
   }
   const long steps = std::strtol(argv[2], nullptr, 10);
-  Training run = start_training();
+  Training run = start_training(restartable ? argv[3] : nullptr);
   if (mode == "refuse") {
     if (checkpoint_call(accel_state_load_state, run, argv[3]) == ACCEL_OK) {
       std::fprintf(stderr, "accel_state_load_state accepted a damaged checkpoint\n");
@@ -140,7 +159,24 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "resume") check(checkpoint_call(accel_state_load_state, run, argv[3]), "accel_state_load_state");
-  for (long step = 0; step < steps; ++step) train_step(run);
+  const char* restarts = std::getenv("ACCEL_RESTART_COUNT");
+  const bool first_attempt = restarts == nullptr || std::string(restarts) == "0";
+  long done = 0;
+  if (restartable && !first_attempt) {
+    check(checkpoint_call(accel_state_load_state, run, nullptr), "accel_state_load_state (latest)");
+    // The scheduler moves once per process for each step (Accelerate's rule).
+    done = static_cast<long>(accel_scheduler_step_count(run.scheduler) / accel_state_num_processes(run.state));
+    if (accel_state_is_main_process(run.state)) std::printf("restart %s: resumed after step %ld\n", restarts, done);
+  }
+  for (long step = done + 1; step <= steps; ++step) {
+    train_step(run);
+    if (restartable && step % kCheckpointEvery == 0) {
+      check(checkpoint_call(accel_state_save_state, run, nullptr), "accel_state_save_state (numbered)");
+    }
+    if (restartable && first_attempt && step == kKilledAfter && accel_state_process_index(run.state) == 1) {
+      std::raise(SIGKILL);
+    }
+  }
   if (mode == "save") {
     check(checkpoint_call(accel_state_save_state, run, argv[3]), "accel_state_save_state");
   } else {

@@ -177,13 +177,60 @@ test_ignored_sigterm_gets_sigkill() {
   within 5000 && no_leftovers
 }
 
+# ---- restarts ----
+
+# Both ranks print their rank and restart count; on a restart they stop there, successfully.
+SHOW_RESTART='echo "$RANK $ACCEL_RESTART_COUNT"; [ "$ACCEL_RESTART_COUNT" = 0 ] || exit 0'
+
+test_restart_after_sigkill() {
+  launch_rank1 'kill -KILL $$' "$SHOW_RESTART" --max-restarts 1
+  expect "exit code" "$RC" 0 &&
+    expect "ranks and restart counts" "$(sort <<<"$OUT")" "0 0
+0 1
+1 0
+1 1" &&
+    expect_contains "stderr" "$ERR" \
+      "accel launch: rank 1 was killed by signal 9 (Killed); restarting the job (restart 1 of 1)" &&
+    within 10000 && no_leftovers
+}
+
+test_restarts_run_out() {
+  launch_rank1 'exit 3' '' --max-restarts 2
+  expect "exit code" "$RC" 3 &&
+    expect "failures" "$(grep -c 'rank 1 (local rank 1, pid [0-9]*) failed with exit code 3' <<<"$ERR")" 3 &&
+    expect_contains "stderr" "$ERR" "restarting the job (restart 2 of 2)" &&
+    expect_contains "stderr" "$ERR" "accel launch: rank 1 failed with exit code 3; no restart left (2 used)" &&
+    within 20000 && no_leftovers
+}
+
+test_max_restarts_0_fails() {
+  launch_rank1 'exit 3' "$SHOW_RESTART" --max-restarts 0
+  expect "exit code" "$RC" 3 && expect "restart counts" "$(sort <<<"$OUT")" "0 0
+1 0" || return 1
+  [[ $ERR != *restart* ]] || { echo "  restart mentioned: $ERR" >&2; return 1; }
+  no_leftovers
+}
+
+test_restart_count_replaced() {
+  OUT=$(ACCEL_RESTART_COUNT=5 "$ACCEL" launch --nproc-per-node 1 -- sh -c 'echo $ACCEL_RESTART_COUNT')
+  expect "ACCEL_RESTART_COUNT" "$OUT" 0
+}
+
+test_signal_not_restarted() {
+  signal_launcher TERM --max-restarts 1
+  expect "exit code" "$RC" 143 && within 3000 && no_leftovers || return 1
+  [[ $ERR != *restarting* ]] || { echo "  restarted after SIGTERM: $ERR" >&2; return 1; }
+}
+
 # ---- signals sent to the launcher ----
 
-# Starts two sleeping ranks in the background, waits until both run, and sends the launcher $1.
+# Starts two sleeping ranks in the background, waits until both run, and sends the launcher $1; the
+# launcher gets the options $2...
 signal_launcher() {
   local sig=$1 pid
+  shift
   rm -f "$WORK"/ready.*
-  "$ACCEL" launch --nproc-per-node 2 --grace-period-s 3 -- \
+  "$ACCEL" launch --nproc-per-node 2 --grace-period-s 3 "$@" -- \
     sh -c ': >"$1/ready.$RANK"; sleep "60.${0##*-}" & sleep "60.${0##*-}"; :' "$MARKER" "$WORK" 2>"$WORK/err" &
   pid=$!
   for _ in $(seq 50); do
@@ -233,6 +280,7 @@ test_bad_usage() {
     expect_usage_error "node rank too big" --nproc-per-node 1 --nnodes 2 --node-rank 2 -- true &&
     expect_usage_error "free port on many nodes" --nproc-per-node 1 --nnodes 2 --master-port 0 -- true &&
     expect_usage_error "negative grace period" --nproc-per-node 1 --grace-period-s -1 -- true &&
+    expect_usage_error "negative restarts" --nproc-per-node 1 --max-restarts -1 -- true &&
     expect_usage_error "missing value" --nproc-per-node
 }
 
@@ -250,6 +298,11 @@ check "failure: a rank exiting 3 stops the job with exit code 3" test_failure_ex
 check "failure: a rank killed by SIGKILL gives exit code 137" test_failure_signal
 check "failure: a program that cannot run gives exit code 127" test_exec_failure
 check "failure: a rank ignoring SIGTERM is killed after the grace period" test_ignored_sigterm_gets_sigkill
+check "restart: rank 1 SIGKILLed, the job runs again with ACCEL_RESTART_COUNT=1" test_restart_after_sigkill
+check "restart: after --max-restarts 2 restarts the failure's exit code" test_restarts_run_out
+check "restart: --max-restarts 0 fails as without it, ACCEL_RESTART_COUNT=0" test_max_restarts_0_fails
+check "restart: the launcher's own ACCEL_RESTART_COUNT is replaced" test_restart_count_replaced
+check "restart: a signal to the launcher ends the job, no restart" test_signal_not_restarted
 check "signal: SIGTERM to the launcher is forwarded, exit code 143" test_sigterm_forwarded
 check "signal: SIGINT to the launcher is forwarded, exit code 130" test_sigint_forwarded
 check "usage: bad command lines exit 2 with a message" test_bad_usage

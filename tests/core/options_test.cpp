@@ -185,7 +185,7 @@ TEST(Options, EnvironmentSetsStateSettingsOnly) {
 
 TEST(Options, UnknownEnvironmentVariablesAreListed) {
   const auto unknown = unknown_environment_settings(
-      state_scope(), {"ACCEL_LR", "ACCEL_USE_CPU", "ACCEL_LIBRARY", "PATH", "ACCEL_MIXED_PRECISON"},
+      state_scope(), {"ACCEL_LR", "ACCEL_USE_CPU", "ACCEL_LIBRARY", "PATH", "ACCEL_MIXED_PRECISON", "ACCEL_RESTART_COUNT"},
       distributed::non_option_variables());
   EXPECT_EQ(unknown, (std::vector<std::string>{"ACCEL_LR", "ACCEL_MIXED_PRECISON"}));
 }
