@@ -3,19 +3,23 @@
  *
  *   train_accel MODEL [steps] [warmup] [profile]
  *
- * Run directly for one process, through `accel launch --nproc-per-node 2 --cpu` for two. The model is
- * examples/make_mlp.py's MLP 784-1024-1024-10; each process trains it with SGD (lr 0.01, no
+ * Run directly for one process, through `accel launch --nproc-per-node 2 --cpu` for two; bench/run_gpu.sh
+ * runs it on one GPU as well. The device and the mixed precision are the state's (its own choice, or
+ * ACCEL_USE_CPU, ACCEL_MIXED_PRECISION, ...); the batches are sent there before the first step.
+ * The model is examples/make_mlp.py's MLP 784-1024-1024-10; each process trains it with SGD (lr 0.01, no
  * momentum) and cross-entropy on a batch of 64 per step, cycling through BATCHES fixed synthetic
  * batches made once before the loop (xorshift64*, seeded by the rank; bench/train_libtorch.cpp and
  * bench/train_torch_ddp.py make exactly the same numbers). A step is what an Accelerate loop does:
  *   accel_state_accumulate, accel_model_forward, accel_loss_compute("cross_entropy"), accel_state_backward,
  *   accel_optimizer_step, accel_optimizer_zero_grad (and freeing this step's handles).
  * `warmup` steps run first; then, after accel_state_wait_for_everyone (so that every rank times the same
- * steps), `steps` steps are timed with CLOCK_MONOTONIC. Rank 0 prints one line of key=value pairs:
- * step_ms (wall time / steps), samples_per_s (processes * 64 / step time), the loss of the first
+ * steps), `steps` steps are timed with CLOCK_MONOTONIC. The loss of the last warm-up step is read before
+ * the clock starts and the loss of the last timed step before it stops: on a GPU the calls only queue
+ * kernels, and the C API's way to wait for them is to read a result. Rank 0 prints one line of key=value
+ * pairs: step_ms (wall time / steps), samples_per_s (processes * 64 / step time), the loss of the first
  * warm-up step and of the last timed step (the same model and data give the same numbers on every side),
  * and what shows that one thread per process took effect: OMP_NUM_THREADS, the threads of the process
- * (/proc/self/task) and CPU time over wall time during the timed steps.
+ * (/proc/self/task) and CPU time over wall time during the timed steps, the device and the mixed precision.
  * With `profile` every call of the step is timed on its own (clock_gettime around each) and the line adds
  * the mean milliseconds per step of each. */
 #define _POSIX_C_SOURCE 199309L
@@ -72,8 +76,16 @@ static uint64_t rng_next(void) {
   return rng_state * 0x2545F4914F6CDD1Dull;
 }
 
-/* Batch b: 64 x 784 floats in [0, 1) (exact in float32), then 64 labels 0..9. */
-static void make_batches(int rank, accel_tensor_t **x, accel_tensor_t **y) {
+/* Replaces *tensor by its copy on the state's device (the same tensor when it is there already). */
+static void to_device(const accel_state_t *state, accel_tensor_t **tensor) {
+  accel_tensor_t *moved = NULL;
+  check(accel_state_send_to_device(state, *tensor, 0, &moved), "accel_state_send_to_device");
+  accel_tensor_free(*tensor);
+  *tensor = moved;
+}
+
+/* Batch b: 64 x 784 floats in [0, 1) (exact in float32), then 64 labels 0..9, on the state's device. */
+static void make_batches(const accel_state_t *state, int rank, accel_tensor_t **x, accel_tensor_t **y) {
   static float features[BATCH * FEATURES];
   static int64_t labels[BATCH];
   const int64_t x_shape[2] = {BATCH, FEATURES}, y_shape[1] = {BATCH};
@@ -84,6 +96,8 @@ static void make_batches(int rank, accel_tensor_t **x, accel_tensor_t **y) {
     for (i = 0; i < BATCH; ++i) labels[i] = (int64_t)(rng_next() % CLASSES);
     check(accel_tensor_from_buffer(&x[b], features, ACCEL_DTYPE_FLOAT32, x_shape, 2), "accel_tensor_from_buffer(x)");
     check(accel_tensor_from_buffer(&y[b], labels, ACCEL_DTYPE_INT64, y_shape, 1), "accel_tensor_from_buffer(y)");
+    to_device(state, &x[b]);
+    to_device(state, &y[b]);
   }
 }
 
@@ -154,7 +168,7 @@ int main(int argc, char **argv) {
   check(accel_state_new(&state, NULL), "accel_state_new");
   g_rank = accel_state_process_index(state);
   processes = accel_state_num_processes(state);
-  make_batches(g_rank, x, y);
+  make_batches(state, g_rank, x, y);
 
   check(accel_model_load(&model, model_path), "accel_model_load");
   check(accel_state_prepare_model(state, model, NULL), "accel_state_prepare_model");
@@ -163,33 +177,37 @@ int main(int argc, char **argv) {
   check(accel_optimizer_new(&optimizer, model, "sgd", optimizer_options), "accel_optimizer_new");
   check(accel_model_train(model, 1), "accel_model_train");
 
+  loss = NULL;
   for (i = 0; i < warmup; ++i) {
+    accel_tensor_free(loss);
     loss = train_step(state, model, optimizer, x[i % BATCHES], y[i % BATCHES], 0);
     if (i == 0) first_loss = loss_value(loss);
-    accel_tensor_free(loss);
   }
+  loss_value(loss); /* no warm-up kernel still running on the clock */
+  accel_tensor_free(loss);
   check(accel_state_wait_for_everyone(state), "accel_state_wait_for_everyone");
   loss = NULL;
   faults_start = minor_faults();
   cpu_start = cpu_s();
   start = now_s();
   for (i = 0; i < steps; ++i) {
-    accel_tensor_free(loss); /* the previous step's: the last one is read after the clock stops */
+    accel_tensor_free(loss); /* the previous step's: the last one is read to stop the clock */
     loss = train_step(state, model, optimizer, x[(warmup + i) % BATCHES], y[(warmup + i) % BATCHES], profile);
   }
+  last_loss = loss_value(loss);
   elapsed = now_s() - start;
   cpu_elapsed = cpu_s() - cpu_start;
   faults = minor_faults() - faults_start;
   threads = thread_count();
-  last_loss = loss_value(loss);
   accel_tensor_free(loss);
 
   if (accel_state_is_main_process(state)) {
     printf("accel processes=%d steps=%ld warmup=%ld step_ms=%.3f samples_per_s=%.1f first_loss=%.6f last_loss=%.6f "
-           "omp_num_threads=%s threads=%d cpu_per_wall=%.2f page_faults_per_step=%.0f",
+           "omp_num_threads=%s threads=%d cpu_per_wall=%.2f page_faults_per_step=%.0f device=%s "
+           "precision=%s",
            processes, steps, warmup, 1e3 * elapsed / (double)steps, (double)(processes * BATCH) * (double)steps / elapsed,
            (double)first_loss, (double)last_loss, omp ? omp : "unset", threads, cpu_elapsed / elapsed,
-           (double)faults / (double)steps);
+           (double)faults / (double)steps, accel_state_device(state), accel_state_mixed_precision(state));
     if (profile) {
       double sum = 0.0;
       for (p = 0; p < P_COUNT; ++p) {
