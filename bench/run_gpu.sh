@@ -16,9 +16,11 @@
 # at::autocast, torch.autocast, Accelerator(mixed_precision="bf16")). The Python sides run in the python3
 # on PATH when it imports torch, else /usr/bin/python3; each is "n/a" when that Python lacks torch with
 # CUDA (eager) or accelerate as well (Accelerate).
-# GPU_BENCH_ROUNDS rounds (default 3, at least 3) of: for fp32 then bf16, libtorch, accel, eager,
-# Accelerate. Each run warms up GPU_BENCH_WARMUP steps (100), then times GPU_BENCH_STEPS steps (1000),
-# waiting for the GPU at both ends by reading the loss. Medians compared, per precision:
+# Each side and precision has a process of its own, started with the others and warmed up before the
+# first round; then GPU_BENCH_ROUNDS rounds (default 5, at least 3) of: for fp32 then bf16, libtorch,
+# accel, eager, Accelerate, one at a time. A round of a side is GPU_BENCH_WARMUP steps (50), then
+# GPU_BENCH_STEPS timed steps (500), waiting for the GPU at both ends by reading the loss. About 45 s on an
+# H200. Medians compared, per precision:
 #   R1 overhead_vs_libtorch    accel's step time over plain LibTorch's      target <= 1.03
 #   R2 accel_vs_hf_accelerate  Accelerate's step time over accel's          target >= 1.3
 #                              (accel's throughput over Accelerate's)
@@ -37,11 +39,11 @@ MODEL_DIR=${2:?usage: bench/run_gpu.sh BIN_DIR MODEL_DIR}
 HERE=$(cd "$(dirname "$0")" && pwd)
 DEVICE=${GPU_BENCH_DEVICE:-cuda}
 case "$DEVICE" in
-  cuda) default_steps=1000 default_warmup=100 ;;
+  cuda) default_steps=500 default_warmup=50 ;;
   cpu) default_steps=10 default_warmup=2 ;;
   *) echo "GPU_BENCH_DEVICE must be cuda or cpu" >&2; exit 2 ;;
 esac
-ROUNDS=${GPU_BENCH_ROUNDS:-3}
+ROUNDS=${GPU_BENCH_ROUNDS:-5}
 STEPS=${GPU_BENCH_STEPS:-$default_steps}
 WARMUP=${GPU_BENCH_WARMUP:-$default_warmup}
 RUN_TIMEOUT=120  # seconds; a hung run fails the benchmark instead of stalling it
@@ -83,52 +85,96 @@ import importlib.util, sys, torch
 eager = sys.argv[1] == "cpu" or torch.cuda.is_available()
 print(int(eager), int(eager and importlib.util.find_spec("accelerate") is not None))' "$DEVICE" 2> /dev/null || echo "0 0")
 available() { [ "$1" = 1 ] && echo yes || echo "n/a ($2)"; }
+sides=(libtorch accel)
+if [ "$has_eager" = 1 ]; then sides+=(eager); fi
+if [ "$has_accelerate" = 1 ]; then sides+=(accelerate); fi
 
 echo "GPU training benchmark: MLP 784-1024-1024-10, batch 64, SGD lr 0.01, cross-entropy, synthetic batches resident on the device"
 echo "machine: $(machine_line); GPU: ${gpu:-unknown}"
 echo "python: $PYTHON, torch $("$PYTHON" -c 'import torch; print(torch.__version__)' 2> /dev/null);" \
   "torch eager: $(available "$has_eager" "no torch with CUDA"); hf accelerate: $(available "$has_accelerate" "no accelerate")"
-echo "steps timed: $STEPS after $WARMUP warm-up steps; $ROUNDS rounds of: fp32 then bf16, each libtorch, accel, torch eager, hf accelerate; medians compared"
+echo "steps timed: $STEPS after $WARMUP warm-up steps, a process per side and precision; $ROUNDS rounds of: fp32 then bf16, each ${sides[*]}; medians compared"
 
-run() { timeout "$RUN_TIMEOUT" "$@"; }
-# side NAME LABEL COMMAND...: runs one side, checks that it ran on the device at the precision of LABEL
-# (fp32 or bf16), records its step time and its losses.
-declare -A times
-losses=()
-side() {
-  local name=$1 label=$2 line device precision
-  shift 2
-  line=$("$@" | grep -E '^(libtorch|accel|torch_eager|hf_accelerate) ' || true)
-  result "$name $label" "$line"
-  device=$(value "$line" device) precision=$(value "$line" precision)
-  if [[ "$device" != "$DEVICE"* ]] || [ "$precision" != "$(precision_of "$label")" ]; then
-    echo "$(basename "$0"): $name ran on '$device' at mixed precision '$precision', not $DEVICE at $label" >&2
-    exit 1
-  fi
-  echo "round $round: $line"
-  times[$name.$label]+=" $(value "$line" step_ms)"
-  losses+=("$label $(value "$line" first_loss) $(value "$line" last_loss)")
+# Every side's process (one per side and precision) starts at once and warms up; then the rounds go round
+# the sides, one at a time: a round is a line sent to the side's process (its "serve" mode), answered by its
+# result line. So no round waits for a process to start (a CUDA process takes seconds, which would not fit
+# the benchmark's minute and a half), and the sides still take turns, round after round. The waiting
+# processes are blocked on their input: their GPU contexts hold memory and no work.
+FIFOS=$(mktemp -d)
+declare -A to from pid times
+stop_sides() {
+  local key fd
+  for key in "${!to[@]}"; do fd=${to[$key]}; exec {fd}>&-; done  # end of input: each process exits
+  for key in "${!pid[@]}"; do wait "${pid[$key]}" 2> /dev/null || true; done
+  to=() pid=()
+}
+kill_sides() {
+  local key
+  for key in "${!pid[@]}"; do kill "${pid[$key]}" 2> /dev/null || true; done
+  rm -rf "$FIFOS"
+}
+trap kill_sides EXIT
+
+# start KEY COMMAND...: starts a side's process, its standard input and output through FIFOs.
+start() {
+  local key=$1 w r
+  shift
+  mkfifo "$FIFOS/$key.in" "$FIFOS/$key.out"
+  "$@" < "$FIFOS/$key.in" > "$FIFOS/$key.out" &
+  pid[$key]=$!
+  # Opened in the order the process opens them, each open waiting for the other end.
+  exec {w}> "$FIFOS/$key.in" {r}< "$FIFOS/$key.out"
+  to[$key]=$w from[$key]=$r
+}
+# answer KEY: the next "ready" or result line of KEY's process (other lines are passed over); fails when
+# it ends or stays silent for RUN_TIMEOUT.
+answer() {
+  local line
+  while IFS= read -r -t "$RUN_TIMEOUT" line <&"${from[$1]}"; do
+    case "$line" in ready | libtorch\ * | accel\ * | torch_eager\ * | hf_accelerate\ *) echo "$line"; return 0 ;; esac
+  done
+  echo "$(basename "$0"): the $1 side ended or stayed silent for ${RUN_TIMEOUT}s" >&2
+  return 1
 }
 # accel's and Accelerate's name of the precision: "no" mixed precision is fp32.
 precision_of() { [ "$1" = bf16 ] && echo bf16 || echo no; }
 
+for label in fp32 bf16; do
+  lt_bf16=() py_bf16=()
+  if [ "$label" = bf16 ]; then lt_bf16=(bf16) py_bf16=(--bf16); fi
+  start "libtorch.$label" "$BIN/train_libtorch" "$MODEL" "$STEPS" "$WARMUP" set_to_none serve \
+    ${lt_flags[@]+"${lt_flags[@]}"} ${lt_bf16[@]+"${lt_bf16[@]}"}
+  start "accel.$label" env ${accel_env[@]+"${accel_env[@]}"} ACCEL_MIXED_PRECISION="$(precision_of "$label")" \
+    "$BIN/train_accel" "$MODEL" "$STEPS" "$WARMUP" serve
+  for name in "${sides[@]:2}"; do
+    start "$name.$label" "$PYTHON" "$HERE/train_torch_gpu.py" "$name" "$MODEL" "$STEPS" "$WARMUP" --serve \
+      ${py_flags[@]+"${py_flags[@]}"} ${py_bf16[@]+"${py_bf16[@]}"}
+  done
+done
+for key in "${!pid[@]}"; do
+  [ "$(answer "$key")" = ready ] || exit 1
+done
+
+losses=()
 for round in $(seq 1 "$ROUNDS"); do
   for label in fp32 bf16; do
-    lt_bf16=() py_bf16=()
-    if [ "$label" = bf16 ]; then lt_bf16=(bf16) py_bf16=(--bf16); fi
-    side libtorch "$label" run "$BIN/train_libtorch" "$MODEL" "$STEPS" "$WARMUP" set_to_none \
-      ${lt_flags[@]+"${lt_flags[@]}"} ${lt_bf16[@]+"${lt_bf16[@]}"}
-    side accel "$label" run env ${accel_env[@]+"${accel_env[@]}"} ACCEL_MIXED_PRECISION="$(precision_of "$label")" \
-      "$BIN/train_accel" "$MODEL" "$STEPS" "$WARMUP"
-    python_sides=()
-    [ "$has_eager" = 1 ] && python_sides+=(eager)
-    [ "$has_accelerate" = 1 ] && python_sides+=(accelerate)
-    for python_side in ${python_sides[@]+"${python_sides[@]}"}; do
-      side "$python_side" "$label" run "$PYTHON" "$HERE/train_torch_gpu.py" "$python_side" "$MODEL" "$STEPS" "$WARMUP" \
-        ${py_flags[@]+"${py_flags[@]}"} ${py_bf16[@]+"${py_bf16[@]}"}
+    for name in "${sides[@]}"; do
+      echo go >&"${to[$name.$label]}"
+      line=$(answer "$name.$label") || exit 1
+      result "$name $label" "$line"
+      device=$(value "$line" device) precision=$(value "$line" precision)
+      if [[ "$device" != "$DEVICE"* ]] || [ "$precision" != "$(precision_of "$label")" ]; then
+        echo "$(basename "$0"): $name ran on '$device' at mixed precision '$precision', not $DEVICE at $label" >&2
+        exit 1
+      fi
+      echo "round $round: $line"
+      times[$name.$label]+=" $(value "$line" step_ms)"
+      # Every side has taken the same steps by the last round.
+      [ "$round" != "$ROUNDS" ] || losses+=("$label $(value "$line" first_loss) $(value "$line" last_loss)")
     done
   done
 done
+stop_sides
 
 # bf16 rounds the weights' copies, so its sides agree more loosely than fp32's would.
 printf '%s\n' "${losses[@]}" | check_losses 1e-3

@@ -20,6 +20,9 @@
 //   cuda          the model and the batches on cuda:0, the batches copied there before the first step
 //   bf16          the forward under autocast to bfloat16 on the device in use, its logits back to float32
 //                 before the loss (what accel's forward does with mixed_precision=bf16)
+//   serve         after the warm-up print "ready", then time a round (`warmup` more steps, `steps` timed
+//                 ones, its line) for every line read from standard input, until the input ends
+//                 (bench/run_gpu.sh keeps every side's process up and interleaves their rounds)
 #include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/ops/cross_entropy_loss.h>
@@ -31,11 +34,13 @@
 #include <dirent.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -133,14 +138,14 @@ class Bf16Autocast {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr,
-                 "usage: train_libtorch MODEL [steps >= 1] [warmup >= 1] [profile] [set_to_none] [cuda] [bf16]\n");
+    std::fprintf(stderr, "usage: train_libtorch MODEL [steps >= 1] [warmup >= 1] [profile] [set_to_none] [cuda] [bf16] "
+                         "[serve]\n");
     return 2;
   }
   const std::string model_path = argv[1];
   const long steps = argc > 2 ? std::atol(argv[2]) : 100;
   const long warmup = argc > 3 ? std::atol(argv[3]) : 10;
-  bool profile = false, set_to_none = false, cuda = false, bf16 = false;
+  bool profile = false, set_to_none = false, cuda = false, bf16 = false, serve = false;
   for (int i = 4; i < argc; ++i) {
     if (std::strcmp(argv[i], "profile") == 0) {
       profile = true;
@@ -150,6 +155,8 @@ int main(int argc, char** argv) {
       cuda = true;
     } else if (std::strcmp(argv[i], "bf16") == 0) {
       bf16 = true;
+    } else if (std::strcmp(argv[i], "serve") == 0) {
+      serve = true;
     } else {
       std::fprintf(stderr, "train_libtorch: unknown flag '%s'\n", argv[i]);
       return 2;
@@ -216,38 +223,59 @@ int main(int argc, char** argv) {
     return loss;
   };
 
+  // The batches are cycled through by a count of the steps taken, round after round, as on every side.
+  long taken = 0;
   float first_loss = 0.0f;
-  at::Tensor loss;
-  for (long i = 0; i < warmup; ++i) {
-    loss = step(i % kBatches, false);
-    if (i == 0) first_loss = loss.item<float>();
-  }
-  loss.item<float>();  // no warm-up kernel still running on the clock
-  const long faults_start = minor_faults();
-  const double cpu_start = cpu_s();
-  const double start = now_s();
-  for (long i = 0; i < steps; ++i) loss = step((warmup + i) % kBatches, profile);
-  const float last_loss = loss.item<float>();
-  const double elapsed = now_s() - start;
-  const double cpu_elapsed = cpu_s() - cpu_start;
-  const long faults = minor_faults() - faults_start;
-  const int threads = thread_count();
-
-  std::printf("libtorch processes=1 steps=%ld warmup=%ld step_ms=%.3f samples_per_s=%.1f first_loss=%.6f "
-              "last_loss=%.6f omp_num_threads=%s at_num_threads=%d threads=%d cpu_per_wall=%.2f "
-              "page_faults_per_step=%.0f zero_grad=%s device=%s precision=%s torch=%s",
-              steps, warmup, 1e3 * elapsed / steps, kBatch * steps / elapsed, first_loss, last_loss,
-              omp ? omp : "unset", at::get_num_threads(), threads, cpu_elapsed / elapsed,
-              static_cast<double>(faults) / steps, set_to_none ? "set_to_none" : "in_place", device.str().c_str(),
-              bf16 ? "bf16" : "no", TORCH_VERSION);
-  if (profile) {
-    double sum = 0.0;
-    for (int p = 0; p < kPhases; ++p) {
-      std::printf(" %s_ms=%.3f", phase_names[p], 1e3 * phase_s[p] / steps);
-      sum += phase_s[p];
+  auto warm_up = [&] {
+    at::Tensor loss;
+    for (long i = 0; i < warmup; ++i) {
+      loss = step(taken++ % kBatches, false);
+      if (taken == 1) first_loss = loss.item<float>();
     }
-    std::printf(" phases_sum_ms=%.3f", 1e3 * sum / steps);
+    loss.item<float>();  // no warm-up kernel still running on the clock
+  };
+  auto timed_round = [&] {
+    std::fill(phase_s, phase_s + kPhases, 0.0);
+    at::Tensor loss;
+    const long faults_start = minor_faults();
+    const double cpu_start = cpu_s();
+    const double start = now_s();
+    for (long i = 0; i < steps; ++i) loss = step(taken++ % kBatches, profile);
+    const float last_loss = loss.item<float>();
+    const double elapsed = now_s() - start;
+    const double cpu_elapsed = cpu_s() - cpu_start;
+    const long faults = minor_faults() - faults_start;
+    const int threads = thread_count();
+
+    std::printf("libtorch processes=1 steps=%ld warmup=%ld step_ms=%.3f samples_per_s=%.1f first_loss=%.6f "
+                "last_loss=%.6f omp_num_threads=%s at_num_threads=%d threads=%d cpu_per_wall=%.2f "
+                "page_faults_per_step=%.0f zero_grad=%s device=%s precision=%s torch=%s",
+                steps, warmup, 1e3 * elapsed / steps, kBatch * steps / elapsed, first_loss, last_loss,
+                omp ? omp : "unset", at::get_num_threads(), threads, cpu_elapsed / elapsed,
+                static_cast<double>(faults) / steps, set_to_none ? "set_to_none" : "in_place", device.str().c_str(),
+                bf16 ? "bf16" : "no", TORCH_VERSION);
+    if (profile) {
+      double sum = 0.0;
+      for (int p = 0; p < kPhases; ++p) {
+        std::printf(" %s_ms=%.3f", phase_names[p], 1e3 * phase_s[p] / steps);
+        sum += phase_s[p];
+      }
+      std::printf(" phases_sum_ms=%.3f", 1e3 * sum / steps);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  };
+
+  warm_up();
+  if (!serve) {
+    timed_round();
+    return 0;
   }
-  std::printf("\n");
+  std::printf("ready\n");
+  std::fflush(stdout);
+  for (std::string line; std::getline(std::cin, line);) {
+    warm_up();
+    timed_round();
+  }
   return 0;
 }

@@ -3,7 +3,7 @@
 Hugging Face Accelerate (bench/run_gpu.sh runs both, interleaved with train_accel and train_libtorch, and
 compares step times).
 
-    python3 bench/train_torch_gpu.py eager|accelerate MODEL [steps] [warmup] [--cpu] [--bf16]
+    python3 bench/train_torch_gpu.py eager|accelerate MODEL [steps] [warmup] [--cpu] [--bf16] [--serve]
 
 The model: examples/make_mlp.py's MLP 784-1024-1024-10 built as a plain nn.Module and given the weights of
 the TorchScript file MODEL that the C and C++ sides train (bench_torch.load_mlp): an eager or Accelerate
@@ -22,7 +22,8 @@ device once before the first step; torch.set_num_threads(1). The device is cuda:
 The loss of the last warm-up step is read before the clock starts and the loss of the last timed step
 before it stops (on a GPU the steps only queue kernels; the C sides wait the same way, having no
 synchronize). Prints one line of key=value pairs like train_accel's, starting with torch_eager or
-hf_accelerate.
+hf_accelerate. With --serve, as train_accel's serve: "ready" after the warm-up, then a round (`warmup` more
+steps, `steps` timed ones, its line) for every line read from standard input, until the input ends.
 """
 import argparse
 import contextlib
@@ -44,6 +45,7 @@ def main() -> int:
     parser.add_argument("warmup", type=int, nargs="?", default=10)
     parser.add_argument("--cpu", action="store_true", help="run on the CPU instead of cuda:0")
     parser.add_argument("--bf16", action="store_true", help="mixed precision bf16 (autocast)")
+    parser.add_argument("--serve", action="store_true", help="a timed round per line of standard input")
     args = parser.parse_args()
     if args.steps < 1 or args.warmup < 1:
         parser.error("steps and warmup must be at least 1")
@@ -93,27 +95,46 @@ def main() -> int:
         versions += f" accelerate={accelerate.__version__}"
 
     batches = [(x.to(device), y.to(device)) for x, y in make_batches(0)]
-    first_loss = step(*batches[0]).item()
-    loss = None
-    for i in range(1, args.warmup):
-        loss = step(*batches[i % BATCHES])
-    if loss is not None:
+    taken = 0  # the batches are cycled through by a count of the steps taken, round after round
+    first_loss = None
+
+    def warm_up():
+        nonlocal taken, first_loss
+        for _ in range(args.warmup):
+            loss = step(*batches[taken % BATCHES])
+            taken += 1
+            if first_loss is None:
+                first_loss = loss.item()
         loss.item()  # no warm-up kernel still running on the clock
-    faults_start = minor_faults()
-    cpu_start = cpu_s()
-    start = time.perf_counter()
-    for i in range(args.steps):
-        loss = step(*batches[(args.warmup + i) % BATCHES])
-    last_loss = loss.item()
-    elapsed = time.perf_counter() - start
-    cpu_elapsed = cpu_s() - cpu_start
-    faults = minor_faults() - faults_start
-    threads = len(os.listdir("/proc/self/task"))
-    print(f"{name} processes=1 steps={args.steps} warmup={args.warmup} step_ms={1e3 * elapsed / args.steps:.3f} "
-          f"samples_per_s={BATCH * args.steps / elapsed:.1f} first_loss={first_loss:.6f} last_loss={last_loss:.6f} "
-          f"omp_num_threads={os.environ.get('OMP_NUM_THREADS', 'unset')} torch_num_threads={torch.get_num_threads()} "
-          f"threads={threads} cpu_per_wall={cpu_elapsed / elapsed:.2f} page_faults_per_step={faults / args.steps:.0f} "
-          f"device={device} precision={precision} {versions}", flush=True)
+
+    def timed_round():
+        nonlocal taken
+        faults_start = minor_faults()
+        cpu_start = cpu_s()
+        start = time.perf_counter()
+        for _ in range(args.steps):
+            loss = step(*batches[taken % BATCHES])
+            taken += 1
+        last_loss = loss.item()
+        elapsed = time.perf_counter() - start
+        cpu_elapsed = cpu_s() - cpu_start
+        faults = minor_faults() - faults_start
+        threads = len(os.listdir("/proc/self/task"))
+        print(f"{name} processes=1 steps={args.steps} warmup={args.warmup} step_ms={1e3 * elapsed / args.steps:.3f} "
+              f"samples_per_s={BATCH * args.steps / elapsed:.1f} first_loss={first_loss:.6f} "
+              f"last_loss={last_loss:.6f} omp_num_threads={os.environ.get('OMP_NUM_THREADS', 'unset')} "
+              f"torch_num_threads={torch.get_num_threads()} threads={threads} cpu_per_wall={cpu_elapsed / elapsed:.2f} "
+              f"page_faults_per_step={faults / args.steps:.0f} device={device} precision={precision} {versions}",
+              flush=True)
+
+    warm_up()
+    if not args.serve:
+        timed_round()
+        return 0
+    print("ready", flush=True)
+    for _ in sys.stdin:
+        warm_up()
+        timed_round()
     return 0
 
 
