@@ -13,6 +13,15 @@ machine_line() {
 }
 # value LINE KEY: the number after KEY= in LINE.
 value() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
+# check_counts PREFIX MIN_ROUNDS: fails unless ROUNDS >= MIN_ROUNDS and STEPS, WARMUP >= 1, naming the
+# variables PREFIX_ROUNDS, PREFIX_STEPS and PREFIX_WARMUP they came from.
+check_counts() {
+  [ "$ROUNDS" -ge "$2" ] || { echo "$1_ROUNDS must be at least $2" >&2; exit 2; }
+  if [ "$STEPS" -lt 1 ] || [ "$WARMUP" -lt 1 ]; then
+    echo "$1_STEPS and $1_WARMUP must be at least 1" >&2
+    exit 2
+  fi
+}
 # result NAME LINE: fails the benchmark when LINE, what side NAME printed, holds no step time.
 result() {
   if [ -z "$2" ] || [ -z "$(value "$2" step_ms)" ]; then

@@ -46,15 +46,11 @@ esac
 ROUNDS=${GPU_BENCH_ROUNDS:-5}
 STEPS=${GPU_BENCH_STEPS:-$default_steps}
 WARMUP=${GPU_BENCH_WARMUP:-$default_warmup}
-RUN_TIMEOUT=120  # seconds; a hung run fails the benchmark instead of stalling it
-[ "$ROUNDS" -ge 3 ] || { echo "GPU_BENCH_ROUNDS must be at least 3" >&2; exit 2; }
-if [ "$STEPS" -lt 1 ] || [ "$WARMUP" -lt 1 ]; then
-  echo "GPU_BENCH_STEPS and GPU_BENCH_WARMUP must be at least 1" >&2
-  exit 2
-fi
+RUN_TIMEOUT=120  # seconds; a side silent this long fails the benchmark instead of stalling it
 
 # shellcheck source=bench/common.sh
 source "$HERE/common.sh"
+check_counts GPU_BENCH 3
 # Accelerate reads ACCELERATE_* as common.sh's ACCEL_* would be read: its settings come from the script.
 while read -r name; do unset "$name"; done < <(compgen -e | grep '^ACCELERATE_' || true)
 

@@ -32,16 +32,12 @@ WARMUP=${TRAIN_BENCH_WARMUP:-10}
 PIN=${TRAIN_BENCH_PIN:-0}
 PYTHON=/usr/bin/python3
 RUN_TIMEOUT=300  # seconds; a hung run fails the benchmark instead of stalling it
-[ "$ROUNDS" -ge 5 ] || { echo "TRAIN_BENCH_ROUNDS must be at least 5" >&2; exit 2; }
-if [ "$STEPS" -lt 1 ] || [ "$WARMUP" -lt 1 ]; then
-  echo "TRAIN_BENCH_STEPS and TRAIN_BENCH_WARMUP must be at least 1" >&2
-  exit 2
-fi
 
 # One thread per process on every side; torch.set_num_threads(1) and at::set_num_threads(1) in the
 # programs too.
 # shellcheck source=bench/common.sh
 source "$HERE/common.sh"
+check_counts TRAIN_BENCH 5
 
 MODEL=$MODEL_DIR/train_mlp.pt
 make_model "$PYTHON" "$MODEL"
