@@ -6,7 +6,7 @@
 # Hugging Face Accelerate. Every side: examples/make_mlp.py's MLP 784-1024-1024-10 (the C and C++ sides
 # load the TorchScript file; the Python sides build the same nn.Module and load its weights), batch 64, SGD
 # lr 0.01, cross-entropy, the same 4 synthetic batches (xorshift64*, bench/train_accel.c), copied to the
-# GPU once before the first step (no side copies from the host while timed), one process, cuda:0.
+# GPU once before the first step (no side copies from the host while timed), on cuda:0.
 #   libtorch        bench/train_libtorch.cpp with set_to_none cuda [bf16]: the like-for-like baseline of R1
 #   accel           bench/train_accel.c (C API only); the state picks cuda:0, ACCEL_MIXED_PRECISION sets
 #                   the precision
@@ -19,8 +19,8 @@
 # Each side and precision has a process of its own, started with the others and warmed up before the
 # first round; then GPU_BENCH_ROUNDS rounds (default 5, at least 3) of: for fp32 then bf16, libtorch,
 # accel, eager, Accelerate, one at a time. A round of a side is GPU_BENCH_WARMUP steps (50), then
-# GPU_BENCH_STEPS timed steps (500), waiting for the GPU at both ends by reading the loss. About 45 s on an
-# H200. Medians compared, per precision:
+# GPU_BENCH_STEPS timed steps (500), waiting for the GPU at both ends by reading the loss. The whole run took
+# 55 s on an H200. Medians compared, per precision:
 #   R1 overhead_vs_libtorch    accel's step time over plain LibTorch's      target <= 1.03
 #   R2 accel_vs_hf_accelerate  Accelerate's step time over accel's          target >= 1.3
 #                              (accel's throughput over Accelerate's)
