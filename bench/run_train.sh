@@ -32,21 +32,15 @@ WARMUP=${TRAIN_BENCH_WARMUP:-10}
 PIN=${TRAIN_BENCH_PIN:-0}
 PYTHON=/usr/bin/python3
 RUN_TIMEOUT=300  # seconds; a hung run fails the benchmark instead of stalling it
-[ "$ROUNDS" -ge 5 ] || { echo "TRAIN_BENCH_ROUNDS must be at least 5" >&2; exit 2; }
-if [ "$STEPS" -lt 1 ] || [ "$WARMUP" -lt 1 ]; then
-  echo "TRAIN_BENCH_STEPS and TRAIN_BENCH_WARMUP must be at least 1" >&2
-  exit 2
-fi
 
 # One thread per process on every side; torch.set_num_threads(1) and at::set_num_threads(1) in the
 # programs too.
 # shellcheck source=bench/common.sh
 source "$HERE/common.sh"
+check_counts TRAIN_BENCH 5
 
 MODEL=$MODEL_DIR/train_mlp.pt
-if [ "$HERE/../examples/make_mlp.py" -nt "$MODEL" ]; then  # missing or older than the script
-  "$PYTHON" "$HERE/../examples/make_mlp.py" "$MODEL" 784 1024 1024 10
-fi
+make_model "$PYTHON" "$MODEL"
 
 if [ "$PIN" = 1 ]; then
   PIN1=(taskset -c 0)
@@ -65,13 +59,6 @@ echo "training benchmark: MLP 784-1024-1024-10, batch 64 per process, SGD lr 0.0
 echo "threads: OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 for every process, at::set_num_threads(1) in plain LibTorch, torch.set_num_threads(1) in Python"
 echo "machine: $(machine_line); $pinning"
 echo "steps timed: $STEPS after $WARMUP warm-up steps; $ROUNDS rounds of: libtorch 1p (zero_grad), libtorch 1p (set_to_none), accel 1p, torch-ddp 2p, accel 2p; medians compared"
-# result NAME LINE: the line a side printed; fails the benchmark when it printed none.
-result() {
-  if [ -z "$2" ] || [ -z "$(value "$2" step_ms)" ]; then
-    echo "run_train.sh: $1 printed no result line" >&2
-    exit 1
-  fi
-}
 
 lt_zero=() lt_none=() accel1=() ddp2=() accel2=() ddp2_sps=() accel2_sps=() accel1_sps=() accel2_tl=()
 TIMELINE_DIR=$(mktemp -d)
@@ -114,13 +101,7 @@ for round in $(seq 1 "$ROUNDS"); do
   losses+=("2p $(value "$line" first_loss) $(value "$line" last_loss)")
 done
 
-# Same model, data and steps: every side must start from the same loss, and the sides with the same
-# number of processes must end at the same loss (else they did not train the same thing).
-printf '%s\n' "${losses[@]}" | awk '
-  { if (!($1 in last)) { last[$1] = $3 } else if (($3 - last[$1])^2 > 1e-8) bad = bad " last_loss(" $1 ")"
-    if (NR == 1) first = $2; else if (($2 - first)^2 > 1e-8) bad = bad " first_loss" }
-  END { if (bad == "") print "check: every side starts at loss " first "; the 1p sides end at " last["1p"] ", the 2p sides at " last["2p"]
-        else print "check: WARNING, the sides disagree on:" bad }'
+printf '%s\n' "${losses[@]}" | check_losses 1e-4
 
 m_zero=$(median "${lt_zero[@]}") m_none=$(median "${lt_none[@]}") m_a1=$(median "${accel1[@]}")
 m_d2=$(median "${ddp2[@]}") m_a2=$(median "${accel2[@]}") m_a2_tl=$(median "${accel2_tl[@]}")

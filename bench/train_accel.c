@@ -1,23 +1,30 @@
 /* The accel side of the training benchmark (bench/run_train.sh runs it, interleaved with
  * bench/train_libtorch.cpp and bench/train_torch_ddp.py, and compares). Uses only the public C API.
  *
- *   train_accel MODEL [steps] [warmup] [profile]
+ *   train_accel MODEL [steps] [warmup] [profile] [serve]
  *
- * Run directly for one process, through `accel launch --nproc-per-node 2 --cpu` for two. The model is
- * examples/make_mlp.py's MLP 784-1024-1024-10; each process trains it with SGD (lr 0.01, no
+ * Run directly for one process, through `accel launch --nproc-per-node 2 --cpu` for two; bench/run_gpu.sh
+ * runs it on one GPU as well. The device and the mixed precision are the state's (its own choice, or
+ * ACCEL_USE_CPU, ACCEL_MIXED_PRECISION, ...); the batches are sent there before the first step.
+ * The model is examples/make_mlp.py's MLP 784-1024-1024-10; each process trains it with SGD (lr 0.01, no
  * momentum) and cross-entropy on a batch of 64 per step, cycling through BATCHES fixed synthetic
  * batches made once before the loop (xorshift64*, seeded by the rank; bench/train_libtorch.cpp and
  * bench/train_torch_ddp.py make exactly the same numbers). A step is what an Accelerate loop does:
  *   accel_state_accumulate, accel_model_forward, accel_loss_compute("cross_entropy"), accel_state_backward,
  *   accel_optimizer_step, accel_optimizer_zero_grad (and freeing this step's handles).
  * `warmup` steps run first; then, after accel_state_wait_for_everyone (so that every rank times the same
- * steps), `steps` steps are timed with CLOCK_MONOTONIC. Rank 0 prints one line of key=value pairs:
- * step_ms (wall time / steps), samples_per_s (processes * 64 / step time), the loss of the first
+ * steps), `steps` steps are timed with CLOCK_MONOTONIC. The loss of the last warm-up step is read before
+ * the clock starts and the loss of the last timed step before it stops: on a GPU the calls only queue
+ * kernels, and the C API's way to wait for them is to read a result. Rank 0 prints one line of key=value
+ * pairs: step_ms (wall time / steps), samples_per_s (processes * 64 / step time), the loss of the first
  * warm-up step and of the last timed step (the same model and data give the same numbers on every side),
  * and what shows that one thread per process took effect: OMP_NUM_THREADS, the threads of the process
- * (/proc/self/task) and CPU time over wall time during the timed steps.
+ * (/proc/self/task) and CPU time over wall time during the timed steps, the device and the mixed precision.
  * With `profile` every call of the step is timed on its own (clock_gettime around each) and the line adds
- * the mean milliseconds per step of each. */
+ * the mean milliseconds per step of each. With `serve` (one process) the warm-up is followed by a line
+ * "ready", then every line read from standard input starts a round of `warmup` more steps and `steps` timed
+ * ones, which prints its line, until the input ends: bench/run_gpu.sh keeps every side's process up and
+ * interleaves their rounds, so that no round waits for a process to start. */
 #define _POSIX_C_SOURCE 199309L
 #include <dirent.h>
 #include <stdint.h>
@@ -72,8 +79,16 @@ static uint64_t rng_next(void) {
   return rng_state * 0x2545F4914F6CDD1Dull;
 }
 
-/* Batch b: 64 x 784 floats in [0, 1) (exact in float32), then 64 labels 0..9. */
-static void make_batches(int rank, accel_tensor_t **x, accel_tensor_t **y) {
+/* Replaces *tensor by its copy on the state's device (the same tensor when it is there already). */
+static void to_device(const accel_state_t *state, accel_tensor_t **tensor) {
+  accel_tensor_t *moved = NULL;
+  check(accel_state_send_to_device(state, *tensor, 0, &moved), "accel_state_send_to_device");
+  accel_tensor_free(*tensor);
+  *tensor = moved;
+}
+
+/* Batch b: 64 x 784 floats in [0, 1) (exact in float32), then 64 labels 0..9, on the state's device. */
+static void make_batches(const accel_state_t *state, int rank, accel_tensor_t **x, accel_tensor_t **y) {
   static float features[BATCH * FEATURES];
   static int64_t labels[BATCH];
   const int64_t x_shape[2] = {BATCH, FEATURES}, y_shape[1] = {BATCH};
@@ -84,6 +99,8 @@ static void make_batches(int rank, accel_tensor_t **x, accel_tensor_t **y) {
     for (i = 0; i < BATCH; ++i) labels[i] = (int64_t)(rng_next() % CLASSES);
     check(accel_tensor_from_buffer(&x[b], features, ACCEL_DTYPE_FLOAT32, x_shape, 2), "accel_tensor_from_buffer(x)");
     check(accel_tensor_from_buffer(&y[b], labels, ACCEL_DTYPE_INT64, y_shape, 1), "accel_tensor_from_buffer(y)");
+    to_device(state, &x[b]);
+    to_device(state, &y[b]);
   }
 }
 
@@ -130,86 +147,134 @@ static float loss_value(accel_tensor_t *loss) {
   return value;
 }
 
-int main(int argc, char **argv) {
-  const char *model_path = argc > 1 ? argv[1] : NULL;
-  const long steps = argc > 2 ? atol(argv[2]) : 100;
-  const long warmup = argc > 3 ? atol(argv[3]) : 10;
-  const int profile = argc > 4 && strcmp(argv[4], "profile") == 0;
-  accel_state_t *state = NULL;
-  accel_model_t *model = NULL;
-  accel_optimizer_t *optimizer = NULL;
-  accel_options_t *optimizer_options = NULL;
-  accel_tensor_t *x[BATCHES], *y[BATCHES], *loss;
-  const char *omp = getenv("OMP_NUM_THREADS");
-  float first_loss = 0.0f, last_loss = 0.0f;
-  double start, elapsed, cpu_start, cpu_elapsed;
-  long faults_start, faults;
-  int processes, threads, p;
+/* What a run's steps share. `taken` counts the steps so far: every side cycles through the batches in the
+ * same order, round after round. */
+struct run {
+  accel_state_t *state;
+  accel_model_t *model;
+  accel_optimizer_t *optimizer;
+  accel_tensor_t *x[BATCHES], *y[BATCHES];
+  long taken;
+  float first_loss;
+  int profile;
+};
+
+static accel_tensor_t *next_step(struct run *run, int profile) {
+  const long b = run->taken++ % BATCHES;
+  return train_step(run->state, run->model, run->optimizer, run->x[b], run->y[b], profile);
+}
+
+/* `count` untimed steps; the last one's loss is read, so that none of their kernels runs on the clock. */
+static void warm_up(struct run *run, long count) {
+  accel_tensor_t *loss = NULL;
   long i;
-
-  if (model_path == NULL || steps < 1 || warmup < 1 || (argc > 4 && !profile)) {
-    fprintf(stderr, "usage: train_accel MODEL [steps >= 1] [warmup >= 1] [profile]\n");
-    return 2;
-  }
-  check(accel_state_new(&state, NULL), "accel_state_new");
-  g_rank = accel_state_process_index(state);
-  processes = accel_state_num_processes(state);
-  make_batches(g_rank, x, y);
-
-  check(accel_model_load(&model, model_path), "accel_model_load");
-  check(accel_state_prepare_model(state, model, NULL), "accel_state_prepare_model");
-  check(accel_options_new(&optimizer_options), "accel_options_new");
-  check(accel_options_set_double(optimizer_options, "lr", LR), "accel_options_set_double(lr)");
-  check(accel_optimizer_new(&optimizer, model, "sgd", optimizer_options), "accel_optimizer_new");
-  check(accel_model_train(model, 1), "accel_model_train");
-
-  for (i = 0; i < warmup; ++i) {
-    loss = train_step(state, model, optimizer, x[i % BATCHES], y[i % BATCHES], 0);
-    if (i == 0) first_loss = loss_value(loss);
+  for (i = 0; i < count; ++i) {
     accel_tensor_free(loss);
+    loss = next_step(run, 0);
+    if (run->taken == 1) run->first_loss = loss_value(loss);
   }
-  check(accel_state_wait_for_everyone(state), "accel_state_wait_for_everyone");
-  loss = NULL;
+  loss_value(loss);
+  accel_tensor_free(loss);
+}
+
+/* `steps` timed steps, after a barrier so that every rank times the same steps; rank 0 prints the line. */
+static void timed_round(struct run *run, long steps, long warmup) {
+  const char *omp = getenv("OMP_NUM_THREADS");
+  const int processes = accel_state_num_processes(run->state);
+  accel_tensor_t *loss = NULL;
+  double start, elapsed, cpu_start, cpu_elapsed;
+  long faults_start, faults, i;
+  float last_loss;
+  int threads, p;
+
+  check(accel_state_wait_for_everyone(run->state), "accel_state_wait_for_everyone");
+  memset(phase_s, 0, sizeof phase_s);
   faults_start = minor_faults();
   cpu_start = cpu_s();
   start = now_s();
   for (i = 0; i < steps; ++i) {
-    accel_tensor_free(loss); /* the previous step's: the last one is read after the clock stops */
-    loss = train_step(state, model, optimizer, x[(warmup + i) % BATCHES], y[(warmup + i) % BATCHES], profile);
+    accel_tensor_free(loss); /* the previous step's: the last one is read to stop the clock */
+    loss = next_step(run, run->profile);
   }
+  last_loss = loss_value(loss);
   elapsed = now_s() - start;
   cpu_elapsed = cpu_s() - cpu_start;
   faults = minor_faults() - faults_start;
   threads = thread_count();
-  last_loss = loss_value(loss);
   accel_tensor_free(loss);
 
-  if (accel_state_is_main_process(state)) {
-    printf("accel processes=%d steps=%ld warmup=%ld step_ms=%.3f samples_per_s=%.1f first_loss=%.6f last_loss=%.6f "
-           "omp_num_threads=%s threads=%d cpu_per_wall=%.2f page_faults_per_step=%.0f",
-           processes, steps, warmup, 1e3 * elapsed / (double)steps, (double)(processes * BATCH) * (double)steps / elapsed,
-           (double)first_loss, (double)last_loss, omp ? omp : "unset", threads, cpu_elapsed / elapsed,
-           (double)faults / (double)steps);
-    if (profile) {
-      double sum = 0.0;
-      for (p = 0; p < P_COUNT; ++p) {
-        printf(" %s_ms=%.3f", phase_names[p], 1e3 * phase_s[p] / (double)steps);
-        sum += phase_s[p];
-      }
-      printf(" phases_sum_ms=%.3f", 1e3 * sum / (double)steps);
+  if (!accel_state_is_main_process(run->state)) return;
+  printf("accel processes=%d steps=%ld warmup=%ld step_ms=%.3f samples_per_s=%.1f first_loss=%.6f last_loss=%.6f "
+         "omp_num_threads=%s threads=%d cpu_per_wall=%.2f page_faults_per_step=%.0f device=%s precision=%s",
+         processes, steps, warmup, 1e3 * elapsed / (double)steps, (double)(processes * BATCH) * (double)steps / elapsed,
+         (double)run->first_loss, (double)last_loss, omp ? omp : "unset", threads, cpu_elapsed / elapsed,
+         (double)faults / (double)steps, accel_state_device(run->state), accel_state_mixed_precision(run->state));
+  if (run->profile) {
+    double sum = 0.0;
+    for (p = 0; p < P_COUNT; ++p) {
+      printf(" %s_ms=%.3f", phase_names[p], 1e3 * phase_s[p] / (double)steps);
+      sum += phase_s[p];
     }
-    printf("\n");
+    printf(" phases_sum_ms=%.3f", 1e3 * sum / (double)steps);
+  }
+  printf("\n");
+  fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+  const char *model_path = argc > 1 ? argv[1] : NULL;
+  const long steps = argc > 2 ? atol(argv[2]) : 100;
+  const long warmup = argc > 3 ? atol(argv[3]) : 10;
+  struct run run;
+  accel_options_t *optimizer_options = NULL;
+  char line[64];
+  int serve = 0, usage = model_path == NULL || steps < 1 || warmup < 1, a, b;
+
+  memset(&run, 0, sizeof run);
+  for (a = 4; a < argc; ++a) {
+    if (strcmp(argv[a], "profile") == 0) {
+      run.profile = 1;
+    } else if (strcmp(argv[a], "serve") == 0) {
+      serve = 1;
+    } else {
+      usage = 1;
+    }
+  }
+  if (usage) {
+    fprintf(stderr, "usage: train_accel MODEL [steps >= 1] [warmup >= 1] [profile] [serve]\n");
+    return 2;
+  }
+  check(accel_state_new(&run.state, NULL), "accel_state_new");
+  g_rank = accel_state_process_index(run.state);
+  make_batches(run.state, g_rank, run.x, run.y);
+
+  check(accel_model_load(&run.model, model_path), "accel_model_load");
+  check(accel_state_prepare_model(run.state, run.model, NULL), "accel_state_prepare_model");
+  check(accel_options_new(&optimizer_options), "accel_options_new");
+  check(accel_options_set_double(optimizer_options, "lr", LR), "accel_options_set_double(lr)");
+  check(accel_optimizer_new(&run.optimizer, run.model, "sgd", optimizer_options), "accel_optimizer_new");
+  check(accel_model_train(run.model, 1), "accel_model_train");
+
+  warm_up(&run, warmup);
+  if (!serve) {
+    timed_round(&run, steps, warmup);
+  } else {
+    printf("ready\n");
     fflush(stdout);
+    while (fgets(line, sizeof line, stdin) != NULL) {
+      warm_up(&run, warmup);
+      timed_round(&run, steps, warmup);
+    }
   }
 
-  check(accel_state_shutdown(state), "accel_state_shutdown");
-  for (p = 0; p < BATCHES; ++p) {
-    accel_tensor_free(x[p]);
-    accel_tensor_free(y[p]);
+  check(accel_state_shutdown(run.state), "accel_state_shutdown");
+  for (b = 0; b < BATCHES; ++b) {
+    accel_tensor_free(run.x[b]);
+    accel_tensor_free(run.y[b]);
   }
-  accel_optimizer_free(optimizer);
+  accel_optimizer_free(run.optimizer);
   accel_options_free(optimizer_options);
-  accel_model_free(model);
-  accel_state_free(state);
+  accel_model_free(run.model);
+  accel_state_free(run.state);
   return 0;
 }

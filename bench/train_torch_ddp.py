@@ -14,7 +14,6 @@ loss, backward, step. Warm-up steps, then dist.barrier(), then the timed steps; 
 key=value pairs like train_accel's.
 """
 import os
-import resource
 import sys
 import time
 
@@ -23,45 +22,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-from make_mlp import MLP  # noqa: E402
-
-BATCH, FEATURES, CLASSES, BATCHES, LR = 64, 784, 10, 4, 0.01
-MASK = (1 << 64) - 1
-
-
-def make_batches(rank):
-    """xorshift64*, seeded by the rank, exactly as train_accel.c does."""
-    state = 0x9E3779B97F4A7C15 ^ (((rank + 1) * 0xD1B54A32D192ED03) & MASK)
-
-    def draw(count):
-        nonlocal state
-        out = [0] * count
-        s = state
-        for i in range(count):
-            s ^= s >> 12
-            s ^= (s << 25) & MASK
-            s ^= s >> 27
-            out[i] = (s * 0x2545F4914F6CDD1D) & MASK
-        state = s
-        return out
-
-    batches = []
-    for _ in range(BATCHES):
-        x = torch.tensor([v >> 40 for v in draw(BATCH * FEATURES)], dtype=torch.float64)
-        x = (x * (1.0 / 16777216.0)).to(torch.float32).reshape(BATCH, FEATURES)
-        y = torch.tensor([v % CLASSES for v in draw(BATCH)], dtype=torch.int64)
-        batches.append((x, y))
-    return batches
-
-
-def minor_faults():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-
-
-def cpu_s():
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+from bench_torch import BATCH, BATCHES, LR, cpu_s, load_mlp, make_batches, minor_faults
 
 
 def main() -> int:
@@ -76,8 +37,7 @@ def main() -> int:
     rank, world = dist.get_rank(), dist.get_world_size()
     batches = make_batches(rank)
 
-    model = MLP(FEATURES, 1024, 1024, CLASSES)
-    model.load_state_dict(torch.jit.load(path).state_dict())
+    model = load_mlp(path)
     model.train()
     ddp = DistributedDataParallel(model)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=LR)
