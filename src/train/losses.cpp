@@ -1,6 +1,8 @@
 #include "train/losses.hpp"
 
 #include <ATen/core/Reduction.h>
+#include <ATen/ops/aminmax.h>
+#include <ATen/ops/stack.h>
 #include <ATen/ops/binary_cross_entropy_with_logits.h>
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/l1_loss.h>
@@ -64,6 +66,14 @@ void check_class_targets(const std::string& name, const at::Tensor& input, const
     }
     return;
   }
+  // On a GPU every kernel launch and the read-back cost host time each step, and an out-of-range class
+  // would end in a device-side assert that ruins the CUDA context: one reduction and one read answer
+  // the common case (every target a class), the full scan runs only when some target is not.
+  if (target.numel() == 0) return;
+  const auto [low, high] = at::aminmax(target);
+  const auto bounds = at::stack({low, high}).cpu();
+  const auto* bound = bounds.data_ptr<int64_t>();
+  if (bound[0] >= 0 && bound[1] < classes) return;
   const auto bad = target.lt(0).logical_or(target.ge(classes)).logical_and(target.ne(config.ignore_index));
   if (bad.any().item<bool>()) {
     const auto row = bad.nonzero()[0][0].item<int64_t>();

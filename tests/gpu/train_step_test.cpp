@@ -214,4 +214,31 @@ TEST_F(GpuTrain, Fp16OverflowSkipsTheStepAndHalvesTheScale) {
   EXPECT_EQ(loss_scale(), 32768.0);
 }
 
+// A class index outside [0, C) must come back as an error naming the row, not as a device-side assert
+// that would leave the CUDA context unusable; ignore_index rows pass.
+TEST_F(GpuTrain, CrossEntropyTargetsAreCheckedOnTheGpu) {
+  SKIP_WITHOUT_CUDA();
+  ASSERT_NO_FATAL_FAILURE(start("no"));
+  accel_tensor_t* logits = on_device(spread(16, 0.0f), 4, 4);
+  auto compute = [&](std::vector<int64_t> classes) {
+    const int64_t shape[] = {4};
+    accel_tensor_t *host = nullptr, *target = nullptr, *loss = nullptr;
+    EXPECT_EQ(accel_tensor_from_buffer(&host, classes.data(), ACCEL_DTYPE_INT64, shape, 1), ACCEL_OK);
+    EXPECT_EQ(accel_state_send_to_device(state, host, 0, &target), ACCEL_OK) << last_error();
+    const int code = accel_loss_compute(&loss, "cross_entropy", logits, target, nullptr);
+    accel_tensor_free(loss);
+    accel_tensor_free(target);
+    accel_tensor_free(host);
+    return code;
+  };
+  EXPECT_EQ(compute({0, 1, 2, 3}), ACCEL_OK) << last_error();
+  EXPECT_EQ(compute({0, -100, 3, -100}), ACCEL_OK) << last_error();
+  EXPECT_EQ(compute({0, 1, 4, 3}), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("target 4 at row 2"), std::string::npos) << last_error();
+  EXPECT_EQ(compute({-1, 1, 2, 3}), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("target -1 at row 0"), std::string::npos) << last_error();
+  EXPECT_EQ(compute({0, 1, 2, 3}), ACCEL_OK) << "the context still works: " << last_error();
+  accel_tensor_free(logits);
+}
+
 }  // namespace
