@@ -9,6 +9,9 @@
 #   4. ./dev bench gpu: accel's step against plain LibTorch, eager PyTorch and Hugging Face Accelerate.
 # Logs go to $OUT (default /tmp/gpu-check). Exit status: 0 when every part passed. About 3-4 minutes on
 # 16 cores, most of it the build.
+# For a short device lease: CHECK_TARGETS="t1 t2 ..." builds only those targets (with what they need),
+# CHECK_CTEST_ARGS="-R ..." narrows part 2, CHECK_FULL=0 / CHECK_BENCH=0 leave parts 2 / 4 out, and
+# CHECK_DEADLINE_S=N skips every part that would start more than N seconds after the script did.
 set -u
 root=$(pwd)
 [ -f "$root/tests/gpu/check.sh" ] || { echo "check.sh: run from the project root" >&2; exit 2; }
@@ -20,6 +23,13 @@ exec > >(tee -a "$out/check.log") 2>&1
 start=$(date +%s)
 failed=()
 stamp() { echo "### $* ($(($(date +%s) - start)) s)"; }
+# in_time PART: whether PART may still start under CHECK_DEADLINE_S (says so when it may not).
+in_time() {
+  [ -z "${CHECK_DEADLINE_S:-}" ] || [ $(($(date +%s) - start)) -lt "$CHECK_DEADLINE_S" ] && return 0
+  stamp "$1: skipped, past CHECK_DEADLINE_S=$CHECK_DEADLINE_S"
+  failed+=("$1 (not run)")
+  return 1
+}
 python=$(command -v python3)
 nvidia-smi -L
 "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())'
@@ -31,7 +41,8 @@ jobs=$(nproc)
    && cmake --install /tmp/googletest-build) > "$out/googletest.log" 2>&1 || { tail -20 "$out/googletest.log"; exit 1; }
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_cmake;/tmp/googletest" \
   -DACCEL_GLOO_INCLUDE_DIR="$root/.gpu/glooinc" > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
-cmake --build "$build" -j"$jobs" -- -k 0 > "$out/build.log" 2>&1
+# shellcheck disable=SC2086  # the targets are words
+cmake --build "$build" -j"$jobs" ${CHECK_TARGETS:+--target $CHECK_TARGETS} -- -k 0 > "$out/build.log" 2>&1
 rc=$?
 stamp "build: rc=$rc, $(grep -c 'warning:' "$out/build.log") compiler warnings"
 if [ $rc != 0 ]; then
@@ -39,14 +50,17 @@ if [ $rc != 0 ]; then
   exit 1
 fi
 
-timeout 150 ctest --test-dir "$build" -L gpu --timeout 60 --output-on-failure > "$out/ctest-gpu.log" 2>&1
-rc=$?
-stamp "ctest -L gpu: rc=$rc"
-grep -E "tests passed|\*\*\*|Failed|Skipped|SKIP" "$out/ctest-gpu.log" | head -40
-[ $rc = 0 ] || failed+=("ctest -L gpu")
+if in_time "ctest -L gpu"; then
+  timeout 150 ctest --test-dir "$build" -L gpu --timeout 60 --output-on-failure > "$out/ctest-gpu.log" 2>&1
+  rc=$?
+  stamp "ctest -L gpu: rc=$rc"
+  grep -E "tests passed|\*\*\*|Failed|Skipped|SKIP" "$out/ctest-gpu.log" | head -40
+  [ $rc = 0 ] || failed+=("ctest -L gpu")
+fi
 
-if [ "${CHECK_FULL:-1}" = 1 ]; then
-  timeout 240 ctest --test-dir "$build" -LE gpu -j"$((jobs / 2))" --timeout 90 --output-on-failure > "$out/ctest.log" 2>&1
+if [ "${CHECK_FULL:-1}" = 1 ] && in_time "ctest (the rest)"; then
+  # shellcheck disable=SC2086  # the arguments are words
+  timeout 240 ctest --test-dir "$build" -LE gpu -j"$((jobs / 2))" --timeout 90 --output-on-failure ${CHECK_CTEST_ARGS:-} > "$out/ctest.log" 2>&1
   rc=$?
   stamp "ctest (the rest): rc=$rc"
   grep -E "tests passed|\*\*\*|Failed|Timeout" "$out/ctest.log" | head -60
@@ -56,6 +70,7 @@ fi
 digits=$("$python" -c 'import sklearn, os; print(os.path.join(os.path.dirname(sklearn.__file__), "datasets", "data", "digits.csv.gz"))' 2>/dev/null)
 if [ -f "$digits" ]; then
   for precision in bf16 fp16; do
+    in_time "demo $precision" || continue
     dir=/tmp/accel-demo-$precision
     mkdir -p "$dir" && "$python" "$root/examples/make_mlp.py" "$dir/digits_mlp.pt" 64 128 128 10 > /dev/null
     timeout 120 "$build/bin/accel" launch --nproc-per-node 1 --master-port 0 --mixed-precision "$precision" -- \
@@ -69,7 +84,7 @@ else
   echo "no digits.csv.gz in this python3's scikit-learn: demo skipped"
 fi
 
-if [ "${CHECK_BENCH:-1}" = 1 ]; then
+if [ "${CHECK_BENCH:-1}" = 1 ] && in_time "bench gpu"; then
   BUILD_DIR="$build" timeout 200 "$root/dev" bench gpu > "$out/bench-gpu.log" 2>&1
   rc=$?
   stamp "bench gpu: rc=$rc"
