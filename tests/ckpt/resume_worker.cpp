@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
   if (mode == "save") {
     check(checkpoint_call(accel_state_save_state, run, argv[3]), "accel_state_save_state");
   } else {
-    check(accel_state_save_model(run.state, run.model, mode == "train" ? argv[3] : argv[4]), "accel_state_save_model");
+    check(accel_state_save_model(run.state, run.model, mode == "train" ? argv[3] : argv[4], 0), "accel_state_save_model");
   }
   accel_scheduler_free(run.scheduler);
   accel_optimizer_free(run.optimizer);
