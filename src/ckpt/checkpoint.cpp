@@ -23,16 +23,6 @@ namespace accel::ckpt {
 
 namespace {
 
-constexpr const char* kManifest = "metadata.json";
-constexpr const char* kStates = "states.safetensors";
-
-// Accelerate's names: model.safetensors for the first model, model_<i>.safetensors after it.
-std::string model_file(size_t index) {
-  return index == 0 ? "model.safetensors" : "model_" + std::to_string(index) + ".safetensors";
-}
-
-std::string rank_dir(const std::string& directory, int32_t rank) { return join_path(directory, "rank" + std::to_string(rank)); }
-
 std::string indexed(const char* kind, size_t index) { return std::string(kind) + "." + std::to_string(index); }
 
 at::Tensor bytes_tensor(const std::string& bytes) {
@@ -51,7 +41,7 @@ std::string view_bytes(const formats::SafetensorsFile& file, const std::string& 
 
 void write_shared_files(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects) {
   for (size_t i = 0; i < objects.models.size(); ++i) {
-    formats::write_safetensors(join_path(directory, model_file(i)), stored_tensors(*objects.models[i]));
+    formats::write_safetensors(join_path(directory, checkpoint_model_file(i)), stored_tensors(*objects.models[i]));
   }
   NamedTensors states;
   for (size_t i = 0; i < objects.optimizers.size(); ++i) {
@@ -62,7 +52,7 @@ void write_shared_files(const std::shared_ptr<distributed::State>& state, const 
   }
   train::GradScaler* scaler = train::Accelerator::of(state)->scaler();
   if (scaler != nullptr) states.emplace_back("scaler", bytes_tensor(scaler->save_state()));
-  formats::write_safetensors(join_path(directory, kStates), states);
+  formats::write_safetensors(join_path(directory, kStatesFile), states);
 
   Manifest manifest;
   manifest.accel_version = version_string();
@@ -75,18 +65,18 @@ void write_shared_files(const std::shared_ptr<distributed::State>& state, const 
   manifest.num_schedulers = static_cast<int64_t>(objects.schedulers.size());
   manifest.num_loaders = static_cast<int64_t>(objects.loaders.size());
   manifest.has_scaler = scaler != nullptr;
-  write_manifest(join_path(directory, kManifest), manifest);
+  write_manifest(join_path(directory, kManifestFile), manifest);
 }
 
 void write_rank_files(const std::string& directory, int32_t rank, const CheckpointObjects& objects) {
-  const std::string own = rank_dir(directory, rank);
+  const std::string own = join_path(directory, rank_directory(rank));
   create_directories(own);
   NamedTensors states;
   for (size_t i = 0; i < objects.loaders.size(); ++i) {
     states.emplace_back(indexed("loader", i), bytes_tensor(objects.loaders[i]->save_state()));
   }
   for (auto& [generator, rng_state] : capture_rng_states()) states.emplace_back("rng." + generator, rng_state);
-  formats::write_safetensors(join_path(own, kStates), states);
+  formats::write_safetensors(join_path(own, kStatesFile), states);
 }
 
 void expect_count(const char* what, int64_t saved, size_t given, const std::string& path) {
@@ -110,7 +100,7 @@ struct LoadedCheckpoint {
 LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::string& directory,
                                  const CheckpointObjects& objects, const train::GradScaler* scaler) {
   LoadedCheckpoint loaded;
-  const std::string manifest_path = join_path(directory, kManifest);
+  const std::string manifest_path = join_path(directory, kManifestFile);
   loaded.manifest = read_manifest(manifest_path);
   const Manifest& manifest = loaded.manifest;
   if (manifest.world_size != state.launch().world_size) {
@@ -126,10 +116,10 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
                                                                      : ": the checkpoint has no grad scaler, this run uses one (fp16)"));
   }
   for (size_t i = 0; i < objects.models.size(); ++i) {
-    loaded.models.push_back(ModelWeights::from_file(*objects.models[i], join_path(directory, model_file(i))));
+    loaded.models.push_back(ModelWeights::from_file(*objects.models[i], join_path(directory, checkpoint_model_file(i))));
   }
 
-  const std::string shared_path = join_path(directory, kStates);
+  const std::string shared_path = join_path(directory, kStatesFile);
   const formats::SafetensorsFile shared(shared_path);
   for (size_t i = 0; i < objects.optimizers.size(); ++i) {
     loaded.optimizers.push_back(view_bytes(shared, indexed("optimizer", i), shared_path));
@@ -144,7 +134,7 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
     train::read_archive(*loaded.scaler, "grad scaler");
   }
 
-  const std::string own_path = join_path(rank_dir(directory, state.launch().rank), kStates);
+  const std::string own_path = join_path(join_path(directory, rank_directory(state.launch().rank)), kStatesFile);
   const formats::SafetensorsFile own(own_path);
   for (size_t i = 0; i < objects.loaders.size(); ++i) {
     loaded.loaders.push_back(view_bytes(own, indexed("loader", i), own_path));

@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "ckpt/model_layout.hpp"
 #include "core/error.hpp"
 #include "formats/header.hpp"
 #include "formats/json.hpp"
@@ -22,6 +23,12 @@ std::map<std::string, int64_t*> integer_members(Manifest& manifest) {
 }
 
 }  // namespace
+
+std::string checkpoint_model_file(size_t index) {
+  return index == 0 ? kModelFile : "model_" + std::to_string(index) + ".safetensors";
+}
+
+std::string rank_directory(int64_t rank) { return "rank" + std::to_string(rank); }
 
 void write_manifest(const std::string& path, const Manifest& manifest) {
   Manifest copy = manifest;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -116,6 +117,29 @@ ModelIndex read_model_index(const std::string& path) {
     fail(Code::InvalidArgument, path + ": not a model index: no " + (seen_map ? "metadata.total_size" : "weight_map"));
   }
   return index;
+}
+
+std::map<std::string, std::vector<std::string>> ModelIndex::tensors_by_file() const {
+  std::map<std::string, std::vector<std::string>> by_file;
+  for (const auto& [name, file] : weight_map) by_file[file].push_back(name);
+  return by_file;
+}
+
+void check_shard_holds_its_tensors(const ModelIndex& index, const std::string& file, const std::string& shard_path,
+                                   const std::vector<std::string>& held) {
+  const std::set<std::string> in_shard(held.begin(), held.end());
+  for (const auto& [name, mapped] : index.weight_map) {
+    if (mapped == file && in_shard.count(name) == 0) {
+      fail(Code::InvalidArgument, shard_path + ": no tensor '" + name + "', which " + kModelIndex + " maps to it");
+    }
+  }
+  for (const std::string& name : held) {
+    const auto mapped = index.weight_map.find(name);
+    if (mapped == index.weight_map.end() || mapped->second != file) {
+      fail(Code::InvalidArgument, shard_path + ": holds '" + name + "', which " + kModelIndex +
+                                      (mapped == index.weight_map.end() ? " does not list" : " maps to " + mapped->second));
+    }
+  }
 }
 
 }  // namespace accel::ckpt

@@ -33,6 +33,9 @@ std::vector<std::vector<size_t>> plan_shards(const std::vector<uint64_t>& sizes,
 struct ModelIndex {
   uint64_t total_size = 0;                        // the bytes of every tensor stored
   std::map<std::string, std::string> weight_map;  // tensor name -> shard file name
+
+  // Shard file name -> the tensors mapped to it, both in name order.
+  std::map<std::string, std::vector<std::string>> tensors_by_file() const;
 };
 
 // Written as transformers writes it (2-space indent, keys sorted), atomically. Error(Io) naming the path.
@@ -42,5 +45,10 @@ void write_model_index(const std::string& path, const ModelIndex& index);
 // file name with a '/'). Metadata keys other than total_size (newer transformers add some) are skipped
 // when their values are integers or strings.
 ModelIndex read_model_index(const std::string& path);
+
+// Error(InvalidArgument) naming shard_path and a tensor unless the shard `file` holds exactly the tensors
+// the index maps to it (`held`: the names in the shard).
+void check_shard_holds_its_tensors(const ModelIndex& index, const std::string& file, const std::string& shard_path,
+                                   const std::vector<std::string>& held);
 
 }  // namespace accel::ckpt

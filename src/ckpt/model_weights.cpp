@@ -76,33 +76,23 @@ ModelWeights ModelWeights::from_directory(const train::Model& model, const std::
   if (has_single) return from_file(model, single);
 
   const ModelIndex index = read_model_index(index_path);
-  std::map<std::string, std::vector<std::string>> names_by_file;
-  for (const auto& [name, file] : index.weight_map) names_by_file[file].push_back(name);
   ModelWeights weights;
   StoredByName stored;
-  for (const auto& [file, names] : names_by_file) {
+  for (const auto& [file, names] : index.tensors_by_file()) {
     const std::string path = join_path(directory, file);
     try {
       weights.files_.push_back(std::make_unique<formats::SafetensorsFile>(path));
     } catch (const Error& error) {
       if (error.code() != Code::Io) throw;
-      fail(Code::Io, index_path + " maps " + std::to_string(names.size()) + " tensors to " + file + ", which cannot be read: " +
-                         error.what());
+      fail(Code::Io, index_path + " maps '" + names.front() + "' to " + file + ", which cannot be read: " + error.what());
     }
     const formats::SafetensorsFile& shard = *weights.files_.back();
-    for (const std::string& name : names) {
-      if (shard.find(name) == nullptr) {
-        fail(Code::InvalidArgument, path + ": no tensor '" + name + "', which " + kModelIndex + " maps to it");
-      }
-    }
+    std::vector<std::string> held;
     for (const formats::ArrayView& view : shard.arrays()) {
-      const auto mapped = index.weight_map.find(view.name);
-      if (mapped == index.weight_map.end() || mapped->second != file) {
-        fail(Code::InvalidArgument, path + ": holds '" + view.name + "', which " + kModelIndex +
-                                        (mapped == index.weight_map.end() ? " does not list" : " maps to " + mapped->second));
-      }
+      held.push_back(view.name);
       stored.emplace_back(view.name, Stored{&view, &shard.file().path()});
     }
+    check_shard_holds_its_tensors(index, file, path, held);
   }
   weights.check_against(model, stored, index_path);
   return weights;

@@ -26,23 +26,14 @@ ArrayView make_tensor_view(const SafetensorsEntry& entry, const unsigned char* p
                  what + " has unsupported dtype '" + entry.dtype + "'; supported: " + safetensors_dtype_names());
   }
   const size_t nbytes = checked_nbytes(path, what, entry.shape, dtype->size);
-  const std::vector<int64_t>& off = entry.offsets;
-  if (off.size() != 2 || off[0] < 0 || off[1] < off[0]) {
-    fail_in_file(Code::InvalidArgument, path,
-                 what + " has data_offsets " + shape_string(off) + "; expected [begin, end] with 0 <= begin <= end");
-  }
-  const uint64_t begin = static_cast<uint64_t>(off[0]), end = static_cast<uint64_t>(off[1]);
+  const auto [begin, end] = data_extent(entry, path);
   if (end - begin != nbytes) {
     fail_in_file(Code::InvalidArgument, path,
-                 what + " data_offsets " + shape_string(off) + " span " + std::to_string(end - begin) +
+                 what + " data_offsets " + shape_string(entry.offsets) + " span " + std::to_string(end - begin) +
                      " bytes but shape " + shape_string(entry.shape) + " of " + entry.dtype + " needs " +
                      std::to_string(nbytes));
   }
-  if (end > payload_size) {
-    fail_in_file(Code::InvalidArgument, path,
-                 what + " ends at data byte " + std::to_string(end) + " but only " + std::to_string(payload_size) +
-                     " bytes follow the header; the file is truncated");
-  }
+  check_in_payload(entry, end, payload_size, path);
   return ArrayView{entry.name, dtype->type, entry.shape, payload + begin, nbytes};
 }
 

@@ -70,4 +70,22 @@ SafetensorsHeader parse_safetensors_header(const unsigned char* bytes, size_t si
   return header;
 }
 
+std::pair<uint64_t, uint64_t> data_extent(const SafetensorsEntry& entry, const std::string& path) {
+  const std::vector<int64_t>& off = entry.offsets;
+  if (off.size() != 2 || off[0] < 0 || off[1] < off[0]) {
+    fail_in_file(Code::InvalidArgument, path,
+                 "tensor '" + entry.name + "' has data_offsets " + shape_string(off) +
+                     "; expected [begin, end] with 0 <= begin <= end");
+  }
+  return {static_cast<uint64_t>(off[0]), static_cast<uint64_t>(off[1])};
+}
+
+void check_in_payload(const SafetensorsEntry& entry, uint64_t end, size_t payload_size, const std::string& path) {
+  if (end > payload_size) {
+    fail_in_file(Code::InvalidArgument, path,
+                 "tensor '" + entry.name + "' ends at data byte " + std::to_string(end) + " but only " +
+                     std::to_string(payload_size) + " bytes follow the header; the file is truncated");
+  }
+}
+
 }  // namespace accel::formats

@@ -1,6 +1,7 @@
 // One leg of the exact-resume test (exact_resume_test.sh), on every rank under `accel launch`, through
 // the C ABI:
-//   resume_worker train STEPS OUT           STEPS steps from the start, then the model into OUT
+//   resume_worker train STEPS OUT [MAX_SHARD_SIZE]  STEPS steps from the start, then the model into OUT
+//                                                  (sharded above MAX_SHARD_SIZE bytes; 10 GB by default)
 //   resume_worker save STEPS CHECKPOINT     STEPS steps from the start, then accel_state_save_state
 //   resume_worker resume STEPS CHECKPOINT OUT   accel_state_load_state, STEPS more steps, the model into OUT
 //   resume_worker refuse 0 CHECKPOINT       accel_state_load_state must fail on every rank (exit 0 if so)
@@ -126,7 +127,8 @@ int checkpoint_call(int (*call)(accel_state_t*, const char*, accel_model_t* cons
 int main(int argc, char** argv) {
   const std::string mode = argc > 3 ? argv[1] : "";
   if ((mode != "train" && mode != "save" && mode != "resume" && mode != "refuse") || (mode == "resume" && argc != 5)) {
-    std::fprintf(stderr, "usage: %s train|save|refuse STEPS DIR, or resume STEPS CHECKPOINT OUT\n", argv[0]);
+    std::fprintf(stderr, "usage: %s train STEPS DIR [MAX_SHARD_SIZE], save|refuse STEPS DIR, or resume STEPS CHECKPOINT OUT\n",
+                 argv[0]);
     return 2;
   }
   const long steps = std::strtol(argv[2], nullptr, 10);
@@ -144,7 +146,9 @@ int main(int argc, char** argv) {
   if (mode == "save") {
     check(checkpoint_call(accel_state_save_state, run, argv[3]), "accel_state_save_state");
   } else {
-    check(accel_state_save_model(run.state, run.model, mode == "train" ? argv[3] : argv[4], 0), "accel_state_save_model");
+    const size_t max_shard_size = mode == "train" && argc > 4 ? std::strtoul(argv[4], nullptr, 10) : 0;
+    check(accel_state_save_model(run.state, run.model, mode == "train" ? argv[3] : argv[4], max_shard_size),
+          "accel_state_save_model");
   }
   accel_scheduler_free(run.scheduler);
   accel_optimizer_free(run.optimizer);
