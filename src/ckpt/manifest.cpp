@@ -7,6 +7,7 @@
 
 #include "ckpt/model_layout.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "formats/header.hpp"
 #include "formats/json.hpp"
 
@@ -45,11 +46,7 @@ void write_manifest(const std::string& path, const Manifest& manifest) {
 }
 
 Manifest read_manifest(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(Code::Io, "checkpoint is incomplete: cannot read '" + path + "'");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  const std::string text = read_file(path);
   Manifest manifest;
   auto integers = integer_members(manifest);
   std::set<std::string> seen;

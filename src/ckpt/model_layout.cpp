@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -77,11 +75,7 @@ void write_model_index(const std::string& path, const ModelIndex& index) {
 }
 
 ModelIndex read_model_index(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(Code::Io, "cannot read '" + path + "'");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  const std::string text = read_file(path);
   ModelIndex index;
   bool seen_total = false, seen_map = false;
   formats::HeaderReader reader(text, path, "model index");

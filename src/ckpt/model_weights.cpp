@@ -1,9 +1,8 @@
 #include "ckpt/model_weights.hpp"
 
-#include <torch/torch.h>
+#include <ATen/core/grad_mode.h>
 
 #include <cstring>
-#include <map>
 #include <unordered_map>
 
 #include "ckpt/model_layout.hpp"
@@ -141,7 +140,7 @@ void ModelWeights::check_against(const train::Model& model, const StoredByName& 
 }
 
 void ModelWeights::copy_into(const train::Model& model) const {
-  const torch::NoGradGuard no_grad;
+  const at::NoGradGuard no_grad;
   const NamedTensors own = model.parameters_and_buffers();
   for (const auto& [index, view] : copies_) own[index].second.copy_(formats::copy_to_tensor(*view));
 }

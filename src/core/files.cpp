@@ -8,7 +8,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <utility>
 
 #include "core/error.hpp"
@@ -83,6 +85,14 @@ std::vector<std::string> list_directory(const std::string& directory) {
   }
   if (errno != 0) fail_io("cannot list", directory, errno);
   return names;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail_io("cannot read", path, errno);
+  std::ostringstream content;
+  content << in.rdbuf();
+  return content.str();
 }
 
 std::string join_path(const std::string& directory, const std::string& name) {

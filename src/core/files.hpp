@@ -32,6 +32,9 @@ bool is_directory(const std::string& path);
 // directory when it cannot be read (missing, not a directory, not permitted).
 std::vector<std::string> list_directory(const std::string& directory);
 
+// The whole file. Throws Error(Io) naming the path and the reason.
+std::string read_file(const std::string& path);
+
 // directory + "/" + name, without doubling a separator directory ends in; name alone when directory is
 // empty.
 std::string join_path(const std::string& directory, const std::string& name);

@@ -4,7 +4,8 @@ by Debian's torch 1.13 into a plain nn.Module of the same make, which must give 
 weights: left out of the files under their second name, as transformers leaves them, so that torch's
 load_state_dict(strict=False) reports exactly that name missing and the module's own tie fills it.
 
-Run by ctest (ckpt.saved_model_python) with ACCEL_LIBRARY and PYTHONPATH=bindings/python."""
+Run by ctest (ckpt.saved_model_python) with ACCEL_LIBRARY, and the binding's fixtures (accelerator) as a
+plugin (tests/CMakeLists.txt: accel_python_test)."""
 import importlib.util
 import json
 import pathlib
@@ -71,14 +72,6 @@ def read_saved_model(directory):
 
 def as_torch(arrays):
     return {name: torch.from_numpy(array.copy()) for name, array in arrays.items()}
-
-
-@pytest.fixture
-def accelerator():
-    made = accel.Accelerator(cpu=True)
-    yield made
-    made.end_training()
-    made.close()
 
 
 @pytest.fixture
