@@ -16,7 +16,9 @@ namespace accel::ckpt {
 
 namespace {
 
-// Returns the names written.
+// Returns the names of the files written, which the caller keeps while it removes the previous save's
+// others. The previous save's entry point (model.safetensors or the index) goes before any new file is
+// renamed over one of its shards, so that no index ever names a shard of another save.
 std::set<std::string> write_model_files(const train::Model& model, const std::string& directory, uint64_t max_shard_size) {
   create_directories(directory);
   const NamedTensors stored = stored_tensors(model);
@@ -49,8 +51,6 @@ std::set<std::string> write_model_files(const train::Model& model, const std::st
     files.back()->finish();
     written.insert(name);
   }
-  // The previous save's entry points go before any of its shards is overwritten, so that no index ever
-  // names a shard of another save.
   remove_all(index_path);
   remove_all(single);
   for (const auto& file : files) file->commit();
