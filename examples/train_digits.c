@@ -625,7 +625,7 @@ int main(int argc, char **argv) {
       batch = NULL;
     }
 
-    CHECK(accel_state_save_model(state, model, save_dir));
+    CHECK(accel_state_save_model(state, model, save_dir, 0));
     if (is_main) {
       if (counted != TEST_ROWS)
         FAIL("evaluation counted %lld test samples, not %d: accel_state_gather_for_metrics dropped or repeated some",

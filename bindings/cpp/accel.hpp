@@ -116,6 +116,8 @@ class State {
   bool sync_gradients() const { return accel_state_sync_gradients(get()) != 0; }
   void backward(const Tensor& loss) { check(accel_state_backward(get(), loss.get())); }
   double clip_grad_norm(Model& model, double max_norm, double norm_type = 2.0);
+  // Collective: model.safetensors in directory, or shards and an index above max_shard_size bytes (0: 10 GB).
+  void save_model(const Model& model, const std::string& directory, size_t max_shard_size = 0);
   Tensor reduce(const Tensor& input, const std::string& how) {
     accel_tensor_t* out = nullptr;
     check(accel_state_reduce(get(), input.get(), how.c_str(), &out));
@@ -224,6 +226,8 @@ class Model {
     return Tensor(first);
   }
   void train(bool on) { check(accel_model_train(get(), on ? 1 : 0)); }
+  // What State::save_model wrote into directory; on an error the model is unchanged.
+  void load_weights(const std::string& directory) { check(accel_model_load_weights(get(), directory.c_str())); }
   accel_model_t* get() const { return handle_.get(); }
 
  private:
@@ -232,6 +236,10 @@ class Model {
 
 inline void State::prepare(Model& model, const Options* options) {
   check(accel_state_prepare_model(get(), model.get(), options ? options->get() : nullptr));
+}
+
+inline void State::save_model(const Model& model, const std::string& directory, size_t max_shard_size) {
+  check(accel_state_save_model(get(), model.get(), directory.c_str(), max_shard_size));
 }
 
 inline double State::clip_grad_norm(Model& model, double max_norm, double norm_type) {

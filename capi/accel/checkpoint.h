@@ -2,7 +2,8 @@
  * stopped (same parameters, optimizer moments, schedule, loss scale, batch order and random numbers).
  *
  * What a checkpoint holds: each model's parameters and buffers (model.safetensors, model_1.safetensors,
- * ...), each optimizer's, scheduler's and the fp16 grad scaler's state (states.safetensors), written by
+ * ..., tied weights once, as accel_state_save_model stores them; accel_model_load_weights reads the first
+ * model), each optimizer's, scheduler's and the fp16 grad scaler's state (states.safetensors), written by
  * the main process; each rank's loader positions and random generators (rank<r>/states.safetensors); and
  * metadata.json (accel and LibTorch versions, world size, the accumulation counter as "step", the first
  * loader's epoch, how many objects of each kind).

@@ -90,6 +90,20 @@ ACCEL_API ACCEL_NODISCARD int accel_model_unwrap(const accel_model_t *model, acc
  * ACCEL_ERR_IO (the file cannot be written). */
 ACCEL_API ACCEL_NODISCARD int accel_model_save_torchscript(const accel_model_t *model, const char *path);
 
+/* Loads the weights that accel_state_save_model wrote into directory (model.safetensors, or
+ * model.safetensors.index.json and the shards it names), and so also a checkpoint's first model
+ * (accel_state_save_state). Every tensor is checked before any is copied, so on an error the model is
+ * unchanged: each parameter and buffer must be in the files (a tied one, which shares its memory with an
+ * earlier one, through the name that was stored) with the model's shape and dtype (no conversion), and
+ * the files may hold no tensor the model lacks. Values are copied onto each tensor's device; prepared or
+ * not, the model keeps its tensors. Not collective: each rank that calls it reads the files.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_IO (no model.safetensors or index in directory, a shard the
+ * index names is missing or unreadable; naming it); ACCEL_ERR_INVALID_ARGUMENT naming the file and the
+ * tensor (a name missing or unknown, a shape or dtype, a shard that holds other tensors than its index
+ * says, tied tensors saved with different values, a damaged file, both model.safetensors and an index);
+ * ACCEL_ERR_DTYPE (a dtype safetensors allows but accel cannot hold). */
+ACCEL_API ACCEL_NODISCARD int accel_model_load_weights(accel_model_t *model, const char *directory);
+
 #ifdef __cplusplus
 }
 #endif

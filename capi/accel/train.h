@@ -1,4 +1,5 @@
-/* accel: the training step (Accelerate's accumulate, backward, sync_gradients, clip_grad_*) and save_model.
+/* accel: the training step (Accelerate's accumulate, backward, sync_gradients, clip_grad_*) and save_model
+ * (its reverse is accel_model_load_weights, in model.h).
  *
  * Every function here acts on the state (the accelerator) and is named accel_state_<verb>.
  * A step, as in Accelerate:
@@ -44,10 +45,23 @@ ACCEL_API ACCEL_NODISCARD int accel_state_clip_grad_norm(accel_state_t *state, a
  * once the process group is broken. */
 ACCEL_API ACCEL_NODISCARD int accel_state_clip_grad_value(accel_state_t *state, accel_model_t *model, double clip_value);
 
-/* Saves the unwrapped model's parameters and buffers into directory/model.safetensors (written to a
- * temporary file, then renamed), on the main process only; the directory is created if missing.
- * Collective (the other ranks wait for the main one). Errors: ACCEL_ERR_NULL_ARGUMENT, ACCEL_ERR_IO. */
-ACCEL_API ACCEL_NODISCARD int accel_state_save_model(accel_state_t *state, const accel_model_t *model, const char *directory);
+/* Accelerate's save_model: the unwrapped model's parameters and buffers as safetensors in directory
+ * (created if missing), written by the main process while the others wait (collective; a failure of the
+ * writer fails every rank, with ACCEL_ERR_PEER_FAILED on the others). Up to max_shard_size bytes of
+ * tensors (0: Accelerate's default, 10 GB = 10^10 bytes) go into directory/model.safetensors. Above it
+ * they are split in order into shards model-00001-of-0000N.safetensors, each filled until the next tensor
+ * would exceed max_shard_size (a larger tensor gets a shard to itself), with
+ * model.safetensors.index.json: {"metadata": {"total_size": bytes stored}, "weight_map": {name: shard}}.
+ * Tied weights (tensors that are the same view of the same memory) are stored once, under the first name
+ * in the model's order; the other names are left out of the files, as Accelerate and transformers leave
+ * them (accel_model_load_weights fills them through the stored one).
+ * Files are written under temporary names, then renamed into place (the index last); model.safetensors,
+ * an index or shards left by an earlier save are removed, so the directory never holds two saves mixed
+ * (a reader that looks while the new files are renamed, or after a save killed then, finds no model).
+ * Other files in directory are kept.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_IO naming the path; ACCEL_ERR_PEER_FAILED; collective errors. */
+ACCEL_API ACCEL_NODISCARD int accel_state_save_model(accel_state_t *state, const accel_model_t *model, const char *directory,
+                                                     size_t max_shard_size);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,6 @@
 #include "accel/model.h"
 
+#include "ckpt/save_model.hpp"
 #include "core/named_tensors.hpp"
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
@@ -173,5 +174,13 @@ extern "C" int accel_model_save_torchscript(const accel_model_t* model, const ch
     require(model, "model");
     require(path, "path");
     model->model->save_torchscript(path);
+  });
+}
+
+extern "C" int accel_model_load_weights(accel_model_t* model, const char* directory) {
+  return guarded(__func__, [&] {
+    require(model, "model");
+    require(directory, "directory");
+    accel::ckpt::load_model(*model->model, directory);
   });
 }

@@ -45,11 +45,12 @@ extern "C" int accel_state_clip_grad_value(accel_state_t* state, accel_model_t* 
   });
 }
 
-extern "C" int accel_state_save_model(accel_state_t* state, const accel_model_t* model, const char* directory) {
+extern "C" int accel_state_save_model(accel_state_t* state, const accel_model_t* model, const char* directory,
+                                      size_t max_shard_size) {
   return guarded(__func__, [&] {
     require(state, "state");
     require(model, "model");
     require(directory, "directory");
-    accel::ckpt::save_model(*state->state, *model->model, directory);
+    accel::ckpt::save_model(*state->state, *model->model, directory, max_shard_size);
   });
 }

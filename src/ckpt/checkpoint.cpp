@@ -7,6 +7,7 @@
 
 #include "ckpt/directory_swap.hpp"
 #include "ckpt/manifest.hpp"
+#include "ckpt/model_weights.hpp"
 #include "ckpt/rng_states.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -22,27 +23,11 @@ namespace accel::ckpt {
 
 namespace {
 
-constexpr const char* kManifest = "metadata.json";
-constexpr const char* kStates = "states.safetensors";
-
-// Accelerate's names: model.safetensors for the first model, model_<i>.safetensors after it.
-std::string model_file(size_t index) {
-  return index == 0 ? "model.safetensors" : "model_" + std::to_string(index) + ".safetensors";
-}
-
-std::string rank_dir(const std::string& directory, int32_t rank) { return join_path(directory, "rank" + std::to_string(rank)); }
-
 std::string indexed(const char* kind, size_t index) { return std::string(kind) + "." + std::to_string(index); }
 
 at::Tensor bytes_tensor(const std::string& bytes) {
   auto tensor = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
   std::memcpy(tensor.data_ptr<uint8_t>(), bytes.data(), bytes.size());
-  return tensor;
-}
-
-at::Tensor view_tensor(const formats::ArrayView& view) {
-  auto tensor = at::empty(view.shape, at::TensorOptions().dtype(view.dtype));
-  std::memcpy(tensor.data_ptr(), view.data, view.nbytes);
   return tensor;
 }
 
@@ -56,7 +41,7 @@ std::string view_bytes(const formats::SafetensorsFile& file, const std::string& 
 
 void write_shared_files(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects) {
   for (size_t i = 0; i < objects.models.size(); ++i) {
-    formats::write_safetensors(join_path(directory, model_file(i)), objects.models[i]->parameters_and_buffers());
+    formats::write_safetensors(join_path(directory, checkpoint_model_file(i)), stored_tensors(*objects.models[i]));
   }
   NamedTensors states;
   for (size_t i = 0; i < objects.optimizers.size(); ++i) {
@@ -67,7 +52,7 @@ void write_shared_files(const std::shared_ptr<distributed::State>& state, const 
   }
   train::GradScaler* scaler = train::Accelerator::of(state)->scaler();
   if (scaler != nullptr) states.emplace_back("scaler", bytes_tensor(scaler->save_state()));
-  formats::write_safetensors(join_path(directory, kStates), states);
+  formats::write_safetensors(join_path(directory, kStatesFile), states);
 
   Manifest manifest;
   manifest.accel_version = version_string();
@@ -80,18 +65,18 @@ void write_shared_files(const std::shared_ptr<distributed::State>& state, const 
   manifest.num_schedulers = static_cast<int64_t>(objects.schedulers.size());
   manifest.num_loaders = static_cast<int64_t>(objects.loaders.size());
   manifest.has_scaler = scaler != nullptr;
-  write_manifest(join_path(directory, kManifest), manifest);
+  write_manifest(join_path(directory, kManifestFile), manifest);
 }
 
 void write_rank_files(const std::string& directory, int32_t rank, const CheckpointObjects& objects) {
-  const std::string own = rank_dir(directory, rank);
+  const std::string own = join_path(directory, rank_directory(rank));
   create_directories(own);
   NamedTensors states;
   for (size_t i = 0; i < objects.loaders.size(); ++i) {
     states.emplace_back(indexed("loader", i), bytes_tensor(objects.loaders[i]->save_state()));
   }
   for (auto& [generator, rng_state] : capture_rng_states()) states.emplace_back("rng." + generator, rng_state);
-  formats::write_safetensors(join_path(own, kStates), states);
+  formats::write_safetensors(join_path(own, kStatesFile), states);
 }
 
 void expect_count(const char* what, int64_t saved, size_t given, const std::string& path) {
@@ -101,34 +86,10 @@ void expect_count(const char* what, int64_t saved, size_t given, const std::stri
   }
 }
 
-// Every model tensor, checked against the model's own: same names, shapes and dtypes, nothing extra.
-NamedTensors read_model(const train::Model& model, const std::string& path) {
-  const formats::SafetensorsFile file(path);
-  NamedTensors loaded;
-  const NamedTensors own = model.parameters_and_buffers();
-  if (file.arrays().size() != own.size()) {
-    fail(Code::InvalidArgument, path + ": holds " + std::to_string(file.arrays().size()) + " tensors, the model has " +
-                                    std::to_string(own.size()));
-  }
-  for (const auto& [name, tensor] : own) {
-    const formats::ArrayView& view = file.array(name);
-    if (view.shape != tensor.sizes().vec()) {
-      fail(Code::InvalidArgument, path + ": '" + name + "' has shape " + formats::shape_string(view.shape) +
-                                      ", the model's is " + formats::shape_string(tensor.sizes().vec()));
-    }
-    if (view.dtype != tensor.scalar_type()) {
-      fail(Code::InvalidArgument, path + ": '" + name + "' is " + std::string(c10::toString(view.dtype)) +
-                                      ", the model's is " + std::string(c10::toString(tensor.scalar_type())));
-    }
-    loaded.emplace_back(name, view_tensor(view));
-  }
-  return loaded;
-}
-
 // Everything load_state restores, read and checked before any of it is applied.
 struct LoadedCheckpoint {
   Manifest manifest;
-  std::vector<NamedTensors> models;
+  std::vector<ModelWeights> models;
   std::vector<std::string> optimizers;
   std::vector<std::string> schedulers;
   std::optional<std::string> scaler;
@@ -139,7 +100,7 @@ struct LoadedCheckpoint {
 LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::string& directory,
                                  const CheckpointObjects& objects, const train::GradScaler* scaler) {
   LoadedCheckpoint loaded;
-  const std::string manifest_path = join_path(directory, kManifest);
+  const std::string manifest_path = join_path(directory, kManifestFile);
   loaded.manifest = read_manifest(manifest_path);
   const Manifest& manifest = loaded.manifest;
   if (manifest.world_size != state.launch().world_size) {
@@ -155,10 +116,10 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
                                                                      : ": the checkpoint has no grad scaler, this run uses one (fp16)"));
   }
   for (size_t i = 0; i < objects.models.size(); ++i) {
-    loaded.models.push_back(read_model(*objects.models[i], join_path(directory, model_file(i))));
+    loaded.models.push_back(ModelWeights::from_file(*objects.models[i], join_path(directory, checkpoint_model_file(i))));
   }
 
-  const std::string shared_path = join_path(directory, kStates);
+  const std::string shared_path = join_path(directory, kStatesFile);
   const formats::SafetensorsFile shared(shared_path);
   for (size_t i = 0; i < objects.optimizers.size(); ++i) {
     loaded.optimizers.push_back(view_bytes(shared, indexed("optimizer", i), shared_path));
@@ -173,14 +134,14 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
     train::read_archive(*loaded.scaler, "grad scaler");
   }
 
-  const std::string own_path = join_path(rank_dir(directory, state.launch().rank), kStates);
+  const std::string own_path = join_path(join_path(directory, rank_directory(state.launch().rank)), kStatesFile);
   const formats::SafetensorsFile own(own_path);
   for (size_t i = 0; i < objects.loaders.size(); ++i) {
     loaded.loaders.push_back(view_bytes(own, indexed("loader", i), own_path));
     data::decode_loader_state(loaded.loaders.back());
   }
   for (const formats::ArrayView& view : own.arrays()) {
-    if (view.name.rfind("rng.", 0) == 0) loaded.rng.emplace_back(view.name.substr(4), view_tensor(view));
+    if (view.name.rfind("rng.", 0) == 0) loaded.rng.emplace_back(view.name.substr(4), formats::copy_to_tensor(view));
   }
   check_rng_states(loaded.rng, own_path);
   return loaded;
@@ -211,30 +172,12 @@ void load_state(const std::shared_ptr<distributed::State>& state, const std::str
   // Every rank checks its files, then all learn whether any failed: a checkpoint restored on some ranks
   // and not on others would train them apart.
   std::optional<LoadedCheckpoint> read;
-  std::string problem;
-  Code problem_code = Code::InvalidArgument;
-  try {
-    read = read_checkpoint(*state, directory, objects, scaler);
-  } catch (const std::exception& error) {
-    problem = error.what();
-    problem_code = code_of(error, Code::InvalidArgument);
-  }
-  const std::vector<std::string> problems = distributed::gather_bytes(*state, problem);
-  for (size_t rank = 0; rank < problems.size(); ++rank) {
-    if (problems[rank].empty()) continue;
-    if (!problem.empty()) fail(problem_code, problem);
-    fail(Code::PeerFailed, "rank " + std::to_string(rank) + " cannot load the checkpoint, so no rank does: " + problems[rank]);
-  }
+  distributed::all_or_none(*state, [&] { read = read_checkpoint(*state, directory, objects, scaler); },
+                           "cannot load the checkpoint, so no rank does");
   const LoadedCheckpoint& loaded = *read;
 
   for (size_t i = 0; i < objects.loaders.size(); ++i) objects.loaders[i]->load_state(loaded.loaders[i]);
-  {
-    const torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < objects.models.size(); ++i) {
-      const NamedTensors own = objects.models[i]->parameters_and_buffers();
-      for (size_t t = 0; t < own.size(); ++t) own[t].second.copy_(loaded.models[i][t].second);
-    }
-  }
+  for (size_t i = 0; i < objects.models.size(); ++i) loaded.models[i].copy_into(*objects.models[i]);
   for (size_t i = 0; i < objects.optimizers.size(); ++i) objects.optimizers[i]->optimizer().load_state(loaded.optimizers[i]);
   for (size_t i = 0; i < objects.schedulers.size(); ++i) objects.schedulers[i]->scheduler().load_state(loaded.schedulers[i]);
   if (scaler != nullptr) scaler->load_state(*loaded.scaler);

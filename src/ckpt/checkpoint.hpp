@@ -2,7 +2,8 @@
 //
 // A checkpoint directory holds:
 //   metadata.json                    versions, world size, step, epoch, object counts (ckpt/manifest.hpp)
-//   model.safetensors, model_<i>...  each model's parameters and buffers (main process)
+//   model.safetensors, model_<i>...  each model's parameters and buffers, tied weights once (main process;
+//                                    ckpt/model_weights.hpp)
 //   states.safetensors               optimizer.<i>, scheduler.<i>, scaler: saved archives as uint8 tensors
 //                                    (main process; they are the same on every rank)
 //   rank<r>/states.safetensors       loader.<i> and rng.<generator>: what differs between ranks

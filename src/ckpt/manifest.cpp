@@ -5,7 +5,9 @@
 #include <set>
 #include <sstream>
 
+#include "ckpt/model_layout.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "formats/header.hpp"
 #include "formats/json.hpp"
 
@@ -23,6 +25,12 @@ std::map<std::string, int64_t*> integer_members(Manifest& manifest) {
 
 }  // namespace
 
+std::string checkpoint_model_file(size_t index) {
+  return index == 0 ? kModelFile : "model_" + std::to_string(index) + ".safetensors";
+}
+
+std::string rank_directory(int64_t rank) { return "rank" + std::to_string(rank); }
+
 void write_manifest(const std::string& path, const Manifest& manifest) {
   Manifest copy = manifest;
   std::ostringstream text;
@@ -38,11 +46,7 @@ void write_manifest(const std::string& path, const Manifest& manifest) {
 }
 
 Manifest read_manifest(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(Code::Io, "checkpoint is incomplete: cannot read '" + path + "'");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  const std::string text = read_file(path);
   Manifest manifest;
   auto integers = integer_members(manifest);
   std::set<std::string> seen;

@@ -1,12 +1,24 @@
 // A checkpoint's metadata.json: which accel and LibTorch wrote it, for how many processes, at which step
 // and epoch, and how many objects of each kind it holds. Loading reads it first, so that a checkpoint
-// made for another world size or another set of objects is refused before anything else is read.
+// made for another world size or another set of objects is refused before anything else is read. Free of
+// LibTorch, as `accel checkpoint inspect` reads it too.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 namespace accel::ckpt {
+
+// The names of a checkpoint's files (ckpt/checkpoint.hpp lists what each holds), for save_state,
+// load_state and `accel checkpoint inspect`.
+constexpr const char* kManifestFile = "metadata.json";
+constexpr const char* kStatesFile = "states.safetensors";  // in the checkpoint and in each rank's folder
+// Accelerate's names: model.safetensors for the first model (as save_model names it, so that
+// load_weights reads it), model_<i>.safetensors after it.
+std::string checkpoint_model_file(size_t index);
+// "rank<r>", the folder of what differs between ranks.
+std::string rank_directory(int64_t rank);
 
 struct Manifest {
   std::string accel_version;

@@ -1,20 +1,84 @@
 #include "ckpt/save_model.hpp"
 
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "ckpt/model_layout.hpp"
+#include "ckpt/model_weights.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/timeline.hpp"
+#include "distributed/collectives.hpp"
 #include "formats/safetensors.hpp"
 
 namespace accel::ckpt {
 
-void save_model(distributed::State& state, const train::Model& model, const std::string& directory) {
-  const timeline::Span span("save_model");
-  if (state.launch().rank == 0) {
-    create_directories(directory);
-    formats::write_safetensors(join_path(directory, "model.safetensors"),
-                               model.parameters_and_buffers());
+namespace {
+
+// Returns the names of the files written, which the caller keeps while it removes the previous save's
+// others. The previous save's entry point (model.safetensors or the index) goes before any new file is
+// renamed over one of its shards, so that no index ever names a shard of another save.
+std::set<std::string> write_model_files(const train::Model& model, const std::string& directory, uint64_t max_shard_size) {
+  create_directories(directory);
+  const NamedTensors stored = stored_tensors(model);
+  std::vector<uint64_t> sizes;
+  for (const auto& [name, tensor] : stored) sizes.push_back(static_cast<uint64_t>(tensor.numel()) * tensor.element_size());
+  const std::vector<std::vector<size_t>> shards = plan_shards(sizes, max_shard_size);
+  const std::string single = join_path(directory, kModelFile), index_path = join_path(directory, kModelIndex);
+
+  if (shards.size() <= 1) {
+    AtomicFile file(single);
+    formats::write_safetensors(file, stored);
+    file.finish();
+    remove_all(index_path);
+    file.commit();
+    return {kModelFile};
   }
-  state.wait_for_everyone();
+  std::set<std::string> written{kModelIndex};
+  ModelIndex index;
+  std::vector<std::unique_ptr<AtomicFile>> files;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    const std::string name = shard_file(s, shards.size());
+    NamedTensors part;
+    for (size_t i : shards[s]) {
+      part.push_back(stored[i]);
+      index.weight_map.emplace(stored[i].first, name);
+      index.total_size += sizes[i];
+    }
+    files.push_back(std::make_unique<AtomicFile>(join_path(directory, name)));
+    formats::write_safetensors(*files.back(), part);
+    files.back()->finish();
+    written.insert(name);
+  }
+  remove_all(index_path);
+  remove_all(single);
+  for (const auto& file : files) file->commit();
+  write_model_index(index_path, index);
+  return written;
+}
+
+}  // namespace
+
+void save_model(distributed::State& state, const train::Model& model, const std::string& directory,
+                uint64_t max_shard_size) {
+  const timeline::Span span("save_model");
+  distributed::all_or_none(
+      state,
+      [&] {
+        if (state.launch().rank != 0) return;
+        const std::set<std::string> written =
+            write_model_files(model, directory, max_shard_size == 0 ? kDefaultMaxShardSize : max_shard_size);
+        for (const std::string& name : list_directory(directory)) {
+          if (is_model_file(name) && written.count(name) == 0) remove_all(join_path(directory, name));
+        }
+      },
+      "could not save the model");
+}
+
+void load_model(const train::Model& model, const std::string& directory) {
+  const timeline::Span span("load_model");
+  ModelWeights::from_directory(model, directory).copy_into(model);
 }
 
 }  // namespace accel::ckpt

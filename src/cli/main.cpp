@@ -1,7 +1,8 @@
-// The `accel` program: a thin front on the library (launch, env, shard-plan, plot, timeline).
+// The `accel` program: a thin front on the library (launch, env, shard-plan, plot, timeline, checkpoint).
 #include <cstdio>
 #include <cstring>
 
+#include "cli/checkpoint_command.hpp"
 #include "cli/env_command.hpp"
 #include "cli/launch.hpp"
 #include "cli/plot_command.hpp"
@@ -19,6 +20,7 @@ void usage(std::FILE* out) {
                "  shard-plan  show which dataset indices each rank's loader yields\n"
                "  plot     draw the scalars a run logged (loss curves) into a PNG\n"
                "  timeline merge the ranks' step timelines into one Chrome trace\n"
+               "  checkpoint  inspect a checkpoint or a saved model: what it holds, as JSON\n"
                "run 'accel <command> --help' for a command's options\n");
 }
 
@@ -35,6 +37,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(command, "env") == 0) return accel::cli::run_env(argc - 1, argv + 1);
   if (std::strcmp(command, "plot") == 0) return accel::cli::run_plot(argc - 1, argv + 1);
   if (std::strcmp(command, "timeline") == 0) return accel::cli::run_timeline(argc - 1, argv + 1);
+  if (std::strcmp(command, "checkpoint") == 0) return accel::cli::run_checkpoint(argc - 1, argv + 1);
   if (std::strcmp(command, "-h") == 0 || std::strcmp(command, "--help") == 0) {
     usage(stdout);
     return 0;

@@ -1,12 +1,17 @@
 #include "core/files.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <sstream>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -82,6 +87,14 @@ std::vector<std::string> list_directory(const std::string& directory) {
   return names;
 }
 
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail_io("cannot read", path, errno);
+  std::ostringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
 std::string join_path(const std::string& directory, const std::string& name) {
   if (directory.empty()) return name;
   return directory.back() == '/' ? directory + name : directory + "/" + name;
@@ -102,6 +115,50 @@ std::string last_name_in_path(const std::string& path) {
     }
   }
   return names.empty() ? "" : names.back();
+}
+
+AtomicFile::AtomicFile(std::string path)
+    : path_(std::move(path)), temporary_(path_ + ".tmp." + std::to_string(::getpid())) {
+  fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail_io("cannot create", temporary_, errno);
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(temporary_.c_str());
+}
+
+void AtomicFile::write(const void* data, size_t size) {
+  if (fd_ < 0) fail(Code::Io, "cannot write '" + temporary_ + "': already finished");
+  const char* bytes = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t written = ::write(fd_, bytes, size);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      fail_io("cannot write", temporary_, errno);
+    }
+    bytes += written;
+    size -= static_cast<size_t>(written);
+  }
+}
+
+void AtomicFile::finish() {
+  if (fd_ < 0) return;
+  const int fd = std::exchange(fd_, -1);
+  // A rename can reach the disk before the data it names; without the flush a crash could leave the new
+  // name on an empty file.
+  const bool flushed = ::fsync(fd) == 0;
+  const int error = errno;
+  if (::close(fd) != 0 && flushed) fail_io("cannot close", temporary_, errno);
+  if (!flushed) fail_io("cannot flush", temporary_, error);
+}
+
+void AtomicFile::commit() {
+  finish();
+  if (std::rename(temporary_.c_str(), path_.c_str()) != 0) {
+    fail(Code::Io, "cannot move '" + temporary_ + "' to '" + path_ + "': " + std::strerror(errno));
+  }
+  committed_ = true;
 }
 
 }  // namespace accel

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 #include "core/error.hpp"
 
@@ -160,6 +161,30 @@ std::vector<std::string> gather_bytes(State& state, const std::string& bytes) {
   const auto* base = reinterpret_cast<const char*>(all.data_ptr<uint8_t>());
   for (int64_t r = 0; r < world; ++r) result.emplace_back(base + r * longest, static_cast<size_t>(all_lengths[r]));
   return result;
+}
+
+void all_or_none(State& state, const std::function<void()>& body, const std::string& what) {
+  std::exception_ptr own;
+  std::string problem;
+  try {
+    body();
+  } catch (const std::exception& error) {
+    own = std::current_exception();
+    problem = message_of(error);
+    // An empty message would read as success to the other ranks.
+    if (problem.empty()) problem = "failed";
+  }
+  std::vector<std::string> problems;
+  try {
+    problems = gather_bytes(state, problem);
+  } catch (...) {
+    if (own) std::rethrow_exception(own);  // the cause, rather than the exchange that followed it
+    throw;
+  }
+  if (own) std::rethrow_exception(own);
+  for (size_t rank = 0; rank < problems.size(); ++rank) {
+    if (!problems[rank].empty()) fail(Code::PeerFailed, "rank " + std::to_string(rank) + " " + what + ": " + problems[rank]);
+  }
 }
 
 void broadcast_bytes(State& state, std::string& bytes, int32_t from_process) {

@@ -3,6 +3,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,12 @@ std::vector<std::string> gather_bytes(State& state, const std::string& bytes);
 
 // In place: every rank ends with from_process's bytes (any length).
 void broadcast_bytes(State& state, std::string& bytes, int32_t from_process);
+
+// Runs `body` on this rank, then every rank learns whether any rank's body failed, so that none carries
+// on alone (a checkpoint restored on some ranks only; ranks waiting on a writer that failed). Rethrows
+// this rank's own exception when its body failed; otherwise, when another's did, throws
+// Error(PeerFailed) "rank <r> <what>: <its message>" for the lowest such rank. Collective.
+void all_or_none(State& state, const std::function<void()>& body, const std::string& what);
 
 // reduction: "sum", "mean" or "max" (Error(InvalidArgument) otherwise; "mean" needs a floating dtype).
 at::Tensor reduce(State& state, const at::Tensor& input, const std::string& reduction);

@@ -7,20 +7,6 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "accel::formats assumes
 
 namespace accel::formats {
 
-std::optional<size_t> array_nbytes(const std::vector<int64_t>& shape, size_t element_size) {
-  size_t total = element_size;
-  for (int64_t dim : shape) {
-    if (dim < 0 || __builtin_mul_overflow(total, static_cast<uint64_t>(dim), &total)) return std::nullopt;
-  }
-  return total;
-}
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
 ArrayView row_slice(const ArrayView& view, int64_t begin, int64_t count) {
   if (view.shape.empty()) fail(Code::InvalidArgument, view.name + ": row_slice needs a dim 0, but the array is 0-d");
   // Checking nbytes against the shape bounds every product below, even for a hand-built view.

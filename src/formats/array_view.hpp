@@ -1,4 +1,4 @@
-// A view of one array inside a file mapping, and the shape arithmetic both file formats share.
+// A view of one array inside a file mapping (the shape arithmetic it relies on is in formats/header.hpp).
 //
 // What a view implies for callers:
 //   - It is valid while the object it came from (NpyFile, SafetensorsFile) lives; moving that object
@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "formats/header.hpp"
+
 namespace accel::formats {
 
 // `data` points into a mapping (never a copy); nbytes is the product of shape times the element size
@@ -33,11 +35,5 @@ struct ArrayView {
 // read or copied. Error(OutOfRange) when the rows fall outside dim 0; Error(InvalidArgument) for a 0-d
 // view or one whose nbytes does not match its shape.
 ArrayView row_slice(const ArrayView& view, int64_t begin, int64_t count);
-
-// Bytes an array of `shape` occupies; nullopt when a dim is negative or the product overflows size_t.
-std::optional<size_t> array_nbytes(const std::vector<int64_t>& shape, size_t element_size);
-
-// "[2, 3]", for messages.
-std::string shape_string(const std::vector<int64_t>& shape);
 
 }  // namespace accel::formats

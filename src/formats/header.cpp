@@ -1,8 +1,20 @@
 #include "formats/header.hpp"
 
-#include "formats/array_view.hpp"
-
 namespace accel::formats {
+
+std::optional<size_t> array_nbytes(const std::vector<int64_t>& shape, size_t element_size) {
+  size_t total = element_size;
+  for (int64_t dim : shape) {
+    if (dim < 0 || __builtin_mul_overflow(total, static_cast<uint64_t>(dim), &total)) return std::nullopt;
+  }
+  return total;
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
 
 void fail_in_file(Code code, const std::string& path, const std::string& problem) {
   fail(code, path + ": " + problem);

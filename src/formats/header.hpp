@@ -1,6 +1,8 @@
 // What the headers of .npy and .safetensors files have in common: a little-endian length field, a bound
 // on that length, shapes to check against the element size, and header text read through one cursor
 // whose errors name the file and the byte offset. npy.cpp reads Python literals with it, json.cpp JSON.
+// Like json.hpp and safetensors_header.hpp, it needs no LibTorch library (it is in accel_base), so the
+// CLI reads checkpoints' JSON with the same code as the library.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +29,12 @@ uint64_t read_le(const unsigned char* bytes, size_t width);
 // Error(InvalidArgument) unless header_len stays below kMaxHeaderBytes and the header, after `prefix`
 // bytes, fits in a file of file_size bytes.
 void check_header_length(const std::string& path, size_t file_size, uint64_t prefix, uint64_t header_len);
+
+// Bytes an array of `shape` occupies; nullopt when a dim is negative or the product overflows size_t.
+std::optional<size_t> array_nbytes(const std::vector<int64_t>& shape, size_t element_size);
+
+// "[2, 3]", for messages.
+std::string shape_string(const std::vector<int64_t>& shape);
 
 // Bytes an array of `shape` occupies; Error(InvalidArgument) naming `what` for a negative dim or a
 // product that overflows the address space.

@@ -1,18 +1,14 @@
 #include "formats/safetensors.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
+#include <ATen/ops/empty.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <string_view>
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
-#include "formats/header.hpp"
 #include "formats/json.hpp"
+#include "formats/safetensors_header.hpp"
 
 namespace accel::formats {
 
@@ -20,54 +16,8 @@ namespace {
 
 // ---- reading -------------------------------------------------------------------------------------
 
-struct TensorEntry {
-  std::string name;
-  std::string dtype;
-  std::vector<int64_t> shape;
-  std::vector<int64_t> offsets;
-};
-
-TensorEntry read_tensor_entry(HeaderReader& in, const std::string& name) {
-  TensorEntry entry;
-  entry.name = name;
-  bool seen_dtype = false, seen_shape = false, seen_offsets = false;
-  auto first_time = [&](bool& seen, const std::string& key) {
-    if (seen) in.error("tensor '" + name + "' has key '" + key + "' twice");
-    seen = true;
-  };
-  read_json_object(in, [&](const std::string& key) {
-    if (key == "dtype") {
-      first_time(seen_dtype, key);
-      entry.dtype = read_json_string(in);
-    } else if (key == "shape") {
-      first_time(seen_shape, key);
-      entry.shape = read_json_int_array(in);
-    } else if (key == "data_offsets") {
-      first_time(seen_offsets, key);
-      entry.offsets = read_json_int_array(in);
-    } else {
-      in.error("tensor '" + name + "' has unexpected key '" + key + "'");
-    }
-  });
-  if (!seen_dtype || !seen_shape || !seen_offsets) {
-    fail_in_file(Code::InvalidArgument, in.path(),
-                 "tensor '" + name + "' lacks '" + (!seen_dtype ? "dtype" : !seen_shape ? "shape" : "data_offsets") +
-                     "'");
-  }
-  return entry;
-}
-
-std::map<std::string, std::string> read_metadata(HeaderReader& in) {
-  std::map<std::string, std::string> metadata;
-  read_json_object(in, [&](const std::string& key) {
-    if (in.peek() != '"') in.error("__metadata__ values must be strings (key '" + key + "')");
-    if (!metadata.emplace(key, read_json_string(in)).second) in.error("__metadata__ has key '" + key + "' twice");
-  });
-  return metadata;
-}
-
 // Checks one entry against its shape and the payload's extent, and points a view at its bytes.
-ArrayView make_tensor_view(const TensorEntry& entry, const unsigned char* payload, size_t payload_size,
+ArrayView make_tensor_view(const SafetensorsEntry& entry, const unsigned char* payload, size_t payload_size,
                            const std::string& path) {
   const std::string what = "tensor '" + entry.name + "'";
   const DtypeInfo* dtype = dtype_from_safetensors(entry.dtype);
@@ -76,23 +26,14 @@ ArrayView make_tensor_view(const TensorEntry& entry, const unsigned char* payloa
                  what + " has unsupported dtype '" + entry.dtype + "'; supported: " + safetensors_dtype_names());
   }
   const size_t nbytes = checked_nbytes(path, what, entry.shape, dtype->size);
-  const std::vector<int64_t>& off = entry.offsets;
-  if (off.size() != 2 || off[0] < 0 || off[1] < off[0]) {
-    fail_in_file(Code::InvalidArgument, path,
-                 what + " has data_offsets " + shape_string(off) + "; expected [begin, end] with 0 <= begin <= end");
-  }
-  const uint64_t begin = static_cast<uint64_t>(off[0]), end = static_cast<uint64_t>(off[1]);
+  const auto [begin, end] = data_extent(entry, path);
   if (end - begin != nbytes) {
     fail_in_file(Code::InvalidArgument, path,
-                 what + " data_offsets " + shape_string(off) + " span " + std::to_string(end - begin) +
+                 what + " data_offsets " + shape_string(entry.offsets) + " span " + std::to_string(end - begin) +
                      " bytes but shape " + shape_string(entry.shape) + " of " + entry.dtype + " needs " +
                      std::to_string(nbytes));
   }
-  if (end > payload_size) {
-    fail_in_file(Code::InvalidArgument, path,
-                 what + " ends at data byte " + std::to_string(end) + " but only " + std::to_string(payload_size) +
-                     " bytes follow the header; the file is truncated");
-  }
+  check_in_payload(entry, end, payload_size, path);
   return ArrayView{entry.name, dtype->type, entry.shape, payload + begin, nbytes};
 }
 
@@ -128,18 +69,6 @@ std::string list_names(const std::vector<ArrayView>& arrays) {
 
 // ---- writing -------------------------------------------------------------------------------------
 
-void write_all(int fd, const char* data, size_t size, const std::string& path) {
-  while (size > 0) {
-    const ssize_t written = ::write(fd, data, size);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      fail(Code::Io, "cannot write '" + path + "': " + std::strerror(errno));
-    }
-    data += written;
-    size -= static_cast<size_t>(written);
-  }
-}
-
 size_t tensor_bytes(const at::Tensor& tensor) { return static_cast<size_t>(tensor.numel()) * tensor.element_size(); }
 
 // The JSON header, padded with spaces so that the payload after it starts 8-byte aligned, as the
@@ -169,29 +98,11 @@ std::string header_json(const std::map<std::string, at::Tensor>& sorted,
 }  // namespace
 
 SafetensorsContents parse_safetensors(const unsigned char* bytes, size_t size, const std::string& path) {
-  if (size < 8) fail_in_file(Code::InvalidArgument, path, "too short for a .safetensors header length (8 bytes)");
-  const uint64_t header_len = read_le(bytes, 8);
-  check_header_length(path, size, 8, header_len);
-
-  HeaderReader in(std::string_view(reinterpret_cast<const char*>(bytes + 8), header_len), path,
-                  ".safetensors JSON header");
+  const SafetensorsHeader header = parse_safetensors_header(bytes, size, path);
   SafetensorsContents contents;
-  std::vector<TensorEntry> entries;
-  bool seen_metadata = false;
-  read_json_object(in, [&](const std::string& key) {
-    if (key != "__metadata__") {
-      entries.push_back(read_tensor_entry(in, key));
-      return;
-    }
-    if (seen_metadata) in.error("__metadata__ appears twice");
-    seen_metadata = true;
-    contents.metadata = read_metadata(in);
-  });
-  if (!in.at_end()) in.error("unexpected text after the JSON object");
-
-  const size_t data_start = 8 + header_len;
-  for (const TensorEntry& entry : entries) {
-    contents.arrays.push_back(make_tensor_view(entry, bytes + data_start, size - data_start, path));
+  contents.metadata = header.metadata;
+  for (const SafetensorsEntry& entry : header.entries) {
+    contents.arrays.push_back(make_tensor_view(entry, bytes + header.data_start, size - header.data_start, path));
   }
   auto& arrays = contents.arrays;
   std::sort(arrays.begin(), arrays.end(), [](const ArrayView& a, const ArrayView& b) { return a.name < b.name; });
@@ -205,18 +116,22 @@ SafetensorsContents parse_safetensors(const unsigned char* bytes, size_t size, c
 SafetensorsFile::SafetensorsFile(const std::string& path)
     : file_(path), contents_(parse_safetensors(file_.data(), file_.size(), path)) {}
 
-const ArrayView& SafetensorsFile::array(const std::string& name) const {
+const ArrayView* SafetensorsFile::find(const std::string& name) const {
   const auto& arrays = contents_.arrays;
   auto it = std::lower_bound(arrays.begin(), arrays.end(), name,
                              [](const ArrayView& view, const std::string& key) { return view.name < key; });
-  if (it == arrays.end() || it->name != name) {
-    fail_in_file(Code::InvalidArgument, file_.path(), "no tensor named '" + name + "'; available: " + list_names(arrays));
-  }
-  return *it;
+  return it == arrays.end() || it->name != name ? nullptr : &*it;
 }
 
-void write_safetensors(const std::string& path, const NamedTensors& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+const ArrayView& SafetensorsFile::array(const std::string& name) const {
+  const ArrayView* found = find(name);
+  if (found == nullptr) {
+    fail_in_file(Code::InvalidArgument, file_.path(), "no tensor named '" + name + "'; available: " + list_names(contents_.arrays));
+  }
+  return *found;
+}
+
+void write_safetensors(AtomicFile& file, const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
   std::map<std::string, at::Tensor> sorted;
   for (const auto& [name, tensor] : tensors) {
     if (!sorted.emplace(name, tensor.detach().cpu().contiguous()).second) {
@@ -227,28 +142,22 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
   all_metadata.emplace("format", "pt");
   const std::string header = header_json(sorted, all_metadata);
   const uint64_t header_size = header.size();
+  file.write(&header_size, sizeof header_size);
+  file.write(header.data(), header.size());
+  for (const auto& [name, tensor] : sorted) file.write(tensor.data_ptr(), tensor_bytes(tensor));
+}
 
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(Code::Io, "cannot create '" + temporary + "': " + std::strerror(errno));
-  try {
-    write_all(fd, reinterpret_cast<const char*>(&header_size), sizeof header_size, temporary);
-    write_all(fd, header.data(), header.size(), temporary);
-    for (const auto& [name, tensor] : sorted) {
-      write_all(fd, static_cast<const char*>(tensor.data_ptr()), tensor_bytes(tensor), temporary);
-    }
-    if (::fsync(fd) != 0) fail(Code::Io, "cannot flush '" + temporary + "': " + std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(temporary.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    ::unlink(temporary.c_str());
-    fail(Code::Io, "cannot move '" + temporary + "' to '" + path + "': " + reason);
-  }
+void write_safetensors(const std::string& path, const NamedTensors& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  AtomicFile file(path);
+  write_safetensors(file, tensors, metadata);
+  file.commit();
+}
+
+at::Tensor copy_to_tensor(const ArrayView& view) {
+  auto tensor = at::empty(view.shape, at::TensorOptions().dtype(view.dtype));
+  std::memcpy(tensor.data_ptr(), view.data, view.nbytes);
+  return tensor;
 }
 
 }  // namespace accel::formats

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/files.hpp"
 #include "core/named_tensors.hpp"
 #include "formats/array_view.hpp"
 #include "formats/mapped_file.hpp"
@@ -45,6 +46,8 @@ class SafetensorsFile {
   const std::vector<ArrayView>& arrays() const { return contents_.arrays; }
   // Error(InvalidArgument) naming the missing name and listing the available ones.
   const ArrayView& array(const std::string& name) const;
+  // Null when the file holds no tensor of that name.
+  const ArrayView* find(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return contents_.metadata; }
   const MappedFile& file() const { return file_; }
 
@@ -60,5 +63,11 @@ class SafetensorsFile {
 // Error(Dtype) for a dtype safetensors cannot hold; Error(InvalidArgument) for a repeated name.
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+// The same contents into `file`, left for the caller to commit: several files made visible together.
+void write_safetensors(AtomicFile& file, const NamedTensors& tensors, const std::map<std::string, std::string>& metadata = {});
+
+// A CPU tensor holding a copy of the view's bytes: views may be unaligned for their dtype (array_view.hpp),
+// so they are copied rather than wrapped.
+at::Tensor copy_to_tensor(const ArrayView& view);
 
 }  // namespace accel::formats

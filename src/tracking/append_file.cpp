@@ -6,10 +6,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 
 namespace accel::tracking {
 
@@ -20,14 +19,6 @@ namespace {
 }
 
 }  // namespace
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) io_failure("cannot read", path);
-  std::ostringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
 
 AppendFile::AppendFile(std::string path, char record_end) : path_(std::move(path)) { open(true, record_end); }
 

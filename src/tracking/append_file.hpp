@@ -31,7 +31,4 @@ class AppendFile {
   std::string previous_;
 };
 
-// The whole file, or Error(Io).
-std::string read_file(const std::string& path);
-
 }  // namespace accel::tracking

@@ -151,7 +151,7 @@ TEST_F(CheckpointCapi, AModelWithOtherTensorsIsRefusedNamingTheFile) {
   ASSERT_EQ(accel_model_load(&other, tiny_models::mlp_with_unused_parameter(tiny_models::temp_file("other.pt")).c_str()), ACCEL_OK);
   EXPECT_EQ(accel_state_load_state(state, path.c_str(), &other, 1, &optimizer, 1, nullptr, 0, nullptr, 0),
             ACCEL_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(last_error().find("model.safetensors: holds 4 tensors, the model has 5"), std::string::npos) << last_error();
+  EXPECT_NE(last_error().find("model.safetensors: no tensor 'unused', which the model has"), std::string::npos) << last_error();
   accel_model_free(other);
 }
 

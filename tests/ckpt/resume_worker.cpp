@@ -1,6 +1,7 @@
 // One leg of the exact-resume test (exact_resume_test.sh), on every rank under `accel launch`, through
 // the C ABI:
-//   resume_worker train STEPS OUT           STEPS steps from the start, then the model into OUT
+//   resume_worker train STEPS OUT [MAX_SHARD_SIZE]  STEPS steps from the start, then the model into OUT
+//                                                  (sharded above MAX_SHARD_SIZE bytes; 10 GB by default)
 //   resume_worker save STEPS CHECKPOINT     STEPS steps from the start, then accel_state_save_state
 //   resume_worker resume STEPS CHECKPOINT OUT   accel_state_load_state, STEPS more steps, the model into OUT
 //   resume_worker refuse 0 CHECKPOINT       accel_state_load_state must fail on every rank (exit 0 if so)
@@ -141,9 +142,10 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 3 ? argv[1] : "";
   const bool restartable = mode == "restartable";
   const bool with_out = mode == "resume" || restartable;
-  if ((mode != "train" && mode != "save" && mode != "refuse" && !with_out) || argc != (with_out ? 5 : 4)) {
+  const bool argc_fits = with_out ? argc == 5 : (argc == 4 || (mode == "train" && argc == 5));
+  if ((mode != "train" && mode != "save" && mode != "refuse" && !with_out) || !argc_fits) {
     std::fprintf(stderr,
-                 "usage: %s train|save|refuse STEPS DIR, resume STEPS CHECKPOINT OUT, "
+                 "usage: %s train STEPS DIR [MAX_SHARD_SIZE], save|refuse STEPS DIR, resume STEPS CHECKPOINT OUT, "
                  "or restartable STEPS PROJECT OUT\n",
                  argv[0]);
     return 2;
@@ -180,7 +182,9 @@ int main(int argc, char** argv) {
   if (mode == "save") {
     check(checkpoint_call(accel_state_save_state, run, argv[3]), "accel_state_save_state");
   } else {
-    check(accel_state_save_model(run.state, run.model, mode == "train" ? argv[3] : argv[4]), "accel_state_save_model");
+    const size_t max_shard_size = mode == "train" && argc > 4 ? std::strtoul(argv[4], nullptr, 10) : 0;
+    check(accel_state_save_model(run.state, run.model, mode == "train" ? argv[3] : argv[4], max_shard_size),
+          "accel_state_save_model");
   }
   accel_scheduler_free(run.scheduler);
   accel_optimizer_free(run.optimizer);

@@ -68,6 +68,23 @@ std::string matmul_only(const std::string& path) {
   return path;
 }
 
+std::string tied(const std::string& path, int seed, bool tied, float head_offset) {
+  torch::manual_seed(seed);
+  const at::Tensor w1 = parameter(torch::randn({8, 16}) * 0.3);
+  torch::jit::Module head("Head");
+  head.register_parameter("w", tied ? w1 : parameter(w1.detach() + head_offset), false);
+  head.register_buffer("scale", torch::full({1}, 0.5));
+  torch::jit::Module module("Tied");
+  module.register_parameter("w1", w1, false);
+  module.register_parameter("b1", parameter(torch::randn({16}) * 0.1), false);
+  module.register_module("head", head);
+  module.register_buffer("steps", torch::tensor({seed, 7}, torch::kLong));
+  module.define(std::string("def forward(self, x):\n  h = ") + kHidden +
+                "\n  return torch.matmul(h, self.head.w.t()) * self.head.scale\n");
+  module.save(path);
+  return path;
+}
+
 std::string mlp_with_truncated_storage(const std::string& path) {
   const std::string whole = mlp(path + ".whole");
   {

@@ -17,6 +17,10 @@ std::string matmul_only(const std::string& path);
 // Like mlp, but the archive's storage record data/0 (w1's 512 bytes) is cut to 100 bytes, as in a file
 // truncated or corrupted after it was written; everything else is intact.
 std::string mlp_with_truncated_storage(const std::string& path);
+// forward(x [N, 8]) -> [N, 8]: relu(x @ w1 + b1) @ head.w.t() * head.scale, with head.w the very tensor
+// w1 (tied weights, as an embedding and its output layer) unless `tied` is false, when head.w is a copy
+// of w1's values (`head_offset` added to them). Buffers: head.scale (float [1]) and steps (int64 [2]).
+std::string tied(const std::string& path, int seed = 0, bool tied = true, float head_offset = 0.0f);
 // A file in the test's temporary directory, unique to this process.
 std::string temp_file(const std::string& name);
 

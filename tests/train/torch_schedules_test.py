@@ -5,7 +5,8 @@ not installed) is stepped side by side with accel's over its whole schedule, and
 must be the same double. One run also trains with one_cycle on both sides: the cycled momentum must be
 the one the optimizer uses.
 
-Run by ctest (train.torch_schedules) with ACCEL_LIBRARY and PYTHONPATH=bindings/python."""
+Run by ctest (train.torch_schedules) with ACCEL_LIBRARY, and the binding's fixtures (accelerator) as a
+plugin (tests/CMakeLists.txt: accel_python_test)."""
 import math
 from functools import partial
 
@@ -26,14 +27,6 @@ class Linear(torch.nn.Module):
 
     def forward(self, x):
         return self.fc(x)
-
-
-@pytest.fixture
-def accelerator():
-    made = accel.Accelerator(cpu=True)
-    yield made
-    made.end_training()
-    made.close()
 
 
 def scripted():

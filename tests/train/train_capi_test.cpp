@@ -335,7 +335,7 @@ TEST(ModelFile, StorageShorterThanItsTensorIsRefused) {
 
 TEST_F(TrainCapi, SaveModelWritesSafetensorsWithEveryParameter) {
   const std::string directory = tiny_models::temp_file("saved_model");
-  ASSERT_EQ(accel_state_save_model(state, model, directory.c_str()), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_state_save_model(state, model, directory.c_str(), 0), ACCEL_OK) << last_error();
   const std::string path = directory + "/model.safetensors";
   std::FILE* file = std::fopen(path.c_str(), "rb");
   ASSERT_NE(file, nullptr);

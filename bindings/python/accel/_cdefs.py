@@ -189,6 +189,7 @@ const char *accel_model_buffer_name(const accel_model_t *model, size_t index);
 int accel_model_buffer(const accel_model_t *model, size_t index, accel_tensor_t **out);
 int accel_model_unwrap(const accel_model_t *model, accel_model_t **out);
 int accel_model_save_torchscript(const accel_model_t *model, const char *path);
+int accel_model_load_weights(accel_model_t *model, const char *directory);
 """),
     ("accel/optimizer.h", """
 typedef struct accel_optimizer accel_optimizer_t;
@@ -221,7 +222,7 @@ int accel_state_sync_gradients(const accel_state_t *state);
 int accel_state_backward(accel_state_t *state, const accel_tensor_t *loss);
 int accel_state_clip_grad_norm(accel_state_t *state, accel_model_t *model, double max_norm, double norm_type, double *total_norm);
 int accel_state_clip_grad_value(accel_state_t *state, accel_model_t *model, double clip_value);
-int accel_state_save_model(accel_state_t *state, const accel_model_t *model, const char *directory);
+int accel_state_save_model(accel_state_t *state, const accel_model_t *model, const char *directory, size_t max_shard_size);
 """),
     ("accel/tracking.h", """
 typedef struct accel_progress accel_progress_t;

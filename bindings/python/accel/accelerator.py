@@ -28,6 +28,29 @@ from .specs import DataLoaderSpec, OptimizerSpec, SchedulerSpec
 from .tensor import Tensor, _is_torch_tensor, lent, returned_like
 
 
+_SIZE_UNITS = {"GIB": 2**30, "MIB": 2**20, "KIB": 2**10, "GB": 10**9, "MB": 10**6, "KB": 10**3}
+
+
+def _size_in_bytes(size):
+    """Accelerate's convert_file_size_to_int: an int is bytes; "5GB" is 5 * 10**9 bytes, "5GiB" 5 * 2**30,
+    and a lowercase final b ("5Gb") counts bits."""
+    if isinstance(size, int) and not isinstance(size, bool):
+        value = size
+    else:
+        text = str(size).strip()
+        unit = next((unit for unit in _SIZE_UNITS if text.upper().endswith(unit)), None)
+        try:
+            value = int(float(text[:-len(unit)]) * _SIZE_UNITS[unit]) if unit else -1
+        except ValueError:
+            value = -1
+        if unit and not unit.endswith("IB") and text.endswith("b"):
+            value //= 8
+    if value < 1:
+        raise ValueError(f"max_shard_size {size!r} is not a positive number of bytes: give an int or a string "
+                         "with a unit, such as '10GB' or '500MiB'")
+    return value
+
+
 class DistributedType(str, enum.Enum):
     NO = "NO"
     MULTI_CPU = "MULTI_CPU"
@@ -390,10 +413,13 @@ class Accelerator(Handle):
     def clip_grad_value_(self, model, clip_value):
         check(lib.accel_state_clip_grad_value(self.pointer, model.pointer, clip_value))
 
-    def save_model(self, model, save_directory):
-        """Writes the unwrapped model's weights to save_directory/model.safetensors from the main process
-        (collective: the others wait for it)."""
-        check(lib.accel_state_save_model(self.pointer, model.pointer, str(save_directory).encode()))
+    def save_model(self, model, save_directory, max_shard_size="10GB"):
+        """Accelerate's save_model: the unwrapped model's weights as safetensors in save_directory, from the
+        main process (collective: the others wait for it). Up to max_shard_size (bytes, or a string such as
+        "10GB", "500MB", "2GiB") they go into model.safetensors; above it into model-0000i-of-0000N shards
+        with model.safetensors.index.json. Tied weights are stored once. Model.load_weights reads them back."""
+        check(lib.accel_state_save_model(self.pointer, model.pointer, str(save_directory).encode(),
+                                         _size_in_bytes(max_shard_size)))
 
     # --- checkpoints: every object prepared by this accelerator, in preparation order -------------------
 

@@ -121,3 +121,10 @@ class Model(Handle):
     def save_torchscript(self, path):
         """Writes the module as TorchScript, loadable with torch.jit.load."""
         check(lib.accel_model_save_torchscript(self.pointer, os.fsencode(path)))
+
+    def load_weights(self, directory):
+        """Loads what Accelerator.save_model wrote into directory (model.safetensors, or the index and its
+        shards; a checkpoint's first model too), copying each tensor onto the model's device. Everything is
+        checked first (names, shapes, dtypes), so on an error the model is unchanged."""
+        check(lib.accel_model_load_weights(self.pointer, os.fsencode(directory)))
+

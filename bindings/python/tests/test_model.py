@@ -74,6 +74,34 @@ def test_save_torchscript_and_save_model(tmp_path, accelerator):
     assert (tmp_path / "out" / "model.safetensors").stat().st_size > 0
 
 
+def test_save_model_shards_and_load_weights_reads_them_back(tmp_path, accelerator):
+    model = accelerator.prepare(scripted_bytes(MLP))
+    # fc1.weight is 128 bytes, fc1.bias 32, fc2.weight 96, fc2.bias 12: three shards of at most 130 bytes.
+    accelerator.save_model(model, tmp_path / "out", max_shard_size=130)
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [
+        "model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors",
+        "model.safetensors.index.json"]
+    torch.manual_seed(1)
+    other = accel.Model.load(torch.jit.script(MLP()))
+    other.load_weights(tmp_path / "out")
+    for (name, mine), (_, theirs) in zip(model.named_parameters(), other.named_parameters()):
+        np.testing.assert_array_equal(theirs.numpy(), mine.numpy(), err_msg=name)
+    with pytest.raises(accel.AccelIOError, match="no saved model"):
+        other.load_weights(tmp_path / "nothing")
+
+
+@pytest.mark.parametrize("size,expected", [(1000, 1000), ("10GB", 10**10), ("500MB", 5 * 10**8), ("2GiB", 2 * 2**30),
+                                           ("1.5KiB", 1536), ("8Kb", 1000)])
+def test_shard_sizes_are_read_as_accelerate_reads_them(size, expected):
+    assert accel.accelerator._size_in_bytes(size) == expected
+
+
+@pytest.mark.parametrize("size", [0, -5, "ten GB", "10TB", True])
+def test_a_shard_size_that_is_no_positive_size_is_refused(size):
+    with pytest.raises(ValueError, match="max_shard_size"):
+        accel.accelerator._size_in_bytes(size)
+
+
 def test_compute_loss_takes_options(accelerator):
     logits = np.array([[2.0, 0.0], [0.0, 2.0]], dtype=np.float32)
     labels = np.array([0, 0])

@@ -170,3 +170,8 @@ end
 """Writes the module as TorchScript (loadable by torch.jit.load)."""
 save_torchscript(model::Model, path::AbstractString) =
     @check ccall((:accel_model_save_torchscript, libaccel), Cint, (Ptr{accel_model_t}, Cstring), model, path)
+
+"""Loads what `save_model` wrote into directory (model.safetensors, or the index and its shards) onto each
+tensor's device; everything is checked first, so on an error the model is unchanged."""
+load_weights!(model::Model, directory::AbstractString) =
+    @check ccall((:accel_model_load_weights, libaccel), Cint, (Ptr{accel_model_t}, Cstring), model, directory)

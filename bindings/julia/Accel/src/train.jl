@@ -23,6 +23,10 @@ end
 clip_grad_value!(state::State, model::Model, clip_value::Real) =
     @check ccall((:accel_state_clip_grad_value, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_model_t}, Cdouble), state, model, clip_value)
 
-"""Saves the unwrapped model into directory/model.safetensors on the main process (collective)."""
-save_model(state::State, model::Model, directory::AbstractString) =
-    @check ccall((:accel_state_save_model, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_model_t}, Cstring), state, model, directory)
+"""Accelerate's save_model on the main process (collective): the unwrapped model's weights in
+directory/model.safetensors, or, above `max_shard_size` bytes (0: Accelerate's 10 GB), in
+model-0000i-of-0000N.safetensors shards with model.safetensors.index.json; tied weights once.
+`load_weights!` reads them back."""
+save_model(state::State, model::Model, directory::AbstractString; max_shard_size::Integer=0) =
+    @check ccall((:accel_state_save_model, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_model_t}, Cstring, Csize_t),
+                 state, model, directory, max_shard_size)

@@ -148,6 +148,9 @@ end
             @test countlines(joinpath(dir, "run", "metrics.jsonl")) == 40
             save_model(state, model, joinpath(dir, "saved"))
             @test isfile(joinpath(dir, "saved", "model.safetensors"))
+            save_model(state, model, joinpath(dir, "sharded"); max_shard_size=100)
+            @test isfile(joinpath(dir, "sharded", "model.safetensors.index.json"))
+            load_weights!(model, joinpath(dir, "sharded"))
 
             halving = Scheduler(optimizer) do step
                 step < 1 ? 0.5^step : error("step $step is too far")

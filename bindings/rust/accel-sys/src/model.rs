@@ -44,4 +44,5 @@ extern "C" {
     pub fn accel_model_buffer(model: *const accel_model_t, index: usize, out: *mut *mut accel_tensor_t) -> c_int;
     pub fn accel_model_unwrap(model: *const accel_model_t, out: *mut *mut accel_model_t) -> c_int;
     pub fn accel_model_save_torchscript(model: *const accel_model_t, path: *const c_char) -> c_int;
+    pub fn accel_model_load_weights(model: *mut accel_model_t, directory: *const c_char) -> c_int;
 }

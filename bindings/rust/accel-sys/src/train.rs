@@ -15,5 +15,10 @@ extern "C" {
         total_norm: *mut f64,
     ) -> c_int;
     pub fn accel_state_clip_grad_value(state: *mut accel_state_t, model: *mut accel_model_t, clip_value: f64) -> c_int;
-    pub fn accel_state_save_model(state: *mut accel_state_t, model: *const accel_model_t, directory: *const c_char) -> c_int;
+    pub fn accel_state_save_model(
+        state: *mut accel_state_t,
+        model: *const accel_model_t,
+        directory: *const c_char,
+        max_shard_size: usize,
+    ) -> c_int;
 }

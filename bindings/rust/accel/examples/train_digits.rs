@@ -239,7 +239,7 @@ fn train(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         counted += all_labels.len();
     }
     let save_dir = args.project_dir.join("model");
-    state.save_model(&model, &save_dir)?;
+    state.save_model(&model, &save_dir, 0)?;
     if counted != TEST_ROWS {
         return Err(
             format!("evaluation counted {} test samples, not {}: gather_for_metrics dropped or repeated some", counted, TEST_ROWS).into()

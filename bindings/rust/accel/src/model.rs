@@ -140,6 +140,13 @@ impl Model {
         check(unsafe { sys::accel_model_save_torchscript(self.as_ptr(), path.as_ptr()) })
     }
 
+    /// Loads what `State::save_model` wrote into `directory` (model.safetensors, or the index and its
+    /// shards), onto each tensor's device. Everything is checked first, so on an error nothing changed.
+    pub fn load_weights(&mut self, directory: impl AsRef<Path>) -> Result<()> {
+        let directory = path_to_c(directory.as_ref())?;
+        check(unsafe { sys::accel_model_load_weights(self.as_ptr(), directory.as_ptr()) })
+    }
+
     pub(crate) fn as_ptr(&self) -> *mut sys::accel_model_t {
         self.ptr.as_ptr()
     }

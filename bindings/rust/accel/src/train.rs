@@ -41,9 +41,12 @@ impl State {
         one_at_a_time(|| check(unsafe { sys::accel_state_clip_grad_value(self.as_ptr(), model.as_ptr(), clip_value) }))
     }
 
-    /// Saves the unwrapped model into directory/model.safetensors on the main process (collective).
-    pub fn save_model(&self, model: &Model, directory: impl AsRef<Path>) -> Result<()> {
+    /// Accelerate's save_model, on the main process (collective): the unwrapped model's weights in
+    /// directory/model.safetensors, or, above `max_shard_size` bytes (0: Accelerate's 10 GB), in
+    /// model-0000i-of-0000N.safetensors shards with model.safetensors.index.json. Tied weights are
+    /// stored once. `Model::load_weights` reads them back.
+    pub fn save_model(&self, model: &Model, directory: impl AsRef<Path>, max_shard_size: usize) -> Result<()> {
         let directory = path_to_c(directory.as_ref())?;
-        one_at_a_time(|| check(unsafe { sys::accel_state_save_model(self.as_ptr(), model.as_ptr(), directory.as_ptr()) }))
+        one_at_a_time(|| check(unsafe { sys::accel_state_save_model(self.as_ptr(), model.as_ptr(), directory.as_ptr(), max_shard_size) }))
     }
 }

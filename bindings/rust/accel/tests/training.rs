@@ -128,8 +128,15 @@ fn training_lowers_the_loss_and_is_tracked_and_saved() {
     assert!(metrics.lines().last().unwrap().contains("\"step\":40"), "{}", metrics);
     assert_eq!(fs::read_to_string(dir.join("run/config.json")).unwrap(), "{\"lr\": 0.05}");
 
-    state.save_model(&model, dir.join("saved")).unwrap();
+    state.save_model(&model, dir.join("saved"), 0).unwrap();
     assert!(dir.join("saved/model.safetensors").exists());
+    // Above 100 bytes the tensors go into shards with an index, which load_weights reads back.
+    state.save_model(&model, dir.join("sharded"), 100).unwrap();
+    assert!(dir.join("sharded/model.safetensors.index.json").exists());
+    let mut reloaded = Model::load(common::tiny_model()).unwrap();
+    reloaded.load_weights(dir.join("sharded")).unwrap();
+    assert_eq!(reloaded.parameter(1).unwrap().to_vec::<f32>().unwrap(), model.parameter(1).unwrap().to_vec::<f32>().unwrap());
+    assert_eq!(reloaded.load_weights(dir.join("nothing")).err().expect("no save there").code(), sys::ACCEL_ERR_IO);
     let plain = model.unwrap_model().unwrap();
     assert_eq!(plain.parameter(1).unwrap().to_vec::<f32>().unwrap(), model.parameter(1).unwrap().to_vec::<f32>().unwrap());
 

@@ -128,6 +128,6 @@ fn training(state: &State, rank: i32) {
         assert_eq!(first, second, "{} differs between the ranks", model.parameter_name(index).unwrap());
     }
     let dir = PathBuf::from(std::env::var_os("WORKER_DIR").expect("WORKER_DIR")).join("model");
-    state.save_model(&model, &dir).unwrap();
+    state.save_model(&model, &dir, 0).unwrap();
     assert!(dir.join("model.safetensors").exists(), "the main process saved before anyone went on");
 }

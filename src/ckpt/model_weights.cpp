@@ -1,0 +1,148 @@
+#include "ckpt/model_weights.hpp"
+
+#include <ATen/core/grad_mode.h>
+
+#include <cstring>
+#include <unordered_map>
+
+#include "ckpt/model_layout.hpp"
+#include "core/error.hpp"
+#include "core/files.hpp"
+
+namespace accel::ckpt {
+
+namespace {
+
+bool same_view(const at::Tensor& a, const at::Tensor& b) {
+  return a.device() == b.device() && a.data_ptr() == b.data_ptr() && a.sizes() == b.sizes() &&
+         a.strides() == b.strides() && a.scalar_type() == b.scalar_type();
+}
+
+// For each tensor, the index of the first one it is tied to: itself when it is the first or untied. A
+// tensor without elements holds no memory to share (its address may be null for all of them).
+std::vector<size_t> tie_leaders(const NamedTensors& tensors) {
+  std::vector<size_t> leaders(tensors.size());
+  std::unordered_map<const void*, std::vector<size_t>> by_address;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    leaders[i] = i;
+    const at::Tensor& tensor = tensors[i].second;
+    if (tensor.numel() == 0) continue;
+    std::vector<size_t>& earlier = by_address[tensor.data_ptr()];
+    for (size_t j : earlier) {
+      if (same_view(tensors[j].second, tensor)) {
+        leaders[i] = j;
+        break;
+      }
+    }
+    if (leaders[i] == i) earlier.push_back(i);
+  }
+  return leaders;
+}
+
+}  // namespace
+
+NamedTensors stored_tensors(const train::Model& model) {
+  const NamedTensors own = model.parameters_and_buffers();
+  const std::vector<size_t> leaders = tie_leaders(own);
+  NamedTensors stored;
+  for (size_t i = 0; i < own.size(); ++i) {
+    if (leaders[i] == i) stored.push_back(own[i]);
+  }
+  return stored;
+}
+
+ModelWeights ModelWeights::from_file(const train::Model& model, const std::string& path) {
+  ModelWeights weights;
+  weights.files_.push_back(std::make_unique<formats::SafetensorsFile>(path));
+  StoredByName stored;
+  for (const formats::ArrayView& view : weights.files_.back()->arrays()) {
+    stored.emplace_back(view.name, Stored{&view, &weights.files_.back()->file().path()});
+  }
+  weights.check_against(model, stored, path);
+  return weights;
+}
+
+ModelWeights ModelWeights::from_directory(const train::Model& model, const std::string& directory) {
+  const std::string single = join_path(directory, kModelFile), index_path = join_path(directory, kModelIndex);
+  const bool has_single = path_exists(single), has_index = path_exists(index_path);
+  if (has_single && has_index) {
+    fail(Code::InvalidArgument, "'" + directory + "' holds both " + kModelFile + " and " + kModelIndex +
+                                    ", which no save leaves together; remove the stale one");
+  }
+  if (!has_single && !has_index) {
+    fail(Code::Io, "no saved model in '" + directory + "': neither " + kModelFile + " nor " + kModelIndex);
+  }
+  if (has_single) return from_file(model, single);
+
+  const ModelIndex index = read_model_index(index_path);
+  ModelWeights weights;
+  StoredByName stored;
+  for (const auto& [file, names] : index.tensors_by_file()) {
+    const std::string path = join_path(directory, file);
+    try {
+      weights.files_.push_back(std::make_unique<formats::SafetensorsFile>(path));
+    } catch (const Error& error) {
+      if (error.code() != Code::Io) throw;
+      fail(Code::Io, index_path + " maps '" + names.front() + "' to " + file + ", which cannot be read: " + error.what());
+    }
+    const formats::SafetensorsFile& shard = *weights.files_.back();
+    std::vector<std::string> held;
+    for (const formats::ArrayView& view : shard.arrays()) {
+      held.push_back(view.name);
+      stored.emplace_back(view.name, Stored{&view, &shard.file().path()});
+    }
+    check_shard_holds_its_tensors(index, file, path, held);
+  }
+  weights.check_against(model, stored, index_path);
+  return weights;
+}
+
+void ModelWeights::check_against(const train::Model& model, const StoredByName& stored, const std::string& source) {
+  const NamedTensors own = model.parameters_and_buffers();
+  std::unordered_map<std::string, size_t> own_index;
+  for (size_t i = 0; i < own.size(); ++i) own_index.emplace(own[i].first, i);
+  std::vector<const Stored*> found(own.size(), nullptr);
+  for (const auto& [name, where] : stored) {
+    const auto mine = own_index.find(name);
+    if (mine == own_index.end()) fail(Code::InvalidArgument, *where.path + ": holds '" + name + "', which the model does not have");
+    const at::Tensor& tensor = own[mine->second].second;
+    const formats::ArrayView& view = *where.view;
+    if (view.shape != tensor.sizes().vec()) {
+      fail(Code::InvalidArgument, *where.path + ": '" + name + "' has shape " + formats::shape_string(view.shape) +
+                                      ", the model's is " + formats::shape_string(tensor.sizes().vec()));
+    }
+    if (view.dtype != tensor.scalar_type()) {
+      fail(Code::InvalidArgument, *where.path + ": '" + name + "' is " + std::string(c10::toString(view.dtype)) +
+                                      ", the model's is " + std::string(c10::toString(tensor.scalar_type())));
+    }
+    found[mine->second] = &where;
+  }
+
+  const std::vector<size_t> leaders = tie_leaders(own);
+  std::vector<const Stored*> source_of(own.size(), nullptr);  // by leader: the bytes a tied group loads from
+  for (size_t i = 0; i < own.size(); ++i) {
+    const Stored* here = found[i];
+    const Stored*& source_here = source_of[leaders[i]];
+    if (here == nullptr) continue;
+    if (source_here == nullptr) {
+      source_here = here;
+      copies_.emplace_back(i, here->view);
+    } else if (std::memcmp(here->view->data, source_here->view->data, here->view->nbytes) != 0) {
+      fail(Code::InvalidArgument, *here->path + ": '" + own[i].first + "' is tied to '" + own[leaders[i]].first +
+                                      "' in the model, but the files hold different values for them");
+    }
+  }
+  for (size_t i = 0; i < own.size(); ++i) {
+    if (source_of[leaders[i]] == nullptr) {
+      fail(Code::InvalidArgument, source + ": no tensor '" + own[i].first + "', which the model has");
+    }
+  }
+}
+
+void ModelWeights::copy_into(const train::Model& model) const {
+  const at::NoGradGuard no_grad;
+  const NamedTensors own = model.parameters_and_buffers();
+  for (const auto& [index, view] : copies_) own[index].second.copy_(formats::copy_to_tensor(*view));
+}
+
+}  // namespace accel::ckpt

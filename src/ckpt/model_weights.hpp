@@ -1,0 +1,62 @@
+// A model's weights in safetensors files: which tensors are stored, and reading them back checked
+// against the model. save_model and save_state store a model the same way, and load_model and
+// load_state read it back through the same checks.
+//
+// Tied weights (an embedding and an output layer holding one matrix) are stored once, as Accelerate and
+// transformers store them, since safetensors has no aliasing: of the tensors that are the very same view
+// of the same memory (same device, address, shape, strides, dtype), only the first in the model's order
+// (parameters, then buffers) is written, under its name; loading fills the others through it. Tensors
+// that merely overlap are stored each on its own: their bytes are the same memory, so loading writes
+// back the same values.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/named_tensors.hpp"
+#include "formats/safetensors.hpp"
+#include "train/model.hpp"
+
+namespace accel::ckpt {
+
+// The tensors to write: the model's parameters and buffers, each tied group under its first name.
+NamedTensors stored_tensors(const train::Model& model);
+
+// Weights read from files and checked against a model: every tensor of the model has its bytes (a tied
+// one through the name stored), with the model's shape and dtype; no file holds a tensor the model lacks.
+// Nothing in the model changes until copy_into. The files stay mapped while this object lives, so
+// copy_into reads them once, a tensor at a time.
+class ModelWeights {
+ public:
+  // Every tensor of one file (a checkpoint's model.safetensors). Error(Io) when it cannot be read;
+  // Error(Dtype) or Error(InvalidArgument) naming the file when it is damaged or does not fit the model.
+  static ModelWeights from_file(const train::Model& model, const std::string& path);
+  // What save_model wrote into directory: model.safetensors, or the index and every shard it names, each
+  // shard holding exactly the tensors the index maps to it. As from_file, naming the index or the shard;
+  // Error(Io) also when the directory holds neither model.safetensors nor an index, and
+  // Error(InvalidArgument) when it holds both (no save leaves both).
+  static ModelWeights from_directory(const train::Model& model, const std::string& directory);
+
+  // Copies the weights into the model's tensors, on whatever device each is, without recording gradients.
+  void copy_into(const train::Model& model) const;
+
+ private:
+  // A tensor of the files: the view of its bytes and the file that holds it, for messages.
+  struct Stored {
+    const formats::ArrayView* view;
+    const std::string* path;
+  };
+  using StoredByName = std::vector<std::pair<std::string, Stored>>;
+
+  ModelWeights() = default;
+  // Fills copies_, or throws naming the file of a mismatch; `source` (a file, or the index) is named
+  // for a tensor of the model that no file holds.
+  void check_against(const train::Model& model, const StoredByName& stored, const std::string& source);
+
+  std::vector<std::unique_ptr<formats::SafetensorsFile>> files_;
+  std::vector<std::pair<size_t, const formats::ArrayView*>> copies_;  // index in parameters_and_buffers <- bytes
+};
+
+}  // namespace accel::ckpt

@@ -1,0 +1,164 @@
+#include "cli/checkpoint_command.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ckpt/manifest.hpp"
+#include "ckpt/model_layout.hpp"
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "formats/json.hpp"
+#include "formats/mapped_file.hpp"
+#include "formats/safetensors_header.hpp"
+
+namespace accel::cli {
+
+namespace {
+
+void usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: accel checkpoint inspect DIR\n"
+               "prints what DIR holds as JSON: for a checkpoint (save_state), the versions, world size, step,\n"
+               "epoch and object counts of its metadata.json; for a saved model (save_model), model.safetensors\n"
+               "or the index and its shards; for both, each file with its size and tensor count, and the total.\n");
+}
+
+struct FileReport {
+  std::string name;  // relative to the directory
+  uint64_t bytes = 0;
+  std::optional<size_t> tensors;  // for safetensors files
+  uint64_t tensor_bytes = 0;
+  std::vector<std::string> tensor_names;
+};
+
+// A safetensors file's header, with every tensor's bytes checked to lie inside the file.
+FileReport safetensors_file(const std::string& directory, const std::string& name) {
+  const std::string path = join_path(directory, name);
+  const formats::MappedFile file(path);
+  const formats::SafetensorsHeader header = formats::parse_safetensors_header(file.data(), file.size(), path);
+  FileReport report;
+  report.name = name;
+  report.bytes = file.size();
+  report.tensors = header.entries.size();
+  for (const formats::SafetensorsEntry& entry : header.entries) {
+    const auto [begin, end] = formats::data_extent(entry, path);
+    formats::check_in_payload(entry, end, file.size() - header.data_start, path);
+    report.tensor_bytes += end - begin;
+    report.tensor_names.push_back(entry.name);
+  }
+  return report;
+}
+
+FileReport other_file(const std::string& directory, const std::string& name) {
+  FileReport report;
+  report.name = name;
+  report.bytes = formats::MappedFile(join_path(directory, name)).size();
+  return report;
+}
+
+struct Report {
+  std::vector<std::pair<std::string, std::string>> fields;  // key, JSON value
+  std::vector<FileReport> files;
+};
+
+std::string to_json(const std::string& directory, const Report& report) {
+  size_t tensors = 0;
+  for (const FileReport& file : report.files) tensors += file.tensors.value_or(0);
+  std::string out = "{\n  \"directory\": " + formats::json_quote(directory);
+  for (const auto& [key, value] : report.fields) out += ",\n  " + formats::json_quote(key) + ": " + value;
+  out += ",\n  \"tensors\": " + std::to_string(tensors) + ",\n  \"files\": [";
+  for (size_t i = 0; i < report.files.size(); ++i) {
+    const FileReport& file = report.files[i];
+    out += std::string(i ? "," : "") + "\n    {\"path\": " + formats::json_quote(file.name) +
+           ", \"bytes\": " + std::to_string(file.bytes);
+    if (file.tensors) out += ", \"tensors\": " + std::to_string(*file.tensors);
+    out += "}";
+  }
+  return out + "\n  ]\n}\n";
+}
+
+Report inspect_checkpoint(const std::string& directory) {
+  const ckpt::Manifest manifest = ckpt::read_manifest(join_path(directory, ckpt::kManifestFile));
+  Report report;
+  report.fields = {{"kind", "\"checkpoint\""},
+                   {"accel_version", formats::json_quote(manifest.accel_version)},
+                   {"torch_version", formats::json_quote(manifest.torch_version)},
+                   {"world_size", std::to_string(manifest.world_size)},
+                   {"step", std::to_string(manifest.step)},
+                   {"epoch", std::to_string(manifest.epoch)},
+                   {"models", std::to_string(manifest.num_models)},
+                   {"optimizers", std::to_string(manifest.num_optimizers)},
+                   {"schedulers", std::to_string(manifest.num_schedulers)},
+                   {"loaders", std::to_string(manifest.num_loaders)},
+                   {"grad_scaler", manifest.has_scaler ? "true" : "false"}};
+  report.files.push_back(other_file(directory, ckpt::kManifestFile));
+  for (int64_t i = 0; i < manifest.num_models; ++i) {
+    report.files.push_back(safetensors_file(directory, ckpt::checkpoint_model_file(static_cast<size_t>(i))));
+  }
+  report.files.push_back(safetensors_file(directory, ckpt::kStatesFile));
+  for (int64_t rank = 0; rank < manifest.world_size; ++rank) {
+    report.files.push_back(safetensors_file(directory, join_path(ckpt::rank_directory(rank), ckpt::kStatesFile)));
+  }
+  return report;
+}
+
+Report inspect_model(const std::string& directory, bool has_index) {
+  Report report;
+  report.fields = {{"kind", "\"model\""}};
+  if (!has_index) {
+    report.files.push_back(safetensors_file(directory, ckpt::kModelFile));
+    report.fields.emplace_back("total_size", std::to_string(report.files.back().tensor_bytes));
+    return report;
+  }
+  const ckpt::ModelIndex index = ckpt::read_model_index(join_path(directory, ckpt::kModelIndex));
+  report.fields.emplace_back("total_size", std::to_string(index.total_size));
+  report.files.push_back(other_file(directory, ckpt::kModelIndex));
+  for (const auto& [file, names] : index.tensors_by_file()) {
+    report.files.push_back(safetensors_file(directory, file));
+    ckpt::check_shard_holds_its_tensors(index, file, join_path(directory, file), report.files.back().tensor_names);
+  }
+  return report;
+}
+
+Report inspect(const std::string& directory) {
+  if (!is_directory(directory)) fail(Code::Io, "'" + directory + "' is not a directory");
+  if (path_exists(join_path(directory, ckpt::kManifestFile))) return inspect_checkpoint(directory);
+  const bool has_single = path_exists(join_path(directory, ckpt::kModelFile));
+  const bool has_index = path_exists(join_path(directory, ckpt::kModelIndex));
+  if (has_single && has_index) {
+    fail(Code::InvalidArgument, "'" + directory + "' holds both " + ckpt::kModelFile + " and " + ckpt::kModelIndex +
+                                    ", which no save leaves together");
+  }
+  if (!has_single && !has_index) {
+    fail(Code::InvalidArgument, "'" + directory + "' is neither a checkpoint (no " + ckpt::kManifestFile +
+                                    ") nor a saved model (no " + ckpt::kModelFile + " or " + ckpt::kModelIndex + ")");
+  }
+  return inspect_model(directory, has_index);
+}
+
+}  // namespace
+
+int run_checkpoint(int argc, char** argv) {
+  if (argc >= 2 && (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0)) {
+    usage(stdout);
+    return 0;
+  }
+  if (argc != 3 || std::strcmp(argv[1], "inspect") != 0) {
+    usage(stderr);
+    return 2;
+  }
+  const std::string directory = argv[2];
+  try {
+    const std::string json = to_json(directory, inspect(directory));
+    std::fputs(json.c_str(), stdout);
+  } catch (const Error& error) {
+    std::fprintf(stderr, "accel checkpoint inspect: %s\n", error.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace accel::cli

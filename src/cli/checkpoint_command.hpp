@@ -1,0 +1,9 @@
+// `accel checkpoint inspect DIR`: what a checkpoint (save_state) or a saved model (save_model) holds, as
+// JSON, read from its manifest, index and safetensors headers without loading LibTorch.
+#pragma once
+
+namespace accel::cli {
+
+int run_checkpoint(int argc, char** argv);
+
+}  // namespace accel::cli
