@@ -38,7 +38,7 @@ jobs=$(nproc)
 
 (cmake -S "$root/.gpu/googletest" -B /tmp/googletest-build -G Ninja -DCMAKE_BUILD_TYPE=Release \
    -DCMAKE_INSTALL_PREFIX=/tmp/googletest && cmake --build /tmp/googletest-build -j"$jobs" \
-   && cmake --install /tmp/googletest-build) > "$out/googletest.log" 2>&1 || { tail -20 "$out/googletest.log"; exit 1; }
+   && cmake --install /tmp/googletest-build) > /tmp/googletest.log 2>&1 || { tail -20 /tmp/googletest.log; exit 1; }
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_cmake;/tmp/googletest" \
   -DACCEL_GLOO_INCLUDE_DIR="$root/.gpu/glooinc" > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
 # shellcheck disable=SC2086  # the targets are words
