@@ -17,6 +17,10 @@
  *   gradient_accumulation_steps int  steps per optimizer step (> 0)            default 1
  *   sync_with_dataloader bool  the last batch of the active loader always syncs default true
  *   sync_each_batch  bool    all-reduce on every backward while accumulating    default false
+ *   step_scheduler_with_optimizer bool  schedulers step after each real optimizer step, once per
+ *                            process unless split_batches (accel/scheduler.h); false: once per
+ *                            accel_scheduler_step call, whatever the optimizer did (schedules counted
+ *                            in epochs or in calls)                              default true
  *   timeline         string  a directory: each rank writes its step timeline (a Chrome trace of forward,
  *                            backward, every gradient bucket's all-reduce, optimizer steps, loader waits,
  *                            collectives, saves) to timeline.rank<r>.json there when the state shuts

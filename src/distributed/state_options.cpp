@@ -18,6 +18,7 @@ const OptionScope& state_option_scope() {
           {"gradient_accumulation_steps", OptionType::Int, int64_t{1}, {}, true},
           {"sync_with_dataloader", OptionType::Bool, true, {}, false},
           {"sync_each_batch", OptionType::Bool, false, {}, false},
+          {"step_scheduler_with_optimizer", OptionType::Bool, true, {}, false},
           {"timeline", OptionType::String, std::string(""), {}, false},
           {"timeline_steps", OptionType::Int, int64_t{100}, {}, true},
           {"project_dir", OptionType::String, std::string(""), {}, false},

@@ -125,12 +125,15 @@ void AcceleratedOptimizer::zero_grad() {
 
 AcceleratedScheduler::AcceleratedScheduler(std::shared_ptr<AcceleratedOptimizer> optimizer,
                                            std::unique_ptr<Scheduler> scheduler, bool split_batches)
-    : optimizer_(std::move(optimizer)), scheduler_(std::move(scheduler)), split_batches_(split_batches) {}
+    : optimizer_(std::move(optimizer)),
+      scheduler_(std::move(scheduler)),
+      split_batches_(split_batches),
+      step_with_optimizer_(optimizer_->accelerator()->state()->options().get_bool("step_scheduler_with_optimizer")) {}
 
 void AcceleratedScheduler::step(std::optional<double> metric) {
   const auto& state = optimizer_->accelerator()->state();
   accelerated_scheduler_step(*scheduler_, state->sync_gradients(), optimizer_->step_was_skipped(), split_batches_,
-                             state->launch().world_size, metric);
+                             state->launch().world_size, metric, step_with_optimizer_);
 }
 
 double AcceleratedOptimizer::loss_scale() const {

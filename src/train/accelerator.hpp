@@ -84,7 +84,8 @@ class AcceleratedOptimizer {
   bool skipped_ = false;
 };
 
-// Accelerate's AcceleratedScheduler: steps only after a real optimizer step, P times unless split_batches.
+// Accelerate's AcceleratedScheduler: steps only after a real optimizer step, P times unless split_batches;
+// once per call when the state's step_scheduler_with_optimizer is off.
 class AcceleratedScheduler {
  public:
   AcceleratedScheduler(std::shared_ptr<AcceleratedOptimizer> optimizer, std::unique_ptr<Scheduler> scheduler,
@@ -96,6 +97,7 @@ class AcceleratedScheduler {
   std::shared_ptr<AcceleratedOptimizer> optimizer_;
   std::unique_ptr<Scheduler> scheduler_;
   bool split_batches_;
+  bool step_with_optimizer_;
 };
 
 // Accelerate's prepare(optimizer): an optimizer of kind over the trainable parameters of a prepared model.

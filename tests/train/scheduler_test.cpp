@@ -204,6 +204,42 @@ TEST(AcceleratedSchedulerStep, LambdaTest) {
   }
 }
 
+// lambda_test with step_with_optimizer=False: every call is one step, skipped or not syncing alike.
+TEST(AcceleratedSchedulerStep, LambdaTestWithoutStepWithOptimizer) {
+  for (int64_t processes : {1, 2}) {
+    for (bool split : {false, true}) {
+      SCOPED_TRACE("P=" + std::to_string(processes) + " split=" + std::to_string(split));
+      auto optimizer = make_optimizer(1.0);
+      Scheduler scheduler(optimizer, [](int64_t n) { return 1.0 - static_cast<double>(n) / 10.0; });
+      const auto per_call = [&](bool sync, bool skipped) {
+        accelerated_scheduler_step(scheduler, sync, skipped, split, processes, std::nullopt,
+                                   /*step_with_optimizer=*/false);
+      };
+      per_call(/*sync=*/true, /*skipped=*/false);
+      EXPECT_DOUBLE_EQ(optimizer.lr(0), 1.0 - 1.0 / 10.0);
+      per_call(true, /*skipped=*/true);
+      EXPECT_DOUBLE_EQ(optimizer.lr(0), 1.0 - 2.0 / 10.0);
+      per_call(/*sync=*/false, false);
+      EXPECT_DOUBLE_EQ(optimizer.lr(0), 1.0 - 3.0 / 10.0);
+    }
+  }
+}
+
+// one_cycle_test with step_with_optimizer=False: one step per call (last_epoch 1, not P), and no guard,
+// so torch's error comes at the step past total_steps.
+TEST(AcceleratedSchedulerStep, OneCycleWithoutStepWithOptimizerStepsOncePerCall) {
+  SchedulerConfig config;
+  config.max_lr = 0.01;
+  config.total_steps = 2;
+  auto optimizer = make_optimizer(0.1);
+  Scheduler scheduler(optimizer, "one_cycle", config);
+  const auto per_call = [&] { accelerated_scheduler_step(scheduler, true, false, false, 2, std::nullopt, false); };
+  per_call();
+  EXPECT_EQ(scheduler.step_count(), 1);
+  per_call();
+  expect_error(Code::InvalidState, "Tried to step 3 times", per_call);
+}
+
 // tests/test_scheduler.py one_cycle_test: OneCycleLR with steps_per_epoch=2, epochs=1 (total_steps 2).
 TEST(AcceleratedSchedulerStep, OneCycleTestAndTheTotalStepsGuard) {
   SchedulerConfig config;

@@ -2,7 +2,8 @@
 // on the launch (see tests/CMakeLists.txt): Ddp.* with 2 processes, Accumulation.* with 2 processes and
 // ACCEL_GRADIENT_ACCUMULATION_STEPS=2 (SyncEachBatch.* also with ACCEL_SYNC_EACH_BATCH=1), Fp16.* and Bf16.*
 // with 1 process and that ACCEL_MIXED_PRECISION, SchedulerRule.* with 1 and 2 processes, and with 2
-// processes and ACCEL_GRADIENT_ACCUMULATION_STEPS=2.
+// processes and ACCEL_GRADIENT_ACCUMULATION_STEPS=2 (SchedulerPerCall.* also with
+// ACCEL_STEP_SCHEDULER_WITH_OPTIMIZER=0).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -247,6 +248,28 @@ TEST(SchedulerRule, AMetricIsCountedOncePerProcessUnlessSplitBatches) {
     EXPECT_EQ(optimizer_steps, (5 + per_optimizer_step - 1) / per_optimizer_step);
     EXPECT_EQ(scheduler.scheduler().step_count(), optimizer_steps * per_optimizer_step);
     EXPECT_NEAR(optimizer->optimizer().lr(0), 0.01, 1e-17);
+  }
+}
+
+// With ACCEL_STEP_SCHEDULER_WITH_OPTIMIZER=0 (and 2 accumulation steps, 2 processes): the schedule moves one
+// step per call of step(), on micro-batches that do not sync as on those that do, never num_processes.
+TEST(SchedulerPerCall, EveryCallIsOneStepWhateverTheOptimizerDid) {
+  ASSERT_FALSE(state->options().get_bool("step_scheduler_with_optimizer"));
+  auto model = load_mlp("scheduler_per_call");
+  model->prepare(state, PrepareConfig{});
+  auto accelerator = Accelerator::of(state);
+  OptimizerConfig config;
+  config.lr = 1.0;
+  auto optimizer = std::make_shared<AcceleratedOptimizer>(accelerator, std::make_unique<Optimizer>("sgd", trainable(*model), config));
+  SchedulerConfig schedule;
+  schedule.total_steps = 20;
+  AcceleratedScheduler scheduler(optimizer, std::make_unique<Scheduler>(optimizer->optimizer(), "linear", schedule),
+                                 /*split_batches=*/false);
+  state->gradient_state().set_step(0);
+  for (int64_t call = 1; call <= 5; ++call) {
+    train_micro_batch(*model, *optimizer, scheduler);
+    EXPECT_EQ(scheduler.scheduler().step_count(), call);
+    EXPECT_NEAR(optimizer->optimizer().lr(0), 1.0 - static_cast<double>(call) / 20.0, 1e-12);
   }
 }
 

@@ -60,7 +60,7 @@ class Accelerator(Handle):
 
     def __init__(self, mixed_precision=None, gradient_accumulation_steps=None, cpu=None, device=None,
                  dataloader_config=None, gradient_accumulation_plugin=None, kwargs_handlers=(), project_dir=None,
-                 project_config=None):
+                 project_config=None, step_scheduler_with_optimizer=None):
         """Joins (or creates) the process state: reads how the process was launched and, with several
         processes, meets the others. None leaves a setting to the ACCEL_* environment, then the default.
 
@@ -69,12 +69,15 @@ class Accelerator(Handle):
         loader. gradient_accumulation_plugin: a GradientAccumulationPlugin, instead of
         gradient_accumulation_steps. kwargs_handlers: DistributedDataParallelKwargs (for prepared models)
         and InitProcessGroupKwargs (backend, timeout). project_config: a ProjectConfiguration (numbered
-        checkpoints); project_dir, when given, overrides its project_dir.
+        checkpoints); project_dir, when given, overrides its project_dir. step_scheduler_with_optimizer
+        False: every scheduler.step() is one step, whatever the optimizer did (default True: after each
+        real optimizer step, once per process unless split_batches).
 
         A process has one state: while one lives, another Accelerator must ask for the same settings
         (InvalidStateError otherwise); after end_training() a new one may change them."""
         settings = {"mixed_precision": mixed_precision, "use_cpu": cpu, "device": device,
-                    "gradient_accumulation_steps": gradient_accumulation_steps}
+                    "gradient_accumulation_steps": gradient_accumulation_steps,
+                    "step_scheduler_with_optimizer": step_scheduler_with_optimizer}
         if gradient_accumulation_plugin is not None:
             if gradient_accumulation_steps is not None:
                 raise ValueError("give gradient_accumulation_steps or gradient_accumulation_plugin, not both")
