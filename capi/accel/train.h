@@ -33,6 +33,19 @@ ACCEL_API int accel_state_sync_gradients(const accel_state_t *state);
  * collective errors. */
 ACCEL_API ACCEL_NODISCARD int accel_state_backward(accel_state_t *state, const accel_tensor_t *loss);
 
+/* Backward normalised by item count, for losses over a varying number of items (tokens): loss is summed
+ * over this micro-batch's items (accel_loss_compute with reduction "sum"; ignored labels count as no
+ * item), and num_items is the number of items in the whole accumulated global batch, every micro-batch of
+ * this optimizer step on every rank (count them with accel_state_reduce "sum" before the first
+ * micro-batch). The backward is of loss * num_processes / num_items, without the division by
+ * gradient_accumulation_steps, so that after the all-reduce's average the gradient equals that of the mean
+ * loss over the full batch, however unevenly the items fall between micro-batches and ranks (with
+ * accel_state_backward each micro-batch's mean would weigh the same). Scaled under fp16, synchronised like
+ * accel_state_backward. Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (num_items 0, and as
+ * accel_state_backward); collective errors. */
+ACCEL_API ACCEL_NODISCARD int accel_state_backward_with_items(accel_state_t *state, const accel_tensor_t *loss,
+                                                              size_t num_items);
+
 /* Unscales fp16 gradients first, then clips the model's gradients so that their total norm is at most
  * max_norm; *total_norm (may be NULL) receives the norm before clipping. After accel_state_backward on a sync
  * step the gradients are already averaged over the ranks, so the norm is the same everywhere.

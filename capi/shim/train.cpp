@@ -27,6 +27,14 @@ extern "C" int accel_state_backward(accel_state_t* state, const accel_tensor_t* 
   });
 }
 
+extern "C" int accel_state_backward_with_items(accel_state_t* state, const accel_tensor_t* loss, size_t num_items) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    require(loss, "loss");
+    accel::train::Accelerator::of(state->state)->backward_with_items(loss->tensor, num_items);
+  });
+}
+
 extern "C" int accel_state_clip_grad_norm(accel_state_t* state, accel_model_t* model, double max_norm, double norm_type,
                                           double* total_norm) {
   return guarded(__func__, [&] {

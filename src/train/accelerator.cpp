@@ -32,6 +32,18 @@ void Accelerator::accumulate() {
 }
 
 void Accelerator::backward(const at::Tensor& loss) {
+  // Every micro-batch contributes loss / N, synced or not (Accelerate divides on every call).
+  backward_divided(loss, static_cast<double>(accumulation_steps_));
+}
+
+void Accelerator::backward_with_items(const at::Tensor& loss, size_t num_items) {
+  require_argument(num_items > 0, "backward: the number of items must be > 0");
+  // The reducer divides the summed gradients by the number of processes: multiplying by it here leaves
+  // sum over every rank's micro-batches / num_items, the full batch's mean.
+  backward_divided(loss, static_cast<double>(num_items) / static_cast<double>(state_->launch().world_size));
+}
+
+void Accelerator::backward_divided(const at::Tensor& loss, double divisor) {
   const timeline::Span span("backward");
   if (!loss.defined()) fail(Code::InvalidArgument, "backward: the loss is undefined");
   if (loss.numel() != 1) {
@@ -40,10 +52,9 @@ void Accelerator::backward(const at::Tensor& loss) {
   if (!loss.requires_grad()) {
     fail(Code::InvalidArgument, "backward: the loss does not require grad (computed without a graph?)");
   }
-  // Every micro-batch contributes loss / N, synced or not (Accelerate divides on every call); N = 1
-  // needs no extra node in the graph.
+  // A divisor of 1 needs no extra node in the graph.
   at::Tensor scaled = loss.reshape({});
-  if (accumulation_steps_ > 1) scaled = scaled.div(static_cast<double>(accumulation_steps_));
+  if (divisor != 1.0) scaled = scaled.div(divisor);
   if (scaler_) scaled = scaler_->scale(scaled);
   scaled.backward();
 }

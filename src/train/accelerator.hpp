@@ -35,6 +35,12 @@ class Accelerator {
   // loss / gradient_accumulation_steps, scaled under fp16, then backward. Throws Error(InvalidArgument)
   // for a loss that is not a scalar or does not require grad.
   void backward(const at::Tensor& loss);
+  // For a loss summed over this micro-batch's items (tokens), num_items being the items of the whole
+  // accumulated global batch (every micro-batch of the optimizer step, on every rank): backward of
+  // loss * num_processes / num_items, so that once the reducer averages over the ranks the gradient is
+  // that of the full batch's mean, however unevenly the items fall. num_items 0: Error(InvalidArgument);
+  // otherwise as backward.
+  void backward_with_items(const at::Tensor& loss, size_t num_items);
   // Unscales fp16 gradients (once per step), then clips like torch.nn.utils; returns the total norm.
   // Clipping and optimizer steps throw Error(InvalidState) once the process group is broken.
   double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type);
@@ -51,6 +57,7 @@ class Accelerator {
 
  private:
   explicit Accelerator(std::shared_ptr<distributed::State> state);
+  void backward_divided(const at::Tensor& loss, double divisor);
   void unscale_once(const std::vector<at::Tensor>& parameters);
   void refuse_if_group_broken(const char* what) const;
 

@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "data/loader.hpp"
 #include "distributed/process_group.hpp"
+#include "expect_error.hpp"
 #include "tiny_models.hpp"
 #include "train/accelerator.hpp"
 
@@ -342,6 +343,63 @@ TEST(Accumulation, MicroBatchesEqualOneBatchTwiceAsLarge) {
     reference_optimizer.zero_grad();
   }
   EXPECT_LT(max_difference(*parallel, *reference), 1e-6);
+}
+
+// Cross-entropy over micro-batches holding different numbers of items on each rank (rank r's micro-batch m
+// has 1 + 2r + 3m rows): backward_with_items, given the global item count, trains exactly as one process
+// on the whole batch with the mean loss; plain backward (each micro-batch's mean weighing the same) does not.
+TEST(Accumulation, ItemCountNormalisationEqualsTheFullBatchMean) {
+  const int64_t accumulation = Accelerator::of(state)->gradient_accumulation_steps();
+  ASSERT_EQ(accumulation, 2);
+  auto by_items = load_mlp("items");
+  by_items->prepare(state, PrepareConfig{});
+  auto by_means = load_mlp("items_means");
+  by_means->prepare(state, PrepareConfig{});
+  auto reference = load_mlp("items_reference");
+  auto accelerator = Accelerator::of(state);
+  OptimizerConfig config;
+  config.lr = 0.5;
+  AcceleratedOptimizer items_optimizer(accelerator, std::make_unique<Optimizer>("sgd", trainable(*by_items), config));
+  AcceleratedOptimizer means_optimizer(accelerator, std::make_unique<Optimizer>("sgd", trainable(*by_means), config));
+  Optimizer reference_optimizer("sgd", trainable(*reference), config);
+  const auto rows = [](int64_t r, int64_t m) { return 1 + 2 * r + 3 * m; };
+  at::manual_seed(11);
+  state->gradient_state().set_step(0);
+  for (int64_t step = 0; step < 4; ++step) {
+    std::vector<at::Tensor> xs, ys, all_x, all_y;
+    int64_t num_items = 0;
+    for (int64_t m = 0; m < accumulation; ++m) {
+      for (int64_t r = 0; r < world(); ++r) {
+        const auto x = at::randn({rows(r, m), 8});
+        const auto y = at::randint(4, {rows(r, m)}, at::kLong);
+        all_x.push_back(x);
+        all_y.push_back(y);
+        num_items += rows(r, m);
+        if (r == rank()) {
+          xs.push_back(x);
+          ys.push_back(y);
+        }
+      }
+    }
+    for (int64_t m = 0; m < accumulation; ++m) {
+      accelerator->accumulate();
+      accelerator->backward_with_items(
+          at::cross_entropy_loss(output_of(*by_items, xs[m]), ys[m], {}, at::Reduction::Sum), static_cast<size_t>(num_items));
+      accelerator->backward(at::cross_entropy_loss(output_of(*by_means, xs[m]), ys[m]));
+      items_optimizer.step();
+      items_optimizer.zero_grad();
+      means_optimizer.step();
+      means_optimizer.zero_grad();
+    }
+    at::cross_entropy_loss(output_of(*reference, at::cat(all_x)), at::cat(all_y)).backward();
+    reference_optimizer.step();
+    reference_optimizer.zero_grad();
+  }
+  EXPECT_LT(max_difference(*by_items, *reference), 1e-6);
+  EXPECT_GT(max_difference(*by_means, *reference), 1e-4);
+  expect_error(Code::InvalidArgument, "number of items", [&] {
+    accelerator->backward_with_items(output_of(*by_items, at::randn({2, 8})).sum(), 0);
+  });
 }
 
 // One process, ACCEL_MIXED_PRECISION=fp16: the scaler of reference section 7 drives the optimizer.

@@ -219,6 +219,7 @@ int64_t accel_scheduler_step_count(const accel_scheduler_t *scheduler);
 int accel_state_accumulate(accel_state_t *state);
 int accel_state_sync_gradients(const accel_state_t *state);
 int accel_state_backward(accel_state_t *state, const accel_tensor_t *loss);
+int accel_state_backward_with_items(accel_state_t *state, const accel_tensor_t *loss, size_t num_items);
 int accel_state_clip_grad_norm(accel_state_t *state, accel_model_t *model, double max_norm, double norm_type, double *total_norm);
 int accel_state_clip_grad_value(accel_state_t *state, accel_model_t *model, double clip_value);
 int accel_state_save_model(accel_state_t *state, const accel_model_t *model, const char *directory);

@@ -359,14 +359,22 @@ class Accelerator(Handle):
         """True when the current step synchronises gradients and steps the optimizer."""
         return bool(lib.accel_state_sync_gradients(self.pointer))
 
-    def backward(self, loss):
+    def backward(self, loss, num_items_in_batch=None):
         """Backward of loss / gradient_accumulation_steps (scaled under fp16); on a synchronising step the
         gradients are then averaged over the processes. loss must be an accel.Tensor computed by a
-        prepared model or accel.compute_loss: a torch tensor converted from outputs has no graph."""
+        prepared model or accel.compute_loss: a torch tensor converted from outputs has no graph.
+
+        num_items_in_batch: for a loss summed over this micro-batch's items (compute_loss with
+        reduction="sum"), the number of items in the whole accumulated global batch (every micro-batch of
+        the optimizer step, on every process: sum the local counts with reduce(..., "sum")). The gradient
+        is then that of the mean over the full batch, however unevenly the items fall."""
         if not isinstance(loss, Tensor):
             raise TypeError(f"backward needs an accel.Tensor (from a prepared model or accel.compute_loss), "
                             f"not {type(loss).__name__}: only those carry the library's autograd graph")
-        check(lib.accel_state_backward(self.pointer, loss.pointer))
+        if num_items_in_batch is None:
+            check(lib.accel_state_backward(self.pointer, loss.pointer))
+        else:
+            check(lib.accel_state_backward_with_items(self.pointer, loss.pointer, int(num_items_in_batch)))
 
     @contextlib.contextmanager
     def autocast(self):

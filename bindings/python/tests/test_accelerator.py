@@ -2,6 +2,7 @@
 (their results across processes are checked by test_two_processes.py)."""
 import collections
 import datetime
+import io
 
 import numpy as np
 import pytest
@@ -107,6 +108,29 @@ def test_training_lowers_the_loss_and_the_schedule_follows(accelerator):
     assert optimizer.loss_scale == 1.0 and not optimizer.step_was_skipped
     optimizer.set_lr(0.5)
     assert [optimizer.get_lr(group) for group in (0, 1)] == [0.5, 0.5]
+
+
+def test_backward_by_item_count_equals_torchs_full_batch_mean(make_accelerator):
+    """Two micro-batches of 3 and 7 rows, each loss summed and normalised by the 10 items of the step: one
+    optimizer step moves the weights as torch's mean cross-entropy over all 10 rows does."""
+    accelerator = make_accelerator(gradient_accumulation_steps=2)
+    source = scripted_bytes(MLP)
+    model, optimizer = accelerator.prepare(source, accel.OptimizerSpec("sgd", lr=0.5))
+    rows = _classification_rows(10)
+    for part in (slice(0, 3), slice(3, 10)):
+        with accelerator.accumulate(model):
+            loss = accel.compute_loss("cross_entropy", model(rows["x"][part]), rows["y"][part], reduction="sum")
+            accelerator.backward(loss, num_items_in_batch=10)
+            optimizer.step()
+            optimizer.zero_grad()
+    reference = torch.jit.load(io.BytesIO(source))
+    torch_optimizer = torch.optim.SGD(reference.parameters(), lr=0.5)
+    torch.nn.functional.cross_entropy(reference(torch.from_numpy(rows["x"])), torch.from_numpy(rows["y"])).backward()
+    torch_optimizer.step()
+    for name, tensor in reference.state_dict().items():
+        np.testing.assert_allclose(model.state_dict()[name].numpy(), tensor.detach().numpy(), rtol=0, atol=1e-6)
+    with pytest.raises(accel.InvalidArgumentError, match="number of items"):
+        accelerator.backward(accel.compute_loss("cross_entropy", model(rows["x"]), rows["y"]), num_items_in_batch=0)
 
 
 def test_clipping(accelerator):

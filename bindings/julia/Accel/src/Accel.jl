@@ -54,7 +54,7 @@ export compute_loss
 export prepare_model!, forward, evaluate, train!, is_training, parameter_names, parameter, buffer_names,
     buffer, unwrap_model, save_torchscript
 export step!, zero_grad!, step_was_skipped, num_groups, lr, set_lr!, momentum, betas, loss_scale, last_lr, step_count
-export accumulate!, sync_gradients, backward!, clip_grad_norm!, clip_grad_value!, save_model
+export accumulate!, sync_gradients, backward!, backward_with_items!, clip_grad_norm!, clip_grad_value!, save_model
 export init_trackers, log_metrics, finish_trackers, print_main, update!
 
 end

@@ -11,6 +11,12 @@ sync_gradients(state::State) = ccall((:accel_state_sync_gradients, libaccel), Ci
 """Backward of loss / gradient_accumulation_steps (scaled under fp16)."""
 backward!(state::State, loss::Tensor) = @check ccall((:accel_state_backward, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_tensor_t}), state, loss)
 
+"""Backward of a loss summed over this micro-batch's items, normalised by `num_items`, the items of the whole
+accumulated global batch (every micro-batch of the optimizer step, on every rank): the gradient is that of
+the full batch's mean loss."""
+backward_with_items!(state::State, loss::Tensor, num_items::Integer) =
+    @check ccall((:accel_state_backward_with_items, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_tensor_t}, Csize_t), state, loss, num_items)
+
 """Clips the gradients' total `norm_type`-norm to `max_norm`; returns the norm before clipping."""
 function clip_grad_norm!(state::State, model::Model, max_norm::Real, norm_type::Real = 2.0)
     total = Ref{Cdouble}(0)

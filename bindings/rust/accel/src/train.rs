@@ -27,6 +27,13 @@ impl State {
         one_at_a_time(|| check(unsafe { sys::accel_state_backward(self.as_ptr(), loss.as_ptr()) }))
     }
 
+    /// Backward of a loss summed over this micro-batch's items, normalised by `num_items`, the items of the
+    /// whole accumulated global batch (every micro-batch of the optimizer step, on every rank): the
+    /// gradient is that of the full batch's mean loss, however unevenly the items fall.
+    pub fn backward_with_items(&self, loss: &Tensor, num_items: usize) -> Result<()> {
+        one_at_a_time(|| check(unsafe { sys::accel_state_backward_with_items(self.as_ptr(), loss.as_ptr(), num_items) }))
+    }
+
     /// Clips the gradients' total `norm_type`-norm to `max_norm`; returns the norm before clipping.
     pub fn clip_grad_norm(&self, model: &mut Model, max_norm: f64, norm_type: f64) -> Result<f64> {
         let mut total_norm = 0.0;
