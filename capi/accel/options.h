@@ -39,6 +39,11 @@
  *   even_batches     bool    pad from the start so every rank gets equal batches default true
  *   dispatch_batches string "auto" (dispatch for iterable datasets only), "true" or "false": rank 0 reads
  *                            each global batch and sends every rank its part      default "auto"
+ *   already_sharded  bool    the iterable dataset yields only this process's share already (a stream
+ *                            reading its own shard): batched by each rank as it comes, never sharded
+ *                            again nor dispatched ("auto" dispatch_batches then means false; "true" and
+ *                            map-style datasets are refused); with split_batches each rank's batches hold
+ *                            batch_size / processes items                        default false
  *   use_seedable_sampler bool order of epoch e = permutation seeded data_seed+e (without data_seed:
  *                            torch's initial seed when the loader is made, as set by
  *                            accel_state_set_seed; torch's default seed otherwise)  default false

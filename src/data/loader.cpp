@@ -16,7 +16,7 @@ namespace accel::data {
 Loader::Loader(std::shared_ptr<distributed::State> state, LoaderConfig config, bool iterable)
     : state_(std::move(state)),
       config_(config),
-      dispatch_(config.dispatch_batches.value_or(iterable)),
+      dispatch_(config.dispatch_batches.value_or(iterable && !config.already_sharded)),
       // Accelerate hands the sampler a fresh torch.Generator(), whose seed is torch's default: the order is the
       // same from run to run unless data_seed picks another.
       generator_(at::make_generator<at::CPUGeneratorImpl>(config.data_seed.value_or(c10::default_rng_seed_val))),
@@ -29,6 +29,10 @@ Loader::Loader(std::shared_ptr<distributed::State> state, LoaderConfig config, b
 Loader::Loader(std::shared_ptr<distributed::State> state, std::shared_ptr<Dataset> dataset, LoaderConfig config)
     : Loader(std::move(state), config, /*iterable=*/false) {
   map_dataset_ = std::move(dataset);
+  if (config_.already_sharded) {
+    fail(Code::InvalidArgument, "already_sharded declares an iterable dataset split per process; a map-style "
+                                "dataset is dealt by index (shard its indices instead)");
+  }
   if (config_.batches) {
     if (config_.shuffle) fail(Code::InvalidArgument, "shuffle cannot reorder a given list of batches");
     if (config_.split_batches) fail(Code::InvalidArgument, "split_batches needs a batch size; a given list of batches has none");
@@ -51,6 +55,10 @@ Loader::Loader(std::shared_ptr<distributed::State> state, std::shared_ptr<Datase
 Loader::Loader(std::shared_ptr<distributed::State> state, std::shared_ptr<IterableDataset> dataset, LoaderConfig config)
     : Loader(std::move(state), config, /*iterable=*/true) {
   if (config_.shuffle) fail(Code::InvalidArgument, "shuffle needs a map-style dataset; an iterable one sets its own order");
+  if (config_.already_sharded && dispatch_) {
+    fail(Code::InvalidArgument, "dispatch_batches sends rank 0's batches to every rank; an already_sharded dataset "
+                                "is read by each rank itself");
+  }
   iterable_dataset_ = std::move(dataset);
 }
 
@@ -107,7 +115,8 @@ std::vector<Batch> Loader::shard_given_batches() const {
 
 namespace {
 
-// Rank 0's side of an iterable dispatcher: P base batches a step (one with split_batches), as 1.9 reads them.
+// Rank 0's side of an iterable dispatcher: P base batches a step (one with split_batches), as 1.9 reads them;
+// with world 1, plain batches of one rank's own stream.
 DispatchEpoch::ReadStep iterable_steps(std::shared_ptr<IterableDataset> dataset, const LoaderConfig& config,
                                        int64_t world) {
   auto position = std::make_shared<int64_t>(0);
@@ -148,6 +157,12 @@ std::unique_ptr<EpochBatches> Loader::start_epoch() {
   // With one process nothing is sharded (Accelerate wraps no BatchSamplerShard or IterableDatasetShard):
   // a one-process dispatcher reads plain base batches.
   if (iterable_dataset_) {
+    if (config_.already_sharded) {
+      iterable_dataset_->start_epoch(epoch_);
+      LoaderConfig per_rank = config_;
+      if (config_.split_batches) per_rank.batch_size /= world;
+      return std::make_unique<StreamEpoch>(iterable_steps(iterable_dataset_, per_rank, 1));
+    }
     if (dispatch_ || world == 1) {
       if (root) iterable_dataset_->start_epoch(epoch_);
       return std::make_unique<DispatchEpoch>(state_, iterable_steps(iterable_dataset_, config_, world), config_.drop_last);

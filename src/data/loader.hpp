@@ -25,6 +25,9 @@ struct LoaderConfig {
   bool split_batches = false;
   bool even_batches = true;
   std::optional<bool> dispatch_batches;  // unset: Accelerate's default, dispatch exactly for iterable datasets
+  // An iterable dataset that yields only this rank's share already (a stream reading its own shard): each
+  // rank batches its own items, never sharded again nor dispatched (unset dispatch_batches means false).
+  bool already_sharded = false;
   bool use_seedable_sampler = false;
   std::optional<uint64_t> data_seed;
   bool non_blocking = false;
@@ -39,7 +42,8 @@ struct LoaderConfig {
 class Loader {
  public:
   // Throws Error(InvalidArgument) for impossible settings (split_batches with a batch size that is not a
-  // multiple of the number of processes, shuffle on an iterable dataset).
+  // multiple of the number of processes, shuffle on an iterable dataset, already_sharded on a map-style
+  // dataset or with dispatch_batches).
   Loader(std::shared_ptr<distributed::State> state, std::shared_ptr<Dataset> dataset, LoaderConfig config);
   Loader(std::shared_ptr<distributed::State> state, std::shared_ptr<IterableDataset> dataset, LoaderConfig config);
   ~Loader();
