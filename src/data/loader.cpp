@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "distributed/collectives.hpp"
+#include "distributed/seed.hpp"
 #include "data/loader_state.hpp"
 
 namespace accel::data {
@@ -24,6 +25,11 @@ Loader::Loader(std::shared_ptr<distributed::State> state, LoaderConfig config, b
       seedable_seed_(config.data_seed.value_or(at::detail::getDefaultCPUGenerator().current_seed())),
       progress_(std::make_shared<LoaderProgress>()) {
   validate_sharding(config_.batch_size, state_->launch().world_size, config_.split_batches);
+  for (const auto& type : option_list(state_->options().get_string("rng_types"))) {
+    rng_.generator |= type == "generator";
+    rng_.torch |= type == "torch";
+    rng_.cuda |= type == "cuda";
+  }
 }
 
 Loader::Loader(std::shared_ptr<distributed::State> state, std::shared_ptr<Dataset> dataset, LoaderConfig config)
@@ -78,11 +84,9 @@ std::vector<int64_t> Loader::epoch_order() {
       generator_.set_state(epoch_generator_state_);
     } else if (config_.use_seedable_sampler) {
       generator_.set_current_seed(seedable_seed_ + static_cast<uint64_t>(epoch_));
-    } else if (state_->launch().world_size > 1 && !dispatch_) {
+    } else if (state_->launch().world_size > 1 && !dispatch_ && rng_.generator) {
       // Accelerate's synchronized generator: every rank draws rank 0's permutation.
-      auto generator_state = generator_.get_state();
-      distributed::broadcast(*state_, generator_state, 0);
-      generator_.set_state(generator_state);
+      distributed::synchronize_generator(*state_, generator_);
     }
     restored_generator_ = false;
     epoch_generator_state_ = generator_.get_state();
@@ -154,6 +158,8 @@ std::unique_ptr<EpochBatches> Loader::start_epoch() {
   const int64_t world = state_->launch().world_size;
   const int64_t rank = state_->launch().rank;
   const bool root = rank == 0;
+  // As DataLoaderShard.__iter__ does (a dispatcher synchronises nothing): before any of the epoch is drawn.
+  if (world > 1 && !dispatch_) distributed::synchronize_rng_states(*state_, rng_.torch, rng_.cuda);
   // With one process nothing is sharded (Accelerate wraps no BatchSamplerShard or IterableDatasetShard):
   // a one-process dispatcher reads plain base batches.
   if (iterable_dataset_) {
@@ -203,7 +209,7 @@ void Loader::end_epoch() {
 }
 
 void Loader::place_on_device(NamedTensors& batch) const {
-  if (state_->device() == "cpu") return;
+  if (!config_.device_placement || state_->device() == "cpu") return;
   const at::Device device(state_->device());
   for (auto& field : batch) {
     // Page-locked host memory lets a non-blocking copy overlap the GPU's work.

@@ -30,6 +30,9 @@ struct LoaderConfig {
   bool already_sharded = false;
   bool use_seedable_sampler = false;
   std::optional<uint64_t> data_seed;
+  // Accelerate's device_placement: false leaves batches where the dataset made them (dispatched batches
+  // under NCCL travel through the device and arrive there).
+  bool device_placement = true;
   bool non_blocking = false;
   bool pin_memory = false;
   int64_t prefetch_threads = 0;  // 0: batches are read in next() itself
@@ -86,6 +89,12 @@ class Loader {
   std::shared_ptr<IterableDataset> iterable_dataset_;
   LoaderConfig config_;
   bool dispatch_ = false;
+  // The state's rng_types: which generators every rank takes from rank 0 when an epoch starts.
+  struct {
+    bool generator = false;
+    bool torch = false;
+    bool cuda = false;
+  } rng_;
   mutable at::Generator generator_;
   uint64_t seedable_seed_;  // with use_seedable_sampler, epoch e's order is seeded with this + e
   std::shared_ptr<LoaderProgress> progress_;

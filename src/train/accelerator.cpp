@@ -24,7 +24,16 @@ std::shared_ptr<Accelerator> Accelerator::of(const std::shared_ptr<distributed::
 
 Accelerator::Accelerator(std::shared_ptr<distributed::State> state)
     : state_(std::move(state)), accumulation_steps_(state_->options().get_int("gradient_accumulation_steps")) {
-  if (state_->options().get_string("mixed_precision") == "fp16") scaler_ = std::make_unique<GradScaler>();
+  const auto& options = state_->options();
+  // GradScalerKwargs(enabled=False): fp16 autocast without loss scaling.
+  if (options.get_string("mixed_precision") == "fp16" && options.get_bool("grad_scaler_enabled")) {
+    GradScalerConfig config;
+    config.init_scale = options.get_double("init_scale");
+    config.growth_factor = options.get_double("growth_factor");
+    config.backoff_factor = options.get_double("backoff_factor");
+    config.growth_interval = options.get_int("growth_interval");
+    scaler_ = std::make_unique<GradScaler>(config);
+  }
 }
 
 void Accelerator::accumulate() {

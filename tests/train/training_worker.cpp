@@ -14,6 +14,7 @@
 #include "core/env.hpp"
 #include "core/error.hpp"
 #include "data/loader.hpp"
+#include "distributed/collectives.hpp"
 #include "distributed/process_group.hpp"
 #include "expect_error.hpp"
 #include "tiny_models.hpp"
@@ -151,6 +152,61 @@ TEST(Ddp, AParameterWithoutGradientIsNamedUnlessFindUnusedParameters) {
   accelerator->backward(output_of(*tolerant, at::randn({2, 8})).sum());
   for (const auto& parameter : tolerant->named_parameters()) {
     if (parameter.first != "unused") EXPECT_TRUE(parameter.second.grad().defined()) << parameter.first;
+  }
+}
+
+// gradient_as_bucket_view: the averaged gradients are the buckets' memory (two parameters of one bucket
+// share a storage), and training still equals one process on the global batch.
+TEST(Ddp, GradientsAsBucketViewsShareTheBucketAndTrainTheSame) {
+  auto parallel = load_mlp("bucket_view");
+  PrepareConfig prepare;
+  prepare.reducer.gradient_as_bucket_view = true;
+  parallel->prepare(state, prepare);
+  auto reference = load_mlp("bucket_view_reference");
+  auto accelerator = Accelerator::of(state);
+  OptimizerConfig config;
+  config.lr = 0.05;
+  config.momentum = 0.9;
+  AcceleratedOptimizer optimizer(accelerator, std::make_unique<Optimizer>("sgd", trainable(*parallel), config));
+  Optimizer reference_optimizer("sgd", trainable(*reference), config);
+  at::manual_seed(17);
+  for (int64_t step = 0; step < 5; ++step) {
+    const auto x = at::randn({4 * world(), 8});
+    const auto y = at::randn({4 * world(), 4});
+    accelerator->accumulate();
+    accelerator->backward(at::mse_loss(output_of(*parallel, my_rows(x)), my_rows(y)));
+    const auto& parameters = parallel->named_parameters();
+    EXPECT_TRUE(parameters[0].second.grad().is_alias_of(parameters[1].second.grad()));  // w1, b1: one bucket
+    optimizer.step();
+    optimizer.zero_grad();
+    at::mse_loss(output_of(*reference, x), y).backward();
+    reference_optimizer.step();
+    reference_optimizer.zero_grad();
+  }
+  EXPECT_LT(max_difference(*parallel, *reference), 1e-6);
+}
+
+// static_graph: a parameter no backward reaches is allowed without find_unused_parameters; a backward that
+// leaves other parameters without gradient than the first one did is an error naming both sets.
+TEST(Ddp, StaticGraphAllowsTheSameUnusedParametersEveryTime) {
+  PrepareConfig prepare;
+  prepare.reducer.static_graph = true;
+  auto model = Model::load_file(tiny_models::mlp_with_unused_parameter(tiny_models::temp_file("static.pt")));
+  model->prepare(state, prepare);
+  auto accelerator = Accelerator::of(state);
+  for (int step = 0; step < 3; ++step) {
+    accelerator->accumulate();
+    accelerator->backward(output_of(*model, at::randn({2, 8})).sum());
+  }
+  EXPECT_TRUE(model->named_parameters().front().second.grad().defined());
+  const auto& unused = field_named(model->named_parameters(), "unused", "the model");
+  accelerator->accumulate();
+  try {
+    accelerator->backward(output_of(*model, at::randn({2, 8})).sum() + unused.sum());
+    FAIL() << "no error";
+  } catch (const std::exception& error) {  // thrown inside autograd's engine, which may rewrap it
+    EXPECT_NE(std::string(error.what()).find("from the first backward's (unused) to none"), std::string::npos)
+        << error.what();
   }
 }
 
@@ -400,6 +456,52 @@ TEST(Accumulation, ItemCountNormalisationEqualsTheFullBatchMean) {
   expect_error(Code::InvalidArgument, "number of items", [&] {
     accelerator->backward_with_items(output_of(*by_items, at::randn({2, 8})).sum(), 0);
   });
+}
+
+// One process, ACCEL_MIXED_PRECISION=fp16 with ACCEL_INIT_SCALE=1024, ACCEL_GROWTH_FACTOR=4,
+// ACCEL_BACKOFF_FACTOR=0.25 and ACCEL_GROWTH_INTERVAL=3: GradScalerKwargs reach the scaler.
+TEST(GradScalerKwargs, TheStateSettingsDriveTheScale) {
+  auto model = load_mlp("scaler_kwargs");
+  model->prepare(state, PrepareConfig{});
+  auto accelerator = Accelerator::of(state);
+  ASSERT_NE(accelerator->scaler(), nullptr);
+  AcceleratedOptimizer optimizer(accelerator, std::make_unique<Optimizer>("sgd", trainable(*model), OptimizerConfig{}));
+  EXPECT_EQ(optimizer.loss_scale(), 1024.0);
+  auto step = [&](bool overflow) {
+    accelerator->accumulate();
+    accelerator->backward(at::mse_loss(output_of(*model, at::randn({4, 8})), at::randn({4, 4})));
+    if (overflow) model->named_parameters().front().second.mutable_grad()[0][0] = INFINITY;
+    optimizer.step();
+    optimizer.zero_grad();
+  };
+  step(false);
+  step(false);
+  EXPECT_EQ(optimizer.loss_scale(), 1024.0);
+  step(false);
+  EXPECT_EQ(optimizer.loss_scale(), 4096.0);
+  step(true);
+  EXPECT_TRUE(optimizer.step_was_skipped());
+  EXPECT_EQ(optimizer.loss_scale(), 1024.0);
+}
+
+// Two processes with ACCEL_RNG_TYPES=generator,torch: when a loader starts an epoch every rank takes rank
+// 0's state of torch's default generator (Accelerate's synchronize_rng_states), so draws agree after it.
+TEST(RngTypes, TorchsGeneratorIsRankZerosOnceAnEpochStarts) {
+  at::manual_seed(100 + static_cast<uint64_t>(rank()));
+  auto dataset = std::make_shared<data::TensorDataset>(NamedTensors{{"x", at::arange(8)}});
+  data::LoaderConfig config;
+  config.batch_size = 2;
+  data::Loader loader(state, dataset, config);
+  const auto before = at::rand({4});
+  ASSERT_TRUE(loader.next().has_value());
+  const auto after = at::rand({4});
+  const auto gathered_before = distributed::gather(*state, before.reshape({1, 4}));
+  const auto gathered_after = distributed::gather(*state, after.reshape({1, 4}));
+  EXPECT_FALSE(gathered_before[0].equal(gathered_before[1]));
+  EXPECT_TRUE(gathered_after[0].equal(gathered_after[1]));
+  at::manual_seed(100);
+  at::rand({4});
+  EXPECT_TRUE(after.equal(at::rand({4})));  // rank 0's sequence, continued
 }
 
 // One process, ACCEL_MIXED_PRECISION=fp16: the scaler of reference section 7 drives the optimizer.

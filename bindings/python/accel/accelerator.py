@@ -16,7 +16,7 @@ import numpy as np
 from . import _nested
 from ._handle import Handle
 from ._library import ffi, lib
-from .config import DataLoaderConfiguration, DistributedDataParallelKwargs, InitProcessGroupKwargs
+from .config import DataLoaderConfiguration, DistributedDataParallelKwargs, GradScalerKwargs, InitProcessGroupKwargs
 from .data_loader import DataLoader
 from .dataset import Dataset
 from .errors import check
@@ -60,7 +60,8 @@ class Accelerator(Handle):
 
     def __init__(self, mixed_precision=None, gradient_accumulation_steps=None, cpu=None, device=None,
                  dataloader_config=None, gradient_accumulation_plugin=None, kwargs_handlers=(), project_dir=None,
-                 project_config=None, step_scheduler_with_optimizer=None):
+                 project_config=None, step_scheduler_with_optimizer=None, device_placement=None, rng_types=None,
+                 dynamo_backend=None):
         """Joins (or creates) the process state: reads how the process was launched and, with several
         processes, meets the others. None leaves a setting to the ACCEL_* environment, then the default.
 
@@ -71,13 +72,19 @@ class Accelerator(Handle):
         and InitProcessGroupKwargs (backend, timeout). project_config: a ProjectConfiguration (numbered
         checkpoints); project_dir, when given, overrides its project_dir. step_scheduler_with_optimizer
         False: every scheduler.step() is one step, whatever the optimizer did (default True: after each
-        real optimizer step, once per process unless split_batches).
+        real optimizer step, once per process unless split_batches). device_placement False: batches
+        stay where the dataset made them (models always go to the device). rng_types: the generators
+        every process takes from the main one when a loader starts an epoch, among "generator" (the
+        loader's shuffling generator, the default), "torch" and "cuda" (torch's default ones).
+        dynamo_backend: only "no" (LibTorch has no TorchDynamo; anything else is UnsupportedError).
+        kwargs_handlers also takes GradScalerKwargs.
 
         A process has one state: while one lives, another Accelerator must ask for the same settings
         (InvalidStateError otherwise); after end_training() a new one may change them."""
         settings = {"mixed_precision": mixed_precision, "use_cpu": cpu, "device": device,
                     "gradient_accumulation_steps": gradient_accumulation_steps,
-                    "step_scheduler_with_optimizer": step_scheduler_with_optimizer}
+                    "step_scheduler_with_optimizer": step_scheduler_with_optimizer, "dynamo_backend": dynamo_backend,
+                    "rng_types": rng_types if rng_types is None or isinstance(rng_types, str) else ",".join(rng_types)}
         if gradient_accumulation_plugin is not None:
             if gradient_accumulation_steps is not None:
                 raise ValueError("give gradient_accumulation_steps or gradient_accumulation_plugin, not both")
@@ -88,7 +95,7 @@ class Accelerator(Handle):
             settings["project_dir"] = str(project_dir)
         self._model_settings = {}
         for handler in kwargs_handlers:
-            if isinstance(handler, InitProcessGroupKwargs):
+            if isinstance(handler, (InitProcessGroupKwargs, GradScalerKwargs)):
                 settings.update(handler.options())
             elif isinstance(handler, DistributedDataParallelKwargs):
                 self._model_settings = handler.options()
@@ -99,7 +106,8 @@ class Accelerator(Handle):
         out = ffi.new("accel_state_t **")
         check(lib.accel_state_new(out, self._state_options.pointer))
         super().__init__(out[0])
-        self._loader_settings = (dataloader_config or DataLoaderConfiguration()).options()
+        self._loader_settings = {**(dataloader_config or DataLoaderConfiguration()).options(),
+                                 "device_placement": device_placement}
         self._models, self._loaders, self._optimizers, self._schedulers = [], [], [], []
 
     # --- the process ------------------------------------------------------------------------------------

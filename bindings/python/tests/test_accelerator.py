@@ -162,6 +162,31 @@ def test_kwargs_handlers_are_accelerates(make_accelerator):
         accel.Accelerator(kwargs_handlers=[object()])
 
 
+def test_every_accelerator_argument_reaches_its_setting(make_accelerator):
+    """Accelerate's arguments without a counterpart before: GradScalerKwargs, rng_types, device_placement,
+    the DDP kwargs gradient_as_bucket_view and static_graph, dynamo_backend (refused, saying why)."""
+    scaled = make_accelerator(mixed_precision="fp16", kwargs_handlers=[accel.GradScalerKwargs(init_scale=1024)])
+    _, optimizer = scaled.prepare(scripted_bytes(MLP), accel.OptimizerSpec("sgd"))
+    assert optimizer.loss_scale == 1024.0
+    scaled.end_training()
+    unscaled = make_accelerator(mixed_precision="fp16", kwargs_handlers=[accel.GradScalerKwargs(enabled=False)])
+    _, optimizer = unscaled.prepare(scripted_bytes(MLP), accel.OptimizerSpec("sgd"))
+    assert optimizer.loss_scale == 1.0
+    unscaled.end_training()
+    with pytest.raises(accel.BadOptionValueError, match="growth_factor"):
+        accel.Accelerator(cpu=True, kwargs_handlers=[accel.GradScalerKwargs(growth_factor=1.0)])
+    with pytest.raises(accel.UnsupportedError, match="no TorchDynamo"):
+        accel.Accelerator(cpu=True, dynamo_backend="inductor")
+    ddp = accel.DistributedDataParallelKwargs(gradient_as_bucket_view=True, static_graph=True)
+    accelerator = make_accelerator(rng_types=["generator", "torch"], device_placement=False,
+                                   dataloader_config=accel.DataLoaderConfiguration(use_stateful_dataloader=True),
+                                   kwargs_handlers=[ddp])
+    model, loader = accelerator.prepare(scripted_bytes(MLP), accel.Dataset.from_tensors(_classification_rows(4)))
+    assert [batch["x"].shape for batch in loader] == [(1, 4)] * 4
+    with pytest.raises(accel.BadOptionValueError, match="numpy"):
+        accel.Accelerator(cpu=True, rng_types=["numpy"])
+
+
 @pytest.mark.parametrize("mixed_precision,inside", [("no", torch.float32), ("bf16", torch.bfloat16),
                                                     ("fp16", torch.float32)])
 def test_autocast_covers_torch_code_as_the_state_says(make_accelerator, mixed_precision, inside):
