@@ -90,8 +90,9 @@
  * deepspeed_plugin, fsdp_plugin, megatron_lm_plugin, fp8 (mixed_precision "fp8") and their recipe kwargs:
  * those engines are Python (or CUDA extensions torch's C++ API does not ship), and LibTorch 1.13 has no
  * fp8 dtype; dynamo_plugin: as dynamo_backend; use_stateful_dataloader: every loader is stateful already
- * (accel_loader_save_state, accel_state_save_state); AutocastKwargs: forward uses the state's mixed
- * precision, with the autocast cache on; ProfileKwargs: the state setting timeline
+ * (accel_loader_save_state, accel_state_save_state); AutocastKwargs: forward and the
+ * accel_state_autocast_begin/end scope use the state's mixed precision, with the autocast cache on;
+ * ProfileKwargs: the state setting timeline
  * records each step instead; log_with and project_config: accel_state_init_trackers' options and the state
  * settings project_dir and total_limit; even_batches etc.: the loader keys above.
  * Booleans accept 1/0, true/false, yes/no, on/off, y/n, t/f (any case) as strings.

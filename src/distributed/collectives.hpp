@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/named_tensors.hpp"
 #include "distributed/state.hpp"
 
 namespace accel::distributed {
@@ -25,6 +26,10 @@ void broadcast_bytes(State& state, std::string& bytes, int32_t from_process);
 
 // reduction: "sum", "mean" or "max" (Error(InvalidArgument) otherwise; "mean" needs a floating dtype).
 at::Tensor reduce(State& state, const at::Tensor& input, const std::string& reduction);
+// Accelerate's reduce on a nested structure, leaf by leaf: the leaves are named (their paths) and unique.
+// With check_shapes, one exchange compares every rank's names, shapes and dtypes (Error(ShapeMismatch)
+// listing each rank's); then one all-reduce per dtype carries all its leaves.
+NamedTensors reduce(State& state, const NamedTensors& inputs, const std::string& reduction);
 
 // In place: every rank ends with from_process's values.
 void broadcast(State& state, at::Tensor& tensor, int32_t from_process);

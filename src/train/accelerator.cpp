@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "train/clipping.hpp"
@@ -66,6 +67,29 @@ void Accelerator::backward_divided(const at::Tensor& loss, double divisor) {
   if (divisor != 1.0) scaled = scaled.div(divisor);
   if (scaler_) scaled = scaler_->scale(scaled);
   scaled.backward();
+}
+
+void Accelerator::require_own(const Model& model, const char* what) const {
+  if (model.state() != state_) {
+    fail(Code::InvalidArgument, std::string(what) + ": the model is not prepared with this state (accel_state_prepare_model)");
+  }
+}
+
+void Accelerator::no_sync_begin(Model& model) {
+  require_own(model, "no_sync begin");
+  if (model.no_sync()) fail(Code::InvalidState, "no_sync begin: the model is already in a no_sync scope");
+  model.set_no_sync(true);
+}
+
+void Accelerator::no_sync_end(Model& model) {
+  require_own(model, "no_sync end");
+  if (!model.no_sync()) fail(Code::InvalidState, "no_sync end: the model is not in a no_sync scope");
+  model.set_no_sync(false);
+}
+
+void Accelerator::free_memory() {
+  state_->gradient_state().reset();
+  release_cached_device_memory();
 }
 
 void Accelerator::unscale_once(const std::vector<at::Tensor>& parameters) {

@@ -41,6 +41,17 @@ class Accelerator {
   // that of the full batch's mean, however unevenly the items fall. num_items 0: Error(InvalidArgument);
   // otherwise as backward.
   void backward_with_items(const at::Tensor& loss, size_t num_items);
+  // Accelerate's no_sync(model) as a pair: between them the model's backwards accumulate locally (no
+  // all-reduce); the next synchronising backward after end averages the sum. A model prepared with another
+  // state (or not at all): Error(InvalidArgument); begin twice, or end without begin: Error(InvalidState).
+  void no_sync_begin(Model& model);
+  void no_sync_end(Model& model);
+  // Accelerate's free_memory for what the state holds: the accumulation counter restarts (sync_gradients
+  // true), loaders in an epoch are no longer tracked (gather_for_metrics trims nothing until a loader
+  // starts its next epoch), and the CUDA caching allocator returns its unused blocks. The objects the
+  // caller holds stay usable.
+  void free_memory();
+
   // Unscales fp16 gradients (once per step), then clips like torch.nn.utils; returns the total norm.
   // Clipping and optimizer steps throw Error(InvalidState) once the process group is broken.
   double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type);
@@ -60,6 +71,7 @@ class Accelerator {
   void backward_divided(const at::Tensor& loss, double divisor);
   void unscale_once(const std::vector<at::Tensor>& parameters);
   void refuse_if_group_broken(const char* what) const;
+  void require_own(const Model& model, const char* what) const;
 
   std::shared_ptr<distributed::State> state_;
   int64_t accumulation_steps_;

@@ -19,6 +19,7 @@
 #include "expect_error.hpp"
 #include "tiny_models.hpp"
 #include "train/accelerator.hpp"
+#include "train/autocast.hpp"
 
 namespace {
 
@@ -208,6 +209,40 @@ TEST(Ddp, StaticGraphAllowsTheSameUnusedParametersEveryTime) {
     EXPECT_NE(std::string(error.what()).find("from the first backward's (unused) to none"), std::string::npos)
         << error.what();
   }
+}
+
+// no_sync as a scope: a backward inside it starts no all-reduce and leaves each rank its own gradient; the
+// next synchronising backward averages the sum, exactly as one process summing both full-batch gradients.
+TEST(Ddp, NoSyncScopeAccumulatesLocallyUntilTheNextSyncedBackward) {
+  auto parallel = load_mlp("no_sync");
+  parallel->prepare(state, PrepareConfig{});
+  auto reference = load_mlp("no_sync_reference");
+  auto accelerator = Accelerator::of(state);
+  at::manual_seed(23);
+  const auto x1 = at::randn({4 * world(), 8}), y1 = at::randn({4 * world(), 4});
+  const auto x2 = at::randn({4 * world(), 8}), y2 = at::randn({4 * world(), 4});
+  accelerator->accumulate();
+  accelerator->no_sync_begin(*parallel);
+  const int64_t before = state->group("count")->collectives_started();
+  accelerator->backward(at::mse_loss(output_of(*parallel, my_rows(x1)), my_rows(y1)));
+  EXPECT_EQ(state->group("count")->collectives_started(), before);
+  const auto local = parallel->named_parameters().front().second.grad().clone();
+  const auto all = distributed::gather(*state, local.unsqueeze(0));
+  EXPECT_FALSE(all[0].equal(all[1]));  // each rank kept its own gradient
+  expect_error(Code::InvalidState, "already in a no_sync scope", [&] { accelerator->no_sync_begin(*parallel); });
+  accelerator->no_sync_end(*parallel);
+  expect_error(Code::InvalidState, "not in a no_sync scope", [&] { accelerator->no_sync_end(*parallel); });
+  accelerator->accumulate();
+  accelerator->backward(at::mse_loss(output_of(*parallel, my_rows(x2)), my_rows(y2)));
+  at::mse_loss(output_of(*reference, x1), y1).backward();
+  at::mse_loss(output_of(*reference, x2), y2).backward();
+  for (size_t i = 0; i < reference->named_parameters().size(); ++i) {
+    EXPECT_TRUE(at::allclose(parallel->named_parameters()[i].second.grad(), reference->named_parameters()[i].second.grad(),
+                             1e-5, 1e-6))
+        << reference->named_parameters()[i].first;
+  }
+  auto unprepared = load_mlp("no_sync_unprepared");
+  expect_error(Code::InvalidArgument, "not prepared with this state", [&] { accelerator->no_sync_begin(*unprepared); });
 }
 
 TEST(Ddp, SchedulerStepsOncePerProcessAfterEachOptimizerStep) {
@@ -570,6 +605,25 @@ TEST(Bf16, ForwardRunsInBfloat16AndReturnsFloat32) {
     EXPECT_TRUE(parameter.second.grad().defined());
     EXPECT_EQ(parameter.second.grad().scalar_type(), at::kFloat) << parameter.first;
   }
+}
+
+// ACCEL_MIXED_PRECISION=bf16: the explicit autocast scope covers LibTorch code outside forward (a matmul
+// gives bf16 inside, fp32 after), nests with forward's own scope, and an end without begin is refused.
+TEST(Bf16, AutocastScopeCoversCodeOutsideForwardAndNests) {
+  const auto a = at::ones({2, 2});
+  EXPECT_EQ(at::mm(a, a).scalar_type(), at::kFloat);
+  autocast_begin(*state);
+  EXPECT_EQ(at::mm(a, a).scalar_type(), at::kBFloat16);
+  auto model = load_mlp("bf16_scope");
+  model->prepare(state, PrepareConfig{});
+  output_of(*model, at::randn({2, 8}));
+  EXPECT_EQ(at::mm(a, a).scalar_type(), at::kBFloat16);  // forward's scope restored this one's
+  autocast_begin(*state);
+  autocast_end();
+  EXPECT_EQ(at::mm(a, a).scalar_type(), at::kBFloat16);
+  autocast_end();
+  EXPECT_EQ(at::mm(a, a).scalar_type(), at::kFloat);
+  expect_error(Code::InvalidState, "without a matching begin", [] { autocast_end(); });
 }
 
 }  // namespace

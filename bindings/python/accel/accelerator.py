@@ -25,7 +25,7 @@ from .optimizer import Optimizer
 from .options import Options, resolved_value
 from .scheduler import Scheduler
 from .specs import DataLoaderSpec, OptimizerSpec, SchedulerSpec
-from .tensor import Tensor, _is_torch_tensor, lent, returned_like
+from .tensor import Tensor, _is_torch_tensor, lent, lent_all, returned_like
 
 
 class DistributedType(str, enum.Enum):
@@ -386,18 +386,42 @@ class Accelerator(Handle):
 
     @contextlib.contextmanager
     def autocast(self):
-        """Prepared models always run forward under the state's mixed precision (the library casts inside
-        forward, and the C ABI has no switch for it), with or without this block. The block adds the same
-        for torch code in it: torch.autocast to bf16 (CPU or CUDA) or fp16 (CUDA) when torch is loaded.
-        fp16 on the CPU is the loss scaler alone (LibTorch 1.13 has no fp16 CPU autocast): nothing then."""
-        torch = sys.modules.get("torch")
-        device_type = self.device.split(":")[0]
-        dtype = {"bf16": "bfloat16", "fp16": "float16"}.get(self.mixed_precision)
-        if torch is None or dtype is None or (device_type == "cpu" and dtype != "bfloat16"):
+        """Prepared models always run forward under the state's mixed precision, with or without this
+        block. The block adds the same for code outside forward: the library's own operations in it (a loss
+        from compute_loss), and torch code when torch is loaded: autocast to bf16 (CPU or CUDA) or fp16
+        (CUDA). fp16 on the CPU is the loss scaler alone (LibTorch 1.13 has no fp16 CPU autocast): nothing
+        then."""
+        check(lib.accel_state_autocast_begin(self.pointer))
+        try:
+            torch = sys.modules.get("torch")
+            device_type = self.device.split(":")[0]
+            dtype = {"bf16": "bfloat16", "fp16": "float16"}.get(self.mixed_precision)
+            if torch is None or dtype is None or (device_type == "cpu" and dtype != "bfloat16"):
+                yield
+            else:
+                with torch.autocast(device_type=device_type, dtype=getattr(torch, dtype)):
+                    yield
+        finally:
+            check(lib.accel_state_autocast_end(self.pointer))
+
+    @contextlib.contextmanager
+    def no_sync(self, model):
+        """`with accelerator.no_sync(model):` backwards of forwards run in the block only accumulate
+        gradients on this process (no all-reduce); the next synchronising backward averages the sum."""
+        check(lib.accel_state_no_sync_begin(self.pointer, model.pointer))
+        try:
             yield
-            return
-        with torch.autocast(device_type=device_type, dtype=getattr(torch, dtype)):
-            yield
+        finally:
+            check(lib.accel_state_no_sync_end(self.pointer, model.pointer))
+
+    def free_memory(self, *objects):
+        """Accelerate's free_memory: forgets the objects this Accelerator prepared (they are freed once
+        nothing else refers to them), restarts the accumulation counter, stops tracking loaders in an epoch
+        and returns CUDA's cached blocks. Returns a None for each object given, to assign back."""
+        for prepared in (self._schedulers, self._optimizers, self._loaders, self._models):
+            prepared.clear()
+        check(lib.accel_state_free_memory(self.pointer))
+        return [None] * len(objects)
 
     def clip_grad_norm_(self, model, max_norm, norm_type=2.0):
         """Unscales fp16 gradients, then clips the model's gradients to a total norm of max_norm; returns
@@ -462,9 +486,21 @@ class Accelerator(Handle):
                                  lambda t, out: lib.accel_state_gather_for_metrics(self.pointer, t, out))
 
     def reduce(self, tensor, reduction="mean"):
-        """Element-wise "sum", "mean" or "max" over the processes (any other reduction is an error)."""
-        return self._each_tensor(tensor, "reduce",
-                                 lambda t, out: lib.accel_state_reduce(self.pointer, t, reduction.encode(), out))
+        """Element-wise "sum", "mean" or "max" over the processes (any other reduction is an error). Nested
+        lists, tuples and dicts are reduced in one call: one exchange of every leaf's path, shape and dtype,
+        then one all-reduce per dtype."""
+        leaves = _nested.leaves(tensor, "reduce")
+        if len(leaves) == 1 and leaves[0][0] == "":
+            return self._each_tensor(tensor, "reduce",
+                                     lambda t, out: lib.accel_state_reduce(self.pointer, t, reduction.encode(), out))
+        names = [ffi.new("char[]", path.encode()) for path, _ in leaves]
+        outputs = ffi.new("accel_tensor_t *[]", max(1, len(leaves)))
+        with lent_all([leaf for _, leaf in leaves]) as tensors:
+            check(lib.accel_state_reduce_named(self.pointer, ffi.new("const char *[]", names),
+                                               ffi.new("accel_tensor_t *[]", [t.pointer for t in tensors]),
+                                               len(leaves), reduction.encode(), outputs))
+        results = iter([returned_like(Tensor(outputs[i]), leaf) for i, (_, leaf) in enumerate(leaves)])
+        return _nested.apply(lambda _: next(results), tensor, "reduce")
 
     def pad_across_processes(self, tensor, dim=0, pad_index=0, pad_first=False):
         """Pads dim to the largest size any process has there, with pad_index, at the end (or start)."""

@@ -213,6 +213,26 @@ def test_collectives_on_one_process_keep_kind_and_structure(accelerator):
     assert accelerator.gather_object(["anything", {"picklable": 1}]) == ["anything", {"picklable": 1}]
 
 
+def test_nested_reduce_no_sync_and_free_memory(make_accelerator):
+    accelerator = make_accelerator(gradient_accumulation_steps=2)
+    reduced = accelerator.reduce({"a": np.ones(2, np.float32), "b": [np.arange(3.0), torch.ones(1)]}, "mean")
+    assert reduced["a"].tolist() == [1, 1] and reduced["b"][0].tolist() == [0, 1, 2]
+    assert isinstance(reduced["b"][1], torch.Tensor) and accelerator.reduce({}, "sum") == {}
+    with pytest.raises(accel.DtypeError, match="'b.0' is Long"):
+        accelerator.reduce({"a": np.ones(1, np.float32), "b": [np.arange(3)]}, "mean")
+    model = accelerator.prepare(scripted_bytes(MLP))
+    with accelerator.no_sync(model):
+        with pytest.raises(accel.InvalidStateError, match="already in a no_sync scope"):
+            with accelerator.no_sync(model):
+                pass
+    with accelerator.accumulate(model):
+        assert not accelerator.sync_gradients
+    assert accelerator.free_memory(model) == [None]
+    assert accelerator.sync_gradients
+    with accelerator.accumulate(model):
+        assert not accelerator.sync_gradients  # the counter restarted: the first of two micro-batches
+
+
 def test_padding_and_broadcast_work_in_place_without_copies(accelerator):
     array = np.arange(4, dtype=np.float32)
     assert accelerator.pad_across_processes(array).ctypes.data == array.ctypes.data
