@@ -74,7 +74,9 @@ ACCEL_API ACCEL_NODISCARD int accel_state_autocast_end(accel_state_t *state);
  * allocator returns its unused blocks. Not collective. Errors: ACCEL_ERR_NULL_ARGUMENT. */
 ACCEL_API ACCEL_NODISCARD int accel_state_free_memory(accel_state_t *state);
 
-/* Unscales fp16 gradients first, then clips the model's gradients so that their total norm is at most
+/* Unscales fp16 gradients first (those of the optimizers over the model's parameters, each once per step;
+ * Accelerate unscales every optimizer, so a GAN clipping its discriminator would unscale the generator's
+ * gradients before its backward), then clips the model's gradients so that their total norm is at most
  * max_norm; *total_norm (may be NULL) receives the norm before clipping. After accel_state_backward on a sync
  * step the gradients are already averaged over the ranks, so the norm is the same everywhere.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (max_norm <= 0); ACCEL_ERR_INVALID_STATE once

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "core/device.hpp"
 #include "core/error.hpp"
@@ -92,10 +93,21 @@ void Accelerator::free_memory() {
   release_cached_device_memory();
 }
 
-void Accelerator::unscale_once(const std::vector<at::Tensor>& parameters) {
-  if (!scaler_ || unscaled_) return;
-  scaler_->unscale(parameters);
-  unscaled_ = true;
+// Unscaling every optimizer, as Accelerate does, would unscale another model's gradients before its own
+// backward has added the scaled ones (a GAN clipping its discriminator).
+void Accelerator::unscale_owners(const std::vector<at::Tensor>& parameters) {
+  if (!scaler_) return;
+  std::set<const c10::TensorImpl*> wanted;
+  for (const auto& parameter : parameters) wanted.insert(parameter.unsafeGetTensorImpl());
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto* accelerated : optimizers_) {
+    auto& optimizer = accelerated->optimizer();
+    if (!scaler_->ready(optimizer)) continue;
+    const auto owned = optimizer.parameters();
+    if (std::any_of(owned.begin(), owned.end(), [&](const at::Tensor& p) { return wanted.count(p.unsafeGetTensorImpl()) != 0; })) {
+      scaler_->unscale(optimizer);
+    }
+  }
 }
 
 // A broken group may have averaged some gradient buckets over the ranks and not others (or none): a step
@@ -111,27 +123,25 @@ void Accelerator::refuse_if_group_broken(const char* what) const {
 
 double Accelerator::clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type) {
   refuse_if_group_broken("clip_grad_norm");
-  unscale_once(parameters);
+  unscale_owners(parameters);
   return train::clip_grad_norm(parameters, max_norm, norm_type);
 }
 
 void Accelerator::clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value) {
   refuse_if_group_broken("clip_grad_value");
-  unscale_once(parameters);
+  unscale_owners(parameters);
   train::clip_grad_value(parameters, clip_value);
 }
 
-void Accelerator::add_optimizer(const AcceleratedOptimizer* optimizer) {
+void Accelerator::add_optimizer(AcceleratedOptimizer* optimizer) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (scaler_ && !optimizers_.empty()) {
-    fail(Code::Unsupported, "fp16 mixed precision supports one optimizer per process state");
-  }
   optimizers_.push_back(optimizer);
 }
 
-void Accelerator::remove_optimizer(const AcceleratedOptimizer* optimizer) {
+void Accelerator::remove_optimizer(AcceleratedOptimizer* optimizer) {
   std::lock_guard<std::mutex> lock(mutex_);
   optimizers_.erase(std::remove(optimizers_.begin(), optimizers_.end(), optimizer), optimizers_.end());
+  if (scaler_) scaler_->forget(optimizer->optimizer());
 }
 
 bool Accelerator::optimizer_step_was_skipped() const {
@@ -155,9 +165,9 @@ void AcceleratedOptimizer::step() {
     if (scaler == nullptr) {
       optimizer_->step();
     } else {
+      // As Accelerate's AcceleratedOptimizer: each optimizer's step updates the scale.
       skipped_ = scaler->step(*optimizer_);
-      scaler->update();
-      accelerator_->unscaled_ = false;
+      scaler->update(*optimizer_);
     }
   }
   timeline::end_step();  // a step of the trace's ring ends with each real optimizer step

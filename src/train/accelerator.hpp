@@ -52,7 +52,8 @@ class Accelerator {
   // caller holds stay usable.
   void free_memory();
 
-  // Unscales fp16 gradients (once per step), then clips like torch.nn.utils; returns the total norm.
+  // Unscales fp16 gradients (of the optimizers holding the parameters, once per step; Accelerate unscales
+  // every optimizer), then clips like torch.nn.utils; returns the total norm.
   // Clipping and optimizer steps throw Error(InvalidState) once the process group is broken.
   double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type);
   void clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value);
@@ -61,15 +62,16 @@ class Accelerator {
   void clip_grad_value(const Model& model, double clip_value);
 
   GradScaler* scaler() { return scaler_.get(); }
-  // Refuses a second optimizer under fp16 (one scaler stage per step is tracked).
-  void add_optimizer(const AcceleratedOptimizer* optimizer);
-  void remove_optimizer(const AcceleratedOptimizer* optimizer);
+  // The prepared optimizers of this state, any number of them (a GAN's two), each tracked by the scaler.
+  void add_optimizer(AcceleratedOptimizer* optimizer);
+  void remove_optimizer(AcceleratedOptimizer* optimizer);
   bool optimizer_step_was_skipped() const;
 
  private:
   explicit Accelerator(std::shared_ptr<distributed::State> state);
   void backward_divided(const at::Tensor& loss, double divisor);
-  void unscale_once(const std::vector<at::Tensor>& parameters);
+  // Unscales, under fp16, each optimizer that holds one of `parameters` and is not unscaled yet this step.
+  void unscale_owners(const std::vector<at::Tensor>& parameters);
   void refuse_if_group_broken(const char* what) const;
   void require_own(const Model& model, const char* what) const;
 
@@ -77,8 +79,7 @@ class Accelerator {
   int64_t accumulation_steps_;
   std::unique_ptr<GradScaler> scaler_;
   mutable std::mutex mutex_;
-  std::vector<const AcceleratedOptimizer*> optimizers_;
-  bool unscaled_ = false;
+  std::vector<AcceleratedOptimizer*> optimizers_;
   friend class AcceleratedOptimizer;
 };
 

@@ -436,6 +436,49 @@ TEST(Accumulation, MicroBatchesEqualOneBatchTwiceAsLarge) {
   EXPECT_LT(max_difference(*parallel, *reference), 1e-6);
 }
 
+// Two models and two optimizers in one accelerator, accumulating over both (2 processes, 2 micro-batches a
+// step): each trains as one process on the whole batch would.
+TEST(Accumulation, TwoModelsAndTwoOptimizersAccumulateTogether) {
+  auto first = load_mlp("two_first");
+  auto second = load_mlp("two_second");
+  first->prepare(state, PrepareConfig{});
+  second->prepare(state, PrepareConfig{});
+  auto first_reference = load_mlp("two_first_reference");
+  auto second_reference = load_mlp("two_second_reference");
+  auto accelerator = Accelerator::of(state);
+  OptimizerConfig config;
+  config.lr = 0.1;
+  config.momentum = 0.9;
+  AcceleratedOptimizer first_optimizer(accelerator, std::make_unique<Optimizer>("sgd", trainable(*first), config));
+  AcceleratedOptimizer second_optimizer(accelerator, std::make_unique<Optimizer>("adam", trainable(*second), config));
+  Optimizer first_reference_optimizer("sgd", trainable(*first_reference), config);
+  Optimizer second_reference_optimizer("adam", trainable(*second_reference), config);
+  at::manual_seed(31);
+  state->gradient_state().set_step(0);
+  for (int64_t step = 0; step < 4; ++step) {
+    const auto xs = at::randn({2, 2 * world(), 8}), ys = at::randn({2, 2 * world(), 4});
+    for (int64_t micro = 0; micro < 2; ++micro) {
+      accelerator->accumulate();
+      const auto x = my_rows(xs[micro]), y = my_rows(ys[micro]);
+      accelerator->backward(at::mse_loss(output_of(*first, x), y));
+      accelerator->backward(at::mse_loss(output_of(*second, x), -y));
+      first_optimizer.step();
+      second_optimizer.step();
+      first_optimizer.zero_grad();
+      second_optimizer.zero_grad();
+    }
+    const auto x = xs.reshape({-1, 8}), y = ys.reshape({-1, 4});
+    at::mse_loss(output_of(*first_reference, x), y).backward();
+    at::mse_loss(output_of(*second_reference, x), -y).backward();
+    first_reference_optimizer.step();
+    second_reference_optimizer.step();
+    first_reference_optimizer.zero_grad();
+    second_reference_optimizer.zero_grad();
+  }
+  EXPECT_LT(max_difference(*first, *first_reference), 1e-6);
+  EXPECT_LT(max_difference(*second, *second_reference), 1e-6);
+}
+
 // Cross-entropy over micro-batches holding different numbers of items on each rank (rank r's micro-batch m
 // has 1 + 2r + 3m rows): backward_with_items, given the global item count, trains exactly as one process
 // on the whole batch with the mean loss; plain backward (each micro-batch's mean weighing the same) does not.
@@ -573,6 +616,59 @@ TEST(Fp16, AnOverflowSkipsTheStepHalvesTheScaleAndFreezesTheScheduler) {
   for (int i = 0; i < 2000; ++i) step(false);
   EXPECT_FALSE(optimizer->step_was_skipped());
   EXPECT_EQ(accelerator->scaler()->get_scale(), 65536.0);
+}
+
+// A GAN-style loop under fp16 (one process, the scaler alone): two models, two optimizers of one
+// accelerator. Each optimizer has its own inf check, so an overflow in the discriminator's gradients skips
+// only its step; each step updates the scale. Scaling by powers of two is exact, so every step that is not
+// skipped moves the weights exactly as unscaled fp32 training does.
+TEST(Fp16, TwoModelsAndTwoOptimizersAreScaledApart) {
+  auto generator = load_mlp("gan_generator");
+  auto discriminator = load_mlp("gan_discriminator");
+  generator->prepare(state, PrepareConfig{});
+  discriminator->prepare(state, PrepareConfig{});
+  auto generator_reference = load_mlp("gan_generator_reference");
+  auto discriminator_reference = load_mlp("gan_discriminator_reference");
+  auto accelerator = Accelerator::of(state);
+  OptimizerConfig sgd;
+  sgd.lr = 0.05;
+  sgd.momentum = 0.9;
+  OptimizerConfig adamw;
+  adamw.lr = 0.01;
+  AcceleratedOptimizer generator_optimizer(accelerator, std::make_unique<Optimizer>("sgd", trainable(*generator), sgd));
+  AcceleratedOptimizer discriminator_optimizer(accelerator,
+                                               std::make_unique<Optimizer>("adamw", trainable(*discriminator), adamw));
+  Optimizer generator_reference_optimizer("sgd", trainable(*generator_reference), sgd);
+  Optimizer discriminator_reference_optimizer("adamw", trainable(*discriminator_reference), adamw);
+  const double scale_before = accelerator->scaler()->get_scale();
+  at::manual_seed(29);
+  for (int step = 0; step < 5; ++step) {
+    const bool overflow = step == 2;
+    const auto x = at::randn({4, 8}), y = at::randn({4, 4});
+    accelerator->accumulate();
+    accelerator->backward(at::mse_loss(output_of(*discriminator, x), y));
+    std::vector<at::Tensor> discriminator_parameters;
+    for (const auto& parameter : trainable(*discriminator)) discriminator_parameters.push_back(parameter.second);
+    if (overflow) discriminator->named_parameters().front().second.mutable_grad()[0][0] = INFINITY;
+    accelerator->clip_grad_norm(discriminator_parameters, 1e9, 2.0);  // unscales the discriminator's optimizer only
+    discriminator_optimizer.step();
+    discriminator_optimizer.zero_grad();
+    accelerator->backward(at::mse_loss(output_of(*generator, x), -y));
+    generator_optimizer.step();
+    generator_optimizer.zero_grad();
+    EXPECT_EQ(discriminator_optimizer.step_was_skipped(), overflow) << "step " << step;
+    EXPECT_FALSE(generator_optimizer.step_was_skipped()) << "step " << step;
+
+    at::mse_loss(output_of(*discriminator_reference, x), y).backward();
+    if (!overflow) discriminator_reference_optimizer.step();
+    discriminator_reference_optimizer.zero_grad();
+    at::mse_loss(output_of(*generator_reference, x), -y).backward();
+    generator_reference_optimizer.step();
+    generator_reference_optimizer.zero_grad();
+  }
+  EXPECT_EQ(max_difference(*discriminator, *discriminator_reference), 0.0);
+  EXPECT_EQ(max_difference(*generator, *generator_reference), 0.0);
+  EXPECT_EQ(accelerator->scaler()->get_scale(), scale_before / 2);  // one backoff, ten updates in all
 }
 
 // One process, ACCEL_MIXED_PRECISION=bf16: forward runs under CPU autocast, outputs come back as fp32

@@ -233,6 +233,28 @@ def test_nested_reduce_no_sync_and_free_memory(make_accelerator):
         assert not accelerator.sync_gradients  # the counter restarted: the first of two micro-batches
 
 
+def test_two_models_and_two_optimizers_under_fp16(make_accelerator):
+    """A GAN's shape: two prepared models, an optimizer each, one fp16 accelerator accumulating over both."""
+    accelerator = make_accelerator(mixed_precision="fp16")
+    generator_source, discriminator_source = scripted_bytes(MLP, seed=1), scripted_bytes(MLP, seed=2)
+    generator, discriminator, generator_optimizer, discriminator_optimizer = accelerator.prepare(
+        generator_source, discriminator_source, accel.OptimizerSpec("sgd", model=generator_source, lr=0.1),
+        accel.OptimizerSpec("adam", model=discriminator_source, lr=0.01))
+    rows = _classification_rows()
+    before = [model.state_dict()["fc1.weight"].numpy().copy() for model in (generator, discriminator)]
+    for _ in range(3):
+        with accelerator.accumulate(generator, discriminator):
+            for model, optimizer in ((discriminator, discriminator_optimizer), (generator, generator_optimizer)):
+                accelerator.backward(accel.compute_loss("cross_entropy", model(rows["x"]), rows["y"]))
+                accelerator.clip_grad_norm_(model, 1.0)
+                optimizer.step()
+                optimizer.zero_grad()
+    for model, weights in zip((generator, discriminator), before):
+        assert not np.array_equal(model.state_dict()["fc1.weight"].numpy(), weights)
+    assert not generator_optimizer.step_was_skipped and not discriminator_optimizer.step_was_skipped
+    assert generator_optimizer.loss_scale == discriminator_optimizer.loss_scale == 65536.0
+
+
 def test_padding_and_broadcast_work_in_place_without_copies(accelerator):
     array = np.arange(4, dtype=np.float32)
     assert accelerator.pad_across_processes(array).ctypes.data == array.ctypes.data
