@@ -69,17 +69,8 @@ extern "C" int accel_state_reduce_named(accel_state_t* state, const char* const*
     require(state, "state");
     require(reduction, "reduction");
     require(outputs, "outputs");
-    if (count > 0) {
-      require(names, "names");
-      require(inputs, "inputs");
-    }
-    accel::NamedTensors leaves;
-    for (size_t i = 0; i < count; ++i) {
-      require(names[i], "names[i]");
-      require(inputs[i], "inputs[i]");
-      accel::add_field(leaves, names[i], inputs[i]->tensor);
-    }
-    auto reduced = accel::distributed::reduce(*state->state, leaves, reduction);
+    auto reduced =
+        accel::distributed::reduce(*state->state, accel::capi::named_tensors(names, inputs, count, "inputs"), reduction);
     std::vector<std::unique_ptr<accel_tensor>> made;
     for (auto& leaf : reduced) made.push_back(std::make_unique<accel_tensor>(std::move(leaf.second)));
     for (size_t i = 0; i < count; ++i) outputs[i] = made[i].release();

@@ -61,6 +61,49 @@ at::Tensor my_rows(const at::Tensor& global) {
   return global.narrow(0, rank() * per_rank, per_rank);
 }
 
+// A prepared model with an accelerated optimizer, and an unprepared copy (same weights) with a plain one:
+// the reference a test trains by hand. Several of them make a GAN's generator and discriminator.
+struct Trained {
+  std::shared_ptr<Model> model;
+  std::shared_ptr<Model> reference;
+  std::unique_ptr<AcceleratedOptimizer> optimizer;
+  std::unique_ptr<Optimizer> reference_optimizer;
+};
+
+Trained trained(const std::string& tag, const std::string& kind, const OptimizerConfig& config,
+                const PrepareConfig& prepare = {}) {
+  Trained made;
+  made.model = load_mlp(tag);
+  made.model->prepare(state, prepare);
+  made.reference = load_mlp(tag + "_reference");
+  made.optimizer = std::make_unique<AcceleratedOptimizer>(Accelerator::of(state),
+                                                          std::make_unique<Optimizer>(kind, trainable(*made.model), config));
+  made.reference_optimizer = std::make_unique<Optimizer>(kind, trainable(*made.reference), config);
+  return made;
+}
+
+// A prepared model, an accelerated sgd with lr 1 and a linear schedule from it down to 0 over 20 steps.
+struct Scheduled {
+  std::shared_ptr<Model> model;
+  std::shared_ptr<AcceleratedOptimizer> optimizer;
+  std::unique_ptr<AcceleratedScheduler> scheduler;
+};
+
+Scheduled linear_schedule(const std::string& tag) {
+  Scheduled made;
+  made.model = load_mlp(tag);
+  made.model->prepare(state, PrepareConfig{});
+  OptimizerConfig config;
+  config.lr = 1.0;
+  made.optimizer = std::make_shared<AcceleratedOptimizer>(Accelerator::of(state),
+                                                          std::make_unique<Optimizer>("sgd", trainable(*made.model), config));
+  SchedulerConfig schedule;
+  schedule.total_steps = 20;
+  made.scheduler = std::make_unique<AcceleratedScheduler>(
+      made.optimizer, std::make_unique<Scheduler>(made.optimizer->optimizer(), "linear", schedule), /*split_batches=*/false);
+  return made;
+}
+
 // Data-parallel training on 2 processes with a batch of b per rank must equal one process with 2b.
 void expect_gold_equivalence(const std::string& kind, const OptimizerConfig& config) {
   auto parallel = load_mlp("gold_" + kind);
@@ -159,32 +202,28 @@ TEST(Ddp, AParameterWithoutGradientIsNamedUnlessFindUnusedParameters) {
 // gradient_as_bucket_view: the averaged gradients are the buckets' memory (two parameters of one bucket
 // share a storage), and training still equals one process on the global batch.
 TEST(Ddp, GradientsAsBucketViewsShareTheBucketAndTrainTheSame) {
-  auto parallel = load_mlp("bucket_view");
   PrepareConfig prepare;
   prepare.reducer.gradient_as_bucket_view = true;
-  parallel->prepare(state, prepare);
-  auto reference = load_mlp("bucket_view_reference");
-  auto accelerator = Accelerator::of(state);
   OptimizerConfig config;
   config.lr = 0.05;
   config.momentum = 0.9;
-  AcceleratedOptimizer optimizer(accelerator, std::make_unique<Optimizer>("sgd", trainable(*parallel), config));
-  Optimizer reference_optimizer("sgd", trainable(*reference), config);
+  auto parallel = trained("bucket_view", "sgd", config, prepare);
+  auto accelerator = Accelerator::of(state);
   at::manual_seed(17);
   for (int64_t step = 0; step < 5; ++step) {
     const auto x = at::randn({4 * world(), 8});
     const auto y = at::randn({4 * world(), 4});
     accelerator->accumulate();
-    accelerator->backward(at::mse_loss(output_of(*parallel, my_rows(x)), my_rows(y)));
-    const auto& parameters = parallel->named_parameters();
+    accelerator->backward(at::mse_loss(output_of(*parallel.model, my_rows(x)), my_rows(y)));
+    const auto& parameters = parallel.model->named_parameters();
     EXPECT_TRUE(parameters[0].second.grad().is_alias_of(parameters[1].second.grad()));  // w1, b1: one bucket
-    optimizer.step();
-    optimizer.zero_grad();
-    at::mse_loss(output_of(*reference, x), y).backward();
-    reference_optimizer.step();
-    reference_optimizer.zero_grad();
+    parallel.optimizer->step();
+    parallel.optimizer->zero_grad();
+    at::mse_loss(output_of(*parallel.reference, x), y).backward();
+    parallel.reference_optimizer->step();
+    parallel.reference_optimizer->zero_grad();
   }
-  EXPECT_LT(max_difference(*parallel, *reference), 1e-6);
+  EXPECT_LT(max_difference(*parallel.model, *parallel.reference), 1e-6);
 }
 
 // static_graph: a parameter no backward reaches is allowed without find_unused_parameters; a backward that
@@ -246,20 +285,13 @@ TEST(Ddp, NoSyncScopeAccumulatesLocallyUntilTheNextSyncedBackward) {
 }
 
 TEST(Ddp, SchedulerStepsOncePerProcessAfterEachOptimizerStep) {
-  auto model = load_mlp("scheduler");
-  model->prepare(state, PrepareConfig{});
+  auto scheduled = linear_schedule("scheduler");
   auto accelerator = Accelerator::of(state);
-  OptimizerConfig config;
-  config.lr = 1.0;
-  auto optimizer = std::make_shared<AcceleratedOptimizer>(accelerator, std::make_unique<Optimizer>("sgd", trainable(*model), config));
-  SchedulerConfig schedule;
-  schedule.total_steps = 20;
-  AcceleratedScheduler scheduler(optimizer, std::make_unique<Scheduler>(optimizer->optimizer(), "linear", schedule), /*split_batches=*/false);
   accelerator->accumulate();
-  accelerator->backward(output_of(*model, at::randn({2, 8})).sum());
-  optimizer->step();
-  scheduler.step();
-  EXPECT_NEAR(optimizer->optimizer().lr(0), 1.0 - static_cast<double>(world()) / 20.0, 1e-12);
+  accelerator->backward(output_of(*scheduled.model, at::randn({2, 8})).sum());
+  scheduled.optimizer->step();
+  scheduled.scheduler->step();
+  EXPECT_NEAR(scheduled.optimizer->optimizer().lr(0), 1.0 - static_cast<double>(world()) / 20.0, 1e-12);
 }
 
 // One micro-batch as a training loop runs it: forward, backward, then the optimizer's and the scheduler's
@@ -347,21 +379,12 @@ TEST(SchedulerRule, AMetricIsCountedOncePerProcessUnlessSplitBatches) {
 // step per call of step(), on micro-batches that do not sync as on those that do, never num_processes.
 TEST(SchedulerPerCall, EveryCallIsOneStepWhateverTheOptimizerDid) {
   ASSERT_FALSE(state->options().get_bool("step_scheduler_with_optimizer"));
-  auto model = load_mlp("scheduler_per_call");
-  model->prepare(state, PrepareConfig{});
-  auto accelerator = Accelerator::of(state);
-  OptimizerConfig config;
-  config.lr = 1.0;
-  auto optimizer = std::make_shared<AcceleratedOptimizer>(accelerator, std::make_unique<Optimizer>("sgd", trainable(*model), config));
-  SchedulerConfig schedule;
-  schedule.total_steps = 20;
-  AcceleratedScheduler scheduler(optimizer, std::make_unique<Scheduler>(optimizer->optimizer(), "linear", schedule),
-                                 /*split_batches=*/false);
+  auto scheduled = linear_schedule("scheduler_per_call");
   state->gradient_state().set_step(0);
   for (int64_t call = 1; call <= 5; ++call) {
-    train_micro_batch(*model, *optimizer, scheduler);
-    EXPECT_EQ(scheduler.scheduler().step_count(), call);
-    EXPECT_NEAR(optimizer->optimizer().lr(0), 1.0 - static_cast<double>(call) / 20.0, 1e-12);
+    train_micro_batch(*scheduled.model, *scheduled.optimizer, *scheduled.scheduler);
+    EXPECT_EQ(scheduled.scheduler->scheduler().step_count(), call);
+    EXPECT_NEAR(scheduled.optimizer->optimizer().lr(0), 1.0 - static_cast<double>(call) / 20.0, 1e-12);
   }
 }
 
@@ -409,15 +432,15 @@ TEST(SyncEachBatch, EveryBackwardAllReducesWhileTheOptimizerStillAccumulates) {
 }
 
 TEST(Accumulation, MicroBatchesEqualOneBatchTwiceAsLarge) {
-  auto parallel = load_mlp("accumulate");
-  parallel->prepare(state, PrepareConfig{});
-  auto reference = load_mlp("accumulate_reference");
-  auto accelerator = Accelerator::of(state);
   OptimizerConfig config;
   config.lr = 0.1;
   config.momentum = 0.9;
-  AcceleratedOptimizer optimizer(accelerator, std::make_unique<Optimizer>("sgd", trainable(*parallel), config));
-  Optimizer reference_optimizer("sgd", trainable(*reference), config);
+  auto trainee = trained("accumulate", "sgd", config);
+  auto& parallel = trainee.model;
+  auto& reference = trainee.reference;
+  auto& optimizer = *trainee.optimizer;
+  auto& reference_optimizer = *trainee.reference_optimizer;
+  auto accelerator = Accelerator::of(state);
   at::manual_seed(5);
   state->gradient_state().set_step(0);
   for (int64_t step = 0; step < 6; ++step) {
@@ -439,20 +462,12 @@ TEST(Accumulation, MicroBatchesEqualOneBatchTwiceAsLarge) {
 // Two models and two optimizers in one accelerator, accumulating over both (2 processes, 2 micro-batches a
 // step): each trains as one process on the whole batch would.
 TEST(Accumulation, TwoModelsAndTwoOptimizersAccumulateTogether) {
-  auto first = load_mlp("two_first");
-  auto second = load_mlp("two_second");
-  first->prepare(state, PrepareConfig{});
-  second->prepare(state, PrepareConfig{});
-  auto first_reference = load_mlp("two_first_reference");
-  auto second_reference = load_mlp("two_second_reference");
-  auto accelerator = Accelerator::of(state);
   OptimizerConfig config;
   config.lr = 0.1;
   config.momentum = 0.9;
-  AcceleratedOptimizer first_optimizer(accelerator, std::make_unique<Optimizer>("sgd", trainable(*first), config));
-  AcceleratedOptimizer second_optimizer(accelerator, std::make_unique<Optimizer>("adam", trainable(*second), config));
-  Optimizer first_reference_optimizer("sgd", trainable(*first_reference), config);
-  Optimizer second_reference_optimizer("adam", trainable(*second_reference), config);
+  auto first = trained("two_first", "sgd", config);
+  auto second = trained("two_second", "adam", config);
+  auto accelerator = Accelerator::of(state);
   at::manual_seed(31);
   state->gradient_state().set_step(0);
   for (int64_t step = 0; step < 4; ++step) {
@@ -460,23 +475,23 @@ TEST(Accumulation, TwoModelsAndTwoOptimizersAccumulateTogether) {
     for (int64_t micro = 0; micro < 2; ++micro) {
       accelerator->accumulate();
       const auto x = my_rows(xs[micro]), y = my_rows(ys[micro]);
-      accelerator->backward(at::mse_loss(output_of(*first, x), y));
-      accelerator->backward(at::mse_loss(output_of(*second, x), -y));
-      first_optimizer.step();
-      second_optimizer.step();
-      first_optimizer.zero_grad();
-      second_optimizer.zero_grad();
+      accelerator->backward(at::mse_loss(output_of(*first.model, x), y));
+      accelerator->backward(at::mse_loss(output_of(*second.model, x), -y));
+      for (auto* one : {&first, &second}) {
+        one->optimizer->step();
+        one->optimizer->zero_grad();
+      }
     }
     const auto x = xs.reshape({-1, 8}), y = ys.reshape({-1, 4});
-    at::mse_loss(output_of(*first_reference, x), y).backward();
-    at::mse_loss(output_of(*second_reference, x), -y).backward();
-    first_reference_optimizer.step();
-    second_reference_optimizer.step();
-    first_reference_optimizer.zero_grad();
-    second_reference_optimizer.zero_grad();
+    at::mse_loss(output_of(*first.reference, x), y).backward();
+    at::mse_loss(output_of(*second.reference, x), -y).backward();
+    for (auto* one : {&first, &second}) {
+      one->reference_optimizer->step();
+      one->reference_optimizer->zero_grad();
+    }
   }
-  EXPECT_LT(max_difference(*first, *first_reference), 1e-6);
-  EXPECT_LT(max_difference(*second, *second_reference), 1e-6);
+  EXPECT_LT(max_difference(*first.model, *first.reference), 1e-6);
+  EXPECT_LT(max_difference(*second.model, *second.reference), 1e-6);
 }
 
 // Cross-entropy over micro-batches holding different numbers of items on each rank (rank r's micro-batch m
@@ -623,51 +638,40 @@ TEST(Fp16, AnOverflowSkipsTheStepHalvesTheScaleAndFreezesTheScheduler) {
 // only its step; each step updates the scale. Scaling by powers of two is exact, so every step that is not
 // skipped moves the weights exactly as unscaled fp32 training does.
 TEST(Fp16, TwoModelsAndTwoOptimizersAreScaledApart) {
-  auto generator = load_mlp("gan_generator");
-  auto discriminator = load_mlp("gan_discriminator");
-  generator->prepare(state, PrepareConfig{});
-  discriminator->prepare(state, PrepareConfig{});
-  auto generator_reference = load_mlp("gan_generator_reference");
-  auto discriminator_reference = load_mlp("gan_discriminator_reference");
-  auto accelerator = Accelerator::of(state);
   OptimizerConfig sgd;
   sgd.lr = 0.05;
   sgd.momentum = 0.9;
   OptimizerConfig adamw;
   adamw.lr = 0.01;
-  AcceleratedOptimizer generator_optimizer(accelerator, std::make_unique<Optimizer>("sgd", trainable(*generator), sgd));
-  AcceleratedOptimizer discriminator_optimizer(accelerator,
-                                               std::make_unique<Optimizer>("adamw", trainable(*discriminator), adamw));
-  Optimizer generator_reference_optimizer("sgd", trainable(*generator_reference), sgd);
-  Optimizer discriminator_reference_optimizer("adamw", trainable(*discriminator_reference), adamw);
+  auto generator = trained("gan_generator", "sgd", sgd);
+  auto discriminator = trained("gan_discriminator", "adamw", adamw);
+  auto accelerator = Accelerator::of(state);
   const double scale_before = accelerator->scaler()->get_scale();
   at::manual_seed(29);
   for (int step = 0; step < 5; ++step) {
     const bool overflow = step == 2;
     const auto x = at::randn({4, 8}), y = at::randn({4, 4});
     accelerator->accumulate();
-    accelerator->backward(at::mse_loss(output_of(*discriminator, x), y));
-    std::vector<at::Tensor> discriminator_parameters;
-    for (const auto& parameter : trainable(*discriminator)) discriminator_parameters.push_back(parameter.second);
-    if (overflow) discriminator->named_parameters().front().second.mutable_grad()[0][0] = INFINITY;
-    accelerator->clip_grad_norm(discriminator_parameters, 1e9, 2.0);  // unscales the discriminator's optimizer only
-    discriminator_optimizer.step();
-    discriminator_optimizer.zero_grad();
-    accelerator->backward(at::mse_loss(output_of(*generator, x), -y));
-    generator_optimizer.step();
-    generator_optimizer.zero_grad();
-    EXPECT_EQ(discriminator_optimizer.step_was_skipped(), overflow) << "step " << step;
-    EXPECT_FALSE(generator_optimizer.step_was_skipped()) << "step " << step;
+    accelerator->backward(at::mse_loss(output_of(*discriminator.model, x), y));
+    if (overflow) discriminator.model->named_parameters().front().second.mutable_grad()[0][0] = INFINITY;
+    accelerator->clip_grad_norm(*discriminator.model, 1e9, 2.0);  // unscales the discriminator's optimizer only
+    discriminator.optimizer->step();
+    discriminator.optimizer->zero_grad();
+    accelerator->backward(at::mse_loss(output_of(*generator.model, x), -y));
+    generator.optimizer->step();
+    generator.optimizer->zero_grad();
+    EXPECT_EQ(discriminator.optimizer->step_was_skipped(), overflow) << "step " << step;
+    EXPECT_FALSE(generator.optimizer->step_was_skipped()) << "step " << step;
 
-    at::mse_loss(output_of(*discriminator_reference, x), y).backward();
-    if (!overflow) discriminator_reference_optimizer.step();
-    discriminator_reference_optimizer.zero_grad();
-    at::mse_loss(output_of(*generator_reference, x), -y).backward();
-    generator_reference_optimizer.step();
-    generator_reference_optimizer.zero_grad();
+    at::mse_loss(output_of(*discriminator.reference, x), y).backward();
+    if (!overflow) discriminator.reference_optimizer->step();
+    discriminator.reference_optimizer->zero_grad();
+    at::mse_loss(output_of(*generator.reference, x), -y).backward();
+    generator.reference_optimizer->step();
+    generator.reference_optimizer->zero_grad();
   }
-  EXPECT_EQ(max_difference(*discriminator, *discriminator_reference), 0.0);
-  EXPECT_EQ(max_difference(*generator, *generator_reference), 0.0);
+  EXPECT_EQ(max_difference(*discriminator.model, *discriminator.reference), 0.0);
+  EXPECT_EQ(max_difference(*generator.model, *generator.reference), 0.0);
   EXPECT_EQ(accelerator->scaler()->get_scale(), scale_before / 2);  // one backoff, ten updates in all
 }
 
