@@ -59,6 +59,19 @@ ACCEL_API void accel_bytes_list_free(accel_bytes_list_t *list);
 ACCEL_API ACCEL_NODISCARD int accel_state_reduce(accel_state_t *state, const accel_tensor_t *input, const char *reduction,
                                                  accel_tensor_t **out);
 
+/* accel_state_reduce over many tensors at once, as Accelerate reduces a nested structure leaf by leaf:
+ * names[i] names inputs[i] (a path such as "metrics.loss" or "outputs.0"; names must be unique), and
+ * outputs[i] receives a new handle on its reduction, for i < count (outputs is the caller's array of count
+ * pointers; all NULL unless the call succeeds). One exchange compares every rank's names, shapes and dtypes
+ * (unless check_shapes is off; ACCEL_ERR_SHAPE_MISMATCH on every rank, listing each rank's), then one
+ * all-reduce per dtype carries all its tensors. "mean" needs floating dtypes (ACCEL_ERR_DTYPE naming the
+ * tensor). count 0 reduces nothing. Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (unknown
+ * reduction, a repeated name); ACCEL_ERR_DTYPE; ACCEL_ERR_SHAPE_MISMATCH; ACCEL_ERR_TIMEOUT;
+ * ACCEL_ERR_PEER_FAILED; ACCEL_ERR_INVALID_STATE (shut down or broken group). */
+ACCEL_API ACCEL_NODISCARD int accel_state_reduce_named(accel_state_t *state, const char *const *names,
+                                                       accel_tensor_t *const *inputs, size_t count,
+                                                       const char *reduction, accel_tensor_t **outputs);
+
 /* Overwrites tensor, on every rank, with the values of rank from_process, in place (memory shared with
  * a DLPack producer sees the new values). Errors also: ACCEL_ERR_OUT_OF_RANGE for a bad from_process. */
 ACCEL_API ACCEL_NODISCARD int accel_state_broadcast(accel_state_t *state, accel_tensor_t *tensor, int32_t from_process);

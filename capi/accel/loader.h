@@ -66,7 +66,11 @@ typedef int (*accel_next_item_fn)(accel_sample_t *sample, int *end, void *payloa
 
 /* An iterable dataset. Its loaders dispatch by default (rank 0 reads the stream and sends each rank its
  * rows); with dispatch_batches=false every rank reads the whole stream and keeps its slice of each global
- * batch (Accelerate's IterableDatasetShard). Items are stacked like those of accel_dataset_from_callback.
+ * batch (Accelerate's IterableDatasetShard). A stream that already reads only this rank's shard is
+ * declared with the loader option already_sharded: each rank then batches its own items, in order, and
+ * nothing is sharded again nor dispatched (Accelerate would keep 1/num_processes of each shard, silently
+ * dropping the rest); nothing is padded either, so ranks whose streams differ in length yield different
+ * numbers of batches. Items are stacked like those of accel_dataset_from_callback.
  * shuffle is refused for it. payload must outlive the dataset. Errors: ACCEL_ERR_NULL_ARGUMENT. */
 ACCEL_API ACCEL_NODISCARD int accel_dataset_from_iterable(accel_dataset_t **out, accel_start_epoch_fn start_epoch,
                                                           accel_next_item_fn next_item, void *payload);

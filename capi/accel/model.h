@@ -8,9 +8,16 @@
  * When accel_state_backward returns on a sync step, every gradient holds the average over the ranks; while
  * accumulating (accel_state_accumulate said not to sync) no all-reduce happens. A trainable parameter that
  * receives no gradient is an error naming it, unless find_unused_parameters is set.
- * Options read by accel_state_prepare_model: find_unused_parameters (false), bucket_cap_mb (25),
- * first_bucket_mb (1), broadcast_buffers (true: rank 0's buffers are sent before each training forward),
- * convert_outputs_to_fp32 (true: fp16/bf16 outputs of an autocast forward come back as fp32).
+ * Options read by accel_state_prepare_model (DDP's arguments): find_unused_parameters (false),
+ * bucket_cap_mb (25), first_bucket_mb (1), broadcast_buffers (true: rank 0's buffers are sent before each
+ * training forward), convert_outputs_to_fp32 (true: fp16/bf16 outputs of an autocast forward come back as
+ * fp32), gradient_as_bucket_view (false: true makes each averaged gradient a view into its bucket, so it is
+ * not copied back and later micro-batches accumulate in the bucket itself), static_graph (false: true
+ * allows parameters without gradient as long as they are the same ones in every backward, as torch's
+ * static graph does; a backward whose set differs from the first one's is ACCEL_ERR_INVALID_ARGUMENT
+ * naming both).
+ * The model is always moved to the state's device (Accelerate's device_placement applies to loaders
+ * here): its buckets and autocast are the device's.
  *
  * Thread safety: a model is used by one thread at a time. */
 #ifndef ACCEL_MODEL_H

@@ -1,7 +1,11 @@
 /* accel: optimizers, with Accelerate's semantics: on a step that does not
  * synchronise gradients (accumulation) accel_optimizer_step and accel_optimizer_zero_grad do nothing;
  * under fp16 a step whose gradients overflowed is skipped (accel_optimizer_step_was_skipped) and the
- * scale backs off; a scheduler steps only after a real optimizer step, and then once per process
+ * scale backs off. A state may have several optimizers (a GAN's generator and discriminator, over two
+ * prepared models): under fp16 the grad scaler tracks each apart (its own unscale, inf check and skipped
+ * step; every optimizer's step updates the one shared scale, as in Accelerate), and
+ * accel_state_clip_grad_norm unscales only the optimizers holding the clipped model's parameters.
+ * A scheduler steps only after a real optimizer step, and then once per process
  * unless split_batches (the schedule is sized in single-process steps, as in Accelerate; see
  * accel/scheduler.h).
  *
@@ -26,8 +30,7 @@ typedef struct accel_optimizer accel_optimizer_t;
 /* An accelerated optimizer of kind "sgd", "adam" or "adamw" over the trainable parameters of a prepared
  * model. Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (model not prepared);
  * ACCEL_ERR_INVALID_ARGUMENT (unknown kind, listing the known ones; bad values naming the option);
- * ACCEL_ERR_UNSUPPORTED (a second optimizer under fp16); ACCEL_ERR_UNKNOWN_OPTION (a key of another
- * object, naming it). */
+ * ACCEL_ERR_UNKNOWN_OPTION (a key of another object, naming it). */
 ACCEL_API ACCEL_NODISCARD int accel_optimizer_new(accel_optimizer_t **out, accel_model_t *model, const char *kind,
                                                   const accel_options_t *options);
 ACCEL_API void accel_optimizer_free(accel_optimizer_t *optimizer);

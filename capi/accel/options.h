@@ -20,6 +20,26 @@
  *   gradient_accumulation_steps int  steps per optimizer step (> 0)            default 1
  *   sync_with_dataloader bool  the last batch of the active loader always syncs default true
  *   sync_each_batch  bool    all-reduce on every backward while accumulating    default false
+ *   step_scheduler_with_optimizer bool  schedulers step after each real optimizer step, once per
+ *                            process unless split_batches (accel/scheduler.h); false: once per
+ *                            accel_scheduler_step call, whatever the optimizer did (schedules counted
+ *                            in epochs or in calls)                              default true
+ *   rng_types        string  the generators every rank takes from rank 0 when a loader that is not
+ *                            dispatched starts an epoch (Accelerate's rng_types), a comma-separated list
+ *                            of: generator (the loader's shuffling generator, unless use_seedable_sampler
+ *                            or data_seed-seeded runs make that moot), torch (torch's default CPU
+ *                            generator), cuda (the default generator of the state's CUDA device; nothing
+ *                            on the CPU); "" = none                                default "generator"
+ *   init_scale       double  fp16 grad scaler: the first loss scale (> 0)        default 65536
+ *   growth_factor    double  fp16 grad scaler: scale multiplier after growth_interval clean steps
+ *                            (> 1)                                               default 2
+ *   backoff_factor   double  fp16 grad scaler: scale multiplier after an overflow, in (0, 1) default 0.5
+ *   growth_interval  int     fp16 grad scaler: clean steps before the scale grows (> 0) default 2000
+ *   grad_scaler_enabled bool fp16 scales the loss (torch's GradScaler); false runs fp16 without loss
+ *                            scaling (Accelerate's GradScalerKwargs(enabled=False)) default true
+ *   dynamo_backend   string  only "no" (any case): LibTorch has no TorchDynamo, so any other backend is
+ *                            refused by accel_state_new with ACCEL_ERR_UNSUPPORTED saying why; optimise
+ *                            the TorchScript in Python before saving it          default "no"
  *   timeline         string  a directory: each rank writes its step timeline (a Chrome trace of forward,
  *                            backward, every gradient bucket's all-reduce, optimizer steps, loader waits,
  *                            collectives, saves) to timeline.rank<r>.json there when the state shuts
@@ -38,20 +58,46 @@
  *   even_batches     bool    pad from the start so every rank gets equal batches default true
  *   dispatch_batches string "auto" (dispatch for iterable datasets only), "true" or "false": rank 0 reads
  *                            each global batch and sends every rank its part      default "auto"
+ *   already_sharded  bool    the iterable dataset yields only this process's share already (a stream
+ *                            reading its own shard): batched by each rank as it comes, never sharded
+ *                            again nor dispatched ("auto" dispatch_batches then means false; "true" and
+ *                            map-style datasets are refused); with split_batches each rank's batches hold
+ *                            batch_size / processes items                        default false
  *   use_seedable_sampler bool order of epoch e = permutation seeded data_seed+e (without data_seed:
  *                            torch's initial seed when the loader is made, as set by
  *                            accel_state_set_seed; torch's default seed otherwise)  default false
  *   data_seed        int     seed of the shuffling generator; -1 = torch's default seed
  *                            (67280421310721, Accelerate's fresh torch.Generator())  default -1
+ *   device_placement bool    batches go to the state's device (Accelerate's device_placement); false
+ *                            leaves them where the dataset made them (dispatched batches under NCCL
+ *                            travel through the device and arrive there)          default true
  *   non_blocking     bool    non-blocking copies to the device                   default false
  *   pin_memory       bool    page-locked batches before a CUDA copy              default false
  *   prefetch_threads int     threads reading batches ahead (map-style datasets that are not dispatched;
  *                            a get_item callback then runs on them, concurrently when there are several
  *                            threads); 0 = read in accel_loader_next                default 0
  *   prefetch_depth   int     batches read ahead of the one in use (> 0)          default 2
- * Model keys (accel_state_prepare_model): see accel/model.h. Optimizer keys (accel_optimizer_new): see
- * accel/optimizer.h. Scheduler keys (accel_scheduler_new): see accel/scheduler.h. Loss keys
- * (accel_loss_compute): see accel/loss.h. accel_options_dump lists every object's keys with their values.
+ * Model keys (accel_state_prepare_model; DDP's arguments): find_unused_parameters, bucket_cap_mb,
+ * first_bucket_mb, broadcast_buffers, convert_outputs_to_fp32, gradient_as_bucket_view, static_graph; see
+ * accel/model.h for their meanings and defaults. Optimizer keys (accel_optimizer_new; accel/optimizer.h):
+ * lr, momentum, dampening, nesterov, weight_decay, beta1, beta2, eps, no_decay. Scheduler keys
+ * (accel_scheduler_new; accel/scheduler.h, per schedule): warmup_steps, total_steps, num_cycles, power,
+ * lr_end, timescale, min_lr, min_lr_rate, num_stable_steps, num_decay_steps, min_lr_ratio, warmup_type,
+ * decay_type, step_size, gamma, milestones, max_lr, pct_start, anneal_strategy, cycle_momentum,
+ * base_momentum, max_momentum, div_factor, final_div_factor, three_phase, mode, factor, patience,
+ * threshold, threshold_mode, cooldown, eps, split_batches. Loss keys (accel_loss_compute; accel/loss.h):
+ * reduction, label_smoothing, ignore_index. Tracker keys (accel_state_init_trackers; accel/tracking.h):
+ * log_with, overwrite. accel_options_dump lists every object's keys with their values.
+ *
+ * Accelerate's Accelerator and DataLoaderConfiguration arguments without a key here, and why:
+ * deepspeed_plugin, fsdp_plugin, megatron_lm_plugin, fp8 (mixed_precision "fp8") and their recipe kwargs:
+ * those engines are Python (or CUDA extensions torch's C++ API does not ship), and LibTorch 1.13 has no
+ * fp8 dtype; dynamo_plugin: as dynamo_backend; use_stateful_dataloader: every loader is stateful already
+ * (accel_loader_save_state, accel_state_save_state); AutocastKwargs: forward and the
+ * accel_state_autocast_begin/end scope use the state's mixed precision, with the autocast cache on;
+ * ProfileKwargs: the state setting timeline
+ * records each step instead; log_with and project_config: accel_state_init_trackers' options and the state
+ * settings project_dir and total_limit; even_batches etc.: the loader keys above.
  * Booleans accept 1/0, true/false, yes/no, on/off, y/n, t/f (any case) as strings.
  *
  * Thread safety: an options object may be read from several threads at once (by constructors and

@@ -1,7 +1,8 @@
 /* accel: learning-rate schedulers with Accelerate's semantics: a scheduler steps only after a real
  * optimizer step (not while accumulating, not after a skipped fp16 step), and then once per process
  * unless the scheduler's split_batches option is set (set it as on the loaders: the schedule then counts
- * global batches), so a schedule sized in single-process steps keeps its place.
+ * global batches), so a schedule sized in single-process steps keeps its place. With the state setting
+ * step_scheduler_with_optimizer off, every accel_scheduler_step is one step, whatever the optimizer did.
  *
  * A scheduler counts steps n (torch's last_epoch): n = 0 when it is made, which sets each group's lr for
  * step 0 (as torch's schedulers do), n + 1 after each step. "initial lr" is the lr the optimizer was made

@@ -1,5 +1,5 @@
-/* accel: the training step (Accelerate's accumulate, backward, sync_gradients, clip_grad_*) and save_model
- * (its reverse is accel_model_load_weights, in model.h).
+/* accel: the training step (Accelerate's accumulate, backward, sync_gradients, no_sync, autocast,
+ * clip_grad_*, free_memory) and save_model (its reverse is accel_model_load_weights, in model.h).
  *
  * Every function here acts on the state (the accelerator) and is named accel_state_<verb>.
  * A step, as in Accelerate:
@@ -34,7 +34,49 @@ ACCEL_API int accel_state_sync_gradients(const accel_state_t *state);
  * collective errors. */
 ACCEL_API ACCEL_NODISCARD int accel_state_backward(accel_state_t *state, const accel_tensor_t *loss);
 
-/* Unscales fp16 gradients first, then clips the model's gradients so that their total norm is at most
+/* Backward normalised by item count, for losses over a varying number of items (tokens): loss is summed
+ * over this micro-batch's items (accel_loss_compute with reduction "sum"; ignored labels count as no
+ * item), and num_items is the number of items in the whole accumulated global batch, every micro-batch of
+ * this optimizer step on every rank (count them with accel_state_reduce "sum" before the first
+ * micro-batch). The backward is of loss * num_processes / num_items, without the division by
+ * gradient_accumulation_steps, so that after the all-reduce's average the gradient equals that of the mean
+ * loss over the full batch, however unevenly the items fall between micro-batches and ranks (with
+ * accel_state_backward each micro-batch's mean would weigh the same). Scaled under fp16, synchronised like
+ * accel_state_backward. Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (num_items 0, and as
+ * accel_state_backward); collective errors. */
+ACCEL_API ACCEL_NODISCARD int accel_state_backward_with_items(accel_state_t *state, const accel_tensor_t *loss,
+                                                              size_t num_items);
+
+/* Accelerate's no_sync(model) as a scope: the backward of every forward of model run between begin and
+ * end only accumulates gradients on this process (no all-reduce), whatever accel_state_sync_gradients
+ * says; the first synchronising backward after end averages the sum over the ranks. With one process it
+ * changes nothing. Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (model not prepared with
+ * state); ACCEL_ERR_INVALID_STATE (begin while in the scope, end outside it). */
+ACCEL_API ACCEL_NODISCARD int accel_state_no_sync_begin(accel_state_t *state, accel_model_t *model);
+/* Errors: as accel_state_no_sync_begin. */
+ACCEL_API ACCEL_NODISCARD int accel_state_no_sync_end(accel_state_t *state, accel_model_t *model);
+
+/* Accelerate's autocast() as a scope, for code outside a prepared model's forward (which always runs
+ * under the state's mixed precision): LibTorch operations of the calling thread between begin and end run
+ * under autocast to bf16 (CPU or CUDA) or fp16 (CUDA; nothing on the CPU, where fp16 is the grad scaler
+ * alone), e.g. a loss computed with accel_loss_compute or in C++ code. Scopes nest; end closes the
+ * innermost one the calling thread opened, restoring what was in effect before it. Thread safety: the
+ * scope belongs to the calling thread. Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (end
+ * without begin on this thread). */
+ACCEL_API ACCEL_NODISCARD int accel_state_autocast_begin(accel_state_t *state);
+/* Errors: as accel_state_autocast_begin. */
+ACCEL_API ACCEL_NODISCARD int accel_state_autocast_end(accel_state_t *state);
+
+/* Accelerate's free_memory, for what the state itself holds (models, optimizers, schedulers and loaders
+ * are the caller's handles, released with their *_free): the accumulation counter restarts
+ * (accel_state_sync_gradients is 1 again), loaders in the middle of an epoch are no longer tracked (so
+ * accel_state_gather_for_metrics trims nothing until a loader starts its next epoch), and CUDA's caching
+ * allocator returns its unused blocks. Not collective. Errors: ACCEL_ERR_NULL_ARGUMENT. */
+ACCEL_API ACCEL_NODISCARD int accel_state_free_memory(accel_state_t *state);
+
+/* Unscales fp16 gradients first (those of the optimizers over the model's parameters, each once per step;
+ * Accelerate unscales every optimizer, so a GAN clipping its discriminator would unscale the generator's
+ * gradients before its backward), then clips the model's gradients so that their total norm is at most
  * max_norm; *total_norm (may be NULL) receives the norm before clipping. After accel_state_backward on a sync
  * step the gradients are already averaged over the ranks, so the norm is the same everywhere.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (max_norm <= 0); ACCEL_ERR_INVALID_STATE once

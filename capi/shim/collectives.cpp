@@ -1,5 +1,9 @@
 #include "accel/collectives.h"
 
+#include <algorithm>
+#include <memory>
+#include <vector>
+
 #include "distributed/collectives.hpp"
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
@@ -54,6 +58,22 @@ extern "C" int accel_state_reduce(accel_state_t* state, const accel_tensor_t* in
     require(input, "input");
     require(reduction, "reduction");
     *out = new accel_tensor(accel::distributed::reduce(*state->state, input->tensor, reduction));
+  });
+}
+
+extern "C" int accel_state_reduce_named(accel_state_t* state, const char* const* names, accel_tensor_t* const* inputs,
+                                        size_t count, const char* reduction, accel_tensor_t** outputs) {
+  return guarded(__func__, [&] {
+    // As guarded_out does for one out-parameter: nothing is left in outputs unless the call succeeds.
+    if (outputs != nullptr) std::fill(outputs, outputs + count, nullptr);
+    require(state, "state");
+    require(reduction, "reduction");
+    require(outputs, "outputs");
+    auto reduced =
+        accel::distributed::reduce(*state->state, accel::capi::named_tensors(names, inputs, count, "inputs"), reduction);
+    std::vector<std::unique_ptr<accel_tensor>> made;
+    for (auto& leaf : reduced) made.push_back(std::make_unique<accel_tensor>(std::move(leaf.second)));
+    for (size_t i = 0; i < count; ++i) outputs[i] = made[i].release();
   });
 }
 

@@ -51,6 +51,27 @@ struct accel_tensor {
   ACCEL_HANDLE("accel_tensor_t");
 };
 
+namespace accel::capi {
+
+// The named tensors of two parallel C arrays, names[i] naming tensors[i] for i < count (either array may
+// be NULL when count is 0); tensors_argument is the tensors' parameter name, for messages.
+inline NamedTensors named_tensors(const char* const* names, accel_tensor* const* tensors, size_t count,
+                                  const std::string& tensors_argument) {
+  if (count > 0) {
+    require(names, "names");
+    require(tensors, tensors_argument.c_str());
+  }
+  NamedTensors fields;
+  for (size_t i = 0; i < count; ++i) {
+    require(names[i], "names[i]");
+    require(tensors[i], (tensors_argument + "[i]").c_str());
+    fields.emplace_back(names[i], tensors[i]->tensor);
+  }
+  return fields;
+}
+
+}  // namespace accel::capi
+
 struct accel_bytes_list {
   std::vector<std::string> entries;
   ACCEL_HANDLE("accel_bytes_list_t");

@@ -15,14 +15,7 @@ using accel::capi::settings_of;
 extern "C" int accel_dataset_from_tensors(accel_dataset_t** out, const char* const* names,
                                           accel_tensor_t* const* tensors, size_t count) {
   return guarded_out(__func__, out, [&] {
-    require(names, "names");
-    require(tensors, "tensors");
-    accel::NamedTensors fields;
-    for (size_t i = 0; i < count; ++i) {
-      require(names[i], "names[i]");
-      require(tensors[i], "tensors[i]");
-      fields.emplace_back(names[i], tensors[i]->tensor);
-    }
+    auto fields = accel::capi::named_tensors(names, tensors, count, "tensors");
     *out = new accel_dataset{std::make_shared<accel::data::TensorDataset>(std::move(fields)), nullptr};
   });
 }

@@ -22,21 +22,12 @@ int run_forward(const char* function, accel_model_t* model, accel_tensor_t* cons
   return guarded_out(function, out, [&] {
     require(model, "model");
     if (count > 0) require(inputs, "inputs");
-    if (named_count > 0) {
-      require(names, "names");
-      require(named_inputs, "named_inputs");
-    }
     std::vector<at::Tensor> args;
     for (size_t i = 0; i < count; ++i) {
       require(inputs[i], "inputs[i]");
       args.push_back(inputs[i]->tensor);
     }
-    accel::NamedTensors kwargs;
-    for (size_t i = 0; i < named_count; ++i) {
-      require(names[i], "names[i]");
-      require(named_inputs[i], "named_inputs[i]");
-      kwargs.emplace_back(names[i], named_inputs[i]->tensor);
-    }
+    const auto kwargs = accel::capi::named_tensors(names, named_inputs, named_count, "named_inputs");
     *out = new accel_output{model->model->forward(args, kwargs, grad)};
   });
 }

@@ -1,6 +1,7 @@
 #include "accel/train.h"
 
 #include "ckpt/save_model.hpp"
+#include "train/autocast.hpp"
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
 
@@ -24,6 +25,51 @@ extern "C" int accel_state_backward(accel_state_t* state, const accel_tensor_t* 
     require(state, "state");
     require(loss, "loss");
     accel::train::Accelerator::of(state->state)->backward(loss->tensor);
+  });
+}
+
+extern "C" int accel_state_backward_with_items(accel_state_t* state, const accel_tensor_t* loss, size_t num_items) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    require(loss, "loss");
+    accel::train::Accelerator::of(state->state)->backward_with_items(loss->tensor, num_items);
+  });
+}
+
+extern "C" int accel_state_no_sync_begin(accel_state_t* state, accel_model_t* model) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    require(model, "model");
+    accel::train::Accelerator::of(state->state)->no_sync_begin(*model->model);
+  });
+}
+
+extern "C" int accel_state_no_sync_end(accel_state_t* state, accel_model_t* model) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    require(model, "model");
+    accel::train::Accelerator::of(state->state)->no_sync_end(*model->model);
+  });
+}
+
+extern "C" int accel_state_autocast_begin(accel_state_t* state) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    accel::train::autocast_begin(*state->state);
+  });
+}
+
+extern "C" int accel_state_autocast_end(accel_state_t* state) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    accel::train::autocast_end();
+  });
+}
+
+extern "C" int accel_state_free_memory(accel_state_t* state) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    accel::train::Accelerator::of(state->state)->free_memory();
   });
 }
 

@@ -3,6 +3,7 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 
 #ifdef ACCEL_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
@@ -45,6 +46,12 @@ void activate_device(const std::string& device) {
   if (device.rfind("cuda", 0) == 0) c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index(device)));
 #else
   (void)device;
+#endif
+}
+
+void release_cached_device_memory() {
+#ifdef ACCEL_WITH_CUDA
+  if (cuda_device_count() > 0) c10::cuda::CUDACachingAllocator::emptyCache();
 #endif
 }
 

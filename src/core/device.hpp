@@ -17,4 +17,8 @@ std::string choose_device(const std::string& requested, bool use_cpu, int local_
 // Makes `device` the current CUDA device of the calling thread (no-op for "cpu").
 void activate_device(const std::string& device);
 
+// Returns the CUDA caching allocator's unused blocks to the driver (torch.cuda.empty_cache); nothing
+// without CUDA.
+void release_cached_device_memory();
+
 }  // namespace accel

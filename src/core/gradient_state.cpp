@@ -57,4 +57,11 @@ void GradientState::set_step(int64_t step) {
   step_ = step;
 }
 
+void GradientState::reset() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  loaders_.clear();
+  sync_gradients_ = true;
+  step_ = 0;
+}
+
 }  // namespace accel

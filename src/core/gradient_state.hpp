@@ -26,6 +26,8 @@ class GradientState {
   // The accumulation counter (Accelerate's accelerator.step).
   int64_t step() const;
   void set_step(int64_t step);
+  // As when made: counter 0, sync_gradients true, no active loader.
+  void reset();
 
   void add_loader(const std::shared_ptr<LoaderProgress>& loader);
   void remove_loader(const LoaderProgress* loader);

@@ -6,7 +6,7 @@ namespace accel {
 
 void add_field(NamedTensors& fields, const std::string& name, const at::Tensor& tensor) {
   for (const auto& field : fields) {
-    if (field.first == name) fail(Code::InvalidArgument, "the sample already has '" + name + "'");
+    if (field.first == name) fail(Code::InvalidArgument, "the name '" + name + "' appears twice");
   }
   fields.emplace_back(name, tensor);
 }

@@ -85,20 +85,25 @@ OptionValue checked(const OptionSpec& spec, OptionValue value, const std::string
                        (spec.type == OptionType::Double && std::holds_alternative<double>(value)) ||
                        (spec.type == OptionType::String && std::holds_alternative<std::string>(value));
   if (!type_ok) not_of_type(spec, shown);
-  if (spec.positive) {
+  if (spec.type == OptionType::Double || spec.type == OptionType::Int) {
     const double number = spec.type == OptionType::Int ? static_cast<double>(std::get<int64_t>(value))
                                                        : std::get<double>(value);
-    if (!(number > 0) || !std::isfinite(number)) bad("must be a positive finite number");
-  }
-  if (spec.type == OptionType::Double && std::get<double>(value) > spec.maximum) {
-    bad("is larger than the maximum, " + format_number(spec.maximum));
+    if (spec.positive && (!(number > 0) || !std::isfinite(number))) bad("must be a positive finite number");
+    if (spec.type == OptionType::Double && number > spec.maximum) {
+      bad("is larger than the maximum, " + format_number(spec.maximum));
+    }
+    if (std::isfinite(spec.above) && !(number > spec.above)) bad("must be greater than " + format_number(spec.above));
+    if (std::isfinite(spec.below) && !(number < spec.below)) bad("must be less than " + format_number(spec.below));
   }
   if (!spec.choices.empty()) {
     const auto& text = std::get<std::string>(value);
-    if (std::find(spec.choices.begin(), spec.choices.end(), text) == spec.choices.end()) {
-      std::string allowed;
-      for (const auto& c : spec.choices) allowed += (allowed.empty() ? "" : ", ") + c;
-      bad("is not one of " + allowed);
+    const auto items = spec.list ? option_list(text) : std::vector<std::string>{text};
+    for (const auto& item : items) {
+      if (std::find(spec.choices.begin(), spec.choices.end(), item) == spec.choices.end()) {
+        std::string allowed;
+        for (const auto& c : spec.choices) allowed += (allowed.empty() ? "" : ", ") + c;
+        bad(spec.list ? "names '" + item + "', which is not one of " + allowed : "is not one of " + allowed);
+      }
     }
   }
   if (spec.key == "device" && !is_device_string(std::get<std::string>(value))) {
@@ -142,6 +147,17 @@ OptionValue parse_text(const OptionSpec& spec, const std::string& text, const st
 }
 
 }  // namespace
+
+std::vector<std::string> option_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  for (std::string item; std::getline(stream, item, ',');) {
+    const size_t first = item.find_first_not_of(' ');
+    if (first == std::string::npos) continue;
+    items.push_back(item.substr(first, item.find_last_not_of(' ') - first + 1));
+  }
+  return items;
+}
 
 const OptionSpec& Options::spec_of(const std::string& key) const {
   for (const auto* scope : catalog_) {

@@ -24,6 +24,12 @@ struct OptionSpec {
   bool positive = false;             // numeric options that must be > 0
   // Numeric options: the largest value accepted (timeout_s: beyond it, milliseconds overflow the clocks).
   double maximum = std::numeric_limits<double>::infinity();
+  // Numeric options: bounds the value must lie strictly between (the grad scaler's growth_factor > 1,
+  // backoff_factor < 1).
+  double above = -std::numeric_limits<double>::infinity();
+  double below = std::numeric_limits<double>::infinity();
+  // String options with choices: a comma-separated list of them, possibly empty (rng_types).
+  bool list = false;
 };
 
 // The keys one kind of object reads (state, loader, model, optimizer, scheduler, loss), owned by that
@@ -43,6 +49,9 @@ using OptionCatalog = std::vector<const OptionScope*>;
 
 // The environment variable that sets a key: ACCEL_ followed by the key in upper case.
 std::string option_env_name(const std::string& key);
+
+// The items of a comma-separated option value, spaces around each trimmed, empty ones skipped.
+std::vector<std::string> option_list(const std::string& text);
 
 std::string format_option_value(const OptionValue& value);
 // A number as a person writes it: 0.001, 1e-08, 25, 1e+10, 1234567 (the shortest ostream form that

@@ -167,15 +167,11 @@ std::optional<NamedTensors> IterableShardEpoch::produce() {
 }
 
 std::optional<NamedTensors> IterableShardEpoch::next(bool& last) {
-  if (!started_) {
-    pending_ = produce();
-    started_ = true;
-  }
-  if (!pending_) return std::nullopt;
-  auto current = std::move(pending_);
-  pending_ = produce();
-  last = !pending_;
-  return current;
+  return look_ahead_.next(last, [&] { return produce(); });
+}
+
+std::optional<NamedTensors> StreamEpoch::next(bool& last) {
+  return look_ahead_.next(last, [&] { return read_batch_(); });
 }
 
 DispatchEpoch::DispatchEpoch(std::shared_ptr<distributed::State> state, ReadStep read_step, bool drop_last)
@@ -299,14 +295,9 @@ std::optional<NamedTensors> DispatchEpoch::receive() {
 }
 
 std::optional<NamedTensors> DispatchEpoch::next(bool& last) {
-  if (!started_) {
-    pending_ = receive();
-    started_ = true;
-  }
-  if (!pending_) return std::nullopt;
-  NamedTensors current = std::move(*pending_);
-  pending_ = receive();
-  last = !pending_;
+  auto received = look_ahead_.next(last, [&] { return receive(); });
+  if (!received) return std::nullopt;
+  NamedTensors current = std::move(*received);
   const int64_t rows = current.front().second.size(0);
   if (first_step_.empty()) first_step_ = current;
   Batch positions(static_cast<size_t>(rows));

@@ -19,6 +19,28 @@
 
 namespace accel::data {
 
+// Accelerate's one-batch look-ahead: the next batch is read before the current one is handed out, so
+// whether it is the last is known while it is in use.
+class LookAhead {
+ public:
+  template <class Read>
+  std::optional<NamedTensors> next(bool& last, Read&& read) {
+    if (!started_) {
+      pending_ = read();
+      started_ = true;
+    }
+    if (!pending_) return std::nullopt;
+    auto current = std::move(pending_);
+    pending_ = read();
+    last = !pending_;
+    return current;
+  }
+
+ private:
+  std::optional<NamedTensors> pending_;
+  bool started_ = false;
+};
+
 class EpochBatches {
  public:
   virtual ~EpochBatches() = default;
@@ -96,8 +118,7 @@ class IterableShardEpoch final : public EpochBatches {
   std::vector<NamedTensors> global_items_;  // its items so far
   std::vector<NamedTensors> first_items_;   // the first global batch: the padding source
   bool stream_done_ = false;
-  std::optional<NamedTensors> pending_;
-  bool started_ = false;
+  LookAhead look_ahead_;
 };
 
 // Rank 0 produces each global step; structure, stop flag and tensors are broadcast; every rank keeps
@@ -117,8 +138,21 @@ class DispatchEpoch final : public EpochBatches {
   BatchDispatcher dispatcher_;
   int64_t step_start_ = 0;  // stream position of the step's first row
   NamedTensors first_step_;
-  std::optional<NamedTensors> pending_;
-  bool started_ = false;
+  LookAhead look_ahead_;
+};
+
+// Batches one rank reads alone, in the order they come: an iterable dataset already split per process.
+// Nothing is exchanged or padded, so gather_for_metrics keeps every row (remainder -1).
+class StreamEpoch final : public EpochBatches {
+ public:
+  using ReadBatch = std::function<std::optional<NamedTensors>()>;
+  explicit StreamEpoch(ReadBatch read_batch) : read_batch_(std::move(read_batch)) {}
+  std::optional<NamedTensors> next(bool& last) override;
+  int64_t remainder() const override { return -1; }
+
+ private:
+  ReadBatch read_batch_;
+  LookAhead look_ahead_;
 };
 
 // Rows `positions` of a step that starts at stream position `start`; positions before it are rows of the

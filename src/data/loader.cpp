@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "distributed/collectives.hpp"
+#include "distributed/seed.hpp"
 #include "data/loader_state.hpp"
 
 namespace accel::data {
@@ -16,7 +17,7 @@ namespace accel::data {
 Loader::Loader(std::shared_ptr<distributed::State> state, LoaderConfig config, bool iterable)
     : state_(std::move(state)),
       config_(config),
-      dispatch_(config.dispatch_batches.value_or(iterable)),
+      dispatch_(config.dispatch_batches.value_or(iterable && !config.already_sharded)),
       // Accelerate hands the sampler a fresh torch.Generator(), whose seed is torch's default: the order is the
       // same from run to run unless data_seed picks another.
       generator_(at::make_generator<at::CPUGeneratorImpl>(config.data_seed.value_or(c10::default_rng_seed_val))),
@@ -24,11 +25,20 @@ Loader::Loader(std::shared_ptr<distributed::State> state, LoaderConfig config, b
       seedable_seed_(config.data_seed.value_or(at::detail::getDefaultCPUGenerator().current_seed())),
       progress_(std::make_shared<LoaderProgress>()) {
   validate_sharding(config_.batch_size, state_->launch().world_size, config_.split_batches);
+  for (const auto& type : option_list(state_->options().get_string("rng_types"))) {
+    rng_.generator |= type == "generator";
+    rng_.torch |= type == "torch";
+    rng_.cuda |= type == "cuda";
+  }
 }
 
 Loader::Loader(std::shared_ptr<distributed::State> state, std::shared_ptr<Dataset> dataset, LoaderConfig config)
     : Loader(std::move(state), config, /*iterable=*/false) {
   map_dataset_ = std::move(dataset);
+  if (config_.already_sharded) {
+    fail(Code::InvalidArgument, "already_sharded declares an iterable dataset split per process; a map-style "
+                                "dataset is dealt by index (shard its indices instead)");
+  }
   if (config_.batches) {
     if (config_.shuffle) fail(Code::InvalidArgument, "shuffle cannot reorder a given list of batches");
     if (config_.split_batches) fail(Code::InvalidArgument, "split_batches needs a batch size; a given list of batches has none");
@@ -51,6 +61,10 @@ Loader::Loader(std::shared_ptr<distributed::State> state, std::shared_ptr<Datase
 Loader::Loader(std::shared_ptr<distributed::State> state, std::shared_ptr<IterableDataset> dataset, LoaderConfig config)
     : Loader(std::move(state), config, /*iterable=*/true) {
   if (config_.shuffle) fail(Code::InvalidArgument, "shuffle needs a map-style dataset; an iterable one sets its own order");
+  if (config_.already_sharded && dispatch_) {
+    fail(Code::InvalidArgument, "dispatch_batches sends rank 0's batches to every rank; an already_sharded dataset "
+                                "is read by each rank itself");
+  }
   iterable_dataset_ = std::move(dataset);
 }
 
@@ -70,11 +84,9 @@ std::vector<int64_t> Loader::epoch_order() {
       generator_.set_state(epoch_generator_state_);
     } else if (config_.use_seedable_sampler) {
       generator_.set_current_seed(seedable_seed_ + static_cast<uint64_t>(epoch_));
-    } else if (state_->launch().world_size > 1 && !dispatch_) {
+    } else if (state_->launch().world_size > 1 && !dispatch_ && rng_.generator) {
       // Accelerate's synchronized generator: every rank draws rank 0's permutation.
-      auto generator_state = generator_.get_state();
-      distributed::broadcast(*state_, generator_state, 0);
-      generator_.set_state(generator_state);
+      distributed::synchronize_generator(*state_, generator_);
     }
     restored_generator_ = false;
     epoch_generator_state_ = generator_.get_state();
@@ -107,7 +119,8 @@ std::vector<Batch> Loader::shard_given_batches() const {
 
 namespace {
 
-// Rank 0's side of an iterable dispatcher: P base batches a step (one with split_batches), as 1.9 reads them.
+// Rank 0's side of an iterable dispatcher: P base batches a step (one with split_batches), as 1.9 reads them;
+// with world 1, plain batches of one rank's own stream.
 DispatchEpoch::ReadStep iterable_steps(std::shared_ptr<IterableDataset> dataset, const LoaderConfig& config,
                                        int64_t world) {
   auto position = std::make_shared<int64_t>(0);
@@ -145,9 +158,17 @@ std::unique_ptr<EpochBatches> Loader::start_epoch() {
   const int64_t world = state_->launch().world_size;
   const int64_t rank = state_->launch().rank;
   const bool root = rank == 0;
+  // As DataLoaderShard.__iter__ does (a dispatcher synchronises nothing): before any of the epoch is drawn.
+  if (world > 1 && !dispatch_) distributed::synchronize_rng_states(*state_, rng_.torch, rng_.cuda);
   // With one process nothing is sharded (Accelerate wraps no BatchSamplerShard or IterableDatasetShard):
   // a one-process dispatcher reads plain base batches.
   if (iterable_dataset_) {
+    if (config_.already_sharded) {
+      iterable_dataset_->start_epoch(epoch_);
+      LoaderConfig per_rank = config_;
+      if (config_.split_batches) per_rank.batch_size /= world;
+      return std::make_unique<StreamEpoch>(iterable_steps(iterable_dataset_, per_rank, 1));
+    }
     if (dispatch_ || world == 1) {
       if (root) iterable_dataset_->start_epoch(epoch_);
       return std::make_unique<DispatchEpoch>(state_, iterable_steps(iterable_dataset_, config_, world), config_.drop_last);
@@ -188,7 +209,7 @@ void Loader::end_epoch() {
 }
 
 void Loader::place_on_device(NamedTensors& batch) const {
-  if (state_->device() == "cpu") return;
+  if (!config_.device_placement || state_->device() == "cpu") return;
   const at::Device device(state_->device());
   for (auto& field : batch) {
     // Page-locked host memory lets a non-blocking copy overlap the GPU's work.

@@ -25,8 +25,14 @@ struct LoaderConfig {
   bool split_batches = false;
   bool even_batches = true;
   std::optional<bool> dispatch_batches;  // unset: Accelerate's default, dispatch exactly for iterable datasets
+  // An iterable dataset that yields only this rank's share already (a stream reading its own shard): each
+  // rank batches its own items, never sharded again nor dispatched (unset dispatch_batches means false).
+  bool already_sharded = false;
   bool use_seedable_sampler = false;
   std::optional<uint64_t> data_seed;
+  // Accelerate's device_placement: false leaves batches where the dataset made them (dispatched batches
+  // under NCCL travel through the device and arrive there).
+  bool device_placement = true;
   bool non_blocking = false;
   bool pin_memory = false;
   int64_t prefetch_threads = 0;  // 0: batches are read in next() itself
@@ -39,7 +45,8 @@ struct LoaderConfig {
 class Loader {
  public:
   // Throws Error(InvalidArgument) for impossible settings (split_batches with a batch size that is not a
-  // multiple of the number of processes, shuffle on an iterable dataset).
+  // multiple of the number of processes, shuffle on an iterable dataset, already_sharded on a map-style
+  // dataset or with dispatch_batches).
   Loader(std::shared_ptr<distributed::State> state, std::shared_ptr<Dataset> dataset, LoaderConfig config);
   Loader(std::shared_ptr<distributed::State> state, std::shared_ptr<IterableDataset> dataset, LoaderConfig config);
   ~Loader();
@@ -82,6 +89,12 @@ class Loader {
   std::shared_ptr<IterableDataset> iterable_dataset_;
   LoaderConfig config_;
   bool dispatch_ = false;
+  // The state's rng_types: which generators every rank takes from rank 0 when an epoch starts.
+  struct {
+    bool generator = false;
+    bool torch = false;
+    bool cuda = false;
+  } rng_;
   mutable at::Generator generator_;
   uint64_t seedable_seed_;  // with use_seedable_sampler, epoch e's order is seeded with this + e
   std::shared_ptr<LoaderProgress> progress_;

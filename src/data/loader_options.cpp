@@ -16,8 +16,10 @@ const OptionScope& loader_option_scope() {
           {"split_batches", OptionType::Bool, false, {}, false},
           {"even_batches", OptionType::Bool, true, {}, false},
           {"dispatch_batches", OptionType::String, std::string("auto"), {"auto", "true", "false"}, false},
+          {"already_sharded", OptionType::Bool, false, {}, false},
           {"use_seedable_sampler", OptionType::Bool, false, {}, false},
           {"data_seed", OptionType::Int, int64_t{-1}, {}, false},
+          {"device_placement", OptionType::Bool, true, {}, false},
           {"non_blocking", OptionType::Bool, false, {}, false},
           {"pin_memory", OptionType::Bool, false, {}, false},
           {"prefetch_threads", OptionType::Int, int64_t{0}, {}, false},
@@ -37,8 +39,10 @@ LoaderConfig loader_config(const Options* explicit_options) {
   if (const auto& dispatch = options.get_string("dispatch_batches"); dispatch != "auto") {
     config.dispatch_batches = dispatch == "true";
   }
+  config.already_sharded = options.get_bool("already_sharded");
   config.use_seedable_sampler = options.get_bool("use_seedable_sampler");
   if (const int64_t seed = options.get_int("data_seed"); seed >= 0) config.data_seed = static_cast<uint64_t>(seed);
+  config.device_placement = options.get_bool("device_placement");
   config.non_blocking = options.get_bool("non_blocking");
   config.pin_memory = options.get_bool("pin_memory");
   config.prefetch_threads = options.get_int("prefetch_threads");

@@ -207,22 +207,92 @@ void broadcast_bytes(State& state, std::string& bytes, int32_t from_process) {
   bytes.assign(reinterpret_cast<const char*>(payload.data_ptr<uint8_t>()), static_cast<size_t>(size));
 }
 
-at::Tensor reduce(State& state, const at::Tensor& input, const std::string& reduction) {
-  const char* what = "reduce";
+namespace {
+
+void require_reduction(const std::string& reduction) {
   if (reduction != "sum" && reduction != "mean" && reduction != "max") {
     fail(Code::InvalidArgument, "reduce: unknown reduction '" + reduction + "' (expected sum, mean or max)");
   }
-  if (!input.defined()) fail(Code::InvalidArgument, "reduce: the tensor is undefined");
-  if (reduction == "mean" && !at::isFloatingType(input.scalar_type())) {
-    fail(Code::Dtype, std::string("reduce: 'mean' needs a floating-point tensor, got ") +
-                          c10::toString(input.scalar_type()));
+}
+
+// `name` is the leaf's, or empty for a lone tensor.
+void require_reducible(const at::Tensor& tensor, const std::string& reduction, const std::string& name) {
+  if (reduction == "mean" && !at::isFloatingType(tensor.scalar_type())) {
+    fail(Code::Dtype, "reduce: 'mean' needs a floating-point tensor, " +
+                          (name.empty() ? std::string("got ") : "'" + name + "' is ") +
+                          c10::toString(tensor.scalar_type()));
   }
+}
+
+// One line per leaf: name, dtype and sizes, for the cross-rank comparison and its message.
+std::string describe_leaves(const NamedTensors& leaves) {
+  std::string text;
+  for (const auto& [name, tensor] : leaves) {
+    text += "'" + name + "': " + c10::str(tensor.sizes()) + " " + c10::toString(tensor.scalar_type()) + "; ";
+  }
+  return text.empty() ? "nothing" : text.substr(0, text.size() - 2);
+}
+
+}  // namespace
+
+at::Tensor reduce(State& state, const at::Tensor& input, const std::string& reduction) {
+  const char* what = "reduce";
+  require_reduction(reduction);
+  if (!input.defined()) fail(Code::InvalidArgument, "reduce: the tensor is undefined");
+  require_reducible(input, reduction, "");
   auto out = input.clone(at::MemoryFormat::Contiguous);
   ProcessGroup* group = state.group(what);
   if (group == nullptr) return out;
   check_same_shapes(state, *group, out, what);
   group->allreduce(out, reduction == "max" ? ReduceKind::Max : ReduceKind::Sum, what);
   if (reduction == "mean") out.div_(group->world_size());
+  return out;
+}
+
+NamedTensors reduce(State& state, const NamedTensors& inputs, const std::string& reduction) {
+  const char* what = "reduce";
+  require_reduction(reduction);
+  NamedTensors out;
+  for (const auto& [name, tensor] : inputs) {
+    if (!tensor.defined()) fail(Code::InvalidArgument, "reduce: '" + name + "' is undefined");
+    add_field(out, name, tensor.clone(at::MemoryFormat::Contiguous));
+  }
+  ProcessGroup* group = state.group(what);
+  if (group != nullptr && state.check_shapes()) {
+    const auto described = gather_bytes(state, describe_leaves(out));
+    if (std::any_of(described.begin(), described.end(), [&](const std::string& d) { return d != described[0]; })) {
+      std::string text = "reduce: the named tensors' names, shapes or dtypes differ across processes:";
+      for (size_t r = 0; r < described.size(); ++r) text += "\n  - process " + std::to_string(r) + ": " + described[r];
+      fail(Code::ShapeMismatch, text);
+    }
+  }
+  // After the exchange, so that every rank refuses alike.
+  for (const auto& [name, tensor] : out) require_reducible(tensor, reduction, name);
+  if (group == nullptr) return out;
+  // One all-reduce per dtype for all its leaves, in the order of the dtypes' first leaves.
+  std::vector<std::vector<at::Tensor*>> by_type;
+  for (auto& field : out) {
+    auto same = std::find_if(by_type.begin(), by_type.end(), [&](const std::vector<at::Tensor*>& leaves) {
+      return leaves.front()->scalar_type() == field.second.scalar_type();
+    });
+    if (same == by_type.end()) {
+      by_type.push_back({&field.second});
+    } else {
+      same->push_back(&field.second);
+    }
+  }
+  for (const auto& leaves : by_type) {
+    std::vector<at::Tensor> flat_parts;
+    for (const auto* leaf : leaves) flat_parts.push_back(leaf->reshape({-1}));
+    auto flat = at::cat(flat_parts);
+    group->allreduce(flat, reduction == "max" ? ReduceKind::Max : ReduceKind::Sum, what);
+    if (reduction == "mean") flat.div_(group->world_size());
+    int64_t offset = 0;
+    for (auto* leaf : leaves) {
+      leaf->copy_(flat.narrow(0, offset, leaf->numel()).view(leaf->sizes()));
+      offset += leaf->numel();
+    }
+  }
   return out;
 }
 

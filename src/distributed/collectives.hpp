@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/named_tensors.hpp"
 #include "distributed/state.hpp"
 
 namespace accel::distributed {
@@ -32,6 +33,10 @@ void all_or_none(State& state, const std::function<void()>& body, const std::str
 
 // reduction: "sum", "mean" or "max" (Error(InvalidArgument) otherwise; "mean" needs a floating dtype).
 at::Tensor reduce(State& state, const at::Tensor& input, const std::string& reduction);
+// Accelerate's reduce on a nested structure, leaf by leaf: the leaves are named (their paths) and unique.
+// With check_shapes, one exchange compares every rank's names, shapes and dtypes (Error(ShapeMismatch)
+// listing each rank's); then one all-reduce per dtype carries all its leaves.
+NamedTensors reduce(State& state, const NamedTensors& inputs, const std::string& reduction);
 
 // In place: every rank ends with from_process's values.
 void broadcast(State& state, at::Tensor& tensor, int32_t from_process);

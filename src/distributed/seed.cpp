@@ -5,6 +5,9 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 
 #include <mutex>
+#include <vector>
+
+#include "distributed/collectives.hpp"
 
 namespace accel::distributed {
 
@@ -24,6 +27,25 @@ void set_seed(const State& state, uint64_t seed, bool device_specific) {
   const int64_t gpus = at::detail::getCUDAHooks().getNumGPUs();
   for (int64_t device = 0; device < gpus; ++device) {
     seed_generator(at::globalContext().defaultGenerator(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device))), seed);
+  }
+}
+
+void synchronize_generator(State& state, at::Generator& generator) {
+  auto generator_state = generator.get_state();
+  broadcast(state, generator_state, 0);
+  generator.set_state(generator_state);
+}
+
+void synchronize_rng_states(State& state, bool torch_generator, bool cuda_generator) {
+  std::vector<at::Generator> generators;
+  if (torch_generator) generators.push_back(at::detail::getDefaultCPUGenerator());
+  const at::Device device(state.device());
+  if (cuda_generator && device.is_cuda()) {
+    generators.push_back(at::globalContext().defaultGenerator(at::Device(at::kCUDA, device.has_index() ? device.index() : 0)));
+  }
+  for (auto& generator : generators) {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    synchronize_generator(state, generator);
   }
 }
 

@@ -1,5 +1,7 @@
 #include "distributed/state.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -50,23 +52,38 @@ void warn_about_unknown_variables() {
   }
 }
 
+// Settings Accelerate has and accel cannot honour: refused with the reason, whether or not a state exists.
+void refuse_unsupported(const ResolvedOptions& options) {
+  std::string backend = options.get_string("dynamo_backend");
+  std::transform(backend.begin(), backend.end(), backend.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (backend != "no") {
+    fail(Code::Unsupported, "dynamo_backend '" + options.get_string("dynamo_backend") +
+                                "': LibTorch has no TorchDynamo (torch.compile is Python); accel runs the TorchScript "
+                                "the model was saved as, so optimise it in Python before saving (torch.jit.script, "
+                                "torch.jit.freeze or torch.jit.optimize_for_inference for inference) and leave "
+                                "dynamo_backend at \"no\"");
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<State> State::acquire(const Options* options, const EnvLookup& env) {
   std::lock_guard<std::mutex> lock(shared_mutex);
+  const auto wanted = resolve_options(state_option_scope(), options, env);
+  refuse_unsupported(wanted);
   if (auto existing = shared_state.lock(); existing && !existing->shut_down()) {
-    refuse_change(existing->options_, resolve_options(state_option_scope(), options, env));
+    refuse_change(existing->options_, wanted);
     return existing;
   }
   static std::once_flag warned;
   std::call_once(warned, warn_about_unknown_variables);
-  std::shared_ptr<State> created(new State(options, env));
+  std::shared_ptr<State> created(new State(wanted, env));
   shared_state = created;
   return created;
 }
 
-State::State(const Options* options, const EnvLookup& env)
-    : launch_(parse_launch_env(env)), options_(resolve_options(state_option_scope(), options, env)) {
+State::State(ResolvedOptions options, const EnvLookup& env)
+    : launch_(parse_launch_env(env)), options_(std::move(options)) {
   device_ = choose_device(options_.get_string("device"), options_.get_bool("use_cpu"), launch_.local_rank);
   check_shapes_ = options_.get_bool("check_shapes");
   if (const auto& directory = options_.get_string("timeline"); !directory.empty()) {

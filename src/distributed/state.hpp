@@ -51,7 +51,7 @@ class State {
   void shutdown();
 
  private:
-  State(const Options* options, const EnvLookup& env);
+  State(ResolvedOptions options, const EnvLookup& env);
 
   LaunchInfo launch_;
   ResolvedOptions options_;

@@ -1,6 +1,12 @@
 #include "distributed/state_options.hpp"
 
+#include <limits>
+
 namespace accel::distributed {
+
+namespace {
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+}  // namespace
 
 const OptionScope& state_option_scope() {
   static const OptionScope scope{
@@ -18,6 +24,16 @@ const OptionScope& state_option_scope() {
           {"gradient_accumulation_steps", OptionType::Int, int64_t{1}, {}, true},
           {"sync_with_dataloader", OptionType::Bool, true, {}, false},
           {"sync_each_batch", OptionType::Bool, false, {}, false},
+          {"step_scheduler_with_optimizer", OptionType::Bool, true, {}, false},
+          {"rng_types", OptionType::String, std::string("generator"), {"generator", "torch", "cuda"}, false,
+           kInfinity, -kInfinity, kInfinity, /*list=*/true},
+          // GradScalerKwargs: torch's GradScaler arguments, for fp16.
+          {"init_scale", OptionType::Double, 65536.0, {}, true},
+          {"growth_factor", OptionType::Double, 2.0, {}, false, kInfinity, /*above=*/1.0},
+          {"backoff_factor", OptionType::Double, 0.5, {}, true, kInfinity, -kInfinity, /*below=*/1.0},
+          {"growth_interval", OptionType::Int, int64_t{2000}, {}, true},
+          {"grad_scaler_enabled", OptionType::Bool, true, {}, false},
+          {"dynamo_backend", OptionType::String, std::string("no"), {}, false},
           {"timeline", OptionType::String, std::string(""), {}, false},
           {"timeline_steps", OptionType::Int, int64_t{100}, {}, true},
           {"project_dir", OptionType::String, std::string(""), {}, false},

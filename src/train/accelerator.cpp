@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
+#include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "train/clipping.hpp"
@@ -24,7 +26,16 @@ std::shared_ptr<Accelerator> Accelerator::of(const std::shared_ptr<distributed::
 
 Accelerator::Accelerator(std::shared_ptr<distributed::State> state)
     : state_(std::move(state)), accumulation_steps_(state_->options().get_int("gradient_accumulation_steps")) {
-  if (state_->options().get_string("mixed_precision") == "fp16") scaler_ = std::make_unique<GradScaler>();
+  const auto& options = state_->options();
+  // GradScalerKwargs(enabled=False): fp16 autocast without loss scaling.
+  if (options.get_string("mixed_precision") == "fp16" && options.get_bool("grad_scaler_enabled")) {
+    GradScalerConfig config;
+    config.init_scale = options.get_double("init_scale");
+    config.growth_factor = options.get_double("growth_factor");
+    config.backoff_factor = options.get_double("backoff_factor");
+    config.growth_interval = options.get_int("growth_interval");
+    scaler_ = std::make_unique<GradScaler>(config);
+  }
 }
 
 void Accelerator::accumulate() {
@@ -32,6 +43,18 @@ void Accelerator::accumulate() {
 }
 
 void Accelerator::backward(const at::Tensor& loss) {
+  // Every micro-batch contributes loss / N, synced or not (Accelerate divides on every call).
+  backward_divided(loss, static_cast<double>(accumulation_steps_));
+}
+
+void Accelerator::backward_with_items(const at::Tensor& loss, size_t num_items) {
+  require_argument(num_items > 0, "backward: the number of items must be > 0");
+  // The reducer divides the summed gradients by the number of processes: multiplying by it here leaves
+  // sum over every rank's micro-batches / num_items, the full batch's mean.
+  backward_divided(loss, static_cast<double>(num_items) / static_cast<double>(state_->launch().world_size));
+}
+
+void Accelerator::backward_divided(const at::Tensor& loss, double divisor) {
   const timeline::Span span("backward");
   if (!loss.defined()) fail(Code::InvalidArgument, "backward: the loss is undefined");
   if (loss.numel() != 1) {
@@ -40,18 +63,51 @@ void Accelerator::backward(const at::Tensor& loss) {
   if (!loss.requires_grad()) {
     fail(Code::InvalidArgument, "backward: the loss does not require grad (computed without a graph?)");
   }
-  // Every micro-batch contributes loss / N, synced or not (Accelerate divides on every call); N = 1
-  // needs no extra node in the graph.
+  // A divisor of 1 needs no extra node in the graph.
   at::Tensor scaled = loss.reshape({});
-  if (accumulation_steps_ > 1) scaled = scaled.div(static_cast<double>(accumulation_steps_));
+  if (divisor != 1.0) scaled = scaled.div(divisor);
   if (scaler_) scaled = scaler_->scale(scaled);
   scaled.backward();
 }
 
-void Accelerator::unscale_once(const std::vector<at::Tensor>& parameters) {
-  if (!scaler_ || unscaled_) return;
-  scaler_->unscale(parameters);
-  unscaled_ = true;
+void Accelerator::require_own(const Model& model, const char* what) const {
+  if (model.state() != state_) {
+    fail(Code::InvalidArgument, std::string(what) + ": the model is not prepared with this state (accel_state_prepare_model)");
+  }
+}
+
+void Accelerator::no_sync_begin(Model& model) {
+  require_own(model, "no_sync begin");
+  if (model.no_sync()) fail(Code::InvalidState, "no_sync begin: the model is already in a no_sync scope");
+  model.set_no_sync(true);
+}
+
+void Accelerator::no_sync_end(Model& model) {
+  require_own(model, "no_sync end");
+  if (!model.no_sync()) fail(Code::InvalidState, "no_sync end: the model is not in a no_sync scope");
+  model.set_no_sync(false);
+}
+
+void Accelerator::free_memory() {
+  state_->gradient_state().reset();
+  release_cached_device_memory();
+}
+
+// Unscaling every optimizer, as Accelerate does, would unscale another model's gradients before its own
+// backward has added the scaled ones (a GAN clipping its discriminator).
+void Accelerator::unscale_owners(const std::vector<at::Tensor>& parameters) {
+  if (!scaler_) return;
+  std::set<const c10::TensorImpl*> wanted;
+  for (const auto& parameter : parameters) wanted.insert(parameter.unsafeGetTensorImpl());
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto* accelerated : optimizers_) {
+    auto& optimizer = accelerated->optimizer();
+    if (!scaler_->ready(optimizer)) continue;
+    const auto owned = optimizer.parameters();
+    if (std::any_of(owned.begin(), owned.end(), [&](const at::Tensor& p) { return wanted.count(p.unsafeGetTensorImpl()) != 0; })) {
+      scaler_->unscale(optimizer);
+    }
+  }
 }
 
 // A broken group may have averaged some gradient buckets over the ranks and not others (or none): a step
@@ -67,27 +123,25 @@ void Accelerator::refuse_if_group_broken(const char* what) const {
 
 double Accelerator::clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type) {
   refuse_if_group_broken("clip_grad_norm");
-  unscale_once(parameters);
+  unscale_owners(parameters);
   return train::clip_grad_norm(parameters, max_norm, norm_type);
 }
 
 void Accelerator::clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value) {
   refuse_if_group_broken("clip_grad_value");
-  unscale_once(parameters);
+  unscale_owners(parameters);
   train::clip_grad_value(parameters, clip_value);
 }
 
-void Accelerator::add_optimizer(const AcceleratedOptimizer* optimizer) {
+void Accelerator::add_optimizer(AcceleratedOptimizer* optimizer) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (scaler_ && !optimizers_.empty()) {
-    fail(Code::Unsupported, "fp16 mixed precision supports one optimizer per process state");
-  }
   optimizers_.push_back(optimizer);
 }
 
-void Accelerator::remove_optimizer(const AcceleratedOptimizer* optimizer) {
+void Accelerator::remove_optimizer(AcceleratedOptimizer* optimizer) {
   std::lock_guard<std::mutex> lock(mutex_);
   optimizers_.erase(std::remove(optimizers_.begin(), optimizers_.end(), optimizer), optimizers_.end());
+  if (scaler_) scaler_->forget(optimizer->optimizer());
 }
 
 bool Accelerator::optimizer_step_was_skipped() const {
@@ -111,9 +165,9 @@ void AcceleratedOptimizer::step() {
     if (scaler == nullptr) {
       optimizer_->step();
     } else {
+      // As Accelerate's AcceleratedOptimizer: each optimizer's step updates the scale.
       skipped_ = scaler->step(*optimizer_);
-      scaler->update();
-      accelerator_->unscaled_ = false;
+      scaler->update(*optimizer_);
     }
   }
   timeline::end_step();  // a step of the trace's ring ends with each real optimizer step
@@ -125,12 +179,15 @@ void AcceleratedOptimizer::zero_grad() {
 
 AcceleratedScheduler::AcceleratedScheduler(std::shared_ptr<AcceleratedOptimizer> optimizer,
                                            std::unique_ptr<Scheduler> scheduler, bool split_batches)
-    : optimizer_(std::move(optimizer)), scheduler_(std::move(scheduler)), split_batches_(split_batches) {}
+    : optimizer_(std::move(optimizer)),
+      scheduler_(std::move(scheduler)),
+      split_batches_(split_batches),
+      step_with_optimizer_(optimizer_->accelerator()->state()->options().get_bool("step_scheduler_with_optimizer")) {}
 
 void AcceleratedScheduler::step(std::optional<double> metric) {
   const auto& state = optimizer_->accelerator()->state();
   accelerated_scheduler_step(*scheduler_, state->sync_gradients(), optimizer_->step_was_skipped(), split_batches_,
-                             state->launch().world_size, metric);
+                             state->launch().world_size, metric, step_with_optimizer_);
 }
 
 double AcceleratedOptimizer::loss_scale() const {

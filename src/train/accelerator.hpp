@@ -35,7 +35,25 @@ class Accelerator {
   // loss / gradient_accumulation_steps, scaled under fp16, then backward. Throws Error(InvalidArgument)
   // for a loss that is not a scalar or does not require grad.
   void backward(const at::Tensor& loss);
-  // Unscales fp16 gradients (once per step), then clips like torch.nn.utils; returns the total norm.
+  // For a loss summed over this micro-batch's items (tokens), num_items being the items of the whole
+  // accumulated global batch (every micro-batch of the optimizer step, on every rank): backward of
+  // loss * num_processes / num_items, so that once the reducer averages over the ranks the gradient is
+  // that of the full batch's mean, however unevenly the items fall. num_items 0: Error(InvalidArgument);
+  // otherwise as backward.
+  void backward_with_items(const at::Tensor& loss, size_t num_items);
+  // Accelerate's no_sync(model) as a pair: between them the model's backwards accumulate locally (no
+  // all-reduce); the next synchronising backward after end averages the sum. A model prepared with another
+  // state (or not at all): Error(InvalidArgument); begin twice, or end without begin: Error(InvalidState).
+  void no_sync_begin(Model& model);
+  void no_sync_end(Model& model);
+  // Accelerate's free_memory for what the state holds: the accumulation counter restarts (sync_gradients
+  // true), loaders in an epoch are no longer tracked (gather_for_metrics trims nothing until a loader
+  // starts its next epoch), and the CUDA caching allocator returns its unused blocks. The objects the
+  // caller holds stay usable.
+  void free_memory();
+
+  // Unscales fp16 gradients (of the optimizers holding the parameters, once per step; Accelerate unscales
+  // every optimizer), then clips like torch.nn.utils; returns the total norm.
   // Clipping and optimizer steps throw Error(InvalidState) once the process group is broken.
   double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type);
   void clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value);
@@ -44,22 +62,24 @@ class Accelerator {
   void clip_grad_value(const Model& model, double clip_value);
 
   GradScaler* scaler() { return scaler_.get(); }
-  // Refuses a second optimizer under fp16 (one scaler stage per step is tracked).
-  void add_optimizer(const AcceleratedOptimizer* optimizer);
-  void remove_optimizer(const AcceleratedOptimizer* optimizer);
+  // The prepared optimizers of this state, any number of them (a GAN's two), each tracked by the scaler.
+  void add_optimizer(AcceleratedOptimizer* optimizer);
+  void remove_optimizer(AcceleratedOptimizer* optimizer);
   bool optimizer_step_was_skipped() const;
 
  private:
   explicit Accelerator(std::shared_ptr<distributed::State> state);
-  void unscale_once(const std::vector<at::Tensor>& parameters);
+  void backward_divided(const at::Tensor& loss, double divisor);
+  // Unscales, under fp16, each optimizer that holds one of `parameters` and is not unscaled yet this step.
+  void unscale_owners(const std::vector<at::Tensor>& parameters);
   void refuse_if_group_broken(const char* what) const;
+  void require_own(const Model& model, const char* what) const;
 
   std::shared_ptr<distributed::State> state_;
   int64_t accumulation_steps_;
   std::unique_ptr<GradScaler> scaler_;
   mutable std::mutex mutex_;
-  std::vector<const AcceleratedOptimizer*> optimizers_;
-  bool unscaled_ = false;
+  std::vector<AcceleratedOptimizer*> optimizers_;
   friend class AcceleratedOptimizer;
 };
 
@@ -84,7 +104,8 @@ class AcceleratedOptimizer {
   bool skipped_ = false;
 };
 
-// Accelerate's AcceleratedScheduler: steps only after a real optimizer step, P times unless split_batches.
+// Accelerate's AcceleratedScheduler: steps only after a real optimizer step, P times unless split_batches;
+// once per call when the state's step_scheduler_with_optimizer is off.
 class AcceleratedScheduler {
  public:
   AcceleratedScheduler(std::shared_ptr<AcceleratedOptimizer> optimizer, std::unique_ptr<Scheduler> scheduler,
@@ -96,6 +117,7 @@ class AcceleratedScheduler {
   std::shared_ptr<AcceleratedOptimizer> optimizer_;
   std::unique_ptr<Scheduler> scheduler_;
   bool split_batches_;
+  bool step_with_optimizer_;
 };
 
 // Accelerate's prepare(optimizer): an optimizer of kind over the trainable parameters of a prepared model.

@@ -67,13 +67,16 @@ at::Tensor GradScaler::scale(const at::Tensor& loss) {
   return loss.mul(scale_.to(loss.device()));
 }
 
-void GradScaler::unscale(const std::vector<at::Tensor>& parameters) {
+void GradScaler::unscale(Optimizer& optimizer) {
   require_scale("unscale_");
-  if (stage_ == Stage::Unscaled) {
+  const auto existing = optimizers_.find(&optimizer);
+  if (existing != optimizers_.end() && existing->second.stage == Stage::Unscaled) {
     fail(Code::InvalidState, "unscale_() has already been called on this optimizer since the last update().");
   }
-  if (stage_ == Stage::Stepped) fail(Code::InvalidState, "unscale_() is being called after step().");
-  const auto grads = grads_to_unscale(parameters);
+  if (existing != optimizers_.end() && existing->second.stage == Stage::Stepped) {
+    fail(Code::InvalidState, "unscale_() is being called after step().");
+  }
+  const auto grads = grads_to_unscale(optimizer.parameters());
 
   at::NoGradGuard no_grad;
   const auto inv_scale = scale_.to(at::kDouble).reciprocal().to(at::kFloat);  // as torch: float32(1/float64)
@@ -84,25 +87,37 @@ void GradScaler::unscale(const std::vector<at::Tensor>& parameters) {
     values.mul_(inv_scale.to(values.device()));
   }
   // One host sync for all grads; torch syncs as well, when step() reads found_inf.
-  found_inf_ = !non_finite.empty() && at::stack(non_finite).any().item<bool>();
-  stage_ = Stage::Unscaled;
+  optimizers_[&optimizer] = {Stage::Unscaled, !non_finite.empty() && at::stack(non_finite).any().item<bool>()};
 }
+
+bool GradScaler::ready(const Optimizer& optimizer) const { return optimizers_.count(&optimizer) == 0; }
+
+void GradScaler::forget(const Optimizer& optimizer) { optimizers_.erase(&optimizer); }
 
 bool GradScaler::step(Optimizer& optimizer) {
   require_scale("step");
-  if (stage_ == Stage::Stepped) fail(Code::InvalidState, "step() has already been called since the last update().");
-  if (stage_ == Stage::Ready) unscale(optimizer.parameters());
-  if (!found_inf_) optimizer.step();
-  stage_ = Stage::Stepped;
-  return found_inf_;
+  if (!ready(optimizer) && optimizers_.at(&optimizer).stage == Stage::Stepped) {
+    fail(Code::InvalidState, "step() has already been called since the last update().");
+  }
+  if (ready(optimizer)) unscale(optimizer);
+  auto& state = optimizers_.at(&optimizer);
+  if (!state.found_inf) optimizer.step();
+  state.stage = Stage::Stepped;
+  return state.found_inf;
+}
+
+void GradScaler::update(const Optimizer& optimizer) {
+  require_scale("update");
+  const auto recorded = optimizers_.find(&optimizer);
+  if (recorded == optimizers_.end()) fail(Code::InvalidState, "No inf checks were recorded prior to update.");
+  apply_update_rule(recorded->second.found_inf);
+  optimizers_.erase(recorded);
 }
 
 // _amp_update_scale_ (AmpKernels.cu): products in double, stored as float32; never grows to inf.
-void GradScaler::update() {
-  require_scale("update");
-  if (stage_ == Stage::Ready) fail(Code::InvalidState, "No inf checks were recorded prior to update.");
+void GradScaler::apply_update_rule(bool found_inf) {
   const double current = scale_.item<float>();
-  if (found_inf_) {
+  if (found_inf) {
     scale_.fill_(static_cast<float>(current * config_.backoff_factor));
     growth_tracker_ = 0;
   } else if (growth_tracker_ + 1 == config_.growth_interval) {
@@ -112,8 +127,6 @@ void GradScaler::update() {
   } else {
     ++growth_tracker_;
   }
-  stage_ = Stage::Ready;
-  found_inf_ = false;
 }
 
 double GradScaler::get_scale() const { return scale_.defined() ? scale_.item<float>() : config_.init_scale; }

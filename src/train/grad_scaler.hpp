@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,10 +20,10 @@ struct GradScalerConfig {
   int64_t growth_interval = 2000;
 };
 
-// One scaler stage for all parameters (torch keeps one per optimizer): Accelerate unscales, steps and
-// updates each optimizer in turn, so one stage is enough. Stages: ready -> unscaled -> stepped -> update()
-// -> ready. Torch's AssertionErrors and RuntimeErrors about the order of calls are Error(InvalidState)
-// with torch's message.
+// A stage per optimizer, as torch keeps: ready -> unscaled -> stepped -> update(optimizer) -> ready. Several
+// optimizers (a GAN's generator and discriminator) are unscaled, checked for inf/NaN, stepped and updated
+// apart. Torch's AssertionErrors and RuntimeErrors
+// about the order of calls are Error(InvalidState) with torch's message.
 class GradScaler {
  public:
   // growth_factor <= 1, backoff_factor outside (0, 1), init_scale <= 0 or growth_interval < 1:
@@ -32,16 +33,23 @@ class GradScaler {
   // loss * scale, with torch's type promotion. The scale is a float32 scalar tensor made lazily on the
   // device of the first loss. An undefined or non-floating loss: Error(InvalidArgument) / Error(Dtype).
   at::Tensor scale(const at::Tensor& loss);
-  // Multiplies every defined grad by float32(1/scale) and records whether any grad held inf or NaN.
-  // Called twice before update(), after step(), or before any scale(): Error(InvalidState). An fp16 grad:
-  // Error(Dtype) ("Attempting to unscale FP16 gradients.").
-  void unscale(const std::vector<at::Tensor>& parameters);
-  // Unscales the optimizer's parameters if not done yet, then calls optimizer.step() only if no grad was
-  // inf/NaN. Returns true when the step was skipped. Twice before update(): Error(InvalidState).
+  // torch's unscale_(optimizer): multiplies every defined grad of the optimizer's parameters by
+  // float32(1/scale) and records whether any held inf or NaN. Called twice for one optimizer before
+  // update(), after its step(), or before any scale(): Error(InvalidState). An fp16 grad: Error(Dtype)
+  // ("Attempting to unscale FP16 gradients."), with no grad changed.
+  void unscale(Optimizer& optimizer);
+  // Whether the optimizer is at the ready stage (neither unscaled nor stepped since the last update()).
+  bool ready(const Optimizer& optimizer) const;
+  // Drops what is recorded of an optimizer about to be destroyed (its address may be reused).
+  void forget(const Optimizer& optimizer);
+  // Unscales the optimizer's parameters if not done yet, then calls optimizer.step() only if none of its
+  // grads was inf/NaN. Returns true when the step was skipped. Twice before update(): Error(InvalidState).
   bool step(Optimizer& optimizer);
-  // The growth / backoff rule of _amp_update_scale_; then back to the ready stage. Without an unscale()
-  // or step() since the last update: Error(InvalidState).
-  void update();
+  // The growth / backoff rule of _amp_update_scale_ after one optimizer's step, as Accelerate updates
+  // after each optimizer's step: the rule applied to its own inf check, and only it returns to ready (torch's
+  // update() resets every optimizer, so one unscaled meanwhile, clipped before its step, would be unscaled
+  // twice). Without an unscale() or step() of it since its last update: Error(InvalidState).
+  void update(const Optimizer& optimizer);
 
   double get_scale() const;  // init_scale until the first scale()
   int64_t growth_tracker() const;  // clean updates since the last growth or backoff
@@ -54,14 +62,19 @@ class GradScaler {
 
  private:
   enum class Stage { Ready, Unscaled, Stepped };
+  struct OptimizerState {
+    Stage stage = Stage::Ready;
+    bool found_inf = false;
+  };
 
   void require_scale(const char* action) const;
+  void apply_update_rule(bool found_inf);
 
   GradScalerConfig config_;
   at::Tensor scale_;  // undefined until the first scale()
   int64_t growth_tracker_ = 0;
-  Stage stage_ = Stage::Ready;
-  bool found_inf_ = false;
+  // Optimizers unscaled or stepped since the last update(); those not in it are ready.
+  std::map<const Optimizer*, OptimizerState> optimizers_;
 };
 
 }  // namespace accel::train

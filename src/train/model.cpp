@@ -1,7 +1,5 @@
 #include "train/model.hpp"
 
-#include <ATen/autocast_mode.h>
-#include <torch/version.h>
 #include <ATen/ops/cat.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/script.h>
@@ -14,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "distributed/collectives.hpp"
+#include "train/autocast.hpp"
 #include "train/torchscript_file.hpp"
 
 namespace accel::train {
@@ -25,6 +24,7 @@ struct Model::Impl {
   std::unique_ptr<Reducer> reducer;
   std::optional<NamedTensors> parameters;  // caches of named_parameters() and named_buffers()
   std::optional<NamedTensors> buffers;
+  bool no_sync = false;
 };
 
 Model::Model(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -54,52 +54,6 @@ void broadcast_coalesced(distributed::State& state, const std::vector<at::Tensor
     }
   }
 }
-
-// LibTorch 2.4 replaced the per-device autocast setters with device-typed ones and warns on every call of
-// the old ones (several per step); 1.13 has only the old ones.
-#if TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR >= 204
-void enable_autocast(c10::DeviceType device, bool enabled, at::ScalarType type) {
-  at::autocast::set_autocast_enabled(device, enabled);
-  if (enabled) at::autocast::set_autocast_dtype(device, type);
-}
-#else
-void enable_autocast(c10::DeviceType device, bool enabled, at::ScalarType type) {
-  if (device == c10::DeviceType::CPU) {
-    at::autocast::set_cpu_enabled(enabled);
-    if (enabled) at::autocast::set_autocast_cpu_dtype(type);
-  } else {
-    at::autocast::set_enabled(enabled);
-    if (enabled) at::autocast::set_autocast_gpu_dtype(type);
-  }
-}
-#endif
-
-// The autocast of the state's mixed precision, for the duration of one forward.
-class AutocastScope {
- public:
-  AutocastScope(const std::string& mixed_precision, const std::string& device) {
-    const bool cuda = device.rfind("cuda", 0) == 0;
-    if (mixed_precision == "bf16") {
-      active_ = true;
-    } else if (mixed_precision == "fp16") {
-      active_ = cuda;  // CPU autocast knows only bf16 in LibTorch 1.13: fp16 on CPU is the grad scaler alone
-    }
-    if (!active_) return;
-    device_ = cuda ? c10::DeviceType::CUDA : c10::DeviceType::CPU;
-    enable_autocast(device_, true, mixed_precision == "bf16" ? at::kBFloat16 : at::kHalf);
-    at::autocast::increment_nesting();
-  }
-  ~AutocastScope() {
-    if (!active_) return;
-    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    enable_autocast(device_, false, at::kFloat);
-  }
-  bool active() const { return active_; }
-
- private:
-  bool active_ = false;
-  c10::DeviceType device_ = c10::DeviceType::CPU;
-};
 
 at::Tensor as_output(const at::Tensor& tensor, bool to_fp32) {
   if (to_fp32 && (tensor.scalar_type() == at::kHalf || tensor.scalar_type() == at::kBFloat16)) return tensor.to(at::kFloat);
@@ -173,8 +127,8 @@ ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTenso
     }
     // Accelerate's accumulate(): DDP skips the all-reduce unless this step syncs or sync_each_batch is set.
     if (impl_->reducer) {
-      impl_->reducer->prepare_for_backward(impl_->state->sync_gradients() ||
-                                           impl_->state->options().get_bool("sync_each_batch"));
+      impl_->reducer->prepare_for_backward(!impl_->no_sync && (impl_->state->sync_gradients() ||
+                                                               impl_->state->options().get_bool("sync_each_batch")));
     }
   }
   std::vector<c10::IValue> inputs(args.begin(), args.end());
@@ -200,6 +154,8 @@ ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTenso
 
 void Model::train(bool on) { impl_->module.train(on); }
 bool Model::is_training() const { return impl_->module.is_training(); }
+void Model::set_no_sync(bool on) { impl_->no_sync = on; }
+bool Model::no_sync() const { return impl_->no_sync; }
 
 void Model::refresh_cached_tensors() {
   // Only the tensors change: names handed out through the C API stay valid.

@@ -46,6 +46,10 @@ class Model {
 
   void train(bool on);
   bool is_training() const;
+  // Accelerate's no_sync(model): while set, the backward of a forward run meanwhile only accumulates
+  // gradients locally (no all-reduce), whatever sync_gradients says.
+  void set_no_sync(bool on);
+  bool no_sync() const;
   // Registration order. Cached (enumerating a TorchScript module walks it); prepare replaces the tensors
   // but keeps the names, so the names stay valid as long as the model.
   const NamedTensors& named_parameters() const;

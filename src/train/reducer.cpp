@@ -6,7 +6,9 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <algorithm>
 #include <functional>
+#include <optional>
 #include <mutex>
 
 #include "core/error.hpp"
@@ -33,6 +35,7 @@ struct Reducer::Impl {
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
   std::vector<uintptr_t> hook_keys;
   std::vector<bool> ready;
+  std::optional<std::vector<bool>> static_unused;  // with static_graph: the first backward's unused parameters
   size_t next_bucket = 0;
   bool expect_hooks = false;
   bool finalize_queued = false;
@@ -44,6 +47,7 @@ struct Reducer::Impl {
   void launch_ready_buckets();
   void launch(Bucket& bucket);
   void finalize();
+  std::string names_of(const std::vector<bool>& which) const;
 };
 
 namespace {
@@ -153,30 +157,50 @@ void Reducer::Impl::launch(Bucket& bucket) {
                     ->allreduce_async(bucket.flat, "DDP gradient all-reduce", std::move(on_complete));
 }
 
+// The names of the parameters flagged in `which`, separated by commas.
+std::string Reducer::Impl::names_of(const std::vector<bool>& which) const {
+  std::string names;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (which[i]) names += (names.empty() ? "" : ", ") + parameters[i].first;
+  }
+  return names.empty() ? "none" : names;
+}
+
 void Reducer::Impl::finalize() {
   std::lock_guard<std::mutex> lock(mutex);
   expect_hooks = false;
-  std::string unused;
-  for (size_t i = 0; i < parameters.size(); ++i) {
-    if (ready[i]) continue;
-    if (!config.find_unused_parameters) {
-      unused += (unused.empty() ? "" : ", ") + parameters[i].first;
-      continue;
+  std::vector<bool> unused(parameters.size(), false);
+  for (size_t i = 0; i < parameters.size(); ++i) unused[i] = !ready[i];
+  std::string error;
+  if (config.static_graph) {
+    if (!static_unused) static_unused = unused;
+    if (unused != *static_unused) {
+      error = "static_graph: the parameters that receive no gradient changed from the first backward's (" +
+              names_of(*static_unused) + ") to " + names_of(unused) + " (prepare the model with find_unused_parameters)";
     }
-    ready[i] = true;
-    --buckets[bucket_of[i]].pending;
+  } else if (!config.find_unused_parameters && std::find(unused.begin(), unused.end(), true) != unused.end()) {
+    error = "parameters received no gradient in this backward: " + names_of(unused) +
+            " (if the model does not use them every step, prepare it with find_unused_parameters)";
+  }
+  // Allowed unused parameters count as ready: launch() averages zeros in their slots.
+  if (error.empty()) {
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      if (!unused[i]) continue;
+      ready[i] = true;
+      --buckets[bucket_of[i]].pending;
+    }
   }
   launch_ready_buckets();
   for (size_t b = 0; b < next_bucket; ++b) buckets[b].work->wait();
-  if (!unused.empty()) {
-    fail(Code::InvalidArgument, "parameters received no gradient in this backward: " + unused +
-                                    " (if the model does not use them every step, prepare it with find_unused_parameters)");
-  }
+  if (!error.empty()) fail(Code::InvalidArgument, error);
   for (auto& bucket : buckets) {
     for (size_t m = 0; m < bucket.members.size(); ++m) {
       at::Tensor& parameter = parameters[bucket.members[m]].second;
       auto averaged = bucket.flat.narrow(0, bucket.offsets[m], parameter.numel()).view(parameter.sizes());
-      if (parameter.grad().defined()) {
+      if (config.gradient_as_bucket_view) {
+        // Later backwards accumulate into the bucket itself; launch's copy then finds the same memory.
+        parameter.mutable_grad() = averaged;
+      } else if (parameter.grad().defined()) {
         parameter.mutable_grad().copy_(averaged);
       } else {
         parameter.mutable_grad() = averaged.clone();

@@ -20,6 +20,13 @@ struct ReducerConfig {
   int64_t first_bucket_bytes = 1 << 20;   // small, so that the first all-reduce starts early
   int64_t bucket_bytes = 25 << 20;
   bool find_unused_parameters = false;
+  // DDP's gradient_as_bucket_view: each gradient becomes a view into its bucket's buffer, so the averaged
+  // values are not copied back and no second copy of the gradients is kept.
+  bool gradient_as_bucket_view = false;
+  // DDP's static_graph: the parameters that get no gradient are the same in every backward, so they are
+  // allowed without find_unused_parameters (their slots average zeros); a backward whose set differs from
+  // the first one's is an error naming the parameters.
+  bool static_graph = false;
 };
 
 class Reducer {

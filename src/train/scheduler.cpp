@@ -166,11 +166,9 @@ void Scheduler::load_state(const std::string& bytes) {
 }
 
 void accelerated_scheduler_step(Scheduler& scheduler, bool sync_gradients, bool step_was_skipped, bool split_batches,
-                                int64_t num_processes, std::optional<double> metric) {
+                                int64_t num_processes, std::optional<double> metric, bool step_with_optimizer) {
   require_argument(num_processes >= 1, "num_processes must be >= 1, got " + std::to_string(num_processes));
   require_metric_use(scheduler, metric.has_value());
-  // Not syncing: the optimizer did not step. Skipped: an fp16 overflow, so the lr stays frozen.
-  if (!sync_gradients || step_was_skipped) return;
   const auto step_once = [&] {
     if (metric) {
       scheduler.step_with_metric(*metric);
@@ -178,6 +176,12 @@ void accelerated_scheduler_step(Scheduler& scheduler, bool sync_gradients, bool 
       scheduler.step();
     }
   };
+  if (!step_with_optimizer) {
+    step_once();
+    return;
+  }
+  // Not syncing: the optimizer did not step. Skipped: an fp16 overflow, so the lr stays frozen.
+  if (!sync_gradients || step_was_skipped) return;
   if (split_batches) {
     step_once();
     return;

@@ -69,10 +69,12 @@ class Scheduler {
 // Accelerate's AcceleratedScheduler.step (reference 4.2): nothing when !sync_gradients or when the optimizer
 // step was skipped (fp16 overflow); else one step with split_batches, or num_processes steps, each only
 // while can_step(). With a metric every step is step_with_metric(metric), so a reduce_on_plateau scheduler
-// counts num_processes steps per call unless split_batches, as in Accelerate. num_processes < 1, or a
-// metric given to a schedule that takes none or missing for one that does: Error(InvalidArgument), even
-// on a step that would not step.
+// counts num_processes steps per call unless split_batches, as in Accelerate. Without step_with_optimizer
+// (Accelerate's step_scheduler_with_optimizer=False, for schedules counted in epochs or calls) every call
+// is one step, whatever the optimizer did. num_processes < 1, or a metric given to a schedule that takes
+// none or missing for one that does: Error(InvalidArgument), even on a step that would not step.
 void accelerated_scheduler_step(Scheduler& scheduler, bool sync_gradients, bool step_was_skipped, bool split_batches,
-                                int64_t num_processes, std::optional<double> metric = std::nullopt);
+                                int64_t num_processes, std::optional<double> metric = std::nullopt,
+                                bool step_with_optimizer = true);
 
 }  // namespace accel::train

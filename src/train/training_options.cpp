@@ -12,15 +12,6 @@ ResolvedOptions resolved(const OptionScope& scope, const Options* explicit_optio
   return resolve_options(scope, explicit_options, [](const std::string&) { return std::nullopt; });
 }
 
-std::vector<std::string> split_patterns(const std::string& text) {
-  std::vector<std::string> patterns;
-  std::stringstream stream(text);
-  for (std::string pattern; std::getline(stream, pattern, ',');) {
-    if (!pattern.empty()) patterns.push_back(pattern);
-  }
-  return patterns;
-}
-
 // "30, 80" -> {30, 80}: integers separated by commas, spaces around them allowed.
 std::vector<int64_t> parse_milestones(const std::string& text) {
   std::vector<int64_t> milestones;
@@ -49,6 +40,8 @@ const OptionScope& prepare_option_scope() {
           {"bucket_cap_mb", OptionType::Double, 25.0, {}, true},
           {"first_bucket_mb", OptionType::Double, 1.0, {}, true},
           {"broadcast_buffers", OptionType::Bool, true, {}, false},
+          {"gradient_as_bucket_view", OptionType::Bool, false, {}, false},
+          {"static_graph", OptionType::Bool, false, {}, false},
           {"convert_outputs_to_fp32", OptionType::Bool, true, {}, false},
       }};
   return scope;
@@ -137,6 +130,8 @@ PrepareConfig prepare_config(const Options* explicit_options) {
   config.reducer.find_unused_parameters = values.get_bool("find_unused_parameters");
   config.reducer.bucket_bytes = static_cast<int64_t>(values.get_double("bucket_cap_mb") * 1024 * 1024);
   config.reducer.first_bucket_bytes = static_cast<int64_t>(values.get_double("first_bucket_mb") * 1024 * 1024);
+  config.reducer.gradient_as_bucket_view = values.get_bool("gradient_as_bucket_view");
+  config.reducer.static_graph = values.get_bool("static_graph");
   config.broadcast_buffers = values.get_bool("broadcast_buffers");
   config.keep_low_precision_outputs = !values.get_bool("convert_outputs_to_fp32");
   return config;
@@ -153,7 +148,7 @@ OptimizerConfig optimizer_config(const Options* explicit_options) {
   config.beta1 = values.get_double("beta1");
   config.beta2 = values.get_double("beta2");
   config.eps = values.get_double("eps");
-  config.no_decay_patterns = split_patterns(values.get_string("no_decay"));
+  config.no_decay_patterns = option_list(values.get_string("no_decay"));
   return config;
 }
 

@@ -310,6 +310,23 @@ TEST(State, OneProcessWorksLocallyAndSharesItsState) {
   accel_state_free(second);
 }
 
+// Accelerate's dynamo_backend has no LibTorch counterpart: anything but "no" is refused, saying why, whether
+// or not the process already has a state.
+TEST(State, ADynamoBackendIsRefusedWithTheReason) {
+  accel_options_t* options = nullptr;
+  ASSERT_EQ(accel_options_new(&options), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_string(options, "dynamo_backend", "inductor"), ACCEL_OK);
+  accel_state_t* state = nullptr;
+  EXPECT_EQ(accel_state_new(&state, options), ACCEL_ERR_UNSUPPORTED);
+  EXPECT_NE(last_error().find("dynamo_backend 'inductor': LibTorch has no TorchDynamo"), std::string::npos) << last_error();
+  EXPECT_EQ(state, nullptr);
+  accel_state_t* existing = nullptr;
+  ASSERT_EQ(accel_state_new(&existing, nullptr), ACCEL_OK) << last_error();
+  EXPECT_EQ(accel_state_new(&state, options), ACCEL_ERR_UNSUPPORTED);
+  accel_state_free(existing);
+  accel_options_free(options);
+}
+
 TEST(State, MasterPortInUseIsAnIoError) {
   const int holder = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(holder, 0);

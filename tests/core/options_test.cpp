@@ -99,6 +99,40 @@ TEST(Options, TimeoutAboveTheMaximumIsRefusedNamingTheKey) {
   }
 }
 
+// GradScalerKwargs as torch asserts them (growth_factor > 1, backoff_factor < 1), refused when set.
+TEST(Options, GradScalerFactorsAreBoundedStrictly) {
+  Options options(catalog());
+  EXPECT_EQ(code_of([&] { options.set("growth_factor", 1.0); }), Code::BadOptionValue);
+  EXPECT_EQ(code_of([&] { options.set("backoff_factor", 1.0); }), Code::BadOptionValue);
+  EXPECT_EQ(code_of([&] { options.set("backoff_factor", 0.0); }), Code::BadOptionValue);
+  EXPECT_EQ(code_of([&] { options.set("growth_interval", int64_t{0}); }), Code::BadOptionValue);
+  try {
+    options.set_text("growth_factor", "0.5");
+    FAIL() << "accepted";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("must be greater than 1"), std::string::npos) << error.what();
+  }
+  options.set("growth_factor", 1.5);
+  options.set_text("backoff_factor", "0.999");
+  EXPECT_EQ(options.values().size(), 2u);
+}
+
+// rng_types is a list of choices: any subset of generator, torch and cuda, the empty list included.
+TEST(Options, RngTypesIsACommaSeparatedListOfChoices) {
+  Options options(catalog());
+  options.set_text("rng_types", " torch , generator,cuda");
+  options.set_text("rng_types", "");
+  try {
+    options.set_text("rng_types", "generator,numpy");
+    FAIL() << "accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), Code::BadOptionValue);
+    EXPECT_NE(std::string(error.what()).find("names 'numpy', which is not one of generator, torch, cuda"),
+              std::string::npos) << error.what();
+  }
+  EXPECT_EQ(option_list(" torch , generator,,cuda "), (std::vector<std::string>{"torch", "generator", "cuda"}));
+}
+
 TEST(Options, NumbersAreFormattedExactly) {
   EXPECT_EQ(format_number(1800), "1800");
   EXPECT_EQ(format_number(2.5), "2.5");

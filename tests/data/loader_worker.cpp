@@ -30,6 +30,7 @@ struct LoaderSettings {
   int64_t data_seed = -1;
   bool seedable = false;
   int64_t prefetch_threads = 0;
+  bool already_sharded = false;
 };
 
 // A dataset whose only tensor is the sample index, so batches show which samples they hold.
@@ -46,10 +47,11 @@ accel_dataset_t* index_dataset(int64_t n) {
   return dataset;
 }
 
-// The stream 0, 1, ..., n-1 of 0-d int64 items, restarted each epoch.
+// The stream offset, offset + 1, ..., offset + n-1 of 0-d int64 items, restarted each epoch.
 struct Stream {
   int64_t n = 0;
   int64_t next = 0;
+  int64_t offset = 0;
 };
 
 int start_stream(int64_t, void* payload) {
@@ -63,7 +65,7 @@ int next_in_stream(accel_sample_t* sample, int* end, void* payload) {
     *end = 1;
     return 0;
   }
-  const int64_t value = stream->next++;
+  const int64_t value = stream->offset + stream->next++;
   accel_tensor_t* tensor = nullptr;
   if (accel_tensor_from_buffer(&tensor, &value, ACCEL_DTYPE_INT64, nullptr, 0) != ACCEL_OK) return 1;
   const int code = accel_sample_add(sample, "index", tensor);
@@ -82,6 +84,7 @@ accel_loader_t* loader_over(accel_dataset_t* dataset, const LoaderSettings& sett
   EXPECT_EQ(accel_options_set_bool(options, "use_seedable_sampler", settings.seedable), ACCEL_OK);
   EXPECT_EQ(accel_options_set_string(options, "dispatch_batches", settings.dispatch), ACCEL_OK);
   EXPECT_EQ(accel_options_set_int(options, "prefetch_threads", settings.prefetch_threads), ACCEL_OK);
+  EXPECT_EQ(accel_options_set_bool(options, "already_sharded", settings.already_sharded), ACCEL_OK);
   accel_loader_t* loader = nullptr;
   EXPECT_EQ(accel_loader_new(&loader, state, dataset, options), ACCEL_OK) << accel_error_last();
   accel_options_free(options);
@@ -295,6 +298,68 @@ TEST(Loader, ShardedIterableDatasetsCoverTheStream) {
     EXPECT_EQ(epoch.end_flags.back(), 1);
     accel_loader_free(loader);
   }
+}
+
+// Each rank's stream reads only its own shard (rank r: 1000 r, 1000 r + 1, ...). Declared already_sharded,
+// every rank batches its whole stream, in order, and gather_for_metrics sees every item of every shard
+// once; the streams may differ in length, each rank then yielding its own number of batches.
+TEST(Loader, AlreadyShardedIterableDatasetsAreReadByEachRankWhole) {
+  for (bool split : {false, true}) {
+    Stream stream{10, 0, 1000 * rank};
+    LoaderSettings settings;
+    settings.already_sharded = true;
+    settings.split_batches = split;
+    settings.batch_size = split ? 4 * world : 4;
+    accel_loader_t* loader = make_stream_loader(&stream, settings);
+    const auto epoch = run_epoch(loader);
+    const std::vector<std::vector<int64_t>> mine{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}};
+    ASSERT_EQ(epoch.local.size(), mine.size()) << "split " << split;
+    for (size_t b = 0; b < mine.size(); ++b) {
+      for (size_t i = 0; i < mine[b].size(); ++i) EXPECT_EQ(epoch.local[b].at(i), 1000 * rank + mine[b][i]);
+    }
+    EXPECT_EQ(epoch.end_flags, (std::vector<int>{0, 0, 1}));
+    std::vector<int64_t> every_shard;
+    for (int64_t r = 0; r < world; ++r) {
+      for (int64_t i = 0; i < 10; ++i) every_shard.push_back(1000 * r + i);
+    }
+    EXPECT_EQ(sorted(epoch.gathered), every_shard);
+    accel_loader_free(loader);
+  }
+  Stream uneven{3 + 2 * rank, 0, 1000 * rank};
+  LoaderSettings settings;
+  settings.already_sharded = true;
+  settings.batch_size = 2;
+  settings.drop_last = true;
+  accel_loader_t* loader = make_stream_loader(&uneven, settings);
+  std::vector<int64_t> seen;
+  for (accel_batch_t* batch = nullptr; accel_loader_next(loader, &batch) == ACCEL_OK && batch != nullptr;
+       accel_batch_free(batch)) {
+    accel_tensor_t* indices = nullptr;
+    ASSERT_EQ(accel_batch_get(batch, "index", &indices), ACCEL_OK);
+    const auto values = long_values(indices);
+    EXPECT_EQ(values.size(), 2u);
+    seen.insert(seen.end(), values.begin(), values.end());
+    accel_tensor_free(indices);
+  }
+  std::vector<int64_t> expected;
+  for (int64_t i = 0; i < (3 + 2 * rank) / 2 * 2; ++i) expected.push_back(1000 * rank + i);
+  EXPECT_EQ(seen, expected);
+  accel_loader_free(loader);
+  accel_dataset_t* dataset = nullptr;
+  ASSERT_EQ(accel_dataset_from_iterable(&dataset, start_stream, next_in_stream, &uneven), ACCEL_OK);
+  accel_options_t* options = nullptr;
+  ASSERT_EQ(accel_options_new(&options), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_bool(options, "already_sharded", 1), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_string(options, "dispatch_batches", "true"), ACCEL_OK);
+  EXPECT_EQ(accel_loader_new(&loader, state, dataset, options), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(accel_error_last()).find("already_sharded"), std::string::npos) << accel_error_last();
+  accel_dataset_free(dataset);
+  dataset = index_dataset(4);
+  ASSERT_EQ(accel_options_set_string(options, "dispatch_batches", "auto"), ACCEL_OK);
+  EXPECT_EQ(accel_loader_new(&loader, state, dataset, options), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(accel_error_last()).find("map-style"), std::string::npos) << accel_error_last();
+  accel_dataset_free(dataset);
+  accel_options_free(options);
 }
 
 TEST(Loader, PrefetchingThreadsYieldTheSameBatchesInOrder) {

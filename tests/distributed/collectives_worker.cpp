@@ -80,6 +80,57 @@ TEST(Collectives, ReduceSumMeanMax) {
   accel_tensor_free(mine);
 }
 
+// Accelerate's reduce of a nested structure: leaves named by their paths, of two dtypes and shapes, reduced
+// in one call with the values per-leaf reduce gives; a leaf whose shape differs on one rank fails on every
+// rank naming it; mean refuses an integer leaf by name.
+TEST(Collectives, ReduceNamedTensorsLeafByLeaf) {
+  const int64_t counts[] = {rank + 1, 2 * rank};
+  accel_tensor_t* loss = floats({static_cast<float>(rank + 1)});
+  accel_tensor_t* grid = floats(arange(6, static_cast<float>(rank)), {2, 3});
+  accel_tensor_t* count = nullptr;
+  ASSERT_EQ(accel_tensor_from_buffer(&count, counts, ACCEL_DTYPE_INT64, nullptr, 0), ACCEL_OK);
+  accel_tensor_t* count_pair = nullptr;
+  const int64_t pair_shape[] = {2};
+  ASSERT_EQ(accel_tensor_from_buffer(&count_pair, counts, ACCEL_DTYPE_INT64, pair_shape, 1), ACCEL_OK);
+  const char* names[] = {"loss", "metrics.grid", "metrics.counts.0", "metrics.counts.1"};
+  accel_tensor_t* inputs[] = {loss, grid, count, count_pair};
+  for (const char* reduction : {"sum", "max"}) {
+    accel_tensor_t* outputs[4] = {};
+    ASSERT_EQ(accel_state_reduce_named(state, names, inputs, 4, reduction, outputs), ACCEL_OK) << accel_error_last();
+    for (size_t i = 0; i < 4; ++i) {
+      accel_tensor_t* alone = nullptr;
+      ASSERT_EQ(accel_state_reduce(state, inputs[i], reduction, &alone), ACCEL_OK) << accel_error_last();
+      ASSERT_EQ(accel_tensor_dtype(outputs[i]), accel_tensor_dtype(alone)) << names[i];
+      if (accel_tensor_dtype(alone) == ACCEL_DTYPE_INT64) {
+        EXPECT_EQ(long_values(outputs[i]), long_values(alone)) << names[i] << " " << reduction;
+      } else {
+        EXPECT_EQ(values_of(outputs[i]), values_of(alone)) << names[i] << " " << reduction;
+      }
+      EXPECT_EQ(accel_tensor_ndim(outputs[i]), accel_tensor_ndim(inputs[i])) << names[i];
+      accel_tensor_free(alone);
+      accel_tensor_free(outputs[i]);
+    }
+  }
+  accel_tensor_t* mean[2] = {};
+  ASSERT_EQ(accel_state_reduce_named(state, names, inputs, 2, "mean", mean), ACCEL_OK) << accel_error_last();
+  EXPECT_FLOAT_EQ(values_of(mean[0]).at(0), static_cast<float>(world + 1) / 2.0f);
+  accel_tensor_free(mean[0]);
+  accel_tensor_free(mean[1]);
+  accel_tensor_t* refused[4] = {};
+  EXPECT_EQ(accel_state_reduce_named(state, names, inputs, 4, "mean", refused), ACCEL_ERR_DTYPE);
+  EXPECT_NE(std::string(accel_error_last()).find("'metrics.counts.0' is Long"), std::string::npos) << accel_error_last();
+  EXPECT_EQ(refused[0], nullptr);
+  accel_tensor_t* uneven = floats(arange(1 + (rank == 0 ? 1 : 0), 0.0f));
+  accel_tensor_t* uneven_inputs[] = {loss, uneven};
+  const char* uneven_names[] = {"loss", "parts.0"};
+  EXPECT_EQ(accel_state_reduce_named(state, uneven_names, uneven_inputs, 2, "sum", refused), ACCEL_ERR_SHAPE_MISMATCH);
+  EXPECT_NE(std::string(accel_error_last()).find("process 0: 'loss': [1] Float; 'parts.0': [2] Float"), std::string::npos)
+      << accel_error_last();
+  EXPECT_NE(std::string(accel_error_last()).find("process 1: 'loss': [1] Float; 'parts.0': [1] Float"), std::string::npos)
+      << accel_error_last();
+  for (auto* tensor : {loss, grid, count, count_pair, uneven}) accel_tensor_free(tensor);
+}
+
 TEST(Collectives, PadAcrossProcesses) {
   accel_tensor_t* mine = floats(arange(rank == 0 ? world + 1 : world));
   accel_tensor_t* padded = nullptr;

@@ -42,7 +42,7 @@ bool iteration(GradScaler& scaler, Model& model, float unscaled_grad) {
   const auto scale = static_cast<float>(scaler.get_scale());
   model.set_grad({unscaled_grad * scale, unscaled_grad * scale});
   const bool skipped = scaler.step(model.optimizer);
-  scaler.update();
+  scaler.update(model.optimizer);
   return skipped;
 }
 
@@ -68,15 +68,46 @@ TEST(GradScaler, UnscaleDividesGradsByTheScale) {
   GradScaler scaler;
   Model model;
   auto no_grad = at::tensor({3.0f}).requires_grad_();
+  Optimizer both("sgd", {{"w", model.w}, {"no_grad", no_grad}}, OptimizerConfig{});
   scaler.scale(at::tensor({1.0f}));
   model.set_grad({65536.0f, 131072.0f});
-  scaler.unscale({model.w, no_grad});
+  scaler.unscale(both);
   EXPECT_EQ(values_of(model.w.grad()), (std::vector<double>{1.0, 2.0}));
+  EXPECT_FALSE(no_grad.grad().defined());
+  scaler.update(both);
+  EXPECT_EQ(scaler.growth_tracker(), 1);
+  model.set_grad({65536.0f, 131072.0f});
+  scaler.unscale(model.optimizer);
   // step() does not unscale a second time: the update uses the unscaled grads.
   EXPECT_FALSE(scaler.step(model.optimizer));
   EXPECT_EQ(values_of(model.w), (std::vector<double>{0.5, 1.0}));
-  scaler.update();
+  scaler.update(model.optimizer);
+  EXPECT_EQ(scaler.growth_tracker(), 2);
+}
+
+// Two optimizers (a GAN's): each has its own stage and inf check; an overflow in one skips only its step,
+// and each update applies the rule to that optimizer's check alone, leaving the other's stage as it was.
+TEST(GradScaler, EachOptimizerIsTrackedApart) {
+  GradScaler scaler;
+  Model generator, discriminator;
+  scaler.scale(at::tensor({1.0f}));
+  generator.set_grad({65536.0f, 65536.0f});
+  discriminator.set_grad({std::numeric_limits<float>::infinity(), 65536.0f});
+  scaler.unscale(generator.optimizer);  // clipped before either steps
+  EXPECT_FALSE(scaler.ready(generator.optimizer));
+  EXPECT_TRUE(scaler.ready(discriminator.optimizer));
+  EXPECT_TRUE(scaler.step(discriminator.optimizer));
+  EXPECT_EQ(values_of(discriminator.w), (std::vector<double>{1.0, 2.0}));
+  scaler.update(discriminator.optimizer);
+  EXPECT_EQ(scaler.get_scale(), 32768.0);
+  EXPECT_FALSE(scaler.ready(generator.optimizer));  // still unscaled: its step does not unscale again
+  EXPECT_FALSE(scaler.step(generator.optimizer));
+  EXPECT_EQ(values_of(generator.w), (std::vector<double>{0.5, 1.5}));
+  scaler.update(generator.optimizer);
+  EXPECT_EQ(scaler.get_scale(), 32768.0);
   EXPECT_EQ(scaler.growth_tracker(), 1);
+  expect_error(Code::InvalidState, "No inf checks were recorded prior to update.",
+               [&] { scaler.update(generator.optimizer); });
 }
 
 TEST(GradScaler, TwoThousandCleanUpdatesDoubleTheScale) {
@@ -145,21 +176,21 @@ TEST(GradScaler, CustomFactorsAndInterval) {
 TEST(GradScaler, CallsOutOfOrderFailWithTorchsMessages) {
   GradScaler scaler;
   Model model;
-  expect_error(Code::InvalidState, "Attempted unscale_ but _scale is None.", [&] { scaler.unscale({model.w}); });
+  expect_error(Code::InvalidState, "Attempted unscale_ but _scale is None.", [&] { scaler.unscale(model.optimizer); });
   expect_error(Code::InvalidState, "Attempted step but _scale is None.", [&] { scaler.step(model.optimizer); });
-  expect_error(Code::InvalidState, "Attempted update but _scale is None.", [&] { scaler.update(); });
+  expect_error(Code::InvalidState, "Attempted update but _scale is None.", [&] { scaler.update(model.optimizer); });
   scaler.scale(at::tensor({1.0f}));
-  expect_error(Code::InvalidState, "No inf checks were recorded prior to update.", [&] { scaler.update(); });
+  expect_error(Code::InvalidState, "No inf checks were recorded prior to update.", [&] { scaler.update(model.optimizer); });
   model.set_grad({1.0f, 1.0f});
-  scaler.unscale({model.w});
+  scaler.unscale(model.optimizer);
   expect_error(Code::InvalidState, "unscale_() has already been called on this optimizer since the last update().",
-               [&] { scaler.unscale({model.w}); });
+               [&] { scaler.unscale(model.optimizer); });
   scaler.step(model.optimizer);
-  expect_error(Code::InvalidState, "unscale_() is being called after step().", [&] { scaler.unscale({model.w}); });
+  expect_error(Code::InvalidState, "unscale_() is being called after step().", [&] { scaler.unscale(model.optimizer); });
   expect_error(Code::InvalidState, "step() has already been called since the last update().",
                [&] { scaler.step(model.optimizer); });
-  scaler.update();
-  scaler.unscale({model.w});  // ready again
+  scaler.update(model.optimizer);
+  scaler.unscale(model.optimizer);  // ready again
 }
 
 TEST(GradScaler, Fp16GradsAreRefusedBeforeAnyGradChanges) {
@@ -169,9 +200,12 @@ TEST(GradScaler, Fp16GradsAreRefusedBeforeAnyGradChanges) {
   fp32.mutable_grad() = at::tensor({65536.0f});
   auto fp16 = at::tensor({1.0f}).to(at::kHalf).requires_grad_();
   fp16.mutable_grad() = at::tensor({1.0f}).to(at::kHalf);
-  expect_error(Code::Dtype, "Attempting to unscale FP16 gradients.", [&] { scaler.unscale({fp32, fp16}); });
+  Optimizer mixed("sgd", {{"fp32", fp32}, {"fp16", fp16}}, OptimizerConfig{});
+  expect_error(Code::Dtype, "Attempting to unscale FP16 gradients.", [&] { scaler.unscale(mixed); });
   EXPECT_EQ(fp32.grad().item<float>(), 65536.0f);
-  scaler.unscale({fp32});  // the failed call did not count as an unscale
+  EXPECT_TRUE(scaler.ready(mixed));  // the failed call did not count as an unscale
+  Optimizer single("sgd", {{"fp32", fp32}}, OptimizerConfig{});
+  scaler.unscale(single);
   EXPECT_EQ(fp32.grad().item<float>(), 1.0f);
 }
 

@@ -186,20 +186,27 @@ TEST(Scheduler, AMetricGoesToReduceOnPlateauAndOnlyThere) {
   EXPECT_EQ(plateau.last_lr(0), 0.1);
 }
 
-// tests/test_scheduler.py lambda_test: LambdaLR(1 - n/10) on lr 1.0; one optimizer step, then a skipped one.
+// tests/test_scheduler.py lambda_test: LambdaLR(1 - n/10) on lr 1.0; one optimizer step, then a skipped one
+// (and one that does not sync). With step_with_optimizer=False every call is one step, whatever happened.
 TEST(AcceleratedSchedulerStep, LambdaTest) {
-  for (int64_t processes : {1, 2}) {
-    for (bool split : {false, true}) {
-      SCOPED_TRACE("P=" + std::to_string(processes) + " split=" + std::to_string(split));
-      auto optimizer = make_optimizer(1.0);
-      Scheduler scheduler(optimizer, [](int64_t n) { return 1.0 - static_cast<double>(n) / 10.0; });
-      accelerated_scheduler_step(scheduler, /*sync_gradients=*/true, /*step_was_skipped=*/false, split, processes);
-      const double expected = 1.0 - static_cast<double>(split ? 1 : processes) / 10.0;
-      EXPECT_DOUBLE_EQ(optimizer.lr(0), expected);
-      accelerated_scheduler_step(scheduler, true, /*step_was_skipped=*/true, split, processes);
-      EXPECT_DOUBLE_EQ(optimizer.lr(0), expected);
-      accelerated_scheduler_step(scheduler, /*sync_gradients=*/false, false, split, processes);
-      EXPECT_DOUBLE_EQ(optimizer.lr(0), expected);
+  for (bool with_optimizer : {true, false}) {
+    for (int64_t processes : {1, 2}) {
+      for (bool split : {false, true}) {
+        SCOPED_TRACE("with_optimizer=" + std::to_string(with_optimizer) + " P=" + std::to_string(processes) +
+                     " split=" + std::to_string(split));
+        auto optimizer = make_optimizer(1.0);
+        Scheduler scheduler(optimizer, [](int64_t n) { return 1.0 - static_cast<double>(n) / 10.0; });
+        const auto call = [&](bool sync, bool skipped) {
+          accelerated_scheduler_step(scheduler, sync, skipped, split, processes, std::nullopt, with_optimizer);
+        };
+        const double first = 1.0 - static_cast<double>(with_optimizer && !split ? processes : 1) / 10.0;
+        call(/*sync=*/true, /*skipped=*/false);
+        EXPECT_DOUBLE_EQ(optimizer.lr(0), first);
+        call(true, /*skipped=*/true);
+        EXPECT_DOUBLE_EQ(optimizer.lr(0), with_optimizer ? first : 1.0 - 2.0 / 10.0);
+        call(/*sync=*/false, false);
+        EXPECT_DOUBLE_EQ(optimizer.lr(0), with_optimizer ? first : 1.0 - 3.0 / 10.0);
+      }
     }
   }
 }
@@ -217,14 +224,18 @@ TEST(AcceleratedSchedulerStep, OneCycleTestAndTheTotalStepsGuard) {
     // P steps, but never past total_steps: P=3 stops at 2 without an error.
     EXPECT_EQ(scheduler.step_count(), std::min<int64_t>(processes, 2));
   }
-  auto optimizer = make_optimizer(0.1);
-  Scheduler scheduler(optimizer, "one_cycle", config);
-  accelerated_scheduler_step(scheduler, true, false, /*split_batches=*/true, 2);
-  accelerated_scheduler_step(scheduler, true, false, true, 2);
-  EXPECT_EQ(scheduler.step_count(), 2);
-  // With split_batches Accelerate calls step() unguarded, so torch's error surfaces.
-  expect_error(Code::InvalidState, "Tried to step 3 times",
-               [&] { accelerated_scheduler_step(scheduler, true, false, true, 2); });
+  // With split_batches, or without step_with_optimizer (one step per call, last_epoch 1 and not P),
+  // Accelerate calls step() unguarded, so torch's error surfaces.
+  for (bool split : {true, false}) {
+    SCOPED_TRACE("split=" + std::to_string(split));
+    auto optimizer = make_optimizer(0.1);
+    Scheduler scheduler(optimizer, "one_cycle", config);
+    const auto call = [&] { accelerated_scheduler_step(scheduler, true, false, split, 2, std::nullopt, split); };
+    call();
+    EXPECT_EQ(scheduler.step_count(), 1);
+    call();
+    expect_error(Code::InvalidState, "Tried to step 3 times", call);
+  }
 }
 
 // tests/test_scheduler.py accumulation_test: 2 processes, linear schedule (warmup 0, 20 total steps),

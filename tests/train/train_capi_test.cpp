@@ -333,6 +333,48 @@ TEST(ModelFile, StorageShorterThanItsTensorIsRefused) {
   std::remove(path.c_str());
 }
 
+// free_memory: a loader on its last batch is no longer tracked, so gather_for_metrics keeps every row
+// instead of the last global batch's real ones; the loader goes on working (the Python tests check the
+// accumulation counter, which needs a state with gradient_accumulation_steps > 1).
+TEST_F(TrainCapi, FreeMemoryForgetsLoadersInAnEpoch) {
+  accel_tensor_t* rows = floats({0, 1, 2}, {3});
+  const char* names[] = {"x"};
+  accel_dataset_t* dataset = nullptr;
+  ASSERT_EQ(accel_dataset_from_tensors(&dataset, names, &rows, 1), ACCEL_OK);
+  accel_options_t* options = nullptr;
+  ASSERT_EQ(accel_options_new(&options), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_int(options, "batch_size", 2), ACCEL_OK);
+  accel_loader_t* loader = nullptr;
+  ASSERT_EQ(accel_loader_new(&loader, state, dataset, options), ACCEL_OK) << last_error();
+  accel_batch_t* batch = nullptr;
+  for (int b = 0; b < 2; ++b) {
+    ASSERT_EQ(accel_loader_next(loader, &batch), ACCEL_OK);
+    accel_batch_free(batch);
+  }
+  ASSERT_EQ(accel_loader_end_of_dataloader(loader), 1);
+  const auto gathered_rows = [&] {
+    accel_tensor_t* all = nullptr;
+    EXPECT_EQ(accel_state_gather_for_metrics(state, x, &all), ACCEL_OK) << last_error();
+    const int64_t count = accel_tensor_shape(all)[0];
+    accel_tensor_free(all);
+    return count;
+  };
+  EXPECT_EQ(gathered_rows(), 1);  // the remainder: 3 samples in batches of 2
+  ASSERT_EQ(accel_state_free_memory(state), ACCEL_OK);
+  EXPECT_EQ(gathered_rows(), 2);
+  EXPECT_EQ(accel_state_sync_gradients(state), 1);
+  ASSERT_EQ(accel_loader_next(loader, &batch), ACCEL_OK);
+  EXPECT_EQ(batch, nullptr);  // the epoch ends as it would have
+  ASSERT_EQ(accel_loader_next(loader, &batch), ACCEL_OK);
+  EXPECT_NE(batch, nullptr);  // and the next one starts
+  accel_batch_free(batch);
+  EXPECT_EQ(accel_state_free_memory(nullptr), ACCEL_ERR_NULL_ARGUMENT);
+  accel_loader_free(loader);
+  accel_options_free(options);
+  accel_dataset_free(dataset);
+  accel_tensor_free(rows);
+}
+
 TEST_F(TrainCapi, SaveModelWritesSafetensorsWithEveryParameter) {
   const std::string directory = tiny_models::temp_file("saved_model");
   ASSERT_EQ(accel_state_save_model(state, model, directory.c_str(), 0), ACCEL_OK) << last_error();

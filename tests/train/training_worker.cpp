@@ -2,7 +2,8 @@
 // on the launch (see tests/CMakeLists.txt): Ddp.* with 2 processes, Accumulation.* with 2 processes and
 // ACCEL_GRADIENT_ACCUMULATION_STEPS=2 (SyncEachBatch.* also with ACCEL_SYNC_EACH_BATCH=1), Fp16.* and Bf16.*
 // with 1 process and that ACCEL_MIXED_PRECISION, SchedulerRule.* with 1 and 2 processes, and with 2
-// processes and ACCEL_GRADIENT_ACCUMULATION_STEPS=2.
+// processes and ACCEL_GRADIENT_ACCUMULATION_STEPS=2 (SchedulerPerCall.* also with
+// ACCEL_STEP_SCHEDULER_WITH_OPTIMIZER=0).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -13,9 +14,12 @@
 #include "core/env.hpp"
 #include "core/error.hpp"
 #include "data/loader.hpp"
+#include "distributed/collectives.hpp"
 #include "distributed/process_group.hpp"
+#include "expect_error.hpp"
 #include "tiny_models.hpp"
 #include "train/accelerator.hpp"
+#include "train/autocast.hpp"
 
 namespace {
 
@@ -55,6 +59,49 @@ double max_difference(const Model& a, const Model& b) {
 at::Tensor my_rows(const at::Tensor& global) {
   const int64_t per_rank = global.size(0) / world();
   return global.narrow(0, rank() * per_rank, per_rank);
+}
+
+// A prepared model with an accelerated optimizer, and an unprepared copy (same weights) with a plain one:
+// the reference a test trains by hand. Several of them make a GAN's generator and discriminator.
+struct Trained {
+  std::shared_ptr<Model> model;
+  std::shared_ptr<Model> reference;
+  std::unique_ptr<AcceleratedOptimizer> optimizer;
+  std::unique_ptr<Optimizer> reference_optimizer;
+};
+
+Trained trained(const std::string& tag, const std::string& kind, const OptimizerConfig& config,
+                const PrepareConfig& prepare = {}) {
+  Trained made;
+  made.model = load_mlp(tag);
+  made.model->prepare(state, prepare);
+  made.reference = load_mlp(tag + "_reference");
+  made.optimizer = std::make_unique<AcceleratedOptimizer>(Accelerator::of(state),
+                                                          std::make_unique<Optimizer>(kind, trainable(*made.model), config));
+  made.reference_optimizer = std::make_unique<Optimizer>(kind, trainable(*made.reference), config);
+  return made;
+}
+
+// A prepared model, an accelerated sgd with lr 1 and a linear schedule from it down to 0 over 20 steps.
+struct Scheduled {
+  std::shared_ptr<Model> model;
+  std::shared_ptr<AcceleratedOptimizer> optimizer;
+  std::unique_ptr<AcceleratedScheduler> scheduler;
+};
+
+Scheduled linear_schedule(const std::string& tag) {
+  Scheduled made;
+  made.model = load_mlp(tag);
+  made.model->prepare(state, PrepareConfig{});
+  OptimizerConfig config;
+  config.lr = 1.0;
+  made.optimizer = std::make_shared<AcceleratedOptimizer>(Accelerator::of(state),
+                                                          std::make_unique<Optimizer>("sgd", trainable(*made.model), config));
+  SchedulerConfig schedule;
+  schedule.total_steps = 20;
+  made.scheduler = std::make_unique<AcceleratedScheduler>(
+      made.optimizer, std::make_unique<Scheduler>(made.optimizer->optimizer(), "linear", schedule), /*split_batches=*/false);
+  return made;
 }
 
 // Data-parallel training on 2 processes with a batch of b per rank must equal one process with 2b.
@@ -152,21 +199,99 @@ TEST(Ddp, AParameterWithoutGradientIsNamedUnlessFindUnusedParameters) {
   }
 }
 
-TEST(Ddp, SchedulerStepsOncePerProcessAfterEachOptimizerStep) {
-  auto model = load_mlp("scheduler");
-  model->prepare(state, PrepareConfig{});
-  auto accelerator = Accelerator::of(state);
+// gradient_as_bucket_view: the averaged gradients are the buckets' memory (two parameters of one bucket
+// share a storage), and training still equals one process on the global batch.
+TEST(Ddp, GradientsAsBucketViewsShareTheBucketAndTrainTheSame) {
+  PrepareConfig prepare;
+  prepare.reducer.gradient_as_bucket_view = true;
   OptimizerConfig config;
-  config.lr = 1.0;
-  auto optimizer = std::make_shared<AcceleratedOptimizer>(accelerator, std::make_unique<Optimizer>("sgd", trainable(*model), config));
-  SchedulerConfig schedule;
-  schedule.total_steps = 20;
-  AcceleratedScheduler scheduler(optimizer, std::make_unique<Scheduler>(optimizer->optimizer(), "linear", schedule), /*split_batches=*/false);
+  config.lr = 0.05;
+  config.momentum = 0.9;
+  auto parallel = trained("bucket_view", "sgd", config, prepare);
+  auto accelerator = Accelerator::of(state);
+  at::manual_seed(17);
+  for (int64_t step = 0; step < 5; ++step) {
+    const auto x = at::randn({4 * world(), 8});
+    const auto y = at::randn({4 * world(), 4});
+    accelerator->accumulate();
+    accelerator->backward(at::mse_loss(output_of(*parallel.model, my_rows(x)), my_rows(y)));
+    const auto& parameters = parallel.model->named_parameters();
+    EXPECT_TRUE(parameters[0].second.grad().is_alias_of(parameters[1].second.grad()));  // w1, b1: one bucket
+    parallel.optimizer->step();
+    parallel.optimizer->zero_grad();
+    at::mse_loss(output_of(*parallel.reference, x), y).backward();
+    parallel.reference_optimizer->step();
+    parallel.reference_optimizer->zero_grad();
+  }
+  EXPECT_LT(max_difference(*parallel.model, *parallel.reference), 1e-6);
+}
+
+// static_graph: a parameter no backward reaches is allowed without find_unused_parameters; a backward that
+// leaves other parameters without gradient than the first one did is an error naming both sets.
+TEST(Ddp, StaticGraphAllowsTheSameUnusedParametersEveryTime) {
+  PrepareConfig prepare;
+  prepare.reducer.static_graph = true;
+  auto model = Model::load_file(tiny_models::mlp_with_unused_parameter(tiny_models::temp_file("static.pt")));
+  model->prepare(state, prepare);
+  auto accelerator = Accelerator::of(state);
+  for (int step = 0; step < 3; ++step) {
+    accelerator->accumulate();
+    accelerator->backward(output_of(*model, at::randn({2, 8})).sum());
+  }
+  EXPECT_TRUE(model->named_parameters().front().second.grad().defined());
+  const auto& unused = field_named(model->named_parameters(), "unused", "the model");
   accelerator->accumulate();
-  accelerator->backward(output_of(*model, at::randn({2, 8})).sum());
-  optimizer->step();
-  scheduler.step();
-  EXPECT_NEAR(optimizer->optimizer().lr(0), 1.0 - static_cast<double>(world()) / 20.0, 1e-12);
+  try {
+    accelerator->backward(output_of(*model, at::randn({2, 8})).sum() + unused.sum());
+    FAIL() << "no error";
+  } catch (const std::exception& error) {  // thrown inside autograd's engine, which may rewrap it
+    EXPECT_NE(std::string(error.what()).find("from the first backward's (unused) to none"), std::string::npos)
+        << error.what();
+  }
+}
+
+// no_sync as a scope: a backward inside it starts no all-reduce and leaves each rank its own gradient; the
+// next synchronising backward averages the sum, exactly as one process summing both full-batch gradients.
+TEST(Ddp, NoSyncScopeAccumulatesLocallyUntilTheNextSyncedBackward) {
+  auto parallel = load_mlp("no_sync");
+  parallel->prepare(state, PrepareConfig{});
+  auto reference = load_mlp("no_sync_reference");
+  auto accelerator = Accelerator::of(state);
+  at::manual_seed(23);
+  const auto x1 = at::randn({4 * world(), 8}), y1 = at::randn({4 * world(), 4});
+  const auto x2 = at::randn({4 * world(), 8}), y2 = at::randn({4 * world(), 4});
+  accelerator->accumulate();
+  accelerator->no_sync_begin(*parallel);
+  const int64_t before = state->group("count")->collectives_started();
+  accelerator->backward(at::mse_loss(output_of(*parallel, my_rows(x1)), my_rows(y1)));
+  EXPECT_EQ(state->group("count")->collectives_started(), before);
+  const auto local = parallel->named_parameters().front().second.grad().clone();
+  const auto all = distributed::gather(*state, local.unsqueeze(0));
+  EXPECT_FALSE(all[0].equal(all[1]));  // each rank kept its own gradient
+  expect_error(Code::InvalidState, "already in a no_sync scope", [&] { accelerator->no_sync_begin(*parallel); });
+  accelerator->no_sync_end(*parallel);
+  expect_error(Code::InvalidState, "not in a no_sync scope", [&] { accelerator->no_sync_end(*parallel); });
+  accelerator->accumulate();
+  accelerator->backward(at::mse_loss(output_of(*parallel, my_rows(x2)), my_rows(y2)));
+  at::mse_loss(output_of(*reference, x1), y1).backward();
+  at::mse_loss(output_of(*reference, x2), y2).backward();
+  for (size_t i = 0; i < reference->named_parameters().size(); ++i) {
+    EXPECT_TRUE(at::allclose(parallel->named_parameters()[i].second.grad(), reference->named_parameters()[i].second.grad(),
+                             1e-5, 1e-6))
+        << reference->named_parameters()[i].first;
+  }
+  auto unprepared = load_mlp("no_sync_unprepared");
+  expect_error(Code::InvalidArgument, "not prepared with this state", [&] { accelerator->no_sync_begin(*unprepared); });
+}
+
+TEST(Ddp, SchedulerStepsOncePerProcessAfterEachOptimizerStep) {
+  auto scheduled = linear_schedule("scheduler");
+  auto accelerator = Accelerator::of(state);
+  accelerator->accumulate();
+  accelerator->backward(output_of(*scheduled.model, at::randn({2, 8})).sum());
+  scheduled.optimizer->step();
+  scheduled.scheduler->step();
+  EXPECT_NEAR(scheduled.optimizer->optimizer().lr(0), 1.0 - static_cast<double>(world()) / 20.0, 1e-12);
 }
 
 // One micro-batch as a training loop runs it: forward, backward, then the optimizer's and the scheduler's
@@ -250,6 +375,19 @@ TEST(SchedulerRule, AMetricIsCountedOncePerProcessUnlessSplitBatches) {
   }
 }
 
+// With ACCEL_STEP_SCHEDULER_WITH_OPTIMIZER=0 (and 2 accumulation steps, 2 processes): the schedule moves one
+// step per call of step(), on micro-batches that do not sync as on those that do, never num_processes.
+TEST(SchedulerPerCall, EveryCallIsOneStepWhateverTheOptimizerDid) {
+  ASSERT_FALSE(state->options().get_bool("step_scheduler_with_optimizer"));
+  auto scheduled = linear_schedule("scheduler_per_call");
+  state->gradient_state().set_step(0);
+  for (int64_t call = 1; call <= 5; ++call) {
+    train_micro_batch(*scheduled.model, *scheduled.optimizer, *scheduled.scheduler);
+    EXPECT_EQ(scheduled.scheduler->scheduler().step_count(), call);
+    EXPECT_NEAR(scheduled.optimizer->optimizer().lr(0), 1.0 - static_cast<double>(call) / 20.0, 1e-12);
+  }
+}
+
 // The reference 2.4 schedule: 5 batches, 2 accumulation steps → sync F, T, F, T, T, no all-reduce when F.
 TEST(Accumulation, SyncPatternFollowsTheLoaderAndSkipsAllReduces) {
   ASSERT_EQ(Accelerator::of(state)->gradient_accumulation_steps(), 2);
@@ -294,15 +432,15 @@ TEST(SyncEachBatch, EveryBackwardAllReducesWhileTheOptimizerStillAccumulates) {
 }
 
 TEST(Accumulation, MicroBatchesEqualOneBatchTwiceAsLarge) {
-  auto parallel = load_mlp("accumulate");
-  parallel->prepare(state, PrepareConfig{});
-  auto reference = load_mlp("accumulate_reference");
-  auto accelerator = Accelerator::of(state);
   OptimizerConfig config;
   config.lr = 0.1;
   config.momentum = 0.9;
-  AcceleratedOptimizer optimizer(accelerator, std::make_unique<Optimizer>("sgd", trainable(*parallel), config));
-  Optimizer reference_optimizer("sgd", trainable(*reference), config);
+  auto trainee = trained("accumulate", "sgd", config);
+  auto& parallel = trainee.model;
+  auto& reference = trainee.reference;
+  auto& optimizer = *trainee.optimizer;
+  auto& reference_optimizer = *trainee.reference_optimizer;
+  auto accelerator = Accelerator::of(state);
   at::manual_seed(5);
   state->gradient_state().set_step(0);
   for (int64_t step = 0; step < 6; ++step) {
@@ -319,6 +457,144 @@ TEST(Accumulation, MicroBatchesEqualOneBatchTwiceAsLarge) {
     reference_optimizer.zero_grad();
   }
   EXPECT_LT(max_difference(*parallel, *reference), 1e-6);
+}
+
+// Two models and two optimizers in one accelerator, accumulating over both (2 processes, 2 micro-batches a
+// step): each trains as one process on the whole batch would.
+TEST(Accumulation, TwoModelsAndTwoOptimizersAccumulateTogether) {
+  OptimizerConfig config;
+  config.lr = 0.1;
+  config.momentum = 0.9;
+  auto first = trained("two_first", "sgd", config);
+  auto second = trained("two_second", "adam", config);
+  auto accelerator = Accelerator::of(state);
+  at::manual_seed(31);
+  state->gradient_state().set_step(0);
+  for (int64_t step = 0; step < 4; ++step) {
+    const auto xs = at::randn({2, 2 * world(), 8}), ys = at::randn({2, 2 * world(), 4});
+    for (int64_t micro = 0; micro < 2; ++micro) {
+      accelerator->accumulate();
+      const auto x = my_rows(xs[micro]), y = my_rows(ys[micro]);
+      accelerator->backward(at::mse_loss(output_of(*first.model, x), y));
+      accelerator->backward(at::mse_loss(output_of(*second.model, x), -y));
+      for (auto* one : {&first, &second}) {
+        one->optimizer->step();
+        one->optimizer->zero_grad();
+      }
+    }
+    const auto x = xs.reshape({-1, 8}), y = ys.reshape({-1, 4});
+    at::mse_loss(output_of(*first.reference, x), y).backward();
+    at::mse_loss(output_of(*second.reference, x), -y).backward();
+    for (auto* one : {&first, &second}) {
+      one->reference_optimizer->step();
+      one->reference_optimizer->zero_grad();
+    }
+  }
+  EXPECT_LT(max_difference(*first.model, *first.reference), 1e-6);
+  EXPECT_LT(max_difference(*second.model, *second.reference), 1e-6);
+}
+
+// Cross-entropy over micro-batches holding different numbers of items on each rank (rank r's micro-batch m
+// has 1 + 2r + 3m rows): backward_with_items, given the global item count, trains exactly as one process
+// on the whole batch with the mean loss; plain backward (each micro-batch's mean weighing the same) does not.
+TEST(Accumulation, ItemCountNormalisationEqualsTheFullBatchMean) {
+  const int64_t accumulation = Accelerator::of(state)->gradient_accumulation_steps();
+  ASSERT_EQ(accumulation, 2);
+  auto by_items = load_mlp("items");
+  by_items->prepare(state, PrepareConfig{});
+  auto by_means = load_mlp("items_means");
+  by_means->prepare(state, PrepareConfig{});
+  auto reference = load_mlp("items_reference");
+  auto accelerator = Accelerator::of(state);
+  OptimizerConfig config;
+  config.lr = 0.5;
+  AcceleratedOptimizer items_optimizer(accelerator, std::make_unique<Optimizer>("sgd", trainable(*by_items), config));
+  AcceleratedOptimizer means_optimizer(accelerator, std::make_unique<Optimizer>("sgd", trainable(*by_means), config));
+  Optimizer reference_optimizer("sgd", trainable(*reference), config);
+  const auto rows = [](int64_t r, int64_t m) { return 1 + 2 * r + 3 * m; };
+  at::manual_seed(11);
+  state->gradient_state().set_step(0);
+  for (int64_t step = 0; step < 4; ++step) {
+    std::vector<at::Tensor> xs, ys, all_x, all_y;
+    int64_t num_items = 0;
+    for (int64_t m = 0; m < accumulation; ++m) {
+      for (int64_t r = 0; r < world(); ++r) {
+        const auto x = at::randn({rows(r, m), 8});
+        const auto y = at::randint(4, {rows(r, m)}, at::kLong);
+        all_x.push_back(x);
+        all_y.push_back(y);
+        num_items += rows(r, m);
+        if (r == rank()) {
+          xs.push_back(x);
+          ys.push_back(y);
+        }
+      }
+    }
+    for (int64_t m = 0; m < accumulation; ++m) {
+      accelerator->accumulate();
+      accelerator->backward_with_items(
+          at::cross_entropy_loss(output_of(*by_items, xs[m]), ys[m], {}, at::Reduction::Sum), static_cast<size_t>(num_items));
+      accelerator->backward(at::cross_entropy_loss(output_of(*by_means, xs[m]), ys[m]));
+      items_optimizer.step();
+      items_optimizer.zero_grad();
+      means_optimizer.step();
+      means_optimizer.zero_grad();
+    }
+    at::cross_entropy_loss(output_of(*reference, at::cat(all_x)), at::cat(all_y)).backward();
+    reference_optimizer.step();
+    reference_optimizer.zero_grad();
+  }
+  EXPECT_LT(max_difference(*by_items, *reference), 1e-6);
+  EXPECT_GT(max_difference(*by_means, *reference), 1e-4);
+  expect_error(Code::InvalidArgument, "number of items", [&] {
+    accelerator->backward_with_items(output_of(*by_items, at::randn({2, 8})).sum(), 0);
+  });
+}
+
+// One process, ACCEL_MIXED_PRECISION=fp16 with ACCEL_INIT_SCALE=1024, ACCEL_GROWTH_FACTOR=4,
+// ACCEL_BACKOFF_FACTOR=0.25 and ACCEL_GROWTH_INTERVAL=3: GradScalerKwargs reach the scaler.
+TEST(GradScalerKwargs, TheStateSettingsDriveTheScale) {
+  auto model = load_mlp("scaler_kwargs");
+  model->prepare(state, PrepareConfig{});
+  auto accelerator = Accelerator::of(state);
+  ASSERT_NE(accelerator->scaler(), nullptr);
+  AcceleratedOptimizer optimizer(accelerator, std::make_unique<Optimizer>("sgd", trainable(*model), OptimizerConfig{}));
+  EXPECT_EQ(optimizer.loss_scale(), 1024.0);
+  auto step = [&](bool overflow) {
+    accelerator->accumulate();
+    accelerator->backward(at::mse_loss(output_of(*model, at::randn({4, 8})), at::randn({4, 4})));
+    if (overflow) model->named_parameters().front().second.mutable_grad()[0][0] = INFINITY;
+    optimizer.step();
+    optimizer.zero_grad();
+  };
+  step(false);
+  step(false);
+  EXPECT_EQ(optimizer.loss_scale(), 1024.0);
+  step(false);
+  EXPECT_EQ(optimizer.loss_scale(), 4096.0);
+  step(true);
+  EXPECT_TRUE(optimizer.step_was_skipped());
+  EXPECT_EQ(optimizer.loss_scale(), 1024.0);
+}
+
+// Two processes with ACCEL_RNG_TYPES=generator,torch: when a loader starts an epoch every rank takes rank
+// 0's state of torch's default generator (Accelerate's synchronize_rng_states), so draws agree after it.
+TEST(RngTypes, TorchsGeneratorIsRankZerosOnceAnEpochStarts) {
+  at::manual_seed(100 + static_cast<uint64_t>(rank()));
+  auto dataset = std::make_shared<data::TensorDataset>(NamedTensors{{"x", at::arange(8)}});
+  data::LoaderConfig config;
+  config.batch_size = 2;
+  data::Loader loader(state, dataset, config);
+  const auto before = at::rand({4});
+  ASSERT_TRUE(loader.next().has_value());
+  const auto after = at::rand({4});
+  const auto gathered_before = distributed::gather(*state, before.reshape({1, 4}));
+  const auto gathered_after = distributed::gather(*state, after.reshape({1, 4}));
+  EXPECT_FALSE(gathered_before[0].equal(gathered_before[1]));
+  EXPECT_TRUE(gathered_after[0].equal(gathered_after[1]));
+  at::manual_seed(100);
+  at::rand({4});
+  EXPECT_TRUE(after.equal(at::rand({4})));  // rank 0's sequence, continued
 }
 
 // One process, ACCEL_MIXED_PRECISION=fp16: the scaler of reference section 7 drives the optimizer.
@@ -357,6 +633,48 @@ TEST(Fp16, AnOverflowSkipsTheStepHalvesTheScaleAndFreezesTheScheduler) {
   EXPECT_EQ(accelerator->scaler()->get_scale(), 65536.0);
 }
 
+// A GAN-style loop under fp16 (one process, the scaler alone): two models, two optimizers of one
+// accelerator. Each optimizer has its own inf check, so an overflow in the discriminator's gradients skips
+// only its step; each step updates the scale. Scaling by powers of two is exact, so every step that is not
+// skipped moves the weights exactly as unscaled fp32 training does.
+TEST(Fp16, TwoModelsAndTwoOptimizersAreScaledApart) {
+  OptimizerConfig sgd;
+  sgd.lr = 0.05;
+  sgd.momentum = 0.9;
+  OptimizerConfig adamw;
+  adamw.lr = 0.01;
+  auto generator = trained("gan_generator", "sgd", sgd);
+  auto discriminator = trained("gan_discriminator", "adamw", adamw);
+  auto accelerator = Accelerator::of(state);
+  const double scale_before = accelerator->scaler()->get_scale();
+  at::manual_seed(29);
+  for (int step = 0; step < 5; ++step) {
+    const bool overflow = step == 2;
+    const auto x = at::randn({4, 8}), y = at::randn({4, 4});
+    accelerator->accumulate();
+    accelerator->backward(at::mse_loss(output_of(*discriminator.model, x), y));
+    if (overflow) discriminator.model->named_parameters().front().second.mutable_grad()[0][0] = INFINITY;
+    accelerator->clip_grad_norm(*discriminator.model, 1e9, 2.0);  // unscales the discriminator's optimizer only
+    discriminator.optimizer->step();
+    discriminator.optimizer->zero_grad();
+    accelerator->backward(at::mse_loss(output_of(*generator.model, x), -y));
+    generator.optimizer->step();
+    generator.optimizer->zero_grad();
+    EXPECT_EQ(discriminator.optimizer->step_was_skipped(), overflow) << "step " << step;
+    EXPECT_FALSE(generator.optimizer->step_was_skipped()) << "step " << step;
+
+    at::mse_loss(output_of(*discriminator.reference, x), y).backward();
+    if (!overflow) discriminator.reference_optimizer->step();
+    discriminator.reference_optimizer->zero_grad();
+    at::mse_loss(output_of(*generator.reference, x), -y).backward();
+    generator.reference_optimizer->step();
+    generator.reference_optimizer->zero_grad();
+  }
+  EXPECT_EQ(max_difference(*discriminator.model, *discriminator.reference), 0.0);
+  EXPECT_EQ(max_difference(*generator.model, *generator.reference), 0.0);
+  EXPECT_EQ(accelerator->scaler()->get_scale(), scale_before / 2);  // one backoff, ten updates in all
+}
+
 // One process, ACCEL_MIXED_PRECISION=bf16: forward runs under CPU autocast, outputs come back as fp32
 // unless asked otherwise, and training still works.
 TEST(Bf16, ForwardRunsInBfloat16AndReturnsFloat32) {
@@ -387,6 +705,25 @@ TEST(Bf16, ForwardRunsInBfloat16AndReturnsFloat32) {
     EXPECT_TRUE(parameter.second.grad().defined());
     EXPECT_EQ(parameter.second.grad().scalar_type(), at::kFloat) << parameter.first;
   }
+}
+
+// ACCEL_MIXED_PRECISION=bf16: the explicit autocast scope covers LibTorch code outside forward (a matmul
+// gives bf16 inside, fp32 after), nests with forward's own scope, and an end without begin is refused.
+TEST(Bf16, AutocastScopeCoversCodeOutsideForwardAndNests) {
+  const auto a = at::ones({2, 2});
+  EXPECT_EQ(at::mm(a, a).scalar_type(), at::kFloat);
+  autocast_begin(*state);
+  EXPECT_EQ(at::mm(a, a).scalar_type(), at::kBFloat16);
+  auto model = load_mlp("bf16_scope");
+  model->prepare(state, PrepareConfig{});
+  output_of(*model, at::randn({2, 8}));
+  EXPECT_EQ(at::mm(a, a).scalar_type(), at::kBFloat16);  // forward's scope restored this one's
+  autocast_begin(*state);
+  autocast_end();
+  EXPECT_EQ(at::mm(a, a).scalar_type(), at::kBFloat16);
+  autocast_end();
+  EXPECT_EQ(at::mm(a, a).scalar_type(), at::kFloat);
+  expect_error(Code::InvalidState, "without a matching begin", [] { autocast_end(); });
 }
 
 }  // namespace

@@ -6,7 +6,7 @@ See bindings/python/README.md for the API and what differs from Accelerate.
 """
 from .accelerator import Accelerator, DistributedType
 from .config import (DataLoaderConfiguration, DistributedDataParallelKwargs, GradientAccumulationPlugin,
-                     InitProcessGroupKwargs, ProjectConfiguration)
+                     GradScalerKwargs, InitProcessGroupKwargs, ProjectConfiguration)
 from .data_loader import DataLoader
 from .dataset import Dataset
 from .errors import (AccelEnvironmentError, AccelError, AccelIOError, AccelTimeoutError, BadOptionValueError,
@@ -27,7 +27,8 @@ __version__ = version()
 
 __all__ = [
     "Accelerator", "DistributedType", "DataLoaderConfiguration", "DistributedDataParallelKwargs",
-    "GradientAccumulationPlugin", "InitProcessGroupKwargs", "DataLoader", "Dataset", "AccelEnvironmentError",
+    "GradientAccumulationPlugin", "GradScalerKwargs", "InitProcessGroupKwargs", "DataLoader", "Dataset",
+    "AccelEnvironmentError",
     "AccelError", "AccelIOError", "AccelTimeoutError", "BadOptionValueError", "CallbackError", "DtypeError",
     "InternalError", "InvalidArgumentError", "InvalidStateError", "NullArgumentError", "OutOfMemoryError",
     "OutOfRangeError", "PeerFailedError", "ShapeMismatchError", "TorchError", "UnknownOptionError",

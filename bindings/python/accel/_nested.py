@@ -13,3 +13,19 @@ def apply(function, data, operation):
         raise TypeError(f"{operation} takes tensors (numpy arrays, torch tensors, accel.Tensor) in nested "
                         f"lists, tuples and dicts, not {type(data).__name__}")
     return function(data)
+
+
+def leaves(data, operation, path=""):
+    """[(path, leaf)] in apply's traversal order; a path names the keys and indices down to the leaf,
+    separated by dots ("metrics.loss", "outputs.0"); a lone tensor's path is ""."""
+    if isinstance(data, (list, tuple)):
+        items = enumerate(data)
+    elif isinstance(data, dict):
+        items = data.items()
+    else:
+        apply(lambda leaf: leaf, data, operation)  # the same TypeError for what is not a tensor
+        return [(path, data)]
+    found = []
+    for key, value in items:
+        found += leaves(value, operation, f"{path}.{key}" if path else str(key))
+    return found

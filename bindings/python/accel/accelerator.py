@@ -16,7 +16,7 @@ import numpy as np
 from . import _nested
 from ._handle import Handle
 from ._library import ffi, lib
-from .config import DataLoaderConfiguration, DistributedDataParallelKwargs, InitProcessGroupKwargs
+from .config import DataLoaderConfiguration, DistributedDataParallelKwargs, GradScalerKwargs, InitProcessGroupKwargs
 from .data_loader import DataLoader
 from .dataset import Dataset
 from .errors import check
@@ -25,7 +25,7 @@ from .optimizer import Optimizer
 from .options import Options, resolved_value
 from .scheduler import Scheduler
 from .specs import DataLoaderSpec, OptimizerSpec, SchedulerSpec
-from .tensor import Tensor, _is_torch_tensor, lent, returned_like
+from .tensor import Tensor, _is_torch_tensor, lent, lent_all, returned_like
 
 
 _SIZE_UNITS = {"GIB": 2**30, "MIB": 2**20, "KIB": 2**10, "GB": 10**9, "MB": 10**6, "KB": 10**3}
@@ -83,7 +83,8 @@ class Accelerator(Handle):
 
     def __init__(self, mixed_precision=None, gradient_accumulation_steps=None, cpu=None, device=None,
                  dataloader_config=None, gradient_accumulation_plugin=None, kwargs_handlers=(), project_dir=None,
-                 project_config=None):
+                 project_config=None, step_scheduler_with_optimizer=None, device_placement=None, rng_types=None,
+                 dynamo_backend=None):
         """Joins (or creates) the process state: reads how the process was launched and, with several
         processes, meets the others. None leaves a setting to the ACCEL_* environment, then the default.
 
@@ -92,12 +93,21 @@ class Accelerator(Handle):
         loader. gradient_accumulation_plugin: a GradientAccumulationPlugin, instead of
         gradient_accumulation_steps. kwargs_handlers: DistributedDataParallelKwargs (for prepared models)
         and InitProcessGroupKwargs (backend, timeout). project_config: a ProjectConfiguration (numbered
-        checkpoints); project_dir, when given, overrides its project_dir.
+        checkpoints); project_dir, when given, overrides its project_dir. step_scheduler_with_optimizer
+        False: every scheduler.step() is one step, whatever the optimizer did (default True: after each
+        real optimizer step, once per process unless split_batches). device_placement False: batches
+        stay where the dataset made them (models always go to the device). rng_types: the generators
+        every process takes from the main one when a loader starts an epoch, among "generator" (the
+        loader's shuffling generator, the default), "torch" and "cuda" (torch's default ones).
+        dynamo_backend: only "no" (LibTorch has no TorchDynamo; anything else is UnsupportedError).
+        kwargs_handlers also takes GradScalerKwargs.
 
         A process has one state: while one lives, another Accelerator must ask for the same settings
         (InvalidStateError otherwise); after end_training() a new one may change them."""
         settings = {"mixed_precision": mixed_precision, "use_cpu": cpu, "device": device,
-                    "gradient_accumulation_steps": gradient_accumulation_steps}
+                    "gradient_accumulation_steps": gradient_accumulation_steps,
+                    "step_scheduler_with_optimizer": step_scheduler_with_optimizer, "dynamo_backend": dynamo_backend,
+                    "rng_types": rng_types if rng_types is None or isinstance(rng_types, str) else ",".join(rng_types)}
         if gradient_accumulation_plugin is not None:
             if gradient_accumulation_steps is not None:
                 raise ValueError("give gradient_accumulation_steps or gradient_accumulation_plugin, not both")
@@ -108,7 +118,7 @@ class Accelerator(Handle):
             settings["project_dir"] = str(project_dir)
         self._model_settings = {}
         for handler in kwargs_handlers:
-            if isinstance(handler, InitProcessGroupKwargs):
+            if isinstance(handler, (InitProcessGroupKwargs, GradScalerKwargs)):
                 settings.update(handler.options())
             elif isinstance(handler, DistributedDataParallelKwargs):
                 self._model_settings = handler.options()
@@ -119,7 +129,8 @@ class Accelerator(Handle):
         out = ffi.new("accel_state_t **")
         check(lib.accel_state_new(out, self._state_options.pointer))
         super().__init__(out[0])
-        self._loader_settings = (dataloader_config or DataLoaderConfiguration()).options()
+        self._loader_settings = {**(dataloader_config or DataLoaderConfiguration()).options(),
+                                 "device_placement": device_placement}
         self._models, self._loaders, self._optimizers, self._schedulers = [], [], [], []
 
     # --- the process ------------------------------------------------------------------------------------
@@ -379,29 +390,61 @@ class Accelerator(Handle):
         """True when the current step synchronises gradients and steps the optimizer."""
         return bool(lib.accel_state_sync_gradients(self.pointer))
 
-    def backward(self, loss):
+    def backward(self, loss, num_items_in_batch=None):
         """Backward of loss / gradient_accumulation_steps (scaled under fp16); on a synchronising step the
         gradients are then averaged over the processes. loss must be an accel.Tensor computed by a
-        prepared model or accel.compute_loss: a torch tensor converted from outputs has no graph."""
+        prepared model or accel.compute_loss: a torch tensor converted from outputs has no graph.
+
+        num_items_in_batch: for a loss summed over this micro-batch's items (compute_loss with
+        reduction="sum"), the number of items in the whole accumulated global batch (every micro-batch of
+        the optimizer step, on every process: sum the local counts with reduce(..., "sum")). The gradient
+        is then that of the mean over the full batch, however unevenly the items fall."""
         if not isinstance(loss, Tensor):
             raise TypeError(f"backward needs an accel.Tensor (from a prepared model or accel.compute_loss), "
                             f"not {type(loss).__name__}: only those carry the library's autograd graph")
-        check(lib.accel_state_backward(self.pointer, loss.pointer))
+        if num_items_in_batch is None:
+            check(lib.accel_state_backward(self.pointer, loss.pointer))
+        else:
+            check(lib.accel_state_backward_with_items(self.pointer, loss.pointer, int(num_items_in_batch)))
 
     @contextlib.contextmanager
     def autocast(self):
-        """Prepared models always run forward under the state's mixed precision (the library casts inside
-        forward, and the C ABI has no switch for it), with or without this block. The block adds the same
-        for torch code in it: torch.autocast to bf16 (CPU or CUDA) or fp16 (CUDA) when torch is loaded.
-        fp16 on the CPU is the loss scaler alone (LibTorch 1.13 has no fp16 CPU autocast): nothing then."""
-        torch = sys.modules.get("torch")
-        device_type = self.device.split(":")[0]
-        dtype = {"bf16": "bfloat16", "fp16": "float16"}.get(self.mixed_precision)
-        if torch is None or dtype is None or (device_type == "cpu" and dtype != "bfloat16"):
+        """Prepared models always run forward under the state's mixed precision, with or without this
+        block. The block adds the same for code outside forward: the library's own operations in it (a loss
+        from compute_loss), and torch code when torch is loaded: autocast to bf16 (CPU or CUDA) or fp16
+        (CUDA). fp16 on the CPU is the loss scaler alone (LibTorch 1.13 has no fp16 CPU autocast): nothing
+        then."""
+        check(lib.accel_state_autocast_begin(self.pointer))
+        try:
+            torch = sys.modules.get("torch")
+            device_type = self.device.split(":")[0]
+            dtype = {"bf16": "bfloat16", "fp16": "float16"}.get(self.mixed_precision)
+            if torch is None or dtype is None or (device_type == "cpu" and dtype != "bfloat16"):
+                yield
+            else:
+                with torch.autocast(device_type=device_type, dtype=getattr(torch, dtype)):
+                    yield
+        finally:
+            check(lib.accel_state_autocast_end(self.pointer))
+
+    @contextlib.contextmanager
+    def no_sync(self, model):
+        """`with accelerator.no_sync(model):` backwards of forwards run in the block only accumulate
+        gradients on this process (no all-reduce); the next synchronising backward averages the sum."""
+        check(lib.accel_state_no_sync_begin(self.pointer, model.pointer))
+        try:
             yield
-            return
-        with torch.autocast(device_type=device_type, dtype=getattr(torch, dtype)):
-            yield
+        finally:
+            check(lib.accel_state_no_sync_end(self.pointer, model.pointer))
+
+    def free_memory(self, *objects):
+        """Accelerate's free_memory: forgets the objects this Accelerator prepared (they are freed once
+        nothing else refers to them), restarts the accumulation counter, stops tracking loaders in an epoch
+        and returns CUDA's cached blocks. Returns a None for each object given, to assign back."""
+        for prepared in (self._schedulers, self._optimizers, self._loaders, self._models):
+            prepared.clear()
+        check(lib.accel_state_free_memory(self.pointer))
+        return [None] * len(objects)
 
     def clip_grad_norm_(self, model, max_norm, norm_type=2.0):
         """Unscales fp16 gradients, then clips the model's gradients to a total norm of max_norm; returns
@@ -469,9 +512,21 @@ class Accelerator(Handle):
                                  lambda t, out: lib.accel_state_gather_for_metrics(self.pointer, t, out))
 
     def reduce(self, tensor, reduction="mean"):
-        """Element-wise "sum", "mean" or "max" over the processes (any other reduction is an error)."""
-        return self._each_tensor(tensor, "reduce",
-                                 lambda t, out: lib.accel_state_reduce(self.pointer, t, reduction.encode(), out))
+        """Element-wise "sum", "mean" or "max" over the processes (any other reduction is an error). Nested
+        lists, tuples and dicts are reduced in one call: one exchange of every leaf's path, shape and dtype,
+        then one all-reduce per dtype."""
+        leaves = _nested.leaves(tensor, "reduce")
+        if len(leaves) == 1 and leaves[0][0] == "":
+            return self._each_tensor(tensor, "reduce",
+                                     lambda t, out: lib.accel_state_reduce(self.pointer, t, reduction.encode(), out))
+        names = [ffi.new("char[]", path.encode()) for path, _ in leaves]
+        outputs = ffi.new("accel_tensor_t *[]", max(1, len(leaves)))
+        with lent_all([leaf for _, leaf in leaves]) as tensors:
+            check(lib.accel_state_reduce_named(self.pointer, ffi.new("const char *[]", names),
+                                               ffi.new("accel_tensor_t *[]", [t.pointer for t in tensors]),
+                                               len(leaves), reduction.encode(), outputs))
+        results = iter([returned_like(Tensor(outputs[i]), leaf) for i, (_, leaf) in enumerate(leaves)])
+        return _nested.apply(lambda _: next(results), tensor, "reduce")
 
     def pad_across_processes(self, tensor, dim=0, pad_index=0, pad_first=False):
         """Pads dim to the largest size any process has there, with pad_index, at the end (or start)."""

@@ -7,7 +7,9 @@ import datetime
 @dataclasses.dataclass
 class DataLoaderConfiguration:
     """How every loader the Accelerator prepares deals its batches (loader options of capi/accel/options.h).
-    dispatch_batches None is "auto": dispatch for iterable datasets only."""
+    dispatch_batches None is "auto": dispatch for iterable datasets only. use_stateful_dataloader is
+    accepted and changes nothing: every loader saves and restores its position (torchdata's
+    StatefulDataLoader is what Accelerate needs for that)."""
 
     split_batches: bool = None
     dispatch_batches: bool = None
@@ -15,9 +17,12 @@ class DataLoaderConfiguration:
     use_seedable_sampler: bool = None
     data_seed: int = None
     non_blocking: bool = None
+    use_stateful_dataloader: bool = None
 
     def options(self):
         settings = dataclasses.asdict(self)
+        # Every loader is stateful already (save_state / load_state resume mid-epoch): nothing to set.
+        del settings["use_stateful_dataloader"]
         if self.dispatch_batches is not None:  # a string key: "auto", "true" or "false"
             settings["dispatch_batches"] = "true" if self.dispatch_batches else "false"
         return settings
@@ -55,12 +60,16 @@ class GradientAccumulationPlugin:
 @dataclasses.dataclass
 class DistributedDataParallelKwargs:
     """Options of every model the Accelerator prepares. first_bucket_mb is accel's (torch DDP's first
-    bucket size, fixed there)."""
+    bucket size, fixed there). gradient_as_bucket_view: the averaged gradients are views into the buckets
+    (no copy back); static_graph: parameters without gradient are allowed while they are the same ones in
+    every backward."""
 
     find_unused_parameters: bool = None
     bucket_cap_mb: int = None
     first_bucket_mb: int = None
     broadcast_buffers: bool = None
+    gradient_as_bucket_view: bool = None
+    static_graph: bool = None
 
     def options(self):
         return dataclasses.asdict(self)
@@ -77,3 +86,20 @@ class InitProcessGroupKwargs:
     def options(self):
         return {"backend": self.backend,
                 "timeout_s": None if self.timeout is None else self.timeout.total_seconds()}
+
+
+@dataclasses.dataclass
+class GradScalerKwargs:
+    """torch's GradScaler arguments for fp16 (state settings init_scale, growth_factor, backoff_factor,
+    growth_interval, grad_scaler_enabled); enabled=False runs fp16 without loss scaling."""
+
+    init_scale: float = None
+    growth_factor: float = None
+    backoff_factor: float = None
+    growth_interval: int = None
+    enabled: bool = None
+
+    def options(self):
+        return {"init_scale": self.init_scale, "growth_factor": self.growth_factor,
+                "backoff_factor": self.backoff_factor, "growth_interval": self.growth_interval,
+                "grad_scaler_enabled": self.enabled}

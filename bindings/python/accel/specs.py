@@ -14,7 +14,9 @@ class DataLoaderSpec:
 
     batches: a list of lists of dataset indices instead of batch_size/shuffle (dynamic batch sizes, like a
     batch_sampler). prefetch_threads: threads reading batches ahead (torch's num_workers, as threads);
-    prefetch_depth: batches read ahead of the one in use; pin_memory: page-locked batches for CUDA copies."""
+    prefetch_depth: batches read ahead of the one in use; pin_memory: page-locked batches for CUDA copies.
+    already_sharded: the iterable dataset yields only this process's share already (a stream reading its
+    own shard), so each process batches its own items, nothing sharded again nor dispatched."""
 
     dataset: typing.Any
     batch_size: int = None
@@ -24,11 +26,12 @@ class DataLoaderSpec:
     prefetch_threads: int = None
     prefetch_depth: int = None
     pin_memory: bool = None
+    already_sharded: bool = None
 
     def options(self):
         return {"batch_size": self.batch_size, "shuffle": self.shuffle, "drop_last": self.drop_last,
                 "prefetch_threads": self.prefetch_threads, "prefetch_depth": self.prefetch_depth,
-                "pin_memory": self.pin_memory}
+                "pin_memory": self.pin_memory, "already_sharded": self.already_sharded}
 
 
 @dataclasses.dataclass(init=False)

@@ -2,6 +2,7 @@
 (their results across processes are checked by test_two_processes.py)."""
 import collections
 import datetime
+import io
 
 import numpy as np
 import pytest
@@ -109,6 +110,29 @@ def test_training_lowers_the_loss_and_the_schedule_follows(accelerator):
     assert [optimizer.get_lr(group) for group in (0, 1)] == [0.5, 0.5]
 
 
+def test_backward_by_item_count_equals_torchs_full_batch_mean(make_accelerator):
+    """Two micro-batches of 3 and 7 rows, each loss summed and normalised by the 10 items of the step: one
+    optimizer step moves the weights as torch's mean cross-entropy over all 10 rows does."""
+    accelerator = make_accelerator(gradient_accumulation_steps=2)
+    source = scripted_bytes(MLP)
+    model, optimizer = accelerator.prepare(source, accel.OptimizerSpec("sgd", lr=0.5))
+    rows = _classification_rows(10)
+    for part in (slice(0, 3), slice(3, 10)):
+        with accelerator.accumulate(model):
+            loss = accel.compute_loss("cross_entropy", model(rows["x"][part]), rows["y"][part], reduction="sum")
+            accelerator.backward(loss, num_items_in_batch=10)
+            optimizer.step()
+            optimizer.zero_grad()
+    reference = torch.jit.load(io.BytesIO(source))
+    torch_optimizer = torch.optim.SGD(reference.parameters(), lr=0.5)
+    torch.nn.functional.cross_entropy(reference(torch.from_numpy(rows["x"])), torch.from_numpy(rows["y"])).backward()
+    torch_optimizer.step()
+    for name, tensor in reference.state_dict().items():
+        np.testing.assert_allclose(model.state_dict()[name].numpy(), tensor.detach().numpy(), rtol=0, atol=1e-6)
+    with pytest.raises(accel.InvalidArgumentError, match="number of items"):
+        accelerator.backward(accel.compute_loss("cross_entropy", model(rows["x"]), rows["y"]), num_items_in_batch=0)
+
+
 def test_clipping(accelerator):
     model = accelerator.prepare(scripted_bytes(MLP))
     accelerator.backward(accel.compute_loss("cross_entropy", model(np.ones((2, 4), np.float32)), np.array([0, 2])))
@@ -138,6 +162,31 @@ def test_kwargs_handlers_are_accelerates(make_accelerator):
         accel.Accelerator(kwargs_handlers=[object()])
 
 
+def test_every_accelerator_argument_reaches_its_setting(make_accelerator):
+    """Accelerate's arguments without a counterpart before: GradScalerKwargs, rng_types, device_placement,
+    the DDP kwargs gradient_as_bucket_view and static_graph, dynamo_backend (refused, saying why)."""
+    scaled = make_accelerator(mixed_precision="fp16", kwargs_handlers=[accel.GradScalerKwargs(init_scale=1024)])
+    _, optimizer = scaled.prepare(scripted_bytes(MLP), accel.OptimizerSpec("sgd"))
+    assert optimizer.loss_scale == 1024.0
+    scaled.end_training()
+    unscaled = make_accelerator(mixed_precision="fp16", kwargs_handlers=[accel.GradScalerKwargs(enabled=False)])
+    _, optimizer = unscaled.prepare(scripted_bytes(MLP), accel.OptimizerSpec("sgd"))
+    assert optimizer.loss_scale == 1.0
+    unscaled.end_training()
+    with pytest.raises(accel.BadOptionValueError, match="growth_factor"):
+        accel.Accelerator(cpu=True, kwargs_handlers=[accel.GradScalerKwargs(growth_factor=1.0)])
+    with pytest.raises(accel.UnsupportedError, match="no TorchDynamo"):
+        accel.Accelerator(cpu=True, dynamo_backend="inductor")
+    ddp = accel.DistributedDataParallelKwargs(gradient_as_bucket_view=True, static_graph=True)
+    accelerator = make_accelerator(rng_types=["generator", "torch"], device_placement=False,
+                                   dataloader_config=accel.DataLoaderConfiguration(use_stateful_dataloader=True),
+                                   kwargs_handlers=[ddp])
+    model, loader = accelerator.prepare(scripted_bytes(MLP), accel.Dataset.from_tensors(_classification_rows(4)))
+    assert [batch["x"].shape for batch in loader] == [(1, 4)] * 4
+    with pytest.raises(accel.BadOptionValueError, match="numpy"):
+        accel.Accelerator(cpu=True, rng_types=["numpy"])
+
+
 @pytest.mark.parametrize("mixed_precision,inside", [("no", torch.float32), ("bf16", torch.bfloat16),
                                                     ("fp16", torch.float32)])
 def test_autocast_covers_torch_code_as_the_state_says(make_accelerator, mixed_precision, inside):
@@ -162,6 +211,48 @@ def test_collectives_on_one_process_keep_kind_and_structure(accelerator):
             accelerator.gather([np.ones(1), not_a_tensor])
     assert accelerator.gather(np.array(2.5)).shape == (1,)  # 0-d counts as [1]
     assert accelerator.gather_object(["anything", {"picklable": 1}]) == ["anything", {"picklable": 1}]
+
+
+def test_nested_reduce_no_sync_and_free_memory(make_accelerator):
+    accelerator = make_accelerator(gradient_accumulation_steps=2)
+    reduced = accelerator.reduce({"a": np.ones(2, np.float32), "b": [np.arange(3.0), torch.ones(1)]}, "mean")
+    assert reduced["a"].tolist() == [1, 1] and reduced["b"][0].tolist() == [0, 1, 2]
+    assert isinstance(reduced["b"][1], torch.Tensor) and accelerator.reduce({}, "sum") == {}
+    with pytest.raises(accel.DtypeError, match="'b.0' is Long"):
+        accelerator.reduce({"a": np.ones(1, np.float32), "b": [np.arange(3)]}, "mean")
+    model = accelerator.prepare(scripted_bytes(MLP))
+    with accelerator.no_sync(model):
+        with pytest.raises(accel.InvalidStateError, match="already in a no_sync scope"):
+            with accelerator.no_sync(model):
+                pass
+    with accelerator.accumulate(model):
+        assert not accelerator.sync_gradients
+    assert accelerator.free_memory(model) == [None]
+    assert accelerator.sync_gradients
+    with accelerator.accumulate(model):
+        assert not accelerator.sync_gradients  # the counter restarted: the first of two micro-batches
+
+
+def test_two_models_and_two_optimizers_under_fp16(make_accelerator):
+    """A GAN's shape: two prepared models, an optimizer each, one fp16 accelerator accumulating over both."""
+    accelerator = make_accelerator(mixed_precision="fp16")
+    generator_source, discriminator_source = scripted_bytes(MLP, seed=1), scripted_bytes(MLP, seed=2)
+    generator, discriminator, generator_optimizer, discriminator_optimizer = accelerator.prepare(
+        generator_source, discriminator_source, accel.OptimizerSpec("sgd", model=generator_source, lr=0.1),
+        accel.OptimizerSpec("adam", model=discriminator_source, lr=0.01))
+    rows = _classification_rows()
+    before = [model.state_dict()["fc1.weight"].numpy().copy() for model in (generator, discriminator)]
+    for _ in range(3):
+        with accelerator.accumulate(generator, discriminator):
+            for model, optimizer in ((discriminator, discriminator_optimizer), (generator, generator_optimizer)):
+                accelerator.backward(accel.compute_loss("cross_entropy", model(rows["x"]), rows["y"]))
+                accelerator.clip_grad_norm_(model, 1.0)
+                optimizer.step()
+                optimizer.zero_grad()
+    for model, weights in zip((generator, discriminator), before):
+        assert not np.array_equal(model.state_dict()["fc1.weight"].numpy(), weights)
+    assert not generator_optimizer.step_was_skipped and not discriminator_optimizer.step_was_skipped
+    assert generator_optimizer.loss_scale == discriminator_optimizer.loss_scale == 65536.0
 
 
 def test_padding_and_broadcast_work_in_place_without_copies(accelerator):

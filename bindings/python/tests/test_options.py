@@ -1,4 +1,7 @@
 """accel.Options: typed setters, the text form, and the configuration in effect."""
+import pathlib
+import re
+
 import numpy as np
 import pytest
 
@@ -26,3 +29,10 @@ def test_a_value_of_the_wrong_type_is_refused():
         accel.Options({"shuffle": 3})
     with pytest.raises(TypeError, match="option 'lr'"):
         accel.Options({"lr": [0.1]})
+
+
+def test_the_options_header_names_every_key_of_every_object():
+    """capi/accel/options.h is the table of every setting: a key added to an object without a line there fails."""
+    header = (pathlib.Path(__file__).resolve().parents[3] / "capi" / "accel" / "options.h").read_text()
+    keys = [line.partition("=")[0] for line in accel.Options({}).dump().splitlines() if not line.startswith("# ")]
+    assert keys and [key for key in keys if not re.search(rf"\b{key}\b", header)] == []

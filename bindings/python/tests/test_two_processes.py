@@ -39,6 +39,7 @@ def test_collectives(ranks):
     for seen in ranks:
         assert seen["gather"] == [1, 2, 3, 4]
         assert seen["reduce"] == {"sum": [4, 6], "mean": [2, 3], "max": [3, 4]}
+        assert seen["reduce_nested"] == {"loss": 3.0, "parts": [[4, 6], [0, 3, 6]]}
         assert seen["broadcast"] == [1, 1]
         assert seen["gather_object"] == ["rank 0", "rank 1"]
         assert seen["gather_rows_differ"] == [0, 0, 1]  # rank 0 has 1 row, rank 1 has 2: no padding needed

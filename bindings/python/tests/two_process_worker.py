@@ -20,6 +20,8 @@ def collectives(accelerator, rank, out_dir):
             "reduce": {how: accelerator.reduce(mine, how).tolist() for how in ("sum", "mean", "max")},
             "pad": accelerator.pad_across_processes(np.arange(3 - rank), pad_index=-1).tolist(),
             "gather_object": accelerator.gather_object([f"rank {rank}"])}
+    nested = accelerator.reduce({"loss": np.array(1 + rank, np.float32), "parts": [mine, np.arange(3) * (rank + 1)]}, "sum")
+    seen["reduce_nested"] = {"loss": float(nested["loss"]), "parts": [part.tolist() for part in nested["parts"]]}
     overwritten = np.full(2, rank, dtype=np.float64)
     accelerator.broadcast(overwritten, from_process=1)
     seen["broadcast"] = overwritten.tolist()

@@ -47,14 +47,14 @@ export num_processes, process_index, local_process_index, num_local_processes, i
     is_local_main_process, is_last_process, distributed_type, distributed_type_name, device,
     mixed_precision, backend, is_broken, wait_for_everyone, set_seed, shutdown
 export dtype, element_size, unsafe_array, to_dlpack, from_dlpack, delete_dlpack
-export gather, gather_bytes, reduce_across, broadcast_from!, pad_across_processes, gather_for_metrics
+export gather, gather_bytes, reduce_across, reduce_named, broadcast_from!, pad_across_processes, gather_for_metrics
 export split_range, split_tensor, main_process_first, local_main_process_first, send_to_device
 export safetensors_dataset, npy_dataset, num_samples, num_batches, epoch, set_epoch!, skip_first_batches!, end_of_dataloader, remainder, save_state, load_state!
 export compute_loss
 export prepare_model!, forward, evaluate, train!, is_training, parameter_names, parameter, buffer_names,
     buffer, unwrap_model, save_torchscript, load_weights!
 export step!, zero_grad!, step_was_skipped, num_groups, lr, set_lr!, momentum, betas, loss_scale, last_lr, step_count
-export accumulate!, sync_gradients, backward!, clip_grad_norm!, clip_grad_value!, save_model
+export accumulate!, sync_gradients, backward!, backward_with_items!, no_sync, autocast, free_memory!, clip_grad_norm!, clip_grad_value!, save_model
 export init_trackers, log_metrics, finish_trackers, print_main, update!
 
 end

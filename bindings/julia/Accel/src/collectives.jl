@@ -48,6 +48,27 @@ function reduce_across(state::State, input::Tensor, reduction::Symbol = :sum)
     end
 end
 
+"""
+    reduce_named(state, pairs, reduction = :sum)
+
+`reduce_across` over many tensors at once, as Accelerate reduces a nested structure: `pairs` are
+`name => tensor` (a name is the tensor's path, unique); one exchange of names, shapes and dtypes, then one
+all-reduce per dtype. Returns the reduced tensors in the order of `pairs`.
+"""
+function reduce_named(state::State, pairs::AbstractVector{<:Pair}, reduction::Symbol = :sum)
+    inputs = Tensor[as_tensor(last(pair)) for pair in pairs]
+    outputs = fill(Ptr{accel_tensor_t}(C_NULL), length(inputs))
+    pointers = handle_pointers(accel_tensor_t, inputs)
+    GC.@preserve inputs begin
+        with_cstrings(String[string(first(pair)) for pair in pairs]) do names
+            @check ccall((:accel_state_reduce_named, libaccel), Cint,
+                (Ptr{accel_state_t}, Ptr{Ptr{UInt8}}, Ptr{Ptr{accel_tensor_t}}, Csize_t, Cstring, Ptr{Ptr{accel_tensor_t}}),
+                state, names, pointers, length(inputs), String(reduction), outputs)
+        end
+    end
+    return Tensor[owned_tensor(output) for output in outputs]
+end
+
 """Overwrites `tensor` on every rank with rank `from_process`'s values, in place (Accelerate's broadcast)."""
 function broadcast_from!(state::State, tensor::Tensor, from_process::Integer)
     @check ccall((:accel_state_broadcast, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_tensor_t}, Int32), state, tensor, from_process)

@@ -11,6 +11,48 @@ sync_gradients(state::State) = ccall((:accel_state_sync_gradients, libaccel), Ci
 """Backward of loss / gradient_accumulation_steps (scaled under fp16)."""
 backward!(state::State, loss::Tensor) = @check ccall((:accel_state_backward, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_tensor_t}), state, loss)
 
+"""Backward of a loss summed over this micro-batch's items, normalised by `num_items`, the items of the whole
+accumulated global batch (every micro-batch of the optimizer step, on every rank): the gradient is that of
+the full batch's mean loss."""
+backward_with_items!(state::State, loss::Tensor, num_items::Integer) =
+    @check ccall((:accel_state_backward_with_items, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_tensor_t}, Csize_t), state, loss, num_items)
+
+"""
+    no_sync(work, state, model)
+
+Accelerate's no_sync(model), `no_sync(state, model) do ... end`: backwards of forwards run in `work` only
+accumulate gradients on this process (no all-reduce); the next synchronising backward averages the sum.
+"""
+function no_sync(work, state::State, model::Model)
+    @check ccall((:accel_state_no_sync_begin, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_model_t}), state, model)
+    result = try
+        work()
+    finally
+        @check ccall((:accel_state_no_sync_end, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_model_t}), state, model)
+    end
+    return result
+end
+
+"""
+    autocast(work, state)
+
+Accelerate's autocast(), `autocast(state) do ... end`: the library's operations on this thread in `work`
+(a loss computed outside the model's forward) run under the state's mixed precision.
+"""
+function autocast(work, state::State)
+    @check ccall((:accel_state_autocast_begin, libaccel), Cint, (Ptr{accel_state_t},), state)
+    result = try
+        work()
+    finally
+        @check ccall((:accel_state_autocast_end, libaccel), Cint, (Ptr{accel_state_t},), state)
+    end
+    return result
+end
+
+"""Accelerate's free_memory for what the state holds: the accumulation counter restarts, loaders in an
+epoch are no longer tracked, and CUDA's cached blocks are returned."""
+free_memory!(state::State) = @check ccall((:accel_state_free_memory, libaccel), Cint, (Ptr{accel_state_t},), state)
+
 """Clips the gradients' total `norm_type`-norm to `max_norm`; returns the norm before clipping."""
 function clip_grad_norm!(state::State, model::Model, max_norm::Real, norm_type::Real = 2.0)
     total = Ref{Cdouble}(0)

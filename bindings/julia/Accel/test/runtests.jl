@@ -103,6 +103,9 @@ end
         @test size(pad_across_processes(state, tensor)) == (2,)
         @test split_range(state, 10) == (indices = 1:10, padded_count = 10)
         @test main_process_first(() -> 42, state) == 42
+        @test [Array(t) for t in reduce_named(state, ["a" => tensor, "b.0" => Tensor(Int64[3])], :sum)] == [Float32[1, 2], Int64[3]]
+        @test autocast(() -> 7, state) == 7
+        free_memory!(state)
         @test device(send_to_device(state, tensor)) == "cpu"
         error = try
             reduce_across(state, Tensor(Int64[1]), :mean)

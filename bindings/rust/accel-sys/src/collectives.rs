@@ -22,6 +22,14 @@ extern "C" {
         reduction: *const c_char,
         out: *mut *mut accel_tensor_t,
     ) -> c_int;
+    pub fn accel_state_reduce_named(
+        state: *mut accel_state_t,
+        names: *const *const c_char,
+        inputs: *const *mut accel_tensor_t,
+        count: usize,
+        reduction: *const c_char,
+        outputs: *mut *mut accel_tensor_t,
+    ) -> c_int;
     pub fn accel_state_broadcast(state: *mut accel_state_t, tensor: *mut accel_tensor_t, from_process: i32) -> c_int;
     pub fn accel_state_pad_across_processes(
         state: *mut accel_state_t,

@@ -7,6 +7,12 @@ extern "C" {
     pub fn accel_state_accumulate(state: *mut accel_state_t) -> c_int;
     pub fn accel_state_sync_gradients(state: *const accel_state_t) -> c_int;
     pub fn accel_state_backward(state: *mut accel_state_t, loss: *const accel_tensor_t) -> c_int;
+    pub fn accel_state_backward_with_items(state: *mut accel_state_t, loss: *const accel_tensor_t, num_items: usize) -> c_int;
+    pub fn accel_state_no_sync_begin(state: *mut accel_state_t, model: *mut accel_model_t) -> c_int;
+    pub fn accel_state_no_sync_end(state: *mut accel_state_t, model: *mut accel_model_t) -> c_int;
+    pub fn accel_state_autocast_begin(state: *mut accel_state_t) -> c_int;
+    pub fn accel_state_autocast_end(state: *mut accel_state_t) -> c_int;
+    pub fn accel_state_free_memory(state: *mut accel_state_t) -> c_int;
     pub fn accel_state_clip_grad_norm(
         state: *mut accel_state_t,
         model: *mut accel_model_t,

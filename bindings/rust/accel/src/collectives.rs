@@ -1,6 +1,6 @@
 //! Collectives across the processes of a state (capi/accel/collectives.h): every rank calls the same
 //! ones in the same order; with one process they work locally.
-use std::os::raw::c_void;
+use std::os::raw::{c_char, c_void};
 use std::ptr::{self, NonNull};
 
 use accel_sys as sys;
@@ -78,6 +78,31 @@ impl State {
     pub fn reduce(&self, input: &Tensor, reduction: Reduction) -> Result<Tensor> {
         let reduction = to_c("reduction", reduction.name())?;
         one_at_a_time(|| Tensor::make(|out| unsafe { sys::accel_state_reduce(self.as_ptr(), input.as_ptr(), reduction.as_ptr(), out) }))
+    }
+
+    /// `reduce` over many tensors at once, each named by its path in the caller's structure (unique
+    /// names): one exchange of names, shapes and dtypes, then one all-reduce per dtype. The results come
+    /// in the order of `inputs`.
+    pub fn reduce_named(&self, inputs: &[(&str, &Tensor)], reduction: Reduction) -> Result<Vec<Tensor>> {
+        let reduction = to_c("reduction", reduction.name())?;
+        let names = inputs.iter().map(|(name, _)| to_c("name", name)).collect::<Result<Vec<_>>>()?;
+        let name_pointers: Vec<*const c_char> = names.iter().map(|name| name.as_ptr()).collect();
+        let handles: Vec<*mut sys::accel_tensor_t> = inputs.iter().map(|(_, tensor)| tensor.as_ptr()).collect();
+        let mut outputs: Vec<*mut sys::accel_tensor_t> = vec![ptr::null_mut(); inputs.len()];
+        one_at_a_time(|| {
+            check(unsafe {
+                sys::accel_state_reduce_named(
+                    self.as_ptr(),
+                    name_pointers.as_ptr(),
+                    handles.as_ptr(),
+                    inputs.len(),
+                    reduction.as_ptr(),
+                    outputs.as_mut_ptr(),
+                )
+            })
+        })?;
+        // On success the library filled every slot with a new handle.
+        Ok(outputs.into_iter().filter_map(NonNull::new).map(Tensor::from_raw).collect())
     }
 
     /// Overwrites `tensor` on every rank with rank `from_process`'s values, in place.

@@ -18,9 +18,10 @@ pub struct RangeShare {
     pub padded_count: i64,
 }
 
-type SectionCall = unsafe extern "C" fn(*mut sys::accel_state_t) -> c_int;
+pub(crate) type SectionCall = unsafe extern "C" fn(*mut sys::accel_state_t) -> c_int;
 
-/// Ends a main-process-first section even when the work in it panicked: the other ranks wait for it.
+/// Ends a section (main process first, autocast) even when the work in it panicked: the other ranks wait for
+/// the main process's end, and autocast must not stay on.
 struct SectionEnd<'a> {
     state: &'a State,
     end: SectionCall,
@@ -66,7 +67,8 @@ impl State {
         self.section(sys::accel_state_local_main_process_first_begin, sys::accel_state_local_main_process_first_end, work)
     }
 
-    fn section<T>(&self, begin: SectionCall, end: SectionCall, work: impl FnOnce() -> T) -> Result<T> {
+    /// `work` between a begin and an end call of the library, the end called even when `work` panics.
+    pub(crate) fn section<T>(&self, begin: SectionCall, end: SectionCall, work: impl FnOnce() -> T) -> Result<T> {
         one_at_a_time(|| check(unsafe { begin(self.as_ptr()) }))?;
         let section = SectionEnd { state: self, end, ended: false };
         let result = work();

@@ -27,6 +27,34 @@ impl State {
         one_at_a_time(|| check(unsafe { sys::accel_state_backward(self.as_ptr(), loss.as_ptr()) }))
     }
 
+    /// Backward of a loss summed over this micro-batch's items, normalised by `num_items`, the items of the
+    /// whole accumulated global batch (every micro-batch of the optimizer step, on every rank): the
+    /// gradient is that of the full batch's mean loss, however unevenly the items fall.
+    pub fn backward_with_items(&self, loss: &Tensor, num_items: usize) -> Result<()> {
+        one_at_a_time(|| check(unsafe { sys::accel_state_backward_with_items(self.as_ptr(), loss.as_ptr(), num_items) }))
+    }
+
+    /// Accelerate's no_sync(model): backwards of forwards run in `work` only accumulate gradients on this
+    /// process (no all-reduce); the next synchronising backward averages the sum.
+    pub fn no_sync<T>(&self, model: &mut Model, work: impl FnOnce(&mut Model) -> T) -> Result<T> {
+        one_at_a_time(|| check(unsafe { sys::accel_state_no_sync_begin(self.as_ptr(), model.as_ptr()) }))?;
+        let result = work(model);
+        one_at_a_time(|| check(unsafe { sys::accel_state_no_sync_end(self.as_ptr(), model.as_ptr()) }))?;
+        Ok(result)
+    }
+
+    /// Accelerate's autocast(): the library's operations on this thread in `work` (a loss computed
+    /// outside the model's forward) run under the state's mixed precision.
+    pub fn autocast<T>(&self, work: impl FnOnce() -> T) -> Result<T> {
+        self.section(sys::accel_state_autocast_begin, sys::accel_state_autocast_end, work)
+    }
+
+    /// Accelerate's free_memory for what the state holds: the accumulation counter restarts, loaders in an
+    /// epoch are no longer tracked, and CUDA's cached blocks are returned.
+    pub fn free_memory(&self) -> Result<()> {
+        one_at_a_time(|| check(unsafe { sys::accel_state_free_memory(self.as_ptr()) }))
+    }
+
     /// Clips the gradients' total `norm_type`-norm to `max_norm`; returns the norm before clipping.
     pub fn clip_grad_norm(&self, model: &mut Model, max_norm: f64, norm_type: f64) -> Result<f64> {
         let mut total_norm = 0.0;

@@ -50,6 +50,17 @@ fn collectives_of_one_process_give_its_own_values() {
     assert_eq!(state.broadcast(&mut y, 1).err().expect("no rank 1").code(), sys::ACCEL_ERR_OUT_OF_RANGE);
     assert_eq!(state.reduce(&y, Reduction::Mean).err().expect("mean of integers").code(), sys::ACCEL_ERR_DTYPE);
     assert_eq!(state.pad_across_processes(&y, 1, 0.0, true).err().expect("no dim 1").code(), sys::ACCEL_ERR_OUT_OF_RANGE);
+
+    let reduced = state.reduce_named(&[("metrics.x", &x), ("metrics.y", &y)], Reduction::Sum).unwrap();
+    assert_eq!(reduced[0].to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(reduced[1].to_vec::<i64>().unwrap(), [5, 6]);
+    let error = state.reduce_named(&[("x", &x), ("y", &y)], Reduction::Mean).err().expect("mean of integers");
+    assert_eq!(error.code(), sys::ACCEL_ERR_DTYPE);
+    assert!(error.message().contains("'y' is Long"), "{}", error.message());
+    assert_eq!(state.reduce_named(&[("x", &x), ("x", &y)], Reduction::Sum).err().expect("a repeated name").code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
+    assert!(state.reduce_named(&[], Reduction::Max).unwrap().is_empty());
+    assert_eq!(state.autocast(|| 7).unwrap(), 7);
+    state.free_memory().unwrap();
 }
 
 #[test]

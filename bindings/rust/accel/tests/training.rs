@@ -241,3 +241,27 @@ fn losses_are_computed_with_their_options() {
     assert_eq!(compute_loss("l1", &input, &target, Some(&sum)).unwrap().to_vec::<f32>().unwrap(), [3.0]);
     assert_eq!(compute_loss("hinge", &input, &target, None).err().expect("unknown").code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
 }
+
+#[test]
+fn no_sync_and_item_count_backward_on_one_process() {
+    let _one = common::one_test_at_a_time();
+    let state = State::new(None).unwrap();
+    let (x, y) = samples();
+    let mut model = Model::load(common::tiny_model()).unwrap();
+    state.prepare_model(&mut model, None).unwrap();
+    let summed = Options::from_text(&[("reduction", "sum")]).unwrap();
+    let loss_of = |model: &Model| {
+        let logits = model.forward(&[&x]).unwrap().get_named("logits").unwrap();
+        compute_loss("cross_entropy", &logits, &y, Some(&summed)).unwrap()
+    };
+    state
+        .no_sync(&mut model, |model| {
+            state.accumulate().unwrap();
+            state.backward_with_items(&loss_of(model), 16).unwrap();
+            let nested = state.no_sync(model, |_| ()).err().expect("already in no_sync");
+            assert_eq!(nested.code(), sys::ACCEL_ERR_INVALID_STATE);
+        })
+        .unwrap();
+    let error = state.backward_with_items(&loss_of(&model), 0).err().expect("no items");
+    assert_eq!(error.code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
+}
