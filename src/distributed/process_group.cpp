@@ -79,7 +79,10 @@ bool mentions(const std::string& text, const char* word) { return text.find(word
 Code classify(const std::string& message) {
   if (mentions(message, "imed out") || mentions(message, "imeout")) return Code::Timeout;
   // Rank 0's store could not listen on the master port: another program holds it (or may not use it).
-  if (mentions(message, "failed to bind")) return Code::Io;
+  // LibTorch 1.13 says "failed to bind", 2.x "failed to listen ... EADDRINUSE".
+  if (mentions(message, "failed to bind") || mentions(message, "failed to listen") || mentions(message, "EADDRINUSE")) {
+    return Code::Io;
+  }
   return Code::PeerFailed;
 }
 
