@@ -14,12 +14,15 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstdio>
 #include <functional>
+#include <optional>
 
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "core/options.hpp"
 #include "distributed/record_publisher.hpp"
+#include "distributed/shm_allreduce.hpp"
 #include "distributed/stall_report.hpp"
 
 #define ACCEL_TORCH_VERSION (TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR)
@@ -109,6 +112,21 @@ void require_resolvable(const std::string& host) {
   freeaddrinfo(found);
 }
 
+// The first segment's room per rank; a larger tensor makes a larger one (the reducer's buckets do at the
+// first step).
+constexpr size_t kInitialSlotBytes = 1 << 20;
+
+std::optional<ShmElement> shm_element(const at::Tensor& tensor) {
+  if (!tensor.device().is_cpu()) return std::nullopt;
+  switch (tensor.scalar_type()) {
+    case at::kFloat: return ShmElement::Float32;
+    case at::kDouble: return ShmElement::Float64;
+    case at::kBFloat16: return ShmElement::BFloat16;
+    case at::kHalf: return ShmElement::Float16;
+    default: return std::nullopt;
+  }
+}
+
 }  // namespace
 
 struct ProcessGroup::Impl {
@@ -116,6 +134,7 @@ struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   std::unique_ptr<RecordPublisher> publisher;  // declared after the store, so that it stops first
   c10::intrusive_ptr<c10d::ProcessGroup> group;
+  std::unique_ptr<SharedMemoryAllreduce> shm;
   std::string first_failure;
   int64_t started = 0;
 
@@ -238,14 +257,77 @@ struct ProcessGroup::Impl {
       work->wait();
     } catch (const std::exception& error) {
       const std::string message = message_of(error);
-      const Code code = classify(message);
-      std::string text = record.what + " on rank " + std::to_string(config.rank) + ": ";
-      text += code == Code::Timeout ? "timed out after " + seconds(config.timeout) + " waiting for the other ranks (" +
-                                          message + "); " + stall_report_for(record)
-                                    : "another rank failed or exited (" + message + ")";
-      if (first_failure.empty()) first_failure = text;
-      fail(code, text);
+      broke(record, message, classify(message));
     }
+  }
+
+  [[noreturn]] void broke(const CollectiveRecord& record, const std::string& message, Code code) {
+    std::string text = record.what + " on rank " + std::to_string(config.rank) + ": ";
+    text += code == Code::Timeout ? "timed out after " + seconds(config.timeout) + " waiting for the other ranks (" +
+                                        message + "); " + stall_report_for(record)
+                                  : "another rank failed or exited (" + message + ")";
+    if (first_failure.empty()) first_failure = text;
+    fail(code, text);
+  }
+
+  ShmExchange shm_exchange() {
+    return {[this](const std::string& key, const std::string& value) { set_text(key, value); },
+            [this](const std::string& key) {
+              store->wait({key}, config.timeout);
+              const auto bytes = store->get(key);
+              return std::string(bytes.begin(), bytes.end());
+            }};
+  }
+
+  void set_up_shared_memory() {
+    std::string why_not;
+    shm = SharedMemoryAllreduce::create(config.rank, config.world_size, config.master_port, config.timeout,
+                                        shm_exchange(), kInitialSlotBytes, &why_not);
+    if (!shm) give_up_shared_memory(why_not);
+  }
+
+  // Every rank comes here together: the segment's negotiation told them all the same.
+  void give_up_shared_memory(const std::string& why) {
+    shm.reset();
+    if (config.shared_memory_required) {
+      fail(Code::Io, "intra_node_transport 'shm': the shared-memory segment could not be set up: " + why);
+    }
+    if (config.rank == 0) {
+      std::fprintf(stderr, "accel: all-reduces go through Gloo instead of shared memory: %s\n", why.c_str());
+    }
+  }
+
+  // false when the tensor is not for shared memory (not on the CPU, not a float type, or no segment):
+  // the backend does it then.
+  bool allreduce_shared(at::Tensor& tensor, ReduceKind kind, const char* what) {
+    const auto element = shm ? shm_element(tensor) : std::nullopt;
+    if (!element) return false;
+    const timeline::Span span(what);
+    check_usable(what);
+    CollectiveRecord record{++started, wall_clock_ms(), false, what};
+    publisher->update(record);
+    at::Tensor contiguous = tensor.contiguous();
+    std::string why_not;
+    bool reserved = false;
+    try {
+      reserved = shm->reserve(static_cast<size_t>(contiguous.nbytes()), &why_not);
+    } catch (const std::exception& error) {
+      const std::string message = message_of(error);
+      broke(record, message, classify(message));
+    }
+    if (!reserved) {
+      give_up_shared_memory(why_not);
+      return false;
+    }
+    try {
+      shm->allreduce(contiguous.data_ptr(), contiguous.numel(), *element, kind);
+    } catch (const Error& error) {
+      // Every rank saw the same counts and left the segment as usable as before.
+      if (error.code() == Code::ShapeMismatch) fail(Code::ShapeMismatch, std::string(what) + ": " + error.what());
+      broke(record, error.what(), error.code());
+    }
+    if (!contiguous.is_same(tensor)) tensor.copy_(contiguous);
+    return true;
   }
 
   struct Started {
@@ -273,6 +355,18 @@ struct ProcessGroup::Impl {
 };
 
 namespace {
+
+// A collective that shared memory has already done; its failure is reported by wait(), as the backend's.
+class DoneCollective final : public PendingCollective {
+ public:
+  explicit DoneCollective(std::exception_ptr error) : error_(std::move(error)) {}
+  void wait() override {
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  std::exception_ptr error_;
+};
 
 class PendingWork final : public PendingCollective {
  public:
@@ -323,6 +417,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::create(const GroupConfig& config) {
       options->threads = 2;
       auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, config.rank, config.world_size, options);
       impl->group = as_process_group(impl->store, config, gloo, /*cuda=*/false);
+      if (config.shared_memory) impl->set_up_shared_memory();
     }
   } catch (const Error&) {
     throw;
@@ -338,9 +433,11 @@ std::unique_ptr<ProcessGroup> ProcessGroup::create(const GroupConfig& config) {
 int32_t ProcessGroup::rank() const { return impl_->config.rank; }
 int32_t ProcessGroup::world_size() const { return impl_->config.world_size; }
 bool ProcessGroup::broken() const { return !impl_->first_failure.empty(); }
+bool ProcessGroup::uses_shared_memory() const { return impl_->shm != nullptr; }
 const std::string& ProcessGroup::first_failure() const { return impl_->first_failure; }
 
 void ProcessGroup::allreduce(at::Tensor& tensor, ReduceKind kind, const char* what) {
+  if (impl_->allreduce_shared(tensor, kind, what)) return;
   impl_->run(what, [&] {
     std::vector<at::Tensor> tensors{tensor};
     c10d::AllreduceOptions options;
@@ -351,6 +448,14 @@ void ProcessGroup::allreduce(at::Tensor& tensor, ReduceKind kind, const char* wh
 
 std::unique_ptr<PendingCollective> ProcessGroup::allreduce_async(at::Tensor& tensor, const char* what,
                                                                  std::function<void()> on_complete) {
+  try {
+    if (impl_->allreduce_shared(tensor, ReduceKind::Sum, what)) {
+      if (on_complete) on_complete();
+      return std::make_unique<DoneCollective>(nullptr);
+    }
+  } catch (const std::exception&) {
+    return std::make_unique<DoneCollective>(std::current_exception());
+  }
   auto started = impl_->begin(what, [&] {
     std::vector<at::Tensor> tensors{tensor};
     return impl_->group->allreduce(tensors);
