@@ -19,6 +19,7 @@
 
 #include "core/error.hpp"
 #include "core/options.hpp"
+#include "distributed/shm_names.hpp"
 
 namespace accel::distributed {
 
@@ -163,7 +164,7 @@ std::unique_ptr<SharedMemoryAllreduce> SharedMemoryAllreduce::create(int32_t ran
   shm->world_ = world_size;
   shm->timeout_ = timeout;
   shm->exchange_ = std::move(exchange);
-  shm->name_prefix_ = "/accel-" + std::to_string(master_port) + "-" + random_hex();
+  shm->name_prefix_ = "/" + shm_segment_prefix(master_port) + random_hex();
   if (!shm->map(slot_bytes, why_not)) return nullptr;
   shm->barrier();
   // A peer whose pid this process cannot see (another pid namespace) cannot be watched.

@@ -6,7 +6,8 @@
 //
 // The segment's name goes from rank 0 to the others through the rendezvous store, and rank 0 unlinks it
 // as soon as every rank has mapped it: a crash leaves nothing behind in /dev/shm (but for the moment
-// between creation and the last mapping, which `accel launch` covers by removing its job's leftovers).
+// between creation and the last mapping, which `accel launch` covers by removing its job's leftovers,
+// shm_names.hpp).
 #pragma once
 
 #include <chrono>

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The shared-memory all-reduce against Gloo's: the same seeded tensors reduced through each transport give
 # the same bytes on 2 ranks and agree within 1e-6 relative (norm-wise) on 3 (Gloo's ring sums in another order); no
-# segment of the job is left in /dev/shm, after a clean run nor after a rank was SIGKILLed.
+# segment of the job is left in /dev/shm, after a clean run nor after a rank was SIGKILLed, and `accel
+# launch` removes one that a crash left (here a stand-in, made before the job starts).
 #   shm_test.sh ACCEL_CLI SHM_WORKER
 set -euo pipefail
 CLI=${1:?usage: shm_test.sh ACCEL_CLI SHM_WORKER}
@@ -17,6 +18,7 @@ launch() {  # launch NPROC TRANSPORT ARGS...
   shift 2
   port=$(free_port)
   ports+=("$port")
+  if [ "${LEFTOVER:-0}" = 1 ]; then : >"/dev/shm/accel-$port-0123456789abcdef-0"; fi
   ACCEL_INTRA_NODE_TRANSPORT=$transport ACCEL_TIMEOUT_S=30 timeout 120 \
     "$CLI" launch --cpu --master-port "$port" --nproc-per-node "$nproc" -- "$WORKER" "$@"
 }
@@ -49,7 +51,7 @@ for name, dtype in [("float32_sum", np.float32), ("float64_sum", np.float64), ("
 PY
 done
 
-if launch 2 shm kill; then
+if LEFTOVER=1 launch 2 shm kill; then
   echo "shm_test.sh: the job whose rank 1 was killed succeeded" >&2
   exit 1
 fi
