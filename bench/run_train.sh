@@ -15,6 +15,8 @@
 #   accel 2p      bench/train_accel.c through the same launcher (all-reduces through shared memory, the
 #                 default on one host)
 #   accel 2p+tl   the same with the step timeline on (ACCEL_TIMELINE), to price it
+#   accel 2p gloo the same with Gloo carrying the all-reduces (ACCEL_INTRA_NODE_TRANSPORT=gloo), what the
+#                 shared memory gains (informational)
 #   limit         two accel 1p runs at once, one per core: the slower one's step is what a 2-process step
 #                 would take if communication were free (the machine's limit)
 # Each run warms up TRAIN_BENCH_WARMUP steps (10), then times TRAIN_BENCH_STEPS steps (200); a 2-process
@@ -82,9 +84,9 @@ run1_twice() {
 echo "training benchmark: MLP 784-1024-1024-10, batch 64 per process, SGD lr 0.01, cross-entropy, synthetic data"
 echo "threads: OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 for every process, at::set_num_threads(1) in plain LibTorch, torch.set_num_threads(1) in Python"
 echo "machine: $(machine_line); $pinning"
-echo "steps timed: $STEPS after $WARMUP warm-up steps; $ROUNDS rounds of: libtorch 1p (zero_grad), libtorch 1p (set_to_none), accel 1p, torch-ddp 2p, accel 2p, accel 2p with the timeline, limit (accel 1p twice at once); medians compared"
+echo "steps timed: $STEPS after $WARMUP warm-up steps; $ROUNDS rounds of: libtorch 1p (zero_grad), libtorch 1p (set_to_none), accel 1p, torch-ddp 2p, accel 2p, accel 2p with the timeline, accel 2p through Gloo, limit (accel 1p twice at once); medians compared"
 
-lt_zero=() lt_none=() accel1=() ddp2=() accel2=() ddp2_sps=() accel2_sps=() accel1_sps=() accel2_tl=() limit=()
+lt_zero=() lt_none=() accel1=() ddp2=() accel2=() ddp2_sps=() accel2_sps=() accel1_sps=() accel2_tl=() accel2_gloo=() limit=()
 TIMELINE_DIR=$(mktemp -d)
 trap 'rm -rf "$TIMELINE_DIR"' EXIT
 losses=()  # "side first_loss last_loss" for the agreement check
@@ -124,6 +126,12 @@ for round in $(seq 1 "$ROUNDS"); do
   accel2_tl+=("$(value "$line" step_ms)")
   losses+=("2p $(value "$line" first_loss) $(value "$line" last_loss)")
 
+  line=$(ACCEL_INTRA_NODE_TRANSPORT=gloo launch2 "$BIN/train_accel" "$MODEL" "$STEPS" "$WARMUP" | grep '^accel ' || true)
+  result "accel 2p through Gloo" "$line"
+  echo "round $round (all-reduces through Gloo): $line"
+  accel2_gloo+=("$(value "$line" step_ms)")
+  losses+=("2p $(value "$line" first_loss) $(value "$line" last_loss)")
+
   line=$(run1_twice "$BIN/train_accel" "$MODEL" "$STEPS" "$WARMUP")
   result "limit (accel 1p twice at once)" "$line"
   echo "round $round (limit, the slower of two 1p runs at once): $line"
@@ -135,8 +143,9 @@ printf '%s\n' "${losses[@]}" | check_losses 1e-4
 
 m_zero=$(median "${lt_zero[@]}") m_none=$(median "${lt_none[@]}") m_a1=$(median "${accel1[@]}")
 m_d2=$(median "${ddp2[@]}") m_a2=$(median "${accel2[@]}") m_a2_tl=$(median "${accel2_tl[@]}") m_limit=$(median "${limit[@]}")
+m_a2_gloo=$(median "${accel2_gloo[@]}")
 m_a1_sps=$(median "${accel1_sps[@]}") m_d2_sps=$(median "${ddp2_sps[@]}") m_a2_sps=$(median "${accel2_sps[@]}")
-awk -v z="$m_zero" -v n="$m_none" -v a1="$m_a1" -v d2="$m_d2" -v a2="$m_a2" -v a2tl="$m_a2_tl" -v lim="$m_limit" \
+awk -v z="$m_zero" -v n="$m_none" -v a1="$m_a1" -v d2="$m_d2" -v a2="$m_a2" -v a2tl="$m_a2_tl" -v lim="$m_limit" -v a2g="$m_a2_gloo" \
     -v a1s="$m_a1_sps" -v d2s="$m_d2_sps" -v a2s="$m_a2_sps" 'BEGIN {
   printf "median libtorch 1p (zero_grad):   %.3f ms/step, %.1f samples/s\n", z, 64000 / z
   printf "median libtorch 1p (set_to_none): %.3f ms/step, %.1f samples/s\n", n, 64000 / n
@@ -144,12 +153,13 @@ awk -v z="$m_zero" -v n="$m_none" -v a1="$m_a1" -v d2="$m_d2" -v a2="$m_a2" -v a
   printf "median torch-ddp 2p:              %.3f ms/step, %.1f samples/s\n", d2, d2s
   printf "median accel 2p:                  %.3f ms/step, %.1f samples/s\n", a2, a2s
   printf "median accel 2p, timeline on:     %.3f ms/step\n", a2tl
+  printf "median accel 2p through Gloo:     %.3f ms/step\n", a2g
   printf "median limit (1p twice at once):  %.3f ms/step, %.1f samples/s over both\n", lim, 128000 / lim
   printf "informational: accel 1p step time over plain LibTorch with optimizer.zero_grad() = %.2f\n", a1 / z
   r1 = a1 / n; r2 = a2s / d2s; r3 = a2s / (2 * a1s); r4 = a2s / (128000 / lim); tl = a2tl / a2
   printf "targets: overhead_vs_libtorch_1proc <= 1.03 (%s), accel_vs_torch_ddp_2proc >= 1.5 (%s), scaling_2proc >= 0.75 (%s), accel_vs_limit_2proc >= 0.8 (%s), timeline_overhead_2proc <= 1.02 (%s)\n", \
     (r1 <= 1.03) ? "met" : "missed", (r2 >= 1.5) ? "met" : "missed", (r3 >= 0.75) ? "met" : "missed", \
     (r4 >= 0.8) ? "met" : "missed", (tl <= 1.02) ? "met" : "missed"
-  printf "timeline: timeline_overhead_2proc=%.3f\n", tl
+  printf "timeline: timeline_overhead_2proc=%.3f; informational: accel 2p step through Gloo over through shared memory = %.2f\n", tl, a2g / a2
   printf "train: overhead_vs_libtorch_1proc=%.2f accel_vs_torch_ddp_2proc=%.2f scaling_2proc=%.2f accel_vs_limit_2proc=%.2f\n", r1, r2, r3, r4
 }'
