@@ -60,8 +60,8 @@ class ProcessGroup {
   // `what` names the user-facing operation in error messages.
   void allreduce(at::Tensor& tensor, ReduceKind kind, const char* what);
   // Starts a sum all-reduce; the tensor must stay alive and untouched until wait() returns. Collectives
-  // started this way complete in the order they were started on every rank. Through shared memory the
-  // work is done before this returns (by this thread), and wait() only reports how it went.
+  // started this way complete in the order they were started on every rank. Through shared memory they
+  // run on a thread of the group's, one after the other, in the order they were started.
   // on_complete (optional) runs on the backend's thread once the all-reduce is done.
   std::unique_ptr<PendingCollective> allreduce_async(at::Tensor& tensor, const char* what,
                                                      std::function<void()> on_complete = {});

@@ -243,8 +243,10 @@ bool SharedMemoryAllreduce::map(size_t slot_bytes, std::string* why_not) {
   return true;
 }
 
+bool SharedMemoryAllreduce::fits(size_t bytes) const { return bytes <= segment_->slot_bytes; }
+
 bool SharedMemoryAllreduce::reserve(size_t bytes, std::string* why_not) {
-  if (bytes <= segment_->slot_bytes) return true;
+  if (fits(bytes)) return true;
   // A little headroom, so that a slightly larger tensor later does not make another segment.
   return map(bytes + bytes / 4, why_not);
 }
@@ -270,6 +272,7 @@ void SharedMemoryAllreduce::barrier() {
     if (control->generation.load() == generation) futex_wait(&control->generation, generation, kSleepSlice);
     control->sleepers.fetch_sub(1);
     if (control->generation.load(std::memory_order_acquire) != generation) return;
+    if (cancelled_) fail(Code::PeerFailed, "the process group was destroyed during the shared-memory all-reduce");
     if (std::chrono::steady_clock::now() >= deadline) {
       fail(Code::Timeout, "timed out in the shared-memory all-reduce's barrier");
     }

@@ -10,6 +10,7 @@
 // shm_names.hpp).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -48,11 +49,17 @@ class SharedMemoryAllreduce {
   // for the same size, as every rank all-reduces the same tensor). false, with the reason, on every rank
   // alike when the larger segment could not be made; the current one then stays.
   bool reserve(size_t bytes, std::string* why_not);
+  // Whether `bytes` per rank fit the current segment (then reserve has nothing to do).
+  bool fits(size_t bytes) const;
 
   // Reduces `numel` elements at `data` in place over every rank. Throws Error: Timeout when a rank does not
   // arrive within the timeout, PeerFailed when a rank's process is gone, ShapeMismatch (the segment still
   // usable) when the ranks' element counts differ. reserve() must have made room first.
   void allreduce(void* data, int64_t numel, ShmElement type, ReduceKind kind);
+
+  // Makes a wait in allreduce (on another thread) give up within a few tens of milliseconds, throwing
+  // PeerFailed: for a group that goes away while an all-reduce waits for a rank that will never come.
+  void cancel() { cancelled_ = true; }
 
   struct Segment;
 
@@ -69,6 +76,7 @@ class SharedMemoryAllreduce {
   int64_t epoch_ = 0;        // segments made so far: each has its own name and store keys
   uint64_t operations_ = 0;  // picks the half of the slots an all-reduce uses
   bool check_peers_ = false;
+  std::atomic<bool> cancelled_{false};
   std::vector<char*> slots_;  // this all-reduce's slots, kept to allocate nothing per call
   std::unique_ptr<Segment> segment_;
 };
