@@ -94,10 +94,13 @@ State::State(const Options* options, const EnvLookup& env)
   // for, it must be possible.
   const std::string& transport = options_.get_string("intra_node_transport");
   const bool one_host = launch_.local_world_size == launch_.world_size;
-  if (transport == "shm" && (!one_host || backend_ != "gloo")) {
-    fail(Code::Unsupported, "intra_node_transport 'shm' needs every rank on one host (LOCAL_WORLD_SIZE " +
-                                std::to_string(launch_.local_world_size) + " of WORLD_SIZE " +
-                                std::to_string(launch_.world_size) + ") and backend 'gloo' (not '" + backend_ + "')");
+  if (transport == "shm" && !one_host) {
+    fail(Code::Unsupported, "intra_node_transport 'shm' needs every rank on one host, but " +
+                                std::to_string(launch_.local_world_size) + " of the " +
+                                std::to_string(launch_.world_size) + " ranks are on this one (LOCAL_WORLD_SIZE)");
+  }
+  if (transport == "shm" && backend_ != "gloo") {
+    fail(Code::Unsupported, "intra_node_transport 'shm' needs backend 'gloo', not '" + backend_ + "'");
   }
   GroupConfig config;
   config.rank = launch_.rank;
