@@ -77,7 +77,7 @@ extern "C" const char* accel_state_mixed_precision(const accel_state_t* state) {
   return read_handle<const char*>(__func__, state, "", [](const accel_state& s) { return s.state->options().get_string("mixed_precision").c_str(); });
 }
 extern "C" const char* accel_state_backend(const accel_state_t* state) {
-  return read_handle<const char*>(__func__, state, "", [](const accel_state& s) { return s.state->backend().c_str(); });
+  return read_handle<const char*>(__func__, state, "", [](const accel_state& s) { return s.state->backend_name().c_str(); });
 }
 extern "C" int accel_state_is_broken(const accel_state_t* state) {
   return read_handle<int>(__func__, state, 0, [](const accel_state& s) { return s.state->broken(); });

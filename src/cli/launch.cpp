@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -24,6 +25,9 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "core/files.hpp"
+#include "distributed/shm_names.hpp"
 
 extern char** environ;
 
@@ -508,6 +512,21 @@ Supervisor run_attempt(const LaunchOptions& options, const SignalScope& signals,
   return supervisor;
 }
 
+// A rank killed while its job's shared-memory segment was being set up (before every rank had mapped it,
+// when rank 0 unlinks it) leaves the segment in /dev/shm; the job is over, so whatever bears its name goes.
+void remove_shared_memory_of(int port) {
+  const std::string prefix = distributed::shm_segment_prefix(static_cast<uint16_t>(port));
+  std::vector<std::string> names;
+  try {
+    names = list_directory("/dev/shm");
+  } catch (const std::exception&) {
+    return;  // no /dev/shm: the job could not have made a segment either
+  }
+  for (const auto& name : names) {
+    if (name.rfind(prefix, 0) == 0) shm_unlink(("/" + name).c_str());
+  }
+}
+
 // Runs the job, and runs it again after a rank's failure while restarts remain, as torchrun's elastic
 // agent does with --max-restarts: the whole job, since the survivors' process group died with the rank.
 int launch(const LaunchOptions& options) {
@@ -525,6 +544,7 @@ int launch(const LaunchOptions& options) {
       port = *picked;
     }
     const Supervisor supervisor = run_attempt(options, signals, port, restart);
+    remove_shared_memory_of(port);
     if (!supervisor.restartable()) return supervisor.exit_code();
     if (restart == options.max_restarts) {
       if (options.max_restarts > 0) {

@@ -14,12 +14,20 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
 #include <functional>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "core/options.hpp"
 #include "distributed/record_publisher.hpp"
+#include "distributed/shm_allreduce.hpp"
 #include "distributed/stall_report.hpp"
 
 #define ACCEL_TORCH_VERSION (TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR)
@@ -112,6 +120,118 @@ void require_resolvable(const std::string& host) {
   freeaddrinfo(found);
 }
 
+// The first segment's room per rank; a larger tensor makes a larger one (the reducer's buckets do at the
+// first step).
+constexpr size_t kInitialSlotBytes = 1 << 20;
+
+std::optional<ShmElement> shm_element(const at::Tensor& tensor) {
+  if (!tensor.device().is_cpu()) return std::nullopt;
+  switch (tensor.scalar_type()) {
+    case at::kFloat: return ShmElement::Float32;
+    case at::kDouble: return ShmElement::Float64;
+    case at::kBFloat16: return ShmElement::BFloat16;
+    case at::kHalf: return ShmElement::Float16;
+    default: return std::nullopt;
+  }
+}
+
+// Runs the shared-memory all-reduces in the order they were started, on a thread of its own: the rank's
+// own thread goes on with backward while a bucket waits for the other ranks (on a busy machine, a rank
+// that waited at every bucket itself would lose a time slice at each).
+class ShmThread {
+ public:
+  struct Job {
+    at::Tensor tensor;  // contiguous: what goes through the segment
+    at::Tensor target;  // the caller's tensor, when it is not `tensor`
+    ShmElement element = ShmElement::Float32;
+    ReduceKind kind = ReduceKind::Sum;
+    std::function<void()> on_complete;
+    std::promise<void> done;
+  };
+
+  explicit ShmThread(SharedMemoryAllreduce& shm) : shm_(shm), thread_([this] { run(); }) {}
+  ~ShmThread() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    work_.notify_all();
+    // Nobody waits for what is left (a broken group): it must not wait out the timeout either.
+    shm_.cancel();
+    thread_.join();
+  }
+  ShmThread(const ShmThread&) = delete;
+  ShmThread& operator=(const ShmThread&) = delete;
+
+  std::shared_future<void> submit(std::unique_ptr<Job> job) {
+    auto done = job->done.get_future().share();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      jobs_.push_back(std::move(job));
+    }
+    work_.notify_one();
+    return done;
+  }
+
+  // Returns once every submitted all-reduce is over: the segment may then be replaced.
+  void drain() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_.wait(lock, [this] { return jobs_.empty() && !busy_; });
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      std::unique_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        work_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+        busy_ = true;
+      }
+      execute(*job);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        busy_ = false;
+      }
+      idle_.notify_all();
+    }
+  }
+
+  void execute(Job& job) {
+    if (failure_) {
+      job.done.set_exception(failure_);
+      return;
+    }
+    try {
+      shm_.allreduce(job.tensor.data_ptr(), job.tensor.numel(), job.element, job.kind);
+      if (job.target.defined()) job.target.copy_(job.tensor);
+      if (job.on_complete) job.on_complete();
+      job.done.set_value();
+    } catch (const Error& error) {
+      // Different element counts leave the segment as usable as before; after anything else, no later
+      // all-reduce can succeed.
+      if (error.code() != Code::ShapeMismatch) failure_ = std::current_exception();
+      job.done.set_exception(std::current_exception());
+    } catch (...) {
+      failure_ = std::current_exception();
+      job.done.set_exception(failure_);
+    }
+  }
+
+  SharedMemoryAllreduce& shm_;
+  std::mutex mutex_;
+  std::condition_variable work_;
+  std::condition_variable idle_;
+  std::deque<std::unique_ptr<Job>> jobs_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  std::exception_ptr failure_;  // the worker's own
+  std::thread thread_;          // last: starts once the rest is ready
+};
+
 }  // namespace
 
 struct ProcessGroup::Impl {
@@ -119,6 +239,8 @@ struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   std::unique_ptr<RecordPublisher> publisher;  // declared after the store, so that it stops first
   c10::intrusive_ptr<c10d::ProcessGroup> group;
+  std::unique_ptr<SharedMemoryAllreduce> shm;
+  std::unique_ptr<ShmThread> shm_thread;  // after shm: stops before the segment goes
   std::string first_failure;
   int64_t started = 0;
 
@@ -241,13 +363,99 @@ struct ProcessGroup::Impl {
       work->wait();
     } catch (const std::exception& error) {
       const std::string message = message_of(error);
-      const Code code = classify(message);
-      std::string text = record.what + " on rank " + std::to_string(config.rank) + ": ";
-      text += code == Code::Timeout ? "timed out after " + seconds(config.timeout) + " waiting for the other ranks (" +
-                                          message + "); " + stall_report_for(record)
-                                    : "another rank failed or exited (" + message + ")";
-      if (first_failure.empty()) first_failure = text;
-      fail(code, text);
+      broke(record, message, classify(message));
+    }
+  }
+
+  [[noreturn]] void broke(const CollectiveRecord& record, const std::string& message, Code code) {
+    std::string text = record.what + " on rank " + std::to_string(config.rank) + ": ";
+    text += code == Code::Timeout ? "timed out after " + seconds(config.timeout) + " waiting for the other ranks (" +
+                                        message + "); " + stall_report_for(record)
+                                  : "another rank failed or exited (" + message + ")";
+    if (first_failure.empty()) first_failure = text;
+    fail(code, text);
+  }
+
+  ShmExchange shm_exchange() {
+    return {[this](const std::string& key, const std::string& value) { set_text(key, value); },
+            [this](const std::string& key) {
+              store->wait({key}, config.timeout);
+              const auto bytes = store->get(key);
+              return std::string(bytes.begin(), bytes.end());
+            }};
+  }
+
+  void set_up_shared_memory() {
+    std::string why_not;
+    shm = SharedMemoryAllreduce::create(config.rank, config.world_size, config.master_port, config.timeout,
+                                        shm_exchange(), kInitialSlotBytes, &why_not);
+    if (!shm) {
+      give_up_shared_memory(why_not);
+      return;
+    }
+    shm_thread = std::make_unique<ShmThread>(*shm);
+  }
+
+  // Every rank comes here together: the segment's negotiation told them all the same.
+  void give_up_shared_memory(const std::string& why) {
+    shm_thread.reset();
+    shm.reset();
+    if (config.shared_memory_required) {
+      fail(Code::Io, "intra_node_transport 'shm': the shared-memory segment could not be set up: " + why);
+    }
+    if (config.rank == 0) {
+      std::fprintf(stderr, "accel: all-reduces go through Gloo instead of shared memory: %s\n", why.c_str());
+    }
+  }
+
+  struct SharedStarted {
+    CollectiveRecord record;
+    std::shared_future<void> done;
+  };
+
+  // Hands the all-reduce to the shared-memory thread; nullopt when the tensor is not for shared memory
+  // (not on the CPU, not a float type, no segment), or shared memory was just given up: the backend's then.
+  std::optional<SharedStarted> start_shared(at::Tensor& tensor, ReduceKind kind, const char* what,
+                                            std::function<void()>& on_complete) {
+    const auto element = shm ? shm_element(tensor) : std::nullopt;
+    if (!element) return std::nullopt;
+    check_usable(what);
+    CollectiveRecord record{++started, wall_clock_ms(), false, what};
+    publisher->update(record);
+    auto job = std::make_unique<ShmThread::Job>();
+    job->tensor = tensor.contiguous();
+    if (!job->tensor.is_same(tensor)) job->target = tensor;
+    job->element = *element;
+    job->kind = kind;
+    const auto bytes = static_cast<size_t>(job->tensor.nbytes());
+    if (!shm->fits(bytes)) {
+      shm_thread->drain();
+      std::string why_not;
+      bool reserved = false;
+      try {
+        reserved = shm->reserve(bytes, &why_not);
+      } catch (const std::exception& error) {
+        const std::string message = message_of(error);
+        broke(record, message, classify(message));
+      }
+      if (!reserved) {
+        give_up_shared_memory(why_not);
+        return std::nullopt;
+      }
+    }
+    job->on_complete = std::move(on_complete);
+    return SharedStarted{std::move(record), shm_thread->submit(std::move(job))};
+  }
+
+  void finish_shared(const SharedStarted& work) {
+    try {
+      work.done.get();
+    } catch (const Error& error) {
+      if (error.code() == Code::ShapeMismatch) fail(Code::ShapeMismatch, work.record.what + ": " + error.what());
+      broke(work.record, error.what(), error.code());
+    } catch (const std::exception& error) {
+      const std::string message = message_of(error);
+      broke(work.record, message, classify(message));
     }
   }
 
@@ -276,6 +484,27 @@ struct ProcessGroup::Impl {
 };
 
 namespace {
+
+class PendingShared final : public PendingCollective {
+ public:
+  PendingShared(ProcessGroup::Impl* group, ProcessGroup::Impl::SharedStarted started)
+      : group_(group), started_(std::move(started)) {}
+  void wait() override { group_->finish_shared(started_); }
+
+ private:
+  ProcessGroup::Impl* group_;
+  ProcessGroup::Impl::SharedStarted started_;
+};
+
+// A collective that could not start; wait() reports why, as the backend's report their failures.
+class FailedCollective final : public PendingCollective {
+ public:
+  explicit FailedCollective(std::exception_ptr error) : error_(std::move(error)) {}
+  void wait() override { std::rethrow_exception(error_); }
+
+ private:
+  std::exception_ptr error_;
+};
 
 class PendingWork final : public PendingCollective {
  public:
@@ -326,6 +555,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::create(const GroupConfig& config) {
       options->threads = 2;
       auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, config.rank, config.world_size, options);
       impl->group = as_process_group(impl->store, config, gloo, /*cuda=*/false);
+      if (config.shared_memory) impl->set_up_shared_memory();
     }
   } catch (const Error&) {
     throw;
@@ -341,9 +571,18 @@ std::unique_ptr<ProcessGroup> ProcessGroup::create(const GroupConfig& config) {
 int32_t ProcessGroup::rank() const { return impl_->config.rank; }
 int32_t ProcessGroup::world_size() const { return impl_->config.world_size; }
 bool ProcessGroup::broken() const { return !impl_->first_failure.empty(); }
+bool ProcessGroup::uses_shared_memory() const { return impl_->shm != nullptr; }
 const std::string& ProcessGroup::first_failure() const { return impl_->first_failure; }
 
 void ProcessGroup::allreduce(at::Tensor& tensor, ReduceKind kind, const char* what) {
+  if (impl_->shm && shm_element(tensor)) {
+    const timeline::Span span(what);
+    std::function<void()> no_callback;
+    if (const auto started = impl_->start_shared(tensor, kind, what, no_callback)) {
+      impl_->finish_shared(*started);
+      return;
+    }
+  }
   impl_->run(what, [&] {
     std::vector<at::Tensor> tensors{tensor};
     c10d::AllreduceOptions options;
@@ -354,6 +593,13 @@ void ProcessGroup::allreduce(at::Tensor& tensor, ReduceKind kind, const char* wh
 
 std::unique_ptr<PendingCollective> ProcessGroup::allreduce_async(at::Tensor& tensor, const char* what,
                                                                  std::function<void()> on_complete) {
+  try {
+    if (auto started = impl_->start_shared(tensor, ReduceKind::Sum, what, on_complete)) {
+      return std::make_unique<PendingShared>(impl_.get(), std::move(*started));
+    }
+  } catch (const std::exception&) {
+    return std::make_unique<FailedCollective>(std::current_exception());
+  }
   auto started = impl_->begin(what, [&] {
     std::vector<at::Tensor> tensors{tensor};
     return impl_->group->allreduce(tensors);

@@ -22,6 +22,10 @@ struct GroupConfig {
   uint16_t master_port = 29500;
   std::chrono::milliseconds timeout{1800 * 1000};
   std::string backend = "gloo";  // "gloo" or "nccl"
+  // Every rank on this host: all-reduces of CPU tensors go through shared memory instead of the backend.
+  bool shared_memory = false;
+  // Shared memory that cannot be set up is then an error; otherwise Gloo does the work, said once.
+  bool shared_memory_required = false;
 };
 
 enum class ReduceKind { Sum, Max };
@@ -48,13 +52,16 @@ class ProcessGroup {
   int32_t rank() const;
   int32_t world_size() const;
   bool broken() const;
+  // Whether all-reduces of CPU tensors go through shared memory (GroupConfig::shared_memory, and it worked).
+  bool uses_shared_memory() const;
   // The message of the failure that broke the group; empty while it is not broken.
   const std::string& first_failure() const;
 
   // `what` names the user-facing operation in error messages.
   void allreduce(at::Tensor& tensor, ReduceKind kind, const char* what);
   // Starts a sum all-reduce; the tensor must stay alive and untouched until wait() returns. Collectives
-  // started this way complete in the order they were started on every rank.
+  // started this way complete in the order they were started on every rank. Through shared memory they
+  // run on a thread of the group's, one after the other, in the order they were started.
   // on_complete (optional) runs on the backend's thread once the all-reduce is done.
   std::unique_ptr<PendingCollective> allreduce_async(at::Tensor& tensor, const char* what,
                                                      std::function<void()> on_complete = {});

@@ -30,7 +30,10 @@ class State {
   const ResolvedOptions& options() const { return options_; }
   const std::string& device() const { return device_; }
   DistributedType distributed_type() const { return type_; }
+  // The c10d backend: "gloo", "nccl", or "" with one process.
   const std::string& backend() const { return backend_; }
+  // What accel_state_backend says: the backend, with "+shm" when all-reduces go through shared memory.
+  const std::string& backend_name() const { return backend_name_; }
   bool check_shapes() const { return check_shapes_; }
   // Thread-safe (queries may run while another thread shuts the state down).
   bool broken() const;
@@ -58,6 +61,7 @@ class State {
   std::string device_;
   DistributedType type_ = DistributedType::No;
   std::string backend_;
+  std::string backend_name_;
   bool check_shapes_ = true;
   // Guards group_ and shut_down_: shutdown() moves the group out while accessors may read it.
   mutable std::mutex group_mutex_;

@@ -18,6 +18,7 @@ const OptionScope& state_option_scope() {
           {"mixed_precision", OptionType::String, std::string("no"), {"no", "fp16", "bf16"}, false},
           {"device", OptionType::String, std::string(""), {}, false},
           {"backend", OptionType::String, std::string("auto"), {"auto", "gloo", "nccl"}, false},
+          {"intra_node_transport", OptionType::String, std::string("auto"), {"auto", "shm", "gloo"}, false},
           // 1e9 s (about 31 years) keeps the timeout in nanoseconds within the 64-bit clocks c10d and Gloo use.
           {"timeout_s", OptionType::Double, 1800.0, {}, true, 1e9},
           {"check_shapes", OptionType::Bool, true, {}, false},

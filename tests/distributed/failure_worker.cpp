@@ -5,6 +5,8 @@
 //   peer-exit           rank 1 exits (code 0) without shutdown: rank 0's gather must fail, not hang.
 //   peer-exit-in-backward  rank 1 exits after its forward: rank 0's backward fails, and then its clipping
 //                       and optimizer step must fail too and leave the parameters as they were.
+//   stall-in-backward   rank 1 sleeps after its forward: rank 0's gradient all-reduce (through shared
+//                       memory by default) must time out within the timeout, naming rank 1.
 //   stall-report        (3 processes) rank 2 sleeps instead of joining a gather: ranks 0 and 1 must time
 //                       out with a message naming rank 2 and the last collective it started.
 //   rendezvous-report   (3 processes) rank 2 never creates its state: ranks 0 and 1 must time out naming it.
@@ -200,6 +202,30 @@ int peer_exit_in_backward(int rank) {
   return failures;
 }
 
+int stall_in_backward(int rank) {
+  accel_state_t* state = new_state();
+  if (state == nullptr) return 1;
+  TrainingStep step;
+  if (!set_up(state, step) || !forward(state, rank, step)) return 1;
+  if (rank == 1) {
+    sleep(static_cast<unsigned>(kTimeoutS * 3));
+    _exit(0);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const int code = accel_state_backward(state, step.loss);
+  const double elapsed = seconds_since(start);
+  std::fprintf(stderr, "rank 0 backward: %s after %.1f s: %s\n", accel_error_name(code), elapsed, accel_error_last());
+  const std::string message = accel_error_last();
+  int failures = expect(code == ACCEL_ERR_TIMEOUT, "backward times out");
+  failures += expect(elapsed < kTimeoutS + 2.0, "within the timeout");
+  failures += expect(message.find("DDP gradient all-reduce on rank 0: timed out") != std::string::npos,
+                     "the message names the all-reduce");
+  failures += expect(message.find("rank 1 did not join") != std::string::npos, "the message names rank 1");
+  failures += expect(accel_state_is_broken(state) == 1, "the state reports a broken group");
+  accel_state_free(state);
+  return failures;
+}
+
 // Ranks 0 and 1 time out in a gather that rank 2 never joins; rank 0 serves the store their reports read.
 int stall_report(int rank) {
   accel_state_t* state = new_state();
@@ -267,6 +293,7 @@ int main(int argc, char** argv) {
   if (mode == "rendezvous-timeout") return rendezvous_timeout(rank);
   if (mode == "peer-exit") return peer_exit(rank);
   if (mode == "peer-exit-in-backward") return peer_exit_in_backward(rank);
+  if (mode == "stall-in-backward") return stall_in_backward(rank);
   if (mode == "stall-report") return stall_report(rank);
   if (mode == "rendezvous-report") return rendezvous_report(rank);
   if (mode == "unresolvable-master") return unresolvable_master();

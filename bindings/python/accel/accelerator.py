@@ -180,7 +180,7 @@ class Accelerator(Handle):
 
     @property
     def backend(self):
-        """"gloo", "nccl", or "" with one process."""
+        """"gloo", "nccl", or "" with one process; "gloo+shm" when all-reduces go through shared memory."""
         return ffi.string(lib.accel_state_backend(self.pointer)).decode()
 
     @property

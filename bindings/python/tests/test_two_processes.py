@@ -32,7 +32,7 @@ def ranks(tmp_path_factory):
 
 def test_both_ranks_joined_one_group(ranks):
     assert [(r["num_processes"], r["distributed_type"], r["backend"], r["is_main_process"]) for r in ranks] == [
-        (2, "MULTI_CPU", "gloo", True), (2, "MULTI_CPU", "gloo", False)]
+        (2, "MULTI_CPU", "gloo+shm", True), (2, "MULTI_CPU", "gloo+shm", False)]
 
 
 def test_collectives(ranks):

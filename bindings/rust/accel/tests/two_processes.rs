@@ -38,7 +38,7 @@ fn two_ranks_agree() {
 fn two_process_worker() {
     let state = State::new(None).unwrap();
     let rank = state.process_index();
-    assert_eq!((state.num_processes(), state.distributed_type(), state.backend()), (2, DistributedType::MultiCpu, "gloo".to_string()));
+    assert_eq!((state.num_processes(), state.distributed_type(), state.backend()), (2, DistributedType::MultiCpu, "gloo+shm".to_string()));
     assert_eq!(state.is_main_process(), rank == 0);
     assert_eq!(state.is_last_process(), rank == 1);
 

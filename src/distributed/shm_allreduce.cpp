@@ -1,0 +1,326 @@
+#include "distributed/shm_allreduce.hpp"
+
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <random>
+
+#include "core/error.hpp"
+#include "core/options.hpp"
+#include "distributed/shm_names.hpp"
+
+namespace accel::distributed {
+
+namespace {
+
+constexpr size_t kPage = 4096;
+// Spinning this long (a few microseconds) catches a peer that is about to arrive on another core; after
+// it, a waiter sleeps so that it does not take the core a late peer needs.
+constexpr int kSpins = 2000;
+// How often a sleeping waiter looks at the clock and at whether its peers still live.
+constexpr std::chrono::milliseconds kSleepSlice(20);
+// Elements reduced at a time: a chunk of every rank's slot stays in cache while the ranks are summed.
+constexpr int64_t kChunk = 2048;
+
+static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<int64_t>::is_always_lock_free,
+              "the barrier's atomics live in memory shared between processes");
+
+struct Control {
+  alignas(64) std::atomic<uint32_t> arrived;
+  alignas(64) std::atomic<uint32_t> generation;  // the futex word
+  std::atomic<uint32_t> sleepers;
+};
+
+size_t round_up(size_t value, size_t unit) { return (value + unit - 1) / unit * unit; }
+
+std::string errno_text(int error) { return std::strerror(error); }
+
+inline void cpu_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::milliseconds slice) {
+  timespec timeout{};
+  timeout.tv_sec = static_cast<time_t>(slice.count() / 1000);
+  timeout.tv_nsec = static_cast<long>((slice.count() % 1000) * 1000000);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &timeout, nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+template <class T>
+T combine(T a, T b, ReduceKind kind) {
+  return kind == ReduceKind::Sum ? a + b : std::max(a, b);
+}
+
+// out[i] = in_0[i] (+) in_1[i] (+) ... in rank order; out is rank 0's slot itself.
+template <class T>
+void reduce_native(char* const* slots, int32_t world, int64_t lo, int64_t hi, ReduceKind kind) {
+  T* out = reinterpret_cast<T*>(slots[0]);
+  for (int64_t start = lo; start < hi; start += kChunk) {
+    const int64_t end = std::min(hi, start + kChunk);
+    for (int32_t r = 1; r < world; ++r) {
+      const T* in = reinterpret_cast<const T*>(slots[r]);
+      if (kind == ReduceKind::Sum) {
+        for (int64_t i = start; i < end; ++i) out[i] += in[i];
+      } else {
+        for (int64_t i = start; i < end; ++i) out[i] = std::max(out[i], in[i]);
+      }
+    }
+  }
+}
+
+// Half types add up in float and are rounded once (for two ranks what Gloo's float16 sum gives).
+template <class T>
+void reduce_widened(char* const* slots, int32_t world, int64_t lo, int64_t hi, ReduceKind kind) {
+  float acc[kChunk];
+  T* out = reinterpret_cast<T*>(slots[0]);
+  for (int64_t start = lo; start < hi; start += kChunk) {
+    const int64_t n = std::min(hi - start, kChunk);
+    for (int64_t i = 0; i < n; ++i) acc[i] = static_cast<float>(out[start + i]);
+    for (int32_t r = 1; r < world; ++r) {
+      const T* in = reinterpret_cast<const T*>(slots[r]) + start;
+      for (int64_t i = 0; i < n; ++i) acc[i] = combine(acc[i], static_cast<float>(in[i]), kind);
+    }
+    for (int64_t i = 0; i < n; ++i) out[start + i] = static_cast<T>(acc[i]);
+  }
+}
+
+std::string random_hex() {
+  std::random_device device;
+  const uint64_t value = (static_cast<uint64_t>(device()) << 32) ^ device();
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+}  // namespace
+
+size_t shm_element_size(ShmElement type) {
+  switch (type) {
+    case ShmElement::Float32: return 4;
+    case ShmElement::Float64: return 8;
+    case ShmElement::BFloat16:
+    case ShmElement::Float16: return 2;
+  }
+  return 1;
+}
+
+// The mapping: the control block, each rank's pid, each rank's element count per half, then two halves
+// of one slot per rank (consecutive all-reduces alternate halves, so that a rank may start the next one
+// while a slower one still copies the last result out).
+struct SharedMemoryAllreduce::Segment {
+  char* base = nullptr;
+  size_t bytes = 0;
+  size_t slot_bytes = 0;
+  int32_t world = 1;
+
+  ~Segment() {
+    if (base != nullptr) munmap(base, bytes);
+  }
+  static size_t header_bytes(int32_t world) {
+    return round_up(sizeof(Control) + static_cast<size_t>(world) * (sizeof(int32_t) + 2 * sizeof(int64_t)), kPage);
+  }
+  static size_t total_bytes(int32_t world, size_t slot_bytes) {
+    return header_bytes(world) + 2 * static_cast<size_t>(world) * slot_bytes;
+  }
+  Control* control() const { return reinterpret_cast<Control*>(base); }
+  std::atomic<int32_t>* pids() const { return reinterpret_cast<std::atomic<int32_t>*>(base + sizeof(Control)); }
+  std::atomic<int64_t>* numels(uint64_t half) const {
+    auto* first = reinterpret_cast<std::atomic<int64_t>*>(
+        base + round_up(sizeof(Control) + static_cast<size_t>(world) * sizeof(int32_t), sizeof(int64_t)));
+    return first + half * static_cast<uint64_t>(world);
+  }
+  char* slot(uint64_t half, int32_t rank) const {
+    return base + header_bytes(world) + (half * static_cast<uint64_t>(world) + static_cast<uint64_t>(rank)) * slot_bytes;
+  }
+};
+
+std::unique_ptr<SharedMemoryAllreduce> SharedMemoryAllreduce::create(int32_t rank, int32_t world_size,
+                                                                     uint16_t master_port,
+                                                                     std::chrono::milliseconds timeout,
+                                                                     ShmExchange exchange, size_t slot_bytes,
+                                                                     std::string* why_not) {
+  std::unique_ptr<SharedMemoryAllreduce> shm(new SharedMemoryAllreduce());
+  shm->rank_ = rank;
+  shm->world_ = world_size;
+  shm->timeout_ = timeout;
+  shm->exchange_ = std::move(exchange);
+  shm->name_prefix_ = "/" + shm_segment_prefix(master_port) + random_hex();
+  if (!shm->map(slot_bytes, why_not)) return nullptr;
+  shm->barrier();
+  // A peer whose pid this process cannot see (another pid namespace) cannot be watched.
+  shm->check_peers_ = true;
+  for (int32_t r = 0; r < world_size; ++r) {
+    const pid_t pid = shm->segment_->pids()[r].load();
+    if (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH)) shm->check_peers_ = false;
+  }
+  return shm;
+}
+
+SharedMemoryAllreduce::~SharedMemoryAllreduce() = default;
+
+bool SharedMemoryAllreduce::map(size_t slot_bytes, std::string* why_not) {
+  slot_bytes = round_up(std::max<size_t>(slot_bytes, 1), kPage);
+  const size_t total = Segment::total_bytes(world_, slot_bytes);
+  const std::string key = "accel/shm/" + std::to_string(epoch_++);
+  std::string name, error;
+  int fd = -1;
+  if (rank_ == 0) {
+    name = name_prefix_ + "-" + key.substr(key.rfind('/') + 1);
+    fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) {
+      error = "shm_open(" + name + ") failed: " + errno_text(errno);
+    } else if (const int status = posix_fallocate(fd, 0, static_cast<off_t>(total)); status != 0) {
+      // tmpfs gives pages on first touch: without reserving them, a full /dev/shm would be a SIGBUS later.
+      error = "/dev/shm has no room for " + format_number(static_cast<double>(total) / (1 << 20)) + " MiB (" +
+              errno_text(status) + ")";
+    }
+    exchange_.set(key, error.empty() ? name : "!" + error);
+  } else {
+    name = exchange_.wait_get(key);
+    if (!name.empty() && name[0] == '!') {
+      error = "rank 0: " + name.substr(1);
+      name.clear();
+    } else if (fd = shm_open(name.c_str(), O_RDWR, 0); fd < 0) {
+      error = "shm_open(" + name + ") failed: " + errno_text(errno) + " (is rank 0 on another host?)";
+    }
+  }
+  // Whatever happens from here on, the name goes: every rank that will map it has done so once all have
+  // reported below, and a rank that throws leaves nothing behind either.
+  struct Unlink {
+    const std::string& name;
+    bool owner;
+    ~Unlink() {
+      if (owner && !name.empty()) shm_unlink(name.c_str());
+    }
+  } unlink{name, rank_ == 0 && fd >= 0};
+  auto segment = std::make_unique<Segment>();
+  segment->world = world_;
+  segment->slot_bytes = slot_bytes;
+  if (fd >= 0) {
+    void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    struct stat st {};
+    if (base == MAP_FAILED) {
+      error = "mmap of " + name + " failed: " + errno_text(errno);
+    } else {
+      segment->base = static_cast<char*>(base);
+      segment->bytes = total;
+      if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < total) error = name + " is smaller than expected";
+    }
+    close(fd);
+  }
+  exchange_.set(key + "/" + std::to_string(rank_), error.empty() ? "mapped" : error);
+  std::string first_error;
+  for (int32_t r = 0; r < world_; ++r) {
+    const std::string status = r == rank_ ? (error.empty() ? "mapped" : error) : exchange_.wait_get(key + "/" + std::to_string(r));
+    if (status != "mapped" && first_error.empty()) first_error = r == rank_ ? status : "rank " + std::to_string(r) + ": " + status;
+  }
+  if (!first_error.empty()) {
+    *why_not = first_error;
+    return false;
+  }
+  segment->pids()[rank_].store(static_cast<int32_t>(getpid()));
+  segment_ = std::move(segment);
+  return true;
+}
+
+bool SharedMemoryAllreduce::fits(size_t bytes) const { return bytes <= segment_->slot_bytes; }
+
+bool SharedMemoryAllreduce::reserve(size_t bytes, std::string* why_not) {
+  if (fits(bytes)) return true;
+  // A little headroom, so that a slightly larger tensor later does not make another segment.
+  return map(bytes + bytes / 4, why_not);
+}
+
+void SharedMemoryAllreduce::barrier() {
+  Control* control = segment_->control();
+  const uint32_t generation = control->generation.load(std::memory_order_acquire);
+  if (control->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<uint32_t>(world_)) {
+    control->arrived.store(0, std::memory_order_relaxed);
+    control->generation.fetch_add(1);
+    if (control->sleepers.load() > 0) futex_wake_all(&control->generation);
+    return;
+  }
+  for (int i = 0; i < kSpins; ++i) {
+    if (control->generation.load(std::memory_order_acquire) != generation) return;
+    cpu_pause();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    // The last arriver bumps the generation, then wakes if it sees a sleeper; a sleeper announces itself,
+    // then sleeps only on the old generation: one of the two sees the other.
+    control->sleepers.fetch_add(1);
+    if (control->generation.load() == generation) futex_wait(&control->generation, generation, kSleepSlice);
+    control->sleepers.fetch_sub(1);
+    if (control->generation.load(std::memory_order_acquire) != generation) return;
+    if (cancelled_) fail(Code::PeerFailed, "the process group was destroyed during the shared-memory all-reduce");
+    if (std::chrono::steady_clock::now() >= deadline) {
+      fail(Code::Timeout, "timed out in the shared-memory all-reduce's barrier");
+    }
+    if (!check_peers_) continue;
+    for (int32_t r = 0; r < world_; ++r) {
+      const pid_t pid = segment_->pids()[r].load();
+      if (r != rank_ && pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+        fail(Code::PeerFailed, "rank " + std::to_string(r) + " (process " + std::to_string(pid) +
+                                   ") exited during the shared-memory all-reduce");
+      }
+    }
+  }
+}
+
+void SharedMemoryAllreduce::allreduce(void* data, int64_t numel, ShmElement type, ReduceKind kind) {
+  const size_t bytes = static_cast<size_t>(numel) * shm_element_size(type);
+  const uint64_t half = operations_++ % 2;
+  std::memcpy(segment_->slot(half, rank_), data, bytes);
+  std::atomic<int64_t>* numels = segment_->numels(half);
+  numels[rank_].store(numel, std::memory_order_relaxed);
+  barrier();
+  for (int32_t r = 0; r < world_; ++r) {
+    if (numels[r].load(std::memory_order_relaxed) != numel) {
+      std::string counts;
+      for (int32_t q = 0; q < world_; ++q) {
+        counts += (q == 0 ? "" : ", ") + std::string("rank ") + std::to_string(q) + ": " +
+                  std::to_string(numels[q].load(std::memory_order_relaxed));
+      }
+      fail(Code::ShapeMismatch, "all-reduce of tensors with different element counts (" + counts + ")");
+    }
+  }
+  // Slices of whole cache lines, so that no two ranks write one line.
+  const int64_t line = static_cast<int64_t>(64 / shm_element_size(type));
+  const int64_t share = (numel + world_ - 1) / world_;
+  const int64_t per_rank = (share + line - 1) / line * line;
+  const int64_t lo = std::min(numel, per_rank * rank_);
+  const int64_t hi = std::min(numel, lo + per_rank);
+  std::vector<char*>& slots = slots_;
+  slots.resize(static_cast<size_t>(world_));
+  for (int32_t r = 0; r < world_; ++r) slots[static_cast<size_t>(r)] = segment_->slot(half, r);
+  switch (type) {
+    case ShmElement::Float32: reduce_native<float>(slots.data(), world_, lo, hi, kind); break;
+    case ShmElement::Float64: reduce_native<double>(slots.data(), world_, lo, hi, kind); break;
+    case ShmElement::BFloat16: reduce_widened<c10::BFloat16>(slots.data(), world_, lo, hi, kind); break;
+    case ShmElement::Float16: reduce_widened<c10::Half>(slots.data(), world_, lo, hi, kind); break;
+  }
+  barrier();
+  std::memcpy(data, slots[0], bytes);
+}
+
+}  // namespace accel::distributed

@@ -1,0 +1,103 @@
+// Runs under `accel launch` (tests/distributed/shm_test.sh). Mode (argv[1]):
+//   reduce DIR  all-reduces seeded random tensors (float32 sum, large enough to make the segment grow;
+//               float64 sum; float32 max; float16 sum) and rank 0 writes each result's bytes to DIR/<case>.bin,
+//               for the script to compare between transports.
+//   kill        one all-reduce, then rank 1 is SIGKILLed while rank 0 starts the next: rank 0 must fail.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "accel.h"
+
+namespace {
+
+accel_state_t* state = nullptr;
+
+template <class T>
+std::vector<T> random_values(size_t count, unsigned seed) {
+  std::mt19937 generator(seed);
+  // Magnitudes over several binades, so that the rounding of each sum matters.
+  std::uniform_real_distribution<double> mantissa(-1.0, 1.0);
+  std::uniform_int_distribution<int> exponent(-8, 8);
+  std::vector<T> values(count);
+  for (auto& value : values) value = static_cast<T>(std::ldexp(mantissa(generator), exponent(generator)));
+  return values;
+}
+
+bool reduce_case(const std::string& dir, const char* name, int32_t dtype, const void* data, size_t count,
+                 size_t element_size, const char* reduction) {
+  const int64_t shape[] = {static_cast<int64_t>(count)};
+  accel_tensor_t *input = nullptr, *out = nullptr;
+  if (accel_tensor_from_buffer(&input, data, dtype, shape, 1) != ACCEL_OK ||
+      accel_state_reduce(state, input, reduction, &out) != ACCEL_OK) {
+    std::fprintf(stderr, "%s: %s\n", name, accel_error_last());
+    return false;
+  }
+  std::vector<char> bytes(count * element_size);
+  const bool ok = accel_tensor_copy_to_buffer(out, bytes.data(), bytes.size()) == ACCEL_OK;
+  if (ok && accel_state_process_index(state) == 0) {
+    FILE* file = std::fopen((dir + "/" + name + ".bin").c_str(), "wb");
+    if (file == nullptr || std::fwrite(bytes.data(), 1, bytes.size(), file) != bytes.size()) return false;
+    std::fclose(file);
+  }
+  accel_tensor_free(out);
+  accel_tensor_free(input);
+  return ok;
+}
+
+int reduce_all(const std::string& dir) {
+  const unsigned seed = 1000u + static_cast<unsigned>(accel_state_process_index(state));
+  const auto floats = random_values<float>(3'000'001, seed);
+  const auto doubles = random_values<double>(100'003, seed);
+  // float16 bit patterns: random sign and mantissa, exponents around 1.
+  std::mt19937 generator(seed);
+  std::vector<uint16_t> halves(50'001);
+  for (auto& half : halves) {
+    const uint32_t bits = generator();
+    half = static_cast<uint16_t>((bits & 0x8000u) | ((8u + (bits >> 16) % 14u) << 10) | (bits & 0x3ffu));
+  }
+  const bool ok = reduce_case(dir, "float32_sum", ACCEL_DTYPE_FLOAT32, floats.data(), floats.size(), 4, "sum") &&
+                  reduce_case(dir, "float64_sum", ACCEL_DTYPE_FLOAT64, doubles.data(), doubles.size(), 8, "sum") &&
+                  reduce_case(dir, "float32_max", ACCEL_DTYPE_FLOAT32, floats.data(), 1001, 4, "max") &&
+                  reduce_case(dir, "float16_sum", ACCEL_DTYPE_FLOAT16, halves.data(), halves.size(), 2, "sum");
+  return ok ? 0 : 1;
+}
+
+int killed_rank() {
+  const float value = 1.0f;
+  const int64_t shape[] = {1};
+  accel_tensor_t *input = nullptr, *out = nullptr;
+  if (accel_tensor_from_buffer(&input, &value, ACCEL_DTYPE_FLOAT32, shape, 1) != ACCEL_OK ||
+      accel_state_reduce(state, input, "sum", &out) != ACCEL_OK) {
+    return 1;
+  }
+  accel_tensor_free(out);
+  if (accel_state_process_index(state) == 1) raise(SIGKILL);
+  const int code = accel_state_reduce(state, input, "sum", &out);
+  std::fprintf(stderr, "rank 0 after rank 1 was killed: %s: %s\n", accel_error_name(code), accel_error_last());
+  return code == ACCEL_ERR_PEER_FAILED || code == ACCEL_ERR_TIMEOUT ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (accel_state_new(&state, nullptr) != ACCEL_OK) {
+    std::fprintf(stderr, "accel_state_new: %s\n", accel_error_last());
+    return 1;
+  }
+  std::fprintf(stderr, "rank %d: backend %s\n", accel_state_process_index(state), accel_state_backend(state));
+  int result = 2;
+  if (mode == "reduce" && argc > 2) result = reduce_all(argv[2]);
+  if (mode == "kill") result = killed_rank();
+  if (result == 0 && accel_state_shutdown(state) != ACCEL_OK) result = 1;
+  accel_state_free(state);
+  return result;
+}
