@@ -6,7 +6,9 @@
  * model), each optimizer's, scheduler's and the fp16 grad scaler's state (states.safetensors), written by
  * the main process; each rank's loader positions and random generators (rank<r>/states.safetensors); and
  * metadata.json (accel and LibTorch versions, world size, the accumulation counter as "step", the first
- * loader's epoch, how many objects of each kind).
+ * loader's epoch, how many objects of each kind, the names of the registered objects); and each rank's
+ * bytes of every object registered with accel_state_register_for_checkpointing
+ * (rank<r>/custom_checkpoint_<name>.bin).
  *
  * The objects are passed as arrays rather than collected into a handle first: a checkpoint is made of
  * objects the caller already holds, so arrays add no lifetime rules and no functions to register them.
@@ -19,7 +21,8 @@
  * highest-numbered one. Loading any folder named checkpoint_<n> sets i to n + 1, so a resumed run goes on
  * numbering after the checkpoint it started from.
  *
- * Thread safety: one thread at a time per state, and none of the objects in use by another thread. */
+ * Thread safety: one thread at a time per state, and none of the objects in use by another thread; the
+ * callbacks of registered objects run on the thread that calls save_state / load_state. */
 #ifndef ACCEL_CHECKPOINT_H
 #define ACCEL_CHECKPOINT_H
 
@@ -34,6 +37,46 @@
 extern "C" {
 #endif
 
+/* Accelerate's register_for_checkpointing: objects of the caller's own (a counter, a sampler, a Python
+ * object) that every save_state and load_state of this state saves and restores, as bytes the caller
+ * produces and consumes.
+ *
+ * A byte sink: where a save callback hands its bytes over. Owned by accel; valid only during the callback
+ * it is passed to (afterwards it is not a live handle). */
+typedef struct accel_sink accel_sink_t;
+
+/* Appends size bytes from data (NULL allowed when size is 0) to the sink; call it as often as needed. The
+ * bytes are copied before it returns. Errors: ACCEL_ERR_NULL_ARGUMENT (sink; data with size > 0);
+ * ACCEL_ERR_INVALID_ARGUMENT (not a live sink: used after its callback returned).
+ * Thread safety: the thread running the callback. */
+ACCEL_API ACCEL_NODISCARD int accel_sink_write(accel_sink_t *sink, const void *data, size_t size);
+
+/* Writes the object's state into sink with accel_sink_write (nothing written: an empty state); 0 for
+ * success, anything else fails the save with ACCEL_ERR_CALLBACK naming the object. */
+typedef int (*accel_save_object_fn)(accel_sink_t *sink, void *payload);
+/* Restores the object from the size bytes at data, exactly what its save callback wrote on this rank.
+ * data is owned by accel and valid only during the call. 0 for success, anything else fails the load
+ * with ACCEL_ERR_CALLBACK naming the object. */
+typedef int (*accel_load_object_fn)(const void *data, size_t size, void *payload);
+
+/* Registers an object under name: from now on accel_state_save_state calls save on every rank, before
+ * writing anything, and writes the bytes into that rank's folder of the checkpoint
+ * (rank<r>/custom_checkpoint_<name>.bin, inside the same atomic move as the rest), listing name in
+ * metadata.json; accel_state_load_state checks that the checkpoint's names are exactly the registered
+ * ones and reads every object's file before calling any load callback, then calls load for each object
+ * in registration order, before restoring models, optimizers, schedulers, loaders and generators (so a
+ * failing load leaves those untouched; objects loaded before it stay loaded). Every rank registers the
+ * same names in the same order. A save or load callback failing on one rank fails the call on every rank
+ * (ACCEL_ERR_PEER_FAILED on the others). The registration lasts until the state handle is freed; there is
+ * no unregistering. payload is passed back untouched and must stay valid until accel_state_free(state).
+ * name: letters, digits, '_', '-', '.', not starting with '.'; copied.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT (state, name, save, load); ACCEL_ERR_INVALID_ARGUMENT (a dead state; a
+ * name not usable in a file name; a name already registered on this state, naming it).
+ * Thread safety: one thread at a time per state. */
+ACCEL_API ACCEL_NODISCARD int accel_state_register_for_checkpointing(accel_state_t *state, const char *name,
+                                                                     accel_save_object_fn save,
+                                                                     accel_load_object_fn load, void *payload);
+
 /* Saves everything listed into directory (created with its parents; an existing checkpoint there is
  * replaced), or with directory NULL into the next numbered checkpoint of project_dir, after removing the
  * oldest ones so that at most total_limit remain (when total_limit > 0). Collective: every rank calls it with the same directory. The files go to
@@ -42,6 +85,7 @@ extern "C" {
  * Models must be prepared. Errors: ACCEL_ERR_NULL_ARGUMENT (state, an array with a non-zero count, or an
  * element); ACCEL_ERR_INVALID_ARGUMENT (a dead handle; directory NULL without project_dir; a negative
  * total_limit); ACCEL_ERR_IO naming the path (also when the numbered checkpoint to write exists);
+ * ACCEL_ERR_CALLBACK naming the registered object whose save callback failed (nothing is written then);
  * collective errors. */
 ACCEL_API ACCEL_NODISCARD int accel_state_save_state(accel_state_t *state, const char *directory,
                                                      accel_model_t *const *models, size_t num_models,
@@ -60,7 +104,10 @@ ACCEL_API ACCEL_NODISCARD int accel_state_save_state(accel_state_t *state, const
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_IO (a missing file, naming it); ACCEL_ERR_INVALID_ARGUMENT
  * naming the file and the mismatch (another world size, a shape or dtype, a truncated or damaged file, a
  * dead handle); ACCEL_ERR_PEER_FAILED naming the rank that could not load, on the others;
- * ACCEL_ERR_INVALID_STATE (a loader in the middle of an epoch); collective errors. */
+ * ACCEL_ERR_INVALID_STATE (a loader in the middle of an epoch); ACCEL_ERR_INVALID_ARGUMENT naming a
+ * registered object the checkpoint lacks, or an object in the checkpoint that is not registered (both
+ * before any load callback runs); ACCEL_ERR_CALLBACK naming the registered object whose load callback
+ * failed; collective errors. */
 ACCEL_API ACCEL_NODISCARD int accel_state_load_state(accel_state_t *state, const char *directory,
                                                      accel_model_t *const *models, size_t num_models,
                                                      accel_optimizer_t *const *optimizers, size_t num_optimizers,

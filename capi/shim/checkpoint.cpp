@@ -22,16 +22,18 @@ std::vector<Object*> objects_of(Handle* const* handles, size_t count, const char
   return objects;
 }
 
-accel::ckpt::CheckpointObjects checkpoint_objects(accel_model_t* const* models, size_t num_models,
+accel::ckpt::CheckpointObjects checkpoint_objects(const accel_state& state, accel_model_t* const* models, size_t num_models,
                                                   accel_optimizer_t* const* optimizers, size_t num_optimizers,
                                                   accel_scheduler_t* const* schedulers, size_t num_schedulers,
                                                   accel_loader_t* const* loaders, size_t num_loaders) {
-  return {objects_of<accel_model_t, accel::train::Model>(models, num_models, "models", &accel_model::model),
+  accel::ckpt::CheckpointObjects objects{objects_of<accel_model_t, accel::train::Model>(models, num_models, "models", &accel_model::model),
           objects_of<accel_optimizer_t, accel::train::AcceleratedOptimizer>(optimizers, num_optimizers, "optimizers",
                                                                              &accel_optimizer::optimizer),
           objects_of<accel_scheduler_t, accel::train::AcceleratedScheduler>(schedulers, num_schedulers, "schedulers",
                                                                              &accel_scheduler::scheduler),
-          objects_of<accel_loader_t, accel::data::Loader>(loaders, num_loaders, "loaders", &accel_loader::loader)};
+          objects_of<accel_loader_t, accel::data::Loader>(loaders, num_loaders, "loaders", &accel_loader::loader), {}};
+  for (const auto& object : state.custom_objects) objects.custom.push_back(object.get());
+  return objects;
 }
 
 }  // namespace
@@ -42,7 +44,7 @@ extern "C" int accel_state_save_state(accel_state_t* state, const char* director
                                       accel_loader_t* const* loaders, size_t num_loaders) {
   return guarded(__func__, [&] {
     require(state, "state");
-    const auto objects = checkpoint_objects(models, num_models, optimizers, num_optimizers, schedulers,
+    const auto objects = checkpoint_objects(*state, models, num_models, optimizers, num_optimizers, schedulers,
                                             num_schedulers, loaders, num_loaders);
     if (directory == nullptr) {
       accel::ckpt::save_project_checkpoint(state->state, objects);
@@ -58,12 +60,54 @@ extern "C" int accel_state_load_state(accel_state_t* state, const char* director
                                       accel_loader_t* const* loaders, size_t num_loaders) {
   return guarded(__func__, [&] {
     require(state, "state");
-    const auto objects = checkpoint_objects(models, num_models, optimizers, num_optimizers, schedulers,
+    const auto objects = checkpoint_objects(*state, models, num_models, optimizers, num_optimizers, schedulers,
                                             num_schedulers, loaders, num_loaders);
     if (directory == nullptr) {
       accel::ckpt::load_latest_checkpoint(state->state, objects);
     } else {
       accel::ckpt::load_checkpoint(state->state, directory, objects);
     }
+  });
+}
+
+extern "C" int accel_sink_write(accel_sink_t* sink, const void* data, size_t size) {
+  return guarded(__func__, [&] {
+    require(sink, "sink");
+    if (size > 0) require(data, "data");
+    sink->bytes.append(static_cast<const char*>(data), size);
+  });
+}
+
+extern "C" int accel_state_register_for_checkpointing(accel_state_t* state, const char* name, accel_save_object_fn save,
+                                                      accel_load_object_fn load, void* payload) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    require(name, "name");
+    require(reinterpret_cast<const void*>(save), "save");
+    require(reinterpret_cast<const void*>(load), "load");
+    const std::string object_name = name;
+    accel::ckpt::check_custom_object_name(object_name);
+    for (const auto& object : state->custom_objects) {
+      if (object->name == object_name) {
+        accel::fail(accel::Code::InvalidArgument, "an object named '" + object_name + "' is already registered");
+      }
+    }
+    auto object = std::make_unique<accel::ckpt::CustomObject>();
+    object->name = object_name;
+    object->save = [object_name, save, payload] {
+      accel_sink sink{};
+      const int code = save(&sink, payload);
+      if (code != 0) {
+        accel::fail(accel::Code::Callback, "the save callback of the registered object '" + object_name + "' returned " + std::to_string(code));
+      }
+      return std::move(sink.bytes);
+    };
+    object->load = [object_name, load, payload](const std::string& bytes) {
+      const int code = load(bytes.data(), bytes.size(), payload);
+      if (code != 0) {
+        accel::fail(accel::Code::Callback, "the load callback of the registered object '" + object_name + "' returned " + std::to_string(code));
+      }
+    };
+    state->custom_objects.push_back(std::move(object));
   });
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/checkpoint.hpp"
 #include "core/options.hpp"
 #include "data/dataset.hpp"
 #include "data/loader.hpp"
@@ -40,6 +41,8 @@ inline const Options* settings_of(const accel_options* options) {
 
 struct accel_state {
   std::shared_ptr<accel::distributed::State> state;
+  // accel_state_register_for_checkpointing's objects, in registration order; they go with the handle.
+  std::vector<std::unique_ptr<accel::ckpt::CustomObject>> custom_objects = {};
   ACCEL_HANDLE("accel_state_t");
 };
 
@@ -71,6 +74,11 @@ inline NamedTensors named_tensors(const char* const* names, accel_tensor* const*
 }
 
 }  // namespace accel::capi
+
+struct accel_sink {
+  std::string bytes;
+  ACCEL_HANDLE("accel_sink_t");
+};
 
 struct accel_bytes_list {
   std::vector<std::string> entries;

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -39,6 +40,10 @@ std::string view_bytes(const formats::SafetensorsFile& file, const std::string& 
   return std::string(static_cast<const char*>(view.data), view.nbytes);
 }
 
+bool name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
+}
+
 void write_shared_files(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects) {
   for (size_t i = 0; i < objects.models.size(); ++i) {
     formats::write_safetensors(join_path(directory, checkpoint_model_file(i)), stored_tensors(*objects.models[i]));
@@ -65,10 +70,12 @@ void write_shared_files(const std::shared_ptr<distributed::State>& state, const 
   manifest.num_schedulers = static_cast<int64_t>(objects.schedulers.size());
   manifest.num_loaders = static_cast<int64_t>(objects.loaders.size());
   manifest.has_scaler = scaler != nullptr;
+  for (const CustomObject* object : objects.custom) manifest.custom_objects.push_back(object->name);
   write_manifest(join_path(directory, kManifestFile), manifest);
 }
 
-void write_rank_files(const std::string& directory, int32_t rank, const CheckpointObjects& objects) {
+void write_rank_files(const std::string& directory, int32_t rank, const CheckpointObjects& objects,
+                      const std::vector<std::string>& custom_bytes) {
   const std::string own = join_path(directory, rank_directory(rank));
   create_directories(own);
   NamedTensors states;
@@ -77,6 +84,11 @@ void write_rank_files(const std::string& directory, int32_t rank, const Checkpoi
   }
   for (auto& [generator, rng_state] : capture_rng_states()) states.emplace_back("rng." + generator, rng_state);
   formats::write_safetensors(join_path(own, kStatesFile), states);
+  for (size_t i = 0; i < objects.custom.size(); ++i) {
+    AtomicFile file(join_path(own, custom_object_file(objects.custom[i]->name)));
+    file.write(custom_bytes[i].data(), custom_bytes[i].size());
+    file.commit();
+  }
 }
 
 void expect_count(const char* what, int64_t saved, size_t given, const std::string& path) {
@@ -95,6 +107,7 @@ struct LoadedCheckpoint {
   std::optional<std::string> scaler;
   std::vector<std::string> loaders;
   NamedTensors rng;
+  std::vector<std::string> custom;  // objects.custom's bytes, in its order
 };
 
 LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::string& directory,
@@ -144,22 +157,56 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
     if (view.name.rfind("rng.", 0) == 0) loaded.rng.emplace_back(view.name.substr(4), formats::copy_to_tensor(view));
   }
   check_rng_states(loaded.rng, own_path);
+
+  for (const CustomObject* object : objects.custom) {
+    if (std::find(manifest.custom_objects.begin(), manifest.custom_objects.end(), object->name) == manifest.custom_objects.end()) {
+      fail(Code::InvalidArgument, manifest_path + ": the registered object '" + object->name + "' is not in the checkpoint");
+    }
+  }
+  for (const std::string& name : manifest.custom_objects) {
+    const bool registered = std::any_of(objects.custom.begin(), objects.custom.end(),
+                                        [&](const CustomObject* object) { return object->name == name; });
+    if (!registered) {
+      fail(Code::InvalidArgument, manifest_path + ": the checkpoint holds the object '" + name + "', which is not registered");
+    }
+  }
+  const std::string own_directory = join_path(directory, rank_directory(state.launch().rank));
+  for (const CustomObject* object : objects.custom) {
+    loaded.custom.push_back(read_file(join_path(own_directory, custom_object_file(object->name))));
+  }
   return loaded;
 }
 
 }  // namespace
 
+void check_custom_object_name(const std::string& name) {
+  if (name.empty() || name.front() == '.' || !std::all_of(name.begin(), name.end(), name_char)) {
+    fail(Code::InvalidArgument, "the object name '" + name + "' is not usable in a file name (letters, digits, '_', '-', '.', not starting with '.')");
+  }
+}
+
 void save_state(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects) {
   const timeline::Span span("save_state");
   const std::string staging = directory + ".saving";
   const bool main = state->launch().rank == 0;
+  // The registered objects' bytes, before anything is written: one that cannot be saved on any rank
+  // fails the save on every rank, leaving the previous checkpoint and no staging folder.
+  std::vector<std::string> custom_bytes;
+  const auto save_custom = [&] {
+    for (const CustomObject* object : objects.custom) custom_bytes.push_back(object->save());
+  };
+  if (state->launch().world_size > 1) {
+    distributed::all_or_none(*state, save_custom, "cannot save a registered object, so no rank saves");
+  } else {
+    save_custom();
+  }
   if (main) {
     // Left over by a run killed while saving: never a checkpoint, as only a finished one is moved.
     remove_all(staging);
     create_directories(staging);
   }
   state->wait_for_everyone();
-  write_rank_files(staging, state->launch().rank, objects);
+  write_rank_files(staging, state->launch().rank, objects, custom_bytes);
   if (main) write_shared_files(state, staging, objects);
   state->wait_for_everyone();
   if (main) move_into_place(staging, directory);
@@ -175,6 +222,18 @@ void load_state(const std::shared_ptr<distributed::State>& state, const std::str
   distributed::all_or_none(*state, [&] { read = read_checkpoint(*state, directory, objects, scaler); },
                            "cannot load the checkpoint, so no rank does");
   const LoadedCheckpoint& loaded = *read;
+
+  // The registered objects first: one whose load fails leaves the built-in objects untouched.
+  if (!objects.custom.empty()) {
+    const auto load_custom = [&] {
+      for (size_t i = 0; i < objects.custom.size(); ++i) objects.custom[i]->load(loaded.custom[i]);
+    };
+    if (state->launch().world_size > 1) {
+      distributed::all_or_none(*state, load_custom, "cannot load a registered object, so no rank loads the rest");
+    } else {
+      load_custom();
+    }
+  }
 
   for (size_t i = 0; i < objects.loaders.size(); ++i) objects.loaders[i]->load_state(loaded.loaders[i]);
   for (size_t i = 0; i < objects.models.size(); ++i) loaded.models[i].copy_into(*objects.models[i]);

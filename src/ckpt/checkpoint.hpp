@@ -7,10 +7,12 @@
 //   states.safetensors               optimizer.<i>, scheduler.<i>, scaler: saved archives as uint8 tensors
 //                                    (main process; they are the same on every rank)
 //   rank<r>/states.safetensors       loader.<i> and rng.<generator>: what differs between ranks
+//   rank<r>/custom_checkpoint_<name>.bin  each registered object's bytes, as its save function gave them
 // Keeping the opaque archives inside safetensors files gives every file one format whose reader detects
 // truncation, so loading can refuse a damaged checkpoint before touching anything.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,18 @@
 
 namespace accel::ckpt {
 
+// Accelerate's register_for_checkpointing: an object the caller saves to and restores from bytes. Every
+// rank registers the same names; each rank's bytes go to its own folder. save returns the bytes; load
+// gets them back. Either may throw (the C API turns a callback's non-zero result into Error(Callback)).
+struct CustomObject {
+  std::string name;  // a file-name part: [A-Za-z0-9_.-], not empty, not starting with '.'
+  std::function<std::string()> save;
+  std::function<void(const std::string&)> load;
+};
+
+// Throws Error(InvalidArgument) naming the name when it is not usable as above.
+void check_custom_object_name(const std::string& name);
+
 // The objects a checkpoint covers; the caller keeps them alive during the call. Their order is part of
 // the checkpoint: load with the same lists, in the same order, as at save.
 struct CheckpointObjects {
@@ -28,11 +42,14 @@ struct CheckpointObjects {
   std::vector<train::AcceleratedOptimizer*> optimizers;
   std::vector<train::AcceleratedScheduler*> schedulers;
   std::vector<data::Loader*> loaders;
+  std::vector<const CustomObject*> custom;  // registration order; restored in that order
 };
 
 // Collective. Writes into "<directory>.saving" (each rank its rank<r>/ part, the main process the rest),
 // waits for every rank, then the main process moves it into place: `directory`, if it already exists, is
 // replaced in one atomic exchange, so a run killed while saving leaves the previous checkpoint whole.
+// Registered objects are saved first, on every rank, before anything is written: a save function that
+// throws fails the call on every rank (all_or_none), naming the object, and leaves no staging folder.
 // Throws Error(Io) naming the path on any file-system failure.
 void save_state(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects);
 
@@ -42,6 +59,10 @@ void save_state(const std::shared_ptr<distributed::State>& state, const std::str
 // random generators and the accumulation counter. Collective: no rank restores anything unless every
 // rank's files passed. Throws Error(Io) for a missing file and Error(InvalidArgument) naming the file and
 // what is wrong for any mismatch or damage; Error(PeerFailed) naming the rank when only another failed.
+// Registered objects: a name registered but not in the manifest, or in the manifest but not registered,
+// is Error(InvalidArgument) naming it; every object's file is read before any load function runs. Their
+// load functions run first, in registration order, before any built-in object is restored, so that one
+// that throws (on any rank: all_or_none again) leaves models, optimizers, ... untouched.
 void load_state(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects);
 
 }  // namespace accel::ckpt

@@ -31,6 +31,8 @@ std::string checkpoint_model_file(size_t index) {
 
 std::string rank_directory(int64_t rank) { return "rank" + std::to_string(rank); }
 
+std::string custom_object_file(const std::string& name) { return "custom_checkpoint_" + name + ".bin"; }
+
 void write_manifest(const std::string& path, const Manifest& manifest) {
   Manifest copy = manifest;
   std::ostringstream text;
@@ -38,6 +40,11 @@ void write_manifest(const std::string& path, const Manifest& manifest) {
        << ",\n  \"torch_version\": " << formats::json_quote(copy.torch_version)
        << ",\n  \"has_scaler\": " << (copy.has_scaler ? 1 : 0);
   for (const auto& [key, value] : integer_members(copy)) text << ",\n  \"" << key << "\": " << *value;
+  if (!copy.custom_objects.empty()) {
+    text << ",\n  \"custom_objects\": [";
+    for (size_t i = 0; i < copy.custom_objects.size(); ++i) text << (i ? ", " : "") << formats::json_quote(copy.custom_objects[i]);
+    text << "]";
+  }
   text << "\n}\n";
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text.str();
@@ -59,13 +66,21 @@ Manifest read_manifest(const std::string& path) {
       manifest.torch_version = formats::read_json_string(reader);
     } else if (key == "has_scaler") {
       manifest.has_scaler = reader.read_int() != 0;
+    } else if (key == "custom_objects") {
+      reader.expect('[');
+      if (!reader.consume(']')) {
+        do {
+          manifest.custom_objects.push_back(formats::read_json_string(reader));
+        } while (reader.consume(','));
+        reader.expect(']');
+      }
     } else if (auto member = integers.find(key); member != integers.end()) {
       *member->second = reader.read_int();
     } else {
       reader.error("unknown key '" + key + "'");
     }
   });
-  if (seen.size() != integers.size() + 3) fail(Code::InvalidArgument, path + ": checkpoint manifest misses keys");
+  if (seen.size() - seen.count("custom_objects") != integers.size() + 3) fail(Code::InvalidArgument, path + ": checkpoint manifest misses keys");
   return manifest;
 }
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace accel::ckpt {
 
@@ -31,7 +32,14 @@ struct Manifest {
   int64_t num_schedulers = 0;
   int64_t num_loaders = 0;
   bool has_scaler = false;
+  // The names of the objects registered with register_for_checkpointing, in registration order; each
+  // rank's bytes are in rank<r>/custom_checkpoint_<name>.bin. The key is absent from older checkpoints,
+  // which read as none.
+  std::vector<std::string> custom_objects;
 };
+
+// rank<r>/custom_checkpoint_<name>.bin: a registered object's bytes, in its rank's folder.
+std::string custom_object_file(const std::string& name);
 
 // Throws Error(Io) naming the path when it cannot be written.
 void write_manifest(const std::string& path, const Manifest& manifest);

@@ -101,6 +101,9 @@ Report inspect_checkpoint(const std::string& directory) {
   report.files.push_back(safetensors_file(directory, ckpt::kStatesFile));
   for (int64_t rank = 0; rank < manifest.world_size; ++rank) {
     report.files.push_back(safetensors_file(directory, join_path(ckpt::rank_directory(rank), ckpt::kStatesFile)));
+    for (const std::string& name : manifest.custom_objects) {
+      report.files.push_back(other_file(directory, join_path(ckpt::rank_directory(rank), ckpt::custom_object_file(name))));
+    }
   }
   return report;
 }

@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "accel.h"
 #include "core/files.hpp"
@@ -208,3 +210,119 @@ TEST_F(CheckpointCapi, ProjectCheckpointsAreNumberedRotatedAndResumedByNumber) {
 }
 
 }  // namespace
+
+// register_for_checkpointing: a caller's object as bytes. `value` is what the object holds; `fail` makes
+// its callbacks return non-zero.
+struct Counter {
+  int64_t value = 0;
+  bool fail_save = false;
+  bool fail_load = false;
+  int loads = 0;
+  std::vector<std::string>* order = nullptr;  // names, in the order load callbacks ran
+  std::string name;
+};
+
+int save_counter(accel_sink_t* sink, void* payload) {
+  auto* counter = static_cast<Counter*>(payload);
+  if (counter->fail_save) return 7;
+  return accel_sink_write(sink, &counter->value, sizeof counter->value) == ACCEL_OK ? 0 : 1;
+}
+
+int load_counter(const void* data, size_t size, void* payload) {
+  auto* counter = static_cast<Counter*>(payload);
+  if (counter->fail_load || size != sizeof counter->value) return 9;
+  std::memcpy(&counter->value, data, size);
+  ++counter->loads;
+  if (counter->order != nullptr) counter->order->push_back(counter->name);
+  return 0;
+}
+
+TEST_F(CheckpointCapi, RegisteredObjectsAreSavedPerRankAndRestoredInRegistrationOrder) {
+  std::vector<std::string> order;
+  Counter a{10, false, false, 0, &order, "b_second_name"};
+  Counter b{20, false, false, 0, &order, "a_first_name"};
+  ASSERT_EQ(accel_state_register_for_checkpointing(state, "b_second_name", save_counter, load_counter, &a), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_state_register_for_checkpointing(state, "a_first_name", save_counter, load_counter, &b), ACCEL_OK) << last_error();
+  const std::string path = saved_then_changed();
+  EXPECT_TRUE(path_exists(path + "/rank0/custom_checkpoint_b_second_name.bin"));
+  EXPECT_TRUE(path_exists(path + "/rank0/custom_checkpoint_a_first_name.bin"));
+  EXPECT_NE(accel::read_file(path + "/metadata.json").find("\"custom_objects\": [\"b_second_name\", \"a_first_name\"]"),
+            std::string::npos);
+  a.value = 11;
+  b.value = 21;
+  ASSERT_EQ(load(path), ACCEL_OK) << last_error();
+  EXPECT_EQ(a.value, 10);
+  EXPECT_EQ(b.value, 20);
+  EXPECT_EQ(order, (std::vector<std::string>{"b_second_name", "a_first_name"}));
+  EXPECT_EQ(first_weight(), 1.0f);
+}
+
+TEST_F(CheckpointCapi, RegisteringRefusesDuplicatesBadNamesAndNulls) {
+  Counter a;
+  ASSERT_EQ(accel_state_register_for_checkpointing(state, "counter", save_counter, load_counter, &a), ACCEL_OK);
+  EXPECT_EQ(accel_state_register_for_checkpointing(state, "counter", save_counter, load_counter, &a), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("'counter' is already registered"), std::string::npos) << last_error();
+  for (const char* bad : {"", ".hidden", "a/b", "sp ace"}) {
+    EXPECT_EQ(accel_state_register_for_checkpointing(state, bad, save_counter, load_counter, &a), ACCEL_ERR_INVALID_ARGUMENT) << bad;
+  }
+  EXPECT_EQ(accel_state_register_for_checkpointing(state, nullptr, save_counter, load_counter, &a), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_state_register_for_checkpointing(state, "x", nullptr, load_counter, &a), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_state_register_for_checkpointing(state, "x", save_counter, nullptr, &a), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_state_register_for_checkpointing(nullptr, "x", save_counter, load_counter, &a), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_sink_write(nullptr, "x", 1), ACCEL_ERR_NULL_ARGUMENT);
+}
+
+TEST_F(CheckpointCapi, MissingAndExtraRegisteredObjectsAreNamedBeforeAnyLoadCallback) {
+  Counter a{1};
+  ASSERT_EQ(accel_state_register_for_checkpointing(state, "kept", save_counter, load_counter, &a), ACCEL_OK);
+  const std::string without_extra = saved_then_changed();
+  Counter b{2};
+  ASSERT_EQ(accel_state_register_for_checkpointing(state, "added_later", save_counter, load_counter, &b), ACCEL_OK);
+  EXPECT_EQ(load(without_extra), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("'added_later' is not in the checkpoint"), std::string::npos) << last_error();
+  EXPECT_EQ(a.loads, 0);
+  EXPECT_EQ(first_weight(), 2.0f);
+
+  // A checkpoint with an object this handle does not register: another handle of the same process state
+  // has its own registrations.
+  const std::string with_extra = directory + "/two";
+  ASSERT_EQ(save(with_extra), ACCEL_OK) << last_error();
+  accel_state_t* other = nullptr;
+  ASSERT_EQ(accel_state_new(&other, nullptr), ACCEL_OK) << last_error();
+  Counter c;
+  ASSERT_EQ(accel_state_register_for_checkpointing(other, "kept", save_counter, load_counter, &c), ACCEL_OK);
+  EXPECT_EQ(accel_state_load_state(other, with_extra.c_str(), &model, 1, &optimizer, 1, nullptr, 0, nullptr, 0),
+            ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("'added_later', which is not registered"), std::string::npos) << last_error();
+  EXPECT_EQ(c.loads, 0);
+  accel_state_free(other);
+
+  // A listed object whose file is gone: an Io error naming it, before any callback.
+  ASSERT_EQ(std::remove((with_extra + "/rank0/custom_checkpoint_added_later.bin").c_str()), 0);
+  EXPECT_EQ(load(with_extra), ACCEL_ERR_IO);
+  EXPECT_NE(last_error().find("custom_checkpoint_added_later.bin"), std::string::npos) << last_error();
+  EXPECT_EQ(a.loads, 0);
+  EXPECT_EQ(b.loads, 0);
+}
+
+TEST_F(CheckpointCapi, AFailingCallbackFailsTheSaveOrLoadNamingTheObject) {
+  Counter a{5};
+  ASSERT_EQ(accel_state_register_for_checkpointing(state, "flaky", save_counter, load_counter, &a), ACCEL_OK);
+  const std::string path = saved_then_changed();
+  a.fail_save = true;
+  const std::string other = directory + "/other";
+  EXPECT_EQ(save(other), ACCEL_ERR_CALLBACK);
+  EXPECT_NE(last_error().find("'flaky'"), std::string::npos) << last_error();
+  EXPECT_FALSE(path_exists(other));
+  EXPECT_FALSE(path_exists(other + ".saving"));
+
+  a.fail_load = true;
+  a.value = 6;
+  EXPECT_EQ(load(path), ACCEL_ERR_CALLBACK);
+  EXPECT_NE(last_error().find("'flaky'"), std::string::npos) << last_error();
+  EXPECT_EQ(a.value, 6);
+  EXPECT_EQ(first_weight(), 2.0f);  // registered objects load first: the model is untouched
+  a.fail_load = false;
+  ASSERT_EQ(load(path), ACCEL_OK) << last_error();
+  EXPECT_EQ(a.value, 5);
+}

@@ -19,6 +19,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,27 @@ accel_tensor_t* tensor_of(const at::Tensor& values) {
   return tensor;
 }
 
+// A per-rank object of the caller's, registered for checkpointing: rank * 1000 + the steps taken, so a
+// resumed rank can tell that it got its own bytes back from the step where they were saved.
+int64_t g_counter = 0;
+
+int save_counter(accel_sink_t* sink, void*) { return accel_sink_write(sink, &g_counter, sizeof g_counter) == ACCEL_OK ? 0 : 1; }
+
+int load_counter(const void* data, size_t size, void*) {
+  if (size != sizeof g_counter) return 1;
+  std::memcpy(&g_counter, data, size);
+  return 0;
+}
+
+void expect_counter(accel_state_t* state, long steps) {
+  const int64_t expected = accel_state_process_index(state) * 1000 + steps;
+  if (g_counter != expected) {
+    std::fprintf(stderr, "registered counter: %ld after loading, expected %ld\n", static_cast<long>(g_counter),
+                 static_cast<long>(expected));
+    std::exit(1);
+  }
+}
+
 struct Training {
   accel_state_t* state = nullptr;
   accel_loader_t* loader = nullptr;
@@ -64,6 +86,9 @@ Training start_training(const char* project_dir) {
   if (project_dir != nullptr) check(accel_options_set_string(state_options, "project_dir", project_dir), "project_dir");
   check(accel_state_new(&run.state, state_options), "accel_state_new");
   accel_options_free(state_options);
+  g_counter = accel_state_process_index(run.state) * 1000;
+  check(accel_state_register_for_checkpointing(run.state, "counter", save_counter, load_counter, nullptr),
+        "accel_state_register_for_checkpointing");
   // Accelerate's set_seed: every leg starts from the same random numbers (the loader's below).
   at::manual_seed(1234);
   // Fixed data, made without any generator so that every leg sees the same samples.
@@ -101,6 +126,7 @@ Training start_training(const char* project_dir) {
 }
 
 void train_step(Training& run) {
+  ++g_counter;
   accel_batch_t* batch = nullptr;
   check(accel_loader_next(run.loader, &batch), "accel_loader_next");
   if (batch == nullptr) check(accel_loader_next(run.loader, &batch), "accel_loader_next (next epoch)");
@@ -160,7 +186,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "refused as expected: %s\n", accel_error_last());
     return 0;
   }
-  if (mode == "resume") check(checkpoint_call(accel_state_load_state, run, argv[3]), "accel_state_load_state");
+  if (mode == "resume") {
+    check(checkpoint_call(accel_state_load_state, run, argv[3]), "accel_state_load_state");
+    expect_counter(run.state, steps);  // exact_resume_test.sh saves after as many steps as it resumes for
+  }
   const char* restarts = std::getenv("ACCEL_RESTART_COUNT");
   const bool first_attempt = restarts == nullptr || std::string(restarts) == "0";
   long done = 0;
@@ -168,6 +197,7 @@ int main(int argc, char** argv) {
     check(checkpoint_call(accel_state_load_state, run, nullptr), "accel_state_load_state (latest)");
     // The scheduler moves once per process for each step (Accelerate's rule).
     done = static_cast<long>(accel_scheduler_step_count(run.scheduler) / accel_state_num_processes(run.state));
+    expect_counter(run.state, done);
     if (accel_state_is_main_process(run.state)) std::printf("restart %s: resumed after step %ld\n", restarts, done);
   }
   for (long step = done + 1; step <= steps; ++step) {
