@@ -242,6 +242,11 @@ int accel_progress_update(accel_progress_t *progress, int64_t steps, double loss
 void accel_progress_free(accel_progress_t *progress);
 """),
     ("accel/checkpoint.h", """
+typedef struct accel_sink accel_sink_t;
+int accel_sink_write(accel_sink_t *sink, const void *data, size_t size);
+typedef int (*accel_save_object_fn)(accel_sink_t *sink, void *payload);
+typedef int (*accel_load_object_fn)(const void *data, size_t size, void *payload);
+int accel_state_register_for_checkpointing(accel_state_t *state, const char *name, accel_save_object_fn save, accel_load_object_fn load, void *payload);
 int accel_state_save_state(accel_state_t *state, const char *directory, accel_model_t *const *models, size_t num_models, accel_optimizer_t *const *optimizers, size_t num_optimizers, accel_scheduler_t *const *schedulers, size_t num_schedulers, accel_loader_t *const *loaders, size_t num_loaders);
 int accel_state_load_state(accel_state_t *state, const char *directory, accel_model_t *const *models, size_t num_models, accel_optimizer_t *const *optimizers, size_t num_optimizers, accel_scheduler_t *const *schedulers, size_t num_schedulers, accel_loader_t *const *loaders, size_t num_loaders);
 """),

@@ -14,6 +14,7 @@ import sys
 import numpy as np
 
 from . import _nested
+from ._callbacks import Callbacks
 from ._handle import Handle
 from ._library import ffi, lib
 from .config import DataLoaderConfiguration, DistributedDataParallelKwargs, GradScalerKwargs, InitProcessGroupKwargs
@@ -132,6 +133,8 @@ class Accelerator(Handle):
         self._loader_settings = {**(dataloader_config or DataLoaderConfiguration()).options(),
                                  "device_placement": device_placement}
         self._models, self._loaders, self._optimizers, self._schedulers = [], [], [], []
+        self._custom_objects = []  # register_for_checkpointing's, in registration order
+        self._checkpoint_callbacks = Callbacks()  # their save and load callbacks, alive as long as self
 
     # --- the process ------------------------------------------------------------------------------------
 
@@ -480,14 +483,43 @@ class Accelerator(Handle):
         written to a temporary folder, then moved into place). Without output_dir: the next numbered
         checkpoint of project_dir, project_dir/checkpoints/checkpoint_<i>, keeping at most total_limit."""
         directory = ffi.NULL if output_dir is None else str(output_dir).encode()
-        check(lib.accel_state_save_state(self.pointer, directory, *self._prepared_arrays()))
+        check(lib.accel_state_save_state(self.pointer, directory, *self._prepared_arrays()), self._checkpoint_callbacks)
 
     def load_state(self, input_dir=None):
         """Restores what save_state wrote (without input_dir: project_dir's highest-numbered checkpoint)
         into the objects prepared in the same order; everything is checked first, so on an error nothing
         has changed."""
         directory = ffi.NULL if input_dir is None else str(input_dir).encode()
-        check(lib.accel_state_load_state(self.pointer, directory, *self._prepared_arrays()))
+        check(lib.accel_state_load_state(self.pointer, directory, *self._prepared_arrays()), self._checkpoint_callbacks)
+
+    def register_for_checkpointing(self, *objects):
+        """Accelerate's register_for_checkpointing: objects with state_dict() and load_state_dict(state)
+        that every later save_state saves and load_state restores, in registration order. Each is stored
+        as the pickle of its state_dict() (Accelerate uses torch.save, a pickle too), in each rank's own
+        folder: rank<r>/custom_checkpoint_<i>.bin, i counting this accelerator's registrations from 0.
+        Unpickling runs arbitrary code: load only checkpoints you trust. A checkpoint must hold exactly the
+        registered objects (InvalidArgumentError naming the missing or extra one). An exception raised by
+        state_dict() or load_state_dict() comes out of save_state / load_state. The objects are kept
+        alive as long as the accelerator; there is no unregistering."""
+        invalid = [i for i, obj in enumerate(objects)
+                   if not (callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None)))]
+        if invalid:
+            raise ValueError("all objects must have state_dict() and load_state_dict(); items "
+                             f"{invalid} of register_for_checkpointing do not")
+        for obj in objects:
+            name = str(len(self._custom_objects)).encode()
+
+            def save(sink, _payload, obj=obj):
+                data = pickle.dumps(obj.state_dict())
+                check(lib.accel_sink_write(sink, data, len(data)))
+
+            def load(data, size, _payload, obj=obj):
+                obj.load_state_dict(pickle.loads(ffi.buffer(data, size)[:]))
+
+            check(lib.accel_state_register_for_checkpointing(
+                self.pointer, name, self._checkpoint_callbacks.make("accel_save_object_fn", save),
+                self._checkpoint_callbacks.make("accel_load_object_fn", load), ffi.NULL))
+            self._custom_objects.append(obj)
 
     # --- collectives: tensors in nested lists, tuples and dicts; results of the inputs' kind --------------
 

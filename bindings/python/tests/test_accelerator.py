@@ -309,3 +309,45 @@ def test_numbered_checkpoints_rotate_and_the_latest_is_loaded(tmp_path, make_acc
     accelerator.load_state()
     accelerator.save_state()  # numbering goes on after the checkpoint loaded (checkpoint_2)
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["checkpoint_2", "checkpoint_3"]
+
+
+class _Counter:
+    def __init__(self, value):
+        self.value = value
+
+    def state_dict(self):
+        return {"value": self.value}
+
+    def load_state_dict(self, state):
+        self.value = state["value"]
+
+
+def test_registered_objects_are_saved_and_restored(tmp_path, make_accelerator):
+    accelerator = make_accelerator()
+    accelerator.prepare(scripted_bytes(MLP))
+    first, second = _Counter(1), _Counter([2, "two"])
+    accelerator.register_for_checkpointing(first, second)
+    with pytest.raises(ValueError, match=r"\[0\]"):
+        accelerator.register_for_checkpointing(object())
+    accelerator.save_state(tmp_path / "checkpoint")
+    assert (tmp_path / "checkpoint" / "rank0" / "custom_checkpoint_1.bin").is_file()
+    first.value, second.value = 10, None
+    accelerator.load_state(tmp_path / "checkpoint")
+    assert (first.value, second.value) == (1, [2, "two"])
+
+    def broken():
+        raise RuntimeError("no state today")
+
+    first.state_dict = broken
+    with pytest.raises(RuntimeError, match="no state today"):
+        accelerator.save_state(tmp_path / "other")
+    assert not (tmp_path / "other").exists()
+
+
+def test_a_checkpoint_without_a_registered_object_is_refused(tmp_path, make_accelerator):
+    accelerator = make_accelerator()
+    accelerator.prepare(scripted_bytes(MLP))
+    accelerator.save_state(tmp_path / "checkpoint")
+    accelerator.register_for_checkpointing(_Counter(1))
+    with pytest.raises(accel.AccelError, match="'0' is not in the checkpoint"):
+        accelerator.load_state(tmp_path / "checkpoint")

@@ -1,5 +1,58 @@
-# capi/accel/checkpoint.h: save_state and load_state!. The objects' order is part of the checkpoint:
-# load with the same lists, in the same order, as at save.
+# capi/accel/checkpoint.h: register_for_checkpointing!, save_state and load_state!. The objects' order is
+# part of the checkpoint: load with the same lists, in the same order, as at save.
+
+"""Opaque C type `accel_sink_t`, only pointed to: where a save callback hands its bytes over."""
+mutable struct accel_sink_t end
+
+function save_object_trampoline(sink::Ptr{accel_sink_t}, context::Ptr{Cvoid})::Cint
+    callbacks = unsafe_pointer_to_objref(context)::Callbacks
+    return run_callback(callbacks) do
+        bytes = Vector{UInt8}(callbacks.functions.save())
+        @check ccall((:accel_sink_write, libaccel), Cint, (Ptr{accel_sink_t}, Ptr{Cvoid}, Csize_t), sink, bytes, length(bytes))
+    end
+end
+
+function load_object_trampoline(data::Ptr{Cvoid}, size::Csize_t, context::Ptr{Cvoid})::Cint
+    callbacks = unsafe_pointer_to_objref(context)::Callbacks
+    return run_callback(() -> callbacks.functions.load(copy(unsafe_wrap(Vector{UInt8}, Ptr{UInt8}(data), size))), callbacks)
+end
+
+"""
+    register_for_checkpointing!(state, name, save, load)
+
+Accelerate's register_for_checkpointing: every later `save_state` calls `save()` (returning the object's
+bytes, a `Vector{UInt8}`) and writes them into this rank's folder of the checkpoint
+(rank<r>/custom_checkpoint_<name>.bin); every `load_state!` calls `load(bytes)`, in registration order,
+before restoring the models and the rest. `name`: letters, digits, '_', '-', '.', not starting with '.';
+every rank registers the same names. A checkpoint must hold exactly the registered names (an AccelError
+naming the missing or extra one, before any `load` runs); what `save` or `load` throws is thrown by the
+call that ran it. The functions live as long as the state; a name already registered is refused.
+"""
+function register_for_checkpointing!(save::Function, load::Function, state::State, name::AbstractString)
+    callbacks = Callbacks((save = save, load = load))
+    save_trampoline = @cfunction(save_object_trampoline, Cint, (Ptr{accel_sink_t}, Ptr{Cvoid}))
+    load_trampoline = @cfunction(load_object_trampoline, Cint, (Ptr{Cvoid}, Csize_t, Ptr{Cvoid}))
+    code = ccall((:accel_state_register_for_checkpointing, libaccel), Cint,
+        (Ptr{accel_state_t}, Cstring, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}),
+        state, name, save_trampoline, load_trampoline, payload(callbacks))
+    check_callback_call(callbacks, code)
+    push!(state.registered, callbacks)
+    return nothing
+end
+
+register_for_checkpointing!(state::State, name::AbstractString, save::Function, load::Function) =
+    register_for_checkpointing!(save, load, state, name)
+
+"""The failure a registered object's callback kept, rethrown for a save or load that it failed."""
+function check_checkpoint_call(state::State, code::Cint)
+    code == ACCEL_OK && return nothing
+    for callbacks in state.registered
+        if callbacks.failure !== nothing
+            return check_callback_call(callbacks, code)
+        end
+    end
+    throw_last_error(code)
+end
 
 """Accelerate's save_state: the models, optimizers, schedulers and loaders given, the grad scaler, each
 rank's random generators and the accumulation step into `directory` (collective; written aside, then
@@ -9,11 +62,12 @@ function save_state(state::State, directory::AbstractString; models=Model[], opt
     handles = (models, optimizers, schedulers, loaders)
     model_ptrs, optimizer_ptrs, scheduler_ptrs, loader_ptrs = checkpoint_pointers(handles...)
     GC.@preserve handles begin
-        @check ccall((:accel_state_save_state, libaccel), Cint,
+        code = ccall((:accel_state_save_state, libaccel), Cint,
             (Ptr{accel_state_t}, Cstring, Ptr{Ptr{accel_model_t}}, Csize_t, Ptr{Ptr{accel_optimizer_t}}, Csize_t,
              Ptr{Ptr{accel_scheduler_t}}, Csize_t, Ptr{Ptr{accel_loader_t}}, Csize_t),
             state, directory, model_ptrs, length(model_ptrs), optimizer_ptrs, length(optimizer_ptrs),
             scheduler_ptrs, length(scheduler_ptrs), loader_ptrs, length(loader_ptrs))
+        check_checkpoint_call(state, code)
     end
 end
 
@@ -24,11 +78,12 @@ function load_state!(state::State, directory::AbstractString; models=Model[], op
     handles = (models, optimizers, schedulers, loaders)
     model_ptrs, optimizer_ptrs, scheduler_ptrs, loader_ptrs = checkpoint_pointers(handles...)
     GC.@preserve handles begin
-        @check ccall((:accel_state_load_state, libaccel), Cint,
+        code = ccall((:accel_state_load_state, libaccel), Cint,
             (Ptr{accel_state_t}, Cstring, Ptr{Ptr{accel_model_t}}, Csize_t, Ptr{Ptr{accel_optimizer_t}}, Csize_t,
              Ptr{Ptr{accel_scheduler_t}}, Csize_t, Ptr{Ptr{accel_loader_t}}, Csize_t),
             state, directory, model_ptrs, length(model_ptrs), optimizer_ptrs, length(optimizer_ptrs),
             scheduler_ptrs, length(scheduler_ptrs), loader_ptrs, length(loader_ptrs))
+        check_checkpoint_call(state, code)
     end
 end
 

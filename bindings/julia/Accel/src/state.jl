@@ -21,6 +21,7 @@ several processes, waits until every rank has joined.
 """
 mutable struct State
     ptr::Ptr{accel_state_t}
+    registered::Vector{Any}  # register_for_checkpointing's Callbacks: the library calls them until close
 end
 
 Base.unsafe_convert(::Type{Ptr{accel_state_t}}, state::State) = live_pointer(state)
@@ -38,7 +39,7 @@ function State(; settings...)
     finally
         options === nothing || close(options)
     end
-    return finalizer(close, State(ptr))
+    return finalizer(close, State(ptr, Any[]))
 end
 
 """Collective teardown of the process group of every state of this process; a second call does nothing."""

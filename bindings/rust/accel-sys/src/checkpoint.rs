@@ -1,9 +1,25 @@
-//! capi/accel/checkpoint.h: save_state and load_state.
-use std::os::raw::{c_char, c_int};
+//! capi/accel/checkpoint.h: register_for_checkpointing, save_state and load_state.
+use std::os::raw::{c_char, c_int, c_void};
 
 use crate::{accel_loader_t, accel_model_t, accel_optimizer_t, accel_scheduler_t, accel_state_t};
 
+opaque!(accel_sink_t);
+
 extern "C" {
+    pub fn accel_sink_write(sink: *mut accel_sink_t, data: *const c_void, size: usize) -> c_int;
+}
+
+pub type accel_save_object_fn = Option<unsafe extern "C" fn(sink: *mut accel_sink_t, payload: *mut c_void) -> c_int>;
+pub type accel_load_object_fn = Option<unsafe extern "C" fn(data: *const c_void, size: usize, payload: *mut c_void) -> c_int>;
+
+extern "C" {
+    pub fn accel_state_register_for_checkpointing(
+        state: *mut accel_state_t,
+        name: *const c_char,
+        save: accel_save_object_fn,
+        load: accel_load_object_fn,
+        payload: *mut c_void,
+    ) -> c_int;
     pub fn accel_state_save_state(
         state: *mut accel_state_t,
         directory: *const c_char,

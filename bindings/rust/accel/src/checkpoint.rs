@@ -1,16 +1,19 @@
-//! Checkpoints (capi/accel/checkpoint.h): save_state and load_state.
+//! Checkpoints (capi/accel/checkpoint.h): register_for_checkpointing, save_state and load_state.
+use std::os::raw::{c_int, c_void};
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use accel_sys as sys;
 
-use crate::error::{check, Result};
+use crate::callbacks::{lock, Failures, KeptPayload, Payload};
+use crate::error::{check, CallbackResult, Result};
 use crate::loader::Loader;
 use crate::model::Model;
 use crate::optimizer::Optimizer;
 use crate::scheduler::Scheduler;
 use crate::serial::one_at_a_time;
 use crate::state::State;
-use crate::strings::path_to_c;
+use crate::strings::{path_to_c, to_c};
 
 /// The objects a checkpoint covers. Their order is part of the checkpoint: load with the same lists, in
 /// the same order, as at save.
@@ -36,6 +39,38 @@ type CheckpointCall = unsafe extern "C" fn(
 ) -> std::os::raw::c_int;
 
 impl State {
+    /// Accelerate's register_for_checkpointing: an object of the caller's that every later save_state
+    /// saves (`save` returns its bytes, written into this rank's folder of the checkpoint as
+    /// rank<r>/custom_checkpoint_<name>.bin) and every load_state restores (`load` gets the bytes back),
+    /// in registration order, before the models and the rest. name: letters, digits, '_', '-', '.', not
+    /// starting with '.'; every rank registers the same names. A checkpoint must hold exactly the
+    /// registered names (ACCEL_ERR_INVALID_ARGUMENT naming the missing or extra one, before any `load`
+    /// runs). An error or a panic in `save` or `load` fails the call with ACCEL_ERR_CALLBACK naming the
+    /// object. The functions live as long as the state; a name already registered is refused.
+    pub fn register_for_checkpointing<S, L>(&self, name: &str, save: S, load: L) -> Result<()>
+    where
+        S: FnMut() -> CallbackResult<Vec<u8>> + Send + 'static,
+        L: FnMut(&[u8]) -> CallbackResult<()> + Send + 'static,
+    {
+        let name = to_c("object name", name)?;
+        let payload = Arc::new(Payload { failures: Failures::default(), function: Mutex::new((save, load)) });
+        let context = Arc::as_ptr(&payload) as *mut c_void;
+        let mut registered = lock(&self.registered);
+        one_at_a_time(|| {
+            check(unsafe {
+                sys::accel_state_register_for_checkpointing(
+                    self.as_ptr(),
+                    name.as_ptr(),
+                    Some(save_trampoline::<S, L>),
+                    Some(load_trampoline::<S, L>),
+                    context,
+                )
+            })
+        })?;
+        registered.push(payload);
+        Ok(())
+    }
+
     /// Accelerate's save_state: the objects, the grad scaler, each rank's random generators and the
     /// accumulation step into `directory` (collective; written aside, then moved into place atomically).
     pub fn save_state(&self, directory: impl AsRef<Path>, objects: &Checkpointed) -> Result<()> {
@@ -54,7 +89,8 @@ impl State {
         let optimizers: Vec<_> = objects.optimizers.iter().map(|optimizer| optimizer.as_ptr()).collect();
         let schedulers: Vec<_> = objects.schedulers.iter().map(|scheduler| scheduler.as_ptr()).collect();
         let loaders: Vec<_> = objects.loaders.iter().map(|loader| loader.as_ptr()).collect();
-        one_at_a_time(|| {
+        let registered: Vec<Arc<dyn KeptPayload>> = lock(&self.registered).clone();
+        let result = one_at_a_time(|| {
             check(unsafe {
                 call(
                     self.as_ptr(),
@@ -69,6 +105,32 @@ impl State {
                     loaders.len(),
                 )
             })
-        })
+        });
+        registered.iter().fold(result, |result, payload| payload.failures().explain(result))
     }
+}
+
+unsafe extern "C" fn save_trampoline<S, L>(sink: *mut sys::accel_sink_t, context: *mut c_void) -> c_int
+where
+    S: FnMut() -> CallbackResult<Vec<u8>> + Send + 'static,
+    L: FnMut(&[u8]) -> CallbackResult<()> + Send + 'static,
+{
+    // SAFETY: context is the Payload the state keeps until it is freed.
+    let payload = &*(context as *const Payload<Mutex<(S, L)>>);
+    payload.failures.run(|| {
+        let bytes = (lock(&payload.function).0)()?;
+        check(sys::accel_sink_write(sink, bytes.as_ptr() as *const c_void, bytes.len()))?;
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn load_trampoline<S, L>(data: *const c_void, size: usize, context: *mut c_void) -> c_int
+where
+    S: FnMut() -> CallbackResult<Vec<u8>> + Send + 'static,
+    L: FnMut(&[u8]) -> CallbackResult<()> + Send + 'static,
+{
+    // SAFETY: context is the Payload the state keeps until it is freed; data holds size bytes during the call.
+    let payload = &*(context as *const Payload<Mutex<(S, L)>>);
+    let bytes: &[u8] = if size == 0 { &[] } else { std::slice::from_raw_parts(data as *const u8, size) };
+    payload.failures.run(|| (lock(&payload.function).1)(bytes))
 }

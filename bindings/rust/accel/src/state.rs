@@ -2,9 +2,11 @@
 //! group. Collectives, the training step and tracking are methods of it too (collectives.rs, train.rs,
 //! tracking.rs, processes.rs), as the C ABI names them accel_state_*.
 use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
 
 use accel_sys as sys;
 
+use crate::callbacks::KeptPayload;
 use crate::error::{check, Result};
 use crate::handle::new_handle;
 use crate::options::{options_ptr, Options};
@@ -15,6 +17,8 @@ use crate::strings::from_c_or_empty;
 /// to go releases it without communicating. `shutdown` is the collective teardown.
 pub struct State {
     ptr: NonNull<sys::accel_state_t>,
+    /// register_for_checkpointing's functions, which the library calls until the state is freed.
+    pub(crate) registered: Mutex<Vec<Arc<dyn KeptPayload>>>,
 }
 
 // SAFETY: state.h: the accessors are thread-safe; everything else goes through serial::one_at_a_time.
@@ -36,7 +40,7 @@ impl State {
     /// `None`: defaults and the ACCEL_* environment.
     pub fn new(options: Option<&Options>) -> Result<State> {
         let ptr = one_at_a_time(|| new_handle(|out| unsafe { sys::accel_state_new(out, options_ptr(options)) }))?;
-        Ok(State { ptr })
+        Ok(State { ptr, registered: Mutex::new(Vec::new()) })
     }
 
     /// Collective teardown of the process group of every state of this process; a second call does nothing.
@@ -124,6 +128,7 @@ impl State {
 
 impl Drop for State {
     fn drop(&mut self) {
+        // The registered payloads are dropped after this, once the library can no longer call them.
         unsafe { sys::accel_state_free(self.ptr.as_ptr()) }
     }
 }

@@ -265,3 +265,47 @@ fn no_sync_and_item_count_backward_on_one_process() {
     let error = state.backward_with_items(&loss_of(&model), 0).err().expect("no items");
     assert_eq!(error.code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
 }
+
+#[test]
+fn registered_objects_are_saved_restored_and_report_their_failures() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    let _one = common::one_test_at_a_time();
+    let dir = common::scratch_dir("registered");
+    let state = State::new(None).unwrap();
+    let mut model = Model::load(common::tiny_model()).unwrap();
+    state.prepare_model(&mut model, None).unwrap();
+    let counter = Arc::new(AtomicU64::new(7));
+    let (saved, loaded) = (counter.clone(), counter.clone());
+    state
+        .register_for_checkpointing(
+            "counter",
+            move || {
+                let value = saved.load(Ordering::SeqCst);
+                if value == 99 {
+                    return Err("99 cannot be saved".into());
+                }
+                Ok(value.to_le_bytes().to_vec())
+            },
+            move |bytes: &[u8]| {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(bytes);
+                loaded.store(u64::from_le_bytes(word), Ordering::SeqCst);
+                Ok(())
+            },
+        )
+        .unwrap();
+    let duplicate = state.register_for_checkpointing("counter", || Ok(Vec::new()), |_: &[u8]| Ok(()));
+    assert_eq!(duplicate.err().expect("already registered").code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
+    let objects = Checkpointed { models: &[&model], ..Default::default() };
+    state.save_state(dir.join("checkpoint"), &objects).unwrap();
+    assert!(dir.join("checkpoint/rank0/custom_checkpoint_counter.bin").exists());
+    counter.store(8, Ordering::SeqCst);
+    state.load_state(dir.join("checkpoint"), &objects).unwrap();
+    assert_eq!(counter.load(Ordering::SeqCst), 7);
+    counter.store(99, Ordering::SeqCst);
+    let error = state.save_state(dir.join("other"), &objects).err().expect("the save function failed");
+    assert_eq!(error.code(), sys::ACCEL_ERR_CALLBACK);
+    assert!(error.message().ends_with(": 99 cannot be saved"), "{}", error);
+    assert!(!dir.join("other").exists());
+}
