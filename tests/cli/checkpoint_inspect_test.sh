@@ -35,7 +35,8 @@ inspect "$WORK/checkpoint"
 check "a checkpoint is described" json_says '(d["kind"], d["world_size"], d["step"], d["epoch"], d["models"], d["optimizers"],
   d["schedulers"], d["loaders"], d["grad_scaler"]) == ("checkpoint", 2, 3, 1, 1, 1, 1, 1, False)'
 check "every file of it, with its size" json_says '[f["path"] for f in d["files"]] == ["metadata.json", "model.safetensors",
-  "states.safetensors", "rank0/states.safetensors", "rank1/states.safetensors"] and all(f["bytes"] > 0 for f in d["files"])'
+  "states.safetensors", "rank0/states.safetensors", "rank0/custom_checkpoint_counter.bin", "rank1/states.safetensors",
+  "rank1/custom_checkpoint_counter.bin"] and all(f["bytes"] > 0 for f in d["files"])'
 check "its tensors counted" json_says 'd["files"][1]["tensors"] == 4 and d["tensors"] == sum(f.get("tensors", 0) for f in d["files"])'
 
 # The tiny MLP's 848 bytes above a 300-byte shard size: three shards and an index.
