@@ -6,8 +6,9 @@
  * model), each optimizer's, scheduler's and the fp16 grad scaler's state (states.safetensors), written by
  * the main process; each rank's loader positions and random generators (rank<r>/states.safetensors); and
  * metadata.json (accel and LibTorch versions, world size, the accumulation counter as "step", the first
- * loader's epoch, how many objects of each kind, the names of the registered objects); and each rank's
- * bytes of every object registered with accel_state_register_for_checkpointing
+ * loader's epoch, how many objects of each kind, the names of the registered objects, and, when the
+ * trackers are on, their run name and last logged step as "tracker_run" and "tracker_last_step"); and
+ * each rank's bytes of every object registered with accel_state_register_for_checkpointing
  * (rank<r>/custom_checkpoint_<name>.bin).
  *
  * The objects are passed as arrays rather than collected into a handle first: a checkpoint is made of

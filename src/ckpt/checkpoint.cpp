@@ -18,6 +18,7 @@
 #include "data/loader_state.hpp"
 #include "formats/array_view.hpp"
 #include "formats/safetensors.hpp"
+#include "tracking/trackers.hpp"
 #include "train/archive.hpp"
 
 namespace accel::ckpt {
@@ -71,6 +72,10 @@ void write_shared_files(const std::shared_ptr<distributed::State>& state, const 
   manifest.num_loaders = static_cast<int64_t>(objects.loaders.size());
   manifest.has_scaler = scaler != nullptr;
   for (const CustomObject* object : objects.custom) manifest.custom_objects.push_back(object->name);
+  if (const tracking::Trackers* trackers = tracking::find_trackers(*state)) {
+    manifest.tracker_run = trackers->run_name();
+    manifest.tracker_last_step = trackers->last_logged_step().value_or(-1);
+  }
   write_manifest(join_path(directory, kManifestFile), manifest);
 }
 

@@ -45,6 +45,9 @@ void write_manifest(const std::string& path, const Manifest& manifest) {
     for (size_t i = 0; i < copy.custom_objects.size(); ++i) text << (i ? ", " : "") << formats::json_quote(copy.custom_objects[i]);
     text << "]";
   }
+  if (!copy.tracker_run.empty()) {
+    text << ",\n  \"tracker_run\": " << formats::json_quote(copy.tracker_run) << ",\n  \"tracker_last_step\": " << copy.tracker_last_step;
+  }
   text << "\n}\n";
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text.str();
@@ -66,6 +69,10 @@ Manifest read_manifest(const std::string& path) {
       manifest.torch_version = formats::read_json_string(reader);
     } else if (key == "has_scaler") {
       manifest.has_scaler = reader.read_int() != 0;
+    } else if (key == "tracker_run") {
+      manifest.tracker_run = formats::read_json_string(reader);
+    } else if (key == "tracker_last_step") {
+      manifest.tracker_last_step = reader.read_int();
     } else if (key == "custom_objects") {
       reader.expect('[');
       if (!reader.consume(']')) {
@@ -80,7 +87,8 @@ Manifest read_manifest(const std::string& path) {
       reader.error("unknown key '" + key + "'");
     }
   });
-  if (seen.size() - seen.count("custom_objects") != integers.size() + 3) fail(Code::InvalidArgument, path + ": checkpoint manifest misses keys");
+  const size_t optional_keys = seen.count("custom_objects") + seen.count("tracker_run") + seen.count("tracker_last_step");
+  if (seen.size() - optional_keys != integers.size() + 3) fail(Code::InvalidArgument, path + ": checkpoint manifest misses keys");
   return manifest;
 }
 

@@ -36,6 +36,11 @@ struct Manifest {
   // rank's bytes are in rank<r>/custom_checkpoint_<name>.bin. The key is absent from older checkpoints,
   // which read as none.
   std::vector<std::string> custom_objects;
+  // The trackers' run (accel_state_init_trackers' run_name) and the last step logged into it, when the
+  // main process had trackers at save time: "tracker_run" and "tracker_last_step" (-1: nothing logged yet),
+  // absent otherwise and from older checkpoints.
+  std::string tracker_run;
+  int64_t tracker_last_step = -1;
 };
 
 // rank<r>/custom_checkpoint_<name>.bin: a registered object's bytes, in its rank's folder.

@@ -69,7 +69,7 @@ const OptionScope& trackers_option_scope() {
 
 Trackers::Trackers(bool main_process, const std::string& project_dir, const std::string& run_name,
                    const std::string& config_json, const Options* options)
-    : main_process_(main_process) {
+    : main_process_(main_process), run_name_(run_name) {
   const auto settings = resolve_options(trackers_option_scope(), options, [](const std::string&) { return std::nullopt; });
   require_argument(!project_dir.empty(), "the project directory is empty");
   require_argument(!run_name.empty() && run_name != "." && run_name != ".." && run_name.find('/') == std::string::npos,
@@ -92,6 +92,7 @@ Trackers::Trackers(bool main_process, const std::string& project_dir, const std:
       resumed_after_ = last;
     }
   }
+  last_logged_step_ = resumed_after_;
 }
 
 void Trackers::log(const std::vector<Scalar>& scalars, int64_t step) {
@@ -104,6 +105,7 @@ void Trackers::log(const std::vector<Scalar>& scalars, int64_t step) {
   if (!main_process_ || scalars.empty() || (resumed_after_ && step <= *resumed_after_)) return;
   const double wall_time = now_seconds();
   for (const auto& sink : sinks_) sink->write(step, wall_time, scalars);
+  if (!sinks_.empty() && (!last_logged_step_ || step > *last_logged_step_)) last_logged_step_ = step;
 }
 
 namespace {
@@ -132,6 +134,14 @@ Trackers& trackers_of(const distributed::State& state) {
     if (auto alive = owner.lock(); alive.get() == &state) return *trackers;
   }
   fail(Code::InvalidState, "no trackers: call accel_state_init_trackers first");
+}
+
+const Trackers* find_trackers(const distributed::State& state) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  for (auto& [owner, trackers] : registry) {
+    if (auto alive = owner.lock(); alive.get() == &state) return trackers.get();
+  }
+  return nullptr;
 }
 
 void finish_trackers(const distributed::State& state) {

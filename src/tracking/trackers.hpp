@@ -32,9 +32,15 @@ class Trackers {
   void log(const std::vector<Scalar>& scalars, int64_t step);
   // The last step a previous run logged here, when this run resumed one.
   std::optional<int64_t> resumed_after() const { return resumed_after_; }
+  const std::string& run_name() const { return run_name_; }
+  // The highest step written here, by this run or the one it resumed; nullopt before any (and off the
+  // main process, which writes nothing).
+  std::optional<int64_t> last_logged_step() const { return last_logged_step_; }
 
  private:
   bool main_process_;
+  std::string run_name_;
+  std::optional<int64_t> last_logged_step_;
   std::vector<std::unique_ptr<Sink>> sinks_;
   std::optional<int64_t> resumed_after_;
 };
@@ -44,6 +50,9 @@ void init_trackers(const std::shared_ptr<distributed::State>& state, const std::
                    const std::string& run_name, const std::string& config_json, const Options* options);
 // Throws Error(InvalidState) when init_trackers was not called (or the trackers were finished).
 Trackers& trackers_of(const distributed::State& state);
+// The state's trackers, or nullptr when init_trackers was not called (or they were finished). Valid until
+// the next init_trackers or finish_trackers of the state.
+const Trackers* find_trackers(const distributed::State& state);
 // Closes the files; logging needs a new init_trackers. Idempotent.
 void finish_trackers(const distributed::State& state);
 

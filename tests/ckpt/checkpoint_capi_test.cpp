@@ -326,3 +326,26 @@ TEST_F(CheckpointCapi, AFailingCallbackFailsTheSaveOrLoadNamingTheObject) {
   ASSERT_EQ(load(path), ACCEL_OK) << last_error();
   EXPECT_EQ(a.value, 5);
 }
+
+TEST_F(CheckpointCapi, TheManifestRecordsTheTrackersRunAndLastLoggedStep) {
+  const std::string without = directory + "/without";
+  ASSERT_EQ(save(without), ACCEL_OK) << last_error();
+  EXPECT_EQ(accel::read_file(without + "/metadata.json").find("tracker_run"), std::string::npos);
+
+  ASSERT_EQ(accel_state_init_trackers(state, (directory + "/runs").c_str(), "first_run", nullptr, nullptr), ACCEL_OK)
+      << last_error();
+  const std::string before_logging = directory + "/before";
+  ASSERT_EQ(save(before_logging), ACCEL_OK) << last_error();
+  EXPECT_NE(accel::read_file(before_logging + "/metadata.json").find("\"tracker_run\": \"first_run\",\n  \"tracker_last_step\": -1"),
+            std::string::npos);
+  const char* names[] = {"loss"};
+  const double values[] = {0.5};
+  ASSERT_EQ(accel_state_log(state, names, values, 1, 7), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_state_log(state, names, values, 1, 12), ACCEL_OK) << last_error();
+  const std::string path = directory + "/with";
+  ASSERT_EQ(save(path), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_state_finish_trackers(state), ACCEL_OK);
+  const std::string manifest = accel::read_file(path + "/metadata.json");
+  EXPECT_NE(manifest.find("\"tracker_run\": \"first_run\",\n  \"tracker_last_step\": 12"), std::string::npos) << manifest;
+  ASSERT_EQ(load(path), ACCEL_OK) << last_error();  // the keys are read back
+}
