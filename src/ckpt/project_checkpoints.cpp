@@ -35,8 +35,7 @@ std::vector<std::pair<int64_t, std::string>> numbered_checkpoints(const std::str
 
 void remove_beyond_limit(const std::string& directory, int64_t total_limit) {
   auto existing = numbered_checkpoints(directory);
-  // Room for the one about to be written.
-  const int64_t excess = static_cast<int64_t>(existing.size()) + 1 - total_limit;
+  const int64_t excess = static_cast<int64_t>(existing.size()) - total_limit;
   for (int64_t i = 0; i < excess; ++i) remove_all(existing[static_cast<size_t>(i)].second);
 }
 
@@ -60,9 +59,11 @@ void save_project_checkpoint(const std::shared_ptr<distributed::State>& state, c
   if (path_exists(target)) {
     fail(Code::Io, "checkpoint '" + target + "' already exists; a numbered checkpoint is never overwritten");
   }
-  if (state->launch().rank == 0 && total_limit > 0) remove_beyond_limit(directory, total_limit);
   save_state(state, target, objects);
   state->set_checkpoint_iteration(state->checkpoint_iteration() + 1);
+  // Only once the new checkpoint is in place (save_state returns after every rank's part is renamed into
+  // it): a save that fails never costs an older one. Accelerate rotates before saving.
+  if (state->launch().rank == 0 && total_limit > 0) remove_beyond_limit(directory, total_limit);
 }
 
 void load_latest_checkpoint(const std::shared_ptr<distributed::State>& state, const CheckpointObjects& objects) {

@@ -349,3 +349,35 @@ TEST_F(CheckpointCapi, TheManifestRecordsTheTrackersRunAndLastLoggedStep) {
   EXPECT_NE(manifest.find("\"tracker_run\": \"first_run\",\n  \"tracker_last_step\": 12"), std::string::npos) << manifest;
   ASSERT_EQ(load(path), ACCEL_OK) << last_error();  // the keys are read back
 }
+
+// Rotation happens after the new checkpoint is in place: a numbered save that fails (here a registered
+// object's save callback) leaves every older checkpoint, and the next good save rotates the oldest out.
+TEST_F(CheckpointCapi, AFailedNumberedSaveCostsNoOlderCheckpoint) {
+  stop();
+  accel_options_t* options = nullptr;
+  ASSERT_EQ(accel_options_new(&options), ACCEL_OK);
+  const std::string project = tiny_models::temp_file("project_rotation");
+  remove_all(project);
+  ASSERT_EQ(accel_options_set_string(options, "project_dir", project.c_str()), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_int(options, "total_limit", 2), ACCEL_OK);
+  start(options);
+  accel_options_free(options);
+  Counter counter;
+  ASSERT_EQ(accel_state_register_for_checkpointing(state, "counter", save_counter, load_counter, &counter), ACCEL_OK);
+  const auto save_numbered = [&] {
+    return accel_state_save_state(state, nullptr, &model, 1, &optimizer, 1, nullptr, 0, nullptr, 0);
+  };
+  ASSERT_EQ(save_numbered(), ACCEL_OK) << last_error();
+  ASSERT_EQ(save_numbered(), ACCEL_OK) << last_error();
+  counter.fail_save = true;
+  EXPECT_EQ(save_numbered(), ACCEL_ERR_CALLBACK);
+  EXPECT_TRUE(path_exists(project + "/checkpoints/checkpoint_0"));
+  EXPECT_TRUE(path_exists(project + "/checkpoints/checkpoint_1"));
+  EXPECT_FALSE(path_exists(project + "/checkpoints/checkpoint_2"));
+  counter.fail_save = false;
+  ASSERT_EQ(save_numbered(), ACCEL_OK) << last_error();
+  EXPECT_FALSE(path_exists(project + "/checkpoints/checkpoint_0"));
+  EXPECT_TRUE(path_exists(project + "/checkpoints/checkpoint_1"));
+  EXPECT_TRUE(path_exists(project + "/checkpoints/checkpoint_2"));
+  remove_all(project);
+}
