@@ -82,8 +82,8 @@ ACCEL_API ACCEL_NODISCARD int accel_state_register_for_checkpointing(accel_state
  * replaced), or with directory NULL into the next numbered checkpoint of project_dir, then removes the
  * oldest ones so that at most total_limit remain (when total_limit > 0; only after the new one is in
  * place, so a failed save removes nothing). Collective: every rank calls it with the same directory.
- * The files go to "<directory>.saving" first; once every rank has written its part, the main process moves the folder
- * into place in one atomic step, so a run killed while saving leaves the previous checkpoint intact.
+ * The files go to "<directory>.saving" first; once every rank has written its part, the main process
+ * moves the folder into place in one atomic step, so a run killed while saving leaves the previous checkpoint intact.
  * Models must be prepared. Errors: ACCEL_ERR_NULL_ARGUMENT (state, an array with a non-zero count, or an
  * element); ACCEL_ERR_INVALID_ARGUMENT (a dead handle; directory NULL without project_dir; a negative
  * total_limit); ACCEL_ERR_IO naming the path (also when the numbered checkpoint to write exists);
