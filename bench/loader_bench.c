@@ -6,8 +6,8 @@
  *                                                  touch, free) and gives, for reference, a bare gather
  *                                                  memcpy of the same rows' bytes from the dataset's memory
  *   loader_bench memcpy [epochs] [warmup_epochs]   the same bytes in the same batches (64 rows, the last
- *                                                  one 32), as contiguous blocks; plus (informational) a
- *                                                  gather memcpy of the rows in a shuffled order
+ *                                                  one 32), as contiguous blocks; plus a gather memcpy of
+ *                                                  the rows in a shuffled order (run_loader.sh's R3)
  *
  * The dataset is 60000 x 784 float32 ("x") with int64 labels 0..9 ("y"). Each mode prints one line of
  * key=value pairs that run_loader.sh parses. Timing is wall clock (CLOCK_MONOTONIC) over whole epochs
