@@ -5,28 +5,26 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "accel.h"
-#include "cuda_present.hpp"
+#include "worker.hpp"
 
 namespace {
 
-accel_state_t* state = nullptr;
-int32_t rank = 0;
-int32_t world = 1;
+using worker::arange;
+using worker::rank;
+using worker::state;
+using worker::world;
 
 std::string last_error() { return accel_error_last(); }
 
 // A float tensor on the state's device, made on the host and sent there as a user would.
 accel_tensor_t* cuda_floats(const std::vector<float>& values, std::vector<int64_t> shape = {}) {
-  if (shape.empty()) shape = {static_cast<int64_t>(values.size())};
-  accel_tensor_t* host = nullptr;
-  EXPECT_EQ(accel_tensor_from_buffer(&host, values.data(), ACCEL_DTYPE_FLOAT32, shape.data(), shape.size()), ACCEL_OK)
-      << last_error();
+  accel_tensor_t* host = worker::floats(values, std::move(shape));
   accel_tensor_t* device = nullptr;
   EXPECT_EQ(accel_state_send_to_device(state, host, 0, &device), ACCEL_OK) << last_error();
   EXPECT_EQ(std::string(accel_tensor_device(device)), accel_state_device(state));
@@ -34,17 +32,7 @@ accel_tensor_t* cuda_floats(const std::vector<float>& values, std::vector<int64_
   return device;
 }
 
-std::vector<float> values_of(const accel_tensor_t* tensor) {
-  std::vector<float> values(static_cast<size_t>(accel_tensor_numel(tensor)));
-  EXPECT_EQ(accel_tensor_copy_to_buffer(tensor, values.data(), values.size() * sizeof(float)), ACCEL_OK) << last_error();
-  return values;
-}
-
-std::vector<float> arange(int64_t n, float start = 0) {
-  std::vector<float> values;
-  for (int64_t i = 0; i < n; ++i) values.push_back(start + static_cast<float>(i));
-  return values;
-}
+std::vector<float> values_of(const accel_tensor_t* tensor) { return worker::float_values(tensor); }
 
 void* device_pointer(const accel_tensor_t* tensor) {
   DLManagedTensor* exported = nullptr;
@@ -181,24 +169,3 @@ TEST(GpuCollectives, MismatchedShapesFailOnEveryRank) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (!gpu::cuda_present()) {
-    std::printf("skipped: %s\n", gpu::kNoCuda);
-    return gpu::kSkipExitCode;
-  }
-  if (accel_state_new(&state, nullptr) != ACCEL_OK) {
-    std::fprintf(stderr, "accel_state_new: %s\n", accel_error_last());
-    return 1;
-  }
-  rank = accel_state_process_index(state);
-  world = accel_state_num_processes(state);
-  const int result = RUN_ALL_TESTS();
-  if (accel_state_shutdown(state) != ACCEL_OK) {
-    std::fprintf(stderr, "accel_state_shutdown: %s\n", accel_error_last());
-    return 1;
-  }
-  accel_state_free(state);
-  return result;
-}

@@ -4,6 +4,10 @@
 
 #include "worker.hpp"
 
+#ifdef WORKER_NEEDS_CUDA
+#include "../gpu/cuda_present.hpp"
+#endif
+
 namespace worker {
 
 accel_state_t* state = nullptr;
@@ -38,6 +42,13 @@ std::vector<float> arange(int64_t n, float start) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
+#ifdef WORKER_NEEDS_CUDA
+  // Before the state: on a host without a GPU the whole worker is skipped, not each of its tests.
+  if (!gpu::cuda_present()) {
+    std::printf("skipped: %s\n", gpu::kNoCuda);
+    return gpu::kSkipExitCode;
+  }
+#endif
   if (accel_state_new(&worker::state, nullptr) != ACCEL_OK) {
     std::fprintf(stderr, "accel_state_new: %s\n", accel_error_last());
     return 1;
