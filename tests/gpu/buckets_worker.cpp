@@ -6,14 +6,10 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <memory>
 #include <string>
 
-#include "core/env.hpp"
-#include "cuda_present.hpp"
-#include "distributed/state.hpp"
-#include "tiny_models.hpp"
+#include "core_worker.hpp"
 #include "train/accelerator.hpp"
 
 namespace {
@@ -21,14 +17,10 @@ namespace {
 using namespace accel;
 using namespace accel::train;
 
-std::shared_ptr<distributed::State> state;
-
-int64_t rank() { return state->launch().rank; }
-int64_t world() { return state->launch().world_size; }
-
-std::shared_ptr<Model> load_mlp(const std::string& tag) {
-  return Model::load_file(tiny_models::mlp(tiny_models::temp_file(tag + ".pt")));
-}
+using core_worker::load_mlp;
+using core_worker::rank;
+using core_worker::state;
+using core_worker::world;
 
 at::Tensor output_of(Model& model, const at::Tensor& x) { return model.forward({x}, {}, true).values.front().second; }
 
@@ -90,20 +82,3 @@ TEST(GpuBuckets, TheAveragedGradientsEqualOneProcessOnTheWholeBatch) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (!gpu::cuda_present()) {
-    std::printf("skipped: %s\n", gpu::kNoCuda);
-    return gpu::kSkipExitCode;
-  }
-  try {
-    state = distributed::State::acquire(nullptr, process_env());
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "state: %s\n", error.what());
-    return 1;
-  }
-  const int result = RUN_ALL_TESTS();
-  state->shutdown();
-  return result;
-}

@@ -4,6 +4,8 @@
 
 #include <ATen/Context.h>
 
+#include <cstdio>
+
 namespace gpu {
 
 // The process exit code by which ctest (SKIP_RETURN_CODE) counts a launched worker as skipped.
@@ -12,6 +14,14 @@ constexpr const char* kNoCuda = "no CUDA device";
 
 // A CPU-only LibTorch and a CUDA LibTorch on a host without a GPU both answer false.
 inline bool cuda_present() { return at::hasCUDA(); }
+
+// For a launched worker's main, before it makes a state: says why and answers true when it must exit with
+// kSkipExitCode.
+inline bool worker_skipped_without_cuda() {
+  if (cuda_present()) return false;
+  std::printf("skipped: %s\n", kNoCuda);
+  return true;
+}
 
 }  // namespace gpu
 

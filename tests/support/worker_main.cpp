@@ -44,10 +44,7 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
 #ifdef WORKER_NEEDS_CUDA
   // Before the state: on a host without a GPU the whole worker is skipped, not each of its tests.
-  if (!gpu::cuda_present()) {
-    std::printf("skipped: %s\n", gpu::kNoCuda);
-    return gpu::kSkipExitCode;
-  }
+  if (gpu::worker_skipped_without_cuda()) return gpu::kSkipExitCode;
 #endif
   if (accel_state_new(&worker::state, nullptr) != ACCEL_OK) {
     std::fprintf(stderr, "accel_state_new: %s\n", accel_error_last());

@@ -11,8 +11,8 @@
 #include <memory>
 #include <optional>
 
-#include "core/env.hpp"
 #include "core/error.hpp"
+#include "core_worker.hpp"
 #include "data/loader.hpp"
 #include "distributed/collectives.hpp"
 #include "distributed/process_group.hpp"
@@ -26,14 +26,10 @@ namespace {
 using namespace accel;
 using namespace accel::train;
 
-std::shared_ptr<distributed::State> state;
-
-int64_t rank() { return state->launch().rank; }
-int64_t world() { return state->launch().world_size; }
-
-std::shared_ptr<Model> load_mlp(const std::string& tag) {
-  return Model::load_file(tiny_models::mlp(tiny_models::temp_file(tag + ".pt")));
-}
+using core_worker::load_mlp;
+using core_worker::rank;
+using core_worker::state;
+using core_worker::world;
 
 NamedTensors trainable(const Model& model) {
   NamedTensors out;
@@ -727,16 +723,3 @@ TEST(Bf16, AutocastScopeCoversCodeOutsideForwardAndNests) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  try {
-    state = distributed::State::acquire(nullptr, process_env());
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "state: %s\n", error.what());
-    return 1;
-  }
-  const int result = RUN_ALL_TESTS();
-  state->shutdown();
-  return result;
-}
