@@ -61,18 +61,8 @@ TEST(Collectives, GatherOfDifferentRowCountsNeedsNoPadding) {
 }
 
 TEST(Collectives, ReduceSumMeanMax) {
-  accel_tensor_t* mine = floats({static_cast<float>(2 * rank + 1), static_cast<float>(2 * rank + 2)});
-  float sum0 = 0, sum1 = 0;
-  for (int r = 0; r < world; ++r) {
-    sum0 += static_cast<float>(2 * r + 1);
-    sum1 += static_cast<float>(2 * r + 2);
-  }
-  const std::vector<std::pair<const char*, std::vector<float>>> cases{
-      {"sum", {sum0, sum1}},
-      {"mean", {sum0 / static_cast<float>(world), sum1 / static_cast<float>(world)}},
-      {"max", {static_cast<float>(2 * world - 1), static_cast<float>(2 * world)}},
-  };
-  for (const auto& [reduction, expected] : cases) {
+  accel_tensor_t* mine = floats(reduce_input());
+  for (const auto& [reduction, expected] : reduce_cases()) {
     accel_tensor_t* out = nullptr;
     ASSERT_EQ(accel_state_reduce(state, mine, reduction, &out), ACCEL_OK) << accel_error_last();
     EXPECT_EQ(values_of(out), expected) << reduction;

@@ -16,6 +16,8 @@
 namespace {
 
 using worker::arange;
+using worker::reduce_cases;
+using worker::reduce_input;
 using worker::rank;
 using worker::state;
 using worker::world;
@@ -85,18 +87,8 @@ TEST(GpuCollectives, GatherOfDifferentRowCountsStaysOnTheGpu) {
 }
 
 TEST(GpuCollectives, ReduceSumMeanMaxOnTheGpu) {
-  accel_tensor_t* mine = cuda_floats({static_cast<float>(2 * rank + 1), static_cast<float>(2 * rank + 2)});
-  float sum0 = 0, sum1 = 0;
-  for (int r = 0; r < world; ++r) {
-    sum0 += static_cast<float>(2 * r + 1);
-    sum1 += static_cast<float>(2 * r + 2);
-  }
-  const std::vector<std::pair<const char*, std::vector<float>>> cases{
-      {"sum", {sum0, sum1}},
-      {"mean", {sum0 / static_cast<float>(world), sum1 / static_cast<float>(world)}},
-      {"max", {static_cast<float>(2 * world - 1), static_cast<float>(2 * world)}},
-  };
-  for (const auto& [reduction, expected] : cases) {
+  accel_tensor_t* mine = cuda_floats(reduce_input());
+  for (const auto& [reduction, expected] : reduce_cases()) {
     accel_tensor_t* out = nullptr;
     ASSERT_EQ(accel_state_reduce(state, mine, reduction, &out), ACCEL_OK) << last_error();
     EXPECT_EQ(std::string(accel_tensor_device(out)), accel_state_device(state)) << reduction;

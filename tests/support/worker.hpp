@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "accel.h"
@@ -17,5 +18,9 @@ accel_tensor_t* floats(const std::vector<float>& values, std::vector<int64_t> sh
 std::vector<float> float_values(const accel_tensor_t* tensor);
 std::vector<int64_t> long_values(const accel_tensor_t* tensor);
 std::vector<float> arange(int64_t n, float start = 0);
+
+// The reduce tests' data: this rank's two values, and what "sum", "mean" and "max" over every rank give.
+std::vector<float> reduce_input();
+std::vector<std::pair<const char*, std::vector<float>>> reduce_cases();
 
 }  // namespace worker

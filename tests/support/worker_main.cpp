@@ -38,6 +38,21 @@ std::vector<float> arange(int64_t n, float start) {
   return values;
 }
 
+std::vector<float> reduce_input() { return {static_cast<float>(2 * rank + 1), static_cast<float>(2 * rank + 2)}; }
+
+std::vector<std::pair<const char*, std::vector<float>>> reduce_cases() {
+  float sum0 = 0, sum1 = 0;
+  for (int r = 0; r < world; ++r) {
+    sum0 += static_cast<float>(2 * r + 1);
+    sum1 += static_cast<float>(2 * r + 2);
+  }
+  return {
+      {"sum", {sum0, sum1}},
+      {"mean", {sum0 / static_cast<float>(world), sum1 / static_cast<float>(world)}},
+      {"max", {static_cast<float>(2 * world - 1), static_cast<float>(2 * world)}},
+  };
+}
+
 }  // namespace worker
 
 int main(int argc, char** argv) {
