@@ -512,10 +512,11 @@ Supervisor run_attempt(const LaunchOptions& options, const SignalScope& signals,
   return supervisor;
 }
 
-// A rank killed while its job's shared-memory segment was being set up (before every rank had mapped it,
-// when rank 0 unlinks it) leaves the segment in /dev/shm; the job is over, so whatever bears its name goes.
-void remove_shared_memory_of(int port) {
-  const std::string prefix = distributed::shm_segment_prefix(static_cast<uint16_t>(port));
+// A rank killed while its node's shared-memory segment was being set up (before every rank of the node had
+// mapped it, when the node's leader unlinks it) leaves the segment in /dev/shm; the node's part of the job
+// is over, so whatever bears its name goes.
+void remove_shared_memory_of(int port, int node) {
+  const std::string prefix = distributed::shm_segment_prefix(static_cast<uint16_t>(port), node);
   std::vector<std::string> names;
   try {
     names = list_directory("/dev/shm");
@@ -544,7 +545,7 @@ int launch(const LaunchOptions& options) {
       port = *picked;
     }
     const Supervisor supervisor = run_attempt(options, signals, port, restart);
-    remove_shared_memory_of(port);
+    remove_shared_memory_of(port, options.node_rank);
     if (!supervisor.restartable()) return supervisor.exit_code();
     if (restart == options.max_restarts) {
       if (options.max_restarts > 0) {

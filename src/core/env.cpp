@@ -126,6 +126,15 @@ LaunchInfo parse_launch_env(const EnvLookup& env) {
   info.rank = static_cast<int32_t>(*rank);
   info.local_world_size = static_cast<int32_t>(local_world);
   info.local_rank = static_cast<int32_t>(local_rank);
+  if (info.launcher == "torchrun") {
+    if (const auto group = read_int(env, "GROUP_RANK")) {
+      if (*group < 0 || *group >= world) {
+        fail(Code::Environment, "GROUP_RANK=" + std::to_string(*group) + " is outside [0, " + world_name + "=" +
+                                    std::to_string(world) + ")");
+      }
+      info.group_rank = static_cast<int32_t>(*group);
+    }
+  }
 
   auto addr = env("MASTER_ADDR");
   if (addr && !addr->empty()) {

@@ -21,6 +21,9 @@ struct LaunchInfo {
   int32_t world_size = 1;
   int32_t local_rank = 0;
   int32_t local_world_size = 1;
+  // The launcher's node index (torchrun's and accel launch's GROUP_RANK); -1 where the launcher gives none.
+  // Ranks on one host with different node indices are separate nodes to the hierarchical all-reduce.
+  int32_t group_rank = -1;
   std::string master_addr = "127.0.0.1";
   uint16_t master_port = 29500;
   std::string launcher = "none";  // "torchrun", "slurm", "openmpi", "pmi" or "none"

@@ -26,6 +26,7 @@
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "core/options.hpp"
+#include "distributed/node_layout.hpp"
 #include "distributed/record_publisher.hpp"
 #include "distributed/shm_allreduce.hpp"
 #include "distributed/stall_report.hpp"
@@ -135,6 +136,16 @@ std::optional<ShmElement> shm_element(const at::Tensor& tensor) {
   }
 }
 
+at::ScalarType scalar_type(ShmElement element) {
+  switch (element) {
+    case ShmElement::Float32: return at::kFloat;
+    case ShmElement::Float64: return at::kDouble;
+    case ShmElement::BFloat16: return at::kBFloat16;
+    case ShmElement::Float16: return at::kHalf;
+  }
+  return at::kFloat;
+}
+
 // Runs the shared-memory all-reduces in the order they were started, on a thread of its own: the rank's
 // own thread goes on with backward while a bucket waits for the other ranks (on a busy machine, a rank
 // that waited at every bucket itself would lose a time slice at each).
@@ -239,6 +250,9 @@ struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   std::unique_ptr<RecordPublisher> publisher;  // declared after the store, so that it stops first
   c10::intrusive_ptr<c10d::ProcessGroup> group;
+  // On a node's leader, with shared memory across nodes: the leaders' own Gloo group, which all-reduces
+  // the nodes' sums (Gloo itself: its Backend in 2.x has the same allreduce).
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> leaders;
   std::unique_ptr<SharedMemoryAllreduce> shm;
   std::unique_ptr<ShmThread> shm_thread;  // after shm: stops before the segment goes
   std::string first_failure;
@@ -386,14 +400,49 @@ struct ProcessGroup::Impl {
   }
 
   void set_up_shared_memory() {
+    const NodeLayout layout = discover_nodes(config.rank, config.world_size, config.group_rank, shm_exchange());
+    if (layout.largest_node == 1) {
+      give_up_shared_memory("every node has a single rank");
+      return;
+    }
+    LeaderStep leader_step;
+    if (layout.nodes() > 1) {
+      // A failure names the leaders: with two nodes, the one that went away.
+      std::string named = "the all-reduce between the nodes' leaders (ranks";
+      for (size_t n = 0; n < layout.leaders.size(); ++n) named += (n == 0 ? " " : ", ") + std::to_string(layout.leaders[n]);
+      named += ") failed";
+      leader_step = [this, named](void* data, int64_t numel, ShmElement type, ReduceKind kind) {
+        allreduce_between_leaders(data, numel, type, kind, named);
+      };
+    }
     std::string why_not;
-    shm = SharedMemoryAllreduce::create(config.rank, config.world_size, config.master_port, config.timeout,
-                                        shm_exchange(), kInitialSlotBytes, &why_not);
+    shm = SharedMemoryAllreduce::create(layout, config.master_port, config.timeout, shm_exchange(), kInitialSlotBytes,
+                                        std::move(leader_step), &why_not);
     if (!shm) {
       give_up_shared_memory(why_not);
       return;
     }
+    if (layout.nodes() > 1 && layout.leader()) {
+      auto options = c10d::ProcessGroupGloo::Options::create(config.timeout);
+      options->devices.push_back(gloo_device(config));
+      options->threads = 2;
+      leaders = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("accel_leaders", store),
+                                                            layout.node, layout.nodes(), options);
+    }
     shm_thread = std::make_unique<ShmThread>(*shm);
+  }
+
+  // The leader step (shm_allreduce.hpp), on the shared-memory thread: the node's sum, in place in the segment.
+  void allreduce_between_leaders(void* data, int64_t numel, ShmElement type, ReduceKind kind, const std::string& what) {
+    std::vector<at::Tensor> tensors{at::from_blob(data, {numel}, at::TensorOptions().dtype(scalar_type(type)))};
+    c10d::AllreduceOptions options;
+    options.reduceOp = kind == ReduceKind::Max ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
+    try {
+      leaders->allreduce(tensors, options)->wait();
+    } catch (const std::exception& error) {
+      const std::string message = message_of(error);
+      fail(classify(message), what + " (" + message + ")");
+    }
   }
 
   // Every rank comes here together: the segment's negotiation told them all the same.
@@ -572,6 +621,7 @@ int32_t ProcessGroup::rank() const { return impl_->config.rank; }
 int32_t ProcessGroup::world_size() const { return impl_->config.world_size; }
 bool ProcessGroup::broken() const { return !impl_->first_failure.empty(); }
 bool ProcessGroup::uses_shared_memory() const { return impl_->shm != nullptr; }
+bool ProcessGroup::shared_memory_spans_nodes() const { return impl_->shm && impl_->shm->nodes() > 1; }
 const std::string& ProcessGroup::first_failure() const { return impl_->first_failure; }
 
 void ProcessGroup::allreduce(at::Tensor& tensor, ReduceKind kind, const char* what) {

@@ -22,8 +22,11 @@ struct GroupConfig {
   uint16_t master_port = 29500;
   std::chrono::milliseconds timeout{1800 * 1000};
   std::string backend = "gloo";  // "gloo" or "nccl"
-  // Every rank on this host: all-reduces of CPU tensors go through shared memory instead of the backend.
+  // All-reduces of CPU tensors go through shared memory within each node instead of the backend; with
+  // several nodes, between them through one Gloo group of the nodes' leaders (node_layout.hpp).
   bool shared_memory = false;
+  // The launcher's node index (LaunchInfo::group_rank), part of what tells nodes apart.
+  int32_t group_rank = -1;
   // Shared memory that cannot be set up is then an error; otherwise Gloo does the work, said once.
   bool shared_memory_required = false;
 };
@@ -54,6 +57,8 @@ class ProcessGroup {
   bool broken() const;
   // Whether all-reduces of CPU tensors go through shared memory (GroupConfig::shared_memory, and it worked).
   bool uses_shared_memory() const;
+  // Whether those join several nodes' segments through the nodes' leaders.
+  bool shared_memory_spans_nodes() const;
   // The message of the failure that broke the group; empty while it is not broken.
   const std::string& first_failure() const;
 

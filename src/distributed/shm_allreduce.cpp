@@ -33,6 +33,10 @@ constexpr int kSpins = 2000;
 constexpr std::chrono::milliseconds kSleepSlice(20);
 // Elements reduced at a time: a chunk of every rank's slot stays in cache while the ranks are summed.
 constexpr int64_t kChunk = 2048;
+// How much longer than the timeout a node's ranks wait for their leader's step, which may itself take the
+// whole timeout before it fails and says why.
+constexpr std::chrono::milliseconds kLeaderGrace(5000);
+constexpr size_t kFailureText = 512;
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<int64_t>::is_always_lock_free,
               "the barrier's atomics live in memory shared between processes");
@@ -41,6 +45,9 @@ struct Control {
   alignas(64) std::atomic<uint32_t> arrived;
   alignas(64) std::atomic<uint32_t> generation;  // the futex word
   std::atomic<uint32_t> sleepers;
+  // The leader step's failure: its Code once failure_text is written (0 while none).
+  std::atomic<int32_t> failure_code;
+  char failure_text[kFailureText];
 };
 
 size_t round_up(size_t value, size_t unit) { return (value + unit - 1) / unit * unit; }
@@ -154,22 +161,25 @@ struct SharedMemoryAllreduce::Segment {
   }
 };
 
-std::unique_ptr<SharedMemoryAllreduce> SharedMemoryAllreduce::create(int32_t rank, int32_t world_size,
-                                                                     uint16_t master_port,
+std::unique_ptr<SharedMemoryAllreduce> SharedMemoryAllreduce::create(const NodeLayout& layout, uint16_t master_port,
                                                                      std::chrono::milliseconds timeout,
                                                                      ShmExchange exchange, size_t slot_bytes,
-                                                                     std::string* why_not) {
+                                                                     LeaderStep leader_step, std::string* why_not) {
   std::unique_ptr<SharedMemoryAllreduce> shm(new SharedMemoryAllreduce());
-  shm->rank_ = rank;
-  shm->world_ = world_size;
+  shm->rank_ = layout.local_rank;
+  shm->world_ = layout.local_size();
+  shm->ranks_ = layout.members;
+  shm->node_ = layout.node;
+  shm->nodes_ = layout.nodes();
+  if (layout.leader()) shm->leader_step_ = std::move(leader_step);
   shm->timeout_ = timeout;
   shm->exchange_ = std::move(exchange);
-  shm->name_prefix_ = "/" + shm_segment_prefix(master_port) + random_hex();
+  shm->name_prefix_ = "/" + shm_segment_prefix(master_port, layout.node) + random_hex();
   if (!shm->map(slot_bytes, why_not)) return nullptr;
   shm->barrier();
   // A peer whose pid this process cannot see (another pid namespace) cannot be watched.
   shm->check_peers_ = true;
-  for (int32_t r = 0; r < world_size; ++r) {
+  for (int32_t r = 0; r < shm->world_; ++r) {
     const pid_t pid = shm->segment_->pids()[r].load();
     if (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH)) shm->check_peers_ = false;
   }
@@ -178,14 +188,20 @@ std::unique_ptr<SharedMemoryAllreduce> SharedMemoryAllreduce::create(int32_t ran
 
 SharedMemoryAllreduce::~SharedMemoryAllreduce() = default;
 
+std::string SharedMemoryAllreduce::rank_name(int32_t local) const {
+  return "rank " + std::to_string(ranks_[static_cast<size_t>(local)]);
+}
+
 bool SharedMemoryAllreduce::map(size_t slot_bytes, std::string* why_not) {
   slot_bytes = round_up(std::max<size_t>(slot_bytes, 1), kPage);
   const size_t total = Segment::total_bytes(world_, slot_bytes);
-  const std::string key = "accel/shm/" + std::to_string(epoch_++);
+  // Keys per node, and a segment's number (the same on every node: every rank reserves alike) in them.
+  const std::string epoch = std::to_string(epoch_++);
+  const std::string key = "accel/shm/n" + std::to_string(node_) + "/" + epoch;
   std::string name, error;
   int fd = -1;
   if (rank_ == 0) {
-    name = name_prefix_ + "-" + key.substr(key.rfind('/') + 1);
+    name = name_prefix_ + "-" + epoch;
     fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0) {
       error = "shm_open(" + name + ") failed: " + errno_text(errno);
@@ -198,10 +214,10 @@ bool SharedMemoryAllreduce::map(size_t slot_bytes, std::string* why_not) {
   } else {
     name = exchange_.wait_get(key);
     if (!name.empty() && name[0] == '!') {
-      error = "rank 0: " + name.substr(1);
+      error = rank_name(0) + ": " + name.substr(1);
       name.clear();
     } else if (fd = shm_open(name.c_str(), O_RDWR, 0); fd < 0) {
-      error = "shm_open(" + name + ") failed: " + errno_text(errno) + " (is rank 0 on another host?)";
+      error = "shm_open(" + name + ") failed: " + errno_text(errno) + " (is " + rank_name(0) + " on another host?)";
     }
   }
   // Whatever happens from here on, the name goes: every rank that will map it has done so once all have
@@ -232,7 +248,18 @@ bool SharedMemoryAllreduce::map(size_t slot_bytes, std::string* why_not) {
   std::string first_error;
   for (int32_t r = 0; r < world_; ++r) {
     const std::string status = r == rank_ ? (error.empty() ? "mapped" : error) : exchange_.wait_get(key + "/" + std::to_string(r));
-    if (status != "mapped" && first_error.empty()) first_error = r == rank_ ? status : "rank " + std::to_string(r) + ": " + status;
+    if (status != "mapped" && first_error.empty()) first_error = r == rank_ ? status : rank_name(r) + ": " + status;
+  }
+  // Every node must go on alike (all through shared memory, or all through Gloo): the nodes' leaders say
+  // how their node fared, and every rank reads every node's word.
+  if (nodes_ > 1) {
+    const std::string verdicts = "accel/shm/" + epoch + "/node/";
+    if (rank_ == 0) exchange_.set(verdicts + std::to_string(node_), first_error.empty() ? "mapped" : first_error);
+    for (int32_t n = 0; n < nodes_ && first_error.empty(); ++n) {
+      if (n == node_) continue;
+      const std::string verdict = exchange_.wait_get(verdicts + std::to_string(n));
+      if (verdict != "mapped") first_error = "node " + std::to_string(n) + ": " + verdict;
+    }
   }
   if (!first_error.empty()) {
     *why_not = first_error;
@@ -251,7 +278,7 @@ bool SharedMemoryAllreduce::reserve(size_t bytes, std::string* why_not) {
   return map(bytes + bytes / 4, why_not);
 }
 
-void SharedMemoryAllreduce::barrier() {
+void SharedMemoryAllreduce::barrier(std::chrono::milliseconds grace) {
   Control* control = segment_->control();
   const uint32_t generation = control->generation.load(std::memory_order_acquire);
   if (control->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<uint32_t>(world_)) {
@@ -264,7 +291,7 @@ void SharedMemoryAllreduce::barrier() {
     if (control->generation.load(std::memory_order_acquire) != generation) return;
     cpu_pause();
   }
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  const auto deadline = std::chrono::steady_clock::now() + timeout_ + grace;
   for (;;) {
     // The last arriver bumps the generation, then wakes if it sees a sleeper; a sleeper announces itself,
     // then sleeps only on the old generation: one of the two sees the other.
@@ -273,6 +300,10 @@ void SharedMemoryAllreduce::barrier() {
     control->sleepers.fetch_sub(1);
     if (control->generation.load(std::memory_order_acquire) != generation) return;
     if (cancelled_) fail(Code::PeerFailed, "the process group was destroyed during the shared-memory all-reduce");
+    if (const int32_t code = control->failure_code.load(std::memory_order_acquire); code != 0) {
+      fail(static_cast<Code>(code), "this node's leader, " + rank_name(0) + ", failed to all-reduce with the other nodes: " +
+                                        std::string(control->failure_text));
+    }
     if (std::chrono::steady_clock::now() >= deadline) {
       fail(Code::Timeout, "timed out in the shared-memory all-reduce's barrier");
     }
@@ -280,14 +311,31 @@ void SharedMemoryAllreduce::barrier() {
     for (int32_t r = 0; r < world_; ++r) {
       const pid_t pid = segment_->pids()[r].load();
       if (r != rank_ && pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
-        fail(Code::PeerFailed, "rank " + std::to_string(r) + " (process " + std::to_string(pid) +
+        fail(Code::PeerFailed, rank_name(r) + " (process " + std::to_string(pid) +
                                    ") exited during the shared-memory all-reduce");
       }
     }
   }
 }
 
+void SharedMemoryAllreduce::run_leader_step(char* data, int64_t numel, ShmElement type, ReduceKind kind) {
+  try {
+    leader_step_(data, numel, type, kind);
+  } catch (const std::exception& error) {
+    // The message first, then the code that publishes it: a waiter that sees the code reads it whole.
+    Control* control = segment_->control();
+    const std::string text = message_of(error);
+    const size_t length = std::min(text.size(), kFailureText - 1);
+    std::memcpy(control->failure_text, text.data(), length);
+    control->failure_text[length] = '\0';
+    control->failure_code.store(static_cast<int32_t>(code_of(error, Code::PeerFailed)), std::memory_order_release);
+    futex_wake_all(&control->generation);
+    throw;
+  }
+}
+
 void SharedMemoryAllreduce::allreduce(void* data, int64_t numel, ShmElement type, ReduceKind kind) {
+  if (!unusable_.empty()) fail(Code::PeerFailed, unusable_);
   const size_t bytes = static_cast<size_t>(numel) * shm_element_size(type);
   const uint64_t half = operations_++ % 2;
   std::memcpy(segment_->slot(half, rank_), data, bytes);
@@ -298,10 +346,13 @@ void SharedMemoryAllreduce::allreduce(void* data, int64_t numel, ShmElement type
     if (numels[r].load(std::memory_order_relaxed) != numel) {
       std::string counts;
       for (int32_t q = 0; q < world_; ++q) {
-        counts += (q == 0 ? "" : ", ") + std::string("rank ") + std::to_string(q) + ": " +
+        counts += (q == 0 ? "" : ", ") + rank_name(q) + ": " +
                   std::to_string(numels[q].load(std::memory_order_relaxed));
       }
-      fail(Code::ShapeMismatch, "all-reduce of tensors with different element counts (" + counts + ")");
+      const std::string message = "all-reduce of tensors with different element counts (" + counts + ")";
+      // The other nodes' leaders wait for this node's sum, which will not come: nothing can follow.
+      if (nodes_ > 1) unusable_ = "an earlier " + message + " left the nodes out of step";
+      fail(Code::ShapeMismatch, message);
     }
   }
   // Slices of whole cache lines, so that no two ranks write one line.
@@ -320,6 +371,10 @@ void SharedMemoryAllreduce::allreduce(void* data, int64_t numel, ShmElement type
     case ShmElement::Float16: reduce_widened<c10::Half>(slots.data(), world_, lo, hi, kind); break;
   }
   barrier();
+  if (nodes_ > 1) {
+    if (leader_step_) run_leader_step(slots[0], numel, type, kind);
+    barrier(kLeaderGrace);
+  }
   std::memcpy(data, slots[0], bytes);
 }
 

@@ -4,10 +4,16 @@
 // Gloo gives), and copies the reduced tensor back. Ranks meet at barriers made of atomics in the segment:
 // a short spin, then a futex sleep, so that more ranks than cores do not starve each other.
 //
-// The segment's name goes from rank 0 to the others through the rendezvous store, and rank 0 unlinks it
-// as soon as every rank has mapped it: a crash leaves nothing behind in /dev/shm (but for the moment
-// between creation and the last mapping, which `accel launch` covers by removing its job's leftovers,
-// shm_names.hpp).
+// Across several nodes (NodeLayout) each node has a segment of its own and the same steps run within
+// it; between the reduction and the copy back, the node's leader all-reduces the node's sum with the
+// other nodes' leaders (the leader step, Gloo's in process_group.cpp) in place in the segment, and the
+// node's other ranks wait for it at a third barrier. A leader whose step fails says why in the segment,
+// so that its node's ranks fail at once with the same code instead of waiting out the timeout.
+//
+// The segment's name goes from the node's leader to the others through the rendezvous store, and the
+// leader unlinks it as soon as every rank of the node has mapped it: a crash leaves nothing behind in
+// /dev/shm (but for the moment between creation and the last mapping, which `accel launch` covers by
+// removing its job's leftovers, shm_names.hpp).
 #pragma once
 
 #include <atomic>
@@ -18,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed/node_layout.hpp"
 #include "distributed/process_group.hpp"
 
 namespace accel::distributed {
@@ -33,14 +40,20 @@ struct ShmExchange {
   std::function<std::string(const std::string& key)> wait_get;
 };
 
+// The leader's part across nodes: all-reduces `numel` elements at `data` (the node's sum, in the segment)
+// in place with the other nodes' leaders. Throws accel::Error.
+using LeaderStep = std::function<void(void* data, int64_t numel, ShmElement type, ReduceKind kind)>;
+
 class SharedMemoryAllreduce {
  public:
-  // Collective over the store: maps a segment with room for `slot_bytes` per rank. nullptr, with the reason
-  // in *why_not, on every rank alike when any rank could not create or map it (/dev/shm too small, ranks
-  // on different hosts, no shm_open).
-  static std::unique_ptr<SharedMemoryAllreduce> create(int32_t rank, int32_t world_size, uint16_t master_port,
+  // Collective over the store: maps a segment per node with room for `slot_bytes` per rank of the node.
+  // nullptr, with the reason in *why_not, on every rank of every node alike when any rank could not create
+  // or map its node's segment (/dev/shm too small, ranks of one node on different hosts, no shm_open).
+  // With several nodes, `leader_step` is the leader's step (called on the node's leader only).
+  static std::unique_ptr<SharedMemoryAllreduce> create(const NodeLayout& layout, uint16_t master_port,
                                                        std::chrono::milliseconds timeout, ShmExchange exchange,
-                                                       size_t slot_bytes, std::string* why_not);
+                                                       size_t slot_bytes, LeaderStep leader_step,
+                                                       std::string* why_not);
   ~SharedMemoryAllreduce();
   SharedMemoryAllreduce(const SharedMemoryAllreduce&) = delete;
   SharedMemoryAllreduce& operator=(const SharedMemoryAllreduce&) = delete;
@@ -51,10 +64,14 @@ class SharedMemoryAllreduce {
   bool reserve(size_t bytes, std::string* why_not);
   // Whether `bytes` per rank fit the current segment (then reserve has nothing to do).
   bool fits(size_t bytes) const;
+  // The nodes whose segments this all-reduce joins (1: every rank is on this one).
+  int32_t nodes() const { return nodes_; }
 
   // Reduces `numel` elements at `data` in place over every rank. Throws Error: Timeout when a rank does not
-  // arrive within the timeout, PeerFailed when a rank's process is gone, ShapeMismatch (the segment still
-  // usable) when the ranks' element counts differ. reserve() must have made room first.
+  // arrive within the timeout, PeerFailed when a rank's process is gone, ShapeMismatch when the ranks'
+  // element counts differ (on one node the segment stays usable; across nodes the other nodes' leaders
+  // are left waiting, so every later all-reduce fails), or the leader step's error. reserve() must have
+  // made room first.
   void allreduce(void* data, int64_t numel, ShmElement type, ReduceKind kind);
 
   // Makes a wait in allreduce (on another thread) give up within a few tens of milliseconds, throwing
@@ -66,10 +83,20 @@ class SharedMemoryAllreduce {
  private:
   SharedMemoryAllreduce() = default;
   bool map(size_t slot_bytes, std::string* why_not);
-  void barrier();
+  // Waits for every rank of the node; `grace` longer after the leader step, which itself may take the
+  // whole timeout.
+  void barrier(std::chrono::milliseconds grace = std::chrono::milliseconds(0));
+  void run_leader_step(char* data, int64_t numel, ShmElement type, ReduceKind kind);
+  // "rank R" for the node's rank `local`: messages name ranks as the job numbers them.
+  std::string rank_name(int32_t local) const;
 
-  int32_t rank_ = 0;
-  int32_t world_ = 1;
+  int32_t rank_ = 0;                 // within the node
+  int32_t world_ = 1;                // ranks of the node
+  std::vector<int32_t> ranks_;       // their ranks in the job, for messages
+  int32_t node_ = 0;
+  int32_t nodes_ = 1;
+  LeaderStep leader_step_;
+  std::string unusable_;             // why no all-reduce can succeed any more (a mismatch across nodes)
   std::chrono::milliseconds timeout_{0};
   ShmExchange exchange_;
   std::string name_prefix_;

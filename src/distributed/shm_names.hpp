@@ -8,7 +8,11 @@
 
 namespace accel::distributed {
 
-// Segments of the job whose master port is `port` are named "/" + this + a random id + an epoch.
-inline std::string shm_segment_prefix(uint16_t port) { return "accel-" + std::to_string(port) + "-"; }
+// Segments of node `node` (NodeLayout::node, which is `accel launch --node-rank`) of the job whose master
+// port is `port` are named "/" + this + a random id + an epoch: the launchers of two nodes started on one
+// host remove only their own.
+inline std::string shm_segment_prefix(uint16_t port, int32_t node) {
+  return "accel-" + std::to_string(port) + "-n" + std::to_string(node) + "-";
+}
 
 }  // namespace accel::distributed

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "distributed/state_options.hpp"
+#include "distributed/transport_plan.hpp"
 
 namespace accel::distributed {
 
@@ -107,18 +108,9 @@ State::State(ResolvedOptions options, const EnvLookup& env)
                                 " local ranks on " + std::to_string(cuda_device_count()) +
                                 " GPU(s) (NCCL refuses two ranks on one GPU): use backend 'gloo' or 'auto'");
   }
-  // Shared memory serves the all-reduces of CPU tensors when every rank is on this host; explicitly asked
-  // for, it must be possible.
-  const std::string& transport = options_.get_string("intra_node_transport");
-  const bool one_host = launch_.local_world_size == launch_.world_size;
-  if (transport == "shm" && !one_host) {
-    fail(Code::Unsupported, "intra_node_transport 'shm' needs every rank on one host, but " +
-                                std::to_string(launch_.local_world_size) + " of the " +
-                                std::to_string(launch_.world_size) + " ranks are on this one (LOCAL_WORLD_SIZE)");
-  }
-  if (transport == "shm" && backend_ != "gloo") {
-    fail(Code::Unsupported, "intra_node_transport 'shm' needs backend 'gloo', not '" + backend_ + "'");
-  }
+  // Shared memory serves the all-reduces of CPU tensors among the ranks of each node; explicitly asked for,
+  // it must be possible.
+  const TransportPlan plan = plan_transport(launch_, backend_, options_.get_string("intra_node_transport"), cuda);
   GroupConfig config;
   config.rank = launch_.rank;
   config.world_size = launch_.world_size;
@@ -129,10 +121,13 @@ State::State(ResolvedOptions options, const EnvLookup& env)
   config.timeout =
       std::chrono::milliseconds(static_cast<int64_t>(std::ceil(options_.get_double("timeout_s") * 1000.0)));
   config.backend = backend_;
-  config.shared_memory = transport == "shm" || (transport == "auto" && one_host && backend_ == "gloo" && !cuda);
-  config.shared_memory_required = transport == "shm";
+  config.shared_memory = plan.shared_memory;
+  config.shared_memory_required = plan.required;
+  config.group_rank = launch_.group_rank;
   group_ = ProcessGroup::create(config);
-  backend_name_ = group_->uses_shared_memory() ? backend_ + "+shm" : backend_;
+  backend_name_ = !group_->uses_shared_memory()        ? backend_
+                  : group_->shared_memory_spans_nodes() ? backend_ + "+hier-shm"
+                                                        : backend_ + "+shm";
 }
 
 bool State::broken() const {

@@ -32,7 +32,8 @@ class State {
   DistributedType distributed_type() const { return type_; }
   // The c10d backend: "gloo", "nccl", or "" with one process.
   const std::string& backend() const { return backend_; }
-  // What accel_state_backend says: the backend, with "+shm" when all-reduces go through shared memory.
+  // What accel_state_backend says: the backend, with "+shm" when all-reduces go through shared memory on
+  // one host, "+hier-shm" when through each node's shared memory and the nodes' leaders.
   const std::string& backend_name() const { return backend_name_; }
   bool check_shapes() const { return check_shapes_; }
   // Thread-safe (queries may run while another thread shuts the state down).

@@ -43,6 +43,15 @@ TEST(LaunchEnv, TorchrunVariables) {
   EXPECT_EQ(info.local_world_size, 2);
   EXPECT_EQ(info.master_addr, "10.0.0.1");
   EXPECT_EQ(info.master_port, 1234);
+  EXPECT_EQ(info.group_rank, -1);
+}
+
+TEST(LaunchEnv, GroupRankNamesTheNode) {
+  auto info = parse_launch_env(fake_env({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"},
+                                         {"GROUP_RANK", "1"}, {"MASTER_ADDR", "10.0.0.1"}}));
+  EXPECT_EQ(info.group_rank, 1);
+  EXPECT_THROW(parse_launch_env(fake_env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"GROUP_RANK", "2"}})), Error);
+  EXPECT_THROW(parse_launch_env(fake_env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"GROUP_RANK", "x"}})), Error);
 }
 
 TEST(LaunchEnv, SingleNodeDefaultsAddressAndLocalValues) {

@@ -18,7 +18,7 @@ launch() {  # launch NPROC TRANSPORT ARGS...
   shift 2
   port=$(free_port)
   ports+=("$port")
-  if [ "${LEFTOVER:-0}" = 1 ]; then : >"/dev/shm/accel-$port-0123456789abcdef-0"; fi
+  if [ "${LEFTOVER:-0}" = 1 ]; then : >"/dev/shm/accel-$port-n0-0123456789abcdef-0"; fi
   ACCEL_INTRA_NODE_TRANSPORT=$transport ACCEL_TIMEOUT_S=30 timeout 120 \
     "$CLI" launch --cpu --master-port "$port" --nproc-per-node "$nproc" -- "$WORKER" "$@"
 }

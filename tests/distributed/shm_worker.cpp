@@ -2,13 +2,15 @@
 //   reduce DIR  all-reduces seeded random tensors (float32 sum, large enough to make the segment grow;
 //               float64 sum; float32 max; float16 sum) and rank 0 writes each result's bytes to DIR/<case>.bin,
 //               for the script to compare between transports.
-//   kill        one all-reduce, then rank 1 is SIGKILLed while rank 0 starts the next: rank 0 must fail.
+//   kill [R]    one all-reduce, then rank R (default 1) is SIGKILLed while the others start the next: each
+//               of them must fail with ACCEL_ERR_PEER_FAILED (or be stopped by its launcher).
 #include <signal.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -70,7 +72,7 @@ int reduce_all(const std::string& dir) {
   return ok ? 0 : 1;
 }
 
-int killed_rank() {
+int killed_rank(int victim) {
   const float value = 1.0f;
   const int64_t shape[] = {1};
   accel_tensor_t *input = nullptr, *out = nullptr;
@@ -79,10 +81,12 @@ int killed_rank() {
     return 1;
   }
   accel_tensor_free(out);
-  if (accel_state_process_index(state) == 1) raise(SIGKILL);
+  const int rank = accel_state_process_index(state);
+  if (rank == victim) raise(SIGKILL);
   const int code = accel_state_reduce(state, input, "sum", &out);
-  std::fprintf(stderr, "rank 0 after rank 1 was killed: %s: %s\n", accel_error_name(code), accel_error_last());
-  return code == ACCEL_ERR_PEER_FAILED || code == ACCEL_ERR_TIMEOUT ? 0 : 1;
+  std::fprintf(stderr, "rank %d after rank %d was killed: %s: %s\n", rank, victim, accel_error_name(code),
+               accel_error_last());
+  return code == ACCEL_ERR_PEER_FAILED ? 0 : 1;
 }
 
 }  // namespace
@@ -96,7 +100,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "rank %d: backend %s\n", accel_state_process_index(state), accel_state_backend(state));
   int result = 2;
   if (mode == "reduce" && argc > 2) result = reduce_all(argv[2]);
-  if (mode == "kill") result = killed_rank();
+  if (mode == "kill") result = killed_rank(argc > 2 ? std::atoi(argv[2]) : 1);
   if (result == 0 && accel_state_shutdown(state) != ACCEL_OK) result = 1;
   accel_state_free(state);
   return result;

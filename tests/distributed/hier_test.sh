@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# The hierarchical all-reduce: 2 nodes of 2 ranks, each node started by its own `accel launch --nnodes 2
+# --node-rank R`, reduce within the node through shared memory and between the nodes' leaders over Gloo.
+#   hier_test.sh loopback CLI SHM_WORKER TRAINING_WORKER   both nodes on this host, over loopback
+#   hier_test.sh netns CLI SHM_WORKER TRAINING_WORKER      each node in a network namespace of its own, joined
+#                                                          by a veth pair (root and `ip netns`; exit 77 otherwise)
+#   hier_test.sh kill CLI SHM_WORKER                       rank 3, then node 1's leader, SIGKILLed mid-job
+# loopback and netns: the seeded tensors of shm_worker reduce to what a flat Gloo all-reduce over the 4 ranks
+# gives (within 1e-6 relative, norm-wise; maxima bit for bit), every rank says its backend is gloo+hier-shm,
+# and the gold training test (data-parallel training equals one process with the global batch) passes.
+# kill: node 0's ranks fail with ACCEL_ERR_PEER_FAILED well within the timeout, their messages name the
+# leaders, node 1's launcher names the killed rank, and no segment of the job is left in /dev/shm.
+set -euo pipefail
+MODE=${1:?usage: hier_test.sh loopback|netns|kill CLI SHM_WORKER [TRAINING_WORKER]}
+CLI=${2:?usage: hier_test.sh MODE CLI SHM_WORKER [TRAINING_WORKER]}
+WORKER=${3:?usage: hier_test.sh MODE CLI SHM_WORKER [TRAINING_WORKER]}
+TRAINING=${4:-}
+PYTHON=/usr/bin/python3
+DIR=$(mktemp -d)
+NETNS=()
+VETH=""
+cleanup() {
+  [ -n "$VETH" ] && ip link del "$VETH" 2>/dev/null
+  for ns in "${NETNS[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+free_port() { "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# Node R's launcher: run_node R PORT LOG ARGS...; PREFIX (an array) runs it inside a namespace.
+PREFIX0=() PREFIX1=() ADDR=127.0.0.1
+run_node() {
+  local node=$1 port=$2 log=$3 prefix
+  shift 3
+  if [ "$node" = 0 ]; then prefix=("${PREFIX0[@]}"); else prefix=("${PREFIX1[@]}"); fi
+  ACCEL_TIMEOUT_S=${TIMEOUT_S:-60} timeout 150 "${prefix[@]}" "$CLI" launch --cpu --nnodes 2 --node-rank "$node" \
+    --nproc-per-node 2 --master-addr "$ADDR" --master-port "$port" -- "$@" >"$log" 2>&1
+}
+# Both nodes of one job; fails when either launcher does (their output is shown then).
+run_job() {  # run_job NAME ARGS...
+  local name=$1 port rc0=0 rc1=0
+  shift
+  port=${FIXED_PORT:-$(free_port)}
+  run_node 0 "$port" "$DIR/$name.node0.log" "$@" &
+  local first=$!
+  run_node 1 "$port" "$DIR/$name.node1.log" "$@" || rc1=$?
+  wait "$first" || rc0=$?
+  if [ "$rc0" != 0 ] || [ "$rc1" != 0 ]; then
+    echo "hier_test.sh: $name failed (node 0: $rc0, node 1: $rc1)" >&2
+    cat "$DIR/$name.node0.log" "$DIR/$name.node1.log" >&2
+    return 1
+  fi
+}
+
+compare_with_flat_gloo() {
+  mkdir -p "$DIR/flat" "$DIR/hier"
+  ACCEL_INTRA_NODE_TRANSPORT=gloo ACCEL_TIMEOUT_S=60 timeout 150 \
+    "$CLI" launch --cpu --master-port "$(free_port)" --nproc-per-node 4 -- "$WORKER" reduce "$DIR/flat"
+  run_job reduce "$WORKER" reduce "$DIR/hier"
+  local backends
+  backends=$(cat "$DIR/reduce.node0.log" "$DIR/reduce.node1.log" | grep -c "backend gloo+hier-shm$" || true)
+  if [ "$backends" != 4 ]; then
+    echo "hier_test.sh: expected 4 ranks on gloo+hier-shm, $backends said so:" >&2
+    cat "$DIR/reduce.node0.log" "$DIR/reduce.node1.log" >&2
+    return 1
+  fi
+  "$PYTHON" - "$DIR/flat" "$DIR/hier" <<'PY'
+import sys
+import numpy as np
+flat, hier = sys.argv[1], sys.argv[2]
+for name, dtype in [("float32_sum", np.float32), ("float64_sum", np.float64), ("float32_max", np.float32),
+                    ("float16_sum", np.float16)]:
+    a = np.fromfile(f"{flat}/{name}.bin", dtype=dtype)
+    b = np.fromfile(f"{hier}/{name}.bin", dtype=dtype)
+    assert a.size == b.size and a.size > 0, (name, a.size, b.size)
+    if name.endswith("_max"):
+        assert a.tobytes() == b.tobytes(), name
+        print(f"{name}: bit-identical ({a.size} elements)")
+        continue
+    wide_a, wide_b = a.astype(np.float64), b.astype(np.float64)
+    tolerance = 1e-6 if dtype != np.float16 else 1e-3
+    # Norm-wise: an element whose summands cancel out has no meaningful relative error of its own.
+    relative = np.linalg.norm(wide_a - wide_b) / np.linalg.norm(wide_a)
+    print(f"{name}: relative difference to flat Gloo {relative:.3g} (at most {tolerance})")
+    assert relative <= tolerance, name
+PY
+}
+
+gold_training() {
+  run_job gold "$TRAINING" --gtest_filter='Ddp.TwoProcessesEqualOneProcess*'
+  grep -h "PASSED\|FAILED" "$DIR/gold.node0.log" "$DIR/gold.node1.log"
+}
+
+case "$MODE" in
+  loopback)
+    compare_with_flat_gloo
+    gold_training
+    ;;
+  netns)
+    if [ "$(id -u)" != 0 ]; then
+      echo "hier_test.sh: skipped: making network namespaces needs root"
+      exit 77
+    fi
+    tag=$(($$ % 100000))  # interface names have at most 15 characters
+    NS0=accel-hier-$tag-0 NS1=accel-hier-$tag-1 IF0=ah${tag}a IF1=ah${tag}b
+    if ! ip netns add "$NS0" 2>"$DIR/netns.err"; then
+      echo "hier_test.sh: skipped: ip netns is not permitted here: $(cat "$DIR/netns.err")"
+      exit 77
+    fi
+    NETNS=("$NS0")
+    ip netns add "$NS1"
+    NETNS+=("$NS1")
+    VETH=$IF0
+    ip link add "$IF0" type veth peer name "$IF1"
+    ip link set "$IF0" netns "$NS0"
+    ip link set "$IF1" netns "$NS1"
+    VETH=""  # the pair now goes with the namespaces
+    ip -n "$NS0" addr add 10.200.0.1/24 dev "$IF0"
+    ip -n "$NS1" addr add 10.200.0.2/24 dev "$IF1"
+    ip -n "$NS0" link set lo up
+    ip -n "$NS1" link set lo up
+    ip -n "$NS0" link set "$IF0" up
+    ip -n "$NS1" link set "$IF1" up
+    # Gloo binds the veth end: the host name resolves to an address that the namespaces do not have.
+    PREFIX0=(ip netns exec "$NS0" env "GLOO_SOCKET_IFNAME=$IF0")
+    PREFIX1=(ip netns exec "$NS1" env "GLOO_SOCKET_IFNAME=$IF1")
+    ADDR=10.200.0.1
+    FIXED_PORT=29500  # node 0's namespace is new: nothing else listens there
+    echo "hier_test.sh: node 0 in $NS0 (10.200.0.1), node 1 in $NS1 (10.200.0.2)"
+    compare_with_flat_gloo
+    gold_training
+    ;;
+  kill)
+    # Without the shape check's Gloo all-gather, which would see the death first: the failure must come
+    # through the leaders' all-reduce and each node's segment.
+    export ACCEL_CHECK_SHAPES=0
+    failed=0
+    # Rank 3, then node 1's leader: node 0's ranks learn it through their leader's all-reduce.
+    for victim in 3 2; do
+      port=$(free_port)
+      started=$SECONDS
+      rc0=0 rc1=0
+      run_node 0 "$port" "$DIR/kill.node0.log" "$WORKER" kill "$victim" &
+      first=$!
+      run_node 1 "$port" "$DIR/kill.node1.log" "$WORKER" kill "$victim" || rc1=$?
+      wait "$first" || rc0=$?
+      elapsed=$((SECONDS - started))
+      cat "$DIR/kill.node0.log" "$DIR/kill.node1.log"
+      for rank in 0 1; do
+        if ! grep -q "^rank $rank after rank $victim was killed: ACCEL_ERR_PEER_FAILED.*leaders (ranks 0, 2)" "$DIR/kill.node0.log"; then
+          echo "hier_test.sh: rank $rank did not fail with ACCEL_ERR_PEER_FAILED" >&2
+          failed=1
+        fi
+      done
+      if [ "$rc0" != 0 ]; then echo "hier_test.sh: node 0's launcher exited with $rc0" >&2; failed=1; fi
+      if [ "$rc1" = 0 ] || ! grep -q "rank $victim (.*) was killed by signal 9" "$DIR/kill.node1.log"; then
+        echo "hier_test.sh: node 1's launcher did not report rank $victim's death (exit $rc1)" >&2
+        failed=1
+      fi
+      if [ "$elapsed" -ge 30 ]; then echo "hier_test.sh: the failure took $elapsed s (timeout 60 s)" >&2; failed=1; fi
+      left=$(find /dev/shm -maxdepth 1 -name "accel-$port-*" 2>/dev/null)
+      if [ -n "$left" ]; then echo "hier_test.sh: segments left in /dev/shm: $left" >&2; failed=1; fi
+      echo "hier_test.sh: rank $victim killed: the others failed within $elapsed s; no segment left for port $port"
+    done
+    exit "$failed"
+    ;;
+  *)
+    echo "hier_test.sh: unknown mode $MODE" >&2
+    exit 2
+    ;;
+esac
