@@ -4,14 +4,16 @@
 #   hier_test.sh loopback CLI SHM_WORKER TRAINING_WORKER   both nodes on this host, over loopback
 #   hier_test.sh netns CLI SHM_WORKER TRAINING_WORKER      each node in a network namespace of its own, joined
 #                                                          by a veth pair (root and `ip netns`; exit 77 otherwise)
-#   hier_test.sh kill CLI SHM_WORKER                       rank 3, then node 1's leader, SIGKILLed mid-job
+#   hier_test.sh failures CLI SHM_WORKER                   rank 3, then node 1's leader, SIGKILLed mid-job; rank 3
+#                                                          asleep past the timeout
 # loopback and netns: the seeded tensors of shm_worker reduce to what a flat Gloo all-reduce over the 4 ranks
 # gives (within 1e-6 relative, norm-wise; maxima bit for bit), every rank says its backend is gloo+hier-shm,
 # and the gold training test (data-parallel training equals one process with the global batch) passes.
-# kill: node 0's ranks fail with ACCEL_ERR_PEER_FAILED well within the timeout, their messages name the
-# leaders, node 1's launcher names the killed rank, and no segment of the job is left in /dev/shm.
+# failures: node 0's ranks fail with ACCEL_ERR_PEER_FAILED well within the timeout (ACCEL_ERR_TIMEOUT after
+# it, for the sleeper), their messages name the leaders, node 1's launcher names the killed rank, and no
+# segment of the job is left in /dev/shm.
 set -euo pipefail
-MODE=${1:?usage: hier_test.sh loopback|netns|kill CLI SHM_WORKER [TRAINING_WORKER]}
+MODE=${1:?usage: hier_test.sh loopback|netns|failures CLI SHM_WORKER [TRAINING_WORKER]}
 CLI=${2:?usage: hier_test.sh MODE CLI SHM_WORKER [TRAINING_WORKER]}
 WORKER=${3:?usage: hier_test.sh MODE CLI SHM_WORKER [TRAINING_WORKER]}
 TRAINING=${4:-}
@@ -131,38 +133,47 @@ case "$MODE" in
     compare_with_flat_gloo
     gold_training
     ;;
-  kill)
-    # Without the shape check's Gloo all-gather, which would see the death first: the failure must come
-    # through the leaders' all-reduce and each node's segment.
+  failures)
+    # Without the shape check's Gloo all-gather, which would see the failure first: it must come through
+    # the leaders' all-reduce and each node's segment.
     export ACCEL_CHECK_SHAPES=0
     failed=0
-    # Rank 3, then node 1's leader: node 0's ranks learn it through their leader's all-reduce.
-    for victim in 3 2; do
+    # expect_failure VICTIM HAPPENED CODE LAUNCHER_SAYS WORKER_ARGS...: node 0's ranks fail with CODE, naming
+    # the leaders, within 20 s (their own launcher ends then); node 1's launcher says LAUNCHER_SAYS (if any).
+    expect_failure() {
+      local victim=$1 happened=$2 code=$3 says=$4 port rc0=0 rc1=0 started elapsed first second left
+      shift 4
       port=$(free_port)
       started=$SECONDS
-      rc0=0 rc1=0
-      run_node 0 "$port" "$DIR/kill.node0.log" "$WORKER" kill "$victim" &
+      run_node 0 "$port" "$DIR/fail.node0.log" "$WORKER" "$@" &
       first=$!
-      run_node 1 "$port" "$DIR/kill.node1.log" "$WORKER" kill "$victim" || rc1=$?
+      run_node 1 "$port" "$DIR/fail.node1.log" "$WORKER" "$@" &
+      second=$!
       wait "$first" || rc0=$?
       elapsed=$((SECONDS - started))
-      cat "$DIR/kill.node0.log" "$DIR/kill.node1.log"
+      wait "$second" || rc1=$?
+      cat "$DIR/fail.node0.log" "$DIR/fail.node1.log"
       for rank in 0 1; do
-        if ! grep -q "^rank $rank after rank $victim was killed: ACCEL_ERR_PEER_FAILED.*leaders (ranks 0, 2)" "$DIR/kill.node0.log"; then
-          echo "hier_test.sh: rank $rank did not fail with ACCEL_ERR_PEER_FAILED" >&2
+        if ! grep -q "^rank $rank after rank $victim $happened: $code.*leaders (ranks 0, 2)" "$DIR/fail.node0.log"; then
+          echo "hier_test.sh: rank $rank did not fail with $code naming the leaders" >&2
           failed=1
         fi
       done
       if [ "$rc0" != 0 ]; then echo "hier_test.sh: node 0's launcher exited with $rc0" >&2; failed=1; fi
-      if [ "$rc1" = 0 ] || ! grep -q "rank $victim (.*) was killed by signal 9" "$DIR/kill.node1.log"; then
-        echo "hier_test.sh: node 1's launcher did not report rank $victim's death (exit $rc1)" >&2
+      if [ -n "$says" ] && { [ "$rc1" = 0 ] || ! grep -q "$says" "$DIR/fail.node1.log"; }; then
+        echo "hier_test.sh: node 1's launcher did not say '$says' (exit $rc1)" >&2
         failed=1
       fi
-      if [ "$elapsed" -ge 30 ]; then echo "hier_test.sh: the failure took $elapsed s (timeout 60 s)" >&2; failed=1; fi
+      if [ "$elapsed" -ge 20 ]; then echo "hier_test.sh: node 0 took $elapsed s to fail" >&2; failed=1; fi
       left=$(find /dev/shm -maxdepth 1 -name "accel-$port-*" 2>/dev/null)
       if [ -n "$left" ]; then echo "hier_test.sh: segments left in /dev/shm: $left" >&2; failed=1; fi
-      echo "hier_test.sh: rank $victim killed: the others failed within $elapsed s; no segment left for port $port"
-    done
+      echo "hier_test.sh: rank $victim $happened: node 0 failed within $elapsed s; no segment left for port $port"
+    }
+    # Rank 3, then node 1's leader, SIGKILLed (timeout 60 s): node 0 hears it from the leaders' Gloo at once.
+    TIMEOUT_S=60 expect_failure 3 "was killed" ACCEL_ERR_PEER_FAILED "rank 3 (.*) was killed by signal 9" kill 3
+    TIMEOUT_S=60 expect_failure 2 "was killed" ACCEL_ERR_PEER_FAILED "rank 2 (.*) was killed by signal 9" kill 2
+    # Rank 3 asleep past the 4 s timeout: node 0's leader times out in Gloo and its node with it.
+    TIMEOUT_S=4 expect_failure 3 stalled ACCEL_ERR_TIMEOUT "" stall 3 25
     exit "$failed"
     ;;
   *)

@@ -4,6 +4,8 @@
 //               for the script to compare between transports.
 //   kill [R]    one all-reduce, then rank R (default 1) is SIGKILLed while the others start the next: each
 //               of them must fail with ACCEL_ERR_PEER_FAILED (or be stopped by its launcher).
+//   stall R S   one all-reduce, then rank R sleeps S seconds (past the timeout) and leaves while the others
+//               start the next: each of them must fail with ACCEL_ERR_TIMEOUT.
 #include <signal.h>
 #include <unistd.h>
 
@@ -72,7 +74,9 @@ int reduce_all(const std::string& dir) {
   return ok ? 0 : 1;
 }
 
-int killed_rank(int victim) {
+// One all-reduce, then `victim` does what `fail` does while the others start the next, which must fail with
+// `expected` (described as `happened` in what they print).
+int failed_rank(int victim, void (*fail)(), const char* happened, int expected) {
   const float value = 1.0f;
   const int64_t shape[] = {1};
   accel_tensor_t *input = nullptr, *out = nullptr;
@@ -82,12 +86,14 @@ int killed_rank(int victim) {
   }
   accel_tensor_free(out);
   const int rank = accel_state_process_index(state);
-  if (rank == victim) raise(SIGKILL);
+  if (rank == victim) fail();
   const int code = accel_state_reduce(state, input, "sum", &out);
-  std::fprintf(stderr, "rank %d after rank %d was killed: %s: %s\n", rank, victim, accel_error_name(code),
+  std::fprintf(stderr, "rank %d after rank %d %s: %s: %s\n", rank, victim, happened, accel_error_name(code),
                accel_error_last());
-  return code == ACCEL_ERR_PEER_FAILED ? 0 : 1;
+  return code == expected ? 0 : 1;
 }
+
+int stall_seconds = 0;
 
 }  // namespace
 
@@ -100,7 +106,15 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "rank %d: backend %s\n", accel_state_process_index(state), accel_state_backend(state));
   int result = 2;
   if (mode == "reduce" && argc > 2) result = reduce_all(argv[2]);
-  if (mode == "kill") result = killed_rank(argc > 2 ? std::atoi(argv[2]) : 1);
+  if (mode == "kill") {
+    result = failed_rank(argc > 2 ? std::atoi(argv[2]) : 1, [] { raise(SIGKILL); }, "was killed", ACCEL_ERR_PEER_FAILED);
+  }
+  if (mode == "stall" && argc > 3) {
+    stall_seconds = std::atoi(argv[3]);
+    // The sleeper leaves without a word: the others' group is broken by then.
+    result = failed_rank(std::atoi(argv[2]), [] { sleep(static_cast<unsigned>(stall_seconds)); _exit(0); }, "stalled",
+                         ACCEL_ERR_TIMEOUT);
+  }
   if (result == 0 && accel_state_shutdown(state) != ACCEL_OK) result = 1;
   accel_state_free(state);
   return result;
