@@ -17,13 +17,16 @@
  *                    process group whatever the backend)
  *   intra_node_transport string "auto", "shm" or "gloo"                     default "auto"
  *                    how all-reduces of CPU tensors (gradient buckets, reduce, clipping totals) travel
- *                    between ranks of one host: "shm" through a POSIX shared-memory segment (summed
+ *                    between ranks of one node: "shm" through a POSIX shared-memory segment (summed
  *                    in rank order: the same result run to run, and for 2 ranks bit for bit Gloo's),
- *                    "gloo" through Gloo's loopback sockets; auto = shm when every rank is on this host
- *                    and the backend is gloo on the CPU. Where the segment cannot be made (/dev/shm
- *                    too small, no shm_open) auto falls back to Gloo with one line on rank 0's stderr
- *                    and "shm" is an error; "shm" with ranks on several hosts or NCCL is an error.
- *                    accel_state_backend then says "gloo+shm".
+ *                    "gloo" through Gloo's sockets; auto = shm when a node has several ranks and the
+ *                    backend is gloo on the CPU. With several nodes the all-reduce is hierarchical:
+ *                    within each node through its segment, between the nodes through one Gloo group
+ *                    of their leaders (nodes told apart by GROUP_RANK, host name and boot id). Where a
+ *                    segment cannot be made (/dev/shm too small, no shm_open) auto falls back to Gloo
+ *                    for every rank with one line on rank 0's stderr and "shm" is an error; "shm" with
+ *                    NCCL or with one rank per node is an error. accel_state_backend then says
+ *                    "gloo+shm" on one host, "gloo+hier-shm" across nodes.
  *   timeout_s        double  rendezvous and collective timeout in seconds, in (0, 1e9] default 1800
  *   check_shapes     bool    compare shapes across ranks before collectives     default true
  *   gradient_accumulation_steps int  steps per optimizer step (> 0)            default 1
