@@ -40,8 +40,8 @@ TransportPlan plan_transport(const LaunchInfo& launch, const std::string& backen
     plan.reason = "shared memory among the " + local + " ranks of this host";
   } else {
     plan.name = backend + "+hier-shm";
-    plan.reason = "shared memory among the " + local + " ranks of each node, Gloo between one leader per node (" +
-                  std::to_string(launch.world_size) + " ranks in all)";
+    plan.reason = "shared memory among the " + local + " ranks of each node, Gloo between one leader per node; " +
+                  std::to_string(launch.world_size) + " ranks in all";
   }
   return plan;
 }
