@@ -89,8 +89,9 @@ ACCEL_API const char *accel_state_distributed_type_name(const accel_state_t *sta
 ACCEL_API const char *accel_state_device(const accel_state_t *state);
 /* "no", "fp16" or "bf16"; owned by the state. */
 ACCEL_API const char *accel_state_mixed_precision(const accel_state_t *state);
-/* "gloo", "nccl" or "" with one process; "gloo+shm" when all-reduces go through shared memory
- * (state setting intra_node_transport); owned by the state. */
+/* "gloo", "nccl" or "" with one process; "gloo+shm" when all-reduces go through shared memory,
+ * "gloo+hier-shm" when through each node's and then between the nodes' leaders (state setting
+ * intra_node_transport); owned by the state. */
 ACCEL_API const char *accel_state_backend(const accel_state_t *state);
 /* Whether a collective that timed out or lost a peer has left the process group broken (1) or not (0).
  * A state that was shut down cleanly is not broken: its collectives fail with ACCEL_ERR_INVALID_STATE

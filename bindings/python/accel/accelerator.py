@@ -183,7 +183,8 @@ class Accelerator(Handle):
 
     @property
     def backend(self):
-        """"gloo", "nccl", or "" with one process; "gloo+shm" when all-reduces go through shared memory."""
+        """"gloo", "nccl", or "" with one process; "gloo+shm" when all-reduces go through shared memory,
+        "gloo+hier-shm" when through each node's and then between the nodes' leaders."""
         return ffi.string(lib.accel_state_backend(self.pointer)).decode()
 
     @property

@@ -79,7 +79,8 @@ device(state::State) = unsafe_string(ccall((:accel_state_device, libaccel), Cstr
 """"no", "fp16" or "bf16"."""
 mixed_precision(state::State) = unsafe_string(ccall((:accel_state_mixed_precision, libaccel), Cstring, (Ptr{accel_state_t},), state))
 
-""""gloo", "nccl", or "" with one process; "gloo+shm" when all-reduces go through shared memory."""
+""""gloo", "nccl", or "" with one process; "gloo+shm" when all-reduces go through shared memory,
+"gloo+hier-shm" when through each node's and then between the nodes' leaders."""
 backend(state::State) = unsafe_string(ccall((:accel_state_backend, libaccel), Cstring, (Ptr{accel_state_t},), state))
 
 """Whether a failed collective has left the process group unusable."""

@@ -111,7 +111,8 @@ impl State {
         from_c_or_empty(unsafe { sys::accel_state_mixed_precision(self.as_ptr()) })
     }
 
-    /// "gloo", "nccl", or "" with one process; "gloo+shm" when all-reduces go through shared memory.
+    /// "gloo", "nccl", or "" with one process; "gloo+shm" when all-reduces go through shared memory,
+    /// "gloo+hier-shm" when through each node's and then between the nodes' leaders.
     pub fn backend(&self) -> String {
         from_c_or_empty(unsafe { sys::accel_state_backend(self.as_ptr()) })
     }
