@@ -409,7 +409,9 @@ struct ProcessGroup::Impl {
     if (layout.nodes() > 1) {
       // A failure names the leaders: with two nodes, the one that went away.
       std::string named = "the all-reduce between the nodes' leaders (ranks";
-      for (size_t n = 0; n < layout.leaders.size(); ++n) named += (n == 0 ? " " : ", ") + std::to_string(layout.leaders[n]);
+      for (size_t n = 0; n < layout.leaders.size(); ++n) {
+        named += (n == 0 ? " " : ", ") + std::to_string(layout.leaders[n]);
+      }
       named += ") failed";
       leader_step = [this, named](void* data, int64_t numel, ShmElement type, ReduceKind kind) {
         allreduce_between_leaders(data, numel, type, kind, named);
@@ -426,8 +428,8 @@ struct ProcessGroup::Impl {
       auto options = c10d::ProcessGroupGloo::Options::create(config.timeout);
       options->devices.push_back(gloo_device(config));
       options->threads = 2;
-      leaders = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("accel_leaders", store),
-                                                            layout.node, layout.nodes(), options);
+      auto leaders_store = c10::make_intrusive<c10d::PrefixStore>("accel_leaders", store);
+      leaders = c10::make_intrusive<c10d::ProcessGroupGloo>(leaders_store, layout.node, layout.nodes(), options);
     }
     shm_thread = std::make_unique<ShmThread>(*shm);
   }

@@ -301,8 +301,8 @@ void SharedMemoryAllreduce::barrier(std::chrono::milliseconds grace) {
     if (control->generation.load(std::memory_order_acquire) != generation) return;
     if (cancelled_) fail(Code::PeerFailed, "the process group was destroyed during the shared-memory all-reduce");
     if (const int32_t code = control->failure_code.load(std::memory_order_acquire); code != 0) {
-      fail(static_cast<Code>(code), "this node's leader, " + rank_name(0) + ", failed to all-reduce with the other nodes: " +
-                                        std::string(control->failure_text));
+      fail(static_cast<Code>(code), "this node's leader, " + rank_name(0) +
+                                        ", failed to all-reduce with the other nodes: " + control->failure_text);
     }
     if (std::chrono::steady_clock::now() >= deadline) {
       fail(Code::Timeout, "timed out in the shared-memory all-reduce's barrier");

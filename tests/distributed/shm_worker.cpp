@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
   int result = 2;
   if (mode == "reduce" && argc > 2) result = reduce_all(argv[2]);
   if (mode == "kill") {
-    result = failed_rank(argc > 2 ? std::atoi(argv[2]) : 1, [] { raise(SIGKILL); }, "was killed", ACCEL_ERR_PEER_FAILED);
+    const int victim = argc > 2 ? std::atoi(argv[2]) : 1;
+    result = failed_rank(victim, [] { raise(SIGKILL); }, "was killed", ACCEL_ERR_PEER_FAILED);
   }
   if (mode == "stall" && argc > 3) {
     stall_seconds = std::atoi(argv[3]);
