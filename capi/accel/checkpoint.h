@@ -82,13 +82,17 @@ ACCEL_API ACCEL_NODISCARD int accel_state_register_for_checkpointing(accel_state
  * replaced), or with directory NULL into the next numbered checkpoint of project_dir, then removes the
  * oldest ones so that at most total_limit remain (when total_limit > 0; only after the new one is in
  * place, so a failed save removes nothing). Collective: every rank calls it with the same directory.
+ * Called on some ranks only (upstream's `if accelerator.is_main_process: save_state(...)`), it does not
+ * wait out the timeout: within a few seconds of the other ranks entering any other collective (their next
+ * gradient all-reduce, a barrier, ...), it fails on every rank with ACCEL_ERR_INVALID_STATE, "collectives
+ * out of step", naming each rank and what it is in, and the state is broken as after a timeout.
  * The files go to "<directory>.saving" first; once every rank has written its part, the main process
  * moves the folder into place in one atomic step, so a run killed while saving leaves the previous checkpoint intact.
  * Models must be prepared. Errors: ACCEL_ERR_NULL_ARGUMENT (state, an array with a non-zero count, or an
  * element); ACCEL_ERR_INVALID_ARGUMENT (a dead handle; directory NULL without project_dir; a negative
  * total_limit); ACCEL_ERR_IO naming the path (also when the numbered checkpoint to write exists);
  * ACCEL_ERR_CALLBACK naming the registered object whose save callback failed (nothing is written then);
- * collective errors. */
+ * ACCEL_ERR_INVALID_STATE (not called on every rank, see above); collective errors. */
 ACCEL_API ACCEL_NODISCARD int accel_state_save_state(accel_state_t *state, const char *directory,
                                                      accel_model_t *const *models, size_t num_models,
                                                      accel_optimizer_t *const *optimizers, size_t num_optimizers,
@@ -102,7 +106,8 @@ ACCEL_API ACCEL_NODISCARD int accel_state_save_state(accel_state_t *state, const
  * Then models, optimizers, schedulers, the grad scaler, loaders (their next batch is the one after the
  * last saved one; call it before starting an epoch), this rank's random generators and the accumulation
  * counter are restored, and the numbering of the next checkpoint follows the one loaded.
- * Collective: the ranks share their checks' outcome, and none restores anything unless every one can.
+ * Collective: the ranks share their checks' outcome, and none restores anything unless every one can;
+ * called on some ranks only, it fails on every rank within seconds, as accel_state_save_state does.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_IO (a missing file, naming it); ACCEL_ERR_INVALID_ARGUMENT
  * naming the file and the mismatch (another world size, a shape or dtype, a truncated or damaged file, a
  * dead handle); ACCEL_ERR_PEER_FAILED naming the rank that could not load, on the others;

@@ -194,6 +194,8 @@ void save_state(const std::shared_ptr<distributed::State>& state, const std::str
   const timeline::Span span("save_state");
   const std::string staging = directory + ".saving";
   const bool main = state->launch().rank == 0;
+  // Called on some ranks only (under `if is_main_process`), both sides fail within seconds, naming it.
+  if (auto* group = state->group("save_state")) group->announce("save_state");
   // The registered objects' bytes, before anything is written: one that cannot be saved on any rank
   // fails the save on every rank, leaving the previous checkpoint and no staging folder.
   std::vector<std::string> custom_bytes;
@@ -221,6 +223,7 @@ void save_state(const std::shared_ptr<distributed::State>& state, const std::str
 void load_state(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects) {
   const timeline::Span span("load_state");
   train::GradScaler* scaler = train::Accelerator::of(state)->scaler();
+  if (auto* group = state->group("load_state")) group->announce("load_state");
   // Every rank checks its files, then all learn whether any failed: a checkpoint restored on some ranks
   // and not on others would train them apart.
   std::optional<LoadedCheckpoint> read;

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/timeline.hpp"
@@ -30,6 +31,7 @@
 #include "distributed/record_publisher.hpp"
 #include "distributed/shm_allreduce.hpp"
 #include "distributed/stall_report.hpp"
+#include "distributed/watched_wait.hpp"
 
 #define ACCEL_TORCH_VERSION (TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR)
 
@@ -119,6 +121,25 @@ void require_resolvable(const std::string& host) {
     fail(Code::Environment, "the master address '" + host + "' (MASTER_ADDR) cannot be resolved: " + gai_strerror(status));
   }
   freeaddrinfo(found);
+}
+
+// The kinds of the collective records (stall_report.hpp): what each collective can meet on the other ranks.
+constexpr const char* kAllReduce = "all-reduce";
+constexpr const char* kShmAllReduce = "shm-all-reduce";
+constexpr const char* kAllGather = "all-gather";
+constexpr const char* kBroadcast = "broadcast";
+constexpr const char* kBarrier = "barrier";
+
+// Work::wait with a timeout throws when the time passes first, and the work goes on, to be waited on again.
+bool work_done(c10d::Work& work, std::chrono::milliseconds slice) {
+  try {
+    work.wait(slice);
+    return true;
+  } catch (const std::exception&) {
+    if (!work.isCompleted()) return false;
+  }
+  work.wait();  // done meanwhile: returns, or throws the work's own error
+  return true;
 }
 
 // The first segment's room per rank; a larger tensor makes a larger one (the reducer's buckets do at the
@@ -257,6 +278,16 @@ struct ProcessGroup::Impl {
   std::unique_ptr<ShmThread> shm_thread;  // after shm: stops before the segment goes
   std::string first_failure;
   int64_t started = 0;
+  std::string announced;  // announce()'s operation, for the next collective's record
+  // A backend operation given up for good (the ranks out of step): no rank will ever join it.
+  bool abandoned = false;
+
+  // ProcessGroupGloo's destructor waits for its operations, and an abandoned one ends only at the timeout
+  // (30 minutes by default), or when every other rank's process is gone, which may itself be waiting here:
+  // the group is left to the end of the process instead.
+  ~Impl() {
+    if (abandoned) (void)group.release();
+  }
 
   void check_usable(const char* what) const {
     if (!first_failure.empty()) {
@@ -271,6 +302,47 @@ struct ProcessGroup::Impl {
     const auto period = std::clamp(config.timeout / 4, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
     publisher = std::make_unique<RecordPublisher>(
         [this](const std::string& encoded) { set_text(record_key(config.rank), encoded); }, period);
+  }
+
+  // The record of the collective this rank starts. Named after the announced operation, if any, and then
+  // sent at once, so that a rank in anything else at this point finds the two out of step without waiting
+  // for the publisher's period.
+  CollectiveRecord open_record(const char* what, const char* kind) {
+    CollectiveRecord record{++started, wall_clock_ms(), false, what, kind};
+    if (!announced.empty()) {
+      record.what = record.kind = std::exchange(announced, {});
+      publisher->update(record);
+      try {
+        publisher->flush();
+      } catch (const std::exception&) {
+        // The store is gone with rank 0: the collective fails for that itself.
+      }
+      return record;
+    }
+    publisher->update(record);
+    return record;
+  }
+
+  // Waits in slices (watched_wait.hpp): nullopt once done, or the proof that the ranks are out of step.
+  std::optional<std::string> watch(const CollectiveRecord& record, const WaitSlice& wait_slice) {
+    return wait_in_step(config.rank, record, wait_slice, [this] { return read_records(); });
+  }
+
+  // Breaks the group as a timeout does, and says so in this rank's record at once: the other ranks,
+  // wherever they wait, give up on seeing it.
+  [[noreturn]] void out_of_step(const CollectiveRecord& record, const std::string& proof) {
+    CollectiveRecord mine = record;
+    mine.gave_up = mine.out_of_step = true;
+    try {
+      publisher->update(mine);
+      publisher->flush();
+      wait_for_peers_to_give_up(config.rank, [this] { return read_records(); });
+    } catch (const std::exception&) {
+      // Nobody left to tell.
+    }
+    const std::string text = record.what + " on rank " + std::to_string(config.rank) + ": " + proof;
+    if (first_failure.empty()) first_failure = text;
+    fail(Code::InvalidState, text);
   }
 
   // Every rank's latest record; throws what the store throws.
@@ -373,11 +445,21 @@ struct ProcessGroup::Impl {
 
   // Waits for one collective; any failure breaks the group and becomes an accel::Error naming `what`.
   void finish(const CollectiveRecord& record, const c10::intrusive_ptr<c10d::Work>& work) {
+    std::optional<std::string> proof;
     try {
-      work->wait();
+      // NCCL's wait only orders streams (or, under NCCL_BLOCKING_WAIT, treats a timeout as fatal): no slices.
+      if (config.backend == "nccl") {
+        work->wait();
+      } else {
+        proof = watch(record, [&](std::chrono::milliseconds slice) { return work_done(*work, slice); });
+      }
     } catch (const std::exception& error) {
       const std::string message = message_of(error);
       broke(record, message, classify(message));
+    }
+    if (proof) {
+      abandoned = true;
+      out_of_step(record, *proof);
     }
   }
 
@@ -471,8 +553,7 @@ struct ProcessGroup::Impl {
     const auto element = shm ? shm_element(tensor) : std::nullopt;
     if (!element) return std::nullopt;
     check_usable(what);
-    CollectiveRecord record{++started, wall_clock_ms(), false, what};
-    publisher->update(record);
+    CollectiveRecord record = open_record(what, kShmAllReduce);
     auto job = std::make_unique<ShmThread::Job>();
     job->tensor = tensor.contiguous();
     if (!job->tensor.is_same(tensor)) job->target = tensor;
@@ -499,14 +580,23 @@ struct ProcessGroup::Impl {
   }
 
   void finish_shared(const SharedStarted& work) {
+    std::optional<std::string> proof;
     try {
-      work.done.get();
+      proof = watch(work.record, [&](std::chrono::milliseconds slice) {
+        if (work.done.wait_for(slice) != std::future_status::ready) return false;
+        work.done.get();
+        return true;
+      });
     } catch (const Error& error) {
       if (error.code() == Code::ShapeMismatch) fail(Code::ShapeMismatch, work.record.what + ": " + error.what());
       broke(work.record, error.what(), error.code());
     } catch (const std::exception& error) {
       const std::string message = message_of(error);
       broke(work.record, message, classify(message));
+    }
+    if (proof) {
+      shm->cancel();  // frees the shared-memory thread from a barrier that no rank will ever reach
+      out_of_step(work.record, *proof);
     }
   }
 
@@ -515,10 +605,9 @@ struct ProcessGroup::Impl {
     c10::intrusive_ptr<c10d::Work> work;
   };
 
-  Started begin(const char* what, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
+  Started begin(const char* what, const char* kind, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
     check_usable(what);
-    CollectiveRecord record{++started, wall_clock_ms(), false, what};
-    publisher->update(record);
+    CollectiveRecord record = open_record(what, kind);
     try {
       return {std::move(record), start()};
     } catch (const std::exception& error) {
@@ -527,9 +616,9 @@ struct ProcessGroup::Impl {
     }
   }
 
-  void run(const char* what, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
+  void run(const char* what, const char* kind, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
     const timeline::Span span(what);
-    const Started started_work = begin(what, start);
+    const Started started_work = begin(what, kind, start);
     finish(started_work.record, started_work.work);
   }
 };
@@ -588,7 +677,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::create(const GroupConfig& config) {
     impl->store = c10::make_intrusive<c10d::PrefixStore>("accel_default_pg", tcp);
     impl->start_publishing();
     // Collective 0: the record that says this rank arrived.
-    impl->publisher->update(CollectiveRecord{0, wall_clock_ms(), false, "rendezvous"});
+    impl->publisher->update(CollectiveRecord{0, wall_clock_ms(), false, "rendezvous", "rendezvous"});
     impl->publisher->flush();
     impl->await_every_rank();
     if (config.backend == "nccl") {
@@ -635,7 +724,7 @@ void ProcessGroup::allreduce(at::Tensor& tensor, ReduceKind kind, const char* wh
       return;
     }
   }
-  impl_->run(what, [&] {
+  impl_->run(what, kAllReduce, [&] {
     std::vector<at::Tensor> tensors{tensor};
     c10d::AllreduceOptions options;
     options.reduceOp = kind == ReduceKind::Max ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
@@ -652,7 +741,7 @@ std::unique_ptr<PendingCollective> ProcessGroup::allreduce_async(at::Tensor& ten
   } catch (const std::exception&) {
     return std::make_unique<FailedCollective>(std::current_exception());
   }
-  auto started = impl_->begin(what, [&] {
+  auto started = impl_->begin(what, kAllReduce, [&] {
     std::vector<at::Tensor> tensors{tensor};
     return impl_->group->allreduce(tensors);
   });
@@ -666,8 +755,10 @@ std::unique_ptr<PendingCollective> ProcessGroup::allreduce_async(at::Tensor& ten
 
 int64_t ProcessGroup::collectives_started() const { return impl_->started; }
 
+void ProcessGroup::announce(const char* operation) { impl_->announced = operation; }
+
 void ProcessGroup::allgather(std::vector<at::Tensor>& outputs, const at::Tensor& input, const char* what) {
-  impl_->run(what, [&] {
+  impl_->run(what, kAllGather, [&] {
     std::vector<std::vector<at::Tensor>> out{outputs};
     std::vector<at::Tensor> in{input};
     return impl_->group->allgather(out, in);
@@ -675,7 +766,7 @@ void ProcessGroup::allgather(std::vector<at::Tensor>& outputs, const at::Tensor&
 }
 
 void ProcessGroup::broadcast(at::Tensor& tensor, int32_t root, const char* what) {
-  impl_->run(what, [&] {
+  impl_->run(what, kBroadcast, [&] {
     std::vector<at::Tensor> tensors{tensor};
     c10d::BroadcastOptions options;
     options.rootRank = root;
@@ -684,7 +775,7 @@ void ProcessGroup::broadcast(at::Tensor& tensor, int32_t root, const char* what)
 }
 
 void ProcessGroup::barrier(const char* what) {
-  impl_->run(what, [&] { return impl_->group->barrier(); });
+  impl_->run(what, kBarrier, [&] { return impl_->group->barrier(); });
 }
 
 }  // namespace accel::distributed

@@ -41,9 +41,14 @@ class PendingCollective {
 };
 
 // One rendezvous and one c10d process group. Every operation blocks until done and throws accel::Error:
-// Timeout when a rank does not take part within the timeout, PeerFailed when a rank went away. After
-// either, the group is broken: every later call throws InvalidState at once, naming the first failure.
-// Not thread-safe: one collective at a time, issued in the same order on every rank.
+// Timeout when a rank does not take part within the timeout, PeerFailed when a rank went away,
+// InvalidState ("collectives out of step", naming the ranks and what each is in) when the ranks issued
+// different collectives at the same point, such as save_state on rank 0 only while rank 1 goes on to its
+// next gradient all-reduce or a barrier: a wait that lasts a couple of seconds reads the other ranks'
+// records (stall_report.hpp, watched_wait.hpp), and a rank in a collective of another kind under the same
+// sequence number, or one that gave up for that reason, ends it on every rank within seconds, whatever the
+// timeout. After any of these, the group is broken: every later call throws InvalidState at once, naming
+// the first failure. Not thread-safe: one collective at a time, issued in the same order on every rank.
 class ProcessGroup {
  public:
   // Collective: blocks until every rank has joined (Timeout otherwise).
@@ -72,6 +77,11 @@ class ProcessGroup {
                                                      std::function<void()> on_complete = {});
   // Collectives started so far on this rank (tests count them to prove that none happened).
   int64_t collectives_started() const;
+  // The next collective this rank starts is the first of `operation` (one word: "save_state"), which every
+  // rank must call: its record names it and goes to the store at once. A rank that is in any other
+  // collective at that point, and this one, then fail within seconds (see below) instead of waiting out
+  // the timeout.
+  void announce(const char* operation);
 
   struct Impl;  // c10d's side, defined in process_group.cpp
   // outputs[r] receives rank r's input; every rank's input must have the same size.

@@ -11,6 +11,7 @@ namespace {
 
 constexpr const char* kRunning = "running";
 constexpr const char* kGaveUp = "gave-up";
+constexpr const char* kOutOfStep = "out-of-step";
 
 std::string rank_list(const std::vector<int32_t>& ranks) {
   std::string text = ranks.size() == 1 ? "rank " : "ranks ";
@@ -27,6 +28,11 @@ std::string time_since(int64_t started_ms, int64_t now_ms) {
 
 std::string collective_name(const CollectiveRecord& record) {
   return "#" + std::to_string(record.sequence) + " " + record.what;
+}
+
+// With the kind when it says more than the name: "#7 wait_for_everyone (barrier)", "#7 save_state".
+std::string collective_and_kind(const CollectiveRecord& record) {
+  return collective_name(record) + (record.kind != record.what ? " (" + record.kind + ")" : "");
 }
 
 bool has_joined(const CollectiveRecord& mine, const std::optional<CollectiveRecord>& record) {
@@ -54,18 +60,21 @@ std::string whereabouts(const CollectiveRecord& mine, const std::optional<Collec
 std::string record_key(int32_t rank) { return "accel/seq/" + std::to_string(rank); }
 
 std::string encode_record(const CollectiveRecord& record) {
-  return std::to_string(record.sequence) + " " + std::to_string(record.started_ms) + " " +
-         (record.gave_up ? kGaveUp : kRunning) + " " + record.what;
+  const char* state = record.out_of_step ? kOutOfStep : record.gave_up ? kGaveUp : kRunning;
+  return std::to_string(record.sequence) + " " + std::to_string(record.started_ms) + " " + state + " " + record.kind +
+         " " + record.what;
 }
 
 std::optional<CollectiveRecord> decode_record(const std::string& text) {
   std::istringstream in(text);
   CollectiveRecord record;
   std::string state;
-  if (!(in >> record.sequence >> record.started_ms >> state) || (state != kRunning && state != kGaveUp)) {
+  if (!(in >> record.sequence >> record.started_ms >> state >> record.kind) ||
+      (state != kRunning && state != kGaveUp && state != kOutOfStep)) {
     return std::nullopt;
   }
-  record.gave_up = state == kGaveUp;
+  record.out_of_step = state == kOutOfStep;
+  record.gave_up = state != kRunning;
   if (in.get() != ' ') return std::nullopt;
   std::getline(in, record.what, '\0');
   return record;
@@ -89,6 +98,25 @@ std::string stall_report(const CollectiveRecord& mine, const std::vector<std::op
     text += "\n  - rank " + std::to_string(r) + ": " + whereabouts(mine, records[r], now_ms);
   }
   return text;
+}
+
+std::optional<std::string> out_of_step_report(int32_t rank, const CollectiveRecord& mine,
+                                              const std::vector<std::optional<CollectiveRecord>>& records) {
+  std::string others;
+  for (size_t r = 0; r < records.size(); ++r) {
+    const auto& record = records[r];
+    if (static_cast<int32_t>(r) == rank || !record) continue;
+    const bool elsewhere = record->sequence == mine.sequence && record->kind != mine.kind;
+    if (!elsewhere && !record->out_of_step) continue;
+    others += (others.empty() ? "" : ", and ") + std::string("rank ") + std::to_string(r) +
+              (record->out_of_step ? " gave up on " : " is in ") + collective_and_kind(*record) +
+              (record->out_of_step && !elsewhere ? ", having found the ranks out of step" : "");
+  }
+  if (others.empty()) return std::nullopt;
+  return "collectives out of step: this rank (" + std::to_string(rank) + ") is in " + collective_and_kind(mine) +
+         " while " + others +
+         "; every process must issue the same collectives in the same order (save_state and load_state are "
+         "collectives too: call them on every process, not only on the main one)";
 }
 
 std::string rendezvous_report(const std::vector<std::optional<CollectiveRecord>>& records) {

@@ -482,7 +482,9 @@ class Accelerator(Handle):
         """Accelerate's save_state: every prepared model, optimizer, scheduler and data loader, the grad
         scaler, each rank's random generators and the accumulation step, into output_dir (collective;
         written to a temporary folder, then moved into place). Without output_dir: the next numbered
-        checkpoint of project_dir, project_dir/checkpoints/checkpoint_<i>, keeping at most total_limit."""
+        checkpoint of project_dir, project_dir/checkpoints/checkpoint_<i>, keeping at most total_limit.
+        Call it on every process: under `if accelerator.is_main_process:` it fails on every rank within
+        seconds ("collectives out of step") rather than hanging until the timeout."""
         directory = ffi.NULL if output_dir is None else str(output_dir).encode()
         check(lib.accel_state_save_state(self.pointer, directory, *self._prepared_arrays()), self._checkpoint_callbacks)
 
