@@ -54,6 +54,9 @@ class ProcessGroup {
   bool broken() const;
   // Whether all-reduces of CPU tensors go through shared memory (GroupConfig::shared_memory, and it worked).
   bool uses_shared_memory() const;
+  // Whether all-reduces of bfloat16 tensors can be carried: by shared memory, NCCL or LibTorch 2.x's Gloo,
+  // not by 1.13's Gloo ("Invalid scalar type").
+  bool allreduces_bfloat16() const;
   // The message of the failure that broke the group; empty while it is not broken.
   const std::string& first_failure() const;
 
@@ -67,6 +70,9 @@ class ProcessGroup {
                                                      std::function<void()> on_complete = {});
   // Collectives started so far on this rank (tests count them to prove that none happened).
   int64_t collectives_started() const;
+  // CPU time used so far by the thread that runs the shared-memory all-reduces (0 without it): what
+  // overlapping them with backward costs this rank's cores.
+  double helper_cpu_seconds() const;
 
   struct Impl;  // c10d's side, defined in process_group.cpp
   // outputs[r] receives rank r's input; every rank's input must have the same size.
