@@ -17,6 +17,8 @@
 #   accel 2p+tl   the same with the step timeline on (ACCEL_TIMELINE), to price it
 #   accel 2p gloo the same with Gloo carrying the all-reduces (ACCEL_INTRA_NODE_TRANSPORT=gloo), what the
 #                 shared memory gains (informational)
+#   accel 2p bf16 accel 2p with the buckets all-reduced in bf16 (grad_compression=bf16; informational, and
+#                 out of the loss agreement check: its gradients differ by bf16's rounding)
 #   limit         two accel 1p runs at once, one per core: the slower one's step is what a 2-process step
 #                 would take if communication were free (the machine's limit)
 # Each run warms up TRAIN_BENCH_WARMUP steps (10), then times TRAIN_BENCH_STEPS steps (200); a 2-process
@@ -27,7 +29,9 @@
 # throughput over the limit's (two samples per limit step). Targets: R1 <= 1.03, R2 >= 1.5, R3 >= 0.75,
 # R4 >= 0.8. The line before it prices the timeline: timeline_overhead_2proc = accel's 2-process step time
 # with the timeline on over without (target <= 1.02). R1 against the optimizer.zero_grad() loop is printed
-# too, as information.
+# too, as information. The line before those gives the medians of rank 0's gradient all-reduce figures per
+# step (train_accel.c's sync_*: time in flight, the part that overlapped backward, the part exposed after
+# it, backward's measured wait, the shared-memory thread's CPU time), shared memory and Gloo side by side.
 # Nothing is pinned unless TRAIN_BENCH_PIN=1: then 1-process runs go on CPU 0 and rank r of a 2-process
 # run on CPU r (taskset).
 set -euo pipefail
@@ -84,9 +88,12 @@ run1_twice() {
 echo "training benchmark: MLP 784-1024-1024-10, batch 64 per process, SGD lr 0.01, cross-entropy, synthetic data"
 echo "threads: OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 for every process, at::set_num_threads(1) in plain LibTorch, torch.set_num_threads(1) in Python"
 echo "machine: $(machine_line); $pinning"
-echo "steps timed: $STEPS after $WARMUP warm-up steps; $ROUNDS rounds of: libtorch 1p (zero_grad), libtorch 1p (set_to_none), accel 1p, torch-ddp 2p, accel 2p, accel 2p with the timeline, accel 2p through Gloo, limit (accel 1p twice at once); medians compared"
+echo "steps timed: $STEPS after $WARMUP warm-up steps; $ROUNDS rounds of: libtorch 1p (zero_grad), libtorch 1p (set_to_none), accel 1p, torch-ddp 2p, accel 2p, accel 2p with the timeline, accel 2p through Gloo, accel 2p with bf16 gradient compression, limit (accel 1p twice at once); medians compared"
 
 lt_zero=() lt_none=() accel1=() ddp2=() accel2=() ddp2_sps=() accel2_sps=() accel1_sps=() accel2_tl=() accel2_gloo=() limit=()
+accel2_bf16=()
+SYNC_FIGURES="reduce_ms overlapped_ms exposed_ms wait_ms helper_cpu_ms"
+declare -A sync_shm sync_gloo  # figure -> the rounds' values, space-separated
 TIMELINE_DIR=$(mktemp -d)
 trap 'rm -rf "$TIMELINE_DIR"' EXIT
 losses=()  # "side first_loss last_loss" for the agreement check
@@ -118,6 +125,7 @@ for round in $(seq 1 "$ROUNDS"); do
   echo "round $round: $line"
   accel2+=("$(value "$line" step_ms)") accel2_sps+=("$(value "$line" samples_per_s)")
   losses+=("2p $(value "$line" first_loss) $(value "$line" last_loss)")
+  for f in $SYNC_FIGURES; do sync_shm[$f]+=" $(value "$line" "sync_$f")"; done
 
   line=$(ACCEL_TIMELINE="$TIMELINE_DIR/round$round" launch2 "$BIN/train_accel" "$MODEL" "$STEPS" "$WARMUP" | grep '^accel ' || true)
   result "accel 2p with the timeline" "$line"
@@ -131,6 +139,12 @@ for round in $(seq 1 "$ROUNDS"); do
   echo "round $round (all-reduces through Gloo): $line"
   accel2_gloo+=("$(value "$line" step_ms)")
   losses+=("2p $(value "$line" first_loss) $(value "$line" last_loss)")
+  for f in $SYNC_FIGURES; do sync_gloo[$f]+=" $(value "$line" "sync_$f")"; done
+
+  line=$(launch2 "$BIN/train_accel" "$MODEL" "$STEPS" "$WARMUP" grad_compression=bf16 | grep '^accel ' || true)
+  result "accel 2p with bf16 gradient compression" "$line"
+  echo "round $round (buckets all-reduced in bf16): $line"
+  accel2_bf16+=("$(value "$line" step_ms)")
 
   line=$(run1_twice "$BIN/train_accel" "$MODEL" "$STEPS" "$WARMUP")
   result "limit (accel 1p twice at once)" "$line"
@@ -143,9 +157,21 @@ printf '%s\n' "${losses[@]}" | check_losses 1e-4
 
 m_zero=$(median "${lt_zero[@]}") m_none=$(median "${lt_none[@]}") m_a1=$(median "${accel1[@]}")
 m_d2=$(median "${ddp2[@]}") m_a2=$(median "${accel2[@]}") m_a2_tl=$(median "${accel2_tl[@]}") m_limit=$(median "${limit[@]}")
-m_a2_gloo=$(median "${accel2_gloo[@]}")
+m_a2_gloo=$(median "${accel2_gloo[@]}") m_a2_bf16=$(median "${accel2_bf16[@]}")
+sync_line="gradient all-reduce per accel 2p step, rank 0, medians (ms):"
+for transport in shm gloo; do
+  sync_line+=" $transport"
+  for f in $SYNC_FIGURES; do
+    if [ $transport = shm ]; then values=${sync_shm[$f]}; else values=${sync_gloo[$f]}; fi
+    # shellcheck disable=SC2086  # one word per round
+    sync_line+=" ${f%_ms}=$(median $values)"
+  done
+  [ $transport = shm ] && sync_line+=";"
+done
+echo "$sync_line"
 m_a1_sps=$(median "${accel1_sps[@]}") m_d2_sps=$(median "${ddp2_sps[@]}") m_a2_sps=$(median "${accel2_sps[@]}")
 awk -v z="$m_zero" -v n="$m_none" -v a1="$m_a1" -v d2="$m_d2" -v a2="$m_a2" -v a2tl="$m_a2_tl" -v lim="$m_limit" -v a2g="$m_a2_gloo" \
+    -v a2b="$m_a2_bf16" \
     -v a1s="$m_a1_sps" -v d2s="$m_d2_sps" -v a2s="$m_a2_sps" 'BEGIN {
   printf "median libtorch 1p (zero_grad):   %.3f ms/step, %.1f samples/s\n", z, 64000 / z
   printf "median libtorch 1p (set_to_none): %.3f ms/step, %.1f samples/s\n", n, 64000 / n
@@ -154,12 +180,13 @@ awk -v z="$m_zero" -v n="$m_none" -v a1="$m_a1" -v d2="$m_d2" -v a2="$m_a2" -v a
   printf "median accel 2p:                  %.3f ms/step, %.1f samples/s\n", a2, a2s
   printf "median accel 2p, timeline on:     %.3f ms/step\n", a2tl
   printf "median accel 2p through Gloo:     %.3f ms/step\n", a2g
+  printf "median accel 2p, bf16 buckets:    %.3f ms/step\n", a2b
   printf "median limit (1p twice at once):  %.3f ms/step, %.1f samples/s over both\n", lim, 128000 / lim
   printf "informational: accel 1p step time over plain LibTorch with optimizer.zero_grad() = %.2f\n", a1 / z
   r1 = a1 / n; r2 = a2s / d2s; r3 = a2s / (2 * a1s); r4 = a2s / (128000 / lim); tl = a2tl / a2
   printf "targets: overhead_vs_libtorch_1proc <= 1.03 (%s), accel_vs_torch_ddp_2proc >= 1.5 (%s), scaling_2proc >= 0.75 (%s), accel_vs_limit_2proc >= 0.8 (%s), timeline_overhead_2proc <= 1.02 (%s)\n", \
     (r1 <= 1.03) ? "met" : "missed", (r2 >= 1.5) ? "met" : "missed", (r3 >= 0.75) ? "met" : "missed", \
     (r4 >= 0.8) ? "met" : "missed", (tl <= 1.02) ? "met" : "missed"
-  printf "timeline: timeline_overhead_2proc=%.3f; informational: accel 2p step through Gloo over through shared memory = %.2f\n", tl, a2g / a2
+  printf "timeline: timeline_overhead_2proc=%.3f; informational: accel 2p step through Gloo over through shared memory = %.2f, with bf16 gradient compression over without = %.2f\n", tl, a2g / a2, a2b / a2
   printf "train: overhead_vs_libtorch_1proc=%.2f accel_vs_torch_ddp_2proc=%.2f scaling_2proc=%.2f accel_vs_limit_2proc=%.2f\n", r1, r2, r3, r4
 }'

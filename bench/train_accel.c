@@ -1,7 +1,7 @@
 /* The accel side of the training benchmark (bench/run_train.sh runs it, interleaved with
  * bench/train_libtorch.cpp and bench/train_torch_ddp.py, and compares). Uses only the public C API.
  *
- *   train_accel MODEL [steps] [warmup] [profile] [serve]
+ *   train_accel MODEL [steps] [warmup] [profile] [serve] [grad_compression=no|bf16|fp16]
  *
  * Run directly for one process, through `accel launch --nproc-per-node 2 --cpu` for two; bench/run_gpu.sh
  * runs it on one GPU as well. The device and the mixed precision are the state's (its own choice, or
@@ -19,7 +19,11 @@
  * pairs: step_ms (wall time / steps), samples_per_s (processes * 64 / step time), the loss of the first
  * warm-up step and of the last timed step (the same model and data give the same numbers on every side),
  * and what shows that one thread per process took effect: OMP_NUM_THREADS, the threads of the process
- * (/proc/self/task) and CPU time over wall time during the timed steps, the device and the mixed precision.
+ * (/proc/self/task) and CPU time over wall time during the timed steps, the device and the mixed precision,
+ * then rank 0's gradient all-reduce figures per timed step (accel_model_grad_sync_stat, 0 on one process):
+ * sync_reduce_ms (an all-reduce in flight), sync_overlapped_ms (of it, while backward still computed),
+ * sync_exposed_ms (after), sync_wait_ms (backward's measured wait), sync_helper_cpu_ms (the shared-memory
+ * thread's CPU time) and sync_bytes. grad_compression=... is passed to accel_state_prepare_model.
  * With `profile` every call of the step is timed on its own (clock_gettime around each) and the line adds
  * the mean milliseconds per step of each. With `serve` (one process) the warm-up is followed by a line
  * "ready", then every line read from standard input starts a round of `warmup` more steps and `steps` timed
@@ -141,6 +145,17 @@ static accel_tensor_t *train_step(accel_state_t *state, accel_model_t *model, ac
   return loss;
 }
 
+#define SYNC_FIGURES 6
+static const char *const sync_names[SYNC_FIGURES] = {"reduce_ms", "overlapped_ms", "exposed_ms",
+                                                     "wait_ms",   "helper_cpu_ms", "bytes"};
+
+static void read_sync_figures(const accel_model_t *model, double *values) {
+  int f;
+  for (f = 0; f < SYNC_FIGURES; ++f) {
+    check(accel_model_grad_sync_stat(model, sync_names[f], &values[f]), "accel_model_grad_sync_stat");
+  }
+}
+
 static float loss_value(accel_tensor_t *loss) {
   float value = 0.0f;
   check(accel_tensor_copy_to_buffer(loss, &value, sizeof value), "accel_tensor_copy_to_buffer(loss)");
@@ -186,9 +201,11 @@ static void timed_round(struct run *run, long steps, long warmup) {
   long faults_start, faults, i;
   float last_loss;
   int threads, p;
+  double sync_start[SYNC_FIGURES], sync_end[SYNC_FIGURES];
 
   check(accel_state_wait_for_everyone(run->state), "accel_state_wait_for_everyone");
   memset(phase_s, 0, sizeof phase_s);
+  read_sync_figures(run->model, sync_start);
   faults_start = minor_faults();
   cpu_start = cpu_s();
   start = now_s();
@@ -201,6 +218,7 @@ static void timed_round(struct run *run, long steps, long warmup) {
   cpu_elapsed = cpu_s() - cpu_start;
   faults = minor_faults() - faults_start;
   threads = thread_count();
+  read_sync_figures(run->model, sync_end);
   accel_tensor_free(loss);
 
   if (!accel_state_is_main_process(run->state)) return;
@@ -209,6 +227,9 @@ static void timed_round(struct run *run, long steps, long warmup) {
          processes, steps, warmup, 1e3 * elapsed / (double)steps, (double)(processes * BATCH) * (double)steps / elapsed,
          (double)run->first_loss, (double)last_loss, omp ? omp : "unset", threads, cpu_elapsed / elapsed,
          (double)faults / (double)steps, accel_state_device(run->state), accel_state_mixed_precision(run->state));
+  for (p = 0; p < SYNC_FIGURES; ++p) {
+    printf(" sync_%s=%.3f", sync_names[p], (sync_end[p] - sync_start[p]) / (double)steps);
+  }
   if (run->profile) {
     double sum = 0.0;
     for (p = 0; p < P_COUNT; ++p) {
@@ -226,7 +247,7 @@ int main(int argc, char **argv) {
   const long steps = argc > 2 ? atol(argv[2]) : 100;
   const long warmup = argc > 3 ? atol(argv[3]) : 10;
   struct run run;
-  accel_options_t *optimizer_options = NULL;
+  accel_options_t *optimizer_options = NULL, *model_options = NULL;
   char line[64];
   int serve = 0, usage = model_path == NULL || steps < 1 || warmup < 1, a, b;
 
@@ -236,12 +257,15 @@ int main(int argc, char **argv) {
       run.profile = 1;
     } else if (strcmp(argv[a], "serve") == 0) {
       serve = 1;
+    } else if (strncmp(argv[a], "grad_compression=", 17) == 0) {
+      if (model_options == NULL) check(accel_options_new(&model_options), "accel_options_new");
+      check(accel_options_set_string(model_options, "grad_compression", argv[a] + 17), "grad_compression");
     } else {
       usage = 1;
     }
   }
   if (usage) {
-    fprintf(stderr, "usage: train_accel MODEL [steps >= 1] [warmup >= 1] [profile] [serve]\n");
+    fprintf(stderr, "usage: train_accel MODEL [steps >= 1] [warmup >= 1] [profile] [serve] [grad_compression=no|bf16|fp16]\n");
     return 2;
   }
   check(accel_state_new(&run.state, NULL), "accel_state_new");
@@ -249,7 +273,7 @@ int main(int argc, char **argv) {
   make_batches(run.state, g_rank, run.x, run.y);
 
   check(accel_model_load(&run.model, model_path), "accel_model_load");
-  check(accel_state_prepare_model(run.state, run.model, NULL), "accel_state_prepare_model");
+  check(accel_state_prepare_model(run.state, run.model, model_options), "accel_state_prepare_model");
   check(accel_options_new(&optimizer_options), "accel_options_new");
   check(accel_options_set_double(optimizer_options, "lr", LR), "accel_options_set_double(lr)");
   check(accel_optimizer_new(&run.optimizer, run.model, "sgd", optimizer_options), "accel_optimizer_new");
@@ -274,6 +298,7 @@ int main(int argc, char **argv) {
   }
   accel_optimizer_free(run.optimizer);
   accel_options_free(optimizer_options);
+  accel_options_free(model_options);
   accel_model_free(run.model);
   accel_state_free(run.state);
   return 0;

@@ -15,11 +15,20 @@
  * not copied back and later micro-batches accumulate in the bucket itself), static_graph (false: true
  * allows parameters without gradient as long as they are the same ones in every backward, as torch's
  * static graph does; a backward whose set differs from the first one's is ACCEL_ERR_INVALID_ARGUMENT
- * naming both).
+ * naming both), grad_compression ("no"; "bf16" or "fp16": DDP's bf16_compress_hook / fp16_compress_hook,
+ * Accelerate's DistributedDataParallelKwargs(comm_hook=...): each fp32 bucket, divided by the number of
+ * processes, is cast to 16 bits, all-reduced in them (half the bytes) and cast back. Each averaged gradient
+ * element then differs from the fp32 average by at most n * u * mean_r |g_r| (n processes, g_r rank r's
+ * gradient, u = 2^-8 for bf16 and 2^-11 for fp16), a relative 2^-7 for bf16 on 2 processes where the ranks'
+ * gradients agree in sign; fp16 also loses gradients below 2^-14 in magnitude to its subnormals (up to
+ * 2^-25 more per element and rounding) and turns those above 65504 into inf. Another value is
+ * ACCEL_ERR_BAD_OPTION_VALUE; "bf16" where the all-reduces go through LibTorch 1.13's Gloo, which has no
+ * bfloat16 sum, is ACCEL_ERR_UNSUPPORTED from accel_state_prepare_model: the shared-memory transport of
+ * ranks on one host carries it).
  * The model is always moved to the state's device (Accelerate's device_placement applies to loaders
  * here): its buckets and autocast are the device's.
  *
- * Thread safety: a model is used by one thread at a time. */
+ * Thread safety: a model is used by one thread at a time; accel_model_grad_sync_stat may be called from any. */
 #ifndef ACCEL_MODEL_H
 #define ACCEL_MODEL_H
 
@@ -46,7 +55,8 @@ ACCEL_API void accel_model_free(accel_model_t *model);
 
 /* Prepares the model for this process of state (see above). Collective with several processes.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (already prepared); ACCEL_ERR_UNKNOWN_OPTION (a
- * key of another object, naming it); ACCEL_ERR_BAD_OPTION_VALUE; collective errors. */
+ * key of another object, naming it); ACCEL_ERR_BAD_OPTION_VALUE; ACCEL_ERR_UNSUPPORTED (grad_compression
+ * "bf16" through LibTorch 1.13's Gloo); collective errors. */
 ACCEL_API ACCEL_NODISCARD int accel_state_prepare_model(accel_state_t *state, accel_model_t *model, const accel_options_t *options);
 
 /* forward(inputs...): count positional tensors, and optionally named ones (names may be NULL when
@@ -89,6 +99,22 @@ ACCEL_API size_t accel_model_num_buffers(const accel_model_t *model);
 ACCEL_API const char *accel_model_buffer_name(const accel_model_t *model, size_t index);
 /* Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE. */
 ACCEL_API ACCEL_NODISCARD int accel_model_buffer(const accel_model_t *model, size_t index, accel_tensor_t **out);
+
+/* What the gradient all-reduces of data-parallel backwards cost, one figure by name, into *out. Totals since
+ * prepare: "syncs" (synchronising backwards; accumulating ones all-reduce nothing and count nowhere),
+ * "bytes" (what this rank all-reduced: halved by grad_compression), "reduce_ms" (wall time during which a
+ * bucket's all-reduce was in flight), "overlapped_ms" (the part of it before backward had computed its last
+ * gradient: hidden behind backward), "exposed_ms" (the rest, after it: the all-reduce time the step paid
+ * for), "wait_ms" (how long backward waited for them, measured on its thread: exposed_ms plus the wake-up
+ * after the last one, which is long where other processes keep the cores busy),
+ * "helper_cpu_ms" (CPU time of the thread that ran the shared-memory all-reduces, spinning included: what
+ * the overlap costs this rank's cores; 0 under Gloo, whose threads are its own). The same names with the
+ * prefix "last_" give the last synchronising backward's figures. All 0 for a model that is not prepared
+ * or runs on one process. With the timeline on, each synchronising backward also records the event
+ * "all-reduce wait" (from its last gradient to the end of the wait) with these figures as arguments.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (another name; the message lists them).
+ * Thread-safe: may be called while another thread trains the model. */
+ACCEL_API ACCEL_NODISCARD int accel_model_grad_sync_stat(const accel_model_t *model, const char *name, double *out);
 
 /* The plain module without the data-parallel wrapper (same parameters), e.g. to save or export it.
  * Errors: ACCEL_ERR_NULL_ARGUMENT. */

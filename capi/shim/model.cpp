@@ -4,6 +4,7 @@
 #include "core/named_tensors.hpp"
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
+#include "train/grad_sync_stats.hpp"
 #include "train/training_options.hpp"
 
 using accel::capi::guarded;
@@ -150,6 +151,15 @@ extern "C" int accel_model_buffer(const accel_model_t* model, size_t index, acce
   return guarded_out(__func__, out, [&] {
     require(model, "model");
     *out = new accel_tensor(entry_at(model->model->named_buffers(), index).second);
+  });
+}
+
+extern "C" int accel_model_grad_sync_stat(const accel_model_t* model, const char* name, double* out) {
+  return guarded(__func__, [&] {
+    require(model, "model");
+    require(name, "name");
+    require(out, "out");
+    *out = accel::train::grad_sync_figure(model->model->grad_sync_report(), name);
   });
 }
 

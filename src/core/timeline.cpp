@@ -7,6 +7,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -25,7 +26,7 @@ struct Event {
   Track track;
   double start_us;
   double end_us;
-  int64_t bytes;
+  std::vector<Arg> args;
 };
 
 struct Recorder {
@@ -48,7 +49,13 @@ std::string json_event(const Event& event, int32_t rank) {
                 event.name.c_str(), event.start_us, std::max(0.0, event.end_us - event.start_us), rank,
                 static_cast<int>(event.track));
   std::string line = text;
-  if (event.bytes >= 0) line += ",\"args\":{\"bytes\":" + std::to_string(event.bytes) + "}";
+  for (size_t i = 0; i < event.args.size(); ++i) {
+    // %.15g: integers (bytes) print as integers, microseconds with every digit they have.
+    std::snprintf(text, sizeof text, "%s\"%s\":%.15g", i == 0 ? ",\"args\":{" : ",", event.args[i].name,
+                  event.args[i].value);
+    line += text;
+  }
+  if (!event.args.empty()) line += "}";
   return line + "}";
 }
 
@@ -104,10 +111,10 @@ void stop() {
   if (!out) fail(Code::Io, "cannot write the timeline '" + r.path + "'");
 }
 
-void record(const std::string& name, Track track, double start_us, double end_us, int64_t bytes) {
+void record(const std::string& name, Track track, double start_us, double end_us, std::vector<Arg> args) {
   auto& r = recorder();
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.current.push_back({name, track, start_us, end_us, bytes});
+  r.current.push_back({name, track, start_us, end_us, std::move(args)});
 }
 
 void end_step() {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace accel::timeline {
 
@@ -27,8 +28,13 @@ void stop();
 
 // Microseconds on the steady clock, the trace's time base.
 double now_us();
-// One complete event; bytes >= 0 is shown as an argument. Thread-safe.
-void record(const std::string& name, Track track, double start_us, double end_us, int64_t bytes = -1);
+// A number shown beside an event (a bucket's bytes, a step's overlap figures).
+struct Arg {
+  const char* name;  // a string literal: events outlive the caller
+  double value;
+};
+// One complete event with its arguments. Thread-safe.
+void record(const std::string& name, Track track, double start_us, double end_us, std::vector<Arg> args = {});
 // Ends the current step: steps older than steps_kept are dropped.
 void end_step();
 

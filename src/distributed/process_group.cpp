@@ -11,6 +11,8 @@
 
 #include <c10/util/Exception.h>
 #include <netdb.h>
+#include <pthread.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -203,6 +205,14 @@ class ShmThread {
     }
     work_.notify_one();
     return done;
+  }
+
+  // The thread's CPU clock, read from outside; 0 if it cannot be read.
+  double cpu_seconds() {
+    clockid_t clock = 0;
+    timespec time{};
+    if (pthread_getcpuclockid(thread_.native_handle(), &clock) != 0 || clock_gettime(clock, &time) != 0) return 0;
+    return static_cast<double>(time.tv_sec) + static_cast<double>(time.tv_nsec) * 1e-9;
   }
 
   // Returns once every submitted all-reduce is over: the segment may then be replaced.
@@ -713,6 +723,11 @@ int32_t ProcessGroup::world_size() const { return impl_->config.world_size; }
 bool ProcessGroup::broken() const { return !impl_->first_failure.empty(); }
 bool ProcessGroup::uses_shared_memory() const { return impl_->shm != nullptr; }
 bool ProcessGroup::shared_memory_spans_nodes() const { return impl_->shm && impl_->shm->nodes() > 1; }
+bool ProcessGroup::allreduces_bfloat16() const {
+  // Across nodes the leaders' step goes through Gloo as well.
+  return (impl_->shm != nullptr && impl_->shm->nodes() == 1) || impl_->config.backend == "nccl" ||
+         ACCEL_TORCH_VERSION >= 200;
+}
 const std::string& ProcessGroup::first_failure() const { return impl_->first_failure; }
 
 void ProcessGroup::allreduce(at::Tensor& tensor, ReduceKind kind, const char* what) {
@@ -756,6 +771,9 @@ std::unique_ptr<PendingCollective> ProcessGroup::allreduce_async(at::Tensor& ten
 int64_t ProcessGroup::collectives_started() const { return impl_->started; }
 
 void ProcessGroup::announce(const char* operation) { impl_->announced = operation; }
+double ProcessGroup::helper_cpu_seconds() const {
+  return impl_->shm_thread ? impl_->shm_thread->cpu_seconds() : 0.0;
+}
 
 void ProcessGroup::allgather(std::vector<at::Tensor>& outputs, const at::Tensor& input, const char* what) {
   impl_->run(what, kAllGather, [&] {

@@ -64,6 +64,9 @@ class ProcessGroup {
   bool uses_shared_memory() const;
   // Whether those join several nodes' segments through the nodes' leaders.
   bool shared_memory_spans_nodes() const;
+  // Whether all-reduces of bfloat16 tensors can be carried: by shared memory on one node, NCCL or LibTorch
+  // 2.x's Gloo, not by 1.13's Gloo ("Invalid scalar type"), which also joins the nodes' leaders.
+  bool allreduces_bfloat16() const;
   // The message of the failure that broke the group; empty while it is not broken.
   const std::string& first_failure() const;
 
@@ -82,6 +85,9 @@ class ProcessGroup {
   // collective at that point, and this one, then fail within seconds (see below) instead of waiting out
   // the timeout.
   void announce(const char* operation);
+  // CPU time used so far by the thread that runs the shared-memory all-reduces (0 without it): what
+  // overlapping them with backward costs this rank's cores.
+  double helper_cpu_seconds() const;
 
   struct Impl;  // c10d's side, defined in process_group.cpp
   // outputs[r] receives rank r's input; every rank's input must have the same size.

@@ -205,6 +205,10 @@ std::vector<std::vector<std::string>> Model::bucket_names() const {
   return impl_->reducer ? impl_->reducer->bucket_names() : std::vector<std::vector<std::string>>{};
 }
 
+GradSyncReport Model::grad_sync_report() const {
+  return impl_->reducer ? impl_->reducer->sync_report() : GradSyncReport{};
+}
+
 std::shared_ptr<Model> Model::unwrap() const {
   auto impl = std::make_shared<Impl>();
   impl->module = impl_->module;

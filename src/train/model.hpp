@@ -60,6 +60,8 @@ class Model {
   NamedTensors trainable_parameters() const;
   // Gradient buckets, for inspection and tests; empty when not data-parallel.
   std::vector<std::vector<std::string>> bucket_names() const;
+  // What the gradient all-reduces cost (train/grad_sync_stats.hpp); zeros when not data-parallel.
+  GradSyncReport grad_sync_report() const;
   // The plain module (same parameters), without the data-parallel wrapper.
   std::shared_ptr<Model> unwrap() const;
   void save_torchscript(const std::string& path) const;

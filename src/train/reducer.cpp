@@ -1,5 +1,6 @@
 #include "train/reducer.hpp"
 
+#include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
@@ -7,6 +8,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <optional>
 #include <mutex>
@@ -23,8 +25,13 @@ struct Reducer::Impl {
     std::vector<int64_t> offsets;
     int64_t numel = 0;
     at::Tensor flat;
+    at::Tensor wire;  // with grad_compression: the 16-bit copy of flat that is all-reduced instead
     size_t pending = 0;
     std::unique_ptr<distributed::PendingCollective> work;
+    double launched_us = 0;
+    // Written by the transport's thread when the all-reduce ends; shared, since a broken group may end it
+    // after the reducer is gone.
+    std::shared_ptr<std::atomic<double>> done_us = std::make_shared<std::atomic<double>>(0.0);
   };
 
   std::shared_ptr<distributed::State> state;
@@ -39,14 +46,20 @@ struct Reducer::Impl {
   size_t next_bucket = 0;
   bool expect_hooks = false;
   bool finalize_queued = false;
+  double helper_cpu_at_first_gradient = 0;  // seconds, the helper thread's clock
   std::mutex mutex;
+  GradSyncReport report;
+  mutable std::mutex report_mutex;  // apart from mutex, which finalize holds while it waits
 
   void assign_buckets();
+  void refuse_what_the_transport_cannot_carry();
   void reset_for_backward();
   void mark_ready(size_t index);
   void launch_ready_buckets();
   void launch(Bucket& bucket);
   void finalize();
+  void account(double backward_end_us, double wait_end_us);
+  double helper_cpu_seconds();
   std::string names_of(const std::vector<bool>& which) const;
 };
 
@@ -68,6 +81,17 @@ class GradReadyHook final : public torch::autograd::FunctionPostHook {
 };
 
 int64_t bytes_of(const at::Tensor& tensor) { return tensor.numel() * static_cast<int64_t>(tensor.element_size()); }
+
+// The type a bucket of `type` travels as; `type` itself when it is not compressed.
+at::ScalarType wire_type(GradCompression compression, at::ScalarType type) {
+  if (type != at::kFloat && type != at::kDouble) return type;
+  switch (compression) {
+    case GradCompression::Fp16: return at::kHalf;
+    case GradCompression::Bf16: return at::kBFloat16;
+    case GradCompression::None: break;
+  }
+  return type;
+}
 
 }  // namespace
 
@@ -100,6 +124,22 @@ void Reducer::Impl::assign_buckets() {
     for (size_t member : buckets[b].members) bucket_of[member] = b;
     const at::Tensor& first = parameters[buckets[b].members.front()].second;
     buckets[b].flat = at::zeros({buckets[b].numel}, first.options().requires_grad(false));
+    // Made once: a compressed step allocates nothing more than an uncompressed one.
+    const auto type = wire_type(config.compression, first.scalar_type());
+    if (type != first.scalar_type()) buckets[b].wire = at::empty({buckets[b].numel}, buckets[b].flat.options().dtype(type));
+  }
+}
+
+// Every rank has the same buckets and transport, so every rank refuses alike, at prepare rather than at the
+// first backward.
+void Reducer::Impl::refuse_what_the_transport_cannot_carry() {
+  const bool bfloat16 = std::any_of(buckets.begin(), buckets.end(), [](const Bucket& bucket) {
+    return bucket.wire.defined() && bucket.wire.scalar_type() == at::kBFloat16;
+  });
+  if (bfloat16 && !state->group("DDP gradient all-reduce")->allreduces_bfloat16()) {
+    fail(Code::Unsupported,
+         "grad_compression 'bf16': this LibTorch's Gloo cannot all-reduce bfloat16; use 'fp16', or keep every rank "
+         "on one host with intra_node_transport 'auto' or 'shm' (the shared-memory transport adds bfloat16)");
   }
 }
 
@@ -118,6 +158,7 @@ void Reducer::Impl::mark_ready(size_t index) {
   if (!expect_hooks || ready[index]) return;
   if (!finalize_queued) {
     finalize_queued = true;
+    helper_cpu_at_first_gradient = helper_cpu_seconds();
     torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize(); });
   }
   ready[index] = true;
@@ -141,20 +182,63 @@ void Reducer::Impl::launch(Bucket& bucket) {
       slot.zero_();
     }
   }
-  // Dividing first keeps the sum in range, as PyTorch's default DDP hook does.
+  // Dividing first keeps the sum in range, as PyTorch's default DDP hook does (and fp16's narrow range
+  // needs it more).
   bucket.flat.div_(state->launch().world_size);
+  at::Tensor& sent = bucket.wire.defined() ? bucket.wire.copy_(bucket.flat) : bucket.flat;
+  // From the moment the bucket's last gradient is in (now) to the all-reduce's end: what the overlap
+  // figures are made of, and with the timeline on an event with the bucket's size.
+  bucket.launched_us = timeline::now_us();
+  bucket.done_us->store(bucket.launched_us);
   std::function<void()> on_complete;
   if (timeline::enabled()) {
-    // From the moment the bucket's last gradient is in (now) to the all-reduce's end, with its size.
-    const double ready_us = timeline::now_us();
-    const int64_t bytes = bucket.flat.numel() * static_cast<int64_t>(bucket.flat.element_size());
+    const double ready_us = bucket.launched_us;
+    const double bytes = static_cast<double>(bytes_of(sent));
     const std::string name = "all-reduce bucket " + std::to_string(&bucket - buckets.data());
-    on_complete = [ready_us, bytes, name] {
-      timeline::record(name, timeline::Track::Communication, ready_us, timeline::now_us(), bytes);
+    on_complete = [done = bucket.done_us, ready_us, bytes, name] {
+      const double end_us = timeline::now_us();
+      done->store(end_us);
+      timeline::record(name, timeline::Track::Communication, ready_us, end_us, {{"bytes", bytes}});
     };
+  } else {
+    on_complete = [done = bucket.done_us] { done->store(timeline::now_us()); };
   }
-  bucket.work = state->group("DDP gradient all-reduce")
-                    ->allreduce_async(bucket.flat, "DDP gradient all-reduce", std::move(on_complete));
+  bucket.work =
+      state->group("DDP gradient all-reduce")->allreduce_async(sent, "DDP gradient all-reduce", std::move(on_complete));
+}
+
+double Reducer::Impl::helper_cpu_seconds() {
+  return state->group("DDP gradient all-reduce")->helper_cpu_seconds();
+}
+
+// One synchronising backward's figures: backward computed its last gradient at backward_end_us, and its
+// wait for the all-reduces ended at wait_end_us.
+void Reducer::Impl::account(double backward_end_us, double wait_end_us) {
+  GradSyncStats step;
+  std::vector<TimeInterval> reductions;
+  for (size_t b = 0; b < next_bucket; ++b) {
+    reductions.push_back({buckets[b].launched_us, buckets[b].done_us->load()});
+    step.bytes += bytes_of(buckets[b].wire.defined() ? buckets[b].wire : buckets[b].flat);
+  }
+  const UnionLength in_flight = union_length(std::move(reductions), backward_end_us);
+  step.syncs = 1;
+  step.reduce_ms = in_flight.total_us / 1000;
+  step.overlapped_ms = in_flight.before_us / 1000;
+  step.exposed_ms = (in_flight.total_us - in_flight.before_us) / 1000;
+  step.wait_ms = std::max(0.0, wait_end_us - backward_end_us) / 1000;
+  step.helper_cpu_ms = std::max(0.0, helper_cpu_seconds() - helper_cpu_at_first_gradient) * 1000;
+  if (timeline::enabled()) {
+    timeline::record("all-reduce wait", timeline::Track::Main, backward_end_us, wait_end_us,
+                     {{"reduce_us", step.reduce_ms * 1000},
+                      {"overlapped_us", step.overlapped_ms * 1000},
+                      {"exposed_us", step.exposed_ms * 1000},
+                      {"wait_us", step.wait_ms * 1000},
+                      {"helper_cpu_us", step.helper_cpu_ms * 1000},
+                      {"bytes", static_cast<double>(step.bytes)}});
+  }
+  std::lock_guard<std::mutex> lock(report_mutex);
+  report.last = step;
+  report.total += step;
 }
 
 // The names of the parameters flagged in `which`, separated by commas.
@@ -167,6 +251,8 @@ std::string Reducer::Impl::names_of(const std::vector<bool>& which) const {
 }
 
 void Reducer::Impl::finalize() {
+  // The engine runs this once every gradient of the backward is computed.
+  const double backward_end_us = timeline::now_us();
   std::lock_guard<std::mutex> lock(mutex);
   expect_hooks = false;
   std::vector<bool> unused(parameters.size(), false);
@@ -193,7 +279,9 @@ void Reducer::Impl::finalize() {
   launch_ready_buckets();
   for (size_t b = 0; b < next_bucket; ++b) buckets[b].work->wait();
   if (!error.empty()) fail(Code::InvalidArgument, error);
+  account(backward_end_us, timeline::now_us());
   for (auto& bucket : buckets) {
+    if (bucket.wire.defined()) bucket.flat.copy_(bucket.wire);
     for (size_t m = 0; m < bucket.members.size(); ++m) {
       at::Tensor& parameter = parameters[bucket.members[m]].second;
       auto averaged = bucket.flat.narrow(0, bucket.offsets[m], parameter.numel()).view(parameter.sizes());
@@ -216,6 +304,7 @@ Reducer::Reducer(std::shared_ptr<distributed::State> state, std::vector<std::pai
   impl_->parameters = std::move(parameters);
   impl_->config = config;
   impl_->assign_buckets();
+  impl_->refuse_what_the_transport_cannot_carry();
   impl_->reset_for_backward();
   for (size_t i = 0; i < impl_->parameters.size(); ++i) {
     // Holding the accumulator keeps it (and the hook) alive between iterations.
@@ -233,6 +322,11 @@ void Reducer::prepare_for_backward(bool sync) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->reset_for_backward();
   impl_->expect_hooks = sync;
+}
+
+GradSyncReport Reducer::sync_report() const {
+  std::lock_guard<std::mutex> lock(impl_->report_mutex);
+  return impl_->report;
 }
 
 std::vector<std::vector<std::string>> Reducer::bucket_names() const {

@@ -43,6 +43,7 @@ const OptionScope& prepare_option_scope() {
           {"gradient_as_bucket_view", OptionType::Bool, false, {}, false},
           {"static_graph", OptionType::Bool, false, {}, false},
           {"convert_outputs_to_fp32", OptionType::Bool, true, {}, false},
+          {"grad_compression", OptionType::String, std::string("no"), {"no", "fp16", "bf16"}, false},
       }};
   return scope;
 }
@@ -132,6 +133,10 @@ PrepareConfig prepare_config(const Options* explicit_options) {
   config.reducer.first_bucket_bytes = static_cast<int64_t>(values.get_double("first_bucket_mb") * 1024 * 1024);
   config.reducer.gradient_as_bucket_view = values.get_bool("gradient_as_bucket_view");
   config.reducer.static_graph = values.get_bool("static_graph");
+  const std::string compression = values.get_string("grad_compression");
+  config.reducer.compression = compression == "fp16"   ? GradCompression::Fp16
+                               : compression == "bf16" ? GradCompression::Bf16
+                                                       : GradCompression::None;
   config.broadcast_buffers = values.get_bool("broadcast_buffers");
   config.keep_low_precision_outputs = !values.get_bool("convert_outputs_to_fp32");
   return config;

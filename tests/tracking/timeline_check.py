@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Checks a merged step timeline (accel timeline merge) of a data-parallel run: both ranks present, each
 gradient bucket's all-reduce starts during its backward (after the bucket's last gradient) and ends before
-the step's optimizer update ends, the buckets of each backward add up to the model's gradient bytes, and
-the ring kept at most STEPS_KEPT optimizer steps.
+the step's optimizer update ends, the buckets of each backward add up to the model's gradient bytes, each
+synchronising backward ends with one "all-reduce wait" whose figures add up (overlapped + exposed = reduce,
+the measured wait at least the exposed time), and the ring kept at most STEPS_KEPT optimizer steps.
 
 usage: timeline_check.py MERGED.json GRADIENT_BYTES STEPS_KEPT RANKS"""
 import json
@@ -19,6 +20,7 @@ for rank in range(ranks):
     backwards = [e for e in mine if e["name"] == "backward"]
     steps = [e for e in mine if e["name"] == "optimizer step"]
     buckets = [e for e in mine if e["name"].startswith("all-reduce bucket")]
+    waits = [e for e in mine if e["name"] == "all-reduce wait"]
     assert 0 < len(steps) <= steps_kept, (rank, len(steps))
     assert buckets and all(e["tid"] == 2 for e in buckets)
     assert all(e["tid"] == 1 for e in backwards + steps)
@@ -32,6 +34,12 @@ for rank in range(ranks):
         for bucket in inside:
             assert bucket["ts"] + bucket["dur"] <= step_end, ("a bucket ends after its step", bucket, after[0])
         assert sum(b["args"]["bytes"] for b in inside) == gradient_bytes, (rank, backward, inside)
+        [wait] = [w for w in waits if backward["ts"] <= w["ts"] <= end]
+        assert wait["tid"] == 1 and wait["ts"] + wait["dur"] <= end + 1e-3, (wait, backward)
+        figures = wait["args"]
+        assert figures["bytes"] == gradient_bytes, figures
+        assert abs(figures["overlapped_us"] + figures["exposed_us"] - figures["reduce_us"]) <= 1e-3, figures
+        assert figures["wait_us"] >= figures["exposed_us"] - 1e-3, figures
     assert all(any(b["ts"] <= bucket["ts"] <= b["ts"] + b["dur"] for b in backwards) for bucket in buckets), \
         "a bucket started outside every backward"
 print("timeline: %d ranks; buckets nest in backward and end before the step; %d gradient bytes a step"

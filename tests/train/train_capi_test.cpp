@@ -231,6 +231,28 @@ TEST_F(TrainCapi, ReduceOnPlateauStepsWithAMetric) {
   accel_options_free(options);
 }
 
+// One process: no all-reduce, so every figure is 0; the names are checked all the same.
+TEST_F(TrainCapi, GradSyncFiguresAreZeroWithoutDataParallelismAndNamesAreChecked) {
+  double value = -1;
+  ASSERT_EQ(accel_model_grad_sync_stat(model, "overlapped_ms", &value), ACCEL_OK) << last_error();
+  EXPECT_EQ(value, 0);
+  ASSERT_EQ(accel_model_grad_sync_stat(model, "last_bytes", &value), ACCEL_OK) << last_error();
+  EXPECT_EQ(value, 0);
+  EXPECT_EQ(accel_model_grad_sync_stat(model, "overlap", &value), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("helper_cpu_ms"), std::string::npos) << last_error();
+  EXPECT_EQ(accel_model_grad_sync_stat(model, nullptr, &value), ACCEL_ERR_NULL_ARGUMENT);
+}
+
+TEST(ModelOptions, GradCompressionTakesNoBf16OrFp16Only) {
+  accel_options_t* options = nullptr;
+  ASSERT_EQ(accel_options_new(&options), ACCEL_OK);
+  for (const char* good : {"no", "bf16", "fp16"}) EXPECT_EQ(accel_options_set_string(options, "grad_compression", good), ACCEL_OK);
+  EXPECT_EQ(accel_options_set_string(options, "grad_compression", "int8"), ACCEL_ERR_BAD_OPTION_VALUE);
+  EXPECT_NE(last_error().find("grad_compression"), std::string::npos) << last_error();
+  EXPECT_NE(last_error().find("bf16"), std::string::npos) << last_error();
+  accel_options_free(options);
+}
+
 TEST_F(TrainCapi, DictAndTupleOutputsAndEvaluationWithoutGraph) {
   accel_model_t* dict_model = nullptr;
   ASSERT_EQ(accel_model_load(&dict_model, tiny_models::dict_output(tiny_models::temp_file("dict.pt")).c_str()), ACCEL_OK);

@@ -188,6 +188,7 @@ int accel_model_parameter(const accel_model_t *model, size_t index, accel_tensor
 size_t accel_model_num_buffers(const accel_model_t *model);
 const char *accel_model_buffer_name(const accel_model_t *model, size_t index);
 int accel_model_buffer(const accel_model_t *model, size_t index, accel_tensor_t **out);
+int accel_model_grad_sync_stat(const accel_model_t *model, const char *name, double *out);
 int accel_model_unwrap(const accel_model_t *model, accel_model_t **out);
 int accel_model_save_torchscript(const accel_model_t *model, const char *path);
 int accel_model_load_weights(accel_model_t *model, const char *directory);

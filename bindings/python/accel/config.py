@@ -62,7 +62,8 @@ class DistributedDataParallelKwargs:
     """Options of every model the Accelerator prepares. first_bucket_mb is accel's (torch DDP's first
     bucket size, fixed there). gradient_as_bucket_view: the averaged gradients are views into the buckets
     (no copy back); static_graph: parameters without gradient are allowed while they are the same ones in
-    every backward."""
+    every backward. comm_hook: "no", "fp16" or "bf16" (or Accelerate's DDPCommunicationHookType of those
+    values), the model option grad_compression: buckets all-reduced in 16 bits."""
 
     find_unused_parameters: bool = None
     bucket_cap_mb: int = None
@@ -70,9 +71,13 @@ class DistributedDataParallelKwargs:
     broadcast_buffers: bool = None
     gradient_as_bucket_view: bool = None
     static_graph: bool = None
+    comm_hook: str = None
 
     def options(self):
-        return dataclasses.asdict(self)
+        options = dataclasses.asdict(self)
+        hook = options.pop("comm_hook")
+        options["grad_compression"] = getattr(hook, "value", hook)  # an enum gives its value
+        return options
 
 
 @dataclasses.dataclass

@@ -158,6 +158,9 @@ def test_kwargs_handlers_are_accelerates(make_accelerator):
     wrong_bucket = accel.DistributedDataParallelKwargs(bucket_cap_mb=-1)
     with pytest.raises(accel.BadOptionValueError, match="bucket_cap_mb"):
         make_accelerator(kwargs_handlers=[timeout, wrong_bucket]).prepare(scripted_bytes(MLP))
+    power_sgd = accel.DistributedDataParallelKwargs(comm_hook="power_sgd")  # Accelerate has it; accel does not
+    with pytest.raises(accel.BadOptionValueError, match="grad_compression"):
+        make_accelerator(kwargs_handlers=[timeout, power_sgd]).prepare(scripted_bytes(MLP))
     with pytest.raises(TypeError, match="kwargs handler"):
         accel.Accelerator(kwargs_handlers=[object()])
 
@@ -177,7 +180,7 @@ def test_every_accelerator_argument_reaches_its_setting(make_accelerator):
         accel.Accelerator(cpu=True, kwargs_handlers=[accel.GradScalerKwargs(growth_factor=1.0)])
     with pytest.raises(accel.UnsupportedError, match="no TorchDynamo"):
         accel.Accelerator(cpu=True, dynamo_backend="inductor")
-    ddp = accel.DistributedDataParallelKwargs(gradient_as_bucket_view=True, static_graph=True)
+    ddp = accel.DistributedDataParallelKwargs(gradient_as_bucket_view=True, static_graph=True, comm_hook="bf16")
     accelerator = make_accelerator(rng_types=["generator", "torch"], device_placement=False,
                                    dataloader_config=accel.DataLoaderConfiguration(use_stateful_dataloader=True),
                                    kwargs_handlers=[ddp])

@@ -65,6 +65,11 @@ def test_weights_are_the_same_on_both_ranks_after_training(ranks):
     assert ranks[0]["steps"] == 12 and ranks[0]["last_loss"] < ranks[0]["first_loss"]
 
 
+def test_every_step_all_reduced_the_gradients_and_reports_the_cost(ranks):
+    for seen in ranks:
+        assert seen["grad_syncs"] == 12 and seen["grad_reduce_ms"] > 0
+
+
 def test_unused_parameters_need_find_unused_parameters(ranks):
     for seen in ranks:
         allowed, refused = seen["unused_parameters"]

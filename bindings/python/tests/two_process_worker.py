@@ -64,7 +64,8 @@ def train(accelerator, model_path):
                 optimizer.zero_grad()
             losses.append(float(accelerator.reduce(loss.numpy().reshape(1), "mean")[0]))
     return model, {"initial_weights": initial, "weights": flat_weights(model).tolist(),
-                   "first_loss": losses[0], "last_loss": losses[-1], "steps": len(losses)}
+                   "first_loss": losses[0], "last_loss": losses[-1], "steps": len(losses),
+                   "grad_syncs": model.grad_sync_stat("syncs"), "grad_reduce_ms": model.grad_sync_stat("reduce_ms")}
 
 
 def evaluate(accelerator, model):

@@ -146,6 +146,8 @@ end
             train!(model, false)
             @test loss_of() < 0.8 * before
             @test step_count(scheduler) == 40
+            @test grad_sync_stat(model, "syncs") == 0  # one process: nothing all-reduced
+            @test_throws AccelError grad_sync_stat(model, "overlap")
             @test lr(optimizer) == last_lr(scheduler)
             finish_trackers(state)
             @test countlines(joinpath(dir, "run", "metrics.jsonl")) == 40

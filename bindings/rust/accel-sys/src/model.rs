@@ -42,6 +42,7 @@ extern "C" {
     pub fn accel_model_num_buffers(model: *const accel_model_t) -> usize;
     pub fn accel_model_buffer_name(model: *const accel_model_t, index: usize) -> *const c_char;
     pub fn accel_model_buffer(model: *const accel_model_t, index: usize, out: *mut *mut accel_tensor_t) -> c_int;
+    pub fn accel_model_grad_sync_stat(model: *const accel_model_t, name: *const c_char, out: *mut f64) -> c_int;
     pub fn accel_model_unwrap(model: *const accel_model_t, out: *mut *mut accel_model_t) -> c_int;
     pub fn accel_model_save_torchscript(model: *const accel_model_t, path: *const c_char) -> c_int;
     pub fn accel_model_load_weights(model: *mut accel_model_t, directory: *const c_char) -> c_int;

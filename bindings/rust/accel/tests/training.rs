@@ -137,6 +137,9 @@ fn training_lowers_the_loss_and_is_tracked_and_saved() {
     reloaded.load_weights(dir.join("sharded")).unwrap();
     assert_eq!(reloaded.parameter(1).unwrap().to_vec::<f32>().unwrap(), model.parameter(1).unwrap().to_vec::<f32>().unwrap());
     assert_eq!(reloaded.load_weights(dir.join("nothing")).err().expect("no save there").code(), sys::ACCEL_ERR_IO);
+    // One process: nothing is all-reduced, and a figure's name is checked all the same.
+    assert_eq!(model.grad_sync_stat("last_overlapped_ms").unwrap(), 0.0);
+    assert_eq!(model.grad_sync_stat("overlap").err().expect("no such figure").code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
     let plain = model.unwrap_model().unwrap();
     assert_eq!(plain.parameter(1).unwrap().to_vec::<f32>().unwrap(), model.parameter(1).unwrap().to_vec::<f32>().unwrap());
 
