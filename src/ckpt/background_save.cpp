@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "ckpt/checkpoint_snapshot.hpp"
@@ -23,12 +24,29 @@ std::atomic<int> unreported{0};
 struct Registry {
   std::mutex mutex;
   std::vector<std::weak_ptr<BackgroundSaves>> saves;
+  // The background saves each state has started: their keys in the store. Kept apart from the saves
+  // objects, which go with the handles that hold them (another may come for the same state later), so
+  // that the count is the same on every rank however each frees its handles.
+  std::vector<std::pair<std::weak_ptr<distributed::State>, int64_t>> started;
 };
 
 // Never destroyed: the exit handler reads it after static destructors may have begun elsewhere.
 Registry& registry() {
   static Registry* instance = new Registry;
   return *instance;
+}
+
+// The number of the state's next background save, counted up.
+int64_t next_sequence(const std::shared_ptr<distributed::State>& state) {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  auto& started = registry().started;
+  started.erase(std::remove_if(started.begin(), started.end(), [](const auto& entry) { return entry.first.expired(); }),
+                started.end());
+  for (auto& [owner, count] : started) {
+    if (owner.lock() == state) return count++;
+  }
+  started.emplace_back(state, 1);
+  return 0;
 }
 
 // Process exit through exit() or a return from main, with state handles never freed: every save in flight
@@ -135,7 +153,7 @@ void BackgroundSaves::start(const std::shared_ptr<distributed::State>& state, co
   auto job = std::make_shared<Job>();
   job->snapshot = begin_save(state, directory, objects, /*copy_tensors=*/true);
   // Counted only once every rank took its snapshot (begin_save is all or none): the same on every rank.
-  job->sequence = sequence_++;
+  job->sequence = next_sequence(state);
   job->directory = directory;
   job->after_move = std::move(after_move);
   static std::once_flag exit_hook;

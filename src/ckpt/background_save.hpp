@@ -76,7 +76,6 @@ class BackgroundSaves {
   std::string master_addr_;
   uint16_t master_port_;
   std::chrono::milliseconds timeout_;
-  int64_t sequence_ = 0;  // the saves started, the same on every rank: their keys in the store
 
   std::mutex thread_mutex_;  // guards thread_: joined by the training thread, or at exit
   std::thread thread_;
