@@ -71,10 +71,6 @@ Error decode(const std::string& encoded, const std::string& directory) {
   return Error(code, "the background save to '" + directory + "' failed: " + encoded.substr(newline + 1));
 }
 
-std::string rank_key(int64_t sequence, const char* what, int32_t rank) {
-  return std::to_string(sequence) + "/" + what + std::to_string(rank);
-}
-
 }  // namespace
 
 struct BackgroundSaves::Job {
@@ -184,24 +180,34 @@ void BackgroundSaves::run(Job& job) {
   if (!verdict.empty()) record(decode(verdict, job.directory));
 }
 
+// The keys of save <sequence> in the store: failed<r> (a rank's encoded failure, only when it failed),
+// then done<r> from every rank; from rank 0 moved (only when the checkpoint is in place), then verdict
+// (its encoded failure, or ""); read<r> once rank r has the verdict. Only set, wait and check are on the
+// path of a save that succeeds: c10d answers a get in two writes, which wait for the other side's delayed
+// acknowledgement (some 200 ms each on Linux).
 std::string BackgroundSaves::agree(Job& job, const std::string& own) {
   distributed::StoreClient store(master_addr_, master_port_, "accel_background_save", timeout_);
-  store.set(rank_key(job.sequence, "rank", rank_), own);
-  const std::string verdict_key = std::to_string(job.sequence) + "/verdict";
+  const std::string prefix = std::to_string(job.sequence) + "/";
+  const auto of_rank = [&](const char* what, int32_t rank) { return prefix + what + std::to_string(rank); };
   if (rank_ != 0) {
+    if (!own.empty()) store.set(of_rank("failed", rank_), own);
+    store.set(of_rank("done", rank_), "");
     // Rank 0 waits up to a timeout for the slowest rank, then decides.
-    const std::string verdict = store.get_all({verdict_key}, 2 * timeout_).front();
-    store.set(rank_key(job.sequence, "read", rank_), "");
+    store.wait({prefix + "verdict"}, 2 * timeout_);
+    const std::string verdict = store.check(prefix + "moved") ? "" : store.get(prefix + "verdict");
+    store.set(of_rank("read", rank_), "");
     return verdict;
   }
-  std::vector<std::string> parts;
-  for (int32_t r = 0; r < world_size_; ++r) parts.push_back(rank_key(job.sequence, "rank", r));
   std::string verdict;
   try {
-    std::string failures;
-    for (const std::string& outcome : store.get_all(parts, timeout_)) {
-      if (outcome.empty()) continue;
-      // The first failing rank's code; every failing rank's message.
+    std::vector<std::string> done;
+    for (int32_t r = 1; r < world_size_; ++r) done.push_back(of_rank("done", r));
+    store.wait(done, timeout_);
+    // The first failing rank's code; every failing rank's message.
+    std::string failures = own;
+    for (int32_t r = 1; r < world_size_; ++r) {
+      if (!store.check(of_rank("failed", r))) continue;
+      const std::string outcome = store.get(of_rank("failed", r));
       failures = failures.empty() ? outcome : failures + "; " + outcome.substr(outcome.find('\n') + 1);
     }
     verdict = conclude(job, failures);
@@ -210,12 +216,13 @@ std::string BackgroundSaves::agree(Job& job, const std::string& own) {
     verdict = encode(code_of(error, Code::PeerFailed),
                      "rank 0 did not learn that every rank wrote its part, so nothing was moved into place: " + message_of(error));
   }
-  store.set(verdict_key, verdict);
+  if (verdict.empty()) store.set(prefix + "moved", "");
+  store.set(prefix + "verdict", verdict);
   // The store goes away with rank 0's process group: the others read the verdict first.
   std::vector<std::string> readers;
-  for (int32_t r = 1; r < world_size_; ++r) readers.push_back(rank_key(job.sequence, "read", r));
+  for (int32_t r = 1; r < world_size_; ++r) readers.push_back(of_rank("read", r));
   try {
-    store.get_all(readers, std::min(timeout_, std::chrono::milliseconds(60 * 1000)));
+    store.wait(readers, std::min(timeout_, std::chrono::milliseconds(60 * 1000)));
   } catch (const Error&) {
     // A rank gone by now learns nothing more from a longer wait.
   }

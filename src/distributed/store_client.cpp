@@ -44,9 +44,10 @@ void StoreClient::set(const std::string& key, const std::string& value) {
   }
 }
 
-std::vector<std::string> StoreClient::get_all(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+void StoreClient::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   try {
     impl_->store->wait(keys, timeout);
+    return;
   } catch (const std::exception& error) {
     // A timeout and a lost connection look alike from here: asking again tells them apart.
     std::string missing;
@@ -62,16 +63,23 @@ std::vector<std::string> StoreClient::get_all(const std::vector<std::string>& ke
     std::snprintf(seconds, sizeof seconds, "%g s", static_cast<double>(timeout.count()) / 1000.0);
     fail(Code::Timeout, "the store at " + impl_->where + " had no " + missing + " after " + seconds);
   }
-  std::vector<std::string> values;
+}
+
+bool StoreClient::check(const std::string& key) {
   try {
-    for (const std::string& key : keys) {
-      const std::vector<uint8_t> bytes = impl_->store->get(key);
-      values.emplace_back(bytes.begin(), bytes.end());
-    }
+    return impl_->store->check({key});
   } catch (const std::exception& error) {
     impl_->lost(error);
   }
-  return values;
+}
+
+std::string StoreClient::get(const std::string& key) {
+  try {
+    const std::vector<uint8_t> bytes = impl_->store->get(key);
+    return std::string(bytes.begin(), bytes.end());
+  } catch (const std::exception& error) {
+    impl_->lost(error);
+  }
 }
 
 }  // namespace accel::distributed
