@@ -32,6 +32,13 @@
 # too, as information. The line before those gives the medians of rank 0's gradient all-reduce figures per
 # step (train_accel.c's sync_*: time in flight, the part that overlapped backward, the part exposed after
 # it, backward's measured wait, the shared-memory thread's CPU time), shared memory and Gloo side by side.
+# Checkpoints (TRAIN_BENCH_CHECKPOINT_EVERY=N, default 50; 0 leaves them out): two more sides each round,
+#   accel 2p ckpt blocking    accel 2p with accel_state_save_state of the model and SGD state after every
+#                             N-th timed step but the last (into MODEL_DIR/checkpoints.*, replaced each time)
+#   accel 2p ckpt background  the same with accel_state_save_state_async, the last save waited for on the clock
+# and, before the last line, "checkpoint: every=N saves=S blocking_over_none_2proc=C1
+# background_over_none_2proc=C2 blocking_ms_per_save=B background_ms_per_save=G": each side's step time
+# over accel 2p's without checkpoints, and what one save costs the training (the difference, per save).
 # Nothing is pinned unless TRAIN_BENCH_PIN=1: then 1-process runs go on CPU 0 and rank r of a 2-process
 # run on CPU r (taskset).
 set -euo pipefail
@@ -42,6 +49,7 @@ ROUNDS=${TRAIN_BENCH_ROUNDS:-5}
 STEPS=${TRAIN_BENCH_STEPS:-200}
 WARMUP=${TRAIN_BENCH_WARMUP:-10}
 PIN=${TRAIN_BENCH_PIN:-0}
+CHECKPOINT_EVERY=${TRAIN_BENCH_CHECKPOINT_EVERY:-50}
 PYTHON=/usr/bin/python3
 RUN_TIMEOUT=300  # seconds; a hung run fails the benchmark instead of stalling it
 
@@ -50,6 +58,7 @@ RUN_TIMEOUT=300  # seconds; a hung run fails the benchmark instead of stalling i
 # shellcheck source=bench/common.sh
 source "$HERE/common.sh"
 check_counts TRAIN_BENCH 5
+[ "$CHECKPOINT_EVERY" -ge 0 ] 2>/dev/null || { echo "TRAIN_BENCH_CHECKPOINT_EVERY must be a number >= 0" >&2; exit 2; }
 
 MODEL=$MODEL_DIR/train_mlp.pt
 make_model "$PYTHON" "$MODEL"
@@ -90,12 +99,19 @@ echo "threads: OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 for every process, at::s
 echo "machine: $(machine_line); $pinning"
 echo "steps timed: $STEPS after $WARMUP warm-up steps; $ROUNDS rounds of: libtorch 1p (zero_grad), libtorch 1p (set_to_none), accel 1p, torch-ddp 2p, accel 2p, accel 2p with the timeline, accel 2p through Gloo, accel 2p with bf16 gradient compression, limit (accel 1p twice at once); medians compared"
 
+if [ "$CHECKPOINT_EVERY" -gt 0 ]; then
+  echo "checkpoints: accel 2p also with a blocking and with a background save of the model and optimizer every $CHECKPOINT_EVERY steps"
+fi
+
 lt_zero=() lt_none=() accel1=() ddp2=() accel2=() ddp2_sps=() accel2_sps=() accel1_sps=() accel2_tl=() accel2_gloo=() limit=()
 accel2_bf16=()
 SYNC_FIGURES="reduce_ms overlapped_ms exposed_ms wait_ms helper_cpu_ms"
 declare -A sync_shm sync_gloo  # figure -> the rounds' values, space-separated
+ckpt_blocking=() ckpt_background=()
 TIMELINE_DIR=$(mktemp -d)
-trap 'rm -rf "$TIMELINE_DIR"' EXIT
+# On the disk of the build tree rather than /tmp, which may be memory: a save's cost includes its flushes.
+CHECKPOINT_DIR=$(mktemp -d "$MODEL_DIR/checkpoints.XXXXXX")
+trap 'rm -rf "$TIMELINE_DIR" "$CHECKPOINT_DIR"' EXIT
 losses=()  # "side first_loss last_loss" for the agreement check
 for round in $(seq 1 "$ROUNDS"); do
   line=$(run1 "$BIN/train_libtorch" "$MODEL" "$STEPS" "$WARMUP" | grep '^libtorch ' || true)
@@ -146,6 +162,17 @@ for round in $(seq 1 "$ROUNDS"); do
   echo "round $round (buckets all-reduced in bf16): $line"
   accel2_bf16+=("$(value "$line" step_ms)")
 
+  if [ "$CHECKPOINT_EVERY" -gt 0 ]; then
+    for mode in blocking background; do
+      line=$(launch2 "$BIN/train_accel" "$MODEL" "$STEPS" "$WARMUP" "checkpoint_every=$CHECKPOINT_EVERY" "checkpoint=$mode" \
+        "checkpoint_dir=$CHECKPOINT_DIR/$mode" | grep '^accel ' || true)
+      result "accel 2p with a $mode save every $CHECKPOINT_EVERY steps" "$line"
+      echo "round $round ($mode save every $CHECKPOINT_EVERY steps): $line"
+      if [ "$mode" = blocking ]; then ckpt_blocking+=("$(value "$line" step_ms)"); else ckpt_background+=("$(value "$line" step_ms)"); fi
+      losses+=("2p $(value "$line" first_loss) $(value "$line" last_loss)")
+    done
+  fi
+
   line=$(run1_twice "$BIN/train_accel" "$MODEL" "$STEPS" "$WARMUP")
   result "limit (accel 1p twice at once)" "$line"
   echo "round $round (limit, the slower of two 1p runs at once): $line"
@@ -170,7 +197,19 @@ for transport in shm gloo; do
 done
 echo "$sync_line"
 m_a1_sps=$(median "${accel1_sps[@]}") m_d2_sps=$(median "${ddp2_sps[@]}") m_a2_sps=$(median "${accel2_sps[@]}")
-awk -v z="$m_zero" -v n="$m_none" -v a1="$m_a1" -v d2="$m_d2" -v a2="$m_a2" -v a2tl="$m_a2_tl" -v lim="$m_limit" -v a2g="$m_a2_gloo" \
+checkpoint_lines=""
+if [ "$CHECKPOINT_EVERY" -gt 0 ]; then
+  checkpoint_lines=$(awk -v a2="$m_a2" -v b="$(median "${ckpt_blocking[@]}")" -v g="$(median "${ckpt_background[@]}")" \
+      -v every="$CHECKPOINT_EVERY" -v steps="$STEPS" 'BEGIN {
+    saves = int((steps - 1) / every)
+    printf "median accel 2p, blocking save every %d steps:   %.3f ms/step\n", every, b
+    printf "median accel 2p, background save every %d steps: %.3f ms/step\n", every, g
+    printf "checkpoint: every=%d saves=%d blocking_over_none_2proc=%.3f background_over_none_2proc=%.3f", every, saves, b / a2, g / a2
+    if (saves > 0) printf " blocking_ms_per_save=%.1f background_ms_per_save=%.1f", (b - a2) * steps / saves, (g - a2) * steps / saves
+    printf "\n"
+  }')
+fi
+CHECKPOINT_LINES=$checkpoint_lines awk -v z="$m_zero" -v n="$m_none" -v a1="$m_a1" -v d2="$m_d2" -v a2="$m_a2" -v a2tl="$m_a2_tl" -v lim="$m_limit" -v a2g="$m_a2_gloo" \
     -v a2b="$m_a2_bf16" \
     -v a1s="$m_a1_sps" -v d2s="$m_d2_sps" -v a2s="$m_a2_sps" 'BEGIN {
   printf "median libtorch 1p (zero_grad):   %.3f ms/step, %.1f samples/s\n", z, 64000 / z
@@ -188,5 +227,6 @@ awk -v z="$m_zero" -v n="$m_none" -v a1="$m_a1" -v d2="$m_d2" -v a2="$m_a2" -v a
     (r1 <= 1.03) ? "met" : "missed", (r2 >= 1.5) ? "met" : "missed", (r3 >= 0.75) ? "met" : "missed", \
     (r4 >= 0.8) ? "met" : "missed", (tl <= 1.02) ? "met" : "missed"
   printf "timeline: timeline_overhead_2proc=%.3f; informational: accel 2p step through Gloo over through shared memory = %.2f, with bf16 gradient compression over without = %.2f\n", tl, a2g / a2, a2b / a2
+  if (ENVIRON["CHECKPOINT_LINES"] != "") print ENVIRON["CHECKPOINT_LINES"]
   printf "train: overhead_vs_libtorch_1proc=%.2f accel_vs_torch_ddp_2proc=%.2f scaling_2proc=%.2f accel_vs_limit_2proc=%.2f\n", r1, r2, r3, r4
 }'

@@ -2,6 +2,7 @@
  * bench/train_libtorch.cpp and bench/train_torch_ddp.py, and compares). Uses only the public C API.
  *
  *   train_accel MODEL [steps] [warmup] [profile] [serve] [grad_compression=no|bf16|fp16]
+ *               [checkpoint_every=N checkpoint=blocking|background checkpoint_dir=DIR]
  *
  * Run directly for one process, through `accel launch --nproc-per-node 2 --cpu` for two; bench/run_gpu.sh
  * runs it on one GPU as well. The device and the mixed precision are the state's (its own choice, or
@@ -28,7 +29,11 @@
  * the mean milliseconds per step of each. With `serve` (one process) the warm-up is followed by a line
  * "ready", then every line read from standard input starts a round of `warmup` more steps and `steps` timed
  * ones, which prints its line, until the input ends: bench/run_gpu.sh keeps every side's process up and
- * interleaves their rounds, so that no round waits for a process to start. */
+ * interleaves their rounds, so that no round waits for a process to start. With checkpoint_every=N, every
+ * N-th timed step but the last is followed by a checkpoint of the model and optimizer into DIR (replaced
+ * each time), with accel_state_save_state (blocking) or accel_state_save_state_async (background; the last
+ * one is waited for with accel_state_wait_for_save before the clock stops), so that step_ms includes what
+ * the checkpoints cost the training: bench/run_train.sh compares both with no checkpoint. */
 #define _POSIX_C_SOURCE 199309L
 #include <dirent.h>
 #include <stdint.h>
@@ -172,7 +177,24 @@ struct run {
   long taken;
   float first_loss;
   int profile;
+  long checkpoint_every;  /* 0: no checkpoints */
+  int checkpoint_background;
+  const char *checkpoint_dir;
 };
+
+static void save_checkpoint(struct run *run) {
+  accel_model_t *models[1];
+  accel_optimizer_t *optimizers[1];
+  models[0] = run->model;
+  optimizers[0] = run->optimizer;
+  if (run->checkpoint_background) {
+    check(accel_state_save_state_async(run->state, run->checkpoint_dir, models, 1, optimizers, 1, NULL, 0, NULL, 0),
+          "accel_state_save_state_async");
+  } else {
+    check(accel_state_save_state(run->state, run->checkpoint_dir, models, 1, optimizers, 1, NULL, 0, NULL, 0),
+          "accel_state_save_state");
+  }
+}
 
 static accel_tensor_t *next_step(struct run *run, int profile) {
   const long b = run->taken++ % BATCHES;
@@ -212,6 +234,10 @@ static void timed_round(struct run *run, long steps, long warmup) {
   for (i = 0; i < steps; ++i) {
     accel_tensor_free(loss); /* the previous step's: the last one is read to stop the clock */
     loss = next_step(run, run->profile);
+    if (run->checkpoint_every > 0 && (i + 1) % run->checkpoint_every == 0 && i + 1 < steps) save_checkpoint(run);
+  }
+  if (run->checkpoint_every > 0 && run->checkpoint_background) {
+    check(accel_state_wait_for_save(run->state), "accel_state_wait_for_save");
   }
   last_loss = loss_value(loss);
   elapsed = now_s() - start;
@@ -229,6 +255,10 @@ static void timed_round(struct run *run, long steps, long warmup) {
          (double)faults / (double)steps, accel_state_device(run->state), accel_state_mixed_precision(run->state));
   for (p = 0; p < SYNC_FIGURES; ++p) {
     printf(" sync_%s=%.3f", sync_names[p], (sync_end[p] - sync_start[p]) / (double)steps);
+  }
+  if (run->checkpoint_every > 0) {
+    printf(" checkpoint_every=%ld checkpoint=%s", run->checkpoint_every,
+           run->checkpoint_background ? "background" : "blocking");
   }
   if (run->profile) {
     double sum = 0.0;
@@ -260,12 +290,21 @@ int main(int argc, char **argv) {
     } else if (strncmp(argv[a], "grad_compression=", 17) == 0) {
       if (model_options == NULL) check(accel_options_new(&model_options), "accel_options_new");
       check(accel_options_set_string(model_options, "grad_compression", argv[a] + 17), "grad_compression");
+    } else if (strncmp(argv[a], "checkpoint_every=", 17) == 0) {
+      run.checkpoint_every = atol(argv[a] + 17);
+      usage |= run.checkpoint_every < 1;
+    } else if (strcmp(argv[a], "checkpoint=blocking") == 0 || strcmp(argv[a], "checkpoint=background") == 0) {
+      run.checkpoint_background = strcmp(argv[a], "checkpoint=background") == 0;
+    } else if (strncmp(argv[a], "checkpoint_dir=", 15) == 0) {
+      run.checkpoint_dir = argv[a] + 15;
     } else {
       usage = 1;
     }
   }
+  usage |= run.checkpoint_every > 0 && run.checkpoint_dir == NULL;
   if (usage) {
-    fprintf(stderr, "usage: train_accel MODEL [steps >= 1] [warmup >= 1] [profile] [serve] [grad_compression=no|bf16|fp16]\n");
+    fprintf(stderr, "usage: train_accel MODEL [steps >= 1] [warmup >= 1] [profile] [serve] [grad_compression=no|bf16|fp16] "
+                    "[checkpoint_every=N >= 1 checkpoint=blocking|background checkpoint_dir=DIR]\n");
     return 2;
   }
   check(accel_state_new(&run.state, NULL), "accel_state_new");

@@ -22,8 +22,12 @@
  * highest-numbered one. Loading any folder named checkpoint_<n> sets i to n + 1, so a resumed run goes on
  * numbering after the checkpoint it started from.
  *
+ * Background saving (accel_state_save_state_async, accel_state_wait_for_save): the snapshot is taken during
+ * the call, the files are written by a thread of accel's while training goes on.
+ *
  * Thread safety: one thread at a time per state, and none of the objects in use by another thread; the
- * callbacks of registered objects run on the thread that calls save_state / load_state. */
+ * callbacks of registered objects run on the thread that calls save_state / save_state_async /
+ * load_state. */
 #ifndef ACCEL_CHECKPOINT_H
 #define ACCEL_CHECKPOINT_H
 
@@ -92,12 +96,63 @@ ACCEL_API ACCEL_NODISCARD int accel_state_register_for_checkpointing(accel_state
  * element); ACCEL_ERR_INVALID_ARGUMENT (a dead handle; directory NULL without project_dir; a negative
  * total_limit); ACCEL_ERR_IO naming the path (also when the numbered checkpoint to write exists);
  * ACCEL_ERR_CALLBACK naming the registered object whose save callback failed (nothing is written then);
- * ACCEL_ERR_INVALID_STATE (not called on every rank, see above); collective errors. */
+ * ACCEL_ERR_INVALID_STATE (not called on every rank, see above); collective errors. A background save in flight
+ * (accel_state_save_state_async) is waited for first, and its failure, if no call reported it yet, is
+ * returned instead of saving. */
 ACCEL_API ACCEL_NODISCARD int accel_state_save_state(accel_state_t *state, const char *directory,
                                                      accel_model_t *const *models, size_t num_models,
                                                      accel_optimizer_t *const *optimizers, size_t num_optimizers,
                                                      accel_scheduler_t *const *schedulers, size_t num_schedulers,
                                                      accel_loader_t *const *loaders, size_t num_loaders);
+
+/* accel_state_save_state in the background: takes the snapshot now and returns, while a thread writes it
+ * and moves it into place, so that training goes on during the writing. Same arguments, same files, same
+ * collective rule: every rank calls it with the same directory (NULL: the next numbered checkpoint of
+ * project_dir, numbered now; a save that fails in the background leaves its number unused).
+ *
+ * First it waits for the previous background save of this process state, if one is in flight (one
+ * snapshot at most in memory), reporting its failure instead of saving if no call reported it yet. The
+ * snapshot, taken before it returns: every model's parameters and buffers copied to host memory, the
+ * optimizer, scheduler and grad-scaler states and every loader's position serialised, each rank's random
+ * generators, the registered objects' bytes (their save callbacks run on this thread, during this call)
+ * and the counters. Afterwards the objects may change and be freed; the checkpoint holds them as they were
+ * at this call, bit for bit as accel_state_save_state would have saved them. Extra host memory: about one
+ * checkpoint's size (the models' tensors, the optimizer state, the rest), until the files are written.
+ *
+ * Completion: each rank's thread writes its part of "<directory>.saving" and tells the others through the
+ * rendezvous store (a connection of its own: no collective of the process group runs off this thread);
+ * the main process moves the folder into place, then removes the numbered checkpoints beyond total_limit,
+ * only once every rank's part is written. When any rank's writing fails, nothing is moved (the previous
+ * checkpoint stays intact), the staging folder is removed, and every rank records the same failure,
+ * naming the rank and the path.
+ *
+ * A failure in the background is reported once, by the first of these calls on this process state after
+ * it is known, which then returns its code (ACCEL_ERR_IO for a file, ACCEL_ERR_TIMEOUT or
+ * ACCEL_ERR_PEER_FAILED when a rank did not say it was done) with a message starting "the background save
+ * to '<directory>' failed" and does nothing else (call it again to do its work):
+ * accel_state_save_state_async, accel_state_save_state, accel_state_load_state and
+ * accel_state_wait_for_save (which wait for the save in flight first, so every rank reports it at the same
+ * call), accel_state_shutdown (also waits first), and without waiting accel_state_backward,
+ * accel_state_backward_with_items and accel_optimizer_step (on each rank as soon as that rank knows, which
+ * may be a step apart between ranks). accel_state_free of the last handle of the state, and a process that
+ * exits with the save in flight, wait for it; a failure no call reported then goes to stderr.
+ *
+ * Errors (of the call itself, before it returns): as accel_state_save_state, with nothing written; a
+ * failure of the previous background save, as above. Thread safety: one thread at a time per state; the
+ * background thread touches none of the caller's objects. */
+ACCEL_API ACCEL_NODISCARD int accel_state_save_state_async(accel_state_t *state, const char *directory,
+                                                           accel_model_t *const *models, size_t num_models,
+                                                           accel_optimizer_t *const *optimizers, size_t num_optimizers,
+                                                           accel_scheduler_t *const *schedulers, size_t num_schedulers,
+                                                           accel_loader_t *const *loaders, size_t num_loaders);
+
+/* Waits until the background save in flight (accel_state_save_state_async) is in place or has failed, and
+ * returns its failure if no call reported it yet (once: a second call returns ACCEL_OK). Returns at once
+ * when there is none. Not a collective itself, but every rank's wait ends only once every rank has written
+ * its part (or failed to), up to the timeout_s setting. Errors: ACCEL_ERR_NULL_ARGUMENT;
+ * ACCEL_ERR_INVALID_ARGUMENT (a dead handle); a background failure, as described at
+ * accel_state_save_state_async. Thread safety: one thread at a time per state. */
+ACCEL_API ACCEL_NODISCARD int accel_state_wait_for_save(accel_state_t *state);
 
 /* Restores what accel_state_save_state saved with the same arrays, from directory, or with directory
  * NULL from the highest-numbered checkpoint of project_dir (ACCEL_ERR_IO when there is none). Every file
@@ -114,7 +169,8 @@ ACCEL_API ACCEL_NODISCARD int accel_state_save_state(accel_state_t *state, const
  * ACCEL_ERR_INVALID_STATE (a loader in the middle of an epoch); ACCEL_ERR_INVALID_ARGUMENT naming a
  * registered object the checkpoint lacks, or an object in the checkpoint that is not registered (both
  * before any load callback runs); ACCEL_ERR_CALLBACK naming the registered object whose load callback
- * failed; collective errors. */
+ * failed; collective errors. A background save in flight is waited for first (it may be the checkpoint to
+ * load), and its failure, if no call reported it yet, is returned instead of loading. */
 ACCEL_API ACCEL_NODISCARD int accel_state_load_state(accel_state_t *state, const char *directory,
                                                      accel_model_t *const *models, size_t num_models,
                                                      accel_optimizer_t *const *optimizers, size_t num_optimizers,

@@ -36,7 +36,8 @@ ACCEL_API ACCEL_NODISCARD int accel_optimizer_new(accel_optimizer_t **out, accel
 ACCEL_API void accel_optimizer_free(accel_optimizer_t *optimizer);
 /* Steps on a sync step (see above). Errors: ACCEL_ERR_NULL_ARGUMENT; collective errors while waiting for
  * the gradient all-reduce; ACCEL_ERR_INVALID_STATE once the process group is broken (the gradients may not
- * be averaged over the processes; the parameters are left unchanged). */
+ * be averaged over the processes; the parameters are left unchanged); the failure of a background save no
+ * call reported yet, before doing anything (accel/checkpoint.h, accel_state_save_state_async). */
 ACCEL_API ACCEL_NODISCARD int accel_optimizer_step(accel_optimizer_t *optimizer);
 /* Clears the gradients on a sync step. Errors: ACCEL_ERR_NULL_ARGUMENT. */
 ACCEL_API ACCEL_NODISCARD int accel_optimizer_zero_grad(accel_optimizer_t *optimizer);

@@ -50,12 +50,16 @@ typedef struct accel_state accel_state_t;
 ACCEL_API ACCEL_NODISCARD int accel_state_new(accel_state_t **out, const accel_options_t *options);
 
 /* Releases this handle. The process group stays up while other handles (or objects made from them)
- * use it; freeing the last one releases it without communicating. NULL is a no-op. */
+ * use it; freeing the last one releases it without communicating. A background save in flight
+ * (accel_state_save_state_async) is waited for first when this handle started it or holds it with others;
+ * its failure, unless a call reported it, goes to stderr. NULL is a no-op. */
 ACCEL_API void accel_state_free(accel_state_t *state);
 
-/* Collective teardown: waits for every rank, then destroys the process group shared by this state and
- * every other state of the process. Afterwards collectives on them fail with ACCEL_ERR_INVALID_STATE.
- * Calling it again is a no-op. Errors: ACCEL_ERR_NULL_ARGUMENT, ACCEL_ERR_TIMEOUT, ACCEL_ERR_PEER_FAILED. */
+/* Collective teardown: waits for the background save in flight (accel_state_save_state_async), then for
+ * every rank, then destroys the process group shared by this state and every other state of the process.
+ * Afterwards collectives on them fail with ACCEL_ERR_INVALID_STATE. Calling it again is a no-op.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT, ACCEL_ERR_TIMEOUT, ACCEL_ERR_PEER_FAILED; the failure of that
+ * background save if no call reported it yet (nothing is shut down then: call it again). */
 ACCEL_API ACCEL_NODISCARD int accel_state_shutdown(accel_state_t *state);
 
 /* Blocks until every process reaches this call (a barrier); a no-op with one process.

@@ -31,7 +31,8 @@ ACCEL_API int accel_state_sync_gradients(const accel_state_t *state);
 
 /* Backward of loss / gradient_accumulation_steps (scaled under fp16). Errors: ACCEL_ERR_NULL_ARGUMENT;
  * ACCEL_ERR_INVALID_ARGUMENT (not a scalar, no graph; a parameter without gradient under data parallelism);
- * collective errors. */
+ * collective errors; the failure of a background save no call reported yet, before doing anything
+ * (accel/checkpoint.h, accel_state_save_state_async). */
 ACCEL_API ACCEL_NODISCARD int accel_state_backward(accel_state_t *state, const accel_tensor_t *loss);
 
 /* Backward normalised by item count, for losses over a varying number of items (tokens): loss is summed
@@ -43,7 +44,7 @@ ACCEL_API ACCEL_NODISCARD int accel_state_backward(accel_state_t *state, const a
  * loss over the full batch, however unevenly the items fall between micro-batches and ranks (with
  * accel_state_backward each micro-batch's mean would weigh the same). Scaled under fp16, synchronised like
  * accel_state_backward. Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (num_items 0, and as
- * accel_state_backward); collective errors. */
+ * accel_state_backward); collective errors; a background save's failure, as accel_state_backward. */
 ACCEL_API ACCEL_NODISCARD int accel_state_backward_with_items(accel_state_t *state, const accel_tensor_t *loss,
                                                               size_t num_items);
 

@@ -1,5 +1,6 @@
 #include "accel/checkpoint.h"
 
+#include "ckpt/background_save.hpp"
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/project_checkpoints.hpp"
 #include "shim/guard.hpp"
@@ -51,6 +52,31 @@ extern "C" int accel_state_save_state(accel_state_t* state, const char* director
     } else {
       accel::ckpt::save_state(state->state, directory, objects);
     }
+  });
+}
+
+extern "C" int accel_state_save_state_async(accel_state_t* state, const char* directory, accel_model_t* const* models,
+                                            size_t num_models, accel_optimizer_t* const* optimizers, size_t num_optimizers,
+                                            accel_scheduler_t* const* schedulers, size_t num_schedulers,
+                                            accel_loader_t* const* loaders, size_t num_loaders) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    const auto objects = checkpoint_objects(*state, models, num_models, optimizers, num_optimizers, schedulers,
+                                            num_schedulers, loaders, num_loaders);
+    // The handle holds the state's background saves, so that freeing it waits for the one in flight.
+    if (!state->background_saves) state->background_saves = accel::ckpt::BackgroundSaves::of(state->state);
+    if (directory == nullptr) {
+      accel::ckpt::save_project_checkpoint_in_background(state->state, *state->background_saves, objects);
+    } else {
+      state->background_saves->start(state->state, directory, objects);
+    }
+  });
+}
+
+extern "C" int accel_state_wait_for_save(accel_state_t* state) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    accel::ckpt::wait_for_background_save(*state->state);
   });
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/background_save.hpp"
 #include "ckpt/checkpoint.hpp"
 #include "core/options.hpp"
 #include "data/dataset.hpp"
@@ -43,6 +44,9 @@ struct accel_state {
   std::shared_ptr<accel::distributed::State> state;
   // accel_state_register_for_checkpointing's objects, in registration order; they go with the handle.
   std::vector<std::unique_ptr<accel::ckpt::CustomObject>> custom_objects = {};
+  // Set by the first accel_state_save_state_async. Declared after `state`, so that it goes first: freeing
+  // the handle waits for the save in flight while the process group (rank 0 serves its store) still lives.
+  std::shared_ptr<accel::ckpt::BackgroundSaves> background_saves = {};
   ACCEL_HANDLE("accel_state_t");
 };
 

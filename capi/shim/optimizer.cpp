@@ -1,5 +1,6 @@
 #include "accel/optimizer.h"
 
+#include "ckpt/background_save.hpp"
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
 #include "train/training_options.hpp"
@@ -26,6 +27,7 @@ extern "C" void accel_optimizer_free(accel_optimizer_t* optimizer) { release(__f
 extern "C" int accel_optimizer_step(accel_optimizer_t* optimizer) {
   return guarded(__func__, [&] {
     require(optimizer, "optimizer");
+    accel::ckpt::report_background_save_failure(*optimizer->optimizer->accelerator()->state());
     optimizer->optimizer->step();
   });
 }

@@ -1,5 +1,6 @@
 #include "accel/state.h"
 
+#include "ckpt/background_save.hpp"
 #include "core/env.hpp"
 #include "distributed/seed.hpp"
 #include "shim/guard.hpp"
@@ -25,6 +26,7 @@ extern "C" void accel_state_free(accel_state_t* state) { release(__func__, state
 extern "C" int accel_state_shutdown(accel_state_t* state) {
   return guarded(__func__, [&] {
     require(state, "state");
+    accel::ckpt::wait_for_background_save(*state->state);  // rank 0's store goes with the group
     state->state->shutdown();
   });
 }

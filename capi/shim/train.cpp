@@ -1,5 +1,6 @@
 #include "accel/train.h"
 
+#include "ckpt/background_save.hpp"
 #include "ckpt/save_model.hpp"
 #include "train/autocast.hpp"
 #include "shim/guard.hpp"
@@ -24,6 +25,7 @@ extern "C" int accel_state_backward(accel_state_t* state, const accel_tensor_t* 
   return guarded(__func__, [&] {
     require(state, "state");
     require(loss, "loss");
+    accel::ckpt::report_background_save_failure(*state->state);
     accel::train::Accelerator::of(state->state)->backward(loss->tensor);
   });
 }
@@ -32,6 +34,7 @@ extern "C" int accel_state_backward_with_items(accel_state_t* state, const accel
   return guarded(__func__, [&] {
     require(state, "state");
     require(loss, "loss");
+    accel::ckpt::report_background_save_failure(*state->state);
     accel::train::Accelerator::of(state->state)->backward_with_items(loss->tensor, num_items);
   });
 }

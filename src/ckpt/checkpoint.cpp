@@ -3,22 +3,21 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cstring>
 #include <optional>
 
+#include "ckpt/background_save.hpp"
+#include "ckpt/checkpoint_snapshot.hpp"
 #include "ckpt/directory_swap.hpp"
 #include "ckpt/manifest.hpp"
 #include "ckpt/model_weights.hpp"
 #include "ckpt/rng_states.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
-#include "core/features.hpp"
 #include "core/timeline.hpp"
 #include "distributed/collectives.hpp"
 #include "data/loader_state.hpp"
 #include "formats/array_view.hpp"
 #include "formats/safetensors.hpp"
-#include "tracking/trackers.hpp"
 #include "train/archive.hpp"
 
 namespace accel::ckpt {
@@ -26,12 +25,6 @@ namespace accel::ckpt {
 namespace {
 
 std::string indexed(const char* kind, size_t index) { return std::string(kind) + "." + std::to_string(index); }
-
-at::Tensor bytes_tensor(const std::string& bytes) {
-  auto tensor = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
-  std::memcpy(tensor.data_ptr<uint8_t>(), bytes.data(), bytes.size());
-  return tensor;
-}
 
 std::string view_bytes(const formats::SafetensorsFile& file, const std::string& name, const std::string& path) {
   const formats::ArrayView& view = file.array(name);
@@ -43,57 +36,6 @@ std::string view_bytes(const formats::SafetensorsFile& file, const std::string& 
 
 bool name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
-}
-
-void write_shared_files(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects) {
-  for (size_t i = 0; i < objects.models.size(); ++i) {
-    formats::write_safetensors(join_path(directory, checkpoint_model_file(i)), stored_tensors(*objects.models[i]));
-  }
-  NamedTensors states;
-  for (size_t i = 0; i < objects.optimizers.size(); ++i) {
-    states.emplace_back(indexed("optimizer", i), bytes_tensor(objects.optimizers[i]->optimizer().save_state()));
-  }
-  for (size_t i = 0; i < objects.schedulers.size(); ++i) {
-    states.emplace_back(indexed("scheduler", i), bytes_tensor(objects.schedulers[i]->scheduler().save_state()));
-  }
-  train::GradScaler* scaler = train::Accelerator::of(state)->scaler();
-  if (scaler != nullptr) states.emplace_back("scaler", bytes_tensor(scaler->save_state()));
-  formats::write_safetensors(join_path(directory, kStatesFile), states);
-
-  Manifest manifest;
-  manifest.accel_version = version_string();
-  manifest.torch_version = torch_version();
-  manifest.world_size = state->launch().world_size;
-  manifest.step = state->gradient_state().step();
-  manifest.epoch = objects.loaders.empty() ? 0 : objects.loaders.front()->epoch();
-  manifest.num_models = static_cast<int64_t>(objects.models.size());
-  manifest.num_optimizers = static_cast<int64_t>(objects.optimizers.size());
-  manifest.num_schedulers = static_cast<int64_t>(objects.schedulers.size());
-  manifest.num_loaders = static_cast<int64_t>(objects.loaders.size());
-  manifest.has_scaler = scaler != nullptr;
-  for (const CustomObject* object : objects.custom) manifest.custom_objects.push_back(object->name);
-  if (const tracking::Trackers* trackers = tracking::find_trackers(*state)) {
-    manifest.tracker_run = trackers->run_name();
-    manifest.tracker_last_step = trackers->last_logged_step().value_or(-1);
-  }
-  write_manifest(join_path(directory, kManifestFile), manifest);
-}
-
-void write_rank_files(const std::string& directory, int32_t rank, const CheckpointObjects& objects,
-                      const std::vector<std::string>& custom_bytes) {
-  const std::string own = join_path(directory, rank_directory(rank));
-  create_directories(own);
-  NamedTensors states;
-  for (size_t i = 0; i < objects.loaders.size(); ++i) {
-    states.emplace_back(indexed("loader", i), bytes_tensor(objects.loaders[i]->save_state()));
-  }
-  for (auto& [generator, rng_state] : capture_rng_states()) states.emplace_back("rng." + generator, rng_state);
-  formats::write_safetensors(join_path(own, kStatesFile), states);
-  for (size_t i = 0; i < objects.custom.size(); ++i) {
-    AtomicFile file(join_path(own, custom_object_file(objects.custom[i]->name)));
-    file.write(custom_bytes[i].data(), custom_bytes[i].size());
-    file.commit();
-  }
 }
 
 void expect_count(const char* what, int64_t saved, size_t given, const std::string& path) {
@@ -191,36 +133,19 @@ void check_custom_object_name(const std::string& name) {
 }
 
 void save_state(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects) {
+  wait_for_background_save(*state);
   const timeline::Span span("save_state");
-  const std::string staging = directory + ".saving";
-  const bool main = state->launch().rank == 0;
-  // Called on some ranks only (under `if is_main_process`), both sides fail within seconds, naming it.
-  if (auto* group = state->group("save_state")) group->announce("save_state");
-  // The registered objects' bytes, before anything is written: one that cannot be saved on any rank
-  // fails the save on every rank, leaving the previous checkpoint and no staging folder.
-  std::vector<std::string> custom_bytes;
-  const auto save_custom = [&] {
-    for (const CustomObject* object : objects.custom) custom_bytes.push_back(object->save());
-  };
-  if (state->launch().world_size > 1) {
-    distributed::all_or_none(*state, save_custom, "cannot save a registered object, so no rank saves");
-  } else {
-    save_custom();
-  }
-  if (main) {
-    // Left over by a run killed while saving: never a checkpoint, as only a finished one is moved.
-    remove_all(staging);
-    create_directories(staging);
-  }
+  // The model's own tensors: nothing changes them before this call returns.
+  const CheckpointSnapshot snapshot = begin_save(state, directory, objects, /*copy_tensors=*/false);
+  const std::string staging = staging_directory(directory);
+  write_snapshot(snapshot, staging);
   state->wait_for_everyone();
-  write_rank_files(staging, state->launch().rank, objects, custom_bytes);
-  if (main) write_shared_files(state, staging, objects);
-  state->wait_for_everyone();
-  if (main) move_into_place(staging, directory);
+  if (state->launch().rank == 0) move_into_place(staging, directory);
   state->wait_for_everyone();
 }
 
 void load_state(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects) {
+  wait_for_background_save(*state);
   const timeline::Span span("load_state");
   train::GradScaler* scaler = train::Accelerator::of(state)->scaler();
   if (auto* group = state->group("load_state")) group->announce("load_state");

@@ -45,16 +45,19 @@ struct CheckpointObjects {
   std::vector<const CustomObject*> custom;  // registration order; restored in that order
 };
 
-// Collective. Writes into "<directory>.saving" (each rank its rank<r>/ part, the main process the rest),
-// waits for every rank, then the main process moves it into place: `directory`, if it already exists, is
-// replaced in one atomic exchange, so a run killed while saving leaves the previous checkpoint whole.
-// Registered objects are saved first, on every rank, before anything is written: a save function that
-// throws fails the call on every rank (all_or_none), naming the object, and leaves no staging folder.
+// Collective. First waits for the state's background save in flight (ckpt/background_save.hpp), throwing
+// its unreported failure instead of saving. Writes into "<directory>.saving" (each rank its rank<r>/
+// part, the main process the rest), waits for every rank, then the main process moves it into place:
+// `directory`, if it already exists, is replaced in one atomic exchange, so a run killed while saving
+// leaves the previous checkpoint whole. Registered objects are saved first, on every rank, before anything
+// is written: a save function that throws (or any other part of the snapshot, ckpt/checkpoint_snapshot.hpp)
+// fails the call on every rank (all_or_none), naming the object, and leaves no staging folder.
 // Throws Error(Io) naming the path on any file-system failure.
 void save_state(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects);
 
-// Reads and checks every file this rank needs (the manifest's world size and object counts, each model
-// tensor's name, shape and dtype, each saved state's format) before changing anything; then restores
+// Waits for the state's background save in flight first, as save_state. Reads and checks every file this
+// rank needs (the manifest's world size and object counts, each model tensor's name, shape and dtype,
+// each saved state's format) before changing anything; then restores
 // models, optimizers, schedulers, the grad scaler, loaders (they resume at the saved batch), this rank's
 // random generators and the accumulation counter. Collective: no rank restores anything unless every
 // rank's files passed. Throws Error(Io) for a missing file and Error(InvalidArgument) naming the file and

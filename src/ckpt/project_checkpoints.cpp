@@ -1,6 +1,7 @@
 #include "ckpt/project_checkpoints.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -39,6 +40,24 @@ void remove_beyond_limit(const std::string& directory, int64_t total_limit) {
   for (int64_t i = 0; i < excess; ++i) remove_all(existing[static_cast<size_t>(i)].second);
 }
 
+struct NextCheckpoint {
+  std::string directory;
+  std::function<void()> rotate;  // the main process's rotation once the checkpoint is in place; empty elsewhere
+};
+
+// The folder of the next numbered save, refused when it exists, with what to remove after it.
+NextCheckpoint next_checkpoint(const distributed::State& state) {
+  const std::string directory = checkpoints_dir(state);
+  const int64_t total_limit = state.options().get_int("total_limit");
+  if (total_limit < 0) fail(Code::InvalidArgument, "total_limit must be >= 0, got " + std::to_string(total_limit));
+  NextCheckpoint next{join_path(directory, kPrefix + std::to_string(state.checkpoint_iteration())), {}};
+  if (path_exists(next.directory)) {
+    fail(Code::Io, "checkpoint '" + next.directory + "' already exists; a numbered checkpoint is never overwritten");
+  }
+  if (state.launch().rank == 0 && total_limit > 0) next.rotate = [directory, total_limit] { remove_beyond_limit(directory, total_limit); };
+  return next;
+}
+
 }  // namespace
 
 std::optional<int64_t> checkpoint_number(const std::string& folder_name) {
@@ -52,21 +71,26 @@ std::optional<int64_t> checkpoint_number(const std::string& folder_name) {
 }
 
 void save_project_checkpoint(const std::shared_ptr<distributed::State>& state, const CheckpointObjects& objects) {
-  const std::string directory = checkpoints_dir(*state);
-  const int64_t total_limit = state->options().get_int("total_limit");
-  if (total_limit < 0) fail(Code::InvalidArgument, "total_limit must be >= 0, got " + std::to_string(total_limit));
-  const std::string target = join_path(directory, kPrefix + std::to_string(state->checkpoint_iteration()));
-  if (path_exists(target)) {
-    fail(Code::Io, "checkpoint '" + target + "' already exists; a numbered checkpoint is never overwritten");
-  }
-  save_state(state, target, objects);
+  wait_for_background_save(*state);
+  const NextCheckpoint next = next_checkpoint(*state);
+  save_state(state, next.directory, objects);
   state->set_checkpoint_iteration(state->checkpoint_iteration() + 1);
   // Only once the new checkpoint is in place (save_state returns after every rank's part is renamed into
   // it): a save that fails never costs an older one. Accelerate rotates before saving.
-  if (state->launch().rank == 0 && total_limit > 0) remove_beyond_limit(directory, total_limit);
+  if (next.rotate) next.rotate();
+}
+
+void save_project_checkpoint_in_background(const std::shared_ptr<distributed::State>& state, BackgroundSaves& saves,
+                                           const CheckpointObjects& objects) {
+  // The previous save's folder and rotation are done before this one is numbered and checked.
+  saves.wait();
+  NextCheckpoint next = next_checkpoint(*state);
+  saves.start(state, next.directory, objects, std::move(next.rotate));
+  state->set_checkpoint_iteration(state->checkpoint_iteration() + 1);
 }
 
 void load_latest_checkpoint(const std::shared_ptr<distributed::State>& state, const CheckpointObjects& objects) {
+  wait_for_background_save(*state);  // a save in flight may be the latest
   const std::string directory = checkpoints_dir(*state);
   const auto existing = numbered_checkpoints(directory);
   if (existing.empty()) fail(Code::Io, "no checkpoint_<i> folder in '" + directory + "' to load");

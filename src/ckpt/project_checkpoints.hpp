@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "ckpt/background_save.hpp"
 #include "ckpt/checkpoint.hpp"
 
 namespace accel::ckpt {
@@ -15,6 +16,12 @@ namespace accel::ckpt {
 // Error(InvalidArgument) when the state has no project_dir, or when total_limit is negative; Error(Io)
 // as save_state, and when the folder to write already exists (as Accelerate refuses to overwrite it).
 void save_project_checkpoint(const std::shared_ptr<distributed::State>& state, const CheckpointObjects& objects);
+
+// The same as a background save (BackgroundSaves::start): the previous save is waited for first, the
+// folder numbered and checked, the iteration moved on at once (a save that fails in the background leaves
+// its number unused), and rank 0's writer rotates once the new checkpoint is in place.
+void save_project_checkpoint_in_background(const std::shared_ptr<distributed::State>& state, BackgroundSaves& saves,
+                                           const CheckpointObjects& objects);
 
 // Loads the highest-numbered checkpoint of project_dir/checkpoints. Error(InvalidArgument) without a
 // project_dir, Error(Io) when there is no numbered checkpoint; load_state's errors.

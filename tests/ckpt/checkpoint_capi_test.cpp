@@ -1,9 +1,11 @@
 // save_state / load_state on one process through the C ABI: what a damaged, mismatched or half-written
 // checkpoint does (a clear error, and nothing restored), and that saving replaces a checkpoint whole.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -380,4 +382,151 @@ TEST_F(CheckpointCapi, AFailedNumberedSaveCostsNoOlderCheckpoint) {
   EXPECT_TRUE(path_exists(project + "/checkpoints/checkpoint_1"));
   EXPECT_TRUE(path_exists(project + "/checkpoints/checkpoint_2"));
   remove_all(project);
+}
+
+// Background saving on one process (the 2-process checks are in background_save_test.sh).
+namespace {
+
+int save_async(accel_state_t* state, accel_model_t* model, accel_optimizer_t* optimizer, const char* path) {
+  return accel_state_save_state_async(state, path, &model, 1, &optimizer, 1, nullptr, 0, nullptr, 0);
+}
+
+// Makes every file write of this process fail with EFBIG (root too), as a full disk would, until it goes.
+class FileWritesFail {
+ public:
+  FileWritesFail() {
+    previous_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    ::getrlimit(RLIMIT_FSIZE, &previous_);
+    struct rlimit none = previous_;
+    none.rlim_cur = 0;
+    ::setrlimit(RLIMIT_FSIZE, &none);
+  }
+  ~FileWritesFail() {
+    ::setrlimit(RLIMIT_FSIZE, &previous_);
+    std::signal(SIGXFSZ, previous_handler_);
+  }
+
+ private:
+  struct rlimit previous_;
+  void (*previous_handler_)(int);
+};
+
+}  // namespace
+
+// The snapshot is taken during the call: a change right after it does not reach the files, which are the
+// same bytes as a blocking save's at that moment.
+TEST_F(CheckpointCapi, ABackgroundSaveHoldsTheObjectsAsTheyWereAtTheCall) {
+  first_weight() = 1.0f;
+  const std::string blocking = directory + "/blocking", background = directory + "/background";
+  ASSERT_EQ(save(blocking), ACCEL_OK) << last_error();
+  ASSERT_EQ(save_async(state, model, optimizer, background.c_str()), ACCEL_OK) << last_error();
+  first_weight() = 2.0f;
+  ASSERT_EQ(accel_state_wait_for_save(state), ACCEL_OK) << last_error();
+  EXPECT_FALSE(path_exists(background + ".saving"));
+  for (const char* file : {"model.safetensors", "states.safetensors", "rank0/states.safetensors", "metadata.json"}) {
+    EXPECT_EQ(accel::read_file(blocking + "/" + file), accel::read_file(background + "/" + file)) << file;
+  }
+  ASSERT_EQ(load(background), ACCEL_OK) << last_error();
+  EXPECT_EQ(first_weight(), 1.0f);
+  EXPECT_EQ(accel_state_wait_for_save(state), ACCEL_OK);  // nothing in flight: at once
+}
+
+// One snapshot in flight: a second save returns only once the first is in place.
+TEST_F(CheckpointCapi, ASaveWhileABackgroundSaveIsInFlightWaitsForIt) {
+  const std::string first = directory + "/first", second = directory + "/second";
+  first_weight() = 1.0f;
+  ASSERT_EQ(save_async(state, model, optimizer, first.c_str()), ACCEL_OK) << last_error();
+  first_weight() = 2.0f;
+  ASSERT_EQ(save_async(state, model, optimizer, second.c_str()), ACCEL_OK) << last_error();
+  EXPECT_TRUE(path_exists(first + "/metadata.json"));
+  EXPECT_FALSE(path_exists(first + ".saving"));
+  first_weight() = 3.0f;
+  ASSERT_EQ(load(second), ACCEL_OK) << last_error();  // load waits too
+  EXPECT_EQ(first_weight(), 2.0f);
+  ASSERT_EQ(load(first), ACCEL_OK) << last_error();
+  EXPECT_EQ(first_weight(), 1.0f);
+}
+
+TEST_F(CheckpointCapi, FreeingTheStateWaitsForTheBackgroundSave) {
+  const std::string path = directory + "/at_free";
+  ASSERT_EQ(save_async(state, model, optimizer, path.c_str()), ACCEL_OK) << last_error();
+  stop();
+  EXPECT_TRUE(path_exists(path + "/metadata.json"));
+  EXPECT_FALSE(path_exists(path + ".saving"));
+}
+
+// A write that fails in the background: the previous checkpoint stays, the staging folder goes, and the
+// next reporting call (here the optimizer step) returns the failure once, doing nothing else.
+TEST_F(CheckpointCapi, ABackgroundFailureIsReportedOnceByTheNextCallAndKeepsThePreviousCheckpoint) {
+  const std::string path = saved_then_changed();  // w1[0] = 1 saved, 2 now
+  {
+    const FileWritesFail full_disk;
+    ASSERT_EQ(save_async(state, model, optimizer, path.c_str()), ACCEL_OK) << last_error();
+    int code = ACCEL_OK;
+    for (int i = 0; i < 1000 && code == ACCEL_OK; ++i) {
+      code = accel_optimizer_step(optimizer);  // no gradients: changes nothing
+      if (code == ACCEL_OK) ::usleep(10000);
+    }
+    EXPECT_EQ(code, ACCEL_ERR_IO);
+    EXPECT_NE(last_error().find("the background save to '" + path + "' failed: rank 0: "), std::string::npos) << last_error();
+    EXPECT_NE(last_error().find(path + ".saving/"), std::string::npos) << last_error();
+    EXPECT_NE(last_error().find("previous checkpoint there, if any, is intact"), std::string::npos) << last_error();
+  }
+  EXPECT_EQ(accel_state_wait_for_save(state), ACCEL_OK) << last_error();  // reported once
+  EXPECT_EQ(accel_optimizer_step(optimizer), ACCEL_OK) << last_error();
+  EXPECT_FALSE(path_exists(path + ".saving"));
+  ASSERT_EQ(load(path), ACCEL_OK) << last_error();
+  EXPECT_EQ(first_weight(), 1.0f);
+
+  // The same failure through wait_for_save, and a save reporting it instead of saving.
+  {
+    const FileWritesFail full_disk;
+    ASSERT_EQ(save_async(state, model, optimizer, path.c_str()), ACCEL_OK) << last_error();
+    EXPECT_EQ(accel_state_wait_for_save(state), ACCEL_ERR_IO);
+    EXPECT_EQ(accel_state_wait_for_save(state), ACCEL_OK);
+    ASSERT_EQ(save_async(state, model, optimizer, path.c_str()), ACCEL_OK) << last_error();
+    const std::string other = directory + "/other";
+    EXPECT_EQ(save(other), ACCEL_ERR_IO);  // waits, reports, and writes nothing
+    EXPECT_NE(last_error().find("the background save to '" + path + "' failed"), std::string::npos) << last_error();
+    EXPECT_FALSE(path_exists(other + ".saving"));
+  }
+  ASSERT_EQ(save(directory + "/other"), ACCEL_OK) << last_error();
+  ASSERT_EQ(load(path), ACCEL_OK) << last_error();
+  EXPECT_EQ(first_weight(), 1.0f);
+}
+
+TEST_F(CheckpointCapi, NumberedBackgroundSavesRotateOnceInPlace) {
+  stop();
+  accel_options_t* options = nullptr;
+  ASSERT_EQ(accel_options_new(&options), ACCEL_OK);
+  const std::string project = tiny_models::temp_file("project_background");
+  remove_all(project);
+  ASSERT_EQ(accel_options_set_string(options, "project_dir", project.c_str()), ACCEL_OK);
+  ASSERT_EQ(accel_options_set_int(options, "total_limit", 2), ACCEL_OK);
+  start(options);
+  accel_options_free(options);
+  for (int i = 0; i < 3; ++i) {
+    first_weight() = static_cast<float>(i);
+    ASSERT_EQ(save_async(state, model, optimizer, nullptr), ACCEL_OK) << last_error();
+  }
+  first_weight() = -1.0f;
+  ASSERT_EQ(accel_state_load_state(state, nullptr, &model, 1, &optimizer, 1, nullptr, 0, nullptr, 0), ACCEL_OK)
+      << last_error();
+  EXPECT_EQ(first_weight(), 2.0f);
+  EXPECT_FALSE(path_exists(project + "/checkpoints/checkpoint_0"));
+  EXPECT_TRUE(path_exists(project + "/checkpoints/checkpoint_1"));
+  EXPECT_TRUE(path_exists(project + "/checkpoints/checkpoint_2"));
+  remove_all(project);
+}
+
+TEST_F(CheckpointCapi, BackgroundSaveArgumentsAreChecked) {
+  EXPECT_EQ(accel_state_save_state_async(nullptr, directory.c_str(), nullptr, 0, nullptr, 0, nullptr, 0, nullptr, 0),
+            ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_state_save_state_async(state, directory.c_str(), nullptr, 1, nullptr, 0, nullptr, 0, nullptr, 0),
+            ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_state_save_state_async(state, nullptr, nullptr, 0, nullptr, 0, nullptr, 0, nullptr, 0),
+            ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("no project_dir"), std::string::npos) << last_error();
+  EXPECT_EQ(accel_state_wait_for_save(nullptr), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_state_wait_for_save(state), ACCEL_OK);
 }

@@ -5,6 +5,12 @@
 //   resume_worker save STEPS CHECKPOINT     STEPS steps from the start, then accel_state_save_state
 //   resume_worker resume STEPS CHECKPOINT OUT   accel_state_load_state, STEPS more steps, the model into OUT
 //   resume_worker refuse 0 CHECKPOINT       accel_state_load_state must fail on every rank (exit 0 if so)
+//   resume_worker background STEPS CHECKPOINT   STEPS steps, accel_state_save_state_async, STEPS more steps
+//                                           while it writes, then accel_state_wait_for_save
+//   resume_worker background_fails STEPS CHECKPOINT   STEPS steps, accel_state_save_state, one more step, then
+//                                           a background save while rank 1's file writes fail: every rank
+//                                           must report it ("rank <r> reported: ..." on stderr) and load the
+//                                           checkpoint of step STEPS (background_save_test.sh)
 //   resume_worker restartable STEPS PROJECT OUT   STEPS steps with numbered checkpoints in PROJECT every
 //                                           kCheckpointEvery steps, the model into OUT; under `accel launch
 //                                           --max-restarts`, rank 1 of the first attempt SIGKILLs itself after
@@ -14,12 +20,14 @@
 // AdamW keeps moments, a linear schedule moves the lr, and each step adds noise from torch's default
 // generator to the inputs (the per-rank RNG state), so leaving any of them out changes the result.
 #include <ATen/ATen.h>
+#include <sys/resource.h>
 
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -156,10 +164,71 @@ void train_step(Training& run) {
   accel_batch_free(batch);
 }
 
+void release(Training& run) {
+  accel_scheduler_free(run.scheduler);
+  accel_optimizer_free(run.optimizer);
+  accel_model_free(run.model);
+  accel_loader_free(run.loader);
+  accel_state_free(run.state);
+  run = Training{};
+}
+
+void finish(Training& run) {
+  check(accel_state_shutdown(run.state), "accel_state_shutdown");
+  release(run);
+}
+
 int checkpoint_call(int (*call)(accel_state_t*, const char*, accel_model_t* const*, size_t, accel_optimizer_t* const*,
                                 size_t, accel_scheduler_t* const*, size_t, accel_loader_t* const*, size_t),
                     Training& run, const char* directory) {
   return call(run.state, directory, &run.model, 1, &run.optimizer, 1, &run.scheduler, 1, &run.loader, 1);
+}
+
+// Every file write of this process fails with EFBIG from here on (root too), as on a full disk; the
+// previous limit comes back with restore().
+struct FullDisk {
+  struct rlimit previous {};
+  FullDisk() {
+    std::signal(SIGXFSZ, SIG_IGN);
+    ::getrlimit(RLIMIT_FSIZE, &previous);
+    struct rlimit none = previous;
+    none.rlim_cur = 0;
+    ::setrlimit(RLIMIT_FSIZE, &none);
+  }
+  void restore() const { ::setrlimit(RLIMIT_FSIZE, &previous); }
+};
+
+int background_save(Training& run, bool fails, long steps, const char* checkpoint) {
+  const auto rank = static_cast<int>(accel_state_process_index(run.state));
+  for (long step = 1; step <= steps; ++step) train_step(run);
+  if (!fails) {
+    check(checkpoint_call(accel_state_save_state_async, run, checkpoint), "accel_state_save_state_async");
+    // Everything the snapshot holds moves on meanwhile: parameters, moments, lr, loader, generators, counter.
+    for (long step = 1; step <= steps; ++step) train_step(run);
+    check(accel_state_wait_for_save(run.state), "accel_state_wait_for_save");
+    return 0;
+  }
+  check(checkpoint_call(accel_state_save_state, run, checkpoint), "accel_state_save_state");
+  train_step(run);
+  std::unique_ptr<FullDisk> full;
+  if (rank == 1) full = std::make_unique<FullDisk>();
+  check(checkpoint_call(accel_state_save_state_async, run, checkpoint), "accel_state_save_state_async");
+  const int code = accel_state_wait_for_save(run.state);
+  if (full) full->restore();
+  if (code != ACCEL_ERR_IO) {
+    std::fprintf(stderr, "rank %d: accel_state_wait_for_save returned %d, not ACCEL_ERR_IO: %s\n", rank, code, accel_error_last());
+    return 1;
+  }
+  std::fprintf(stderr, "rank %d reported: %s\n", rank, accel_error_last());
+  check(accel_state_wait_for_save(run.state), "accel_state_wait_for_save (the failure reported already)");
+  // Loaded into fresh objects, as a restarted run would (the loader is in the middle of an epoch here);
+  // made before the old ones go, so that the process group stays.
+  Training fresh = start_training(nullptr);
+  release(run);
+  run = fresh;
+  check(checkpoint_call(accel_state_load_state, run, checkpoint), "accel_state_load_state");
+  expect_counter(run.state, steps);  // the checkpoint of step STEPS, not the failed one of step STEPS + 1
+  return 0;
 }
 
 }  // namespace
@@ -168,16 +237,23 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 3 ? argv[1] : "";
   const bool restartable = mode == "restartable";
   const bool with_out = mode == "resume" || restartable;
+  const bool background = mode == "background" || mode == "background_fails";
   const bool argc_fits = with_out ? argc == 5 : (argc == 4 || (mode == "train" && argc == 5));
-  if ((mode != "train" && mode != "save" && mode != "refuse" && !with_out) || !argc_fits) {
+  if ((mode != "train" && mode != "save" && mode != "refuse" && !background && !with_out) || !argc_fits) {
     std::fprintf(stderr,
-                 "usage: %s train STEPS DIR [MAX_SHARD_SIZE], save|refuse STEPS DIR, resume STEPS CHECKPOINT OUT, "
-                 "or restartable STEPS PROJECT OUT\n",
+                 "usage: %s train STEPS DIR [MAX_SHARD_SIZE], save|refuse|background|background_fails STEPS DIR, "
+                 "resume STEPS CHECKPOINT OUT, or restartable STEPS PROJECT OUT\n",
                  argv[0]);
     return 2;
   }
   const long steps = std::strtol(argv[2], nullptr, 10);
   Training run = start_training(restartable ? argv[3] : nullptr);
+  if (background) {
+    const int status = background_save(run, mode == "background_fails", steps, argv[3]);
+    if (status != 0) return status;
+    finish(run);
+    return 0;
+  }
   if (mode == "refuse") {
     if (checkpoint_call(accel_state_load_state, run, argv[3]) == ACCEL_OK) {
       std::fprintf(stderr, "accel_state_load_state accepted a damaged checkpoint\n");
@@ -216,11 +292,6 @@ int main(int argc, char** argv) {
     check(accel_state_save_model(run.state, run.model, mode == "train" ? argv[3] : argv[4], max_shard_size),
           "accel_state_save_model");
   }
-  accel_scheduler_free(run.scheduler);
-  accel_optimizer_free(run.optimizer);
-  accel_model_free(run.model);
-  accel_loader_free(run.loader);
-  check(accel_state_shutdown(run.state), "accel_state_shutdown");
-  accel_state_free(run.state);
+  finish(run);
   return 0;
 }

@@ -249,6 +249,8 @@ typedef int (*accel_save_object_fn)(accel_sink_t *sink, void *payload);
 typedef int (*accel_load_object_fn)(const void *data, size_t size, void *payload);
 int accel_state_register_for_checkpointing(accel_state_t *state, const char *name, accel_save_object_fn save, accel_load_object_fn load, void *payload);
 int accel_state_save_state(accel_state_t *state, const char *directory, accel_model_t *const *models, size_t num_models, accel_optimizer_t *const *optimizers, size_t num_optimizers, accel_scheduler_t *const *schedulers, size_t num_schedulers, accel_loader_t *const *loaders, size_t num_loaders);
+int accel_state_save_state_async(accel_state_t *state, const char *directory, accel_model_t *const *models, size_t num_models, accel_optimizer_t *const *optimizers, size_t num_optimizers, accel_scheduler_t *const *schedulers, size_t num_schedulers, accel_loader_t *const *loaders, size_t num_loaders);
+int accel_state_wait_for_save(accel_state_t *state);
 int accel_state_load_state(accel_state_t *state, const char *directory, accel_model_t *const *models, size_t num_models, accel_optimizer_t *const *optimizers, size_t num_optimizers, accel_scheduler_t *const *schedulers, size_t num_schedulers, accel_loader_t *const *loaders, size_t num_loaders);
 """),
     ("ATen/dlpack.h", """

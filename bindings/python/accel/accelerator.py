@@ -488,6 +488,21 @@ class Accelerator(Handle):
         directory = ffi.NULL if output_dir is None else str(output_dir).encode()
         check(lib.accel_state_save_state(self.pointer, directory, *self._prepared_arrays()), self._checkpoint_callbacks)
 
+    def save_state_async(self, output_dir=None):
+        """save_state in the background: the objects are captured before it returns (the models' tensors
+        copied to host memory, about one checkpoint's size), then a thread writes them and moves the
+        checkpoint into place once every rank's part is written, while training goes on. A save already in
+        flight is waited for first. A failure in the background is raised once, by the next save_state,
+        save_state_async, load_state or wait_for_save (which wait for it), or by backward or an optimizer
+        step, which then do nothing else; the previous checkpoint stays."""
+        directory = ffi.NULL if output_dir is None else str(output_dir).encode()
+        check(lib.accel_state_save_state_async(self.pointer, directory, *self._prepared_arrays()),
+              self._checkpoint_callbacks)
+
+    def wait_for_save(self):
+        """Waits for the background save in flight, if any; raises its failure if nothing reported it."""
+        check(lib.accel_state_wait_for_save(self.pointer))
+
     def load_state(self, input_dir=None):
         """Restores what save_state wrote (without input_dir: project_dir's highest-numbered checkpoint)
         into the objects prepared in the same order; everything is checked first, so on an error nothing

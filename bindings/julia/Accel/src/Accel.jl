@@ -49,7 +49,7 @@ export num_processes, process_index, local_process_index, num_local_processes, i
 export dtype, element_size, unsafe_array, to_dlpack, from_dlpack, delete_dlpack
 export gather, gather_bytes, reduce_across, reduce_named, broadcast_from!, pad_across_processes, gather_for_metrics
 export split_range, split_tensor, main_process_first, local_main_process_first, send_to_device
-export safetensors_dataset, npy_dataset, num_samples, num_batches, epoch, set_epoch!, skip_first_batches!, end_of_dataloader, remainder, save_state, load_state!, register_for_checkpointing!
+export safetensors_dataset, npy_dataset, num_samples, num_batches, epoch, set_epoch!, skip_first_batches!, end_of_dataloader, remainder, save_state, save_state_async, wait_for_save, load_state!, register_for_checkpointing!
 export compute_loss
 export prepare_model!, forward, evaluate, train!, is_training, parameter_names, parameter, buffer_names,
     buffer, grad_sync_stat, unwrap_model, save_torchscript, load_weights!

@@ -1,5 +1,6 @@
-# capi/accel/checkpoint.h: register_for_checkpointing!, save_state and load_state!. The objects' order is
-# part of the checkpoint: load with the same lists, in the same order, as at save.
+# capi/accel/checkpoint.h: register_for_checkpointing!, save_state, save_state_async, wait_for_save and
+# load_state!. The objects' order is part of the checkpoint: load with the same lists, in the same order,
+# as at save.
 
 """Opaque C type `accel_sink_t`, only pointed to: where a save callback hands its bytes over."""
 mutable struct accel_sink_t end
@@ -70,6 +71,29 @@ function save_state(state::State, directory::AbstractString; models=Model[], opt
         check_checkpoint_call(state, code)
     end
 end
+
+"""save_state in the background: the objects are captured before it returns (the models' tensors copied to
+host memory, about one checkpoint's size), then a thread writes them and moves the checkpoint into place
+once every rank's part is written, while training goes on. A save already in flight is waited for first.
+A failure in the background is thrown once, by the next save_state, save_state_async, load_state!,
+wait_for_save or shutdown (which wait for it), or by backward or an optimizer step, which then do nothing
+else; the previous checkpoint stays."""
+function save_state_async(state::State, directory::AbstractString; models=Model[], optimizers=Optimizer[],
+                          schedulers=Scheduler[], loaders=Loader[])
+    handles = (models, optimizers, schedulers, loaders)
+    model_ptrs, optimizer_ptrs, scheduler_ptrs, loader_ptrs = checkpoint_pointers(handles...)
+    GC.@preserve handles begin
+        code = ccall((:accel_state_save_state_async, libaccel), Cint,
+            (Ptr{accel_state_t}, Cstring, Ptr{Ptr{accel_model_t}}, Csize_t, Ptr{Ptr{accel_optimizer_t}}, Csize_t,
+             Ptr{Ptr{accel_scheduler_t}}, Csize_t, Ptr{Ptr{accel_loader_t}}, Csize_t),
+            state, directory, model_ptrs, length(model_ptrs), optimizer_ptrs, length(optimizer_ptrs),
+            scheduler_ptrs, length(scheduler_ptrs), loader_ptrs, length(loader_ptrs))
+        check_checkpoint_call(state, code)
+    end
+end
+
+"""Waits for the background save in flight, if any; throws its failure if nothing reported it yet."""
+wait_for_save(state::State) = @check ccall((:accel_state_wait_for_save, libaccel), Cint, (Ptr{accel_state_t},), state)
 
 """Restores what save_state wrote into the same objects; everything is checked first, so on an error
 nothing has changed."""

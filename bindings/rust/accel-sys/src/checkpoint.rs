@@ -1,4 +1,4 @@
-//! capi/accel/checkpoint.h: register_for_checkpointing, save_state and load_state.
+//! capi/accel/checkpoint.h: register_for_checkpointing, save_state (blocking or in the background) and load_state.
 use std::os::raw::{c_char, c_int, c_void};
 
 use crate::{accel_loader_t, accel_model_t, accel_optimizer_t, accel_scheduler_t, accel_state_t};
@@ -32,6 +32,19 @@ extern "C" {
         loaders: *const *mut accel_loader_t,
         num_loaders: usize,
     ) -> c_int;
+    pub fn accel_state_save_state_async(
+        state: *mut accel_state_t,
+        directory: *const c_char,
+        models: *const *mut accel_model_t,
+        num_models: usize,
+        optimizers: *const *mut accel_optimizer_t,
+        num_optimizers: usize,
+        schedulers: *const *mut accel_scheduler_t,
+        num_schedulers: usize,
+        loaders: *const *mut accel_loader_t,
+        num_loaders: usize,
+    ) -> c_int;
+    pub fn accel_state_wait_for_save(state: *mut accel_state_t) -> c_int;
     pub fn accel_state_load_state(
         state: *mut accel_state_t,
         directory: *const c_char,

@@ -1,4 +1,5 @@
-//! Checkpoints (capi/accel/checkpoint.h): register_for_checkpointing, save_state and load_state.
+//! Checkpoints (capi/accel/checkpoint.h): register_for_checkpointing, save_state (blocking or in the
+//! background) and load_state.
 use std::os::raw::{c_int, c_void};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -75,6 +76,22 @@ impl State {
     /// accumulation step into `directory` (collective; written aside, then moved into place atomically).
     pub fn save_state(&self, directory: impl AsRef<Path>, objects: &Checkpointed) -> Result<()> {
         self.checkpoint(sys::accel_state_save_state, directory.as_ref(), objects)
+    }
+
+    /// save_state in the background: the objects are captured before it returns (the models' tensors
+    /// copied to host memory, about one checkpoint's size), then a thread writes them and moves the
+    /// checkpoint into place once every rank's part is written, while training goes on. A save already in
+    /// flight is waited for first. A failure in the background is returned once, by the next save_state,
+    /// save_state_async, load_state, wait_for_save or shutdown (which wait for it), or by backward or an
+    /// optimizer step, which then do nothing else; the previous checkpoint stays. Dropping the last
+    /// handle of the state waits for the save.
+    pub fn save_state_async(&self, directory: impl AsRef<Path>, objects: &Checkpointed) -> Result<()> {
+        self.checkpoint(sys::accel_state_save_state_async, directory.as_ref(), objects)
+    }
+
+    /// Waits for the background save in flight, if any, and returns its failure if nothing reported it.
+    pub fn wait_for_save(&self) -> Result<()> {
+        one_at_a_time(|| check(unsafe { sys::accel_state_wait_for_save(self.as_ptr()) }))
     }
 
     /// Restores what save_state wrote into the same objects; everything is checked first, so on an

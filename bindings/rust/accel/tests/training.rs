@@ -147,6 +147,8 @@ fn training_lowers_the_loss_and_is_tracked_and_saved() {
     let saved = model.parameter(1).unwrap().to_vec::<f32>().unwrap();
     let objects = Checkpointed { models: &[&model], optimizers: &[&optimizer], schedulers: &[&scheduler], loaders: &[&loader] };
     state.save_state(dir.join("checkpoint"), &objects).unwrap();
+    // The same in the background: captured now, so the training below does not reach it.
+    state.save_state_async(dir.join("background"), &objects).unwrap();
     // The schedule has reached 0: a rate set by hand makes the next epoch move the parameters.
     for group in 0..optimizer.num_groups() {
         optimizer.set_lr(group, 0.05).unwrap();
@@ -163,6 +165,9 @@ fn training_lowers_the_loss_and_is_tracked_and_saved() {
     }
     assert_ne!(model.parameter(1).unwrap().to_vec::<f32>().unwrap(), saved);
     let objects = Checkpointed { models: &[&model], optimizers: &[&optimizer], schedulers: &[&scheduler], loaders: &[&loader] };
+    state.wait_for_save().unwrap();
+    state.load_state(dir.join("background"), &objects).unwrap();
+    assert_eq!(model.parameter(1).unwrap().to_vec::<f32>().unwrap(), saved);
     state.load_state(dir.join("checkpoint"), &objects).unwrap();
     assert_eq!(model.parameter(1).unwrap().to_vec::<f32>().unwrap(), saved);
     assert_eq!(scheduler.step_count(), 40);

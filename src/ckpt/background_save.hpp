@@ -1,0 +1,93 @@
+// Background checkpoint saving (accel_state_save_state_async): the snapshot is taken on the caller's
+// thread, then a thread of its own writes it and moves it into place while training goes on.
+//
+// Completion without collectives: the process group is not thread-safe and its collectives must come in
+// the same order on every rank, so the writer never uses it. Each rank's writer posts its outcome to the
+// rendezvous store over a connection of its own (distributed/store_client.hpp); rank 0's writer waits for
+// every rank's, moves the folder into place only when every part was written, and posts the verdict, which
+// every writer reads before it ends. So every rank ends with the same outcome, and a failure on any rank
+// leaves the previous checkpoint where it was.
+//
+// Memory: one snapshot in flight at most (a new save first waits for the previous one), about one
+// checkpoint's size in host memory: the models' tensors copied, optimizer, scheduler, scaler and loader
+// states serialised, random states and registered objects' bytes. It goes once its files are written.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "ckpt/checkpoint.hpp"
+#include "core/error.hpp"
+
+namespace accel::ckpt {
+
+// The background saves of one process state: at most one in flight, and the failure of the last one until
+// a call reports it.
+class BackgroundSaves {
+ public:
+  // The state's (made on first use; it lives while someone holds it: the C API's state handles do).
+  // Thread-safe.
+  static std::shared_ptr<BackgroundSaves> of(const std::shared_ptr<distributed::State>& state);
+  // The state's, or nullptr when it has none alive. Thread-safe.
+  static std::shared_ptr<BackgroundSaves> find(const distributed::State& state);
+  // Waits for the save in flight; a failure no call reported is written to stderr, as nobody else can.
+  ~BackgroundSaves();
+  BackgroundSaves(const BackgroundSaves&) = delete;
+  BackgroundSaves& operator=(const BackgroundSaves&) = delete;
+
+  // Collective, on the thread that trains. Waits for the previous save (throwing its failure, if no call
+  // reported it, instead of saving), takes the snapshot (begin_save: a failure there fails the call on every
+  // rank and changes nothing), then returns while a thread writes "<directory>.saving" and moves it to
+  // directory once every rank's part is written. after_move runs on rank 0's writer, once the checkpoint is
+  // in place (project rotation). The failures of the writing are recorded for a later call to throw.
+  void start(const std::shared_ptr<distributed::State>& state, const std::string& directory,
+             const CheckpointObjects& objects, std::function<void()> after_move = {});
+  // Waits for the save in flight, if any; then throws the failure of the last one if no call reported it
+  // yet (once: the next call finds none).
+  void wait();
+  // The same without waiting: throws a recorded failure, once, or returns.
+  void take_failure();
+  // Waits; then a failure no call reported goes to stderr, as nobody else will say it (process exit).
+  void finish_unheard(const char* when);
+
+ private:
+  struct Job;
+  explicit BackgroundSaves(const std::shared_ptr<distributed::State>& state);
+  bool serves(const distributed::State& state) const;
+  void join();
+  // The writer thread's whole work; records the verdict.
+  void run(Job& job);
+  // The verdict of every rank's outcome, agreed through the store: "" or an encoded failure.
+  std::string agree(Job& job, const std::string& own);
+  // Rank 0, once every rank's outcome is known: moves the checkpoint into place when none failed.
+  std::string conclude(Job& job, const std::string& failures);
+  void record(const Error& failure);
+
+  std::weak_ptr<distributed::State> owner_;
+  // What the writer needs of the state, copied: it never touches the state itself.
+  int32_t rank_;
+  int32_t world_size_;
+  std::string master_addr_;
+  uint16_t master_port_;
+  std::chrono::milliseconds timeout_;
+
+  std::mutex thread_mutex_;  // guards thread_: joined by the training thread, or at exit
+  std::thread thread_;
+  std::mutex failure_mutex_;  // guards failure_: recorded by the writer, taken by the training thread
+  std::optional<Error> failure_;
+};
+
+// Waits for the state's background save in flight, if any; then throws its failure, once, if no call
+// reported it yet. save_state, load_state and the numbered checkpoints call it first.
+void wait_for_background_save(const distributed::State& state);
+// Throws the recorded failure of the state's background save, once, without waiting; a relaxed atomic load
+// when there is none anywhere.
+void report_background_save_failure(const distributed::State& state);
+
+}  // namespace accel::ckpt

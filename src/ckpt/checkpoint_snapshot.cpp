@@ -1,0 +1,144 @@
+#include "ckpt/checkpoint_snapshot.hpp"
+
+#include <ATen/ATen.h>
+
+#include <cstring>
+
+#include "ckpt/model_weights.hpp"
+#include "ckpt/rng_states.hpp"
+#include "core/error.hpp"
+#include "core/features.hpp"
+#include "core/files.hpp"
+#include "distributed/collectives.hpp"
+#include "formats/safetensors.hpp"
+#include "tracking/trackers.hpp"
+#include "train/accelerator.hpp"
+
+namespace accel::ckpt {
+
+namespace {
+
+std::string indexed(const char* kind, size_t index) { return std::string(kind) + "." + std::to_string(index); }
+
+at::Tensor bytes_tensor(const std::string& bytes) {
+  auto tensor = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+  std::memcpy(tensor.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  return tensor;
+}
+
+// A copy in host memory, contiguous, that later in-place updates of the model do not reach.
+at::Tensor host_copy(const at::Tensor& tensor) {
+  return tensor.detach().to(tensor.options().device(at::kCPU), /*non_blocking=*/false, /*copy=*/true,
+                            at::MemoryFormat::Contiguous);
+}
+
+Manifest manifest_of(distributed::State& state, const CheckpointObjects& objects, bool has_scaler) {
+  Manifest manifest;
+  manifest.accel_version = version_string();
+  manifest.torch_version = torch_version();
+  manifest.world_size = state.launch().world_size;
+  manifest.step = state.gradient_state().step();
+  manifest.epoch = objects.loaders.empty() ? 0 : objects.loaders.front()->epoch();
+  manifest.num_models = static_cast<int64_t>(objects.models.size());
+  manifest.num_optimizers = static_cast<int64_t>(objects.optimizers.size());
+  manifest.num_schedulers = static_cast<int64_t>(objects.schedulers.size());
+  manifest.num_loaders = static_cast<int64_t>(objects.loaders.size());
+  manifest.has_scaler = has_scaler;
+  for (const CustomObject* object : objects.custom) manifest.custom_objects.push_back(object->name);
+  if (const tracking::Trackers* trackers = tracking::find_trackers(state)) {
+    manifest.tracker_run = trackers->run_name();
+    manifest.tracker_last_step = trackers->last_logged_step().value_or(-1);
+  }
+  return manifest;
+}
+
+}  // namespace
+
+CheckpointSnapshot take_snapshot(const std::shared_ptr<distributed::State>& state, const CheckpointObjects& objects,
+                                 bool copy_tensors) {
+  CheckpointSnapshot snapshot;
+  snapshot.rank = state->launch().rank;
+  // The registered objects first: one that cannot be saved fails the save before anything is captured.
+  for (const CustomObject* object : objects.custom) {
+    snapshot.custom_files.emplace_back(custom_object_file(object->name), object->save());
+  }
+  for (size_t i = 0; i < objects.loaders.size(); ++i) {
+    snapshot.rank_states.emplace_back(indexed("loader", i), bytes_tensor(objects.loaders[i]->save_state()));
+  }
+  for (auto& [generator, rng_state] : capture_rng_states()) snapshot.rank_states.emplace_back("rng." + generator, rng_state);
+  if (snapshot.rank != 0) return snapshot;
+
+  for (const train::Model* model : objects.models) {
+    NamedTensors tensors = stored_tensors(*model);
+    if (copy_tensors) {
+      for (auto& entry : tensors) entry.second = host_copy(entry.second);
+    }
+    snapshot.models.push_back(std::move(tensors));
+  }
+  for (size_t i = 0; i < objects.optimizers.size(); ++i) {
+    snapshot.shared_states.emplace_back(indexed("optimizer", i), bytes_tensor(objects.optimizers[i]->optimizer().save_state()));
+  }
+  for (size_t i = 0; i < objects.schedulers.size(); ++i) {
+    snapshot.shared_states.emplace_back(indexed("scheduler", i), bytes_tensor(objects.schedulers[i]->scheduler().save_state()));
+  }
+  train::GradScaler* scaler = train::Accelerator::of(state)->scaler();
+  if (scaler != nullptr) snapshot.shared_states.emplace_back("scaler", bytes_tensor(scaler->save_state()));
+  snapshot.manifest = manifest_of(*state, objects, scaler != nullptr);
+  return snapshot;
+}
+
+void write_snapshot(const CheckpointSnapshot& snapshot, const std::string& directory) {
+  const std::string own = join_path(directory, rank_directory(snapshot.rank));
+  create_directories(own);
+  formats::write_safetensors(join_path(own, kStatesFile), snapshot.rank_states);
+  for (const auto& [name, bytes] : snapshot.custom_files) {
+    AtomicFile file(join_path(own, name));
+    file.write(bytes.data(), bytes.size());
+    file.commit();
+  }
+  if (snapshot.rank != 0) return;
+  for (size_t i = 0; i < snapshot.models.size(); ++i) {
+    formats::write_safetensors(join_path(directory, checkpoint_model_file(i)), snapshot.models[i]);
+  }
+  formats::write_safetensors(join_path(directory, kStatesFile), snapshot.shared_states);
+  write_manifest(join_path(directory, kManifestFile), snapshot.manifest);
+}
+
+std::string staging_directory(const std::string& directory) { return directory + ".saving"; }
+
+CheckpointSnapshot begin_save(const std::shared_ptr<distributed::State>& state, const std::string& directory,
+                              const CheckpointObjects& objects, bool copy_tensors) {
+  const std::string staging = staging_directory(directory);
+  const bool main = state->launch().rank == 0;
+  CheckpointSnapshot snapshot;
+  const auto prepare = [&] {
+    snapshot = take_snapshot(state, objects, copy_tensors);
+    if (main) {
+      // Left over by a run killed while saving: never a checkpoint, as only a finished one is moved.
+      remove_all(staging);
+      create_directories(staging);
+    }
+  };
+  if (state->launch().world_size == 1) {
+    prepare();
+    return snapshot;
+  }
+  // Called on some ranks only (under `if is_main_process`), both sides fail within seconds, naming it.
+  state->group("save_state")->announce("save_state");
+  try {
+    // Also the barrier after which the staging folder exists for every rank.
+    distributed::all_or_none(*state, prepare, "cannot take its part of the checkpoint, so no rank saves");
+  } catch (...) {
+    if (main) {
+      try {
+        remove_all(staging);
+      } catch (const Error&) {
+        // The failure that brought us here matters more; the next save clears a leftover anyway.
+      }
+    }
+    throw;
+  }
+  return snapshot;
+}
+
+}  // namespace accel::ckpt

@@ -1,0 +1,53 @@
+// What one rank writes into a checkpoint, taken apart from the writing: save_state takes it and writes it
+// at once; a background save (ckpt/background_save.hpp) takes it on the caller's thread, with the model
+// tensors copied to host memory, and writes it on another while training changes the originals.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ckpt/checkpoint.hpp"
+#include "ckpt/manifest.hpp"
+#include "core/named_tensors.hpp"
+
+namespace accel::ckpt {
+
+struct CheckpointSnapshot {
+  int32_t rank = 0;
+  // The main process's part (empty elsewhere): each model's tensors, the optimizer, scheduler and
+  // grad-scaler archives as uint8 tensors, and the manifest.
+  std::vector<NamedTensors> models;
+  NamedTensors shared_states;
+  Manifest manifest;
+  // This rank's part: loader positions and random generator states, and each registered object's bytes
+  // under its file name.
+  NamedTensors rank_states;
+  std::vector<std::pair<std::string, std::string>> custom_files;
+};
+
+// Runs the registered objects' save functions and captures everything else of this rank's part.
+// copy_tensors: the model tensors are copied to host memory, so that the snapshot no longer changes with
+// the model; otherwise they are the model's own (write them before the model changes). Optimizer,
+// scheduler, scaler and loader states are serialised into bytes, and the random states copied, either way.
+// Throws what the objects' save functions throw.
+CheckpointSnapshot take_snapshot(const std::shared_ptr<distributed::State>& state, const CheckpointObjects& objects,
+                                 bool copy_tensors);
+
+// Writes the snapshot's files into directory (existing), the main process's part included when the
+// snapshot has one. Touches nothing but the snapshot and the files, so any thread may call it. Throws
+// Error(Io) naming the path on any file-system failure.
+void write_snapshot(const CheckpointSnapshot& snapshot, const std::string& directory);
+
+// "<directory>.saving": where a checkpoint is written before it is moved into place.
+std::string staging_directory(const std::string& directory);
+
+// The first half of every save, on the calling thread: this rank's snapshot (take_snapshot), then the main
+// process clears and makes the staging folder. Collective: when any rank fails, every rank throws (its own
+// error, or Error(PeerFailed) naming the rank), the previous checkpoint stays and no staging folder is left.
+CheckpointSnapshot begin_save(const std::shared_ptr<distributed::State>& state, const std::string& directory,
+                              const CheckpointObjects& objects, bool copy_tensors);
+
+}  // namespace accel::ckpt
