@@ -9,6 +9,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <ATen/ops/from_blob.h>
 #include <c10/util/Exception.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -24,6 +25,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "core/error.hpp"
@@ -177,6 +179,9 @@ class ShmThread {
   struct Job {
     at::Tensor tensor;  // contiguous: what goes through the segment
     at::Tensor target;  // the caller's tensor, when it is not `tensor`
+    // Set when `tensor` lives in a resident segment, at this offset of the rank's slot: reduced in place.
+    SharedMemoryAllreduce* resident = nullptr;
+    size_t offset = 0;
     ShmElement element = ShmElement::Float32;
     ReduceKind kind = ReduceKind::Sum;
     std::function<void()> on_complete;
@@ -192,6 +197,7 @@ class ShmThread {
     work_.notify_all();
     // Nobody waits for what is left (a broken group): it must not wait out the timeout either.
     shm_.cancel();
+    for (SharedMemoryAllreduce* resident : residents_) resident->cancel();
     thread_.join();
   }
   ShmThread(const ShmThread&) = delete;
@@ -213,6 +219,12 @@ class ShmThread {
     timespec time{};
     if (pthread_getcpuclockid(thread_.native_handle(), &clock) != 0 || clock_gettime(clock, &time) != 0) return 0;
     return static_cast<double>(time.tv_sec) + static_cast<double>(time.tv_nsec) * 1e-9;
+  }
+
+  // A resident segment whose all-reduces this thread runs too; it must outlive the thread.
+  void add_resident(SharedMemoryAllreduce* resident) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    residents_.push_back(resident);
   }
 
   // Returns once every submitted all-reduce is over: the segment may then be replaced.
@@ -248,7 +260,11 @@ class ShmThread {
       return;
     }
     try {
-      shm_.allreduce(job.tensor.data_ptr(), job.tensor.numel(), job.element, job.kind);
+      if (job.resident != nullptr) {
+        job.resident->allreduce_resident(job.offset, job.tensor.numel(), job.element, job.kind);
+      } else {
+        shm_.allreduce(job.tensor.data_ptr(), job.tensor.numel(), job.element, job.kind);
+      }
       if (job.target.defined()) job.target.copy_(job.tensor);
       if (job.on_complete) job.on_complete();
       job.done.set_value();
@@ -271,6 +287,7 @@ class ShmThread {
   bool busy_ = false;
   bool stopping_ = false;
   std::exception_ptr failure_;  // the worker's own
+  std::vector<SharedMemoryAllreduce*> residents_;  // guarded by mutex_
   std::thread thread_;          // last: starts once the rest is ready
 };
 
@@ -284,8 +301,13 @@ struct ProcessGroup::Impl {
   // On a node's leader, with shared memory across nodes: the leaders' own Gloo group, which all-reduces
   // the nodes' sums (Gloo itself: its Backend in 2.x has the same allreduce).
   c10::intrusive_ptr<c10d::ProcessGroupGloo> leaders;
+  // With shared memory: who shares a node with whom, and across nodes the leaders' step (every segment's).
+  NodeLayout layout;
+  LeaderStep leader_step;
   std::unique_ptr<SharedMemoryAllreduce> shm;
-  std::unique_ptr<ShmThread> shm_thread;  // after shm: stops before the segment goes
+  // Segments holding tensors of the callers' (shared_empty); a tensor keeps its segment mapped.
+  std::vector<std::shared_ptr<SharedMemoryAllreduce>> residents;
+  std::unique_ptr<ShmThread> shm_thread;  // after shm and residents: stops before the segments go
   std::string first_failure;
   int64_t started = 0;
   std::string announced;  // announce()'s operation, for the next collective's record
@@ -492,12 +514,11 @@ struct ProcessGroup::Impl {
   }
 
   void set_up_shared_memory() {
-    const NodeLayout layout = discover_nodes(config.rank, config.world_size, config.group_rank, shm_exchange());
+    layout = discover_nodes(config.rank, config.world_size, config.group_rank, shm_exchange());
     if (layout.largest_node == 1) {
       give_up_shared_memory("every node has a single rank");
       return;
     }
-    LeaderStep leader_step;
     if (layout.nodes() > 1) {
       // A failure names the leaders: with two nodes, the one that went away.
       std::string named = "the all-reduce between the nodes' leaders (ranks";
@@ -511,7 +532,7 @@ struct ProcessGroup::Impl {
     }
     std::string why_not;
     shm = SharedMemoryAllreduce::create(layout, config.master_port, config.timeout, shm_exchange(), kInitialSlotBytes,
-                                        std::move(leader_step), &why_not);
+                                        leader_step, &why_not);
     if (!shm) {
       give_up_shared_memory(why_not);
       return;
@@ -570,7 +591,8 @@ struct ProcessGroup::Impl {
     job->element = *element;
     job->kind = kind;
     const auto bytes = static_cast<size_t>(job->tensor.nbytes());
-    if (!shm->fits(bytes)) {
+    std::tie(job->resident, job->offset) = resident_of(job->tensor);
+    if (job->resident == nullptr && !shm->fits(bytes)) {
       shm_thread->drain();
       std::string why_not;
       bool reserved = false;
@@ -587,6 +609,44 @@ struct ProcessGroup::Impl {
     }
     job->on_complete = std::move(on_complete);
     return SharedStarted{std::move(record), shm_thread->submit(std::move(job))};
+  }
+
+  // The resident segment that holds `tensor` and its offset there; nullptr when none does.
+  std::pair<SharedMemoryAllreduce*, size_t> resident_of(const at::Tensor& tensor) const {
+    const char* data = static_cast<const char*>(tensor.data_ptr());
+    for (const auto& resident : residents) {
+      const char* slot = resident->resident_data();
+      if (data >= slot && resident->fits(static_cast<size_t>(data - slot) + static_cast<size_t>(tensor.nbytes()))) {
+        return {resident.get(), static_cast<size_t>(data - slot)};
+      }
+    }
+    return {nullptr, 0};
+  }
+
+  at::Tensor shared_empty(int64_t numel, const at::Tensor& like) {
+    const auto element = shm ? shm_element(like) : std::nullopt;
+    if (!element) return {};
+    const size_t bytes = static_cast<size_t>(numel) * shm_element_size(*element);
+    std::string why_not;
+    const SharedMemoryAllreduce::Resident resident{static_cast<int>(residents.size())};
+    std::shared_ptr<SharedMemoryAllreduce> segment;
+    try {
+      segment = SharedMemoryAllreduce::create(layout, config.master_port, config.timeout, shm_exchange(), bytes,
+                                              leader_step, &why_not, &resident);
+    } catch (const std::exception& error) {
+      fail(classify(message_of(error)), "setting up shared memory for gradient buckets: " + message_of(error));
+    }
+    if (!segment) {
+      // Every rank learnt the same; the tensors then go through the shared segment with copies, as others do.
+      if (config.rank == 0) {
+        std::fprintf(stderr, "accel: gradient buckets are copied through shared memory: %s\n", why_not.c_str());
+      }
+      return {};
+    }
+    residents.push_back(segment);
+    shm_thread->add_resident(segment.get());
+    return at::from_blob(
+        segment->resident_data(), {numel}, [segment](void*) {}, like.options().requires_grad(false));
   }
 
   void finish_shared(const SharedStarted& work) {
@@ -774,6 +834,7 @@ void ProcessGroup::announce(const char* operation) { impl_->announced = operatio
 double ProcessGroup::helper_cpu_seconds() const {
   return impl_->shm_thread ? impl_->shm_thread->cpu_seconds() : 0.0;
 }
+at::Tensor ProcessGroup::shared_empty(int64_t numel, const at::Tensor& like) { return impl_->shared_empty(numel, like); }
 
 void ProcessGroup::allgather(std::vector<at::Tensor>& outputs, const at::Tensor& input, const char* what) {
   impl_->run(what, kAllGather, [&] {

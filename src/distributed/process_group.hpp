@@ -78,6 +78,14 @@ class ProcessGroup {
   // on_complete (optional) runs on the backend's thread once the all-reduce is done.
   std::unique_ptr<PendingCollective> allreduce_async(at::Tensor& tensor, const char* what,
                                                      std::function<void()> on_complete = {});
+  // Collective (every rank asks for the same numel): an uninitialised 1-d tensor of `numel` elements with
+  // like's dtype that all-reduces in place, without being copied in and out: it lives in this rank's part
+  // of a shared-memory segment that every rank maps, and allreduce_async on it, or on a contiguous piece of
+  // it, reduces straight from and into every rank's memory. Undefined when all-reduces of such tensors do
+  // not go through shared memory (not on the CPU, not a float type, no segment) or a segment could not be
+  // made (said once): the caller allocates as usual. The tensor keeps its segment mapped, also after the
+  // group is gone. Throws like a collective when the ranks cannot agree.
+  at::Tensor shared_empty(int64_t numel, const at::Tensor& like);
   // Collectives started so far on this rank (tests count them to prove that none happened).
   int64_t collectives_started() const;
   // The next collective this rank starts is the first of `operation` (one word: "save_state"), which every

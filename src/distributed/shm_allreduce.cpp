@@ -133,12 +133,14 @@ size_t shm_element_size(ShmElement type) {
 
 // The mapping: the control block, each rank's pid, each rank's element count per half, then two halves
 // of one slot per rank (consecutive all-reduces alternate halves, so that a rank may start the next one
-// while a slower one still copies the last result out).
+// while a slower one still copies the last result out). A resident segment has one half: its slots are
+// the callers' tensors themselves, and every rank receives the result in its own slot.
 struct SharedMemoryAllreduce::Segment {
   char* base = nullptr;
   size_t bytes = 0;
   size_t slot_bytes = 0;
   int32_t world = 1;
+  int32_t halves = 2;
 
   ~Segment() {
     if (base != nullptr) munmap(base, bytes);
@@ -146,8 +148,8 @@ struct SharedMemoryAllreduce::Segment {
   static size_t header_bytes(int32_t world) {
     return round_up(sizeof(Control) + static_cast<size_t>(world) * (sizeof(int32_t) + 2 * sizeof(int64_t)), kPage);
   }
-  static size_t total_bytes(int32_t world, size_t slot_bytes) {
-    return header_bytes(world) + 2 * static_cast<size_t>(world) * slot_bytes;
+  static size_t total_bytes(int32_t world, int32_t halves, size_t slot_bytes) {
+    return header_bytes(world) + static_cast<size_t>(halves) * static_cast<size_t>(world) * slot_bytes;
   }
   Control* control() const { return reinterpret_cast<Control*>(base); }
   std::atomic<int32_t>* pids() const { return reinterpret_cast<std::atomic<int32_t>*>(base + sizeof(Control)); }
@@ -164,8 +166,11 @@ struct SharedMemoryAllreduce::Segment {
 std::unique_ptr<SharedMemoryAllreduce> SharedMemoryAllreduce::create(const NodeLayout& layout, uint16_t master_port,
                                                                      std::chrono::milliseconds timeout,
                                                                      ShmExchange exchange, size_t slot_bytes,
-                                                                     LeaderStep leader_step, std::string* why_not) {
+                                                                     LeaderStep leader_step, std::string* why_not,
+                                                                     const Resident* resident) {
   std::unique_ptr<SharedMemoryAllreduce> shm(new SharedMemoryAllreduce());
+  shm->resident_ = resident != nullptr;
+  shm->store_prefix_ = resident != nullptr ? "accel/shm-resident" + std::to_string(resident->index) + "/" : "accel/shm/";
   shm->rank_ = layout.local_rank;
   shm->world_ = layout.local_size();
   shm->ranks_ = layout.members;
@@ -194,10 +199,11 @@ std::string SharedMemoryAllreduce::rank_name(int32_t local) const {
 
 bool SharedMemoryAllreduce::map(size_t slot_bytes, std::string* why_not) {
   slot_bytes = round_up(std::max<size_t>(slot_bytes, 1), kPage);
-  const size_t total = Segment::total_bytes(world_, slot_bytes);
+  const int32_t halves = resident_ ? 1 : 2;
+  const size_t total = Segment::total_bytes(world_, halves, slot_bytes);
   // Keys per node, and a segment's number (the same on every node: every rank reserves alike) in them.
   const std::string epoch = std::to_string(epoch_++);
-  const std::string key = "accel/shm/n" + std::to_string(node_) + "/" + epoch;
+  const std::string key = store_prefix_ + "n" + std::to_string(node_) + "/" + epoch;
   std::string name, error;
   int fd = -1;
   if (rank_ == 0) {
@@ -231,6 +237,7 @@ bool SharedMemoryAllreduce::map(size_t slot_bytes, std::string* why_not) {
   } unlink{name, rank_ == 0 && fd >= 0};
   auto segment = std::make_unique<Segment>();
   segment->world = world_;
+  segment->halves = halves;
   segment->slot_bytes = slot_bytes;
   if (fd >= 0) {
     void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -253,7 +260,7 @@ bool SharedMemoryAllreduce::map(size_t slot_bytes, std::string* why_not) {
   // Every node must go on alike (all through shared memory, or all through Gloo): the nodes' leaders say
   // how their node fared, and every rank reads every node's word.
   if (nodes_ > 1) {
-    const std::string verdicts = "accel/shm/" + epoch + "/node/";
+    const std::string verdicts = store_prefix_ + epoch + "/node/";
     if (rank_ == 0) exchange_.set(verdicts + std::to_string(node_), first_error.empty() ? "mapped" : first_error);
     for (int32_t n = 0; n < nodes_ && first_error.empty(); ++n) {
       if (n == node_) continue;
@@ -271,6 +278,8 @@ bool SharedMemoryAllreduce::map(size_t slot_bytes, std::string* why_not) {
 }
 
 bool SharedMemoryAllreduce::fits(size_t bytes) const { return bytes <= segment_->slot_bytes; }
+
+char* SharedMemoryAllreduce::resident_data() const { return segment_->slot(0, rank_); }
 
 bool SharedMemoryAllreduce::reserve(size_t bytes, std::string* why_not) {
   if (fits(bytes)) return true;
@@ -335,10 +344,23 @@ void SharedMemoryAllreduce::run_leader_step(char* data, int64_t numel, ShmElemen
 }
 
 void SharedMemoryAllreduce::allreduce(void* data, int64_t numel, ShmElement type, ReduceKind kind) {
-  if (!unusable_.empty()) fail(Code::PeerFailed, unusable_);
-  const size_t bytes = static_cast<size_t>(numel) * shm_element_size(type);
   const uint64_t half = operations_++ % 2;
+  const size_t bytes = static_cast<size_t>(numel) * shm_element_size(type);
   std::memcpy(segment_->slot(half, rank_), data, bytes);
+  reduce(half, 0, numel, type, kind);
+  std::memcpy(data, segment_->slot(half, 0), bytes);
+}
+
+void SharedMemoryAllreduce::allreduce_resident(size_t offset, int64_t numel, ShmElement type, ReduceKind kind) {
+  reduce(operations_++ % 2, offset, numel, type, kind);
+  // Across nodes the result is in rank 0's slot only (the leader step worked there).
+  if (nodes_ > 1 && rank_ != 0) {
+    std::memcpy(resident_data() + offset, segment_->slot(0, 0) + offset, static_cast<size_t>(numel) * shm_element_size(type));
+  }
+}
+
+void SharedMemoryAllreduce::reduce(uint64_t half, size_t offset, int64_t numel, ShmElement type, ReduceKind kind) {
+  if (!unusable_.empty()) fail(Code::PeerFailed, unusable_);
   std::atomic<int64_t>* numels = segment_->numels(half);
   numels[rank_].store(numel, std::memory_order_relaxed);
   barrier();
@@ -356,26 +378,37 @@ void SharedMemoryAllreduce::allreduce(void* data, int64_t numel, ShmElement type
     }
   }
   // Slices of whole cache lines, so that no two ranks write one line.
-  const int64_t line = static_cast<int64_t>(64 / shm_element_size(type));
+  const size_t element = shm_element_size(type);
+  const int64_t line = static_cast<int64_t>(64 / element);
   const int64_t share = (numel + world_ - 1) / world_;
   const int64_t per_rank = (share + line - 1) / line * line;
   const int64_t lo = std::min(numel, per_rank * rank_);
   const int64_t hi = std::min(numel, lo + per_rank);
   std::vector<char*>& slots = slots_;
   slots.resize(static_cast<size_t>(world_));
-  for (int32_t r = 0; r < world_; ++r) slots[static_cast<size_t>(r)] = segment_->slot(half, r);
-  switch (type) {
-    case ShmElement::Float32: reduce_native<float>(slots.data(), world_, lo, hi, kind); break;
-    case ShmElement::Float64: reduce_native<double>(slots.data(), world_, lo, hi, kind); break;
-    case ShmElement::BFloat16: reduce_widened<c10::BFloat16>(slots.data(), world_, lo, hi, kind); break;
-    case ShmElement::Float16: reduce_widened<c10::Half>(slots.data(), world_, lo, hi, kind); break;
+  const uint64_t slot_half = resident_ ? 0 : half;
+  for (int32_t r = 0; r < world_; ++r) slots[static_cast<size_t>(r)] = segment_->slot(slot_half, r) + offset;
+  // On one node, a resident all-reduce hands each piece of the result to every rank while it is in cache.
+  const bool to_every_slot = resident_ && nodes_ == 1;
+  const int64_t piece = to_every_slot ? kChunk * 16 : std::max<int64_t>(hi - lo, 1);
+  for (int64_t start = lo; start < hi; start += piece) {
+    const int64_t end = std::min(hi, start + piece);
+    switch (type) {
+      case ShmElement::Float32: reduce_native<float>(slots.data(), world_, start, end, kind); break;
+      case ShmElement::Float64: reduce_native<double>(slots.data(), world_, start, end, kind); break;
+      case ShmElement::BFloat16: reduce_widened<c10::BFloat16>(slots.data(), world_, start, end, kind); break;
+      case ShmElement::Float16: reduce_widened<c10::Half>(slots.data(), world_, start, end, kind); break;
+    }
+    if (!to_every_slot) continue;
+    const size_t at = static_cast<size_t>(start) * element;
+    const size_t length = static_cast<size_t>(end - start) * element;
+    for (int32_t r = 1; r < world_; ++r) std::memcpy(slots[static_cast<size_t>(r)] + at, slots[0] + at, length);
   }
   barrier();
   if (nodes_ > 1) {
     if (leader_step_) run_leader_step(slots[0], numel, type, kind);
     barrier(kLeaderGrace);
   }
-  std::memcpy(data, slots[0], bytes);
 }
 
 }  // namespace accel::distributed

@@ -50,10 +50,16 @@ class SharedMemoryAllreduce {
   // nullptr, with the reason in *why_not, on every rank of every node alike when any rank could not create
   // or map its node's segment (/dev/shm too small, ranks of one node on different hosts, no shm_open).
   // With several nodes, `leader_step` is the leader's step (called on the node's leader only).
+  // With `resident`, the segment holds the callers' tensors themselves (resident_data, allreduce_resident)
+  // and never grows; a group numbers its resident segments from 0, so that each negotiates under store keys
+  // of its own.
+  struct Resident {
+    int index = 0;
+  };
   static std::unique_ptr<SharedMemoryAllreduce> create(const NodeLayout& layout, uint16_t master_port,
                                                        std::chrono::milliseconds timeout, ShmExchange exchange,
                                                        size_t slot_bytes, LeaderStep leader_step,
-                                                       std::string* why_not);
+                                                       std::string* why_not, const Resident* resident = nullptr);
   ~SharedMemoryAllreduce();
   SharedMemoryAllreduce(const SharedMemoryAllreduce&) = delete;
   SharedMemoryAllreduce& operator=(const SharedMemoryAllreduce&) = delete;
@@ -74,6 +80,15 @@ class SharedMemoryAllreduce {
   // made room first.
   void allreduce(void* data, int64_t numel, ShmElement type, ReduceKind kind);
 
+  // Resident segments: this rank's slot, where the tensors to reduce live (slot_bytes of them, page-aligned).
+  char* resident_data() const;
+  // Reduces the `numel` elements at resident_data() + offset over every rank in place, without copying them
+  // in or out: each rank reduces its slice straight from every rank's slot and, on one node, writes the
+  // result into every slot (across nodes, each rank copies the leaders' result from the node's first slot).
+  // Same sums, order and errors as allreduce. The caller must not touch those bytes until it returns (the
+  // other ranks read and write them meanwhile).
+  void allreduce_resident(size_t offset, int64_t numel, ShmElement type, ReduceKind kind);
+
   // Makes a wait in allreduce (on another thread) give up within a few tens of milliseconds, throwing
   // PeerFailed: for a group that goes away while an all-reduce waits for a rank that will never come.
   void cancel() { cancelled_ = true; }
@@ -86,6 +101,10 @@ class SharedMemoryAllreduce {
   // Waits for every rank of the node; `grace` longer after the leader step, which itself may take the
   // whole timeout.
   void barrier(std::chrono::milliseconds grace = std::chrono::milliseconds(0));
+  // Both kinds of all-reduce, between the element counts' publication and the result's availability: this
+  // rank reduces its slice of the `numel` elements at `offset` of every rank's slot into the node's first
+  // slot (and, resident on one node, into every slot); across nodes the leader step follows.
+  void reduce(uint64_t half, size_t offset, int64_t numel, ShmElement type, ReduceKind kind);
   void run_leader_step(char* data, int64_t numel, ShmElement type, ReduceKind kind);
   // "rank R" for the node's rank `local`: messages name ranks as the job numbers them.
   std::string rank_name(int32_t local) const;
@@ -100,6 +119,8 @@ class SharedMemoryAllreduce {
   std::chrono::milliseconds timeout_{0};
   ShmExchange exchange_;
   std::string name_prefix_;
+  std::string store_prefix_;  // of the store keys that carry the segments' names
+  bool resident_ = false;
   int64_t epoch_ = 0;        // segments made so far: each has its own name and store keys
   uint64_t operations_ = 0;  // picks the half of the slots an all-reduce uses
   bool check_peers_ = false;

@@ -1,5 +1,6 @@
 #include "train/reducer.hpp"
 
+#include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <torch/csrc/autograd/engine.h>
@@ -123,10 +124,20 @@ void Reducer::Impl::assign_buckets() {
   for (size_t b = 0; b < buckets.size(); ++b) {
     for (size_t member : buckets[b].members) bucket_of[member] = b;
     const at::Tensor& first = parameters[buckets[b].members.front()].second;
-    buckets[b].flat = at::zeros({buckets[b].numel}, first.options().requires_grad(false));
+    const auto options = first.options().requires_grad(false);
     // Made once: a compressed step allocates nothing more than an uncompressed one.
     const auto type = wire_type(config.compression, first.scalar_type());
-    if (type != first.scalar_type()) buckets[b].wire = at::empty({buckets[b].numel}, buckets[b].flat.options().dtype(type));
+    const bool compressed = type != first.scalar_type();
+    // What goes to the other ranks lives in shared memory when the all-reduces go through it: the ranks
+    // then reduce it where it is, with no copy into the transport's segment and back.
+    at::Tensor shared = state->group("DDP bucket allocation")
+                            ->shared_empty(buckets[b].numel, compressed ? at::empty({0}, options.dtype(type)) : first);
+    if (compressed) {
+      buckets[b].flat = at::zeros({buckets[b].numel}, options);
+      buckets[b].wire = shared.defined() ? shared : at::empty({buckets[b].numel}, options.dtype(type));
+    } else {
+      buckets[b].flat = shared.defined() ? shared.zero_() : at::zeros({buckets[b].numel}, options);
+    }
   }
 }
 
@@ -172,19 +183,19 @@ void Reducer::Impl::launch_ready_buckets() {
 }
 
 void Reducer::Impl::launch(Bucket& bucket) {
+  // Dividing first keeps the sum in range, as PyTorch's default DDP hook does (and fp16's narrow range
+  // needs it more); dividing on the way into the bucket reads and writes each gradient once.
+  const int64_t world_size = state->launch().world_size;
   for (size_t m = 0; m < bucket.members.size(); ++m) {
     const at::Tensor& parameter = parameters[bucket.members[m]].second;
     auto slot = bucket.flat.narrow(0, bucket.offsets[m], parameter.numel());
     const at::Tensor& grad = parameter.grad();
     if (grad.defined()) {
-      slot.copy_(grad.reshape({-1}));
+      at::div_out(slot, grad.reshape({-1}), world_size);
     } else {
       slot.zero_();
     }
   }
-  // Dividing first keeps the sum in range, as PyTorch's default DDP hook does (and fp16's narrow range
-  // needs it more).
-  bucket.flat.div_(state->launch().world_size);
   at::Tensor& sent = bucket.wire.defined() ? bucket.wire.copy_(bucket.flat) : bucket.flat;
   // From the moment the bucket's last gradient is in (now) to the all-reduce's end: what the overlap
   // figures are made of, and with the timeline on an event with the bucket's size.
