@@ -7,9 +7,13 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cinttypes>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "core/error.hpp"
 #include "core_worker.hpp"
@@ -147,6 +151,37 @@ TEST(Ddp, BucketsFollowReverseRegistrationOrder) {
   ASSERT_GE(buckets.size(), 2u);
   EXPECT_EQ(buckets.front().front(), "b2");
   EXPECT_EQ(buckets.back().back(), "w1");
+}
+
+// Whether `address` lies in one of this process's mappings of an accel shared-memory segment.
+bool in_accel_shared_memory(const void* address) {
+  std::ifstream maps("/proc/self/maps");
+  const auto value = reinterpret_cast<uintptr_t>(address);
+  std::string line;
+  while (std::getline(maps, line)) {
+    uintptr_t start = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR, &start, &end) != 2) continue;
+    if (value >= start && value < end) return line.find("/dev/shm/accel-") != std::string::npos;
+  }
+  return false;
+}
+
+// With the shared-memory transport the buckets are reduced where they are: with gradient_as_bucket_view
+// the averaged gradients are views into them, so they must lie in the segment (with Gloo, in no segment).
+TEST(Ddp, BucketsLiveInSharedMemoryExactlyWhenAllReducesGoThroughIt) {
+  auto model = load_mlp("resident");
+  PrepareConfig config;
+  config.reducer.gradient_as_bucket_view = true;
+  model->prepare(state, config);
+  auto accelerator = Accelerator::of(state);
+  accelerator->accumulate();
+  at::manual_seed(3);
+  accelerator->backward(output_of(*model, at::randn({4, 8})).sum());
+  const bool through_shared_memory = state->backend_name() == "gloo+shm";
+  for (const auto& parameter : trainable(*model)) {
+    EXPECT_EQ(in_accel_shared_memory(parameter.second.grad().data_ptr()), through_shared_memory)
+        << parameter.first << " under " << state->backend_name();
+  }
 }
 
 TEST(Ddp, ClipGradNormEqualsTheNormComputedByHand) {
