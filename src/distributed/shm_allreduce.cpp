@@ -353,10 +353,13 @@ void SharedMemoryAllreduce::allreduce(void* data, int64_t numel, ShmElement type
 
 void SharedMemoryAllreduce::allreduce_resident(size_t offset, int64_t numel, ShmElement type, ReduceKind kind) {
   reduce(operations_++ % 2, offset, numel, type, kind);
-  // Across nodes the result is in rank 0's slot only (the leader step worked there).
-  if (nodes_ > 1 && rank_ != 0) {
+  if (nodes_ == 1) return;
+  // Across nodes the result is in the leader's slot only (the leader step worked there), which is the
+  // leader's own tensor: it may change it only once every rank has copied the result out.
+  if (rank_ != 0) {
     std::memcpy(resident_data() + offset, segment_->slot(0, 0) + offset, static_cast<size_t>(numel) * shm_element_size(type));
   }
+  barrier();
 }
 
 void SharedMemoryAllreduce::reduce(uint64_t half, size_t offset, int64_t numel, ShmElement type, ReduceKind kind) {

@@ -84,7 +84,8 @@ class SharedMemoryAllreduce {
   char* resident_data() const;
   // Reduces the `numel` elements at resident_data() + offset over every rank in place, without copying them
   // in or out: each rank reduces its slice straight from every rank's slot and, on one node, writes the
-  // result into every slot (across nodes, each rank copies the leaders' result from the node's first slot).
+  // result into every slot (across nodes, each rank copies the leaders' result from the node's first slot,
+  // and a last barrier keeps the leader from changing it before everyone has).
   // Same sums, order and errors as allreduce. The caller must not touch those bytes until it returns (the
   // other ranks read and write them meanwhile).
   void allreduce_resident(size_t offset, int64_t numel, ShmElement type, ReduceKind kind);
