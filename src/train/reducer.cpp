@@ -2,6 +2,7 @@
 
 #include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/zeros.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
@@ -27,6 +28,9 @@ struct Reducer::Impl {
     int64_t numel = 0;
     at::Tensor flat;
     at::Tensor wire;  // with grad_compression: the 16-bit copy of flat that is all-reduced instead
+    // The number of processes as a 0-d tensor of flat's type: div's out= form with a tensor divisor has a
+    // kernel of its own, where a Scalar divisor would compute into a temporary and copy it over.
+    at::Tensor world_size;
     size_t pending = 0;
     std::unique_ptr<distributed::PendingCollective> work;
     double launched_us = 0;
@@ -138,6 +142,7 @@ void Reducer::Impl::assign_buckets() {
     } else {
       buckets[b].flat = shared.defined() ? shared.zero_() : at::zeros({buckets[b].numel}, options);
     }
+    buckets[b].world_size = at::scalar_tensor(static_cast<double>(state->launch().world_size), options);
   }
 }
 
@@ -185,13 +190,12 @@ void Reducer::Impl::launch_ready_buckets() {
 void Reducer::Impl::launch(Bucket& bucket) {
   // Dividing first keeps the sum in range, as PyTorch's default DDP hook does (and fp16's narrow range
   // needs it more); dividing on the way into the bucket reads and writes each gradient once.
-  const int64_t world_size = state->launch().world_size;
   for (size_t m = 0; m < bucket.members.size(); ++m) {
     const at::Tensor& parameter = parameters[bucket.members[m]].second;
     auto slot = bucket.flat.narrow(0, bucket.offsets[m], parameter.numel());
     const at::Tensor& grad = parameter.grad();
     if (grad.defined()) {
-      at::div_out(slot, grad.reshape({-1}), world_size);
+      at::div_out(slot, grad.reshape({-1}), bucket.world_size);
     } else {
       slot.zero_();
     }
