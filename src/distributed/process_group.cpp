@@ -665,7 +665,9 @@ struct ProcessGroup::Impl {
       broke(work.record, message, classify(message));
     }
     if (proof) {
-      shm->cancel();  // frees the shared-memory thread from a barrier that no rank will ever reach
+      // Frees the shared-memory thread from a barrier that no rank will ever reach, in whichever segment.
+      shm->cancel();
+      for (const auto& resident : residents) resident->cancel();
       out_of_step(work.record, *proof);
     }
   }
