@@ -197,7 +197,9 @@ class ShmThread {
     work_.notify_all();
     // Nobody waits for what is left (a broken group): it must not wait out the timeout either.
     shm_.cancel();
-    for (SharedMemoryAllreduce* resident : residents_) resident->cancel();
+    for (const auto& weak : residents_) {
+      if (const auto resident = weak.lock()) resident->cancel();
+    }
     thread_.join();
   }
   ShmThread(const ShmThread&) = delete;
@@ -222,9 +224,9 @@ class ShmThread {
   }
 
   // A resident segment whose all-reduces this thread runs too; it must outlive the thread.
-  void add_resident(SharedMemoryAllreduce* resident) {
+  void add_resident(std::weak_ptr<SharedMemoryAllreduce> resident) {
     std::lock_guard<std::mutex> lock(mutex_);
-    residents_.push_back(resident);
+    residents_.push_back(std::move(resident));
   }
 
   // Returns once every submitted all-reduce is over: the segment may then be replaced.
@@ -287,7 +289,7 @@ class ShmThread {
   bool busy_ = false;
   bool stopping_ = false;
   std::exception_ptr failure_;  // the worker's own
-  std::vector<SharedMemoryAllreduce*> residents_;  // guarded by mutex_
+  std::vector<std::weak_ptr<SharedMemoryAllreduce>> residents_;  // guarded by mutex_
   std::thread thread_;          // last: starts once the rest is ready
 };
 
@@ -306,7 +308,9 @@ struct ProcessGroup::Impl {
   LeaderStep leader_step;
   std::unique_ptr<SharedMemoryAllreduce> shm;
   // Segments holding tensors of the callers' (shared_empty); a tensor keeps its segment mapped.
-  std::vector<std::shared_ptr<SharedMemoryAllreduce>> residents;
+  // Weak: the tensors keep them, so that a model's buckets go away with the model.
+  std::vector<std::weak_ptr<SharedMemoryAllreduce>> residents;
+  int resident_segments_made = 0;  // numbers the next one's store keys
   std::unique_ptr<ShmThread> shm_thread;  // after shm and residents: stops before the segments go
   std::string first_failure;
   int64_t started = 0;
@@ -614,7 +618,9 @@ struct ProcessGroup::Impl {
   // The resident segment that holds `tensor` and its offset there; nullptr when none does.
   std::pair<SharedMemoryAllreduce*, size_t> resident_of(const at::Tensor& tensor) const {
     const char* data = static_cast<const char*>(tensor.data_ptr());
-    for (const auto& resident : residents) {
+    for (const auto& weak : residents) {
+      const auto resident = weak.lock();
+      if (!resident) continue;
       const char* slot = resident->resident_data();
       if (data >= slot && resident->fits(static_cast<size_t>(data - slot) + static_cast<size_t>(tensor.nbytes()))) {
         return {resident.get(), static_cast<size_t>(data - slot)};
@@ -628,7 +634,7 @@ struct ProcessGroup::Impl {
     if (!element) return {};
     const size_t bytes = static_cast<size_t>(numel) * shm_element_size(*element);
     std::string why_not;
-    const SharedMemoryAllreduce::Resident resident{static_cast<int>(residents.size())};
+    const SharedMemoryAllreduce::Resident resident{resident_segments_made++};
     std::shared_ptr<SharedMemoryAllreduce> segment;
     try {
       segment = SharedMemoryAllreduce::create(layout, config.master_port, config.timeout, shm_exchange(), bytes,
@@ -643,8 +649,11 @@ struct ProcessGroup::Impl {
       }
       return {};
     }
+    residents.erase(std::remove_if(residents.begin(), residents.end(),
+                                   [](const std::weak_ptr<SharedMemoryAllreduce>& weak) { return weak.expired(); }),
+                    residents.end());
     residents.push_back(segment);
-    shm_thread->add_resident(segment.get());
+    shm_thread->add_resident(segment);
     return at::from_blob(
         segment->resident_data(), {numel}, [segment](void*) {}, like.options().requires_grad(false));
   }
@@ -667,7 +676,9 @@ struct ProcessGroup::Impl {
     if (proof) {
       // Frees the shared-memory thread from a barrier that no rank will ever reach, in whichever segment.
       shm->cancel();
-      for (const auto& resident : residents) resident->cancel();
+      for (const auto& weak : residents) {
+        if (const auto resident = weak.lock()) resident->cancel();
+      }
       out_of_step(work.record, *proof);
     }
   }

@@ -83,8 +83,9 @@ class ProcessGroup {
   // of a shared-memory segment that every rank maps, and allreduce_async on it, or on a contiguous piece of
   // it, reduces straight from and into every rank's memory. Undefined when all-reduces of such tensors do
   // not go through shared memory (not on the CPU, not a float type, no segment) or a segment could not be
-  // made (said once): the caller allocates as usual. The tensor keeps its segment mapped, also after the
-  // group is gone. Throws like a collective when the ranks cannot agree.
+  // made (said once): the caller allocates as usual. The tensor (and any view of it) keeps its segment
+  // mapped, also after the group is gone; the segment goes with the last of them. Throws like a collective
+  // when the ranks cannot agree.
   at::Tensor shared_empty(int64_t numel, const at::Tensor& like);
   // Collectives started so far on this rank (tests count them to prove that none happened).
   int64_t collectives_started() const;

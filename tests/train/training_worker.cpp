@@ -184,6 +184,26 @@ TEST(Ddp, BucketsLiveInSharedMemoryExactlyWhenAllReducesGoThroughIt) {
   }
 }
 
+// This process's mappings of accel shared-memory segments.
+int accel_shared_memory_mappings() {
+  std::ifstream maps("/proc/self/maps");
+  int count = 0;
+  std::string line;
+  while (std::getline(maps, line)) count += line.find("/dev/shm/accel-") != std::string::npos;
+  return count;
+}
+
+// A model's bucket segments go with the model: preparing models one after another does not pile them up.
+TEST(Ddp, BucketSegmentsGoWithTheirModel) {
+  const int before = accel_shared_memory_mappings();
+  for (int i = 0; i < 3; ++i) {
+    auto model = load_mlp("short_lived");
+    model->prepare(state, PrepareConfig{});
+    if (state->backend_name() == "gloo+shm") EXPECT_GT(accel_shared_memory_mappings(), before);
+  }
+  EXPECT_EQ(accel_shared_memory_mappings(), before);
+}
+
 TEST(Ddp, ClipGradNormEqualsTheNormComputedByHand) {
   auto parallel = load_mlp("clip");
   parallel->prepare(state, PrepareConfig{});
