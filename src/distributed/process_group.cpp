@@ -188,7 +188,9 @@ class ShmThread {
     std::promise<void> done;
   };
 
-  explicit ShmThread(SharedMemoryAllreduce& shm) : shm_(shm), thread_([this] { run(); }) {}
+  // cancel_waits makes a wait in any segment this thread reduces in give up (SharedMemoryAllreduce::cancel).
+  ShmThread(SharedMemoryAllreduce& shm, std::function<void()> cancel_waits)
+      : shm_(shm), cancel_waits_(std::move(cancel_waits)), thread_([this] { run(); }) {}
   ~ShmThread() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -196,10 +198,7 @@ class ShmThread {
     }
     work_.notify_all();
     // Nobody waits for what is left (a broken group): it must not wait out the timeout either.
-    shm_.cancel();
-    for (const auto& weak : residents_) {
-      if (const auto resident = weak.lock()) resident->cancel();
-    }
+    cancel_waits_();
     thread_.join();
   }
   ShmThread(const ShmThread&) = delete;
@@ -221,12 +220,6 @@ class ShmThread {
     timespec time{};
     if (pthread_getcpuclockid(thread_.native_handle(), &clock) != 0 || clock_gettime(clock, &time) != 0) return 0;
     return static_cast<double>(time.tv_sec) + static_cast<double>(time.tv_nsec) * 1e-9;
-  }
-
-  // A resident segment whose all-reduces this thread runs too; it must outlive the thread.
-  void add_resident(std::weak_ptr<SharedMemoryAllreduce> resident) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    residents_.push_back(std::move(resident));
   }
 
   // Returns once every submitted all-reduce is over: the segment may then be replaced.
@@ -282,6 +275,7 @@ class ShmThread {
   }
 
   SharedMemoryAllreduce& shm_;
+  std::function<void()> cancel_waits_;
   std::mutex mutex_;
   std::condition_variable work_;
   std::condition_variable idle_;
@@ -289,7 +283,6 @@ class ShmThread {
   bool busy_ = false;
   bool stopping_ = false;
   std::exception_ptr failure_;  // the worker's own
-  std::vector<std::weak_ptr<SharedMemoryAllreduce>> residents_;  // guarded by mutex_
   std::thread thread_;          // last: starts once the rest is ready
 };
 
@@ -311,6 +304,7 @@ struct ProcessGroup::Impl {
   // Weak: the tensors keep them, so that a model's buckets go away with the model.
   std::vector<std::weak_ptr<SharedMemoryAllreduce>> residents;
   int resident_segments_made = 0;  // numbers the next one's store keys
+  bool resident_refusal_said = false;
   std::unique_ptr<ShmThread> shm_thread;  // after shm and residents: stops before the segments go
   std::string first_failure;
   int64_t started = 0;
@@ -548,7 +542,7 @@ struct ProcessGroup::Impl {
       auto leaders_store = c10::make_intrusive<c10d::PrefixStore>("accel_leaders", store);
       leaders = c10::make_intrusive<c10d::ProcessGroupGloo>(leaders_store, layout.node, layout.nodes(), options);
     }
-    shm_thread = std::make_unique<ShmThread>(*shm);
+    shm_thread = std::make_unique<ShmThread>(*shm, [this] { cancel_shared_memory_waits(); });
   }
 
   // The leader step (shm_allreduce.hpp), on the shared-memory thread: the node's sum, in place in the segment.
@@ -615,6 +609,14 @@ struct ProcessGroup::Impl {
     return SharedStarted{std::move(record), shm_thread->submit(std::move(job))};
   }
 
+  // Frees the shared-memory thread from a wait in whichever segment it is.
+  void cancel_shared_memory_waits() {
+    if (shm) shm->cancel();
+    for (const auto& weak : residents) {
+      if (const auto resident = weak.lock()) resident->cancel();
+    }
+  }
+
   // The resident segment that holds `tensor` and its offset there; nullptr when none does.
   std::pair<SharedMemoryAllreduce*, size_t> resident_of(const at::Tensor& tensor) const {
     const char* data = static_cast<const char*>(tensor.data_ptr());
@@ -644,7 +646,8 @@ struct ProcessGroup::Impl {
     }
     if (!segment) {
       // Every rank learnt the same; the tensors then go through the shared segment with copies, as others do.
-      if (config.rank == 0) {
+      if (config.rank == 0 && !resident_refusal_said) {
+        resident_refusal_said = true;
         std::fprintf(stderr, "accel: gradient buckets are copied through shared memory: %s\n", why_not.c_str());
       }
       return {};
@@ -653,7 +656,6 @@ struct ProcessGroup::Impl {
                                    [](const std::weak_ptr<SharedMemoryAllreduce>& weak) { return weak.expired(); }),
                     residents.end());
     residents.push_back(segment);
-    shm_thread->add_resident(segment);
     return at::from_blob(
         segment->resident_data(), {numel}, [segment](void*) {}, like.options().requires_grad(false));
   }
@@ -674,11 +676,7 @@ struct ProcessGroup::Impl {
       broke(work.record, message, classify(message));
     }
     if (proof) {
-      // Frees the shared-memory thread from a barrier that no rank will ever reach, in whichever segment.
-      shm->cancel();
-      for (const auto& weak : residents) {
-        if (const auto resident = weak.lock()) resident->cancel();
-      }
+      cancel_shared_memory_waits();  // a barrier that no rank will ever reach
       out_of_step(work.record, *proof);
     }
   }
