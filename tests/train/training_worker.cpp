@@ -14,6 +14,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core_worker.hpp"
@@ -153,15 +155,23 @@ TEST(Ddp, BucketsFollowReverseRegistrationOrder) {
   EXPECT_EQ(buckets.back().back(), "w1");
 }
 
-// Whether `address` lies in one of this process's mappings of an accel shared-memory segment.
-bool in_accel_shared_memory(const void* address) {
+// This process's mappings of accel shared-memory segments, as [start, end) address ranges.
+std::vector<std::pair<uintptr_t, uintptr_t>> accel_shared_memory_mappings() {
   std::ifstream maps("/proc/self/maps");
-  const auto value = reinterpret_cast<uintptr_t>(address);
+  std::vector<std::pair<uintptr_t, uintptr_t>> mappings;
   std::string line;
   while (std::getline(maps, line)) {
     uintptr_t start = 0, end = 0;
-    if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR, &start, &end) != 2) continue;
-    if (value >= start && value < end) return line.find("/dev/shm/accel-") != std::string::npos;
+    if (line.find("/dev/shm/accel-") == std::string::npos) continue;
+    if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR, &start, &end) == 2) mappings.emplace_back(start, end);
+  }
+  return mappings;
+}
+
+bool in_accel_shared_memory(const void* address) {
+  const auto value = reinterpret_cast<uintptr_t>(address);
+  for (const auto& [start, end] : accel_shared_memory_mappings()) {
+    if (value >= start && value < end) return true;
   }
   return false;
 }
@@ -184,24 +194,15 @@ TEST(Ddp, BucketsLiveInSharedMemoryExactlyWhenAllReducesGoThroughIt) {
   }
 }
 
-// This process's mappings of accel shared-memory segments.
-int accel_shared_memory_mappings() {
-  std::ifstream maps("/proc/self/maps");
-  int count = 0;
-  std::string line;
-  while (std::getline(maps, line)) count += line.find("/dev/shm/accel-") != std::string::npos;
-  return count;
-}
-
 // A model's bucket segments go with the model: preparing models one after another does not pile them up.
 TEST(Ddp, BucketSegmentsGoWithTheirModel) {
-  const int before = accel_shared_memory_mappings();
+  const size_t before = accel_shared_memory_mappings().size();
   for (int i = 0; i < 3; ++i) {
     auto model = load_mlp("short_lived");
     model->prepare(state, PrepareConfig{});
-    if (state->backend_name() == "gloo+shm") EXPECT_GT(accel_shared_memory_mappings(), before);
+    if (state->backend_name() == "gloo+shm") EXPECT_GT(accel_shared_memory_mappings().size(), before);
   }
-  EXPECT_EQ(accel_shared_memory_mappings(), before);
+  EXPECT_EQ(accel_shared_memory_mappings().size(), before);
 }
 
 TEST(Ddp, ClipGradNormEqualsTheNormComputedByHand) {
