@@ -17,6 +17,12 @@ extern "C" {
 /* *out receives a new tensor with the loss called name between input and target: "cross_entropy" (input
  * [N, C] logits, int64 target [N]; options label_smoothing, ignore_index), "nll", "mse", "l1" or
  * "bce_with_logits", reduced by the option reduction. options may be NULL (the defaults).
+ * Class indices are checked before the loss runs, on a GPU too, where an index out of range would end in a
+ * device-side assert that leaves the CUDA context unusable. There a target that accel copied from host
+ * memory (accel_state_send_to_device, a loader's device placement), or a view of one, is checked against
+ * the range of values recorded at the copy, without touching the GPU, as long as nothing wrote to it since
+ * and it was not exported through DLPack; any other target costs a read of its extremes, which waits for
+ * the GPU's queued work.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (unknown name; class index out of range;
  * an option of another object, naming it); ACCEL_ERR_DTYPE (a target of the wrong type, saying which is
  * expected); ACCEL_ERR_SHAPE_MISMATCH; ACCEL_ERR_TORCH. */

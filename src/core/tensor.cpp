@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/layout.hpp"
+#include "core/value_ranges.hpp"
 
 namespace accel {
 
@@ -101,6 +102,8 @@ DLManagedTensor* tensor_to_dlpack(const at::Tensor& tensor) {
   if (tensor.scalar_type() == at::kBool) {
     fail(Code::Dtype, "bool tensors cannot be exported to DLPack by LibTorch 1.13");
   }
+  // The consumer may write to the memory without LibTorch's version counter seeing it.
+  forget_value_ranges(tensor);
   return at::toDLPack(tensor);
 }
 

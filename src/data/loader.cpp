@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/timeline.hpp"
+#include "core/value_ranges.hpp"
 #include "distributed/collectives.hpp"
 #include "distributed/seed.hpp"
 #include "data/loader_state.hpp"
@@ -214,7 +215,7 @@ void Loader::place_on_device(NamedTensors& batch) const {
   for (auto& field : batch) {
     // Page-locked host memory lets a non-blocking copy overlap the GPU's work.
     if (config_.pin_memory && device.is_cuda() && field.second.is_cpu()) field.second = field.second.pin_memory();
-    field.second = field.second.to(device, config_.non_blocking);
+    field.second = copy_to_device(field.second, device, config_.non_blocking);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/value_ranges.hpp"
 
 namespace accel::distributed {
 
@@ -48,7 +49,7 @@ void goes_first_end(State& state, bool local) {
 
 at::Tensor send_to_device(const State& state, const at::Tensor& input, bool non_blocking) {
   require_argument(input.defined(), "send_to_device: the tensor is undefined");
-  return input.to(at::Device(state.device()), non_blocking);
+  return copy_to_device(input, at::Device(state.device()), non_blocking);
 }
 
 }  // namespace accel::distributed

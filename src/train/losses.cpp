@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/options.hpp"
+#include "core/value_ranges.hpp"
 
 namespace accel::train {
 namespace {
@@ -66,14 +67,18 @@ void check_class_targets(const std::string& name, const at::Tensor& input, const
     }
     return;
   }
-  // On a GPU every kernel launch and the read-back cost host time each step, and an out-of-range class
-  // would end in a device-side assert that ruins the CUDA context: one reduction and one read answer
-  // the common case (every target a class), the full scan runs only when some target is not.
   if (target.numel() == 0) return;
-  const auto [low, high] = at::aminmax(target);
-  const auto bounds = at::stack({low, high}).cpu();
-  const auto* bound = bounds.data_ptr<int64_t>();
-  if (bound[0] >= 0 && bound[1] < classes) return;
+  // Elsewhere (a GPU) an out-of-range class would end in a device-side assert that ruins the CUDA context.
+  // Targets that accel copied from the host have a recorded range: no kernel, no read-back. Others cost
+  // one reduction and one read (a synchronisation); the full scan runs only when some target is no class.
+  if (const auto range = known_value_range(target)) {
+    if (range->within(0, classes - 1, config.ignore_index)) return;
+  } else {
+    const auto [low, high] = at::aminmax(target);
+    const auto bounds = at::stack({low, high}).cpu();
+    const auto* bound = bounds.data_ptr<int64_t>();
+    if (bound[0] >= 0 && bound[1] < classes) return;
+  }
   const auto bad = target.lt(0).logical_or(target.ge(classes)).logical_and(target.ne(config.ignore_index));
   if (bad.any().item<bool>()) {
     const auto row = bad.nonzero()[0][0].item<int64_t>();
