@@ -88,8 +88,11 @@ int failed_rank(int victim, void (*fail)(), const char* happened, int expected) 
   const int rank = accel_state_process_index(state);
   if (rank == victim) fail();
   const int code = accel_state_reduce(state, input, "sum", &out);
-  std::fprintf(stderr, "rank %d after rank %d %s: %s: %s\n", rank, victim, happened, accel_error_name(code),
-               accel_error_last());
+  // One write for the whole message: the ranks of a node share one log, and hier_test.sh greps each
+  // rank's line, which stdio may split into several writes that another rank's interleave.
+  const std::string line = "rank " + std::to_string(rank) + " after rank " + std::to_string(victim) + " " + happened +
+                           ": " + accel_error_name(code) + ": " + accel_error_last() + "\n";
+  if (write(STDERR_FILENO, line.data(), line.size()) < 0) return 1;
   return code == expected ? 0 : 1;
 }
 

@@ -4,7 +4,8 @@
 # on PATH (pip torch with CUDA, found through torch.utils.cmake_prefix_path), then runs:
 #   1. ctest -L gpu: the CUDA tests (tests/gpu), which skip on machines without a GPU;
 #   2. the rest of the suite on this build (CHECK_FULL=0 leaves it out), since a CUDA LibTorch differs
-#      from Debian's 1.13 in more than CUDA (std::filesystem symbols, API versions, device defaults);
+#      from Debian's 1.13 in more than CUDA (std::filesystem symbols, API versions, device defaults),
+#      but for the tests labelled python_packages (they need Debian's python3 packages);
 #   3. the demo on the GPU in bf16 and fp16, counting LibTorch warnings (autocast's deprecation flood);
 #   4. ./dev bench gpu: accel's step against plain LibTorch, eager PyTorch and Hugging Face Accelerate.
 # Logs go to $OUT (default /tmp/gpu-check). Exit status: 0 when every part passed. About 3-4 minutes on
@@ -60,7 +61,7 @@ fi
 
 if [ "${CHECK_FULL:-1}" = 1 ] && in_time "ctest (the rest)"; then
   # shellcheck disable=SC2086  # the arguments are words
-  timeout 240 ctest --test-dir "$build" -LE gpu -j"$((jobs / 2))" --timeout 90 --output-on-failure ${CHECK_CTEST_ARGS:-} > "$out/ctest.log" 2>&1
+  timeout 240 ctest --test-dir "$build" -LE "gpu|python_packages" -j"$((jobs / 2))" --timeout 90 --output-on-failure ${CHECK_CTEST_ARGS:-} > "$out/ctest.log" 2>&1
   rc=$?
   stamp "ctest (the rest): rc=$rc"
   grep -E "tests passed|\*\*\*|Failed|Timeout" "$out/ctest.log" | head -60
