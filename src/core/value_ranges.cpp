@@ -28,8 +28,16 @@ struct Recorded {
 // batches ahead (prefetching) or resident.
 constexpr size_t kCapacity = 64;
 
-std::mutex recorded_mutex;
-std::vector<Recorded> recorded;
+struct Registry {
+  std::mutex mutex;
+  std::vector<Recorded> recorded;
+};
+
+// Never destroyed: a loader's prefetch thread may still copy a batch while the process exits.
+Registry& registry() {
+  static auto* instance = new Registry();
+  return *instance;
+}
 
 // The elements [begin, end) of its storage that a strided tensor can reach; nullopt when a stride is
 // negative or the tensor is empty.
@@ -107,7 +115,8 @@ void remember_value_range(const at::Tensor& copy, const ValueRange& range) {
                  span->second,
                  copy._version(),
                  range};
-  const std::lock_guard<std::mutex> lock(recorded_mutex);
+  auto& [mutex, recorded] = registry();
+  const std::lock_guard<std::mutex> lock(mutex);
   recorded.erase(std::remove_if(recorded.begin(), recorded.end(),
                                 [&](const Recorded& old) { return old.storage.expired() || old.key == entry.key; }),
                  recorded.end());
@@ -121,7 +130,8 @@ std::optional<ValueRange> known_value_range(const at::Tensor& tensor) {
   if (!span) return std::nullopt;
   const auto* key = tensor.storage().unsafeGetStorageImpl();
   const int64_t version = tensor._version();
-  const std::lock_guard<std::mutex> lock(recorded_mutex);
+  auto& [mutex, recorded] = registry();
+  const std::lock_guard<std::mutex> lock(mutex);
   for (const auto& entry : recorded) {
     if (entry.key == key && !entry.storage.expired() && entry.dtype == tensor.scalar_type() &&
         entry.version == version && entry.begin <= span->first && span->second <= entry.end) {
@@ -134,7 +144,8 @@ std::optional<ValueRange> known_value_range(const at::Tensor& tensor) {
 void forget_value_ranges(const at::Tensor& tensor) {
   if (!tensor.defined() || !tensor.has_storage()) return;
   const auto* key = tensor.storage().unsafeGetStorageImpl();
-  const std::lock_guard<std::mutex> lock(recorded_mutex);
+  auto& [mutex, recorded] = registry();
+  const std::lock_guard<std::mutex> lock(mutex);
   recorded.erase(std::remove_if(recorded.begin(), recorded.end(), [&](const Recorded& entry) { return entry.key == key; }),
                  recorded.end());
 }
