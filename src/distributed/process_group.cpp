@@ -182,6 +182,7 @@ class ShmThread {
     // Set when `tensor` lives in a resident segment, at this offset of the rank's slot: reduced in place.
     SharedMemoryAllreduce* resident = nullptr;
     size_t offset = 0;
+    std::optional<PrivateAverage> average;  // resident only: allreduce_average_async's
     ShmElement element = ShmElement::Float32;
     ReduceKind kind = ReduceKind::Sum;
     std::function<void()> on_complete;
@@ -256,7 +257,8 @@ class ShmThread {
     }
     try {
       if (job.resident != nullptr) {
-        job.resident->allreduce_resident(job.offset, job.tensor.numel(), job.element, job.kind);
+        job.resident->allreduce_resident(job.offset, job.tensor.numel(), job.element, job.kind,
+                                         job.average ? &*job.average : nullptr);
       } else {
         shm_.allreduce(job.tensor.data_ptr(), job.tensor.numel(), job.element, job.kind);
       }
@@ -578,9 +580,13 @@ struct ProcessGroup::Impl {
   // Hands the all-reduce to the shared-memory thread; nullopt when the tensor is not for shared memory
   // (not on the CPU, not a float type, no segment), or shared memory was just given up: the backend's then.
   std::optional<SharedStarted> start_shared(at::Tensor& tensor, ReduceKind kind, const char* what,
-                                            std::function<void()>& on_complete) {
+                                            std::function<void()>& on_complete,
+                                            std::optional<PrivateAverage> average = std::nullopt) {
     const auto element = shm ? shm_element(tensor) : std::nullopt;
     if (!element) return std::nullopt;
+    if (average && !private_share_of(tensor)) {
+      fail(Code::Internal, std::string(what) + ": an average with a private share of a tensor outside a resident segment");
+    }
     check_usable(what);
     CollectiveRecord record = open_record(what, kShmAllReduce);
     auto job = std::make_unique<ShmThread::Job>();
@@ -605,6 +611,7 @@ struct ProcessGroup::Impl {
         return std::nullopt;
       }
     }
+    job->average = std::move(average);
     job->on_complete = std::move(on_complete);
     return SharedStarted{std::move(record), shm_thread->submit(std::move(job))};
   }
@@ -615,6 +622,14 @@ struct ProcessGroup::Impl {
     for (const auto& weak : residents) {
       if (const auto resident = weak.lock()) resident->cancel();
     }
+  }
+
+  std::optional<std::pair<int64_t, int64_t>> private_share_of(const at::Tensor& tensor) const {
+    const auto element = shm && tensor.is_contiguous() ? shm_element(tensor) : std::nullopt;
+    if (!element) return std::nullopt;
+    const auto resident = resident_of(tensor).first;
+    if (resident == nullptr || !resident->averages_privately(*element)) return std::nullopt;
+    return resident->share_of(tensor.numel(), *element);
   }
 
   // The resident segment that holds `tensor` and its offset there; nullptr when none does.
@@ -837,6 +852,24 @@ std::unique_ptr<PendingCollective> ProcessGroup::allreduce_async(at::Tensor& ten
     started.work->getFuture()->addCallback([on_complete](c10::ivalue::Future&) { on_complete(); });
   }
   return std::make_unique<PendingWork>(impl_.get(), std::move(started));
+}
+
+std::optional<std::pair<int64_t, int64_t>> ProcessGroup::private_share(const at::Tensor& tensor) const {
+  return impl_->private_share_of(tensor);
+}
+
+std::unique_ptr<PendingCollective> ProcessGroup::allreduce_average_async(at::Tensor& tensor, PrivateAverage average,
+                                                                         const char* what,
+                                                                         std::function<void()> on_complete) {
+  try {
+    if (auto started = impl_->start_shared(tensor, ReduceKind::Sum, what, on_complete, std::move(average))) {
+      return std::make_unique<PendingShared>(impl_.get(), std::move(*started));
+    }
+  } catch (const std::exception&) {
+    return std::make_unique<FailedCollective>(std::current_exception());
+  }
+  return std::make_unique<FailedCollective>(std::make_exception_ptr(
+      Error(Code::Internal, std::string(what) + ": an average with a private share needs the shared-memory transport")));
 }
 
 int64_t ProcessGroup::collectives_started() const { return impl_->started; }

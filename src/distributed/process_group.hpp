@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace at {
@@ -32,6 +34,23 @@ struct GroupConfig {
 };
 
 enum class ReduceKind { Sum, Max };
+
+// A contiguous run [begin, end) of an all-reduce's elements that this rank holds in memory of its own (a
+// gradient) rather than in the all-reduced tensor.
+struct PrivateRun {
+  int64_t begin = 0;
+  int64_t end = 0;
+  void* data = nullptr;
+};
+
+// An average of every rank's contribution whose share this rank reduces comes from private memory:
+// `own` covers exactly that share (ProcessGroup::private_share), in order, pointing into `holders`, which
+// the all-reduce keeps alive until it ends (also when nobody waits for it any more).
+struct PrivateAverage {
+  std::vector<PrivateRun> own;
+  std::vector<at::Tensor> holders;
+  double divisor = 1;
+};
 
 // A collective in flight. wait() blocks until it is done, with the same errors as a blocking collective.
 class PendingCollective {
@@ -78,6 +97,18 @@ class ProcessGroup {
   // on_complete (optional) runs on the backend's thread once the all-reduce is done.
   std::unique_ptr<PendingCollective> allreduce_async(at::Tensor& tensor, const char* what,
                                                      std::function<void()> on_complete = {});
+  // Where allreduce_average_async can take this rank's share of `tensor` (a piece of a shared_empty tensor)
+  // from private memory: the range of `tensor`'s elements this rank reduces. nullopt when it cannot
+  // (`tensor` is not in a segment, the ranks span several nodes, or it is neither float32 nor float64).
+  std::optional<std::pair<int64_t, int64_t>> private_share(const at::Tensor& tensor) const;
+  // allreduce_async's averaging form on such a tensor: every rank's contribution divided by
+  // average.divisor and summed in rank order, bit for bit what allreduce_async of contributions divided
+  // beforehand gives. This rank's contribution to its share is read undivided from average.own, which
+  // receives the result there; the rest of `tensor` must hold this rank's contribution already divided, and
+  // receives the result. Every rank may use either form for the same all-reduce. The private memory must
+  // stay untouched until wait() returns.
+  std::unique_ptr<PendingCollective> allreduce_average_async(at::Tensor& tensor, PrivateAverage average,
+                                                             const char* what, std::function<void()> on_complete = {});
   // Collective (every rank asks for the same numel): an uninitialised 1-d tensor of `numel` elements with
   // like's dtype that all-reduces in place, without being copied in and out: it lives in this rank's part
   // of a shared-memory segment that every rank maps, and allreduce_async on it, or on a contiguous piece of

@@ -111,6 +111,43 @@ void reduce_widened(char* const* slots, int32_t world, int64_t lo, int64_t hi, R
   }
 }
 
+// The average's elements [lo, hi): in rank order, every other rank's (divided already, in its slot) and this
+// rank's own (divided here), summed; the sum goes to this rank's private memory and every other rank's slot.
+// Dividing here gives what dividing beforehand gives: IEEE division either way.
+template <class T>
+void reduce_private_average(char* const* slots, int32_t world, int32_t me, const PrivateAverage& average,
+                            int64_t lo, int64_t hi) {
+  const T divisor = static_cast<T>(average.divisor);
+  T sum[kChunk];
+  for (const auto& run : average.own) {
+    const int64_t begin = std::max(run.begin, lo), end = std::min(run.end, hi);
+    for (int64_t start = begin; start < end; start += kChunk) {
+      const int64_t n = std::min(end - start, kChunk);
+      T* own = static_cast<T*>(run.data) + (start - run.begin);
+      for (int32_t r = 0; r < world; ++r) {
+        if (r == me) {
+          if (r == 0) {
+            for (int64_t i = 0; i < n; ++i) sum[i] = own[i] / divisor;
+          } else {
+            for (int64_t i = 0; i < n; ++i) sum[i] += own[i] / divisor;
+          }
+        } else {
+          const T* in = reinterpret_cast<const T*>(slots[r]) + start;
+          if (r == 0) {
+            std::memcpy(sum, in, static_cast<size_t>(n) * sizeof(T));
+          } else {
+            for (int64_t i = 0; i < n; ++i) sum[i] += in[i];
+          }
+        }
+      }
+      std::memcpy(own, sum, static_cast<size_t>(n) * sizeof(T));
+      for (int32_t r = 0; r < world; ++r) {
+        if (r != me) std::memcpy(reinterpret_cast<T*>(slots[r]) + start, sum, static_cast<size_t>(n) * sizeof(T));
+      }
+    }
+  }
+}
+
 std::string random_hex() {
   std::random_device device;
   const uint64_t value = (static_cast<uint64_t>(device()) << 32) ^ device();
@@ -351,8 +388,24 @@ void SharedMemoryAllreduce::allreduce(void* data, int64_t numel, ShmElement type
   std::memcpy(data, segment_->slot(half, 0), bytes);
 }
 
-void SharedMemoryAllreduce::allreduce_resident(size_t offset, int64_t numel, ShmElement type, ReduceKind kind) {
-  reduce(operations_++ % 2, offset, numel, type, kind);
+bool SharedMemoryAllreduce::averages_privately(ShmElement type) const {
+  return resident_ && nodes_ == 1 && (type == ShmElement::Float32 || type == ShmElement::Float64);
+}
+
+std::pair<int64_t, int64_t> SharedMemoryAllreduce::share_of(int64_t numel, ShmElement type) const {
+  const int64_t line = static_cast<int64_t>(64 / shm_element_size(type));
+  const int64_t share = (numel + world_ - 1) / world_;
+  const int64_t per_rank = (share + line - 1) / line * line;
+  const int64_t lo = std::min(numel, per_rank * rank_);
+  return {lo, std::min(numel, lo + per_rank)};
+}
+
+void SharedMemoryAllreduce::allreduce_resident(size_t offset, int64_t numel, ShmElement type, ReduceKind kind,
+                                               const PrivateAverage* average) {
+  if (average != nullptr && (!averages_privately(type) || kind != ReduceKind::Sum)) {
+    fail(Code::Internal, "an average with a private share needs a resident float segment on one node");
+  }
+  reduce(operations_++ % 2, offset, numel, type, kind, average);
   if (nodes_ == 1) return;
   // Across nodes the result is in the leader's slot only (the leader step worked there), which is the
   // leader's own tensor: it may change it only once every rank has copied the result out.
@@ -362,7 +415,8 @@ void SharedMemoryAllreduce::allreduce_resident(size_t offset, int64_t numel, Shm
   barrier();
 }
 
-void SharedMemoryAllreduce::reduce(uint64_t half, size_t offset, int64_t numel, ShmElement type, ReduceKind kind) {
+void SharedMemoryAllreduce::reduce(uint64_t half, size_t offset, int64_t numel, ShmElement type, ReduceKind kind,
+                                   const PrivateAverage* average) {
   if (!unusable_.empty()) fail(Code::PeerFailed, unusable_);
   std::atomic<int64_t>* numels = segment_->numels(half);
   numels[rank_].store(numel, std::memory_order_relaxed);
@@ -380,17 +434,21 @@ void SharedMemoryAllreduce::reduce(uint64_t half, size_t offset, int64_t numel, 
       fail(Code::ShapeMismatch, message);
     }
   }
-  // Slices of whole cache lines, so that no two ranks write one line.
   const size_t element = shm_element_size(type);
-  const int64_t line = static_cast<int64_t>(64 / element);
-  const int64_t share = (numel + world_ - 1) / world_;
-  const int64_t per_rank = (share + line - 1) / line * line;
-  const int64_t lo = std::min(numel, per_rank * rank_);
-  const int64_t hi = std::min(numel, lo + per_rank);
+  const auto [lo, hi] = share_of(numel, type);
   std::vector<char*>& slots = slots_;
   slots.resize(static_cast<size_t>(world_));
   const uint64_t slot_half = resident_ ? 0 : half;
   for (int32_t r = 0; r < world_; ++r) slots[static_cast<size_t>(r)] = segment_->slot(slot_half, r) + offset;
+  if (average != nullptr) {
+    if (type == ShmElement::Float32) {
+      reduce_private_average<float>(slots.data(), world_, rank_, *average, lo, hi);
+    } else {
+      reduce_private_average<double>(slots.data(), world_, rank_, *average, lo, hi);
+    }
+    barrier();
+    return;
+  }
   // On one node, a resident all-reduce hands each piece of the result to every rank while it is in cache.
   const bool to_every_slot = resident_ && nodes_ == 1;
   const int64_t piece = to_every_slot ? kChunk * 16 : std::max<int64_t>(hi - lo, 1);

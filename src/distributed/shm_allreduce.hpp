@@ -88,7 +88,16 @@ class SharedMemoryAllreduce {
   // and a last barrier keeps the leader from changing it before everyone has).
   // Same sums, order and errors as allreduce. The caller must not touch those bytes until it returns (the
   // other ranks read and write them meanwhile).
-  void allreduce_resident(size_t offset, int64_t numel, ShmElement type, ReduceKind kind);
+  // With `average` (a sum; resident, on one node, float32 or float64: averages_privately), this rank's
+  // contribution to its share (share_of) is read undivided from average->own, which receives the result
+  // there, and nothing is written to that part of its slot (ProcessGroup::allreduce_average_async).
+  void allreduce_resident(size_t offset, int64_t numel, ShmElement type, ReduceKind kind,
+                          const PrivateAverage* average = nullptr);
+  // The elements [first, second) of a `numel`-element all-reduce that this rank reduces: whole cache lines,
+  // so that no two ranks write one line.
+  std::pair<int64_t, int64_t> share_of(int64_t numel, ShmElement type) const;
+  // Whether allreduce_resident can take an average with a private share of `type`.
+  bool averages_privately(ShmElement type) const;
 
   // Makes a wait in allreduce (on another thread) give up within a few tens of milliseconds, throwing
   // PeerFailed: for a group that goes away while an all-reduce waits for a rank that will never come.
@@ -105,7 +114,8 @@ class SharedMemoryAllreduce {
   // Both kinds of all-reduce, between the element counts' publication and the result's availability: this
   // rank reduces its slice of the `numel` elements at `offset` of every rank's slot into the node's first
   // slot (and, resident on one node, into every slot); across nodes the leader step follows.
-  void reduce(uint64_t half, size_t offset, int64_t numel, ShmElement type, ReduceKind kind);
+  void reduce(uint64_t half, size_t offset, int64_t numel, ShmElement type, ReduceKind kind,
+              const PrivateAverage* average = nullptr);
   void run_leader_step(char* data, int64_t numel, ShmElement type, ReduceKind kind);
   // "rank R" for the node's rank `local`: messages name ranks as the job numbers them.
   std::string rank_name(int32_t local) const;

@@ -9,6 +9,7 @@ namespace accel::train {
 GradSyncStats& GradSyncStats::operator+=(const GradSyncStats& other) {
   syncs += other.syncs;
   bytes += other.bytes;
+  copied_bytes += other.copied_bytes;
   reduce_ms += other.reduce_ms;
   overlapped_ms += other.overlapped_ms;
   exposed_ms += other.exposed_ms;
@@ -24,6 +25,8 @@ bool figure_of(const GradSyncStats& stats, const std::string& name, double* out)
     *out = static_cast<double>(stats.syncs);
   } else if (name == "bytes") {
     *out = static_cast<double>(stats.bytes);
+  } else if (name == "copied_bytes") {
+    *out = static_cast<double>(stats.copied_bytes);
   } else if (name == "reduce_ms") {
     *out = stats.reduce_ms;
   } else if (name == "overlapped_ms") {
@@ -49,7 +52,7 @@ double grad_sync_figure(const GradSyncReport& report, const std::string& name) {
                                                              : figure_of(report.total, name, &value);
   if (!found) {
     fail(Code::InvalidArgument, "no gradient synchronisation figure '" + name +
-                                    "': the figures are syncs, bytes, reduce_ms, overlapped_ms, exposed_ms, "
+                                    "': the figures are syncs, bytes, copied_bytes, reduce_ms, overlapped_ms, exposed_ms, "
                                     "wait_ms and helper_cpu_ms (totals), each also with the prefix last_ (the last backward's)");
   }
   return value;

@@ -12,6 +12,7 @@ namespace accel::train {
 struct GradSyncStats {
   int64_t syncs = 0;         // synchronising backwards counted (accumulating ones all-reduce nothing)
   int64_t bytes = 0;         // bytes this rank all-reduced: the buckets as sent (halved by grad_compression)
+  int64_t copied_bytes = 0;  // gradient bytes copied into the buckets before the all-reduces and out after
   double reduce_ms = 0;      // wall time during which at least one bucket's all-reduce was in flight
   double overlapped_ms = 0;  // the part of reduce_ms before backward had computed its last gradient
   double exposed_ms = 0;     // the rest: all-reduce time after it, which backward waited for
@@ -28,7 +29,7 @@ struct GradSyncReport {
   GradSyncStats total;
 };
 
-// One figure by name, as the C API asks for it: "syncs", "bytes", "reduce_ms", "overlapped_ms",
+// One figure by name, as the C API asks for it: "syncs", "bytes", "copied_bytes", "reduce_ms", "overlapped_ms",
 // "exposed_ms", "wait_ms", "helper_cpu_ms" (totals), each also with the prefix "last_" (the last backward's).
 // Throws Error(InvalidArgument) for another name, listing these.
 double grad_sync_figure(const GradSyncReport& report, const std::string& name);

@@ -32,6 +32,9 @@ struct Reducer::Impl {
     // kernel of its own, where a Scalar divisor would compute into a temporary and copy it over.
     at::Tensor world_size;
     size_t pending = 0;
+    // This backward's share of flat that this rank reduces straight from its gradients (empty when flat
+    // went to the transport whole).
+    std::pair<int64_t, int64_t> private_share{0, 0};
     std::unique_ptr<distributed::PendingCollective> work;
     double launched_us = 0;
     // Written by the transport's thread when the all-reduce ends; shared, since a broken group may end it
@@ -52,6 +55,7 @@ struct Reducer::Impl {
   bool expect_hooks = false;
   bool finalize_queued = false;
   double helper_cpu_at_first_gradient = 0;  // seconds, the helper thread's clock
+  int64_t copied_bytes = 0;                  // this backward's, into the buckets and out
   std::mutex mutex;
   GradSyncReport report;
   mutable std::mutex report_mutex;  // apart from mutex, which finalize holds while it waits
@@ -62,6 +66,7 @@ struct Reducer::Impl {
   void mark_ready(size_t index);
   void launch_ready_buckets();
   void launch(Bucket& bucket);
+  std::optional<std::pair<int64_t, int64_t>> private_share(const Bucket& bucket);
   void finalize();
   void account(double backward_end_us, double wait_end_us);
   double helper_cpu_seconds();
@@ -96,6 +101,22 @@ at::ScalarType wire_type(GradCompression compression, at::ScalarType type) {
     case GradCompression::None: break;
   }
   return type;
+}
+
+// Copies into grad the elements of `averaged` (the bucket's from element `offset` on) outside the bucket's
+// elements [share.first, share.second); returns the bytes copied.
+int64_t copy_outside(at::Tensor& grad, const at::Tensor& averaged, int64_t offset, std::pair<int64_t, int64_t> share) {
+  const auto flat_grad = grad.view({-1}), flat_averaged = averaged.reshape({-1});
+  const int64_t numel = flat_grad.numel();
+  const int64_t share_begin = std::clamp(share.first - offset, int64_t{0}, numel);
+  const int64_t share_end = std::clamp(share.second - offset, int64_t{0}, numel);
+  int64_t copied = 0;
+  for (const auto& [from, to] : {std::make_pair(int64_t{0}, share_begin), std::make_pair(share_end, numel)}) {
+    if (from >= to) continue;
+    flat_grad.narrow(0, from, to - from).copy_(flat_averaged.narrow(0, from, to - from));
+    copied += to - from;
+  }
+  return copied * flat_grad.element_size();
 }
 
 }  // namespace
@@ -164,9 +185,11 @@ void Reducer::Impl::reset_for_backward() {
   for (auto& bucket : buckets) {
     bucket.pending = bucket.members.size();
     bucket.work.reset();
+    bucket.private_share = {0, 0};
   }
   next_bucket = 0;
   finalize_queued = false;
+  copied_bytes = 0;
 }
 
 void Reducer::Impl::mark_ready(size_t index) {
@@ -187,19 +210,53 @@ void Reducer::Impl::launch_ready_buckets() {
   while (next_bucket < buckets.size() && buckets[next_bucket].pending == 0) launch(buckets[next_bucket++]);
 }
 
-void Reducer::Impl::launch(Bucket& bucket) {
-  // Dividing first keeps the sum in range, as PyTorch's default DDP hook does (and fp16's narrow range
-  // needs it more); dividing on the way into the bucket reads and writes each gradient once.
-  for (size_t m = 0; m < bucket.members.size(); ++m) {
-    const at::Tensor& parameter = parameters[bucket.members[m]].second;
-    auto slot = bucket.flat.narrow(0, bucket.offsets[m], parameter.numel());
-    const at::Tensor& grad = parameter.grad();
-    if (grad.defined()) {
-      at::div_out(slot, grad.reshape({-1}), bucket.world_size);
-    } else {
-      slot.zero_();
+// Where the transport can reduce this rank's share of the bucket straight from the gradients: every one
+// there, dense and of the bucket's type, sent uncompressed from a segment on one node.
+std::optional<std::pair<int64_t, int64_t>> Reducer::Impl::private_share(const Bucket& bucket) {
+  if (bucket.wire.defined() || config.gradient_as_bucket_view) return std::nullopt;
+  for (size_t member : bucket.members) {
+    const at::Tensor& grad = parameters[member].second.grad();
+    if (!grad.defined() || !grad.is_contiguous() || grad.scalar_type() != bucket.flat.scalar_type() ||
+        grad.device() != bucket.flat.device()) {
+      return std::nullopt;
     }
   }
+  return state->group("DDP gradient all-reduce")->private_share(bucket.flat);
+}
+
+void Reducer::Impl::launch(Bucket& bucket) {
+  // Dividing first keeps the sum in range, as PyTorch's default DDP hook does (and fp16's narrow range
+  // needs it more); dividing on the way into the bucket reads and writes each gradient once. Where the
+  // transport reduces this rank's share straight from the gradients, only the rest goes into the bucket:
+  // the share is divided as it is reduced, and its result lands in the gradients, copied out of nothing.
+  const auto share = private_share(bucket);
+  distributed::PrivateAverage average;
+  average.divisor = static_cast<double>(state->launch().world_size);
+  for (size_t m = 0; m < bucket.members.size(); ++m) {
+    const at::Tensor& parameter = parameters[bucket.members[m]].second;
+    const int64_t begin = bucket.offsets[m], end = begin + parameter.numel();
+    const at::Tensor& grad = parameter.grad();
+    if (!grad.defined()) {
+      bucket.flat.narrow(0, begin, end - begin).zero_();
+      continue;
+    }
+    const auto flat_grad = grad.reshape({-1});
+    // The parts of [begin, end) before and after the private share go through the bucket.
+    const int64_t share_begin = share ? std::clamp(share->first, begin, end) : end;
+    const int64_t share_end = share ? std::clamp(share->second, begin, end) : end;
+    for (const auto& [from, to] : {std::make_pair(begin, share_begin), std::make_pair(share_end, end)}) {
+      if (from >= to) continue;
+      auto slot = bucket.flat.narrow(0, from, to - from);
+      at::div_out(slot, flat_grad.narrow(0, from - begin, to - from), bucket.world_size);
+      copied_bytes += (to - from) * flat_grad.element_size();
+    }
+    if (share_begin < share_end) {
+      average.own.push_back({share_begin, share_end,
+                             static_cast<char*>(flat_grad.data_ptr()) + (share_begin - begin) * flat_grad.element_size()});
+      average.holders.push_back(grad);
+    }
+  }
+  if (share) bucket.private_share = *share;
   at::Tensor& sent = bucket.wire.defined() ? bucket.wire.copy_(bucket.flat) : bucket.flat;
   // From the moment the bucket's last gradient is in (now) to the all-reduce's end: what the overlap
   // figures are made of, and with the timeline on an event with the bucket's size.
@@ -218,8 +275,10 @@ void Reducer::Impl::launch(Bucket& bucket) {
   } else {
     on_complete = [done = bucket.done_us] { done->store(timeline::now_us()); };
   }
-  bucket.work =
-      state->group("DDP gradient all-reduce")->allreduce_async(sent, "DDP gradient all-reduce", std::move(on_complete));
+  auto* group = state->group("DDP gradient all-reduce");
+  bucket.work = share ? group->allreduce_average_async(sent, std::move(average), "DDP gradient all-reduce",
+                                                       std::move(on_complete))
+                      : group->allreduce_async(sent, "DDP gradient all-reduce", std::move(on_complete));
 }
 
 double Reducer::Impl::helper_cpu_seconds() {
@@ -237,6 +296,7 @@ void Reducer::Impl::account(double backward_end_us, double wait_end_us) {
   }
   const UnionLength in_flight = union_length(std::move(reductions), backward_end_us);
   step.syncs = 1;
+  step.copied_bytes = copied_bytes;
   step.reduce_ms = in_flight.total_us / 1000;
   step.overlapped_ms = in_flight.before_us / 1000;
   step.exposed_ms = (in_flight.total_us - in_flight.before_us) / 1000;
@@ -294,7 +354,7 @@ void Reducer::Impl::finalize() {
   launch_ready_buckets();
   for (size_t b = 0; b < next_bucket; ++b) buckets[b].work->wait();
   if (!error.empty()) fail(Code::InvalidArgument, error);
-  account(backward_end_us, timeline::now_us());
+  const double wait_end_us = timeline::now_us();
   for (auto& bucket : buckets) {
     if (bucket.wire.defined()) bucket.flat.copy_(bucket.wire);
     for (size_t m = 0; m < bucket.members.size(); ++m) {
@@ -303,13 +363,20 @@ void Reducer::Impl::finalize() {
       if (config.gradient_as_bucket_view) {
         // Later backwards accumulate into the bucket itself; launch's copy then finds the same memory.
         parameter.mutable_grad() = averaged;
-      } else if (parameter.grad().defined()) {
-        parameter.mutable_grad().copy_(averaged);
+      } else if (bucket.private_share.first < bucket.private_share.second) {
+        // The share the transport reduced in the gradients holds its result already.
+        copied_bytes += copy_outside(parameter.mutable_grad(), averaged, bucket.offsets[m], bucket.private_share);
       } else {
-        parameter.mutable_grad() = averaged.clone();
+        if (parameter.grad().defined()) {
+          parameter.mutable_grad().copy_(averaged);
+        } else {
+          parameter.mutable_grad() = averaged.clone();
+        }
+        copied_bytes += bytes_of(averaged);
       }
     }
   }
+  account(backward_end_us, wait_end_us);
 }
 
 Reducer::Reducer(std::shared_ptr<distributed::State> state, std::vector<std::pair<std::string, at::Tensor>> parameters,

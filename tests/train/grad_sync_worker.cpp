@@ -64,6 +64,7 @@ at::Tensor flat_gradients(const Model& model) {
 void expect_equal(const GradSyncStats& a, const GradSyncStats& b) {
   EXPECT_EQ(a.syncs, b.syncs);
   EXPECT_EQ(a.bytes, b.bytes);
+  EXPECT_EQ(a.copied_bytes, b.copied_bytes);
   EXPECT_EQ(a.reduce_ms, b.reduce_ms);
   EXPECT_EQ(a.overlapped_ms, b.overlapped_ms);
   EXPECT_EQ(a.exposed_ms, b.exposed_ms);
@@ -181,6 +182,30 @@ TEST(GradCompression, Bf16IsRefusedWhereTheTransportLacksIt) {
 
 TEST(GradCompression, Fp16StaysWithinTheDocumentedErrorAndHalvesTheBytes) {
   expect_within_documented_error(GradCompression::Fp16, std::ldexp(1.0, -11), std::ldexp(1.0, -25));
+}
+
+// Each element of a bucket goes into the bucket and out again on every rank, but for the one rank that reduces
+// it through shared memory: that rank averages it straight from its gradient.
+TEST(GradSyncStats, CopiedBytesLeaveOutEachRanksOwnShareThroughSharedMemory) {
+  const Averaged plain = averaged("copied", GradCompression::None, 11);
+  const at::Tensor copied = at::tensor({static_cast<double>(plain.report.last.copied_bytes)}, at::kDouble);
+  const double every_rank = distributed::gather(*state, copied.unsqueeze(0)).sum().item<double>();
+  const double copies_per_element = through_shared_memory() ? 2.0 * (world() - 1) : 2.0 * world();
+  EXPECT_EQ(every_rank, copies_per_element * kGradientBytes);
+  EXPECT_EQ(plain.report.total.copied_bytes, plain.report.last.copied_bytes);
+}
+
+// Through shared memory the ranks sum in rank order, so the average is known bit for bit: every rank's
+// gradient divided by the number of processes, added up from rank 0 on (the shares reduced straight from
+// the gradients included).
+TEST(GradSyncStats, TheAverageIsTheRankOrderedSumOfDividedGradients) {
+  if (!through_shared_memory() && world() > 2) GTEST_SKIP() << "Gloo's ring sums in an order of its own";
+  const at::Tensor all = every_ranks_gradient("ordered", 13);
+  const Averaged plain = averaged("ordered_plain", GradCompression::None, 13);
+  at::Tensor expected = all[0] / static_cast<double>(world());
+  for (int64_t r = 1; r < world(); ++r) expected = expected + all[r] / static_cast<double>(world());
+  EXPECT_TRUE(at::equal(plain.gradient, expected))
+      << "largest difference " << (plain.gradient - expected).abs().max().item<double>();
 }
 
 // Compression keeps training data-parallel: both ranks end with the same gradients, bit for bit.

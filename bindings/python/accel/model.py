@@ -113,9 +113,9 @@ class Model(Handle):
         return {**dict(self.named_parameters()), **dict(self.named_buffers())}
 
     def grad_sync_stat(self, name):
-        """What the gradient all-reduces cost, one figure by name: syncs, bytes, reduce_ms, overlapped_ms,
-        exposed_ms, wait_ms, helper_cpu_ms (totals since prepare), each also with the prefix last_ (the last
-        synchronising backward's). 0 when the model is not data-parallel."""
+        """What the gradient all-reduces cost, one figure by name: syncs, bytes, copied_bytes, reduce_ms,
+        overlapped_ms, exposed_ms, wait_ms, helper_cpu_ms (totals since prepare), each also with the prefix
+        last_ (the last synchronising backward's). 0 when the model is not data-parallel."""
         out = ffi.new("double *")
         check(lib.accel_model_grad_sync_stat(self.pointer, name.encode(), out))
         return out[0]
