@@ -584,9 +584,6 @@ struct ProcessGroup::Impl {
                                             std::optional<PrivateAverage> average = std::nullopt) {
     const auto element = shm ? shm_element(tensor) : std::nullopt;
     if (!element) return std::nullopt;
-    if (average && !private_share_of(tensor)) {
-      fail(Code::Internal, std::string(what) + ": an average with a private share of a tensor outside a resident segment");
-    }
     check_usable(what);
     CollectiveRecord record = open_record(what, kShmAllReduce);
     auto job = std::make_unique<ShmThread::Job>();
@@ -596,6 +593,9 @@ struct ProcessGroup::Impl {
     job->kind = kind;
     const auto bytes = static_cast<size_t>(job->tensor.nbytes());
     std::tie(job->resident, job->offset) = resident_of(job->tensor);
+    if (average && (job->resident == nullptr || !job->resident->averages_privately(*element))) {
+      fail(Code::Internal, std::string(what) + ": an average with a private share of a tensor outside a resident segment");
+    }
     if (job->resident == nullptr && !shm->fits(bytes)) {
       shm_thread->drain();
       std::string why_not;
@@ -631,6 +631,12 @@ struct ProcessGroup::Impl {
     if (resident == nullptr || !resident->averages_privately(*element)) return std::nullopt;
     return resident->share_of(tensor.numel(), *element);
   }
+
+  // The shared-memory all-reduce of `tensor` as a PendingCollective: nullptr when it does not go through
+  // shared memory (start_shared), a FailedCollective when it could not start.
+  std::unique_ptr<PendingCollective> pending_shared(at::Tensor& tensor, const char* what,
+                                                    std::function<void()>& on_complete,
+                                                    std::optional<PrivateAverage> average = std::nullopt);
 
   // The resident segment that holds `tensor` and its offset there; nullptr when none does.
   std::pair<SharedMemoryAllreduce*, size_t> resident_of(const at::Tensor& tensor) const {
@@ -833,15 +839,22 @@ void ProcessGroup::allreduce(at::Tensor& tensor, ReduceKind kind, const char* wh
   });
 }
 
-std::unique_ptr<PendingCollective> ProcessGroup::allreduce_async(at::Tensor& tensor, const char* what,
-                                                                 std::function<void()> on_complete) {
+std::unique_ptr<PendingCollective> ProcessGroup::Impl::pending_shared(at::Tensor& tensor, const char* what,
+                                                                      std::function<void()>& on_complete,
+                                                                      std::optional<PrivateAverage> average) {
   try {
-    if (auto started = impl_->start_shared(tensor, ReduceKind::Sum, what, on_complete)) {
-      return std::make_unique<PendingShared>(impl_.get(), std::move(*started));
+    if (auto started = start_shared(tensor, ReduceKind::Sum, what, on_complete, std::move(average))) {
+      return std::make_unique<PendingShared>(this, std::move(*started));
     }
   } catch (const std::exception&) {
     return std::make_unique<FailedCollective>(std::current_exception());
   }
+  return nullptr;
+}
+
+std::unique_ptr<PendingCollective> ProcessGroup::allreduce_async(at::Tensor& tensor, const char* what,
+                                                                 std::function<void()> on_complete) {
+  if (auto pending = impl_->pending_shared(tensor, what, on_complete)) return pending;
   auto started = impl_->begin(what, kAllReduce, [&] {
     std::vector<at::Tensor> tensors{tensor};
     return impl_->group->allreduce(tensors);
@@ -861,13 +874,7 @@ std::optional<std::pair<int64_t, int64_t>> ProcessGroup::private_share(const at:
 std::unique_ptr<PendingCollective> ProcessGroup::allreduce_average_async(at::Tensor& tensor, PrivateAverage average,
                                                                          const char* what,
                                                                          std::function<void()> on_complete) {
-  try {
-    if (auto started = impl_->start_shared(tensor, ReduceKind::Sum, what, on_complete, std::move(average))) {
-      return std::make_unique<PendingShared>(impl_.get(), std::move(*started));
-    }
-  } catch (const std::exception&) {
-    return std::make_unique<FailedCollective>(std::current_exception());
-  }
+  if (auto pending = impl_->pending_shared(tensor, what, on_complete, std::move(average))) return pending;
   return std::make_unique<FailedCollective>(std::make_exception_ptr(
       Error(Code::Internal, std::string(what) + ": an average with a private share needs the shared-memory transport")));
 }
