@@ -106,8 +106,9 @@ at::Tensor copy_to_device(const at::Tensor& source, const c10::Device& device, b
 }
 
 void remember_value_range(const at::Tensor& copy, const ValueRange& range) {
+  if (!trackable(copy)) return;
   const auto span = span_of(copy);
-  if (!trackable(copy) || !span) return;
+  if (!span) return;
   Recorded entry{copy.storage().getWeakStorageImpl(),
                  copy.storage().unsafeGetStorageImpl(),
                  copy.scalar_type(),
