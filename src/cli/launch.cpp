@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli/cpu_shares.hpp"
 #include "core/files.hpp"
 #include "distributed/shm_names.hpp"
 
@@ -53,6 +54,9 @@ constexpr const char kUsage[] =
     "  --master-addr A           address of the node of rank 0 (default 127.0.0.1)\n"
     "  --master-port P           its port (default 29500; 0 picks a free port, single node only)\n"
     "  --cpu                     run on the CPU (sets ACCEL_USE_CPU=1)\n"
+    "  --cpu-affinity            bind each rank to a share of its own of the CPUs the\n"
+    "                            launcher may use (as taskset would; default: every rank\n"
+    "                            may run on all of them)\n"
     "  --mixed-precision MODE    no, fp16 or bf16 (sets ACCEL_MIXED_PRECISION)\n"
     "  --timeout-s SECONDS       collective timeout (sets ACCEL_TIMEOUT_S)\n"
     "  --grace-period-s SECONDS  time ranks get after SIGTERM before SIGKILL (default 5)\n"
@@ -77,6 +81,7 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   bool use_cpu = false;
+  bool cpu_affinity = false;
   std::string mixed_precision;  // empty: the ranks' environment decides
   std::string timeout_s;        // empty: the ranks' environment decides
   double grace_period_s = 5;
@@ -121,9 +126,9 @@ template <class NextArg>
 void apply_option(LaunchOptions& options, const std::string& arg, NextArg next) {
   const auto eq = arg.find('=');
   const std::string flag = arg.substr(0, eq);
-  if (flag == "--cpu") {
-    if (eq != std::string::npos) throw UsageError("--cpu takes no value");
-    options.use_cpu = true;
+  if (flag == "--cpu" || flag == "--cpu-affinity") {
+    if (eq != std::string::npos) throw UsageError(flag + " takes no value");
+    (flag == "--cpu" ? options.use_cpu : options.cpu_affinity) = true;
     return;
   }
   const bool known = flag == "--nproc-per-node" || flag == "--nnodes" || flag == "--node-rank" ||
@@ -353,7 +358,9 @@ struct Rank {
 
 // Runs in the forked child, where another thread of the launcher may have held the allocator's lock
 // at fork time: so nothing here allocates.
-[[noreturn]] void become_rank(char* const* argv, char* const* envp, const sigset_t& mask, pid_t launcher) {
+// `cpus`, when not null, is the rank's share of the CPUs (--cpu-affinity).
+[[noreturn]] void become_rank(char* const* argv, char* const* envp, const sigset_t& mask, pid_t launcher,
+                              const cpu_set_t* cpus) {
   // Its own group lets the launcher signal the rank together with everything it started.
   setpgid(0, 0);
   // If the launcher dies without cleaning up, the rank must not run on unsupervised ...
@@ -361,26 +368,28 @@ struct Rank {
   // ... including when it died before prctl took effect.
   if (getppid() != launcher) _exit(kLauncherErrorExit);
   sigprocmask(SIG_SETMASK, &mask, nullptr);
-  execvpe(argv[0], argv, envp);
-  char* error = std::strerror(errno);
   char prefix[] = "accel launch: cannot run ";
+  char affinity_prefix[] = "accel launch: cannot bind to its CPUs ";
+  const bool bound = cpus == nullptr || sched_setaffinity(0, sizeof *cpus, cpus) == 0;
+  if (bound) execvpe(argv[0], argv, envp);
+  char* error = std::strerror(errno);
   char separator[] = ": ";
   char newline[] = "\n";
   // One writev keeps the line whole when several ranks fail at once.
-  const iovec parts[] = {{prefix, sizeof prefix - 1},
+  const iovec parts[] = {bound ? iovec{prefix, sizeof prefix - 1} : iovec{affinity_prefix, sizeof affinity_prefix - 1},
                          {argv[0], std::strlen(argv[0])},
                          {separator, sizeof separator - 1},
                          {error, std::strlen(error)},
                          {newline, 1}};
   [[maybe_unused]] const ssize_t written = writev(STDERR_FILENO, parts, 5);
-  _exit(kExecFailedExit);
+  _exit(bound ? kExecFailedExit : kLauncherErrorExit);
 }
 
 // Starts one rank; returns its pid, or -1 with errno set.
-pid_t spawn(char* const* argv, char* const* envp, const sigset_t& mask) {
+pid_t spawn(char* const* argv, char* const* envp, const sigset_t& mask, const cpu_set_t* cpus) {
   const pid_t launcher = getpid();
   const pid_t pid = fork();
-  if (pid == 0) become_rank(argv, envp, mask, launcher);
+  if (pid == 0) become_rank(argv, envp, mask, launcher, cpus);
   // Also set here, so the group exists before fork returns, whichever process runs first.
   if (pid > 0) setpgid(pid, pid);
   return pid;
@@ -478,8 +487,10 @@ class Supervisor {
   Clock::time_point kill_deadline_ = kNoDeadline;
 };
 
-// Starts every rank of this node and supervises them until all have ended.
-Supervisor run_attempt(const LaunchOptions& options, const SignalScope& signals, int port, int restart) {
+// Starts every rank of this node (local rank i bound to cpu_shares[i], when there are shares) and supervises
+// them until all have ended.
+Supervisor run_attempt(const LaunchOptions& options, const SignalScope& signals, int port, int restart,
+                       const std::vector<cpu_set_t>& cpu_shares) {
   Supervisor supervisor(options.grace_period_s);
   std::vector<std::string> command = options.command;
   const std::vector<char*> argv = c_strings(command);
@@ -491,7 +502,8 @@ Supervisor run_attempt(const LaunchOptions& options, const SignalScope& signals,
     vars.emplace_back("LOCAL_RANK", std::to_string(local));
     std::vector<std::string> env = environment_with(vars);
     const std::vector<char*> envp = c_strings(env);
-    const pid_t pid = spawn(argv.data(), envp.data(), signals.original_mask());
+    const cpu_set_t* cpus = cpu_shares.empty() ? nullptr : &cpu_shares[static_cast<size_t>(local)];
+    const pid_t pid = spawn(argv.data(), envp.data(), signals.original_mask(), cpus);
     if (pid < 0) {
       std::fprintf(stderr, "accel launch: cannot start rank %d: %s\n", rank, std::strerror(errno));
       supervisor.on_launcher_error();
@@ -531,6 +543,20 @@ void remove_shared_memory_of(int port, int node) {
 // Runs the job, and runs it again after a rank's failure while restarts remain, as torchrun's elastic
 // agent does with --max-restarts: the whole job, since the survivors' process group died with the rank.
 int launch(const LaunchOptions& options) {
+  std::vector<cpu_set_t> cpu_shares;
+  if (options.cpu_affinity) {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    try {
+      if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+        throw std::runtime_error(std::string("--cpu-affinity: cannot read the launcher's CPUs: ") + std::strerror(errno));
+      }
+      cpu_shares = split_cpus(allowed, options.nproc_per_node);
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "accel launch: %s\n", error.what());
+      return kLauncherErrorExit;
+    }
+  }
   SignalScope signals;
   for (int restart = 0;; ++restart) {
     // Picked again for each attempt: the last one's port may still be held by its connections in
@@ -544,7 +570,7 @@ int launch(const LaunchOptions& options) {
       }
       port = *picked;
     }
-    const Supervisor supervisor = run_attempt(options, signals, port, restart);
+    const Supervisor supervisor = run_attempt(options, signals, port, restart, cpu_shares);
     remove_shared_memory_of(port, options.node_rank);
     if (!supervisor.restartable()) return supervisor.exit_code();
     if (restart == options.max_restarts) {

@@ -259,6 +259,80 @@ test_sigint_forwarded() {
   expect "exit code" "$RC" 130 && within 3000 && no_leftovers
 }
 
+# ---- CPU affinity ----
+
+# Each rank prints "$ACCEL_RESTART_COUNT $LOCAL_RANK CPUS", CPUS as /proc lists the CPUs it may run on.
+SHOW_CPUS='echo "$ACCEL_RESTART_COUNT $LOCAL_RANK $(awk '"'"'/^Cpus_allowed_list/ {print $2}'"'"' /proc/self/status)"'
+
+# The first two CPUs this script may run on, in CPU0 and CPU1; false when it may use only one.
+two_cpus() {
+  local list part first last cpu found=()
+  list=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
+  IFS=, read -ra parts <<<"$list"
+  for part in "${parts[@]}"; do
+    first=${part%-*} last=${part#*-}
+    for ((cpu = first; cpu <= last && ${#found[@]} < 2; cpu++)); do found+=("$cpu"); done
+  done
+  ((${#found[@]} == 2)) || return 1
+  CPU0=${found[0]} CPU1=${found[1]}
+}
+
+# Runs `accel launch ARGS...` on the CPUs $1 (taskset's list), as launch() does.
+launch_on() {
+  local cpus=$1
+  shift
+  RC=0
+  taskset -c "$cpus" "$ACCEL" launch "$@" >"$WORK/out" 2>"$WORK/err" || RC=$?
+  OUT=$(sort "$WORK/out")
+  ERR=$(cat "$WORK/err")
+}
+
+# The launcher's CPUs listed as /proc lists them: "0-1" for neighbours, "0,2" otherwise.
+pair_list() { if ((CPU1 == CPU0 + 1)); then echo "$CPU0-$CPU1"; else echo "$CPU0,$CPU1"; fi; }
+
+test_cpu_affinity_a_cpu_each() {
+  two_cpus || { echo "  skipped: one CPU only" >&2; return 0; }
+  launch_on "$CPU0,$CPU1" --nproc-per-node 2 --cpu-affinity -- sh -c "$SHOW_CPUS"
+  expect "exit code" "$RC" 0 && expect "ranks and their CPUs" "$OUT" "0 0 $CPU0
+0 1 $CPU1" || return 1
+  # Without the option, every rank may run on every CPU of the launcher.
+  launch_on "$CPU0,$CPU1" --nproc-per-node 2 -- sh -c "$SHOW_CPUS"
+  expect "exit code" "$RC" 0 && expect "ranks and their CPUs unbound" "$OUT" "0 0 $(pair_list)
+0 1 $(pair_list)"
+}
+
+test_cpu_affinity_one_rank_gets_all() {
+  two_cpus || { echo "  skipped: one CPU only" >&2; return 0; }
+  launch_on "$CPU0,$CPU1" --nproc-per-node 1 --cpu-affinity -- sh -c "$SHOW_CPUS"
+  expect "exit code" "$RC" 0 && expect "the rank's CPUs" "$OUT" "0 0 $(pair_list)"
+}
+
+test_cpu_affinity_kept_on_restart() {
+  two_cpus || { echo "  skipped: one CPU only" >&2; return 0; }
+  # In the first attempt rank 0 prints and waits to be stopped, rank 1 fails once rank 0 has printed.
+  rm -f "$WORK/printed"
+  launch_on "$CPU0,$CPU1" --nproc-per-node 2 --cpu-affinity --max-restarts 1 -- \
+    sh -c "$SHOW_CPUS"'
+      [ "$ACCEL_RESTART_COUNT" = 1 ] && exit 0
+      if [ "$LOCAL_RANK" = 0 ]; then : >"$1/printed"; exec sleep 30; fi
+      i=0; while [ ! -e "$1/printed" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+      exit 3' "$MARKER" "$WORK"
+  expect "exit code" "$RC" 0 && expect "ranks and their CPUs in both attempts" "$OUT" "0 0 $CPU0
+0 1 $CPU1
+1 0 $CPU0
+1 1 $CPU1"
+}
+
+test_cpu_affinity_needs_a_cpu_per_rank() {
+  local cpu
+  cpu=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
+  cpu=${cpu%%[-,]*}
+  launch_on "$cpu" --nproc-per-node 2 --cpu-affinity -- sh -c 'echo started'
+  expect "exit code" "$RC" 1 && expect "output" "$OUT" "" &&
+    expect_contains "stderr" "$ERR" \
+      "--cpu-affinity needs a CPU for each of the 2 ranks of this node, and the launcher may use 1 ($cpu)"
+}
+
 # ---- usage ----
 
 expect_usage_error() {
@@ -277,6 +351,7 @@ test_bad_usage() {
     expect_usage_error "missing N" -- true &&
     expect_usage_error "unknown flag" --nproc-per-node 1 --bogus -- true &&
     expect_usage_error "bad mixed precision" --nproc-per-node 1 --mixed-precision fp8 -- true &&
+    expect_usage_error "a value for --cpu-affinity" --nproc-per-node 1 --cpu-affinity=core -- true &&
     expect_usage_error "node rank too big" --nproc-per-node 1 --nnodes 2 --node-rank 2 -- true &&
     expect_usage_error "free port on many nodes" --nproc-per-node 1 --nnodes 2 --master-port 0 -- true &&
     expect_usage_error "negative grace period" --nproc-per-node 1 --grace-period-s -1 -- true &&
@@ -305,6 +380,10 @@ check "restart: the launcher's own ACCEL_RESTART_COUNT is replaced" test_restart
 check "restart: a signal to the launcher ends the job, no restart" test_signal_not_restarted
 check "signal: SIGTERM to the launcher is forwarded, exit code 143" test_sigterm_forwarded
 check "signal: SIGINT to the launcher is forwarded, exit code 130" test_sigint_forwarded
+check "affinity: --cpu-affinity gives each of 2 ranks a CPU of the launcher's 2" test_cpu_affinity_a_cpu_each
+check "affinity: one rank gets every CPU of the launcher" test_cpu_affinity_one_rank_gets_all
+check "affinity: a restarted job's ranks keep their CPUs" test_cpu_affinity_kept_on_restart
+check "affinity: fewer CPUs than ranks is refused before any rank starts" test_cpu_affinity_needs_a_cpu_per_rank
 check "usage: bad command lines exit 2 with a message" test_bad_usage
 check "usage: --help exits 0" test_help
 
