@@ -39,8 +39,12 @@
 # and, before the last line, "checkpoint: every=N saves=S blocking_over_none_2proc=C1
 # background_over_none_2proc=C2 blocking_ms_per_save=B background_ms_per_save=G": each side's step time
 # over accel 2p's without checkpoints, and what one save costs the training (the difference, per save).
-# Nothing is pinned unless TRAIN_BENCH_PIN=1: then 1-process runs go on CPU 0 and rank r of a 2-process
-# run on CPU r (taskset).
+# Every process is bound to a CPU of its own, as `accel launch --cpu-affinity` binds ranks (and mpirun does
+# by default), on the first two CPUs the script may use: 1-process runs go on the first (the limit's second
+# run on the second), and the 2-process runs of every side, PyTorch DDP's included, are started on both by
+# `accel launch --cpu-affinity`, which gives each rank one. On two cores that keeps each rank's helper
+# threads on its own core. TRAIN_BENCH_PIN=0 binds nothing (the scheduler places everything), as does a
+# machine with one CPU.
 set -euo pipefail
 BIN=${1:?usage: bench/run_train.sh BIN_DIR MODEL_DIR}
 MODEL_DIR=${2:?usage: bench/run_train.sh BIN_DIR MODEL_DIR}
@@ -48,7 +52,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROUNDS=${TRAIN_BENCH_ROUNDS:-5}
 STEPS=${TRAIN_BENCH_STEPS:-200}
 WARMUP=${TRAIN_BENCH_WARMUP:-10}
-PIN=${TRAIN_BENCH_PIN:-0}
+PIN=${TRAIN_BENCH_PIN:-1}
 CHECKPOINT_EVERY=${TRAIN_BENCH_CHECKPOINT_EVERY:-50}
 PYTHON=/usr/bin/python3
 RUN_TIMEOUT=300  # seconds; a hung run fails the benchmark instead of stalling it
@@ -63,17 +67,35 @@ check_counts TRAIN_BENCH 5
 MODEL=$MODEL_DIR/train_mlp.pt
 make_model "$PYTHON" "$MODEL"
 
-if [ "$PIN" = 1 ]; then
-  PIN1=(taskset -c 0) PIN_OTHER=(taskset -c 1)
-  # Each rank pins itself to the CPU of its local rank before running the program.
-  # shellcheck disable=SC2016  # $LOCAL_RANK and $@ are the rank's, expanded by the inner bash
-  PIN2=(bash -c 'exec taskset -c "$LOCAL_RANK" "$@"' pin)
-  pinning="1-process runs pinned to CPU 0, rank r of 2-process runs to CPU r"
-else
-  PIN1=() PIN2=() PIN_OTHER=()
-  pinning="nothing pinned"
+# The first two CPUs this script may use (Cpus_allowed_list reads like "0-3,8").
+first_two_cpus() {
+  local list part first last cpu found=()
+  list=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
+  IFS=, read -ra parts <<<"$list"
+  for part in "${parts[@]}"; do
+    first=${part%-*} last=${part#*-}
+    for ((cpu = first; cpu <= last && ${#found[@]} < 2; cpu++)); do found+=("$cpu"); done
+  done
+  echo "${found[@]}"
+}
+read -ra CPUS <<<"$(first_two_cpus)"
+if [ "$PIN" = 1 ] && [ "${#CPUS[@]}" -lt 2 ]; then
+  echo "only one CPU to run on: nothing is bound" >&2
+  PIN=0
 fi
-launch2() { timeout "$RUN_TIMEOUT" "$BIN/accel" launch --nproc-per-node 2 --cpu --master-port 0 -- ${PIN2[@]+"${PIN2[@]}"} "$@"; }
+if [ "$PIN" = 1 ]; then
+  # The launcher runs on the two CPUs, and --cpu-affinity gives each rank one of them.
+  PIN1=(taskset -c "${CPUS[0]}") PIN_OTHER=(taskset -c "${CPUS[1]}")
+  PIN2=(taskset -c "${CPUS[0]},${CPUS[1]}") PIN2_OPTION=(--cpu-affinity)
+  pinning="1-process runs bound to CPU ${CPUS[0]}, 2-process runs started with accel launch --cpu-affinity on CPUs ${CPUS[0]},${CPUS[1]} (a CPU each)"
+else
+  PIN1=() PIN2=() PIN2_OPTION=() PIN_OTHER=()
+  pinning="nothing bound"
+fi
+launch2() {
+  timeout "$RUN_TIMEOUT" ${PIN2[@]+"${PIN2[@]}"} "$BIN/accel" launch --nproc-per-node 2 --cpu --master-port 0 \
+    ${PIN2_OPTION[@]+"${PIN2_OPTION[@]}"} -- "$@"
+}
 run1() { timeout "$RUN_TIMEOUT" ${PIN1[@]+"${PIN1[@]}"} "$@"; }
 # run1_twice ARGS...: the same 1-process run twice at once (on CPUs 0 and 1 when pinned); prints the slower
 # run's result line.
