@@ -1,11 +1,13 @@
 #include "cli/env_command.hpp"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "cli/cpu_shares.hpp"
 #include "core/error.hpp"
 #include "core/features.hpp"
 #include "core/options.hpp"
@@ -55,6 +57,12 @@ int run_env(int argc, char** argv) {
   std::printf("- LibTorch version: %s\n", torch_version());
   std::printf("- features: %s\n", feature_list().c_str());
   std::printf("- CPU cores online: %ld\n", sysconf(_SC_NPROCESSORS_ONLN));
+  // What taskset, a cpuset or `accel launch --cpu-affinity` left this process.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+    std::printf("- CPUs this process may use: %s (%d)\n", cpu_list(allowed).c_str(), CPU_COUNT(&allowed));
+  }
   std::printf("- launch environment:\n");
   for (const char* name : kLaunchVariables) {
     if (const char* value = std::getenv(name)) std::printf("    %s=%s\n", name, value);
