@@ -67,18 +67,8 @@ check_counts TRAIN_BENCH 5
 MODEL=$MODEL_DIR/train_mlp.pt
 make_model "$PYTHON" "$MODEL"
 
-# The first two CPUs this script may use (Cpus_allowed_list reads like "0-3,8").
-first_two_cpus() {
-  local list part first last cpu found=()
-  list=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
-  IFS=, read -ra parts <<<"$list"
-  for part in "${parts[@]}"; do
-    first=${part%-*} last=${part#*-}
-    for ((cpu = first; cpu <= last && ${#found[@]} < 2; cpu++)); do found+=("$cpu"); done
-  done
-  echo "${found[@]}"
-}
-read -ra CPUS <<<"$(first_two_cpus)"
+# The first two CPUs this script may use.
+read -ra CPUS <<<"$("$PYTHON" -c 'import os; print(*sorted(os.sched_getaffinity(0))[:2])')"
 if [ "$PIN" = 1 ] && [ "${#CPUS[@]}" -lt 2 ]; then
   echo "only one CPU to run on: nothing is bound" >&2
   PIN=0

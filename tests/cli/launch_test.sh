@@ -266,23 +266,18 @@ SHOW_CPUS='echo "$ACCEL_RESTART_COUNT $LOCAL_RANK $(awk '"'"'/^Cpus_allowed_list
 
 # The first two CPUs this script may run on, in CPU0 and CPU1; false when it may use only one.
 two_cpus() {
-  local list part first last cpu found=()
-  list=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
-  IFS=, read -ra parts <<<"$list"
-  for part in "${parts[@]}"; do
-    first=${part%-*} last=${part#*-}
-    for ((cpu = first; cpu <= last && ${#found[@]} < 2; cpu++)); do found+=("$cpu"); done
-  done
-  ((${#found[@]} == 2)) || return 1
-  CPU0=${found[0]} CPU1=${found[1]}
+  local cpus
+  read -ra cpus <<<"$(/usr/bin/python3 -c 'import os; print(*sorted(os.sched_getaffinity(0))[:2])')"
+  ((${#cpus[@]} == 2)) || return 1
+  CPU0=${cpus[0]} CPU1=${cpus[1]}
 }
 
 # Runs `accel launch ARGS...` on the CPUs $1 (taskset's list), as launch() does.
 launch_on() {
-  local cpus=$1
+  local list=$1
   shift
   RC=0
-  taskset -c "$cpus" "$ACCEL" launch "$@" >"$WORK/out" 2>"$WORK/err" || RC=$?
+  taskset -c "$list" "$ACCEL" launch "$@" >"$WORK/out" 2>"$WORK/err" || RC=$?
   OUT=$(sort "$WORK/out")
   ERR=$(cat "$WORK/err")
 }
