@@ -26,9 +26,8 @@ namespace accel::distributed {
 namespace {
 
 constexpr size_t kPage = 4096;
-// Spinning this long (a few microseconds) catches a peer that is about to arrive on another core; after
-// it, a waiter sleeps so that it does not take the core a late peer needs.
-constexpr int kSpins = 2000;
+// Pauses between two looks at the clock while a waiter spins (barrier_spin): under a microsecond.
+constexpr int kPausesPerClockRead = 64;
 // How often a sleeping waiter looks at the clock and at whether its peers still live.
 constexpr std::chrono::milliseconds kSleepSlice(20);
 // Elements reduced at a time: a chunk of every rank's slot stays in cache while the ranks are summed.
@@ -158,6 +157,10 @@ std::string random_hex() {
 
 }  // namespace
 
+std::chrono::microseconds barrier_spin(int32_t node_ranks, long cpus) {
+  return cpus > 0 && node_ranks <= cpus ? kLongBarrierSpin : kShortBarrierSpin;
+}
+
 size_t shm_element_size(ShmElement type) {
   switch (type) {
     case ShmElement::Float32: return 4;
@@ -210,6 +213,7 @@ std::unique_ptr<SharedMemoryAllreduce> SharedMemoryAllreduce::create(const NodeL
   shm->store_prefix_ = resident != nullptr ? "accel/shm-resident" + std::to_string(resident->index) + "/" : "accel/shm/";
   shm->rank_ = layout.local_rank;
   shm->world_ = layout.local_size();
+  shm->spin_ = barrier_spin(shm->world_, sysconf(_SC_NPROCESSORS_ONLN));
   shm->ranks_ = layout.members;
   shm->node_ = layout.node;
   shm->nodes_ = layout.nodes();
@@ -333,10 +337,13 @@ void SharedMemoryAllreduce::barrier(std::chrono::milliseconds grace) {
     if (control->sleepers.load() > 0) futex_wake_all(&control->generation);
     return;
   }
-  for (int i = 0; i < kSpins; ++i) {
-    if (control->generation.load(std::memory_order_acquire) != generation) return;
-    cpu_pause();
-  }
+  const auto spin_until = std::chrono::steady_clock::now() + spin_;
+  do {
+    for (int i = 0; i < kPausesPerClockRead; ++i) {
+      if (control->generation.load(std::memory_order_acquire) != generation) return;
+      cpu_pause();
+    }
+  } while (std::chrono::steady_clock::now() < spin_until);
   const auto deadline = std::chrono::steady_clock::now() + timeout_ + grace;
   for (;;) {
     // The last arriver bumps the generation, then wakes if it sees a sleeper; a sleeper announces itself,
