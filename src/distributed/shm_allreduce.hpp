@@ -2,7 +2,8 @@
 // loopback sockets: each rank copies its tensor into its slot, reduces its 1/world slice of every rank's
 // slot in rank order 0..n-1 (so the result is the same run to run, and for two ranks bit for bit what
 // Gloo gives), and copies the reduced tensor back. Ranks meet at barriers made of atomics in the segment:
-// a short spin, then a futex sleep, so that more ranks than cores do not starve each other.
+// a spin (barrier_spin: long while each rank can have a core, short otherwise), then a futex sleep, so that
+// more ranks than cores do not starve each other.
 //
 // Across several nodes (NodeLayout) each node has a segment of its own and the same steps run within
 // it; between the reduction and the copy back, the node's leader all-reduces the node's sum with the
