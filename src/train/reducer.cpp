@@ -10,6 +10,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <functional>
 #include <optional>
@@ -103,17 +104,21 @@ at::ScalarType wire_type(GradCompression compression, at::ScalarType type) {
   return type;
 }
 
-// Copies into grad the elements of `averaged` (the bucket's from element `offset` on) outside the bucket's
-// elements [share.first, share.second); returns the bytes copied.
+// The parts of a bucket's elements [begin, end) before and after its private share, as [from, to) runs
+// (empty ones have from == to); between them lies the part of the share in [begin, end).
+std::array<std::pair<int64_t, int64_t>, 2> outside_share(std::pair<int64_t, int64_t> share, int64_t begin,
+                                                         int64_t end) {
+  return {{{begin, std::clamp(share.first, begin, end)}, {std::clamp(share.second, begin, end), end}}};
+}
+
+// Copies into grad the elements of `averaged` (the bucket's elements from `offset` on) outside the bucket's
+// private share; returns the bytes copied.
 int64_t copy_outside(at::Tensor& grad, const at::Tensor& averaged, int64_t offset, std::pair<int64_t, int64_t> share) {
   const auto flat_grad = grad.view({-1}), flat_averaged = averaged.reshape({-1});
-  const int64_t numel = flat_grad.numel();
-  const int64_t share_begin = std::clamp(share.first - offset, int64_t{0}, numel);
-  const int64_t share_end = std::clamp(share.second - offset, int64_t{0}, numel);
   int64_t copied = 0;
-  for (const auto& [from, to] : {std::make_pair(int64_t{0}, share_begin), std::make_pair(share_end, numel)}) {
+  for (const auto& [from, to] : outside_share(share, offset, offset + flat_grad.numel())) {
     if (from >= to) continue;
-    flat_grad.narrow(0, from, to - from).copy_(flat_averaged.narrow(0, from, to - from));
+    flat_grad.narrow(0, from - offset, to - from).copy_(flat_averaged.narrow(0, from - offset, to - from));
     copied += to - from;
   }
   return copied * flat_grad.element_size();
@@ -241,10 +246,11 @@ void Reducer::Impl::launch(Bucket& bucket) {
       continue;
     }
     const auto flat_grad = grad.reshape({-1});
-    // The parts of [begin, end) before and after the private share go through the bucket.
-    const int64_t share_begin = share ? std::clamp(share->first, begin, end) : end;
-    const int64_t share_end = share ? std::clamp(share->second, begin, end) : end;
-    for (const auto& [from, to] : {std::make_pair(begin, share_begin), std::make_pair(share_end, end)}) {
+    // The parts of [begin, end) before and after the private share go through the bucket (all of it
+    // without one).
+    const auto outside = outside_share(share.value_or(std::make_pair(end, end)), begin, end);
+    const int64_t share_begin = outside[0].second, share_end = outside[1].first;
+    for (const auto& [from, to] : outside) {
       if (from >= to) continue;
       auto slot = bucket.flat.narrow(0, from, to - from);
       at::div_out(slot, flat_grad.narrow(0, from - begin, to - from), bucket.world_size);
