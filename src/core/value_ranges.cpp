@@ -66,7 +66,7 @@ ValueRange range_of(const T* values, int64_t count) {
   }
   ValueRange range{static_cast<int64_t>(low), static_cast<int64_t>(high), std::nullopt, std::nullopt};
   if (low == high) return range;
-  // Two more passes only when there is a second value: the extremes without the first ones.
+  // One more pass only when there is a second value: the extremes without the first ones.
   T above_low = high, below_high = low;
   for (int64_t i = 0; i < count; ++i) {
     if (values[i] > low) above_low = std::min(above_low, values[i]);
