@@ -40,8 +40,9 @@ size_t shm_element_size(ShmElement type);
 // for the scheduler to let it in, and its peers wait for it in turn. Long (kLongBarrierSpin) when each of
 // the node's `node_ranks` can have one of the machine's `cpus` to itself; short otherwise, so that more
 // ranks than cores do not spin away the time a late peer needs (cpus <= 0: unknown, short).
-// On two cores, 2 processes training the benchmark's MLP: 7.02 against 7.37 ms a step with 200 us
-// against 20 us (bench/run_train.sh's bound 2-process run, medians of 8 interleaved runs).
+// On two cores, 2 processes training the benchmark's MLP, bound: 7.34 against 7.49 ms a step with this
+// spin against the library before it (medians of 8 interleaved runs); 6.64 against 6.73 with 200 against
+// 20 us on a quieter machine (6 runs each).
 constexpr std::chrono::microseconds kLongBarrierSpin(200);
 constexpr std::chrono::microseconds kShortBarrierSpin(20);
 std::chrono::microseconds barrier_spin(int32_t node_ranks, long cpus);
