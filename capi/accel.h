@@ -15,6 +15,7 @@
 #include "accel/optimizer.h"
 #include "accel/scheduler.h"
 #include "accel/train.h"
+#include "accel/train_step.h"
 #include "accel/tracking.h"
 #include "accel/checkpoint.h"
 

@@ -50,8 +50,9 @@
  *   grad_scaler_enabled bool fp16 scales the loss (torch's GradScaler); false runs fp16 without loss
  *                            scaling (Accelerate's GradScalerKwargs(enabled=False)) default true
  *   dynamo_backend   string  only "no" (any case): LibTorch has no TorchDynamo, so any other backend is
- *                            refused by accel_state_new with ACCEL_ERR_UNSUPPORTED saying why; optimise
- *                            the TorchScript in Python before saving it          default "no"
+ *                            refused by accel_state_new with ACCEL_ERR_UNSUPPORTED saying why; what
+ *                            torch.compile's "reduce-overhead" mode gives (CUDA graphs) is the train
+ *                            step's cuda_graph (accel/train_step.h)              default "no"
  *   timeline         string  a directory: each rank writes its step timeline (a Chrome trace of forward,
  *                            backward, every gradient bucket's all-reduce, optimizer steps, loader waits,
  *                            collectives, saves) to timeline.rank<r>.json there when the state shuts
@@ -99,7 +100,9 @@
  * decay_type, step_size, gamma, milestones, max_lr, pct_start, anneal_strategy, cycle_momentum,
  * base_momentum, max_momentum, div_factor, final_div_factor, three_phase, mode, factor, patience,
  * threshold, threshold_mode, cooldown, eps, split_batches. Loss keys (accel_loss_compute; accel/loss.h):
- * reduction, label_smoothing, ignore_index. Tracker keys (accel_state_init_trackers; accel/tracking.h):
+ * reduction, label_smoothing, ignore_index. Train step keys (accel_train_step_new; accel/train_step.h):
+ * loss, the loss keys, max_grad_norm, norm_type, cuda_graph, cuda_graph_warmup. Tracker keys
+ * (accel_state_init_trackers; accel/tracking.h):
  * log_with, overwrite. accel_options_dump lists every object's keys with their values.
  *
  * Accelerate's Accelerator and DataLoaderConfiguration arguments without a key here, and why:

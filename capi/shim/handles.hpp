@@ -18,6 +18,7 @@
 #include "tracking/progress.hpp"
 #include "train/accelerator.hpp"
 #include "train/model.hpp"
+#include "train/train_step.hpp"
 
 #define ACCEL_HANDLE(c_name)                                                   \
   static constexpr const char* kName = c_name;                                 \
@@ -59,6 +60,17 @@ struct accel_tensor {
 };
 
 namespace accel::capi {
+
+// The tensors of a C array of count handles (NULL when count is 0); argument is its parameter name.
+inline std::vector<at::Tensor> tensors_of(accel_tensor* const* tensors, size_t count, const std::string& argument) {
+  if (count > 0) require(tensors, argument.c_str());
+  std::vector<at::Tensor> list;
+  for (size_t i = 0; i < count; ++i) {
+    require(tensors[i], (argument + "[i]").c_str());
+    list.push_back(tensors[i]->tensor);
+  }
+  return list;
+}
 
 // The named tensors of two parallel C arrays, names[i] naming tensors[i] for i < count (either array may
 // be NULL when count is 0); tensors_argument is the tensors' parameter name, for messages.
@@ -125,6 +137,11 @@ struct accel_optimizer {
   std::shared_ptr<accel::train::AcceleratedOptimizer> optimizer;
   std::shared_ptr<accel::train::Model> model;
   ACCEL_HANDLE("accel_optimizer_t");
+};
+
+struct accel_train_step {
+  std::unique_ptr<accel::train::TrainStep> step;
+  ACCEL_HANDLE("accel_train_step_t");
 };
 
 struct accel_scheduler {

@@ -22,12 +22,7 @@ int run_forward(const char* function, accel_model_t* model, accel_tensor_t* cons
                 accel_output_t** out) {
   return guarded_out(function, out, [&] {
     require(model, "model");
-    if (count > 0) require(inputs, "inputs");
-    std::vector<at::Tensor> args;
-    for (size_t i = 0; i < count; ++i) {
-      require(inputs[i], "inputs[i]");
-      args.push_back(inputs[i]->tensor);
-    }
+    const auto args = accel::capi::tensors_of(inputs, count, "inputs");
     const auto kwargs = accel::capi::named_tensors(names, named_inputs, named_count, "named_inputs");
     *out = new accel_output{model->model->forward(args, kwargs, grad)};
   });

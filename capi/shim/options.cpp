@@ -23,7 +23,7 @@ const accel::OptionCatalog& option_catalog() {
       &accel::distributed::state_option_scope(), &accel::data::loader_option_scope(),
       &accel::train::prepare_option_scope(),     &accel::train::optimizer_option_scope(),
       &accel::train::scheduler_option_scope(),   &accel::train::loss_option_scope(),
-      &accel::tracking::trackers_option_scope(),
+      &accel::train::train_step_option_scope(),  &accel::tracking::trackers_option_scope(),
   };
   return catalog;
 }

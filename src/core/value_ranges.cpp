@@ -105,6 +105,12 @@ at::Tensor copy_to_device(const at::Tensor& source, const c10::Device& device, b
   return copy;
 }
 
+void copy_keeping_range(const at::Tensor& destination, const at::Tensor& source, bool non_blocking) {
+  const auto range = source.is_cpu() ? value_range_of(source) : known_value_range(source);
+  destination.copy_(source, non_blocking);
+  if (range) remember_value_range(destination, *range);
+}
+
 void remember_value_range(const at::Tensor& copy, const ValueRange& range) {
   if (!trackable(copy)) return;
   const auto span = span_of(copy);

@@ -35,6 +35,11 @@ std::optional<ValueRange> value_range_of(const at::Tensor& cpu_tensor);
 // from the CPU to another device. Thread-safe.
 at::Tensor copy_to_device(const at::Tensor& source, const c10::Device& device, bool non_blocking);
 
+// destination.copy_(source, non_blocking), with the range of what was copied recorded for destination: the
+// source's values when it is on the CPU, else its own recorded range (none: none recorded). For static
+// tensors that take a new batch each step, such as a captured CUDA graph's inputs. Thread-safe.
+void copy_keeping_range(const at::Tensor& destination, const at::Tensor& source, bool non_blocking);
+
 // Records `range` as the values of `copy` as they are now. Thread-safe.
 void remember_value_range(const at::Tensor& copy, const ValueRange& range);
 

@@ -62,7 +62,9 @@ void refuse_unsupported(const ResolvedOptions& options) {
                                 "': LibTorch has no TorchDynamo (torch.compile is Python); accel runs the TorchScript "
                                 "the model was saved as, so optimise it in Python before saving (torch.jit.script, "
                                 "torch.jit.freeze or torch.jit.optimize_for_inference for inference) and leave "
-                                "dynamo_backend at \"no\"");
+                                "dynamo_backend at \"no\"; for what torch.compile's \"reduce-overhead\" mode gives, "
+                                "the training step as CUDA graphs, use a train step with cuda_graph on "
+                                "(accel_train_step_new)");
   }
 }
 

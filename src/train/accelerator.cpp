@@ -145,6 +145,11 @@ void Accelerator::remove_optimizer(AcceleratedOptimizer* optimizer) {
   if (scaler_) scaler_->forget(optimizer->optimizer());
 }
 
+size_t Accelerator::optimizer_count() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return optimizers_.size();
+}
+
 bool Accelerator::optimizer_step_was_skipped() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return std::any_of(optimizers_.begin(), optimizers_.end(), [](const auto* o) { return o->step_was_skipped(); });
@@ -167,11 +172,25 @@ void AcceleratedOptimizer::step() {
       optimizer_->step();
     } else {
       // As Accelerate's AcceleratedOptimizer: each optimizer's step updates the scale.
+      device_found_inf_ = at::Tensor();
       skipped_ = scaler->step(*optimizer_);
       scaler->update(*optimizer_);
     }
   }
   timeline::end_step();  // a step of the trace's ring ends with each real optimizer step
+}
+
+bool AcceleratedOptimizer::step_was_skipped() const {
+  if (device_found_inf_.defined()) {
+    skipped_ = device_found_inf_.item<bool>();
+    device_found_inf_ = at::Tensor();
+  }
+  return skipped_;
+}
+
+void AcceleratedOptimizer::record_device_step(const at::Tensor& found_inf) {
+  skipped_ = false;
+  device_found_inf_ = found_inf;
 }
 
 void AcceleratedOptimizer::zero_grad() {

@@ -66,6 +66,7 @@ class Accelerator {
   void add_optimizer(AcceleratedOptimizer* optimizer);
   void remove_optimizer(AcceleratedOptimizer* optimizer);
   bool optimizer_step_was_skipped() const;
+  size_t optimizer_count() const;
 
  private:
   explicit Accelerator(std::shared_ptr<distributed::State> state);
@@ -92,7 +93,11 @@ class AcceleratedOptimizer {
   ~AcceleratedOptimizer();
   void step();
   void zero_grad();
-  bool step_was_skipped() const { return skipped_; }
+  // Whether the last step was skipped (an fp16 overflow). After record_device_step this reads the device.
+  bool step_was_skipped() const;
+  // A step this optimizer's parameters took on the device without step() (a captured CUDA graph's):
+  // found_inf is its 0-dim bool overflow flag (undefined: no grad scaler), read only when asked.
+  void record_device_step(const at::Tensor& found_inf);
   // The fp16 loss scale, 1 without fp16 (reading it waits for the device).
   double loss_scale() const;
   Optimizer& optimizer() { return *optimizer_; }
@@ -101,7 +106,8 @@ class AcceleratedOptimizer {
  private:
   std::shared_ptr<Accelerator> accelerator_;
   std::unique_ptr<Optimizer> optimizer_;
-  bool skipped_ = false;
+  mutable bool skipped_ = false;
+  mutable at::Tensor device_found_inf_;  // a recorded device step's flag, until read
 };
 
 // Accelerate's AcceleratedScheduler: steps only after a real optimizer step, P times unless split_batches;

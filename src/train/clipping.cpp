@@ -33,7 +33,7 @@ at::Tensor grad_norm(const at::Tensor& grad, double norm_type, const at::Device&
 
 }  // namespace
 
-double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type) {
+at::Tensor clip_grad_norm_on_device(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type) {
   if (!(max_norm > 0)) fail(Code::InvalidArgument, "clip_grad_norm: max_norm must be > 0, got " + format_number(max_norm));
   if (!(norm_type > 0)) {
     fail(Code::InvalidArgument, "clip_grad_norm: norm_type must be > 0 or inf, got " + format_number(norm_type));
@@ -45,13 +45,18 @@ double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm
     // An empty grad adds nothing to any norm (and torch's abs().max() would fail on it).
     if (grad.numel() > 0) norms.push_back(grad_norm(grad, norm_type, grads.front().device()));
   }
-  if (norms.empty()) return 0.0;
+  if (norms.empty()) return {};
   const auto stacked = at::stack(norms);
   const auto total = std::isinf(norm_type) ? stacked.max() : at::norm(stacked, norm_type);
   // As torch: max_norm / (total + 1e-6) is Tensor.__rdiv__, i.e. reciprocal() * max_norm, clamped to 1.
   const auto coefficient = total.add(1e-6).reciprocal().mul(max_norm).clamp_max(1.0);
   for (const auto& grad : grads) grad.mul_(coefficient.to(grad.device()));
-  return total.item<double>();
+  return total;
+}
+
+double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type) {
+  const auto total = clip_grad_norm_on_device(parameters, max_norm, norm_type);
+  return total.defined() ? total.item<double>() : 0.0;
 }
 
 void clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value) {

@@ -14,6 +14,9 @@ namespace accel::train {
 // grad. A non-finite total norm is returned as is and turns the grads non-finite, as in torch.
 // max_norm <= 0 or NaN, norm_type <= 0 or NaN: Error(InvalidArgument).
 double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type = 2.0);
+// The same without reading the norm back (no host synchronisation, so it can be captured in a CUDA graph):
+// the total norm as a 0-dim tensor on the first grad's device, undefined when no parameter has a grad.
+at::Tensor clip_grad_norm_on_device(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type = 2.0);
 
 // Clamps every grad to [-clip_value, clip_value]. clip_value < 0 or NaN: Error(InvalidArgument).
 void clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value);

@@ -4,6 +4,8 @@
 #include <ATen/ops/full.h>
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/stack.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
 #include <torch/serialize/archive.h>
 
 #include <cmath>
@@ -77,7 +79,16 @@ void GradScaler::unscale(Optimizer& optimizer) {
     fail(Code::InvalidState, "unscale_() is being called after step().");
   }
   const auto grads = grads_to_unscale(optimizer.parameters());
+  // One host sync for all grads; torch syncs as well, when step() reads found_inf.
+  optimizers_[&optimizer] = {Stage::Unscaled, unscale_grads(grads).item<bool>()};
+}
 
+at::Tensor GradScaler::unscale_on_device(const std::vector<at::Tensor>& parameters) {
+  require_scale("unscale_");
+  return unscale_grads(grads_to_unscale(parameters));
+}
+
+at::Tensor GradScaler::unscale_grads(const std::vector<at::Tensor>& grads) const {
   at::NoGradGuard no_grad;
   const auto inv_scale = scale_.to(at::kDouble).reciprocal().to(at::kFloat);  // as torch: float32(1/float64)
   std::vector<at::Tensor> non_finite;  // one flag per grad, gathered on the scale's device
@@ -86,8 +97,8 @@ void GradScaler::unscale(Optimizer& optimizer) {
     non_finite.push_back(at::isfinite(values).all().logical_not().to(scale_.device()));
     values.mul_(inv_scale.to(values.device()));
   }
-  // One host sync for all grads; torch syncs as well, when step() reads found_inf.
-  optimizers_[&optimizer] = {Stage::Unscaled, !non_finite.empty() && at::stack(non_finite).any().item<bool>()};
+  if (non_finite.empty()) return at::zeros({}, scale_.options().dtype(at::kBool));
+  return at::stack(non_finite).any();
 }
 
 bool GradScaler::ready(const Optimizer& optimizer) const { return optimizers_.count(&optimizer) == 0; }
@@ -117,21 +128,47 @@ void GradScaler::update(const Optimizer& optimizer) {
 // _amp_update_scale_ (AmpKernels.cu): products in double, stored as float32; never grows to inf.
 void GradScaler::apply_update_rule(bool found_inf) {
   const double current = scale_.item<float>();
+  const int64_t tracker = growth_tracker();
   if (found_inf) {
     scale_.fill_(static_cast<float>(current * config_.backoff_factor));
-    growth_tracker_ = 0;
-  } else if (growth_tracker_ + 1 == config_.growth_interval) {
+    set_growth_tracker(0);
+  } else if (tracker + 1 == config_.growth_interval) {
     const auto grown = static_cast<float>(current * config_.growth_factor);
     if (std::isfinite(grown)) scale_.fill_(grown);
-    growth_tracker_ = 0;
+    set_growth_tracker(0);
   } else {
-    ++growth_tracker_;
+    set_growth_tracker(tracker + 1);
+  }
+}
+
+void GradScaler::update_on_device(const at::Tensor& found_inf) {
+  require_scale("update");
+  at::NoGradGuard no_grad;
+  if (!device_growth_tracker_.defined()) {
+    device_growth_tracker_ = at::full({}, growth_tracker_, scale_.options().dtype(at::kLong));
+  }
+  const auto scale = scale_.to(at::kDouble);
+  const auto backed_off = scale.mul(config_.backoff_factor).to(at::kFloat);
+  const auto grown = scale.mul(config_.growth_factor).to(at::kFloat);
+  const auto next = device_growth_tracker_.add(1);
+  const auto grow = found_inf.logical_not().logical_and(next.eq(config_.growth_interval));
+  scale_.copy_(at::where(found_inf, backed_off, at::where(grow.logical_and(at::isfinite(grown)), grown, scale_)));
+  device_growth_tracker_.copy_(next.masked_fill(found_inf.logical_or(grow), 0));
+}
+
+void GradScaler::set_growth_tracker(int64_t tracker) {
+  if (device_growth_tracker_.defined()) {
+    device_growth_tracker_.fill_(tracker);
+  } else {
+    growth_tracker_ = tracker;
   }
 }
 
 double GradScaler::get_scale() const { return scale_.defined() ? scale_.item<float>() : config_.init_scale; }
 
-int64_t GradScaler::growth_tracker() const { return growth_tracker_; }
+int64_t GradScaler::growth_tracker() const {
+  return device_growth_tracker_.defined() ? device_growth_tracker_.item<int64_t>() : growth_tracker_;
+}
 
 std::string GradScaler::save_state() const {
   torch::serialize::OutputArchive archive;
@@ -139,7 +176,7 @@ std::string GradScaler::save_state() const {
   archive.write("growth_factor", c10::IValue(config_.growth_factor));
   archive.write("backoff_factor", c10::IValue(config_.backoff_factor));
   archive.write("growth_interval", c10::IValue(config_.growth_interval));
-  archive.write("_growth_tracker", c10::IValue(growth_tracker_));
+  archive.write("_growth_tracker", c10::IValue(growth_tracker()));
   return archive_bytes(archive);
 }
 
@@ -157,7 +194,7 @@ void GradScaler::load_state(const std::string& bytes) {
   // As load_state_dict: the saved scale is also the new init_scale, for a scale tensor not made yet.
   config_ = loaded;
   if (scale_.defined()) scale_.fill_(loaded.init_scale);
-  growth_tracker_ = tracker;
+  set_growth_tracker(tracker);
 }
 
 }  // namespace accel::train

@@ -51,6 +51,16 @@ class GradScaler {
   // twice). Without an unscale() or step() of it since its last update: Error(InvalidState).
   void update(const Optimizer& optimizer);
 
+  // For a step that must not synchronise with the device (a captured CUDA graph): unscale() of the
+  // defined grads of `parameters` without the per-optimizer stages, returning whether any held inf or NaN
+  // as a 0-dim bool tensor on the scale's device instead of reading it. Errors as unscale().
+  at::Tensor unscale_on_device(const std::vector<at::Tensor>& parameters);
+  // update()'s rule computed on the device from such a flag: the scale and the growth tracker change in
+  // device memory and nothing is read back. The first call moves the growth tracker to the device, where
+  // it stays (growth_tracker(), save_state(), load_state() and update() then read and write it there);
+  // make that first call outside a capture, since a captured one would set the tracker on every replay.
+  void update_on_device(const at::Tensor& found_inf);
+
   double get_scale() const;  // init_scale until the first scale()
   int64_t growth_tracker() const;  // clean updates since the last growth or backoff
 
@@ -68,11 +78,15 @@ class GradScaler {
   };
 
   void require_scale(const char* action) const;
+  // Multiplies the grads by float32(1/scale); returns the 0-dim "any was inf or NaN" flag.
+  at::Tensor unscale_grads(const std::vector<at::Tensor>& grads) const;
   void apply_update_rule(bool found_inf);
+  void set_growth_tracker(int64_t tracker);
 
   GradScalerConfig config_;
   at::Tensor scale_;  // undefined until the first scale()
-  int64_t growth_tracker_ = 0;
+  int64_t growth_tracker_ = 0;  // while device_growth_tracker_ is undefined
+  at::Tensor device_growth_tracker_;  // int64, once update_on_device ran
   // Optimizers unscaled or stepped since the last update(); those not in it are ready.
   std::map<const Optimizer*, OptimizerState> optimizers_;
 };

@@ -86,14 +86,6 @@ void check_class_targets(const std::string& name, const at::Tensor& input, const
   }
 }
 
-void check_cross_entropy(const std::string& name, const at::Tensor& input, const at::Tensor& target,
-                         const LossConfig& config) {
-  if (!(config.label_smoothing >= 0 && config.label_smoothing <= 1)) {
-    fail(Code::InvalidArgument, name + " label_smoothing must be in [0, 1], got " + format_number(config.label_smoothing));
-  }
-  check_class_targets(name, input, target, config);
-}
-
 // mse, l1, bce_with_logits: an elementwise target. torch would broadcast a different shape (with a
 // warning) and fail later in backward on a different dtype; both are refused here.
 void check_elementwise_target(const std::string& name, const at::Tensor& input, const at::Tensor& target,
@@ -117,7 +109,7 @@ struct LossKind {
 };
 
 const LossKind kLosses[] = {
-    {"cross_entropy", &check_cross_entropy,
+    {"cross_entropy", &check_class_targets,
      [](const at::Tensor& input, const at::Tensor& target, int64_t reduction, const LossConfig& config) {
        return at::cross_entropy_loss(input, target, c10::nullopt, reduction, config.ignore_index,
                                      config.label_smoothing);
@@ -149,28 +141,40 @@ const LossKind& loss_for(const std::string& name) {
   fail(Code::InvalidArgument, "unknown loss '" + name + "' (known: " + known + ")");
 }
 
-void check_common(const std::string& name, const at::Tensor& input, const at::Tensor& target,
-                  const LossConfig& config) {
+void check_common(const std::string& name, const at::Tensor& input, const at::Tensor& target) {
   if (!input.defined()) fail(Code::InvalidArgument, name + " input is an undefined tensor");
   if (!target.defined()) fail(Code::InvalidArgument, name + " target is an undefined tensor");
   if (input.device() != target.device()) {
     fail(Code::InvalidArgument,
          name + " input is on " + input.device().str() + " but target is on " + target.device().str());
   }
-  // A shared config must not silently drop a setting the loss has no use for.
-  if (name != "cross_entropy" && config.label_smoothing != 0) {
-    fail(Code::InvalidArgument, "label_smoothing applies to cross_entropy only, not to " + name);
-  }
 }
 
 }  // namespace
 
+void check_loss_settings(const std::string& name, const LossConfig& config) {
+  loss_for(name);
+  reduction_of(config.reduction);
+  // A shared config must not silently drop a setting the loss has no use for.
+  if (name != "cross_entropy" && config.label_smoothing != 0) {
+    fail(Code::InvalidArgument, "label_smoothing applies to cross_entropy only, not to " + name);
+  }
+  if (!(config.label_smoothing >= 0 && config.label_smoothing <= 1)) {
+    fail(Code::InvalidArgument, name + " label_smoothing must be in [0, 1], got " + format_number(config.label_smoothing));
+  }
+}
+
+void check_loss(const std::string& name, const at::Tensor& input, const at::Tensor& target, const LossConfig& config) {
+  check_loss_settings(name, config);
+  check_common(name, input, target);
+  loss_for(name).check(name, input, target, config);
+}
+
 at::Tensor compute_loss(const std::string& name, const at::Tensor& input, const at::Tensor& target,
                         const LossConfig& config) {
+  check_loss(name, input, target, config);
   const auto& loss = loss_for(name);
   const int64_t reduction = reduction_of(config.reduction);
-  check_common(name, input, target, config);
-  loss.check(name, input, target, config);
   try {
     return loss.compute(input, target, reduction, config);
   } catch (const c10::Error& error) {

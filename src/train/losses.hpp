@@ -26,5 +26,11 @@ struct LossConfig {
 // anything ATen still refuses (e.g. a dtype without a kernel on the device): Error(Torch) naming the loss.
 at::Tensor compute_loss(const std::string& name, const at::Tensor& input, const at::Tensor& target,
                         const LossConfig& config);
+// The checks of compute_loss that need no tensors: the name, the reduction, label_smoothing's range and
+// which loss takes it. Errors as compute_loss.
+void check_loss_settings(const std::string& name, const LossConfig& config);
+// compute_loss's checks alone, with its errors: for a target about to be used by a loss computed elsewhere
+// (a captured CUDA graph's), against an input of the shape and dtype that loss sees.
+void check_loss(const std::string& name, const at::Tensor& input, const at::Tensor& target, const LossConfig& config);
 
 }  // namespace accel::train

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/options.hpp"
 #include "train/archive.hpp"
+#include "train/capturable_optimizer.hpp"
 
 namespace accel::train {
 namespace {
@@ -216,6 +217,8 @@ struct Optimizer::Impl {
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::vector<std::vector<std::string>> names;  // per group, parallel to the group's params
   std::vector<double> initial_lrs;
+  std::unique_ptr<CapturableOptimizer> capturable;
+  int64_t state_generation = 0;
 
   size_t checked(size_t index) const {
     const auto count = optimizer->param_groups().size();
@@ -290,7 +293,12 @@ Optimizer::Optimizer(const std::string& kind, const std::vector<std::pair<std::s
 
 Optimizer::~Optimizer() = default;
 
-void Optimizer::step() { impl_->optimizer->step(); }
+void Optimizer::step() {
+  // The step counts a captured step advanced on the device are the ones this step must continue from.
+  if (impl_->capturable) impl_->capturable->write_back();
+  impl_->optimizer->step();
+  if (impl_->capturable) impl_->capturable->invalidate();
+}
 
 void Optimizer::zero_grad() {
   for (const auto& group : impl_->optimizer->param_groups()) {
@@ -346,6 +354,7 @@ std::vector<at::Tensor> Optimizer::parameters() const {
 const std::string& Optimizer::kind() const { return impl_->kind; }
 
 std::string Optimizer::save_state() const {
+  if (impl_->capturable) impl_->capturable->write_back();
   torch::serialize::OutputArchive archive;
   impl_->optimizer->save(archive);
   archive.write("accel/kind", c10::IValue(impl_->kind));
@@ -361,6 +370,15 @@ void Optimizer::load_state(const std::string& bytes) {
   auto& param_groups = impl_->optimizer->param_groups();
   for (size_t i = 0; i < groups.size(); ++i) param_groups[i].set_options(std::move(groups[i].second));
   impl_->initial_lrs = std::move(initial_lrs);
+  ++impl_->state_generation;
+  if (impl_->capturable) impl_->capturable->invalidate();
 }
+
+CapturableOptimizer& Optimizer::capturable() {
+  if (!impl_->capturable) impl_->capturable = std::make_unique<CapturableOptimizer>(*impl_->optimizer, impl_->kind);
+  return *impl_->capturable;
+}
+
+int64_t Optimizer::state_generation() const { return impl_->state_generation; }
 
 }  // namespace accel::train

@@ -13,6 +13,8 @@
 
 namespace accel::train {
 
+class CapturableOptimizer;
+
 struct OptimizerConfig {
   double lr = 1e-3;
   double momentum = 0;  // sgd
@@ -77,6 +79,12 @@ class Optimizer {
   // the optimizer is unchanged.
   std::string save_state() const;
   void load_state(const std::string& bytes);
+
+  // The step in the form a CUDA graph captures (train/capturable_optimizer.hpp), made on first use, over
+  // this optimizer's own state; step() and save_state() keep the two in agreement.
+  CapturableOptimizer& capturable();
+  // Changes when load_state() replaces the state tensors, which a captured step would still be using.
+  int64_t state_generation() const;
 
  private:
   struct Impl;

@@ -28,6 +28,15 @@ std::vector<int64_t> parse_milestones(const std::string& text) {
   return milestones;
 }
 
+// The loss keys, which the loss scope and the train step scope share.
+LossConfig loss_config_of(const ResolvedOptions& values) {
+  LossConfig config;
+  config.reduction = values.get_string("reduction");
+  config.label_smoothing = values.get_double("label_smoothing");
+  config.ignore_index = values.get_int("ignore_index");
+  return config;
+}
+
 }  // namespace
 
 const OptionScope& prepare_option_scope() {
@@ -125,6 +134,27 @@ const OptionScope& loss_option_scope() {
   return scope;
 }
 
+const OptionScope& train_step_option_scope() {
+  // The loss keys are the loss scope's, with its specs: one options object can serve both.
+  static const OptionScope scope = [] {
+    OptionScope made{
+        "train step",
+        "accel_train_step_new",
+        /*from_environment=*/false,
+        {
+            {"loss", OptionType::String, std::string("cross_entropy"),
+             {"cross_entropy", "nll", "mse", "l1", "bce_with_logits", "output"}, false},
+            {"max_grad_norm", OptionType::Double, 0.0, {}, false},
+            {"norm_type", OptionType::Double, 2.0, {}, true},
+            {"cuda_graph", OptionType::Bool, false, {}, false},
+            {"cuda_graph_warmup", OptionType::Int, int64_t{3}, {}, true},
+        }};
+    for (const auto& spec : loss_option_scope().specs) made.specs.push_back(spec);
+    return made;
+  }();
+  return scope;
+}
+
 PrepareConfig prepare_config(const Options* explicit_options) {
   const auto values = resolved(prepare_option_scope(), explicit_options);
   PrepareConfig config;
@@ -199,11 +229,18 @@ SchedulerConfig scheduler_config(const Options* explicit_options) {
 }
 
 LossConfig loss_config(const Options* explicit_options) {
-  const auto values = resolved(loss_option_scope(), explicit_options);
-  LossConfig config;
-  config.reduction = values.get_string("reduction");
-  config.label_smoothing = values.get_double("label_smoothing");
-  config.ignore_index = values.get_int("ignore_index");
+  return loss_config_of(resolved(loss_option_scope(), explicit_options));
+}
+
+TrainStepConfig train_step_config(const Options* explicit_options) {
+  const auto values = resolved(train_step_option_scope(), explicit_options);
+  TrainStepConfig config;
+  config.loss = values.get_string("loss");
+  config.loss_config = loss_config_of(values);
+  config.max_grad_norm = values.get_double("max_grad_norm");
+  config.norm_type = values.get_double("norm_type");
+  config.cuda_graph = values.get_bool("cuda_graph");
+  config.warmup_steps = values.get_int("cuda_graph_warmup");
   return config;
 }
 

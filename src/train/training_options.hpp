@@ -8,6 +8,7 @@
 #include "train/model.hpp"
 #include "train/optimizer.hpp"
 #include "train/scheduler.hpp"
+#include "train/train_step.hpp"
 
 namespace accel::train {
 
@@ -15,6 +16,7 @@ const OptionScope& prepare_option_scope();
 const OptionScope& optimizer_option_scope();
 const OptionScope& scheduler_option_scope();
 const OptionScope& loss_option_scope();
+const OptionScope& train_step_option_scope();
 
 // Each resolves explicit_options (NULL: the defaults) against its object's keys. Throws
 // Error(UnknownOption) for another object's key (naming where it belongs), Error(BadOptionValue).
@@ -22,5 +24,6 @@ PrepareConfig prepare_config(const Options* explicit_options);
 OptimizerConfig optimizer_config(const Options* explicit_options);
 SchedulerConfig scheduler_config(const Options* explicit_options);
 LossConfig loss_config(const Options* explicit_options);
+TrainStepConfig train_step_config(const Options* explicit_options);
 
 }  // namespace accel::train

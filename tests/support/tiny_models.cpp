@@ -85,6 +85,15 @@ std::string tied(const std::string& path, int seed, bool tied, float head_offset
   return path;
 }
 
+std::string branching(const std::string& path) {
+  auto module = mlp_module(0);
+  module.define(std::string("def forward(self, x):\n  h = ") + kHidden +
+                "\n  if bool(h.sum() > 0.0):\n    return torch.matmul(h, self.w2) + self.b2\n"
+                "  return torch.matmul(h, self.w2) - self.b2\n");
+  module.save(path);
+  return path;
+}
+
 std::string mlp_with_truncated_storage(const std::string& path) {
   const std::string whole = mlp(path + ".whole");
   {

@@ -21,6 +21,9 @@ std::string mlp_with_truncated_storage(const std::string& path);
 // w1 (tied weights, as an embedding and its output layer) unless `tied` is false, when head.w is a copy
 // of w1's values (`head_offset` added to them). Buffers: head.scale (float [1]) and steps (int64 [2]).
 std::string tied(const std::string& path, int seed = 0, bool tied = true, float head_offset = 0.0f);
+// Like mlp, but forward takes one of two branches by the sign of a sum it computes: data-dependent control
+// flow, which reads a value back from the device (no CUDA graph can capture it).
+std::string branching(const std::string& path);
 // A file in the test's temporary directory, unique to this process.
 std::string temp_file(const std::string& name);
 

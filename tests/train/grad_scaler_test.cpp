@@ -260,5 +260,59 @@ TEST(GradScaler, LoadOfForeignBytesIsRefused) {
   EXPECT_EQ(scaler.get_scale(), 65536.0);
 }
 
+// One iteration as a captured step runs it: unscale_on_device and update_on_device, nothing read back.
+bool device_iteration(GradScaler& scaler, Model& model, float unscaled_grad) {
+  scaler.scale(at::tensor({1.0f}));
+  const auto scale = static_cast<float>(scaler.get_scale());
+  model.set_grad({unscaled_grad * scale, unscaled_grad * scale});
+  const auto found_inf = scaler.unscale_on_device({model.w});
+  scaler.update_on_device(found_inf);
+  return found_inf.item<bool>();
+}
+
+// The device rule gives the host rule's scale and growth tracker after every update: growth, backoff on
+// inf and on NaN, a scale that would grow to inf, and the grads unscaled alike.
+TEST(GradScaler, TheDeviceRuleIsTheHostRule) {
+  GradScalerConfig config;
+  config.init_scale = 3.0e38;  // grows to inf at once: the rule keeps it
+  config.growth_interval = 3;
+  GradScaler host(config), device(config);
+  Model host_model, device_model;
+  const float infinity = std::numeric_limits<float>::infinity();
+  const std::vector<float> grads{1e-3f, 1e-3f, 1e-3f, infinity, 0.25f, std::nanf(""), 1e-3f, 1e-3f, 1e-3f, 1e-3f,
+                                 1e-3f, 1e-3f, infinity, 1e-3f};
+  for (size_t i = 0; i < grads.size(); ++i) {
+    SCOPED_TRACE("iteration " + std::to_string(i));
+    EXPECT_EQ(iteration(host, host_model, grads[i]), device_iteration(device, device_model, grads[i]));
+    EXPECT_EQ(device.get_scale(), host.get_scale());
+    EXPECT_EQ(device.growth_tracker(), host.growth_tracker());
+    if (std::isfinite(grads[i])) EXPECT_EQ(values_of(device_model.w.grad()), values_of(host_model.w.grad()));
+  }
+  EXPECT_GT(host.get_scale(), 0);
+}
+
+// Once on the device, the growth tracker is saved, loaded and stepped by the host rule from there.
+TEST(GradScaler, TheDeviceTrackerIsSavedLoadedAndSharedWithTheHostRule) {
+  GradScalerConfig config;
+  config.init_scale = 8;
+  config.growth_interval = 3;
+  GradScaler scaler(config);
+  Model model;
+  ASSERT_FALSE(device_iteration(scaler, model, 1e-3f));
+  ASSERT_FALSE(device_iteration(scaler, model, 1e-3f));
+  EXPECT_EQ(scaler.growth_tracker(), 2);
+  const auto bytes = scaler.save_state();
+  clean_iterations(scaler, model, 1);  // host rule, third clean update: grows
+  EXPECT_EQ(scaler.get_scale(), 16.0);
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+  ASSERT_FALSE(device_iteration(scaler, model, 1e-3f));
+  EXPECT_EQ(scaler.growth_tracker(), 1);
+  scaler.load_state(bytes);
+  EXPECT_EQ(scaler.growth_tracker(), 2);
+  ASSERT_FALSE(device_iteration(scaler, model, 1e-3f));
+  EXPECT_EQ(scaler.get_scale(), 16.0);
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+}
+
 }  // namespace
 }  // namespace accel::train
