@@ -262,6 +262,49 @@ class Optimizer {
   detail::Owned<accel_optimizer_t, accel_optimizer_free> handle_;
 };
 
+// A training step as one call (accel/train_step.h): forward, the loss, backward, clipping on sync steps, the
+// optimizer step and zero_grad, as an Accelerate loop makes them; with the option cuda_graph on a GPU,
+// captured once as a CUDA graph and replayed. The library keeps the model and the optimizer alive.
+class TrainStep {
+ public:
+  TrainStep(Model& model, Optimizer& optimizer, const Options* options = nullptr)
+      : handle_(detail::made<accel_train_step_t, accel_train_step_free>([&](accel_train_step_t** out) {
+          return accel_train_step_new(out, model.get(), optimizer.get(), options ? options->get() : nullptr);
+        })) {}
+  // One step on forward(input) against target (nullptr for the loss "output"); returns the loss.
+  Tensor run(const Tensor& input, const Tensor* target) { return run({&input}, target); }
+  // One step on forward(inputs..., name=tensor...) against target (nullptr for the loss "output").
+  Tensor run(const std::vector<const Tensor*>& inputs, const Tensor* target,
+             const std::vector<std::pair<std::string, const Tensor*>>& named = {}) {
+    std::vector<accel_tensor_t*> positional, named_tensors;
+    std::vector<const char*> names;
+    for (const Tensor* input : inputs) positional.push_back(input->get());
+    for (const auto& [name, tensor] : named) {
+      names.push_back(name.c_str());
+      named_tensors.push_back(tensor->get());
+    }
+    accel_tensor_t* loss = nullptr;
+    check(accel_train_step_run(get(), positional.data(), positional.size(), names.data(), named_tensors.data(),
+                               named_tensors.size(), target ? target->get() : nullptr, &loss));
+    return Tensor(loss);
+  }
+  // Why the last step did not replay a CUDA graph; "" when it did.
+  std::string eager_reason() const {
+    const char* reason = accel_train_step_eager_reason(get());
+    return reason ? reason : "";
+  }
+  // A count: "steps", "replays", "captures", "warmup_steps" or "eager_steps".
+  int64_t stat(const std::string& name) const {
+    double value = 0;
+    check(accel_train_step_stat(get(), name.c_str(), &value));
+    return static_cast<int64_t>(value);
+  }
+  accel_train_step_t* get() const { return handle_.get(); }
+
+ private:
+  detail::Owned<accel_train_step_t, accel_train_step_free> handle_;
+};
+
 class Scheduler {
  public:
   Scheduler(Optimizer& optimizer, const std::string& name, const Options* options = nullptr)

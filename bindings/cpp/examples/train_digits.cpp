@@ -1,6 +1,7 @@
 // The demo's training (examples/train_digits.c) in C++ over bindings/cpp/accel.hpp: the same MLP
 // (64-128-128-10, TorchScript from examples/make_mlp.py), the same digits, split, batches, AdamW with a
-// cosine schedule and clipping, evaluation through gather_for_metrics. Run with accel launch:
+// cosine schedule and clipping (an accel::TrainStep per batch), evaluation through gather_for_metrics. Run with
+// accel launch:
 //   accel launch --nproc-per-node 2 --cpu --master-port 0 -- train_digits_cpp MODEL.pt DIGITS.csv.gz [EPOCHS]
 #include <cstdint>
 #include <cstdio>
@@ -99,19 +100,19 @@ int main(int argc, char** argv) {
     schedule_options.set("total_steps", std::to_string(single_process_steps))
         .set("warmup_steps", std::to_string(single_process_steps / 20));
     accel::Scheduler scheduler(optimizer, "cosine", &schedule_options);
+    // Each batch: accumulate, forward, the cross-entropy, backward, clipping on sync steps, step, zero_grad.
+    accel::Options step_options;
+    step_options.set("loss", "cross_entropy").set("max_grad_norm", "1.0");
+    accel::TrainStep step(model, optimizer, &step_options);
 
     {
       accel::Progress progress(state, epochs * train_loader.length(), "training");
       for (int64_t epoch = 0; epoch < epochs; ++epoch) {
         model.train(true);
         while (auto batch = train_loader.next()) {
-          state.accumulate();
-          const auto loss = accel::compute_loss("cross_entropy", model.forward((*batch)["x"]), (*batch)["y"]);
-          state.backward(loss);
-          if (state.sync_gradients()) state.clip_grad_norm(model, 1.0);
-          optimizer.step();
+          const auto x = (*batch)["x"], y = (*batch)["y"];
+          const auto loss = step.run(x, &y);
           scheduler.step();
-          optimizer.zero_grad();
           progress.update(1, static_cast<double>(loss.values<float>()[0]));
         }
       }

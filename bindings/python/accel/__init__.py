@@ -21,6 +21,7 @@ from .progress import ProgressBar
 from .scheduler import Scheduler
 from .specs import DataLoaderSpec, OptimizerSpec, SchedulerSpec
 from .tensor import Tensor
+from .train_step import TrainStep
 from .version import features, has_feature, torch_version, version
 
 __version__ = version()
@@ -33,6 +34,6 @@ __all__ = [
     "InternalError", "InvalidArgumentError", "InvalidStateError", "NullArgumentError", "OutOfMemoryError",
     "OutOfRangeError", "PeerFailedError", "ShapeMismatchError", "TorchError", "UnknownOptionError",
     "UnsupportedError", "compute_loss", "Model", "Optimizer", "Options", "ProgressBar", "Scheduler", "DataLoaderSpec",
-    "OptimizerSpec", "SchedulerSpec", "Tensor", "features", "has_feature", "torch_version", "version",
+    "OptimizerSpec", "SchedulerSpec", "Tensor", "TrainStep", "features", "has_feature", "torch_version", "version",
     "__version__",
 ]

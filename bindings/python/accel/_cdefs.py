@@ -232,6 +232,14 @@ int accel_state_clip_grad_norm(accel_state_t *state, accel_model_t *model, doubl
 int accel_state_clip_grad_value(accel_state_t *state, accel_model_t *model, double clip_value);
 int accel_state_save_model(accel_state_t *state, const accel_model_t *model, const char *directory, size_t max_shard_size);
 """),
+    ("accel/train_step.h", """
+typedef struct accel_train_step accel_train_step_t;
+int accel_train_step_new(accel_train_step_t **out, accel_model_t *model, accel_optimizer_t *optimizer, const accel_options_t *options);
+void accel_train_step_free(accel_train_step_t *step);
+int accel_train_step_run(accel_train_step_t *step, accel_tensor_t *const *inputs, size_t count, const char *const *names, accel_tensor_t *const *named_inputs, size_t named_count, const accel_tensor_t *target, accel_tensor_t **loss);
+const char *accel_train_step_eager_reason(const accel_train_step_t *step);
+int accel_train_step_stat(const accel_train_step_t *step, const char *name, double *out);
+"""),
     ("accel/tracking.h", """
 typedef struct accel_progress accel_progress_t;
 int accel_state_init_trackers(accel_state_t *state, const char *project_dir, const char *run_name, const char *config_json, const accel_options_t *options);

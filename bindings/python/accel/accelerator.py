@@ -23,6 +23,7 @@ from .dataset import Dataset
 from .errors import check
 from .model import Model
 from .optimizer import Optimizer
+from .train_step import TrainStep
 from .options import Options, resolved_value
 from .scheduler import Scheduler
 from .specs import DataLoaderSpec, OptimizerSpec, SchedulerSpec
@@ -328,6 +329,16 @@ class Accelerator(Handle):
             check(lib.accel_state_prepare_model(self.pointer, model.pointer, options.pointer))
         self._models.append(model)
         return model
+
+    def prepare_train_step(self, model, optimizer, **settings):
+        """A TrainStep: the whole step (forward, loss, backward, clipping, optimizer step, zero_grad) as one
+        call, step(*inputs, target=y) -> loss. Settings (capi/accel/train_step.h): loss ("cross_entropy",
+        "nll", "mse", "l1", "bce_with_logits", or "output" for a model whose forward returns the loss),
+        reduction, label_smoothing, ignore_index, max_grad_norm, norm_type, and cuda_graph=True to capture the
+        step as one CUDA graph on a GPU (Accelerate's nearest: dynamo_backend with torch.compile's
+        "reduce-overhead" mode) after cuda_graph_warmup eager steps."""
+        with Options(settings) as options:
+            return TrainStep(model, optimizer, options)
 
     def _prepare_loader(self, spec, _objects, _results):
         if isinstance(spec, Dataset):

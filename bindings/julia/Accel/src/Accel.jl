@@ -38,10 +38,11 @@ include("model.jl")
 include("optimizer.jl")
 include("scheduler.jl")
 include("train.jl")
+include("train_step.jl")
 include("tracking.jl")
 include("checkpoint.jl")
 
-export AccelError, Options, State, Tensor, Dataset, Loader, Batch, Model, Output, Optimizer, Scheduler, Progress
+export AccelError, Options, State, Tensor, Dataset, Loader, Batch, Model, Output, Optimizer, Scheduler, Progress, TrainStep
 export set!, dump_options
 export num_processes, process_index, local_process_index, num_local_processes, is_main_process,
     is_local_main_process, is_last_process, distributed_type, distributed_type_name, device,
@@ -55,6 +56,7 @@ export prepare_model!, forward, evaluate, train!, is_training, parameter_names, 
     buffer, grad_sync_stat, unwrap_model, save_torchscript, load_weights!
 export step!, zero_grad!, step_was_skipped, num_groups, lr, set_lr!, momentum, betas, loss_scale, last_lr, step_count
 export accumulate!, sync_gradients, backward!, backward_with_items!, no_sync, autocast, free_memory!, clip_grad_norm!, clip_grad_value!, save_model
+export eager_reason, train_step_stat
 export init_trackers, log_metrics, finish_trackers, print_main, update!
 
 end

@@ -166,4 +166,44 @@ end
             @test_throws ErrorException step!(halving)
         end
     end
+
+    @testset "train step" begin
+        mktempdir() do dir
+            state = State()
+            x = Float32[(i * j) % 5 for i in 1:16, j in 1:4]
+            y = Int64[argmax(x[i, 1:3]) - 1 for i in 1:16]
+            path = tiny_mlp(dir)
+            stepped, looped = prepare_model!(state, Model(path)), prepare_model!(state, Model(path))
+            step_optimizer, loop_optimizer = Optimizer(stepped, "sgd"; lr = 0.1), Optimizer(looped, "sgd"; lr = 0.1)
+            step = TrainStep(stepped, step_optimizer; loss = "cross_entropy", max_grad_norm = 0.5)
+            @test eager_reason(step) == "no step yet"
+            for _ in 1:3  # each step is accumulate, forward, the loss, backward, clipping, step and zero_grad
+                loss = Array(step(x; target = y))[]
+                accumulate!(state)
+                expected = compute_loss("cross_entropy", forward(looped, x)[1], Tensor(y))
+                backward!(state, expected)
+                clip_grad_norm!(state, looped, 0.5)
+                step!(loop_optimizer)
+                zero_grad!(loop_optimizer)
+                @test isfinite(loss) && loss == Array(expected)[]
+            end
+            @test all(Array(parameter(stepped, i)) == Array(parameter(looped, i)) for i in 1:length(parameter_names(stepped)))
+            @test [train_step_stat(step, name) for name in ("steps", "eager_steps", "replays", "captures", "warmup_steps")] == [3, 3, 0, 0, 0]
+            @test eager_reason(step) == "cuda_graph is off"
+            @test_throws AccelError train_step_stat(step, "loss")
+            @test_throws AccelError step(x)  # cross_entropy needs a target
+            close(step)
+            @test_throws ArgumentError eager_reason(step)
+
+            graphed = TrainStep(stepped, step_optimizer; cuda_graph = true)
+            @test isfinite(Array(graphed(x; target = y))[])
+            @test occursin("CUDA", eager_reason(graphed))  # on the CPU it runs eagerly and says why
+            error = try
+                TrainStep(stepped, step_optimizer; reduction = "none")
+            catch caught
+                caught
+            end
+            @test error isa AccelError && error.code == Accel.ACCEL_ERR_INVALID_ARGUMENT
+        end
+    end
 end

@@ -53,6 +53,7 @@ mod strings;
 mod tensor;
 mod tracking;
 mod train;
+mod train_step;
 pub mod version;
 
 pub use checkpoint::Checkpointed;
@@ -70,3 +71,4 @@ pub use scheduler::Scheduler;
 pub use state::{DistributedType, State};
 pub use tensor::{DType, Element, Tensor};
 pub use tracking::Progress;
+pub use train_step::TrainStep;

@@ -4,7 +4,7 @@ mod common;
 
 use std::fs;
 
-use accel::{compute_loss, sys, Checkpointed, Dataset, Loader, Model, Optimizer, Options, Progress, Scheduler, State, Tensor};
+use accel::{compute_loss, sys, Checkpointed, Dataset, Loader, Model, Optimizer, Options, Progress, Scheduler, State, Tensor, TrainStep};
 
 /// 16 samples of 4 features whose class is the index of the largest of the first 3.
 fn samples() -> (Tensor, Tensor) {
@@ -174,6 +174,65 @@ fn training_lowers_the_loss_and_is_tracked_and_saved() {
     assert_eq!(optimizer.lr(0).unwrap(), 0.0);
     let missing = state.load_state(dir.join("missing"), &objects).err().expect("no checkpoint there");
     assert_eq!(missing.code(), sys::ACCEL_ERR_IO);
+}
+
+#[test]
+fn a_train_step_makes_the_calls_of_a_loop_and_says_why_it_runs_eagerly() {
+    let _one = common::one_test_at_a_time();
+    let state = State::new(None).unwrap();
+    let (x, y) = samples();
+    let shift = Tensor::from_slice(&[0.5f32, -0.5, 0.0], &[3]).unwrap();
+    let (mut stepped, mut looped) = (Model::load(common::tiny_model()).unwrap(), Model::load(common::tiny_model()).unwrap());
+    state.prepare_model(&mut stepped, None).unwrap();
+    state.prepare_model(&mut looped, None).unwrap();
+    let sgd = Options::from_text(&[("lr", "0.1")]).unwrap();
+    let (step_optimizer, mut loop_optimizer) =
+        (Optimizer::new(&stepped, "sgd", Some(&sgd)).unwrap(), Optimizer::new(&looped, "sgd", Some(&sgd)).unwrap());
+    let clipped = Options::from_text(&[("loss", "cross_entropy"), ("max_grad_norm", "0.5")]).unwrap();
+    let mut step = TrainStep::new(&stepped, &step_optimizer, Some(&clipped)).unwrap();
+    assert_eq!(step.eager_reason(), "no step yet");
+
+    // Each step equals accumulate, forward, the loss, backward, clipping, step and zero_grad by hand.
+    for named in [&[][..], &[("shift", &shift)][..], &[][..]] {
+        let loss = step.run(&[&x], named, Some(&y)).unwrap().to_vec::<f32>().unwrap();
+        state.accumulate().unwrap();
+        let logits = looped.forward_named(&[&x], named).unwrap().get_named("logits").unwrap();
+        let expected = compute_loss("cross_entropy", &logits, &y, None).unwrap();
+        state.backward(&expected).unwrap();
+        state.clip_grad_norm(&mut looped, 0.5, 2.0).unwrap();
+        loop_optimizer.step().unwrap();
+        loop_optimizer.zero_grad().unwrap();
+        assert!(loss.len() == 1 && loss[0].is_finite(), "{:?}", loss);
+        assert_eq!(loss, expected.to_vec::<f32>().unwrap());
+    }
+    for index in 0..stepped.num_parameters() {
+        assert_eq!(stepped.parameter(index).unwrap().to_vec::<f32>().unwrap(), looped.parameter(index).unwrap().to_vec::<f32>().unwrap());
+    }
+    let counts: Vec<u64> =
+        ["steps", "eager_steps", "replays", "captures", "warmup_steps"].iter().map(|name| step.stat(name).unwrap()).collect();
+    assert_eq!(counts, [3, 3, 0, 0, 0]);
+    assert_eq!(step.eager_reason(), "cuda_graph is off");
+    let unknown = step.stat("loss").err().expect("no such figure");
+    assert!(unknown.code() == sys::ACCEL_ERR_INVALID_ARGUMENT && unknown.message().contains("eager_steps"), "{}", unknown);
+    assert_eq!(step.run(&[&x], &[], None).err().expect("no target").code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
+    assert_eq!(step.stat("steps").unwrap(), 3, "a refused batch is no step");
+    drop(step);
+
+    // On the CPU a step asked to capture a CUDA graph runs eagerly and says why.
+    let graphed = Options::from_text(&[("cuda_graph", "true")]).unwrap();
+    let mut step = TrainStep::new(&stepped, &step_optimizer, Some(&graphed)).unwrap();
+    assert!(step.run(&[&x], &[], Some(&y)).unwrap().to_vec::<f32>().unwrap()[0].is_finite());
+    assert!(step.eager_reason().contains("CUDA"), "{}", step.eager_reason());
+    assert_eq!((step.stat("eager_steps").unwrap(), step.stat("replays").unwrap()), (1, 0));
+
+    let refused = |pairs: &[(&str, &str)]| TrainStep::new(&stepped, &step_optimizer, Some(&Options::from_text(pairs).unwrap())).err();
+    assert_eq!(refused(&[("reduction", "none")]).expect("no scalar loss").code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
+    assert_eq!(refused(&[("max_grad_norm", "-1")]).expect("negative").code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
+    assert_eq!(refused(&[("batch_size", "8")]).expect("a loader's key").code(), sys::ACCEL_ERR_UNKNOWN_OPTION);
+    let other = TrainStep::new(&stepped, &loop_optimizer, None).err().expect("another model's optimizer");
+    assert_eq!(other.code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
+    let unprepared = Model::load(common::tiny_model()).unwrap();
+    assert_eq!(TrainStep::new(&unprepared, &step_optimizer, None).err().expect("not prepared").code(), sys::ACCEL_ERR_INVALID_STATE);
 }
 
 #[test]
