@@ -10,12 +10,17 @@
 #   libtorch        bench/train_libtorch.cpp with set_to_none cuda [bf16]: the like-for-like baseline of R1
 #   accel           bench/train_accel.c (C API only); the state picks cuda:0, ACCEL_MIXED_PRECISION sets
 #                   the precision
+#   accel graph     bench/train_accel.c graph: the step as one accel_train_step_run with cuda_graph on,
+#                   captured as one CUDA graph after 3 warm-up steps and replayed (accel/train_step.h)
 #   torch eager     bench/train_torch_gpu.py eager
 #   hf accelerate   bench/train_torch_gpu.py accelerate (Accelerator(mixed_precision=...))
+#   hf compiled     bench/train_torch_gpu.py compiled: Accelerate with TorchDynamoPlugin(backend="inductor",
+#                   mode="reduce-overhead"), torch.compile's CUDA graphs: what Accelerate users reach for
+#                   when the eager step is bound by launching kernels (compiled in the side's start-up)
 # at two precisions: fp32, and bf16 (autocast on the forward: accel's mixed_precision=bf16, LibTorch's
 # at::autocast, torch.autocast, Accelerator(mixed_precision="bf16")). The Python sides run in the python3
 # on PATH when it imports torch, else /usr/bin/python3; each is "n/a" when that Python lacks torch with
-# CUDA (eager) or accelerate as well (Accelerate).
+# CUDA (eager), accelerate as well (Accelerate), or torch.compile with a CUDA device (compiled).
 # Each side and precision has a process of its own, started with the others and warmed up before the
 # first round; then GPU_BENCH_ROUNDS rounds (default 5, at least 3) of: for fp32 then bf16, libtorch,
 # accel, eager, Accelerate, one at a time. A round of a side is GPU_BENCH_WARMUP steps (50), then
@@ -25,10 +30,12 @@
 #   R2 accel_vs_hf_accelerate  Accelerate's step time over accel's          target >= 1.3
 #                              (accel's throughput over Accelerate's)
 #   R3 accel_vs_torch_eager    eager PyTorch's step time over accel's       information
+#   G  graph_vs_libtorch       the captured step's time over plain LibTorch's   target <= 0.5
+#   C  graph_vs_hf_compiled    compiled Accelerate's step time over the captured step's  target >= 1.3
 # The last three lines (the last one is fp32's, the headline):
-#   gpu fp32: overhead_vs_libtorch=R1 accel_vs_hf_accelerate=R2 accel_vs_torch_eager=R3
-#   gpu bf16: overhead_vs_libtorch=R1 accel_vs_hf_accelerate=R2 accel_vs_torch_eager=R3
-#   gpu: overhead_vs_libtorch=R1 accel_vs_hf_accelerate=R2 accel_vs_torch_eager=R3
+#   gpu fp32: overhead_vs_libtorch=R1 accel_vs_hf_accelerate=R2 accel_vs_torch_eager=R3 graph_vs_libtorch=G graph_vs_hf_compiled=C
+#   gpu bf16: (the same for bf16)
+#   gpu: (fp32's again)
 # Without a CUDA device (accel's state picks the CPU) it says so and exits 77, automake's and ctest's
 # "skipped", so that nothing takes its silence for a result. GPU_BENCH_DEVICE=cpu runs the same sides on the
 # CPU with few steps (defaults 10 after 2, GPU_BENCH_STEPS and GPU_BENCH_WARMUP still apply): a check of
@@ -76,19 +83,22 @@ else
   gpu="none used (GPU_BENCH_DEVICE=cpu: a check of the plumbing, not a GPU measurement)"
 fi
 # One look at the Python sides: whether its torch sees the device, whether Accelerate is there.
-read -r has_eager has_accelerate < <("$PYTHON" -c '
+read -r has_eager has_accelerate has_compiled < <("$PYTHON" -c '
 import importlib.util, sys, torch
 eager = sys.argv[1] == "cpu" or torch.cuda.is_available()
-print(int(eager), int(eager and importlib.util.find_spec("accelerate") is not None))' "$DEVICE" 2> /dev/null || echo "0 0")
+accelerate = eager and importlib.util.find_spec("accelerate") is not None
+print(int(eager), int(accelerate), int(accelerate and hasattr(torch, "compile") and torch.cuda.is_available()))' "$DEVICE" 2> /dev/null || echo "0 0 0")
 available() { [ "$1" = 1 ] && echo yes || echo "n/a ($2)"; }
-sides=(libtorch accel)
+sides=(libtorch accel graph)
 if [ "$has_eager" = 1 ]; then sides+=(eager); fi
 if [ "$has_accelerate" = 1 ]; then sides+=(accelerate); fi
+if [ "$has_compiled" = 1 ]; then sides+=(compiled); fi
 
 echo "GPU training benchmark: MLP 784-1024-1024-10, batch 64, SGD lr 0.01, cross-entropy, synthetic batches resident on the device"
 echo "machine: $(machine_line); GPU: ${gpu:-unknown}"
 echo "python: $PYTHON, torch $("$PYTHON" -c 'import torch; print(torch.__version__)' 2> /dev/null);" \
-  "torch eager: $(available "$has_eager" "no torch with CUDA"); hf accelerate: $(available "$has_accelerate" "no accelerate")"
+  "torch eager: $(available "$has_eager" "no torch with CUDA"); hf accelerate: $(available "$has_accelerate" "no accelerate");" \
+  "hf compiled: $(available "$has_compiled" "no torch.compile on CUDA")"
 echo "steps timed: $STEPS after $WARMUP warm-up steps, a process per side and precision; $ROUNDS rounds of: fp32 then bf16, each ${sides[*]}; medians compared"
 
 # Every side's process (one per side and precision) starts at once and warms up; then the rounds go round
@@ -127,7 +137,7 @@ start() {
 answer() {
   local line
   while IFS= read -r -t "$RUN_TIMEOUT" line <&"${from[$1]}"; do
-    case "$line" in ready | libtorch\ * | accel\ * | torch_eager\ * | hf_accelerate\ *) echo "$line"; return 0 ;; esac
+    case "$line" in ready | libtorch\ * | accel\ * | torch_eager\ * | hf_accelerate\ * | hf_compiled\ *) echo "$line"; return 0 ;; esac
   done
   echo "$(basename "$0"): the $1 side ended or stayed silent for ${RUN_TIMEOUT}s" >&2
   return 1
@@ -142,7 +152,9 @@ for label in fp32 bf16; do
     ${lt_flags[@]+"${lt_flags[@]}"} ${lt_bf16[@]+"${lt_bf16[@]}"}
   start "accel.$label" env ${accel_env[@]+"${accel_env[@]}"} ACCEL_MIXED_PRECISION="$(precision_of "$label")" \
     "$BIN/train_accel" "$MODEL" "$STEPS" "$WARMUP" serve
-  for name in "${sides[@]:2}"; do
+  start "graph.$label" env ${accel_env[@]+"${accel_env[@]}"} ACCEL_MIXED_PRECISION="$(precision_of "$label")" \
+    "$BIN/train_accel" "$MODEL" "$STEPS" "$WARMUP" serve graph
+  for name in "${sides[@]:3}"; do
     start "$name.$label" "$PYTHON" "$HERE/train_torch_gpu.py" "$name" "$MODEL" "$STEPS" "$WARMUP" --serve \
       ${py_flags[@]+"${py_flags[@]}"} ${py_bf16[@]+"${py_bf16[@]}"}
   done
@@ -175,33 +187,39 @@ stop_sides
 # bf16 rounds the weights' copies, so its sides agree more loosely than fp32's would.
 printf '%s\n' "${losses[@]}" | check_losses 1e-3
 
-# medians LABEL: "libtorch accel eager accelerate" median step times in ms, "n/a" for a side not run.
+# medians LABEL: "libtorch accel graph eager accelerate compiled" median step times in ms, "n/a" for a side
+# not run.
 medians() {
   local name out=()
-  for name in libtorch accel eager accelerate; do
+  for name in libtorch accel graph eager accelerate compiled; do
     # shellcheck disable=SC2086  # the recorded times, split into arguments
     if [ -n "${times[$name.$1]:-}" ]; then out+=("$(median ${times[$name.$1]})"); else out+=(n/a); fi
   done
   echo "${out[@]}"
 }
-read -r lt_no a_no e_no h_no <<<"$(medians fp32)"
-read -r lt_bf a_bf e_bf h_bf <<<"$(medians bf16)"
-awk -v lt_no="$lt_no" -v a_no="$a_no" -v e_no="$e_no" -v h_no="$h_no" \
-    -v lt_bf="$lt_bf" -v a_bf="$a_bf" -v e_bf="$e_bf" -v h_bf="$h_bf" '
+read -r lt_no a_no g_no e_no h_no c_no <<<"$(medians fp32)"
+read -r lt_bf a_bf g_bf e_bf h_bf c_bf <<<"$(medians bf16)"
+awk -v fp32="$lt_no $a_no $g_no $e_no $h_no $c_no" -v bf16="$lt_bf $a_bf $g_bf $e_bf $h_bf $c_bf" '
   function ms(v) { return v == "n/a" ? "n/a" : sprintf("%.3f ms/step", v) }
-  function ratio(num, den) { return num == "n/a" ? "n/a" : sprintf("%.2f", num / den) }
+  function ratio(num, den) { return num == "n/a" || den == "n/a" ? "n/a" : sprintf("%.2f", num / den) }
   function target(r, ok) { return r == "n/a" ? "n/a" : (ok ? "met" : "missed") }
-  function report(label, lt, a, e, h) {
-    printf "median %s: libtorch %s, accel %s, torch eager %s, hf accelerate %s\n", label, ms(lt), ms(a), ms(e), ms(h)
-    r1[label] = sprintf("%.3f", a / lt); r2[label] = ratio(h, a); r3[label] = ratio(e, a)
-    printf "targets %s: overhead_vs_libtorch <= 1.03 (%s), accel_vs_hf_accelerate >= 1.3 (%s)\n", label,
-      target(r1[label], r1[label] <= 1.03), target(r2[label], r2[label] >= 1.3)
+  # label, then the medians "libtorch accel graph eager accelerate compiled"
+  function report(label, medians,   m) {
+    split(medians, m, " ")
+    printf "median %s: libtorch %s, accel %s, accel graph %s, torch eager %s, hf accelerate %s, hf compiled %s\n", label,
+      ms(m[1]), ms(m[2]), ms(m[3]), ms(m[4]), ms(m[5]), ms(m[6])
+    r1[label] = sprintf("%.3f", m[2] / m[1]); r2[label] = ratio(m[5], m[2]); r3[label] = ratio(m[4], m[2])
+    g[label] = ratio(m[3], m[1]); c[label] = ratio(m[6], m[3])
+    printf "targets %s: overhead_vs_libtorch <= 1.03 (%s), accel_vs_hf_accelerate >= 1.3 (%s), graph_vs_libtorch <= 0.5 (%s), graph_vs_hf_compiled >= 1.3 (%s)\n",
+      label, target(r1[label], r1[label] <= 1.03), target(r2[label], r2[label] >= 1.3), target(g[label], g[label] <= 0.5),
+      target(c[label], c[label] >= 1.3)
   }
   function line(prefix, label) {
-    printf "%s overhead_vs_libtorch=%s accel_vs_hf_accelerate=%s accel_vs_torch_eager=%s\n", prefix, r1[label], r2[label], r3[label]
+    printf "%s overhead_vs_libtorch=%s accel_vs_hf_accelerate=%s accel_vs_torch_eager=%s graph_vs_libtorch=%s graph_vs_hf_compiled=%s\n",
+      prefix, r1[label], r2[label], r3[label], g[label], c[label]
   }
   BEGIN {
-    report("fp32", lt_no, a_no, e_no, h_no)
-    report("bf16", lt_bf, a_bf, e_bf, h_bf)
+    report("fp32", fp32)
+    report("bf16", bf16)
     line("gpu fp32:", "fp32"); line("gpu bf16:", "bf16"); line("gpu:", "fp32")
   }'

@@ -1,7 +1,7 @@
 /* The accel side of the training benchmark (bench/run_train.sh runs it, interleaved with
  * bench/train_libtorch.cpp and bench/train_torch_ddp.py, and compares). Uses only the public C API.
  *
- *   train_accel MODEL [steps] [warmup] [profile] [serve] [grad_compression=no|bf16|fp16]
+ *   train_accel MODEL [steps] [warmup] [profile] [serve] [graph] [grad_compression=no|bf16|fp16]
  *               [checkpoint_every=N checkpoint=blocking|background checkpoint_dir=DIR]
  *
  * Run directly for one process, through `accel launch --nproc-per-node 2 --cpu` for two; bench/run_gpu.sh
@@ -13,6 +13,9 @@
  * bench/train_torch_ddp.py make exactly the same numbers). A step is what an Accelerate loop does:
  *   accel_state_accumulate, accel_model_forward, accel_loss_compute("cross_entropy"), accel_state_backward,
  *   accel_optimizer_step, accel_optimizer_zero_grad (and freeing this step's handles).
+ * With `graph` a step is one accel_train_step_run of a train step made with cuda_graph on (accel/train_step.h):
+ * on a GPU, captured as one CUDA graph after its own warm-up and replayed; the line then adds the step's
+ * replays and captures, and its eager_reason when the last step did not replay.
  * `warmup` steps run first; then, after accel_state_wait_for_everyone (so that every rank times the same
  * steps), `steps` steps are timed with CLOCK_MONOTONIC. The loss of the last warm-up step is read before
  * the clock starts and the loss of the last timed step before it stops: on a GPU the calls only queue
@@ -173,6 +176,7 @@ struct run {
   accel_state_t *state;
   accel_model_t *model;
   accel_optimizer_t *optimizer;
+  accel_train_step_t *graph_step;  /* with `graph` */
   accel_tensor_t *x[BATCHES], *y[BATCHES];
   long taken;
   float first_loss;
@@ -198,7 +202,16 @@ static void save_checkpoint(struct run *run) {
 
 static accel_tensor_t *next_step(struct run *run, int profile) {
   const long b = run->taken++ % BATCHES;
-  return train_step(run->state, run->model, run->optimizer, run->x[b], run->y[b], profile);
+  accel_tensor_t *loss = NULL;
+  if (run->graph_step == NULL) return train_step(run->state, run->model, run->optimizer, run->x[b], run->y[b], profile);
+  check(accel_train_step_run(run->graph_step, &run->x[b], 1, NULL, NULL, 0, run->y[b], &loss), "accel_train_step_run");
+  return loss;
+}
+
+static long step_stat(const struct run *run, const char *name) {
+  double value = 0.0;
+  check(accel_train_step_stat(run->graph_step, name, &value), "accel_train_step_stat");
+  return (long)value;
 }
 
 /* `count` untimed steps; the last one's loss is read, so that none of their kernels runs on the clock. */
@@ -260,6 +273,11 @@ static void timed_round(struct run *run, long steps, long warmup) {
     printf(" checkpoint_every=%ld checkpoint=%s", run->checkpoint_every,
            run->checkpoint_background ? "background" : "blocking");
   }
+  if (run->graph_step != NULL) {
+    const char *reason = accel_train_step_eager_reason(run->graph_step);
+    printf(" train_step=graph replays=%ld captures=%ld", step_stat(run, "replays"), step_stat(run, "captures"));
+    if (reason != NULL && reason[0] != '\0') printf(" eager_reason=\"%s\"", reason);
+  }
   if (run->profile) {
     double sum = 0.0;
     for (p = 0; p < P_COUNT; ++p) {
@@ -279,7 +297,7 @@ int main(int argc, char **argv) {
   struct run run;
   accel_options_t *optimizer_options = NULL, *model_options = NULL;
   char line[64];
-  int serve = 0, usage = model_path == NULL || steps < 1 || warmup < 1, a, b;
+  int serve = 0, graph = 0, usage = model_path == NULL || steps < 1 || warmup < 1, a, b;
 
   memset(&run, 0, sizeof run);
   for (a = 4; a < argc; ++a) {
@@ -287,6 +305,8 @@ int main(int argc, char **argv) {
       run.profile = 1;
     } else if (strcmp(argv[a], "serve") == 0) {
       serve = 1;
+    } else if (strcmp(argv[a], "graph") == 0) {
+      graph = 1;
     } else if (strncmp(argv[a], "grad_compression=", 17) == 0) {
       if (model_options == NULL) check(accel_options_new(&model_options), "accel_options_new");
       check(accel_options_set_string(model_options, "grad_compression", argv[a] + 17), "grad_compression");
@@ -303,7 +323,7 @@ int main(int argc, char **argv) {
   }
   usage |= run.checkpoint_every > 0 && run.checkpoint_dir == NULL;
   if (usage) {
-    fprintf(stderr, "usage: train_accel MODEL [steps >= 1] [warmup >= 1] [profile] [serve] [grad_compression=no|bf16|fp16] "
+    fprintf(stderr, "usage: train_accel MODEL [steps >= 1] [warmup >= 1] [profile] [serve] [graph] [grad_compression=no|bf16|fp16] "
                     "[checkpoint_every=N >= 1 checkpoint=blocking|background checkpoint_dir=DIR]\n");
     return 2;
   }
@@ -317,6 +337,13 @@ int main(int argc, char **argv) {
   check(accel_options_set_double(optimizer_options, "lr", LR), "accel_options_set_double(lr)");
   check(accel_optimizer_new(&run.optimizer, run.model, "sgd", optimizer_options), "accel_optimizer_new");
   check(accel_model_train(run.model, 1), "accel_model_train");
+  if (graph) {
+    accel_options_t *step_options = NULL;
+    check(accel_options_new(&step_options), "accel_options_new");
+    check(accel_options_set_bool(step_options, "cuda_graph", 1), "accel_options_set_bool(cuda_graph)");
+    check(accel_train_step_new(&run.graph_step, run.model, run.optimizer, step_options), "accel_train_step_new");
+    accel_options_free(step_options);
+  }
 
   warm_up(&run, warmup);
   if (!serve) {
@@ -335,6 +362,7 @@ int main(int argc, char **argv) {
     accel_tensor_free(run.x[b]);
     accel_tensor_free(run.y[b]);
   }
+  accel_train_step_free(run.graph_step);
   accel_optimizer_free(run.optimizer);
   accel_options_free(optimizer_options);
   accel_options_free(model_options);

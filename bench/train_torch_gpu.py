@@ -3,7 +3,7 @@
 Hugging Face Accelerate (bench/run_gpu.sh runs both, interleaved with train_accel and train_libtorch, and
 compares step times).
 
-    python3 bench/train_torch_gpu.py eager|accelerate MODEL [steps] [warmup] [--cpu] [--bf16] [--serve]
+    python3 bench/train_torch_gpu.py eager|accelerate|compiled MODEL [steps] [warmup] [--cpu] [--bf16] [--serve]
 
 The model: examples/make_mlp.py's MLP 784-1024-1024-10 built as a plain nn.Module and given the weights of
 the TorchScript file MODEL that the C and C++ sides train (bench_torch.load_mlp): an eager or Accelerate
@@ -19,6 +19,11 @@ device once before the first step; torch.set_num_threads(1). The device is cuda:
               sequence accel's step follows: with accelerator.accumulate(model): forward (autocast and the
               logits back to float32 are Accelerate's), loss, accelerator.backward(loss), optimizer.step(),
               optimizer.zero_grad()
+  compiled    accelerate's loop with Accelerator(dynamo_plugin=TorchDynamoPlugin(backend="inductor",
+              mode="reduce-overhead")): accelerator.prepare compiles the model with torch.compile, whose
+              "reduce-overhead" mode replays the forward and backward as CUDA graphs (inductor kernels);
+              each step starts with torch.compiler.cudagraph_mark_step_begin(), as torch's documentation
+              asks of a training loop in that mode. Compiling happens in the first warm-up steps.
 The loss of the last warm-up step is read before the clock starts and the loss of the last timed step
 before it stops (on a GPU the steps only queue kernels; the C sides wait the same way, having no
 synchronize). Prints one line of key=value pairs like train_accel's, starting with torch_eager or
@@ -39,7 +44,7 @@ from bench_torch import BATCH, BATCHES, LR, cpu_s, load_mlp, make_batches, minor
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("side", choices=["eager", "accelerate"])
+    parser.add_argument("side", choices=["eager", "accelerate", "compiled"])
     parser.add_argument("model")
     parser.add_argument("steps", type=int, nargs="?", default=100)
     parser.add_argument("warmup", type=int, nargs="?", default=10)
@@ -78,12 +83,20 @@ def main() -> int:
         import accelerate
         from accelerate import Accelerator
 
-        accelerator = Accelerator(mixed_precision=precision, cpu=args.cpu)
+        compiled = args.side == "compiled"
+        plugins = {}
+        if compiled:
+            from accelerate.utils import TorchDynamoPlugin
+
+            plugins["dynamo_plugin"] = TorchDynamoPlugin(backend="inductor", mode="reduce-overhead")
+        accelerator = Accelerator(mixed_precision=precision, cpu=args.cpu, **plugins)
         device = accelerator.device
         optimizer = torch.optim.SGD(model.parameters(), lr=LR)
         model, optimizer = accelerator.prepare(model, optimizer)
 
         def step(x, y):
+            if compiled:
+                torch.compiler.cudagraph_mark_step_begin()
             with accelerator.accumulate(model):
                 loss = F.cross_entropy(model(x), y)
                 accelerator.backward(loss)
@@ -91,7 +104,7 @@ def main() -> int:
                 optimizer.zero_grad()
             return loss
 
-        name = "hf_accelerate"
+        name = "hf_compiled" if compiled else "hf_accelerate"
         versions += f" accelerate={accelerate.__version__}"
 
     batches = [(x.to(device), y.to(device)) for x, y in make_batches(0)]
