@@ -6,6 +6,7 @@
 #include <ATen/ops/tensor.h>
 
 #include <c10/util/Exception.h>
+#include <cxxabi.h>
 
 #include <cstring>
 #include <new>
@@ -72,6 +73,10 @@ void PrefetchingShardEpoch::work() {
     std::exception_ptr error;
     try {
       batch = dataset_->fetch(batches_[index]);
+    } catch (const abi::__forced_unwind&) {
+      // The thread is being ended (pthread_exit: Python ends threads this way when a callback runs into
+      // its exit); the unwinding must go on, or the process aborts.
+      throw;
     } catch (...) {
       error = std::current_exception();
     }
