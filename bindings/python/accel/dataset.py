@@ -4,21 +4,50 @@ A sample is a mapping of field name to tensor-like (numpy array, torch tensor, a
 number for a scalar field); the samples of a dataset share names, shapes and dtypes, and a loader stacks
 them into batches of the same names.
 """
+import contextlib
 import os
+import sys
+
+import numpy as np
 
 from ._callbacks import Callbacks
 from ._handle import Handle
 from ._library import ffi, lib
 from .errors import check
-from .tensor import lent, lent_all
+from .tensor import Tensor, _is_torch_tensor, lent, lent_all
+
+
+@contextlib.contextmanager
+def _sample_field(value):
+    """A sample field as an accel.Tensor: host values (numpy arrays, numbers, CPU torch tensors) copied into
+    the library's memory, anything else (a CUDA tensor, a DLPack producer) shared. A shared host array would
+    go back to Python through a deleter that needs the GIL, run by whichever thread drops the sample: a
+    prefetch thread, which Python ends mid-call when it exits (the process then aborts)."""
+    if isinstance(value, Tensor):
+        yield value
+        return
+    if _is_torch_tensor(value) and value.device.type == "cpu" and value.dtype != sys.modules["torch"].bfloat16:
+        value = value.detach().numpy()
+    if isinstance(value, (bool, int, float, np.generic, np.ndarray)):
+        array = np.asarray(value)
+        if not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array)  # which would make a 0-d array 1-d
+        copy = Tensor.from_buffer(array, array.dtype.name, array.shape)
+        try:
+            yield copy
+        finally:
+            copy.close()
+        return
+    with lent(value) as tensor:
+        yield tensor
 
 
 def _add_fields(sample, item, where):
-    """accel_sample_add for each field of a Python sample; the sample shares the tensors."""
+    """accel_sample_add for each field of a Python sample (see _sample_field for what is copied)."""
     if not hasattr(item, "items"):
         raise TypeError(f"{where} must return a mapping of field name to array, not {type(item).__name__}")
     for name, value in item.items():
-        with lent(value) as tensor:
+        with _sample_field(value) as tensor:
             check(lib.accel_sample_add(sample, name.encode(), tensor.pointer))
 
 
