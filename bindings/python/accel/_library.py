@@ -1,10 +1,10 @@
 """Finds libaccel and opens it with cffi in ABI mode: `ffi` and `lib` for the rest of the package.
 
 Search order: the ACCEL_LIBRARY environment variable (a path; an error if it cannot be opened, never a
-silent fall-back to another copy), then libaccel.so.0 / libaccel.so next to this package, then the
-system's library path (ctypes.util.find_library, else the SONAME). The library is opened with RTLD_LOCAL
-so that its symbols (and the LibTorch it links) never interpose on those of a torch the process has
-loaded itself.
+silent fall-back to another copy), then libaccel.so.0 / libaccel.so next to this package (where `pip install
+bindings/python` bundles the library it was built with), then the system's library path
+(ctypes.util.find_library, else the SONAME). The library is opened with RTLD_LOCAL so that its symbols
+(and the LibTorch it links) never interpose on those of a torch the process has loaded itself.
 """
 import ctypes.util
 import os
