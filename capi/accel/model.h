@@ -87,8 +87,11 @@ ACCEL_API void accel_output_free(accel_output_t *output);
 ACCEL_API ACCEL_NODISCARD int accel_model_train(accel_model_t *model, int on);
 ACCEL_API int accel_model_is_training(const accel_model_t *model);
 
-/* Parameters and buffers by index, in registration order: names owned by the model; tensors are new
- * handles sharing the model's memory (zero-copy: export them with accel_tensor_to_dlpack).
+/* Parameters and buffers by index, in registration order, each tensor once under its first name (as torch's
+ * named_parameters): a tensor several modules hold (tied weights, as an embedding and its output layer)
+ * is one parameter, here and in the gradient buckets, optimizers and clipping. Names are owned by the
+ * model; tensors are new handles sharing the model's memory (zero-copy: export them with
+ * accel_tensor_to_dlpack).
  * Names are NULL for an index out of range and valid as long as the model (prepare keeps them).
  * Errors: ACCEL_ERR_NULL_ARGUMENT, ACCEL_ERR_OUT_OF_RANGE. */
 ACCEL_API size_t accel_model_num_parameters(const accel_model_t *model);
@@ -130,7 +133,8 @@ ACCEL_API ACCEL_NODISCARD int accel_model_save_torchscript(const accel_model_t *
  * model.safetensors.index.json and the shards it names), and so also a checkpoint's first model
  * (accel_state_save_state). Every tensor is checked before any is copied, so on an error the model is
  * unchanged: each parameter and buffer must be in the files (a tied one, which shares its memory with an
- * earlier one, through the name that was stored) with the model's shape and dtype (no conversion), and
+ * earlier one, through the name that was stored; in a model whose copies are not tied, a name the files
+ * record as tied to a stored one, from that one) with the model's shape and dtype (no conversion), and
  * the files may hold no tensor the model lacks. Values are copied onto each tensor's device; prepared or
  * not, the model keeps its tensors. Not collective: each rank that calls it reads the files.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_IO (no model.safetensors or index in directory, a shard the

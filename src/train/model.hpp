@@ -50,13 +50,16 @@ class Model {
   // gradients locally (no all-reduce), whatever sync_gradients says.
   void set_no_sync(bool on);
   bool no_sync() const;
-  // Registration order. Cached (enumerating a TorchScript module walks it); prepare replaces the tensors
-  // but keeps the names, so the names stay valid as long as the model.
+  // Registration order, each tensor once under its first name, as torch's named_parameters: a tensor that
+  // several modules hold (tied weights, as an embedding and its output layer) is one parameter. Cached
+  // (enumerating a TorchScript module walks it); prepare replaces the tensors but keeps the names, so the
+  // names stay valid as long as the model.
   const NamedTensors& named_parameters() const;
   const NamedTensors& named_buffers() const;
-  // Parameters, then buffers: everything a saved model holds.
+  // Parameters, then buffers, under every name, as torch's state_dict (a tied tensor under each of its
+  // names): what a saved model's names are checked against.
   NamedTensors parameters_and_buffers() const;
-  // The parameters that require grad: what optimizers, clipping and the reducer work on.
+  // The parameters that require grad, each once: what optimizers, clipping and the reducer work on.
   NamedTensors trainable_parameters() const;
   // Gradient buckets, for inspection and tests; empty when not data-parallel.
   std::vector<std::vector<std::string>> bucket_names() const;
@@ -72,6 +75,7 @@ class Model {
 
  private:
   explicit Model(std::shared_ptr<Impl> impl);
+  void list_tensors() const;
   void refresh_cached_tensors();
   std::shared_ptr<Impl> impl_;
 };

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "ckpt/save_model.hpp"
 #include "core/error.hpp"
 #include "core_worker.hpp"
 #include "data/loader.hpp"
@@ -249,6 +250,56 @@ TEST(Ddp, AParameterWithoutGradientIsNamedUnlessFindUnusedParameters) {
   for (const auto& parameter : tolerant->named_parameters()) {
     if (parameter.first != "unused") EXPECT_TRUE(parameter.second.grad().defined()) << parameter.first;
   }
+}
+
+// Tied weights (tiny_models::tied: head.w is the very tensor w1, as an embedding and its output layer):
+// one parameter everywhere. Listed once under its first name, as torch's named_parameters; one slot of one
+// bucket, reduced once; one optimizer entry; counted once by clip_grad_norm; and two processes train it
+// as one process does on the global batch, the tie holding throughout.
+TEST(Ddp, TiedWeightsAreOneParameterEverywhere) {
+  auto parallel = Model::load_file(tiny_models::tied(tiny_models::temp_file("tied_parallel.pt")));
+  auto reference = Model::load_file(tiny_models::tied(tiny_models::temp_file("tied_reference.pt")));
+  std::vector<std::string> names;
+  for (const auto& parameter : parallel->named_parameters()) names.push_back(parameter.first);
+  EXPECT_EQ(names, (std::vector<std::string>{"w1", "b1"}));
+  parallel->prepare(state, PrepareConfig{});
+  std::vector<std::string> bucketed;
+  for (const auto& bucket : parallel->bucket_names()) bucketed.insert(bucketed.end(), bucket.begin(), bucket.end());
+  EXPECT_EQ(bucketed, (std::vector<std::string>{"b1", "w1"}));
+  auto accelerator = Accelerator::of(state);
+  OptimizerConfig config;
+  config.lr = 0.05;
+  config.momentum = 0.9;
+  AcceleratedOptimizer optimizer(accelerator, std::make_unique<Optimizer>("sgd", parallel->trainable_parameters(), config));
+  Optimizer reference_optimizer("sgd", reference->trainable_parameters(), config);
+  at::manual_seed(29);
+  const auto inputs = at::randn({5, 4 * world(), 8});
+  const auto targets = at::randn({5, 4 * world(), 8});
+  for (int64_t step = 0; step < 5; ++step) {
+    accelerator->accumulate();
+    accelerator->backward(at::mse_loss(output_of(*parallel, my_rows(inputs[step])), my_rows(targets[step])));
+    at::mse_loss(output_of(*reference, inputs[step]), targets[step]).backward();
+    if (step == 0) {
+      double by_hand = 0;
+      for (const auto& parameter : reference->named_parameters()) by_hand += parameter.second.grad().pow(2).sum().item<double>();
+      EXPECT_NEAR(accelerator->clip_grad_norm(*parallel, 1e9, 2.0), std::sqrt(by_hand), 1e-5);
+    }
+    optimizer.step();
+    optimizer.zero_grad();
+    reference_optimizer.step();
+    reference_optimizer.zero_grad();
+  }
+  EXPECT_LT(max_difference(*parallel, *reference), 1e-6);
+  const NamedTensors every = parallel->parameters_and_buffers();
+  EXPECT_TRUE(field_named(every, "head.w", "the model").is_same(field_named(every, "w1", "the model")));
+  // Saved and loaded back, the tie holds: one tensor, under both names, with the trained values.
+  std::string directory = tiny_models::temp_file("tied_saved");
+  distributed::broadcast_bytes(*state, directory, 0);  // where rank 0 writes
+  ckpt::save_model(*state, *parallel, directory, 0);
+  ckpt::load_model(*reference, directory);
+  EXPECT_EQ(max_difference(*parallel, *reference), 0.0);
+  const NamedTensors loaded = reference->parameters_and_buffers();
+  EXPECT_TRUE(field_named(loaded, "head.w", "the model").is_same(field_named(loaded, "w1", "the model")));
 }
 
 // gradient_as_bucket_view: the averaged gradients are the buckets' memory (two parameters of one bucket
