@@ -7,7 +7,9 @@
  * starts as soon as its last gradient is accumulated, so communication overlaps the rest of backward.
  * When accel_state_backward returns on a sync step, every gradient holds the average over the ranks; while
  * accumulating (accel_state_accumulate said not to sync) no all-reduce happens. A trainable parameter that
- * receives no gradient is an error naming it, unless find_unused_parameters is set.
+ * receives no gradient is an error naming it, unless find_unused_parameters is set; then, as in DDP, one
+ * that no rank's backward reached keeps its gradient as it was (none after accel_optimizer_zero_grad, so
+ * the optimizer leaves it alone), and one that some ranks used gets the average with the others' zeros.
  * Options read by accel_state_prepare_model (DDP's arguments): find_unused_parameters (false),
  * bucket_cap_mb (25), first_bucket_mb (1), broadcast_buffers (true: rank 0's buffers are sent before each
  * training forward), convert_outputs_to_fp32 (true: fp16/bf16 outputs of an autocast forward come back as

@@ -302,6 +302,38 @@ TEST(Ddp, TiedWeightsAreOneParameterEverywhere) {
   EXPECT_TRUE(field_named(loaded, "head.w", "the model").is_same(field_named(loaded, "w1", "the model")));
 }
 
+// find_unused_parameters as DDP has it: a parameter that no rank used in a synchronising backward keeps its
+// gradient as it was (none after a set-to-none zero_grad, so the optimizer leaves it alone; a rank's own
+// sum when only no_sync backwards used it); one that some ranks used gets the average, the others giving
+// zeros.
+TEST(Ddp, UnusedParametersKeepTheirGradientUnlessSomeRankUsedThem) {
+  auto model = Model::load_file(tiny_models::mlp_with_unused_parameter(tiny_models::temp_file("unused_by_all.pt")));
+  PrepareConfig config;
+  config.reducer.find_unused_parameters = true;
+  model->prepare(state, config);
+  auto accelerator = Accelerator::of(state);
+  const at::Tensor& unused = field_named(model->named_parameters(), "unused", "the model");
+  accelerator->accumulate();
+  accelerator->backward(output_of(*model, at::randn({2, 8})).sum());
+  EXPECT_FALSE(unused.grad().defined()) << "unused on every rank, yet given " << unused.grad();
+
+  accelerator->accumulate();
+  at::Tensor loss = output_of(*model, at::randn({2, 8})).sum();
+  if (rank() == world() - 1) loss = loss + unused.sum();
+  accelerator->backward(loss);
+  ASSERT_TRUE(unused.grad().defined());
+  EXPECT_TRUE(unused.grad().equal(at::full_like(unused, 1.0 / static_cast<double>(world())))) << unused.grad();
+
+  accelerator->no_sync_begin(*model);
+  accelerator->accumulate();
+  accelerator->backward(output_of(*model, at::randn({2, 8})).sum() + unused.sum() * static_cast<double>(rank() + 1));
+  accelerator->no_sync_end(*model);
+  accelerator->accumulate();
+  accelerator->backward(output_of(*model, at::randn({2, 8})).sum());
+  const double own_sum = 1.0 / static_cast<double>(world()) + static_cast<double>(rank() + 1);
+  EXPECT_TRUE(unused.grad().equal(at::full_like(unused, own_sum))) << unused.grad();
+}
+
 // gradient_as_bucket_view: the averaged gradients are the buckets' memory (two parameters of one bucket
 // share a storage), and training still equals one process on the global batch.
 TEST(Ddp, GradientsAsBucketViewsShareTheBucketAndTrainTheSame) {
@@ -343,6 +375,7 @@ TEST(Ddp, StaticGraphAllowsTheSameUnusedParametersEveryTime) {
   }
   EXPECT_TRUE(model->named_parameters().front().second.grad().defined());
   const auto& unused = field_named(model->named_parameters(), "unused", "the model");
+  EXPECT_FALSE(unused.grad().defined()) << "no rank ever used it, yet it was given " << unused.grad();
   accelerator->accumulate();
   try {
     accelerator->backward(output_of(*model, at::randn({2, 8})).sum() + unused.sum());
