@@ -11,8 +11,10 @@
  * that no rank's backward reached keeps its gradient as it was (none after accel_optimizer_zero_grad, so
  * the optimizer leaves it alone), and one that some ranks used gets the average with the others' zeros.
  * Options read by accel_state_prepare_model (DDP's arguments): find_unused_parameters (false),
- * bucket_cap_mb (25), first_bucket_mb (1), broadcast_buffers (true: rank 0's buffers are sent before each
- * training forward), convert_outputs_to_fp32 (true: fp16/bf16 outputs of an autocast forward come back as
+ * bucket_cap_mb (25), first_bucket_mb (1), broadcast_buffers (true: rank 0's buffers are sent to the others
+ * before a forward when the forward before it synchronised, as in DDP 1.13: the first micro-step of each
+ * accumulation window, never later inside no_sync, and the first accel_model_evaluate after training, which
+ * is then collective; the next training forward sends none), convert_outputs_to_fp32 (true: fp16/bf16 outputs of an autocast forward come back as
  * fp32), gradient_as_bucket_view (false: true makes each averaged gradient a view into its bucket, so it is
  * not copied back and later micro-batches accumulate in the bucket itself), static_graph (false: true
  * allows parameters without gradient as long as they are the same ones in every backward, as torch's
@@ -69,7 +71,9 @@ ACCEL_API ACCEL_NODISCARD int accel_model_forward(accel_model_t *model, accel_te
                                                   const char *const *names, accel_tensor_t *const *named_inputs,
                                                   size_t named_count, accel_output_t **out);
 /* The same without building a graph (Accelerate users write it under torch.no_grad()): for evaluation.
- * Errors: as accel_model_forward. */
+ * On a model prepared on several processes it is collective when it broadcasts the buffers (see
+ * broadcast_buffers above), as DDP's forward is; evaluate the unwrapped model (accel_model_unwrap) on some
+ * ranks only. Errors: as accel_model_forward. */
 ACCEL_API ACCEL_NODISCARD int accel_model_evaluate(accel_model_t *model, accel_tensor_t *const *inputs, size_t count,
                                                    const char *const *names, accel_tensor_t *const *named_inputs,
                                                    size_t named_count, accel_output_t **out);

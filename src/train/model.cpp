@@ -32,6 +32,9 @@ struct Model::Impl {
   std::optional<Slots> parameters;  // cached by list_tensors()
   std::optional<Slots> buffers;
   bool no_sync = false;
+  // DDP's require_forward_param_sync: whether the last forward synchronised (grad enabled, and its backward
+  // all-reduces); the next forward then broadcasts the buffers.
+  bool last_forward_synchronised = true;
 };
 
 Model::Model(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -125,18 +128,18 @@ bool Model::prepared() const { return impl_->state != nullptr; }
 ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTensors& kwargs, bool grad_enabled) {
   const timeline::Span span(grad_enabled ? "forward" : "evaluate");
   torch::AutoGradMode grad_mode(grad_enabled);
-  const bool training = impl_->module.is_training();
-  if (impl_->state && training && grad_enabled && impl_->state->launch().world_size > 1) {
-    if (impl_->config.broadcast_buffers) {
+  if (impl_->state && impl_->state->launch().world_size > 1) {
+    // DDP's forward, which looks at the grad mode and not at the module's training flag.
+    if (impl_->config.broadcast_buffers && impl_->last_forward_synchronised) {
       std::vector<at::Tensor> buffers;
       for (const auto& buffer : impl_->module.named_buffers(true)) buffers.push_back(buffer.value);
       if (!buffers.empty()) broadcast_coalesced(*impl_->state, buffers);
     }
     // Accelerate's accumulate(): DDP skips the all-reduce unless this step syncs or sync_each_batch is set.
-    if (impl_->reducer) {
-      impl_->reducer->prepare_for_backward(!impl_->no_sync && (impl_->state->sync_gradients() ||
-                                                               impl_->state->options().get_bool("sync_each_batch")));
-    }
+    const bool synchronises = grad_enabled && !impl_->no_sync &&
+                              (impl_->state->sync_gradients() || impl_->state->options().get_bool("sync_each_batch"));
+    if (impl_->reducer && grad_enabled) impl_->reducer->prepare_for_backward(synchronises);
+    impl_->last_forward_synchronised = synchronises;
   }
   std::vector<c10::IValue> inputs(args.begin(), args.end());
   std::unordered_map<std::string, c10::IValue> named;

@@ -24,7 +24,11 @@ struct ModelOutput {
 
 struct PrepareConfig {
   ReducerConfig reducer;
-  bool broadcast_buffers = true;  // rank 0's buffers are sent before each training forward, as DDP does
+  // Rank 0's buffers are sent to the other ranks before a forward when the forward before it synchronised
+  // (the first forward included), as DDP 1.13 does: the first micro-step of each accumulation window,
+  // never a later one inside no_sync, and the first evaluation after training (which makes the next
+  // training forward send none).
+  bool broadcast_buffers = true;
   bool keep_low_precision_outputs = false;  // else fp16/bf16 outputs come back as fp32
 };
 
@@ -41,7 +45,9 @@ class Model {
   bool prepared() const;
 
   // Forward with positional and named arguments, under autocast when the state asks for bf16 (or fp16
-  // on CUDA). With grad_enabled false it runs without building a graph (evaluation).
+  // on CUDA). With grad_enabled false it runs without building a graph (evaluation). Prepared on several
+  // processes, it may broadcast the buffers (PrepareConfig::broadcast_buffers): collective then, training
+  // or evaluating, as DDP's forward; the unwrapped model's forward never is.
   ModelOutput forward(const std::vector<at::Tensor>& args, const NamedTensors& kwargs, bool grad_enabled);
 
   void train(bool on);

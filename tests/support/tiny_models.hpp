@@ -21,6 +21,9 @@ std::string mlp_with_truncated_storage(const std::string& path);
 // w1 (tied weights, as an embedding and its output layer) unless `tied` is false, when head.w is a copy
 // of w1's values (`head_offset` added to them). Buffers: head.scale (float [1]) and steps (int64 [2]).
 std::string tied(const std::string& path, int seed = 0, bool tied = true, float head_offset = 0.0f);
+// Like mlp, plus a buffer `running_mean` (float [8]) that each forward in training mode moves, as
+// BatchNorm moves its running statistics: running_mean = 0.9 running_mean + 0.1 mean of x over the batch.
+std::string mlp_with_running_mean(const std::string& path);
 // A file in the test's temporary directory, unique to this process.
 std::string temp_file(const std::string& name);
 

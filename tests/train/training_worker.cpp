@@ -334,6 +334,49 @@ TEST(Ddp, UnusedParametersKeepTheirGradientUnlessSomeRankUsedThem) {
   EXPECT_TRUE(unused.grad().equal(at::full_like(unused, own_sum))) << unused.grad();
 }
 
+// rank 0's buffers go to the other ranks before a forward only when the forward before it synchronised,
+// as in DDP 1.13: at the first micro-step of an accumulation window, never later inside no_sync, and in
+// the first evaluation after training (the training forward after that evaluation then sends none).
+TEST(Ddp, BuffersAreBroadcastOnlyAfterASynchronisingForward) {
+  auto model = Model::load_file(tiny_models::mlp_with_running_mean(tiny_models::temp_file("running_mean.pt")));
+  model->prepare(state, PrepareConfig{});
+  auto accelerator = Accelerator::of(state);
+  const at::Tensor& running_mean = field_named(model->named_buffers(), "running_mean", "the model");
+  auto* group = state->group("count");
+  at::manual_seed(31 + rank());  // each rank its own batches, so that the running means part
+  auto collectives_in_forward = [&](bool grad_enabled) {
+    const int64_t before = group->collectives_started();
+    const auto output = model->forward({at::randn({4, 8})}, {}, grad_enabled).values.front().second;
+    const int64_t started = group->collectives_started() - before;
+    if (grad_enabled) accelerator->backward(output.sum());
+    return started;
+  };
+  auto same_on_every_rank = [&] {
+    const auto all = distributed::gather(*state, running_mean.unsqueeze(0));
+    return all[0].equal(all[world() - 1]);
+  };
+  accelerator->accumulate();
+  const int64_t broadcast = collectives_in_forward(true);  // the first forward's: what one broadcast starts
+  EXPECT_GT(broadcast, 0) << "the first forward";
+  accelerator->no_sync_begin(*model);
+  accelerator->accumulate();
+  EXPECT_EQ(collectives_in_forward(true), broadcast) << "the first forward of the no_sync scope, after a synchronising one";
+  EXPECT_EQ(collectives_in_forward(true), 0) << "a forward after one inside no_sync";
+  accelerator->no_sync_end(*model);
+  accelerator->accumulate();
+  EXPECT_EQ(collectives_in_forward(true), 0) << "the synchronising forward that ends the window";
+  EXPECT_FALSE(same_on_every_rank());
+  model->train(false);
+  EXPECT_EQ(collectives_in_forward(false), broadcast) << "the first evaluation after a synchronising forward";
+  EXPECT_TRUE(same_on_every_rank());
+  EXPECT_EQ(collectives_in_forward(false), 0) << "a second evaluation";
+  model->train(true);
+  accelerator->accumulate();
+  EXPECT_EQ(collectives_in_forward(true), 0) << "the training forward after an evaluation";
+  accelerator->accumulate();
+  EXPECT_EQ(collectives_in_forward(true), broadcast) << "the training forward after a synchronising one";
+}
+
 // gradient_as_bucket_view: the averaged gradients are the buckets' memory (two parameters of one bucket
 // share a storage), and training still equals one process on the global batch.
 TEST(Ddp, GradientsAsBucketViewsShareTheBucketAndTrainTheSame) {
