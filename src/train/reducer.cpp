@@ -54,6 +54,13 @@ struct Reducer::Impl {
   std::vector<bool> locally_unused;  // this backward's parameters that got no gradient here (set by finalize)
   std::optional<std::vector<bool>> static_unused;  // with static_graph: the first backward's unused parameters
   std::optional<std::vector<bool>> static_unused_everywhere;  // and those of them that no rank used
+  // How many ranks used each parameter in this backward, while it is all-reduced (kept here, as the
+  // buckets are, for as long as the all-reduce may run).
+  struct UseCount {
+    at::Tensor ranks;
+    std::unique_ptr<distributed::PendingCollective> work;
+  };
+  std::optional<UseCount> use_count;
   size_t next_bucket = 0;
   bool expect_hooks = false;
   bool finalize_queued = false;
@@ -74,8 +81,8 @@ struct Reducer::Impl {
   void account(double backward_end_us, double wait_end_us);
   double helper_cpu_seconds();
   std::string names_of(const std::vector<bool>& which) const;
-  std::vector<bool> unused_everywhere(const std::vector<bool>& unused);
-  std::vector<bool> gradients_to_keep(const std::vector<bool>& unused);
+  void start_use_count(const std::vector<bool>& unused);
+  std::vector<bool> gradients_to_keep();
 };
 
 namespace {
@@ -339,26 +346,30 @@ std::string Reducer::Impl::names_of(const std::vector<bool>& which) const {
 
 // Which of this backward's unused parameters (`unused`, this rank's) no rank used. Collective: a float
 // all-reduce of each parameter's count of ranks that used it.
-std::vector<bool> Reducer::Impl::unused_everywhere(const std::vector<bool>& unused) {
-  auto used = at::empty({static_cast<int64_t>(parameters.size())}, at::kFloat);
-  auto* counts = used.data_ptr<float>();
-  for (size_t i = 0; i < parameters.size(); ++i) counts[i] = unused[i] ? 0.0f : 1.0f;
-  state->group("DDP unused parameter count")->allreduce(used, distributed::ReduceKind::Sum, "DDP unused parameter count");
-  std::vector<bool> everywhere(parameters.size());
-  for (size_t i = 0; i < parameters.size(); ++i) everywhere[i] = counts[i] == 0.0f;
-  return everywhere;
+// Starts the all-reduce of how many ranks used each parameter (`unused`: this rank's), queued behind the
+// buckets' so that backward's wait covers both, when this backward must tell the parameters that no rank
+// used: find_unused_parameters asks every backward, static_graph the first. Every rank asks at the same point.
+void Reducer::Impl::start_use_count(const std::vector<bool>& unused) {
+  use_count.reset();
+  const bool needed = config.static_graph ? !static_unused_everywhere : config.find_unused_parameters;
+  if (!needed) return;
+  use_count = UseCount{at::empty({static_cast<int64_t>(parameters.size())}, at::kFloat), nullptr};
+  auto* ranks = use_count->ranks.data_ptr<float>();
+  for (size_t i = 0; i < parameters.size(); ++i) ranks[i] = unused[i] ? 0.0f : 1.0f;
+  use_count->work = state->group("DDP unused parameter count")->allreduce_async(use_count->ranks, "DDP unused parameter count");
 }
 
 // The parameters whose gradient the all-reduce must leave as it is: those no rank used, as DDP's
-// finalize_bucket_dense leaves a globally unused parameter's grad. Every rank asks the same question at the
-// same point (find_unused_parameters: every backward; static_graph: the first, whose answer holds after).
-std::vector<bool> Reducer::Impl::gradients_to_keep(const std::vector<bool>& unused) {
-  if (config.static_graph) {
-    if (!static_unused_everywhere) static_unused_everywhere = unused_everywhere(unused);
-    return *static_unused_everywhere;
-  }
-  if (config.find_unused_parameters) return unused_everywhere(unused);
-  return std::vector<bool>(parameters.size(), false);
+// finalize_bucket_dense leaves a globally unused parameter's grad (static_graph: the first backward's).
+std::vector<bool> Reducer::Impl::gradients_to_keep() {
+  if (config.static_graph && static_unused_everywhere) return *static_unused_everywhere;
+  std::vector<bool> keep(parameters.size(), false);
+  if (!use_count) return keep;
+  use_count->work->wait();
+  const auto* ranks = use_count->ranks.data_ptr<float>();
+  for (size_t i = 0; i < parameters.size(); ++i) keep[i] = ranks[i] == 0.0f;
+  if (config.static_graph) static_unused_everywhere = keep;
+  return keep;
 }
 
 void Reducer::Impl::finalize() {
@@ -390,9 +401,10 @@ void Reducer::Impl::finalize() {
     }
   }
   launch_ready_buckets();
+  if (error.empty()) start_use_count(unused);
   for (size_t b = 0; b < next_bucket; ++b) buckets[b].work->wait();
   if (!error.empty()) fail(Code::InvalidArgument, error);
-  const std::vector<bool> keep = gradients_to_keep(unused);
+  const std::vector<bool> keep = gradients_to_keep();
   const double wait_end_us = timeline::now_us();
   for (auto& bucket : buckets) {
     if (bucket.wire.defined()) bucket.flat.copy_(bucket.wire);
