@@ -7,10 +7,14 @@
  * starts as soon as its last gradient is accumulated, so communication overlaps the rest of backward.
  * When accel_state_backward returns on a sync step, every gradient holds the average over the ranks; while
  * accumulating (accel_state_accumulate said not to sync) no all-reduce happens. A trainable parameter that
- * receives no gradient is an error naming it, unless find_unused_parameters is set.
+ * receives no gradient is an error naming it, unless find_unused_parameters is set; then, as in DDP, one
+ * that no rank's backward reached keeps its gradient as it was (none after accel_optimizer_zero_grad, so
+ * the optimizer leaves it alone), and one that some ranks used gets the average with the others' zeros.
  * Options read by accel_state_prepare_model (DDP's arguments): find_unused_parameters (false),
- * bucket_cap_mb (25), first_bucket_mb (1), broadcast_buffers (true: rank 0's buffers are sent before each
- * training forward), convert_outputs_to_fp32 (true: fp16/bf16 outputs of an autocast forward come back as
+ * bucket_cap_mb (25), first_bucket_mb (1), broadcast_buffers (true: rank 0's buffers are sent to the others
+ * before a forward when the forward before it synchronised, as in DDP 1.13: the first micro-step of each
+ * accumulation window, never later inside no_sync, and the first accel_model_evaluate after training, which
+ * is then collective; the next training forward sends none), convert_outputs_to_fp32 (true: fp16/bf16 outputs of an autocast forward come back as
  * fp32), gradient_as_bucket_view (false: true makes each averaged gradient a view into its bucket, so it is
  * not copied back and later micro-batches accumulate in the bucket itself), static_graph (false: true
  * allows parameters without gradient as long as they are the same ones in every backward, as torch's
@@ -67,7 +71,9 @@ ACCEL_API ACCEL_NODISCARD int accel_model_forward(accel_model_t *model, accel_te
                                                   const char *const *names, accel_tensor_t *const *named_inputs,
                                                   size_t named_count, accel_output_t **out);
 /* The same without building a graph (Accelerate users write it under torch.no_grad()): for evaluation.
- * Errors: as accel_model_forward. */
+ * On a model prepared on several processes it is collective when it broadcasts the buffers (see
+ * broadcast_buffers above), as DDP's forward is; evaluate the unwrapped model (accel_model_unwrap) on some
+ * ranks only. Errors: as accel_model_forward. */
 ACCEL_API ACCEL_NODISCARD int accel_model_evaluate(accel_model_t *model, accel_tensor_t *const *inputs, size_t count,
                                                    const char *const *names, accel_tensor_t *const *named_inputs,
                                                    size_t named_count, accel_output_t **out);
@@ -87,8 +93,11 @@ ACCEL_API void accel_output_free(accel_output_t *output);
 ACCEL_API ACCEL_NODISCARD int accel_model_train(accel_model_t *model, int on);
 ACCEL_API int accel_model_is_training(const accel_model_t *model);
 
-/* Parameters and buffers by index, in registration order: names owned by the model; tensors are new
- * handles sharing the model's memory (zero-copy: export them with accel_tensor_to_dlpack).
+/* Parameters and buffers by index, in registration order, each tensor once under its first name (as torch's
+ * named_parameters): a tensor several modules hold (tied weights, as an embedding and its output layer)
+ * is one parameter, here and in the gradient buckets, optimizers and clipping. Names are owned by the
+ * model; tensors are new handles sharing the model's memory (zero-copy: export them with
+ * accel_tensor_to_dlpack).
  * Names are NULL for an index out of range and valid as long as the model (prepare keeps them).
  * Errors: ACCEL_ERR_NULL_ARGUMENT, ACCEL_ERR_OUT_OF_RANGE. */
 ACCEL_API size_t accel_model_num_parameters(const accel_model_t *model);
@@ -130,7 +139,8 @@ ACCEL_API ACCEL_NODISCARD int accel_model_save_torchscript(const accel_model_t *
  * model.safetensors.index.json and the shards it names), and so also a checkpoint's first model
  * (accel_state_save_state). Every tensor is checked before any is copied, so on an error the model is
  * unchanged: each parameter and buffer must be in the files (a tied one, which shares its memory with an
- * earlier one, through the name that was stored) with the model's shape and dtype (no conversion), and
+ * earlier one, through the name that was stored; in a model whose copies are not tied, a name the files
+ * record as tied to a stored one, from that one) with the model's shape and dtype (no conversion), and
  * the files may hold no tensor the model lacks. Values are copied onto each tensor's device; prepared or
  * not, the model keeps its tensors. Not collective: each rank that calls it reads the files.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_IO (no model.safetensors or index in directory, a shard the

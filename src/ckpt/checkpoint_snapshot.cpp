@@ -69,11 +69,11 @@ CheckpointSnapshot take_snapshot(const std::shared_ptr<distributed::State>& stat
   if (snapshot.rank != 0) return snapshot;
 
   for (const train::Model* model : objects.models) {
-    NamedTensors tensors = stored_tensors(*model);
+    StoredModel stored = stored_model(*model);
     if (copy_tensors) {
-      for (auto& entry : tensors) entry.second = host_copy(entry.second);
+      for (auto& entry : stored.tensors) entry.second = host_copy(entry.second);
     }
-    snapshot.models.push_back(std::move(tensors));
+    snapshot.models.push_back(std::move(stored));
   }
   for (size_t i = 0; i < objects.optimizers.size(); ++i) {
     snapshot.shared_states.emplace_back(indexed("optimizer", i), bytes_tensor(objects.optimizers[i]->optimizer().save_state()));
@@ -98,7 +98,8 @@ void write_snapshot(const CheckpointSnapshot& snapshot, const std::string& direc
   }
   if (snapshot.rank != 0) return;
   for (size_t i = 0; i < snapshot.models.size(); ++i) {
-    formats::write_safetensors(join_path(directory, checkpoint_model_file(i)), snapshot.models[i]);
+    formats::write_safetensors(join_path(directory, checkpoint_model_file(i)), snapshot.models[i].tensors,
+                               snapshot.models[i].ties);
   }
   formats::write_safetensors(join_path(directory, kStatesFile), snapshot.shared_states);
   write_manifest(join_path(directory, kManifestFile), snapshot.manifest);

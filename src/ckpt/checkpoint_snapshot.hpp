@@ -11,6 +11,7 @@
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/manifest.hpp"
+#include "ckpt/model_weights.hpp"
 #include "core/named_tensors.hpp"
 
 namespace accel::ckpt {
@@ -19,7 +20,7 @@ struct CheckpointSnapshot {
   int32_t rank = 0;
   // The main process's part (empty elsewhere): each model's tensors, the optimizer, scheduler and
   // grad-scaler archives as uint8 tensors, and the manifest.
-  std::vector<NamedTensors> models;
+  std::vector<StoredModel> models;
   NamedTensors shared_states;
   Manifest manifest;
   // This rank's part: loader positions and random generator states, and each registered object's bytes

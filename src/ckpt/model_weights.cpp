@@ -3,6 +3,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <cstring>
+#include <set>
 #include <unordered_map>
 
 #include "ckpt/model_layout.hpp"
@@ -41,12 +42,25 @@ std::vector<size_t> tie_leaders(const NamedTensors& tensors) {
 
 }  // namespace
 
-NamedTensors stored_tensors(const train::Model& model) {
+std::map<std::string, std::string> StoredModel::ties_to(const std::vector<std::string>& names) const {
+  const std::set<std::string> held(names.begin(), names.end());
+  std::map<std::string, std::string> metadata;
+  for (const auto& [left_out, stored] : ties) {
+    if (held.count(stored) != 0) metadata.emplace(left_out, stored);
+  }
+  return metadata;
+}
+
+StoredModel stored_model(const train::Model& model) {
   const NamedTensors own = model.parameters_and_buffers();
   const std::vector<size_t> leaders = tie_leaders(own);
-  NamedTensors stored;
+  StoredModel stored;
   for (size_t i = 0; i < own.size(); ++i) {
-    if (leaders[i] == i) stored.push_back(own[i]);
+    if (leaders[i] == i) {
+      stored.tensors.push_back(own[i]);
+    } else {
+      stored.ties.emplace(own[i].first, own[leaders[i]].first);
+    }
   }
   return stored;
 }
@@ -58,7 +72,7 @@ ModelWeights ModelWeights::from_file(const train::Model& model, const std::strin
   for (const formats::ArrayView& view : weights.files_.back()->arrays()) {
     stored.emplace_back(view.name, Stored{&view, &weights.files_.back()->file().path()});
   }
-  weights.check_against(model, stored, path);
+  weights.check_against(model, stored, path, weights.files_.back()->metadata());
   return weights;
 }
 
@@ -77,6 +91,7 @@ ModelWeights ModelWeights::from_directory(const train::Model& model, const std::
   const ModelIndex index = read_model_index(index_path);
   ModelWeights weights;
   StoredByName stored;
+  std::map<std::string, std::string> metadata;
   for (const auto& [file, names] : index.tensors_by_file()) {
     const std::string path = join_path(directory, file);
     try {
@@ -92,30 +107,47 @@ ModelWeights ModelWeights::from_directory(const train::Model& model, const std::
       stored.emplace_back(view.name, Stored{&view, &shard.file().path()});
     }
     check_shard_holds_its_tensors(index, file, path, held);
+    metadata.insert(shard.metadata().begin(), shard.metadata().end());
   }
-  weights.check_against(model, stored, index_path);
+  weights.check_against(model, stored, index_path, metadata);
   return weights;
 }
 
-void ModelWeights::check_against(const train::Model& model, const StoredByName& stored, const std::string& source) {
+void ModelWeights::check_against(const train::Model& model, const StoredByName& stored, const std::string& source,
+                                 const std::map<std::string, std::string>& metadata) {
   const NamedTensors own = model.parameters_and_buffers();
   std::unordered_map<std::string, size_t> own_index;
   for (size_t i = 0; i < own.size(); ++i) own_index.emplace(own[i].first, i);
-  std::vector<const Stored*> found(own.size(), nullptr);
-  for (const auto& [name, where] : stored) {
-    const auto mine = own_index.find(name);
-    if (mine == own_index.end()) fail(Code::InvalidArgument, *where.path + ": holds '" + name + "', which the model does not have");
-    const at::Tensor& tensor = own[mine->second].second;
+  // `name` of the files loaded into the model's tensor `name_in_model`.
+  const auto check_fits = [&](const std::string& name, const Stored& where, const std::string& name_in_model) {
+    const at::Tensor& tensor = own[own_index.at(name_in_model)].second;
     const formats::ArrayView& view = *where.view;
+    const std::string what = "'" + name + "'" + (name == name_in_model ? "" : " (stored for '" + name_in_model + "')");
     if (view.shape != tensor.sizes().vec()) {
-      fail(Code::InvalidArgument, *where.path + ": '" + name + "' has shape " + formats::shape_string(view.shape) +
+      fail(Code::InvalidArgument, *where.path + ": " + what + " has shape " + formats::shape_string(view.shape) +
                                       ", the model's is " + formats::shape_string(tensor.sizes().vec()));
     }
     if (view.dtype != tensor.scalar_type()) {
-      fail(Code::InvalidArgument, *where.path + ": '" + name + "' is " + std::string(c10::toString(view.dtype)) +
+      fail(Code::InvalidArgument, *where.path + ": " + what + " is " + std::string(c10::toString(view.dtype)) +
                                       ", the model's is " + std::string(c10::toString(tensor.scalar_type())));
     }
+  };
+  std::vector<const Stored*> found(own.size(), nullptr);
+  std::unordered_map<std::string, const Stored*> stored_by_name;
+  for (const auto& [name, where] : stored) {
+    const auto mine = own_index.find(name);
+    if (mine == own_index.end()) fail(Code::InvalidArgument, *where.path + ": holds '" + name + "', which the model does not have");
+    check_fits(name, where, name);
     found[mine->second] = &where;
+    stored_by_name.emplace(name, &where);
+  }
+  // A name the files left out for the one they record it tied to: an untied model loads it from that one.
+  for (const auto& [left_out, kept] : metadata) {
+    const auto mine = own_index.find(left_out);
+    const auto source_here = stored_by_name.find(kept);
+    if (mine == own_index.end() || found[mine->second] != nullptr || source_here == stored_by_name.end()) continue;
+    check_fits(kept, *source_here->second, left_out);
+    found[mine->second] = source_here->second;
   }
 
   const std::vector<size_t> leaders = tie_leaders(own);

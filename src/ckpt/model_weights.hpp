@@ -5,11 +5,14 @@
 // Tied weights (an embedding and an output layer holding one matrix) are stored once, as Accelerate and
 // transformers store them, since safetensors has no aliasing: of the tensors that are the very same view
 // of the same memory (same device, address, shape, strides, dtype), only the first in the model's order
-// (parameters, then buffers) is written, under its name; loading fills the others through it. Tensors
-// that merely overlap are stored each on its own: their bytes are the same memory, so loading writes
-// back the same values.
+// (parameters, then buffers) is written, under its name, and each name left out is recorded in the
+// __metadata__ of the file holding the stored one, {left out: stored}, as safetensors' save_model records
+// it. Loading fills a tied tensor through the stored one; a model whose tensors are not tied (an untied
+// copy) loads a name left out from the stored one its file's metadata names. Tensors that merely overlap
+// are stored each on its own: their bytes are the same memory, so loading writes back the same values.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -21,8 +24,16 @@
 
 namespace accel::ckpt {
 
-// The tensors to write: the model's parameters and buffers, each tied group under its first name.
-NamedTensors stored_tensors(const train::Model& model);
+// What a model's files hold: its parameters and buffers, each tied group under its first name, and the
+// ties, each name left out -> the name stored for it.
+struct StoredModel {
+  NamedTensors tensors;
+  std::map<std::string, std::string> ties;
+
+  // The metadata of a file holding these of the tensors' names: the ties to them.
+  std::map<std::string, std::string> ties_to(const std::vector<std::string>& names) const;
+};
+StoredModel stored_model(const train::Model& model);
 
 // Weights read from files and checked against a model: every tensor of the model has its bytes (a tied
 // one through the name stored), with the model's shape and dtype; no file holds a tensor the model lacks.
@@ -52,8 +63,10 @@ class ModelWeights {
 
   ModelWeights() = default;
   // Fills copies_, or throws naming the file of a mismatch; `source` (a file, or the index) is named
-  // for a tensor of the model that no file holds.
-  void check_against(const train::Model& model, const StoredByName& stored, const std::string& source);
+  // for a tensor of the model that no file holds. `metadata`: the files' __metadata__ entries, where the
+  // ties recorded are found.
+  void check_against(const train::Model& model, const StoredByName& stored, const std::string& source,
+                     const std::map<std::string, std::string>& metadata);
 
   std::vector<std::unique_ptr<formats::SafetensorsFile>> files_;
   std::vector<std::pair<size_t, const formats::ArrayView*>> copies_;  // index in parameters_and_buffers <- bytes

@@ -21,7 +21,8 @@ namespace {
 // renamed over one of its shards, so that no index ever names a shard of another save.
 std::set<std::string> write_model_files(const train::Model& model, const std::string& directory, uint64_t max_shard_size) {
   create_directories(directory);
-  const NamedTensors stored = stored_tensors(model);
+  const StoredModel model_files = stored_model(model);
+  const NamedTensors& stored = model_files.tensors;
   std::vector<uint64_t> sizes;
   for (const auto& [name, tensor] : stored) sizes.push_back(static_cast<uint64_t>(tensor.numel()) * tensor.element_size());
   const std::vector<std::vector<size_t>> shards = plan_shards(sizes, max_shard_size);
@@ -29,7 +30,7 @@ std::set<std::string> write_model_files(const train::Model& model, const std::st
 
   if (shards.size() <= 1) {
     AtomicFile file(single);
-    formats::write_safetensors(file, stored);
+    formats::write_safetensors(file, stored, model_files.ties);
     file.finish();
     remove_all(index_path);
     file.commit();
@@ -41,13 +42,15 @@ std::set<std::string> write_model_files(const train::Model& model, const std::st
   for (size_t s = 0; s < shards.size(); ++s) {
     const std::string name = shard_file(s, shards.size());
     NamedTensors part;
+    std::vector<std::string> names;
     for (size_t i : shards[s]) {
       part.push_back(stored[i]);
+      names.push_back(stored[i].first);
       index.weight_map.emplace(stored[i].first, name);
       index.total_size += sizes[i];
     }
     files.push_back(std::make_unique<AtomicFile>(join_path(directory, name)));
-    formats::write_safetensors(*files.back(), part);
+    formats::write_safetensors(*files.back(), part, model_files.ties_to(names));
     files.back()->finish();
     written.insert(name);
   }

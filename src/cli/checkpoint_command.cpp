@@ -2,7 +2,9 @@
 
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,7 +25,8 @@ void usage(std::FILE* out) {
                "usage: accel checkpoint inspect DIR\n"
                "prints what DIR holds as JSON: for a checkpoint (save_state), the versions, world size, step,\n"
                "epoch and object counts of its metadata.json; for a saved model (save_model), model.safetensors\n"
-               "or the index and its shards; for both, each file with its size and tensor count, and the total.\n");
+               "or the index and its shards; for both, each file with its size and tensor count, and the total,\n"
+               "and for a model file that stores tied weights once, its ties (\"tied\": {name left out: name stored}).\n");
 }
 
 struct FileReport {
@@ -32,6 +35,8 @@ struct FileReport {
   std::optional<size_t> tensors;  // for safetensors files
   uint64_t tensor_bytes = 0;
   std::vector<std::string> tensor_names;
+  // Tied weights stored once: each name left out -> the name stored, as the metadata records them.
+  std::map<std::string, std::string> ties;
 };
 
 // A safetensors file's header, with every tensor's bytes checked to lie inside the file.
@@ -48,6 +53,10 @@ FileReport safetensors_file(const std::string& directory, const std::string& nam
     formats::check_in_payload(entry, end, file.size() - header.data_start, path);
     report.tensor_bytes += end - begin;
     report.tensor_names.push_back(entry.name);
+  }
+  const std::set<std::string> names(report.tensor_names.begin(), report.tensor_names.end());
+  for (const auto& [key, value] : header.metadata) {
+    if (names.count(key) == 0 && names.count(value) != 0) report.ties.emplace(key, value);
   }
   return report;
 }
@@ -75,6 +84,13 @@ std::string to_json(const std::string& directory, const Report& report) {
     out += std::string(i ? "," : "") + "\n    {\"path\": " + formats::json_quote(file.name) +
            ", \"bytes\": " + std::to_string(file.bytes);
     if (file.tensors) out += ", \"tensors\": " + std::to_string(*file.tensors);
+    if (!file.ties.empty()) {
+      std::string ties;
+      for (const auto& [left_out, stored] : file.ties) {
+        ties += (ties.empty() ? "" : ", ") + formats::json_quote(left_out) + ": " + formats::json_quote(stored);
+      }
+      out += ", \"tied\": {" + ties + "}";
+    }
     out += "}";
   }
   return out + "\n  ]\n}\n";

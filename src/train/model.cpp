@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -22,9 +23,18 @@ struct Model::Impl {
   std::shared_ptr<distributed::State> state;
   PrepareConfig config;
   std::unique_ptr<Reducer> reducer;
-  std::optional<NamedTensors> parameters;  // caches of named_parameters() and named_buffers()
-  std::optional<NamedTensors> buffers;
+  // A module's parameters or buffers: every slot under its name, and each tensor once (its first slot).
+  struct Slots {
+    NamedTensors every;
+    NamedTensors unique;
+    std::vector<size_t> unique_slots;  // unique[i] is every[unique_slots[i]]
+  };
+  std::optional<Slots> parameters;  // cached by list_tensors()
+  std::optional<Slots> buffers;
   bool no_sync = false;
+  // DDP's require_forward_param_sync: whether the last forward synchronised (grad enabled, and its backward
+  // all-reduces); the next forward then broadcasts the buffers.
+  bool last_forward_synchronised = true;
 };
 
 Model::Model(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -118,18 +128,18 @@ bool Model::prepared() const { return impl_->state != nullptr; }
 ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTensors& kwargs, bool grad_enabled) {
   const timeline::Span span(grad_enabled ? "forward" : "evaluate");
   torch::AutoGradMode grad_mode(grad_enabled);
-  const bool training = impl_->module.is_training();
-  if (impl_->state && training && grad_enabled && impl_->state->launch().world_size > 1) {
-    if (impl_->config.broadcast_buffers) {
+  if (impl_->state && impl_->state->launch().world_size > 1) {
+    // DDP's forward, which looks at the grad mode and not at the module's training flag.
+    if (impl_->config.broadcast_buffers && impl_->last_forward_synchronised) {
       std::vector<at::Tensor> buffers;
       for (const auto& buffer : impl_->module.named_buffers(true)) buffers.push_back(buffer.value);
       if (!buffers.empty()) broadcast_coalesced(*impl_->state, buffers);
     }
     // Accelerate's accumulate(): DDP skips the all-reduce unless this step syncs or sync_each_batch is set.
-    if (impl_->reducer) {
-      impl_->reducer->prepare_for_backward(!impl_->no_sync && (impl_->state->sync_gradients() ||
-                                                               impl_->state->options().get_bool("sync_each_batch")));
-    }
+    const bool synchronises = grad_enabled && !impl_->no_sync &&
+                              (impl_->state->sync_gradients() || impl_->state->options().get_bool("sync_each_batch"));
+    if (impl_->reducer && grad_enabled) impl_->reducer->prepare_for_backward(synchronises);
+    impl_->last_forward_synchronised = synchronises;
   }
   std::vector<c10::IValue> inputs(args.begin(), args.end());
   std::unordered_map<std::string, c10::IValue> named;
@@ -157,39 +167,59 @@ bool Model::is_training() const { return impl_->module.is_training(); }
 void Model::set_no_sync(bool on) { impl_->no_sync = on; }
 bool Model::no_sync() const { return impl_->no_sync; }
 
+namespace {
+
+// TorchScript lists a tensor that several submodules hold once per holder: the same TensorImpl in each
+// slot. torch's named_parameters keeps the first.
+template <typename List>
+Model::Impl::Slots slots_of(const List& list) {
+  Model::Impl::Slots slots;
+  std::set<const c10::TensorImpl*> seen;
+  for (const auto& item : list) {
+    if (seen.insert(item.value.unsafeGetTensorImpl()).second) {
+      slots.unique_slots.push_back(slots.every.size());
+      slots.unique.emplace_back(item.name, item.value);
+    }
+    slots.every.emplace_back(item.name, item.value);
+  }
+  return slots;
+}
+
+template <typename List>
+void refresh(Model::Impl::Slots& slots, const List& list) {
+  size_t i = 0;
+  for (const auto& item : list) slots.every[i++].second = item.value;
+  for (size_t u = 0; u < slots.unique.size(); ++u) slots.unique[u].second = slots.every[slots.unique_slots[u]].second;
+}
+
+}  // namespace
+
+void Model::list_tensors() const {
+  if (!impl_->parameters) impl_->parameters = slots_of(impl_->module.named_parameters(true));
+  if (!impl_->buffers) impl_->buffers = slots_of(impl_->module.named_buffers(true));
+}
+
 void Model::refresh_cached_tensors() {
-  // Only the tensors change: names handed out through the C API stay valid.
-  if (impl_->parameters) {
-    size_t i = 0;
-    for (const auto& parameter : impl_->module.named_parameters(true)) (*impl_->parameters)[i++].second = parameter.value;
-  }
-  if (impl_->buffers) {
-    size_t i = 0;
-    for (const auto& buffer : impl_->module.named_buffers(true)) (*impl_->buffers)[i++].second = buffer.value;
-  }
+  // Only the tensors change: names handed out through the C API stay valid. Moving to a device keeps
+  // each TensorImpl (set_data), so tied slots stay one tensor.
+  if (impl_->parameters) refresh(*impl_->parameters, impl_->module.named_parameters(true));
+  if (impl_->buffers) refresh(*impl_->buffers, impl_->module.named_buffers(true));
 }
 
 const NamedTensors& Model::named_parameters() const {
-  if (!impl_->parameters) {
-    NamedTensors list;
-    for (const auto& parameter : impl_->module.named_parameters(true)) list.emplace_back(parameter.name, parameter.value);
-    impl_->parameters = std::move(list);
-  }
-  return *impl_->parameters;
+  list_tensors();
+  return impl_->parameters->unique;
 }
 
 const NamedTensors& Model::named_buffers() const {
-  if (!impl_->buffers) {
-    NamedTensors list;
-    for (const auto& buffer : impl_->module.named_buffers(true)) list.emplace_back(buffer.name, buffer.value);
-    impl_->buffers = std::move(list);
-  }
-  return *impl_->buffers;
+  list_tensors();
+  return impl_->buffers->unique;
 }
 
 NamedTensors Model::parameters_and_buffers() const {
-  NamedTensors tensors = named_parameters();
-  tensors.insert(tensors.end(), named_buffers().begin(), named_buffers().end());
+  list_tensors();
+  NamedTensors tensors = impl_->parameters->every;
+  tensors.insert(tensors.end(), impl_->buffers->every.begin(), impl_->buffers->every.end());
   return tensors;
 }
 

@@ -24,7 +24,11 @@ struct ModelOutput {
 
 struct PrepareConfig {
   ReducerConfig reducer;
-  bool broadcast_buffers = true;  // rank 0's buffers are sent before each training forward, as DDP does
+  // Rank 0's buffers are sent to the other ranks before a forward when the forward before it synchronised
+  // (the first forward included), as DDP 1.13 does: the first micro-step of each accumulation window,
+  // never a later one inside no_sync, and the first evaluation after training (which makes the next
+  // training forward send none).
+  bool broadcast_buffers = true;
   bool keep_low_precision_outputs = false;  // else fp16/bf16 outputs come back as fp32
 };
 
@@ -41,7 +45,9 @@ class Model {
   bool prepared() const;
 
   // Forward with positional and named arguments, under autocast when the state asks for bf16 (or fp16
-  // on CUDA). With grad_enabled false it runs without building a graph (evaluation).
+  // on CUDA). With grad_enabled false it runs without building a graph (evaluation). Prepared on several
+  // processes, it may broadcast the buffers (PrepareConfig::broadcast_buffers): collective then, training
+  // or evaluating, as DDP's forward; the unwrapped model's forward never is.
   ModelOutput forward(const std::vector<at::Tensor>& args, const NamedTensors& kwargs, bool grad_enabled);
 
   void train(bool on);
@@ -50,13 +56,16 @@ class Model {
   // gradients locally (no all-reduce), whatever sync_gradients says.
   void set_no_sync(bool on);
   bool no_sync() const;
-  // Registration order. Cached (enumerating a TorchScript module walks it); prepare replaces the tensors
-  // but keeps the names, so the names stay valid as long as the model.
+  // Registration order, each tensor once under its first name, as torch's named_parameters: a tensor that
+  // several modules hold (tied weights, as an embedding and its output layer) is one parameter. Cached
+  // (enumerating a TorchScript module walks it); prepare replaces the tensors but keeps the names, so the
+  // names stay valid as long as the model.
   const NamedTensors& named_parameters() const;
   const NamedTensors& named_buffers() const;
-  // Parameters, then buffers: everything a saved model holds.
+  // Parameters, then buffers, under every name, as torch's state_dict (a tied tensor under each of its
+  // names): what a saved model's names are checked against.
   NamedTensors parameters_and_buffers() const;
-  // The parameters that require grad: what optimizers, clipping and the reducer work on.
+  // The parameters that require grad, each once: what optimizers, clipping and the reducer work on.
   NamedTensors trainable_parameters() const;
   // Gradient buckets, for inspection and tests; empty when not data-parallel.
   std::vector<std::vector<std::string>> bucket_names() const;
@@ -72,6 +81,7 @@ class Model {
 
  private:
   explicit Model(std::shared_ptr<Impl> impl);
+  void list_tensors() const;
   void refresh_cached_tensors();
   std::shared_ptr<Impl> impl_;
 };

@@ -51,7 +51,16 @@ struct Reducer::Impl {
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
   std::vector<uintptr_t> hook_keys;
   std::vector<bool> ready;
+  std::vector<bool> locally_unused;  // this backward's parameters that got no gradient here (set by finalize)
   std::optional<std::vector<bool>> static_unused;  // with static_graph: the first backward's unused parameters
+  std::optional<std::vector<bool>> static_unused_everywhere;  // and those of them that no rank used
+  // How many ranks used each parameter in this backward, while it is all-reduced (kept here, as the
+  // buckets are, for as long as the all-reduce may run).
+  struct UseCount {
+    at::Tensor ranks;
+    std::unique_ptr<distributed::PendingCollective> work;
+  };
+  std::optional<UseCount> use_count;
   size_t next_bucket = 0;
   bool expect_hooks = false;
   bool finalize_queued = false;
@@ -72,6 +81,8 @@ struct Reducer::Impl {
   void account(double backward_end_us, double wait_end_us);
   double helper_cpu_seconds();
   std::string names_of(const std::vector<bool>& which) const;
+  void start_use_count(const std::vector<bool>& unused);
+  std::vector<bool> gradients_to_keep();
 };
 
 namespace {
@@ -187,6 +198,7 @@ void Reducer::Impl::refuse_what_the_transport_cannot_carry() {
 
 void Reducer::Impl::reset_for_backward() {
   ready.assign(parameters.size(), false);
+  locally_unused.assign(parameters.size(), false);
   for (auto& bucket : buckets) {
     bucket.pending = bucket.members.size();
     bucket.work.reset();
@@ -216,12 +228,13 @@ void Reducer::Impl::launch_ready_buckets() {
 }
 
 // Where the transport can reduce this rank's share of the bucket straight from the gradients: every one
-// there, dense and of the bucket's type, sent uncompressed from a segment on one node.
+// there, dense and of the bucket's type, sent uncompressed from a segment on one node, and each from this
+// backward (the gradient of a parameter no rank used must come out of the all-reduce untouched).
 std::optional<std::pair<int64_t, int64_t>> Reducer::Impl::private_share(const Bucket& bucket) {
   if (bucket.wire.defined() || config.gradient_as_bucket_view) return std::nullopt;
   for (size_t member : bucket.members) {
     const at::Tensor& grad = parameters[member].second.grad();
-    if (!grad.defined() || !grad.is_contiguous() || grad.scalar_type() != bucket.flat.scalar_type() ||
+    if (locally_unused[member] || !grad.defined() || !grad.is_contiguous() || grad.scalar_type() != bucket.flat.scalar_type() ||
         grad.device() != bucket.flat.device()) {
       return std::nullopt;
     }
@@ -331,6 +344,34 @@ std::string Reducer::Impl::names_of(const std::vector<bool>& which) const {
   return names.empty() ? "none" : names;
 }
 
+// Which of this backward's unused parameters (`unused`, this rank's) no rank used. Collective: a float
+// all-reduce of each parameter's count of ranks that used it.
+// Starts the all-reduce of how many ranks used each parameter (`unused`: this rank's), queued behind the
+// buckets' so that backward's wait covers both, when this backward must tell the parameters that no rank
+// used: find_unused_parameters asks every backward, static_graph the first. Every rank asks at the same point.
+void Reducer::Impl::start_use_count(const std::vector<bool>& unused) {
+  use_count.reset();
+  const bool needed = config.static_graph ? !static_unused_everywhere : config.find_unused_parameters;
+  if (!needed) return;
+  use_count = UseCount{at::empty({static_cast<int64_t>(parameters.size())}, at::kFloat), nullptr};
+  auto* ranks = use_count->ranks.data_ptr<float>();
+  for (size_t i = 0; i < parameters.size(); ++i) ranks[i] = unused[i] ? 0.0f : 1.0f;
+  use_count->work = state->group("DDP unused parameter count")->allreduce_async(use_count->ranks, "DDP unused parameter count");
+}
+
+// The parameters whose gradient the all-reduce must leave as it is: those no rank used, as DDP's
+// finalize_bucket_dense leaves a globally unused parameter's grad (static_graph: the first backward's).
+std::vector<bool> Reducer::Impl::gradients_to_keep() {
+  if (config.static_graph && static_unused_everywhere) return *static_unused_everywhere;
+  std::vector<bool> keep(parameters.size(), false);
+  if (!use_count) return keep;
+  use_count->work->wait();
+  const auto* ranks = use_count->ranks.data_ptr<float>();
+  for (size_t i = 0; i < parameters.size(); ++i) keep[i] = ranks[i] == 0.0f;
+  if (config.static_graph) static_unused_everywhere = keep;
+  return keep;
+}
+
 void Reducer::Impl::finalize() {
   // The engine runs this once every gradient of the backward is computed.
   const double backward_end_us = timeline::now_us();
@@ -349,8 +390,10 @@ void Reducer::Impl::finalize() {
     error = "parameters received no gradient in this backward: " + names_of(unused) +
             " (if the model does not use them every step, prepare it with find_unused_parameters)";
   }
-  // Allowed unused parameters count as ready: launch() averages zeros in their slots.
+  // Allowed unused parameters count as ready: launch() puts what they hold in their slots (zeros for no
+  // gradient), for the ranks that used them.
   if (error.empty()) {
+    locally_unused = unused;
     for (size_t i = 0; i < parameters.size(); ++i) {
       if (!unused[i]) continue;
       ready[i] = true;
@@ -358,12 +401,15 @@ void Reducer::Impl::finalize() {
     }
   }
   launch_ready_buckets();
+  if (error.empty()) start_use_count(unused);
   for (size_t b = 0; b < next_bucket; ++b) buckets[b].work->wait();
   if (!error.empty()) fail(Code::InvalidArgument, error);
+  const std::vector<bool> keep = gradients_to_keep();
   const double wait_end_us = timeline::now_us();
   for (auto& bucket : buckets) {
     if (bucket.wire.defined()) bucket.flat.copy_(bucket.wire);
     for (size_t m = 0; m < bucket.members.size(); ++m) {
+      if (keep[bucket.members[m]]) continue;
       at::Tensor& parameter = parameters[bucket.members[m]].second;
       auto averaged = bucket.flat.narrow(0, bucket.offsets[m], parameter.numel()).view(parameter.sizes());
       if (config.gradient_as_bucket_view) {

@@ -1,7 +1,10 @@
 // Data-parallel gradient synchronisation (PyTorch DDP's Reducer, rebuilt on autograd's grad-accumulator
 // hooks): gradients are grouped in buckets, and each bucket's all-reduce starts as soon as its last
 // gradient is accumulated, so communication overlaps the rest of backward. When backward returns, every
-// gradient holds the average over the ranks.
+// gradient holds the average over the ranks; with find_unused_parameters (or static_graph), as in DDP, a
+// parameter that no rank's backward reached keeps its gradient as it was (none after a set-to-none
+// zero_grad, so that the optimizer leaves it alone; a rank's own sum of no_sync backwards), while one that
+// some ranks' backward reached gets the average, the others contributing what they hold (zeros for none).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -39,8 +42,9 @@ struct ReducerConfig {
   // values are not copied back and no second copy of the gradients is kept.
   bool gradient_as_bucket_view = false;
   // DDP's static_graph: the parameters that get no gradient are the same in every backward, so they are
-  // allowed without find_unused_parameters (their slots average zeros); a backward whose set differs from
-  // the first one's is an error naming the parameters.
+  // allowed without find_unused_parameters (those no rank uses keep their gradient, as above, by the first
+  // backward's count over the ranks); a backward whose set differs from the first one's is an error naming
+  // the parameters.
   bool static_graph = false;
   GradCompression compression = GradCompression::None;
 };

@@ -2,7 +2,8 @@
 (the safetensors layout: an 8-byte little-endian header length, a JSON header, the payload), then loaded
 by Debian's torch 1.13 into a plain nn.Module of the same make, which must give accel's outputs. Tied
 weights: left out of the files under their second name, as transformers leaves them, so that torch's
-load_state_dict(strict=False) reports exactly that name missing and the module's own tie fills it.
+load_state_dict(strict=False) reports exactly that name missing and the module's own tie fills it; the
+name left out is recorded in the metadata against the one stored, as safetensors' save_model records it.
 
 Run by ctest (ckpt.saved_model_python) with ACCEL_LIBRARY, and the binding's fixtures (accelerator) as a
 plugin (tests/CMakeLists.txt: accel_python_test)."""
@@ -42,11 +43,16 @@ class Tied(torch.nn.Module):
         return self.head(torch.relu(self.body(x))) * self.scale + self.count.sum()
 
 
-def read_safetensors(path):
+def read_safetensors(path, ties=None):
+    """name -> array; the ties the metadata records (name left out -> name stored) go into `ties`."""
     data = path.read_bytes()
     length = int.from_bytes(data[:8], "little")
     header = json.loads(data[8:8 + length])
-    assert header.pop("__metadata__") == {"format": "pt"}
+    metadata = header.pop("__metadata__")
+    assert metadata.pop("format") == "pt"
+    assert all(stored in header and left_out not in header for left_out, stored in metadata.items())
+    if ties is not None:
+        ties.update(metadata)
     payload = data[8 + length:]
     arrays = {}
     for name, entry in header.items():
@@ -56,14 +62,14 @@ def read_safetensors(path):
     return arrays
 
 
-def read_saved_model(directory):
+def read_saved_model(directory, ties=None):
     """name -> array, as transformers finds a save: model.safetensors, or the index and its shards."""
     if not (directory / INDEX).exists():
-        return read_safetensors(directory / "model.safetensors")
+        return read_safetensors(directory / "model.safetensors", ties)
     index = json.loads((directory / INDEX).read_text())
     arrays = {}
     for shard in sorted(set(index["weight_map"].values())):
-        held = read_safetensors(directory / shard)
+        held = read_safetensors(directory / shard, ties)
         assert sorted(held) == sorted(name for name, file in index["weight_map"].items() if file == shard)
         arrays.update(held)
     assert index["metadata"]["total_size"] == sum(array.nbytes for array in arrays.values())
@@ -94,6 +100,9 @@ def test_shards_read_with_json_and_numpy_give_torch_the_outputs_of_accel(tmp_pat
     # fc1.weight is 32768 bytes, fc2.weight 65536 (over the limit: alone), fc3.weight 5120, biases 512 and 40.
     accelerator.save_model(model, tmp_path, max_shard_size=40_000)
     shards = [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
+    ties = {}
+    read_saved_model(tmp_path, ties)
+    assert ties == {}
     assert sorted(path.name for path in tmp_path.iterdir()) == shards + [INDEX]
     index = json.loads((tmp_path / INDEX).read_text())
     assert index["weight_map"] == {"fc1.weight": shards[0], "fc1.bias": shards[0], "fc2.weight": shards[1],
@@ -113,8 +122,11 @@ def test_tied_weights_are_stored_once_and_torch_fills_them_through_its_own_tie(t
     x = inputs[:, :8].copy()
     for max_shard_size in ("10GB", 300):  # one file; shards (body.weight's 256 bytes count once)
         accelerator.save_model(model, tmp_path, max_shard_size=max_shard_size)
-        arrays = read_saved_model(tmp_path)
+        ties = {}
+        arrays = read_saved_model(tmp_path, ties)
         assert sorted(arrays) == ["body.bias", "body.weight", "count", "scale"]
+        assert ties == {"head.weight": "body.weight"}
+        assert [name for name, _ in model.named_parameters()] == ["body.weight", "body.bias"]
         assert arrays["count"].dtype == np.int64
         torch.manual_seed(1)
         reference = Tied()

@@ -48,6 +48,19 @@ check "its index and shards listed" json_says '[f["path"] for f in d["files"]] =
 launch train 1 "$WORK/single"
 inspect "$WORK/single"
 check "a one-file model is described" json_says '(d["kind"], d["tensors"], d["total_size"], len(d["files"])) == ("model", 4, 848, 1)'
+check "an untied model names no ties" json_says '"tied" not in d["files"][0]'
+# A tied model as save_model writes it: the tied name left out, and recorded in the metadata (as safetensors'
+# save_model records it) against the name stored.
+mkdir "$WORK/tied"
+/usr/bin/python3 - "$WORK/tied/model.safetensors" <<'PY'
+import json, struct, sys
+header = json.dumps({"__metadata__": {"format": "pt", "head.w": "w1"},
+                     "w1": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
+header += b" " * (-(8 + len(header)) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(header)) + header + bytes(8))
+PY
+inspect "$WORK/tied"
+check "a tied model names its ties" json_says '(d["tensors"], d["files"][0]["tied"]) == (1, {"head.w": "w1"})'
 
 inspect "$WORK/missing"
 check "a missing directory fails" fails_saying "is not a directory"

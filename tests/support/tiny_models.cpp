@@ -45,6 +45,19 @@ std::string mlp_with_unused_parameter(const std::string& path) {
   return path;
 }
 
+std::string mlp_with_running_mean(const std::string& path) {
+  auto module = mlp_module(0);
+  module.register_buffer("running_mean", torch::zeros({8}));
+  module.register_attribute("training", c10::BoolType::get(), true);  // what nn.Module has and train() sets
+  module.define(std::string("def forward(self, x):\n"
+                            "  if self.training:\n"
+                            "    self.running_mean.mul_(0.9).add_(x.detach().mean(0) * 0.1)\n"
+                            "  h = ") +
+                kHidden + "\n  return torch.matmul(h, self.w2) + self.b2\n");
+  module.save(path);
+  return path;
+}
+
 std::string dict_output(const std::string& path) {
   auto module = mlp_module(0);
   module.define(std::string("def forward(self, x):\n  h = ") + kHidden +

@@ -24,6 +24,9 @@ std::string tied(const std::string& path, int seed = 0, bool tied = true, float 
 // Like mlp, but forward takes one of two branches by the sign of a sum it computes: data-dependent control
 // flow, which reads a value back from the device (no CUDA graph can capture it).
 std::string branching(const std::string& path);
+// Like mlp, plus a buffer `running_mean` (float [8]) that each forward in training mode moves, as
+// BatchNorm moves its running statistics: running_mean = 0.9 running_mean + 0.1 mean of x over the batch.
+std::string mlp_with_running_mean(const std::string& path);
 // A file in the test's temporary directory, unique to this process.
 std::string temp_file(const std::string& name);
 

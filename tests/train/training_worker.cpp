@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "ckpt/save_model.hpp"
 #include "core/error.hpp"
 #include "core_worker.hpp"
 #include "data/loader.hpp"
@@ -251,6 +252,131 @@ TEST(Ddp, AParameterWithoutGradientIsNamedUnlessFindUnusedParameters) {
   }
 }
 
+// Tied weights (tiny_models::tied: head.w is the very tensor w1, as an embedding and its output layer):
+// one parameter everywhere. Listed once under its first name, as torch's named_parameters; one slot of one
+// bucket, reduced once; one optimizer entry; counted once by clip_grad_norm; and two processes train it
+// as one process does on the global batch, the tie holding throughout.
+TEST(Ddp, TiedWeightsAreOneParameterEverywhere) {
+  auto parallel = Model::load_file(tiny_models::tied(tiny_models::temp_file("tied_parallel.pt")));
+  auto reference = Model::load_file(tiny_models::tied(tiny_models::temp_file("tied_reference.pt")));
+  std::vector<std::string> names;
+  for (const auto& parameter : parallel->named_parameters()) names.push_back(parameter.first);
+  EXPECT_EQ(names, (std::vector<std::string>{"w1", "b1"}));
+  parallel->prepare(state, PrepareConfig{});
+  std::vector<std::string> bucketed;
+  for (const auto& bucket : parallel->bucket_names()) bucketed.insert(bucketed.end(), bucket.begin(), bucket.end());
+  EXPECT_EQ(bucketed, (std::vector<std::string>{"b1", "w1"}));
+  auto accelerator = Accelerator::of(state);
+  OptimizerConfig config;
+  config.lr = 0.05;
+  config.momentum = 0.9;
+  AcceleratedOptimizer optimizer(accelerator, std::make_unique<Optimizer>("sgd", parallel->trainable_parameters(), config));
+  Optimizer reference_optimizer("sgd", reference->trainable_parameters(), config);
+  at::manual_seed(29);
+  const auto inputs = at::randn({5, 4 * world(), 8});
+  const auto targets = at::randn({5, 4 * world(), 8});
+  for (int64_t step = 0; step < 5; ++step) {
+    accelerator->accumulate();
+    accelerator->backward(at::mse_loss(output_of(*parallel, my_rows(inputs[step])), my_rows(targets[step])));
+    at::mse_loss(output_of(*reference, inputs[step]), targets[step]).backward();
+    if (step == 0) {
+      double by_hand = 0;
+      for (const auto& parameter : reference->named_parameters()) by_hand += parameter.second.grad().pow(2).sum().item<double>();
+      EXPECT_NEAR(accelerator->clip_grad_norm(*parallel, 1e9, 2.0), std::sqrt(by_hand), 1e-5);
+    }
+    optimizer.step();
+    optimizer.zero_grad();
+    reference_optimizer.step();
+    reference_optimizer.zero_grad();
+  }
+  EXPECT_LT(max_difference(*parallel, *reference), 1e-6);
+  const NamedTensors every = parallel->parameters_and_buffers();
+  EXPECT_TRUE(field_named(every, "head.w", "the model").is_same(field_named(every, "w1", "the model")));
+  // Saved and loaded back, the tie holds: one tensor, under both names, with the trained values.
+  std::string directory = tiny_models::temp_file("tied_saved");
+  distributed::broadcast_bytes(*state, directory, 0);  // where rank 0 writes
+  ckpt::save_model(*state, *parallel, directory, 0);
+  ckpt::load_model(*reference, directory);
+  EXPECT_EQ(max_difference(*parallel, *reference), 0.0);
+  const NamedTensors loaded = reference->parameters_and_buffers();
+  EXPECT_TRUE(field_named(loaded, "head.w", "the model").is_same(field_named(loaded, "w1", "the model")));
+}
+
+// find_unused_parameters as DDP has it: a parameter that no rank used in a synchronising backward keeps its
+// gradient as it was (none after a set-to-none zero_grad, so the optimizer leaves it alone; a rank's own
+// sum when only no_sync backwards used it); one that some ranks used gets the average, the others giving
+// zeros.
+TEST(Ddp, UnusedParametersKeepTheirGradientUnlessSomeRankUsedThem) {
+  auto model = Model::load_file(tiny_models::mlp_with_unused_parameter(tiny_models::temp_file("unused_by_all.pt")));
+  PrepareConfig config;
+  config.reducer.find_unused_parameters = true;
+  model->prepare(state, config);
+  auto accelerator = Accelerator::of(state);
+  const at::Tensor& unused = field_named(model->named_parameters(), "unused", "the model");
+  accelerator->accumulate();
+  accelerator->backward(output_of(*model, at::randn({2, 8})).sum());
+  EXPECT_FALSE(unused.grad().defined()) << "unused on every rank, yet given " << unused.grad();
+
+  accelerator->accumulate();
+  at::Tensor loss = output_of(*model, at::randn({2, 8})).sum();
+  if (rank() == world() - 1) loss = loss + unused.sum();
+  accelerator->backward(loss);
+  ASSERT_TRUE(unused.grad().defined());
+  EXPECT_TRUE(unused.grad().equal(at::full_like(unused, 1.0 / static_cast<double>(world())))) << unused.grad();
+
+  accelerator->no_sync_begin(*model);
+  accelerator->accumulate();
+  accelerator->backward(output_of(*model, at::randn({2, 8})).sum() + unused.sum() * static_cast<double>(rank() + 1));
+  accelerator->no_sync_end(*model);
+  accelerator->accumulate();
+  accelerator->backward(output_of(*model, at::randn({2, 8})).sum());
+  const double own_sum = 1.0 / static_cast<double>(world()) + static_cast<double>(rank() + 1);
+  EXPECT_TRUE(unused.grad().equal(at::full_like(unused, own_sum))) << unused.grad();
+}
+
+// rank 0's buffers go to the other ranks before a forward only when the forward before it synchronised,
+// as in DDP 1.13: at the first micro-step of an accumulation window, never later inside no_sync, and in
+// the first evaluation after training (the training forward after that evaluation then sends none).
+TEST(Ddp, BuffersAreBroadcastOnlyAfterASynchronisingForward) {
+  auto model = Model::load_file(tiny_models::mlp_with_running_mean(tiny_models::temp_file("running_mean.pt")));
+  model->prepare(state, PrepareConfig{});
+  auto accelerator = Accelerator::of(state);
+  const at::Tensor& running_mean = field_named(model->named_buffers(), "running_mean", "the model");
+  auto* group = state->group("count");
+  at::manual_seed(31 + rank());  // each rank its own batches, so that the running means part
+  auto collectives_in_forward = [&](bool grad_enabled) {
+    const int64_t before = group->collectives_started();
+    const auto output = model->forward({at::randn({4, 8})}, {}, grad_enabled).values.front().second;
+    const int64_t started = group->collectives_started() - before;
+    if (grad_enabled) accelerator->backward(output.sum());
+    return started;
+  };
+  auto same_on_every_rank = [&] {
+    const auto all = distributed::gather(*state, running_mean.unsqueeze(0));
+    return all[0].equal(all[world() - 1]);
+  };
+  accelerator->accumulate();
+  const int64_t broadcast = collectives_in_forward(true);  // the first forward's: what one broadcast starts
+  EXPECT_GT(broadcast, 0) << "the first forward";
+  accelerator->no_sync_begin(*model);
+  accelerator->accumulate();
+  EXPECT_EQ(collectives_in_forward(true), broadcast) << "the first forward of the no_sync scope, after a synchronising one";
+  EXPECT_EQ(collectives_in_forward(true), 0) << "a forward after one inside no_sync";
+  accelerator->no_sync_end(*model);
+  accelerator->accumulate();
+  EXPECT_EQ(collectives_in_forward(true), 0) << "the synchronising forward that ends the window";
+  EXPECT_FALSE(same_on_every_rank());
+  model->train(false);
+  EXPECT_EQ(collectives_in_forward(false), broadcast) << "the first evaluation after a synchronising forward";
+  EXPECT_TRUE(same_on_every_rank());
+  EXPECT_EQ(collectives_in_forward(false), 0) << "a second evaluation";
+  model->train(true);
+  accelerator->accumulate();
+  EXPECT_EQ(collectives_in_forward(true), 0) << "the training forward after an evaluation";
+  accelerator->accumulate();
+  EXPECT_EQ(collectives_in_forward(true), broadcast) << "the training forward after a synchronising one";
+}
+
 // gradient_as_bucket_view: the averaged gradients are the buckets' memory (two parameters of one bucket
 // share a storage), and training still equals one process on the global batch.
 TEST(Ddp, GradientsAsBucketViewsShareTheBucketAndTrainTheSame) {
@@ -292,6 +418,7 @@ TEST(Ddp, StaticGraphAllowsTheSameUnusedParametersEveryTime) {
   }
   EXPECT_TRUE(model->named_parameters().front().second.grad().defined());
   const auto& unused = field_named(model->named_parameters(), "unused", "the model");
+  EXPECT_FALSE(unused.grad().defined()) << "no rank ever used it, yet it was given " << unused.grad();
   accelerator->accumulate();
   try {
     accelerator->backward(output_of(*model, at::randn({2, 8})).sum() + unused.sum());

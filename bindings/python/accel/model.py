@@ -93,7 +93,8 @@ class Model(Handle):
         return bool(lib.accel_model_is_training(self.pointer))
 
     def named_parameters(self):
-        """(name, accel.Tensor) pairs in registration order; the tensors share the model's memory."""
+        """(name, accel.Tensor) pairs in registration order, a tensor several modules hold (tied weights)
+        once, under its first name, as torch's named_parameters; the tensors share the model's memory."""
         for index in range(lib.accel_model_num_parameters(self.pointer)):
             out = ffi.new("accel_tensor_t **")
             check(lib.accel_model_parameter(self.pointer, index, out))

@@ -132,7 +132,8 @@ end
 
 is_training(model::Model) = ccall((:accel_model_is_training, libaccel), Cint, (Ptr{accel_model_t},), model) != 0
 
-"""The parameters' names in registration order."""
+"""The parameters' names in registration order; a tensor several modules hold (tied weights) once, under its
+first name."""
 function parameter_names(model::Model)
     count = ccall((:accel_model_num_parameters, libaccel), Csize_t, (Ptr{accel_model_t},), model)
     return String[unsafe_string(ccall((:accel_model_parameter_name, libaccel), Cstring, (Ptr{accel_model_t}, Csize_t), model, index))

@@ -105,7 +105,8 @@ impl Model {
         unsafe { sys::accel_model_num_parameters(self.as_ptr()) }
     }
 
-    /// The name of parameter `index` in registration order; None out of range.
+    /// The name of parameter `index` in registration order (a tensor several modules hold, tied weights,
+    /// once, under its first name); None out of range.
     pub fn parameter_name(&self, index: usize) -> Option<String> {
         from_c(unsafe { sys::accel_model_parameter_name(self.as_ptr(), index) })
     }

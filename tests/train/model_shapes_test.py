@@ -1,0 +1,119 @@
+"""Real model shapes trained on 2 processes with accel and with torch 1.13's DistributedDataParallel over
+Gloo, from the same TorchScript file and the same batches (each rank its own), must end bit-identical:
+every parameter and every buffer, on every rank, for SGD with momentum and for AdamW.
+
+The shapes (model_shapes.py): a CNN with BatchNorm, with and without buffer broadcast, under gradient
+accumulation and under an explicit no_sync; an Embedding + LSTM classifier; a TransformerEncoderLayer
+classifier; a mixture-of-experts-like model whose second expert only some ranks use at some steps, and a
+layer nobody uses (find_unused_parameters), also under accumulation; tied embedding and output weights;
+forward returning the loss in a dict and in a tuple; an MLP under bf16 autocast. Each trains for
+OPTIMIZER_STEPS optimizer steps. model_shapes_worker.py is each rank of either side.
+
+Run by ctest (train.model_shapes) with ACCEL_LIBRARY pointing at the library under test."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from model_shapes import CASES, OPTIMIZER_STEPS, OPTIMIZERS, ROUTES, VOCABULARY
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPOSITORY = HERE.parents[1]
+LAUNCHER = os.environ.get("ACCEL_LAUNCHER", str(REPOSITORY / "build" / "bin" / "accel"))
+RANKS = 2
+RUNS = [(case, optimizer) for case in CASES for optimizer in OPTIMIZERS]
+
+
+def batches(case, rank, micro_steps):
+    """This rank's inputs and targets for every micro-step, from a generator seeded by case and rank."""
+    rng = np.random.default_rng([CASES.index(case), rank])
+    rows = None
+    arrays = {}
+    for i, spec in enumerate(case.inputs):
+        kind, _, shape = spec.partition(":")
+        shape = tuple(int(size) for size in shape.split(",")) if shape else ()
+        if kind == "normal":
+            arrays[f"input{i}"] = rng.standard_normal((micro_steps, *shape), dtype=np.float32)
+        elif kind == "tokens":
+            arrays[f"input{i}"] = rng.integers(0, VOCABULARY, (micro_steps, *shape), dtype=np.int64)
+        elif kind == "route":
+            arrays[f"input{i}"] = np.array([[ROUTES[step % len(ROUTES)][rank]] for step in range(micro_steps)])
+        rows = rows or (shape[0] if shape else None)
+    arrays["target"] = rng.integers(0, case.classes, (micro_steps, rows), dtype=np.int64)
+    for i, spec in enumerate(case.inputs):
+        if spec == "labels":
+            arrays[f"input{i}"] = arrays["target"]
+    return arrays
+
+
+def write_runs(directory):
+    """The runs, as the torch side's RUNS_JSON and one for each state setting of the accel side."""
+    runs = []
+    for case in CASES:
+        torch.manual_seed(CASES.index(case))
+        model = directory / f"{case.name}.pt"
+        torch.jit.save(torch.jit.script(case.module()), str(model))
+        micro_steps = OPTIMIZER_STEPS * max(case.accumulation, case.no_sync, 1)
+        data = []
+        for rank in range(RANKS):
+            data.append(str(directory / f"{case.name}-rank{rank}.npz"))
+            np.savez(data[-1], **batches(case, rank, micro_steps))
+        for optimizer, options in OPTIMIZERS.items():
+            runs.append({**case.settings(), "run": f"{case.name}-{optimizer}", "model": str(model), "data": data,
+                         "optimizer": optimizer, "options": options, "steps": OPTIMIZER_STEPS})
+    paths = {"torch": [directory / "runs.json"], "accel": []}
+    paths["torch"][0].write_text(json.dumps(runs))
+    for settings in sorted({(run["mixed_precision"], run["accumulation"]) for run in runs}):
+        paths["accel"].append(directory / "runs-{}-{}.json".format(*settings))
+        paths["accel"][-1].write_text(json.dumps([run for run in runs if (run["mixed_precision"], run["accumulation"]) == settings]))
+    return paths
+
+
+def launch(side, runs_path, directory):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPOSITORY / "bindings" / "python"), str(HERE)]))
+    result = subprocess.run([LAUNCHER, "launch", "--nproc-per-node", str(RANKS), "--cpu", "--master-port", "0", "--",
+                             sys.executable, str(HERE / "model_shapes_worker.py"), side, str(runs_path),
+                             str(directory)], env=env, capture_output=True, text=True, timeout=150)
+    assert result.returncode == 0, f"{side} side failed:\n{result.stdout}\n{result.stderr}"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("model_shapes")
+    for side, runs_paths in write_runs(directory).items():
+        for runs_path in runs_paths:
+            launch(side, runs_path, directory)
+    return directory
+
+
+def differences(accel_arrays, torch_arrays):
+    """What differs between two runs' saved tensors, by name; empty when bit-identical."""
+    if sorted(accel_arrays.files) != sorted(torch_arrays.files):
+        return [f"names: accel {sorted(accel_arrays.files)}, torch {sorted(torch_arrays.files)}"]
+    found = []
+    for name in sorted(torch_arrays.files):
+        ours, theirs = accel_arrays[name], torch_arrays[name]
+        if ours.dtype != theirs.dtype or ours.shape != theirs.shape:
+            found.append(f"{name}: accel {ours.dtype}{list(ours.shape)}, torch {theirs.dtype}{list(theirs.shape)}")
+        elif ours.tobytes() != theirs.tobytes():
+            gap = np.abs(ours.astype(np.float64) - theirs.astype(np.float64)).max()
+            found.append(f"{name}: differs by up to {gap:.3g}")
+    return found
+
+
+@pytest.mark.parametrize("case, optimizer", RUNS, ids=[f"{case.name}-{optimizer}" for case, optimizer in RUNS])
+def test_parameters_and_buffers_are_bit_identical_to_ddp_on_every_rank(trained, case, optimizer):
+    initial = torch.jit.load(str(trained / f"{case.name}.pt"))
+    for rank in range(RANKS):
+        name = f"{case.name}-{optimizer}-rank{rank}"
+        refused = trained / f"accel-{name}.error"
+        assert not refused.exists(), f"rank {rank}: accel refused it: {refused.read_text()}"
+        accel_arrays, torch_arrays = np.load(trained / f"accel-{name}.npz"), np.load(trained / f"torch-{name}.npz")
+        assert differences(accel_arrays, torch_arrays) == [], f"rank {rank}"
+        moved = [n for n, p in initial.named_parameters() if not np.array_equal(torch_arrays[f"parameter:{n}"], p.detach().numpy())]
+        assert moved, f"rank {rank}: no parameter moved"

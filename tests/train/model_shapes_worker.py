@@ -1,0 +1,143 @@
+"""One rank of the model-shapes suite (model_shapes_test.py), started by `accel launch --nproc-per-node 2`:
+trains every run of RUNS_JSON with accel (the Python binding over libaccel) or with torch's
+DistributedDataParallel over Gloo, the way Accelerate drives it, and writes each run's parameters and
+buffers to OUT_DIR/<side>-<run>-rank<r>.npz.
+
+usage: model_shapes_worker.py accel|torch RUNS_JSON OUT_DIR
+
+The accel side makes one state for all its runs, which must then share their state settings (mixed
+precision, gradient accumulation steps).
+
+Both sides load the same TorchScript file and take the same batches (RUNS_JSON names them). A step, as in
+Accelerate's loop: under accumulate(model), forward (under bf16 autocast, outputs back to float32, when
+the run says), the loss (cross entropy of the output, or the one forward returned), backward of
+loss / gradient_accumulation_steps, then the optimizer's step and a set-to-none zero_grad where the step
+synchronises. Gradients synchronise every accumulation-th micro-step, and never inside an explicit no_sync.
+The accel side imports no torch."""
+import contextlib
+import json
+import os
+import sys
+
+import numpy as np
+
+
+def micro_steps(run):
+    return run["steps"] * max(run["accumulation"], run["no_sync"], 1)
+
+
+def in_explicit_no_sync(run, step):
+    return run["no_sync"] > 1 and step % run["no_sync"] != run["no_sync"] - 1
+
+
+def synchronises(run, step):
+    return (step + 1) % run["accumulation"] == 0 and not in_explicit_no_sync(run, step)
+
+
+def train_accel(runs, out_dir):
+    """Every run shares the state settings (mixed precision, accumulation): the driver launches a group
+    of runs per setting."""
+    import accel
+
+    settings = {"cpu": True, "mixed_precision": runs[0]["mixed_precision"],
+                "gradient_accumulation_steps": runs[0]["accumulation"]}
+    assert all((run["mixed_precision"], run["accumulation"]) == (runs[0]["mixed_precision"], runs[0]["accumulation"])
+               for run in runs), "one launch, one state"
+    accelerator = accel.Accelerator(**settings)
+    rank = accelerator.process_index
+    for run in runs:
+        # Another Accelerator object on the same state, for this run's model options.
+        run_accelerator = accel.Accelerator(**settings, kwargs_handlers=[accel.DistributedDataParallelKwargs(
+            broadcast_buffers=run["broadcast_buffers"], find_unused_parameters=run["find_unused_parameters"])])
+        try:
+            train_one_accel_run(accel, run_accelerator, run, rank, out_dir)
+        except accel.AccelError as error:  # refused alike on every rank (a model accel cannot train): the next run
+            with open(os.path.join(out_dir, f"accel-{run['run']}-rank{rank}.error"), "w") as file:
+                file.write(str(error))
+        run_accelerator.free_memory()  # also restarts the accumulation counter for the next run
+        run_accelerator.close()
+    accelerator.end_training()
+
+
+def train_one_accel_run(accel, run_accelerator, run, rank, out_dir):
+    data = np.load(run["data"][rank])
+    model, optimizer = run_accelerator.prepare(run["model"], accel.OptimizerSpec(run["optimizer"], **run["options"]))
+    model.train()
+    for step in range(micro_steps(run)):
+        inputs = [data[f"input{i}"][step] for i in range(len(run["inputs"]))]
+        with run_accelerator.accumulate(model):
+            scope = run_accelerator.no_sync(model) if in_explicit_no_sync(run, step) else contextlib.nullcontext()
+            with scope:
+                output = model(*inputs)
+                if run["loss"] == "dict":
+                    loss = output["loss"]
+                elif run["loss"] == "tuple":
+                    loss = output[0]
+                else:
+                    loss = accel.compute_loss("cross_entropy", output, data["target"][step])
+                run_accelerator.backward(loss)
+            if not in_explicit_no_sync(run, step):
+                optimizer.step()
+                optimizer.zero_grad()
+    save(out_dir, "accel", run, rank, model.named_parameters(), model.named_buffers(), lambda t: t.numpy())
+
+
+def train_torch(runs, out_dir):
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.init_process_group("gloo", init_method="env://")
+    rank = dist.get_rank()
+    for run in runs:
+        data = np.load(run["data"][rank])
+        module = torch.jit.load(run["model"])
+        module.train()
+        ddp = DistributedDataParallel(module, broadcast_buffers=run["broadcast_buffers"],
+                                      find_unused_parameters=run["find_unused_parameters"])
+        kind = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}[run["optimizer"]]
+        optimizer = kind(ddp.parameters(), **run["options"])
+        bf16 = run["mixed_precision"] == "bf16"
+        for step in range(micro_steps(run)):
+            inputs = [torch.from_numpy(data[f"input{i}"][step]) for i in range(len(run["inputs"]))]
+            # Accelerate's accumulate(model) and no_sync(model): DDP's no_sync on the steps that do not sync.
+            scope = ddp.no_sync() if not synchronises(run, step) else contextlib.nullcontext()
+            with scope:
+                autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+                with autocast:
+                    output = ddp(*inputs)
+                if bf16:  # Accelerate's convert_outputs_to_fp32
+                    output = output.float()
+                if run["loss"] == "dict":
+                    loss = output["loss"]
+                elif run["loss"] == "tuple":
+                    loss = output[0]
+                else:
+                    loss = F.cross_entropy(output, torch.from_numpy(data["target"][step]))
+                if run["accumulation"] > 1:
+                    loss = loss / run["accumulation"]
+                loss.backward()
+            if synchronises(run, step):
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+        save(out_dir, "torch", run, rank, module.named_parameters(), module.named_buffers(),
+             lambda t: t.detach().numpy())
+    dist.destroy_process_group()
+
+
+def save(out_dir, side, run, rank, parameters, buffers, to_numpy):
+    arrays = {f"parameter:{name}": np.array(to_numpy(tensor)) for name, tensor in parameters}
+    arrays.update({f"buffer:{name}": np.array(to_numpy(tensor)) for name, tensor in buffers})
+    np.savez(os.path.join(out_dir, f"{side}-{run['run']}-rank{rank}.npz"), **arrays)
+
+
+def main():
+    side, runs_path, out_dir = sys.argv[1:]
+    with open(runs_path) as file:
+        runs = json.load(file)
+    {"accel": train_accel, "torch": train_torch}[side](runs, out_dir)
+
+
+if __name__ == "__main__":
+    main()
