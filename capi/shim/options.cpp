@@ -40,7 +40,7 @@ int set_option(const char* function, accel_options_t* options, const char* key, 
 }  // namespace
 
 extern "C" int accel_options_new(accel_options_t** out) {
-  return guarded_out(__func__, out, [&] { *out = new accel_options{accel::Options(option_catalog())}; });
+  return guarded_out(__func__, out, [&] { *out = new accel_options{{}, accel::Options(option_catalog())}; });
 }
 
 extern "C" void accel_options_free(accel_options_t* options) { release(__func__, options); }

@@ -17,7 +17,7 @@ using accel::capi::settings_of;
 extern "C" int accel_state_new(accel_state_t** out, const accel_options_t* options) {
   return guarded_out(__func__, out, [&] {
     auto state = accel::distributed::State::acquire(settings_of(options), accel::process_env());
-    *out = new accel_state{std::move(state)};
+    *out = new accel_state{{}, std::move(state)};
   });
 }
 
