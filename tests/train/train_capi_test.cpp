@@ -355,6 +355,26 @@ TEST(ModelFile, StorageShorterThanItsTensorIsRefused) {
   std::remove(path.c_str());
 }
 
+// An empty storage record leaves its storage without any data (a null pointer behind the size the tensor
+// states), which the first read of the parameter followed.
+TEST(ModelFile, EmptyStorageRecordIsRefused) {
+  const std::string path = tiny_models::mlp_with_truncated_storage(tiny_models::temp_file("empty.pt"), 0);
+  accel_model_t* model = nullptr;
+  EXPECT_EQ(accel_model_load(&model, path.c_str()), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(model, nullptr);
+  EXPECT_NE(last_error().find("'" + path + "': parameter 'w1' needs 512 bytes but its storage holds 0"), std::string::npos)
+      << last_error();
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << file.rdbuf();
+  const std::string buffer = bytes.str();
+  EXPECT_EQ(accel_model_load_buffer(&model, buffer.data(), buffer.size()), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("the buffer: parameter 'w1' needs 512 bytes but its storage holds 0"), std::string::npos)
+      << last_error();
+  EXPECT_EQ(model, nullptr);
+  std::remove(path.c_str());
+}
+
 // free_memory: a loader on its last batch is no longer tracked, so gather_for_metrics keeps every row
 // instead of the last global batch's real ones; the loader goes on working (the Python tests check the
 // accumulation counter, which needs a state with gradient_accumulation_steps > 1).
