@@ -10,6 +10,7 @@
 
 #include "ckpt/checkpoint_snapshot.hpp"
 #include "ckpt/directory_swap.hpp"
+#include "ckpt/save_directory.hpp"
 #include "core/files.hpp"
 #include "core/timeline.hpp"
 #include "distributed/store_client.hpp"
@@ -142,8 +143,9 @@ void BackgroundSaves::finish_unheard(const char* when) {
   }
 }
 
-void BackgroundSaves::start(const std::shared_ptr<distributed::State>& state, const std::string& directory,
+void BackgroundSaves::start(const std::shared_ptr<distributed::State>& state, const std::string& requested_directory,
                             const CheckpointObjects& objects, std::function<void()> after_move) {
+  const std::string directory = checkpoint_directory(requested_directory);
   wait();
   const timeline::Span span("save_state_async");
   auto job = std::make_shared<Job>();
@@ -232,16 +234,13 @@ std::string BackgroundSaves::agree(Job& job, const std::string& own) {
 std::string BackgroundSaves::conclude(Job& job, const std::string& failures) {
   const std::string staging = staging_directory(job.directory);
   if (!failures.empty()) {
-    try {
-      remove_all(staging);  // every rank is done with it
-    } catch (const Error&) {
-      // The next save clears a leftover anyway.
-    }
+    discard_staging(staging);  // every rank is done with it
     return failures + "; nothing was moved into place, so the previous checkpoint there, if any, is intact";
   }
   try {
     move_into_place(staging, job.directory);
   } catch (const std::exception& error) {
+    discard_staging(staging);
     return encode(code_of(error, Code::Io), "rank 0: " + message_of(error));
   }
   if (!job.after_move) return "";
