@@ -112,7 +112,9 @@ ACCEL_API void accel_loader_free(accel_loader_t *loader);
 /* The next batch of the epoch in *out (owned by the caller, accel_batch_free), or *out = NULL when the
  * epoch is over; the next call then starts the next epoch. Errors: ACCEL_ERR_NULL_ARGUMENT, the dataset's
  * errors (ACCEL_ERR_CALLBACK, ACCEL_ERR_OUT_OF_RANGE, ...; with dispatched batches rank 0's read error
- * reaches every rank, with its code and message), collective errors when an epoch starts. */
+ * reaches every rank, with its code and message), collective errors when an epoch starts;
+ * ACCEL_ERR_INVALID_STATE when the epoch to start is INT64_MAX (set by accel_loader_set_epoch or a loaded
+ * state), as the epoch after it could not be numbered. */
 ACCEL_API ACCEL_NODISCARD int accel_loader_next(accel_loader_t *loader, accel_batch_t **out);
 
 /* *out receives the number of batches this rank yields in a full epoch (less those skipped by

@@ -57,7 +57,8 @@ NamedTensors FileDataset::fetch(const std::vector<int64_t>& indices) {
     for (size_t i = 0; i < indices.size(); ++i) {
       check_index(indices[i], size_);
       const ArrayView row = formats::row_slice(field, indices[i], 1);
-      std::memcpy(destination + i * row.nbytes, row.data, row.nbytes);
+      // A zero-width field ([N, 0]) has no bytes, and maybe no pointers, to copy.
+      if (row.nbytes > 0) std::memcpy(destination + i * row.nbytes, row.data, row.nbytes);
     }
     batch.emplace_back(field.name, out);
   }

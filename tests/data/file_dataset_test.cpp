@@ -124,6 +124,30 @@ TEST_F(FileDatasetTest, SafetensorsTensorsAreFields) {
   accel_dataset_free(dataset);
 }
 
+// A field with zero-width rows ([4, 0]) has no bytes to copy: the copy of its rows had no pointers to
+// copy from or into either (memcpy of nothing from NULL: undefined behaviour, reported by UBSan).
+TEST_F(FileDatasetTest, ZeroWidthFieldsGiveEmptyRows) {
+  const std::string empty = file("empty_rows.npy", npy("<f4", "(4, 0)", ""));
+  const std::string y = file("y_rows.npy", npy("<i8", "(4,)", raw(std::vector<int64_t>{7, 8, 9, 10})));
+  const char* names[] = {"empty", "y"};
+  const char* files[] = {empty.c_str(), y.c_str()};
+  accel_dataset_t* dataset = nullptr;
+  ASSERT_EQ(accel_dataset_from_npy(&dataset, names, files, 2), ACCEL_OK) << last_error();
+  accel_loader_t* loader = loader_over(dataset, 3);
+  auto batches = all_batches(loader);
+  ASSERT_EQ(batches.size(), 2u);
+  accel_tensor_t* rows = nullptr;
+  ASSERT_EQ(accel_batch_get(batches[0], "empty", &rows), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_tensor_ndim(rows), 2u);
+  EXPECT_EQ(accel_tensor_shape(rows)[0], 3);
+  EXPECT_EQ(accel_tensor_shape(rows)[1], 0);
+  accel_tensor_free(rows);
+  EXPECT_EQ(field<int64_t>(batches[1], "y"), (std::vector<int64_t>{10}));
+  for (auto* batch : batches) accel_batch_free(batch);
+  accel_loader_free(loader);
+  accel_dataset_free(dataset);
+}
+
 TEST_F(FileDatasetTest, BadFilesGiveErrorsNamingTheFile) {
   accel_dataset_t* dataset = nullptr;
   const std::string missing = temp_path("missing.safetensors");

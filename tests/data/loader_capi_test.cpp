@@ -2,6 +2,7 @@
 // error naming the item, never a crash.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -166,6 +167,33 @@ TEST_F(LoaderTest, CorruptStateIsRefusedAndTheLoaderStillWorks) {
   EXPECT_NE(last_error().find("truncated"), std::string::npos) << last_error();
   EXPECT_EQ(first_error(loader), ACCEL_OK);
   EXPECT_EQ(accel_loader_set_epoch(loader, -1), ACCEL_ERR_INVALID_ARGUMENT);
+  accel_loader_free(loader);
+  accel_dataset_free(dataset);
+}
+
+// The epoch counter went past INT64_MAX at the end of that epoch (undefined behaviour, a negative epoch).
+TEST_F(LoaderTest, TheEpochAfterInt64MaxIsNotStarted) {
+  accel_tensor_t* x = tensor_of({0, 1, 2, 3}, {4});
+  const char* names[] = {"x"};
+  accel_dataset_t* dataset = nullptr;
+  ASSERT_EQ(accel_dataset_from_tensors(&dataset, names, &x, 1), ACCEL_OK);
+  accel_tensor_free(x);
+  accel_loader_t* loader = loader_over(dataset, 4);
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  ASSERT_EQ(accel_loader_set_epoch(loader, kMax - 1), ACCEL_OK);
+  accel_batch_t* batch = nullptr;
+  ASSERT_EQ(accel_loader_next(loader, &batch), ACCEL_OK) << last_error();
+  accel_batch_free(batch);
+  ASSERT_EQ(accel_loader_next(loader, &batch), ACCEL_OK) << last_error();
+  EXPECT_EQ(batch, nullptr);
+  EXPECT_EQ(accel_loader_epoch(loader), kMax);
+  EXPECT_EQ(accel_loader_next(loader, &batch), ACCEL_ERR_INVALID_STATE);
+  EXPECT_NE(last_error().find("epoch 9223372036854775807 is INT64_MAX"), std::string::npos) << last_error();
+  EXPECT_EQ(accel_loader_epoch(loader), kMax);
+  ASSERT_EQ(accel_loader_set_epoch(loader, 0), ACCEL_OK);
+  ASSERT_EQ(accel_loader_next(loader, &batch), ACCEL_OK) << last_error();
+  EXPECT_NE(batch, nullptr);
+  accel_batch_free(batch);
   accel_loader_free(loader);
   accel_dataset_free(dataset);
 }
