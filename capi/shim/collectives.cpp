@@ -91,7 +91,7 @@ extern "C" int accel_state_pad_across_processes(accel_state_t* state, const acce
     require(state, "state");
     require(input, "input");
     *out = new accel_tensor(
-        accel::distributed::pad_across_processes(*state->state, input->tensor, dim, pad_value, pad_first != 0));
+        accel::distributed::pad_across_processes(*state->state, input->tensor, dim, pad_value, accel::capi::flag(pad_first, "pad_first")));
   });
 }
 

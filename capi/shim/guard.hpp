@@ -83,6 +83,15 @@ void require(const Handle* handle, const char* name) {
   }
 }
 
+// A C boolean argument: 0 or 1. Anything else (5, -1) is more likely a wrong argument than a request, so
+// Error(InvalidArgument) names it.
+inline bool flag(int value, const char* name) {
+  if (value != 0 && value != 1) {
+    fail(Code::InvalidArgument, std::string("argument '") + name + "' is " + std::to_string(value) + ", not 0 or 1");
+  }
+  return value == 1;
+}
+
 template <class Handle>
 bool is_live(const Handle* handle) noexcept {
   return handle != nullptr && has_tag_of(handle);

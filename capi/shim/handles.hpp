@@ -11,6 +11,7 @@
 
 #include "ckpt/background_save.hpp"
 #include "ckpt/checkpoint.hpp"
+#include "core/field_index.hpp"
 #include "core/options.hpp"
 #include "data/dataset.hpp"
 #include "data/loader.hpp"
@@ -104,7 +105,7 @@ struct accel_loader {
 
 struct accel_batch {
   ACCEL_HANDLE("accel_batch_t");
-  accel::NamedTensors fields;
+  accel::IndexedFields fields;
 };
 
 struct accel_sample {

@@ -130,7 +130,7 @@ extern "C" void accel_loader_free(accel_loader_t* loader) { release(__func__, lo
 extern "C" int accel_loader_next(accel_loader_t* loader, accel_batch_t** out) {
   return guarded_out(__func__, out, [&] {
     require(loader, "loader");
-    if (auto batch = loader->loader->next()) *out = new accel_batch{{}, std::move(*batch)};
+    if (auto batch = loader->loader->next()) *out = new accel_batch{{}, accel::IndexedFields(std::move(*batch))};
   });
 }
 
@@ -197,7 +197,7 @@ extern "C" int accel_batch_get(const accel_batch_t* batch, const char* name, acc
   return guarded_out(__func__, out, [&] {
     require(batch, "batch");
     require(name, "name");
-    *out = new accel_tensor(accel::field_named(batch->fields, name, "the batch"));
+    *out = new accel_tensor(batch->fields.named(name, "the batch"));
   });
 }
 

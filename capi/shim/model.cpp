@@ -116,7 +116,7 @@ extern "C" void accel_output_free(accel_output_t* output) { release(__func__, ou
 extern "C" int accel_model_train(accel_model_t* model, int on) {
   return guarded(__func__, [&] {
     require(model, "model");
-    model->model->train(on != 0);
+    model->model->train(accel::capi::flag(on, "on"));
   });
 }
 

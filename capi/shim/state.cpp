@@ -41,7 +41,7 @@ extern "C" int accel_state_wait_for_everyone(accel_state_t* state) {
 extern "C" int accel_state_set_seed(accel_state_t* state, uint64_t seed, int device_specific) {
   return guarded(__func__, [&] {
     require(state, "state");
-    accel::distributed::set_seed(*state->state, seed, device_specific != 0);
+    accel::distributed::set_seed(*state->state, seed, accel::capi::flag(device_specific, "device_specific"));
   });
 }
 

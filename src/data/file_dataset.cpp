@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/field_index.hpp"
 #include "formats/npy.hpp"
 #include "formats/safetensors.hpp"
 
@@ -16,6 +17,7 @@ FileDataset::FileDataset(std::vector<std::shared_ptr<void>> owners, std::vector<
     : owners_(std::move(owners)), fields_(std::move(fields)) {
   if (fields_.empty()) fail(Code::InvalidArgument, "a file dataset needs at least one array");
   for (const auto& field : fields_) {
+    check_field_name(field.name);
     if (field.shape.empty()) fail(Code::InvalidArgument, "array '" + field.name + "' is 0-d: it has no samples to index");
   }
   size_ = fields_.front().shape.front();
