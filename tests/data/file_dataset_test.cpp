@@ -148,6 +148,32 @@ TEST_F(FileDatasetTest, ZeroWidthFieldsGiveEmptyRows) {
   accel_dataset_free(dataset);
 }
 
+// Another process truncating a mapped file under the dataset: reading the lost rows raised SIGBUS, which
+// killed the process. It is an I/O error naming the file, and the rows still there still read.
+TEST_F(FileDatasetTest, AFileTruncatedWhileMappedFailsTheBatchNotTheProcess) {
+  constexpr size_t kRows = 64, kRowFloats = 1024;  // 4 KiB a row: the rows span 64 pages
+  std::vector<float> values(kRows * kRowFloats);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i / kRowFloats);
+  const std::string path = file("shrinking.npy", npy("<f4", "(64, 1024)", raw(values)));
+  const char* names[] = {"x"};
+  const char* files[] = {path.c_str()};
+  accel_dataset_t* dataset = nullptr;
+  ASSERT_EQ(accel_dataset_from_npy(&dataset, names, files, 1), ACCEL_OK) << last_error();
+  ASSERT_EQ(::truncate(path.c_str(), 64 + 8 * 4096), 0);  // the header and the first 8 rows remain
+  accel_loader_t* loader = loader_over(dataset, 4);
+  accel_batch_t* batch = nullptr;
+  ASSERT_EQ(accel_loader_next(loader, &batch), ACCEL_OK) << last_error();  // rows 0-3
+  EXPECT_EQ(field<float>(batch, "x")[kRowFloats * 3], 3.0f);
+  accel_batch_free(batch);
+  ASSERT_EQ(accel_loader_next(loader, &batch), ACCEL_OK) << last_error();  // rows 4-7
+  accel_batch_free(batch);
+  EXPECT_EQ(accel_loader_next(loader, &batch), ACCEL_ERR_IO);  // rows 8-11 are gone
+  EXPECT_EQ(batch, nullptr);
+  EXPECT_NE(last_error().find(path + ": the file was truncated while mapped"), std::string::npos) << last_error();
+  accel_loader_free(loader);
+  accel_dataset_free(dataset);
+}
+
 TEST_F(FileDatasetTest, BadFilesGiveErrorsNamingTheFile) {
   accel_dataset_t* dataset = nullptr;
   const std::string missing = temp_path("missing.safetensors");
