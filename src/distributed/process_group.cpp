@@ -31,6 +31,7 @@
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "core/options.hpp"
+#include "distributed/departed_ranks.hpp"
 #include "distributed/node_layout.hpp"
 #include "distributed/record_publisher.hpp"
 #include "distributed/shm_allreduce.hpp"
@@ -112,6 +113,9 @@ std::string verdict_read_key(int32_t rank) { return "accel/rendezvous-read/" + s
 // How long beyond the timeout the verdict's exchange may take on a busy machine: the others wait this much
 // longer for it, and rank 0 at most this long for them to read it.
 constexpr std::chrono::milliseconds kVerdictGrace(5000);
+// How long a failed collective waits for the process of a rank whose connection broke to be gone, so as to
+// name it: its sockets close while it exits.
+constexpr std::chrono::milliseconds kExitGrace(500);
 
 // c10d retries an address it cannot resolve until the timeout; a name that does not resolve now is a
 // configuration error, so it fails at once.
@@ -499,9 +503,35 @@ struct ProcessGroup::Impl {
     std::string text = record.what + " on rank " + std::to_string(config.rank) + ": ";
     text += code == Code::Timeout ? "timed out after " + seconds(config.timeout) + " waiting for the other ranks (" +
                                         message + "); " + stall_report_for(record)
-                                  : "another rank failed or exited (" + message + ")";
+                                  : who_left() + " (" + message + ")";
     if (first_failure.empty()) first_failure = text;
     fail(code, text);
+  }
+
+  // Published once every rank arrived: what departed_ranks needs to name a rank whose process is gone.
+  void publish_identity() { set_text(identity_key(config.rank), process_identity()); }
+
+  static std::string identity_key(int32_t rank) { return "accel/process/" + std::to_string(rank); }
+
+  // For a failure that is not a timeout: the ranks of this host whose process exited, or, when rank 0's
+  // store cannot be read any more, rank 0; else the backend's own words will have to do.
+  std::string who_left() {
+    std::vector<std::optional<std::string>> identities;
+    try {
+      for (int32_t r = 0; r < config.world_size; ++r) {
+        const std::string key = identity_key(r);
+        if (!store->check({key})) {
+          identities.emplace_back();
+          continue;
+        }
+        const auto bytes = store->get(key);
+        identities.emplace_back(std::string(bytes.begin(), bytes.end()));
+      }
+    } catch (const std::exception&) {
+      if (config.rank != 0) return "rank 0, which serves the rendezvous store, exited or cannot be reached";
+    }
+    const std::string gone = departed_ranks(config.rank, identities, kExitGrace);
+    return gone.empty() ? "another rank failed or exited" : gone;
   }
 
   ShmExchange shm_exchange() {
@@ -782,6 +812,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::create(const GroupConfig& config) {
     impl->publisher->update(CollectiveRecord{0, wall_clock_ms(), false, "rendezvous", "rendezvous"});
     impl->publisher->flush();
     impl->await_every_rank();
+    impl->publish_identity();
     if (config.backend == "nccl") {
 #ifdef ACCEL_WITH_NCCL
       auto options = c10d::ProcessGroupNCCL::Options::create();
