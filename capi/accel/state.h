@@ -4,8 +4,10 @@
  * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; else SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; else
  * OMPI_COMM_WORLD_*; else PMI_RANK, PMI_SIZE; nothing at all means one process), chooses the device
  * (the "device" option, else cuda:<local rank> when CUDA is present and use_cpu is off, else cpu), the
- * distributed type, and, with more than one process, joins the process group: a TCPStore rendezvous at
- * MASTER_ADDR:MASTER_PORT served by rank 0, then Gloo on CPU or NCCL on CUDA.
+ * distributed type, and, with more than one process, joins the process group: a rendezvous at
+ * MASTER_ADDR:MASTER_PORT through the store rank 0 serves (listening on that address only, and serving
+ * only processes that present ACCEL_JOB_KEY: README, "What a job exposes on the network"), then Gloo on
+ * CPU or NCCL on CUDA.
  *
  * Shared state: the first state of a process creates the process group; any further state created in
  * the same process shares it (and its rank, device and timeout), like Accelerate's shared

@@ -76,6 +76,7 @@ class BackgroundSaves {
   int32_t world_size_;
   std::string master_addr_;
   uint16_t master_port_;
+  std::string job_key_;
   std::chrono::milliseconds timeout_;
 
   std::mutex thread_mutex_;  // guards thread_: joined by the training thread, or at exit

@@ -2,7 +2,6 @@
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
 
 #ifdef ACCEL_WITH_NCCL
@@ -32,10 +31,12 @@
 #include "core/timeline.hpp"
 #include "core/options.hpp"
 #include "distributed/departed_ranks.hpp"
+#include "distributed/job_store.hpp"
 #include "distributed/node_layout.hpp"
 #include "distributed/record_publisher.hpp"
 #include "distributed/shm_allreduce.hpp"
 #include "distributed/stall_report.hpp"
+#include "distributed/store_server.hpp"
 #include "distributed/watched_wait.hpp"
 
 #define ACCEL_TORCH_VERSION (TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR)
@@ -296,6 +297,8 @@ class ShmThread {
 
 struct ProcessGroup::Impl {
   GroupConfig config;
+  // Rank 0's: the job's store, listening only on MASTER_ADDR's address. First, so that it goes last.
+  std::unique_ptr<StoreServer> server;
   c10::intrusive_ptr<c10d::Store> store;
   std::unique_ptr<RecordPublisher> publisher;  // declared after the store, so that it stops first
   c10::intrusive_ptr<c10d::ProcessGroup> group;
@@ -799,13 +802,8 @@ std::unique_ptr<ProcessGroup> ProcessGroup::create(const GroupConfig& config) {
   impl->config = config;
   require_resolvable(config.master_addr);
   try {
-    c10d::TCPStoreOptions store_options;
-    store_options.port = config.master_port;
-    store_options.isServer = config.rank == 0;
-    store_options.numWorkers = static_cast<size_t>(config.world_size);
-    store_options.waitWorkers = false;
-    store_options.timeout = config.timeout;
-    auto tcp = c10::make_intrusive<c10d::TCPStore>(config.master_addr, store_options);
+    if (config.rank == 0) impl->server = std::make_unique<StoreServer>(config.master_addr, config.master_port, config.job_key);
+    auto tcp = c10::make_intrusive<JobStore>(config.master_addr, config.master_port, config.job_key, config.timeout);
     impl->store = c10::make_intrusive<c10d::PrefixStore>("accel_default_pg", tcp);
     impl->start_publishing();
     // Collective 0: the record that says this rank arrived.
