@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 
@@ -24,6 +25,11 @@ class IndexedFields {
  public:
   // Error(InvalidArgument) when a name appears twice.
   explicit IndexedFields(NamedTensors fields);
+  // Movable only: the index points at the names in fields_, whose storage a move keeps.
+  IndexedFields(IndexedFields&&) = default;
+  IndexedFields& operator=(IndexedFields&&) = default;
+  IndexedFields(const IndexedFields&) = delete;
+  IndexedFields& operator=(const IndexedFields&) = delete;
 
   size_t size() const { return fields_.size(); }
   const std::pair<std::string, at::Tensor>& operator[](size_t index) const { return fields_[index]; }
@@ -32,7 +38,7 @@ class IndexedFields {
 
  private:
   NamedTensors fields_;
-  std::unordered_map<std::string, size_t> positions_;
+  std::unordered_map<std::string_view, size_t> positions_;
 };
 
 }  // namespace accel
