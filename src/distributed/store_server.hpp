@@ -5,8 +5,6 @@
 // connection without it is closed after its first message. job_store.hpp is the client.
 #pragma once
 
-#include <sys/socket.h>
-
 #include <condition_variable>
 #include <cstdint>
 #include <list>

@@ -19,8 +19,8 @@ enum class Op : uint8_t {
   Get = 3,         // key, timeout_ms i64             -> u8 0 and the value, or u8 1 (timed out)
   Add = 4,         // key, delta i64                  -> the new value i64 (kept as decimal text)
   CompareSet = 5,  // key, expected, desired          -> the value now (c10d's TCPStore semantics)
-  Check = 6,       // count u64, keys                 -> u8 1 when every key is set
-  Wait = 7,        // count u64, keys, timeout_ms i64 -> u8 0 when all are set, u8 1 when timed out
+  Check = 6,       // count i64, keys                 -> u8 1 when every key is set
+  Wait = 7,        // count i64, keys, timeout_ms i64 -> u8 0 when all are set, u8 1 when timed out
   Delete = 8,      // key                             -> u8 1 when it was there
   NumKeys = 9,     //                                 -> i64
 };
