@@ -81,7 +81,8 @@ ACCEL_API ACCEL_NODISCARD int accel_state_broadcast(accel_state_t *state, accel_
  * equal on every rank (ACCEL_ERR_SHAPE_MISMATCH otherwise, whatever check_shapes says, on every rank).
  * A dim outside [-ndim, ndim) is ACCEL_ERR_OUT_OF_RANGE. *out is a new handle (same data when no
  * padding is needed).
- * Errors: ACCEL_ERR_OUT_OF_RANGE; ACCEL_ERR_SHAPE_MISMATCH; and those of accel_state_gather. */
+ * Errors: ACCEL_ERR_OUT_OF_RANGE; ACCEL_ERR_SHAPE_MISMATCH; ACCEL_ERR_INVALID_ARGUMENT (pad_first not 0 or 1);
+ * and those of accel_state_gather. */
 ACCEL_API ACCEL_NODISCARD int accel_state_pad_across_processes(accel_state_t *state, const accel_tensor_t *input,
                                                                int64_t dim, double pad_value, int pad_first,
                                                                accel_tensor_t **out);

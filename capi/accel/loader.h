@@ -39,7 +39,8 @@ typedef struct accel_sample accel_sample_t;
 
 /* A dataset over count named tensors sharing dim 0 (one sample per row). The tensors are shared, not
  * copied: the dataset keeps them alive, the caller may free its handles. Errors: ACCEL_ERR_NULL_ARGUMENT;
- * ACCEL_ERR_INVALID_ARGUMENT (no tensors, a repeated name, a 0-d tensor, dim-0 sizes that differ: named). */
+ * ACCEL_ERR_INVALID_ARGUMENT (no tensors, an empty or repeated name, a 0-d tensor, dim-0 sizes that differ:
+ * named). */
 ACCEL_API ACCEL_NODISCARD int accel_dataset_from_tensors(accel_dataset_t **out, const char *const *names,
                                                          accel_tensor_t *const *tensors, size_t count);
 
@@ -55,7 +56,7 @@ ACCEL_API ACCEL_NODISCARD int accel_dataset_from_callback(accel_dataset_t **out,
                                                           accel_get_item_fn get_item, void *payload);
 
 /* Adds a named tensor to the sample being built in a get_item callback; the sample shares the tensor.
- * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (name already in the sample). */
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (name empty or already in the sample). */
 ACCEL_API ACCEL_NODISCARD int accel_sample_add(accel_sample_t *sample, const char *name, const accel_tensor_t *tensor);
 
 /* start_epoch restarts the stream for an epoch (Accelerate's dataset.set_epoch, then a new iterator);
@@ -78,10 +79,12 @@ ACCEL_API ACCEL_NODISCARD int accel_dataset_from_iterable(accel_dataset_t **out,
 /* A dataset over a memory-mapped .safetensors file: each tensor in it is a field (names as in the file),
  * all sharing dim 0. Only the rows a batch needs are read, so files larger than memory work.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_IO (cannot open or map); ACCEL_ERR_INVALID_ARGUMENT (a
- * corrupt or truncated file, dim-0 sizes that differ; the message names the file); ACCEL_ERR_DTYPE. */
+ * corrupt or truncated file, dim-0 sizes that differ, a tensor named ""; the message names the file);
+ * ACCEL_ERR_DTYPE. */
 ACCEL_API ACCEL_NODISCARD int accel_dataset_from_safetensors(accel_dataset_t **out, const char *path);
 
-/* A dataset over count memory-mapped .npy files, one field each (names[i] from paths[i]). Same errors. */
+/* A dataset over count memory-mapped .npy files, one field each (names[i] from paths[i]). Same errors (an
+ * empty names[i] too). */
 ACCEL_API ACCEL_NODISCARD int accel_dataset_from_npy(accel_dataset_t **out, const char *const *names,
                                                      const char *const *paths, size_t count);
 
@@ -112,7 +115,9 @@ ACCEL_API void accel_loader_free(accel_loader_t *loader);
 /* The next batch of the epoch in *out (owned by the caller, accel_batch_free), or *out = NULL when the
  * epoch is over; the next call then starts the next epoch. Errors: ACCEL_ERR_NULL_ARGUMENT, the dataset's
  * errors (ACCEL_ERR_CALLBACK, ACCEL_ERR_OUT_OF_RANGE, ...; with dispatched batches rank 0's read error
- * reaches every rank, with its code and message), collective errors when an epoch starts. */
+ * reaches every rank, with its code and message), collective errors when an epoch starts;
+ * ACCEL_ERR_INVALID_STATE when the epoch to start is INT64_MAX (set by accel_loader_set_epoch or a loaded
+ * state), as the epoch after it could not be numbered. */
 ACCEL_API ACCEL_NODISCARD int accel_loader_next(accel_loader_t *loader, accel_batch_t **out);
 
 /* *out receives the number of batches this rank yields in a full epoch (less those skipped by

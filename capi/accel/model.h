@@ -88,8 +88,8 @@ ACCEL_API ACCEL_NODISCARD int accel_output_get(const accel_output_t *output, siz
 ACCEL_API ACCEL_NODISCARD int accel_output_get_named(const accel_output_t *output, const char *name, accel_tensor_t **out);
 ACCEL_API void accel_output_free(accel_output_t *output);
 
-/* Training (1) or evaluation (0) mode. Errors: ACCEL_ERR_NULL_ARGUMENT. accel_model_is_training gives 0 for
- * NULL. */
+/* Training (1) or evaluation (0) mode. Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (on not 0
+ * or 1). accel_model_is_training gives 0 for NULL. */
 ACCEL_API ACCEL_NODISCARD int accel_model_train(accel_model_t *model, int on);
 ACCEL_API int accel_model_is_training(const accel_model_t *model);
 

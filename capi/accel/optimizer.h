@@ -47,7 +47,8 @@ ACCEL_API size_t accel_optimizer_num_groups(const accel_optimizer_t *optimizer);
 /* *out receives the learning rate of a parameter group.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE (no such group). */
 ACCEL_API ACCEL_NODISCARD int accel_optimizer_lr(const accel_optimizer_t *optimizer, size_t group, double *out);
-/* Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE (no such group); ACCEL_ERR_INVALID_ARGUMENT (lr < 0). */
+/* Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE (no such group); ACCEL_ERR_INVALID_ARGUMENT (lr < 0,
+ * NaN or infinite). */
 ACCEL_API ACCEL_NODISCARD int accel_optimizer_set_lr(accel_optimizer_t *optimizer, size_t group, double lr);
 /* *out receives the momentum of a parameter group: sgd's momentum, or beta1 for adam and adamw (what a
  * one_cycle scheduler cycles, as torch's OneCycleLR does).

@@ -23,7 +23,8 @@ ACCEL_API ACCEL_NODISCARD int accel_state_split_range(const accel_state_t *state
                                                       int64_t *count, int64_t *padded_count);
 /* *out receives this process's rows (dim 0) of input, as accel_state_split_range deals them, sharing
  * input's memory unless apply_padding adds rows (copies of the last row of input). Not collective.
- * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (a 0-d tensor; padding an empty tensor). */
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (a 0-d tensor; padding an empty tensor;
+ * apply_padding not 0 or 1). */
 ACCEL_API ACCEL_NODISCARD int accel_state_split_tensor(const accel_state_t *state, const accel_tensor_t *input,
                                                        int apply_padding, accel_tensor_t **out);
 
@@ -42,7 +43,8 @@ ACCEL_API ACCEL_NODISCARD int accel_state_local_main_process_first_end(accel_sta
 
 /* *out receives input on the state's device (Accelerate's send_to_device / x.to(accelerator.device)): a
  * new handle on the same tensor when it is already there, else a copy. non_blocking: an asynchronous copy
- * from pinned memory to CUDA. Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_TORCH (the copy failed). */
+ * from pinned memory to CUDA. Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (non_blocking
+ * not 0 or 1); ACCEL_ERR_TORCH (the copy failed). */
 ACCEL_API ACCEL_NODISCARD int accel_state_send_to_device(const accel_state_t *state, const accel_tensor_t *input,
                                                          int non_blocking, accel_tensor_t **out);
 

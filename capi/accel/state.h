@@ -4,8 +4,10 @@
  * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; else SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; else
  * OMPI_COMM_WORLD_*; else PMI_RANK, PMI_SIZE; nothing at all means one process), chooses the device
  * (the "device" option, else cuda:<local rank> when CUDA is present and use_cpu is off, else cpu), the
- * distributed type, and, with more than one process, joins the process group: a TCPStore rendezvous at
- * MASTER_ADDR:MASTER_PORT served by rank 0, then Gloo on CPU or NCCL on CUDA.
+ * distributed type, and, with more than one process, joins the process group: a rendezvous at
+ * MASTER_ADDR:MASTER_PORT through the store rank 0 serves (listening on that address only, and serving
+ * only processes that present ACCEL_JOB_KEY: README, "What a job exposes on the network"), then Gloo on
+ * CPU or NCCL on CUDA.
  *
  * Shared state: the first state of a process creates the process group; any further state created in
  * the same process shares it (and its rank, device and timeout), like Accelerate's shared
@@ -68,13 +70,14 @@ ACCEL_API ACCEL_NODISCARD int accel_state_wait_for_everyone(accel_state_t *state
 
 /* Accelerate's set_seed(seed, device_specific): seeds LibTorch's default CPU generator and, when CUDA
  * is present, every GPU's default generator (what torch.manual_seed seeds), with seed, or with
- * seed + accel_state_process_index when device_specific is nonzero. After it, the CPU generator draws
+ * seed + accel_state_process_index when device_specific is 1. After it, the CPU generator draws
  * exactly what Python's torch after torch.manual_seed(seed) draws. Accelerate also seeds Python's random
  * and numpy, which accel has not. Loaders shuffle with their own generator (data_seed), untouched, except
  * that a loader made afterwards with use_seedable_sampler and no data_seed starts from seed, as
  * Accelerate's SeedableRandomSampler takes torch.initial_seed().
  * Local to this process, not collective.
- * Returns ACCEL_OK, ACCEL_ERR_NULL_ARGUMENT, ACCEL_ERR_INVALID_ARGUMENT (not a live state). */
+ * Returns ACCEL_OK, ACCEL_ERR_NULL_ARGUMENT, ACCEL_ERR_INVALID_ARGUMENT (not a live state; device_specific
+ * not 0 or 1). */
 ACCEL_API ACCEL_NODISCARD int accel_state_set_seed(accel_state_t *state, uint64_t seed, int device_specific);
 
 /* Accessors: never fail, thread-safe; a NULL state gives 0 (or "" for strings). */

@@ -53,7 +53,8 @@ ACCEL_API ACCEL_NODISCARD int accel_state_print(const accel_state_t *state, cons
 ACCEL_API ACCEL_NODISCARD int accel_progress_new(accel_progress_t **out, const accel_state_t *state, int64_t total,
                                                  const char *description);
 /* Advances the bar by steps and shows loss as the last loss (NaN: keep the previous one).
- * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (negative steps). */
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (negative steps, or steps that would take
+ * the count past INT64_MAX). */
 ACCEL_API ACCEL_NODISCARD int accel_progress_update(accel_progress_t *progress, int64_t steps, double loss);
 /* Draws the final line and releases the bar; NULL is a no-op. */
 ACCEL_API void accel_progress_free(accel_progress_t *progress);

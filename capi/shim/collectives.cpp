@@ -27,7 +27,7 @@ extern "C" int accel_state_gather_bytes(accel_state_t* state, const void* data, 
     require(state, "state");
     if (size > 0) require(data, "data");
     const std::string bytes = size > 0 ? std::string(static_cast<const char*>(data), size) : std::string();
-    *out = new accel_bytes_list{accel::distributed::gather_bytes(*state->state, bytes)};
+    *out = new accel_bytes_list{{}, accel::distributed::gather_bytes(*state->state, bytes)};
   });
 }
 
@@ -91,7 +91,7 @@ extern "C" int accel_state_pad_across_processes(accel_state_t* state, const acce
     require(state, "state");
     require(input, "input");
     *out = new accel_tensor(
-        accel::distributed::pad_across_processes(*state->state, input->tensor, dim, pad_value, pad_first != 0));
+        accel::distributed::pad_across_processes(*state->state, input->tensor, dim, pad_value, accel::capi::flag(pad_first, "pad_first")));
   });
 }
 

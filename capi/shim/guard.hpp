@@ -3,6 +3,7 @@
 // expected kind before they are used, so a NULL, freed or foreign pointer is an error, not a crash.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -19,18 +20,29 @@ int record_error(int code, const std::string& message) noexcept;
 // block. Never throws (a message that cannot be built falls back to a static one).
 int record_current_exception(const char* function) noexcept;
 
-// The first word of every handle: a value unique to its kind while it lives, cleared when it is freed.
-// volatile so that the clearing store in the destructor is not optimised away.
+// The first member of every handle (ACCEL_HANDLE in shim/handles.hpp): a value unique to its kind while it
+// lives, cleared when it is freed. First, so that checking a live handle of any other kind, however small,
+// reads only that handle's own first word. volatile so that the clearing store in the destructor is not
+// optimised away.
 class HandleTag {
  public:
-  explicit HandleTag(uint64_t kind) noexcept : word_(kind) {}
-  ~HandleTag() { word_ = 0; }
   HandleTag(const HandleTag&) = delete;
   HandleTag& operator=(const HandleTag&) = delete;
   bool is(uint64_t kind) const noexcept { return word_ == kind; }
 
+ protected:
+  explicit HandleTag(uint64_t kind) noexcept : word_(kind) {}
+  ~HandleTag() { word_ = 0; }
+
  private:
   volatile uint64_t word_;
+};
+
+// The tag of one kind, default-constructible so that a handle is brace-initialised as `{{}, members...}`.
+template <uint64_t Kind>
+class KindTag final : public HandleTag {
+ public:
+  KindTag() noexcept : HandleTag(Kind) {}
 };
 
 // FNV-1a of the handle's C type name: a per-kind tag value that is stable and unlikely in garbage.
@@ -50,19 +62,39 @@ inline void require(const void* pointer, const char* name) {
   if (pointer == nullptr) fail(Code::NullArgument, std::string("argument '") + name + "' is NULL");
 }
 
+// Whether the first word at handle is the tag of Handle's kind. Reads nothing past that word, so a pointer to
+// a live handle of another kind (every handle starts with its tag) is refused without reading past it.
+template <class Handle>
+bool has_tag_of(const Handle* handle) noexcept {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+  static_assert(offsetof(Handle, tag) == 0, "ACCEL_HANDLE must be the first member of every handle");
+#pragma GCC diagnostic pop
+  return reinterpret_cast<const HandleTag*>(handle)->is(Handle::kKind);
+}
+
 // For handles: also Error(InvalidArgument) when the pointer is not a live handle of this kind.
 template <class Handle, std::enable_if_t<is_handle<Handle>::value, int> = 0>
 void require(const Handle* handle, const char* name) {
   require(static_cast<const void*>(handle), name);
-  if (!handle->tag.is(Handle::kKind)) {
+  if (!has_tag_of(handle)) {
     fail(Code::InvalidArgument, std::string("argument '") + name + "' is not a live " + Handle::kName +
                                     " (freed, or not made by accel)");
   }
 }
 
+// A C boolean argument: 0 or 1. Anything else (5, -1) is more likely a wrong argument than a request, so
+// Error(InvalidArgument) names it.
+inline bool flag(int value, const char* name) {
+  if (value != 0 && value != 1) {
+    fail(Code::InvalidArgument, std::string("argument '") + name + "' is " + std::to_string(value) + ", not 0 or 1");
+  }
+  return value == 1;
+}
+
 template <class Handle>
 bool is_live(const Handle* handle) noexcept {
-  return handle != nullptr && handle->tag.is(Handle::kKind);
+  return handle != nullptr && has_tag_of(handle);
 }
 
 template <class Body>

@@ -1,5 +1,6 @@
-// What the opaque C handles hold. Each ends with a HandleTag naming its kind (see shim/guard.hpp); it comes
-// last so that the members before it can still be brace-initialised.
+// What the opaque C handles hold. Each starts with ACCEL_HANDLE, the tag naming its kind (see shim/guard.hpp):
+// first, so that a check of any handle reads only its first word. A handle is brace-initialised with `{}`
+// for the tag: `new accel_model{{}, model}`.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -10,6 +11,7 @@
 
 #include "ckpt/background_save.hpp"
 #include "ckpt/checkpoint.hpp"
+#include "core/field_index.hpp"
 #include "core/options.hpp"
 #include "data/dataset.hpp"
 #include "data/loader.hpp"
@@ -23,11 +25,11 @@
 #define ACCEL_HANDLE(c_name)                                                   \
   static constexpr const char* kName = c_name;                                 \
   static constexpr uint64_t kKind = accel::capi::handle_kind(c_name);          \
-  accel::capi::HandleTag tag { kKind }
+  accel::capi::KindTag<kKind> tag
 
 struct accel_options {
-  accel::Options options;
   ACCEL_HANDLE("accel_options_t");
+  accel::Options options;
 };
 
 namespace accel::capi {
@@ -42,21 +44,21 @@ inline const Options* settings_of(const accel_options* options) {
 }  // namespace accel::capi
 
 struct accel_state {
+  ACCEL_HANDLE("accel_state_t");
   std::shared_ptr<accel::distributed::State> state;
   // accel_state_register_for_checkpointing's objects, in registration order; they go with the handle.
   std::vector<std::unique_ptr<accel::ckpt::CustomObject>> custom_objects = {};
   // Set by the first accel_state_save_state_async. Declared after `state`, so that it goes first: freeing
   // the handle waits for the save in flight while the process group (rank 0 serves its store) still lives.
   std::shared_ptr<accel::ckpt::BackgroundSaves> background_saves = {};
-  ACCEL_HANDLE("accel_state_t");
 };
 
 struct accel_tensor {
+  ACCEL_HANDLE("accel_tensor_t");
   explicit accel_tensor(at::Tensor t) : tensor(std::move(t)), shape(tensor.sizes().vec()), device(tensor.device().str()) {}
   at::Tensor tensor;
   std::vector<int64_t> shape;
   std::string device;
-  ACCEL_HANDLE("accel_tensor_t");
 };
 
 namespace accel::capi {
@@ -92,51 +94,51 @@ inline NamedTensors named_tensors(const char* const* names, accel_tensor* const*
 }  // namespace accel::capi
 
 struct accel_sink {
-  std::string bytes;
   ACCEL_HANDLE("accel_sink_t");
+  std::string bytes;
 };
 
 struct accel_bytes_list {
-  std::vector<std::string> entries;
   ACCEL_HANDLE("accel_bytes_list_t");
+  std::vector<std::string> entries;
 };
 
 struct accel_dataset {
+  ACCEL_HANDLE("accel_dataset_t");
   std::shared_ptr<accel::data::Dataset> dataset;             // map-style, or
   std::shared_ptr<accel::data::IterableDataset> iterable;  // iterable
-  ACCEL_HANDLE("accel_dataset_t");
 };
 
 struct accel_loader {
+  ACCEL_HANDLE("accel_loader_t");
   std::unique_ptr<accel::data::Loader> loader;
   std::string saved_state;
-  ACCEL_HANDLE("accel_loader_t");
 };
 
 struct accel_batch {
-  accel::NamedTensors fields;
   ACCEL_HANDLE("accel_batch_t");
+  accel::IndexedFields fields;
 };
 
 struct accel_sample {
-  accel::NamedTensors fields;
   ACCEL_HANDLE("accel_sample_t");
+  accel::NamedTensors fields;
 };
 
 struct accel_model {
-  std::shared_ptr<accel::train::Model> model;
   ACCEL_HANDLE("accel_model_t");
+  std::shared_ptr<accel::train::Model> model;
 };
 
 struct accel_output {
-  accel::train::ModelOutput output;
   ACCEL_HANDLE("accel_output_t");
+  accel::train::ModelOutput output;
 };
 
 struct accel_optimizer {
+  ACCEL_HANDLE("accel_optimizer_t");
   std::shared_ptr<accel::train::AcceleratedOptimizer> optimizer;
   std::shared_ptr<accel::train::Model> model;
-  ACCEL_HANDLE("accel_optimizer_t");
 };
 
 struct accel_train_step {
@@ -145,11 +147,11 @@ struct accel_train_step {
 };
 
 struct accel_scheduler {
-  std::unique_ptr<accel::train::AcceleratedScheduler> scheduler;
   ACCEL_HANDLE("accel_scheduler_t");
+  std::unique_ptr<accel::train::AcceleratedScheduler> scheduler;
 };
 
 struct accel_progress {
-  std::unique_ptr<accel::tracking::ProgressBar> bar;
   ACCEL_HANDLE("accel_progress_t");
+  std::unique_ptr<accel::tracking::ProgressBar> bar;
 };

@@ -16,7 +16,7 @@ extern "C" int accel_dataset_from_tensors(accel_dataset_t** out, const char* con
                                           accel_tensor_t* const* tensors, size_t count) {
   return guarded_out(__func__, out, [&] {
     auto fields = accel::capi::named_tensors(names, tensors, count, "tensors");
-    *out = new accel_dataset{std::make_shared<accel::data::TensorDataset>(std::move(fields)), nullptr};
+    *out = new accel_dataset{{}, std::make_shared<accel::data::TensorDataset>(std::move(fields)), nullptr};
   });
 }
 
@@ -32,7 +32,7 @@ extern "C" int accel_dataset_from_callback(accel_dataset_t** out, int64_t length
       }
       return std::move(sample.fields);
     };
-    *out = new accel_dataset{std::make_shared<accel::data::ItemDataset>(length, fetch_item), nullptr};
+    *out = new accel_dataset{{}, std::make_shared<accel::data::ItemDataset>(length, fetch_item), nullptr};
   });
 }
 
@@ -57,14 +57,14 @@ extern "C" int accel_dataset_from_iterable(accel_dataset_t** out, accel_start_ep
       ++*count;
       return std::move(sample.fields);
     };
-    *out = new accel_dataset{nullptr, std::make_shared<accel::data::CallbackIterableDataset>(start, next)};
+    *out = new accel_dataset{{}, nullptr, std::make_shared<accel::data::CallbackIterableDataset>(start, next)};
   });
 }
 
 extern "C" int accel_dataset_from_safetensors(accel_dataset_t** out, const char* path) {
   return guarded_out(__func__, out, [&] {
     require(path, "path");
-    *out = new accel_dataset{accel::data::FileDataset::from_safetensors(path), nullptr};
+    *out = new accel_dataset{{}, accel::data::FileDataset::from_safetensors(path), nullptr};
   });
 }
 
@@ -80,7 +80,7 @@ extern "C" int accel_dataset_from_npy(accel_dataset_t** out, const char* const* 
       name_list.emplace_back(names[i]);
       path_list.emplace_back(paths[i]);
     }
-    *out = new accel_dataset{accel::data::FileDataset::from_npy(name_list, path_list), nullptr};
+    *out = new accel_dataset{{}, accel::data::FileDataset::from_npy(name_list, path_list), nullptr};
   });
 }
 
@@ -107,7 +107,7 @@ extern "C" int accel_loader_new(accel_loader_t** out, accel_state_t* state, acce
     auto config = accel::data::loader_config(settings_of(options));
     auto loader = dataset->dataset ? std::make_unique<accel::data::Loader>(state->state, dataset->dataset, std::move(config))
                                    : std::make_unique<accel::data::Loader>(state->state, dataset->iterable, std::move(config));
-    *out = new accel_loader{std::move(loader), {}};
+    *out = new accel_loader{{}, std::move(loader), {}};
   });
 }
 
@@ -121,7 +121,7 @@ extern "C" int accel_loader_new_with_batches(accel_loader_t** out, accel_state_t
     if (!dataset->dataset) accel::fail(accel::Code::InvalidArgument, "a given list of batches needs a map-style dataset");
     auto config = accel::data::loader_config(settings_of(options));
     config.batches = accel::data::batches_of_sizes(indices, batch_sizes, num_batches);
-    *out = new accel_loader{std::make_unique<accel::data::Loader>(state->state, dataset->dataset, std::move(config)), {}};
+    *out = new accel_loader{{}, std::make_unique<accel::data::Loader>(state->state, dataset->dataset, std::move(config)), {}};
   });
 }
 
@@ -130,7 +130,7 @@ extern "C" void accel_loader_free(accel_loader_t* loader) { release(__func__, lo
 extern "C" int accel_loader_next(accel_loader_t* loader, accel_batch_t** out) {
   return guarded_out(__func__, out, [&] {
     require(loader, "loader");
-    if (auto batch = loader->loader->next()) *out = new accel_batch{std::move(*batch)};
+    if (auto batch = loader->loader->next()) *out = new accel_batch{{}, accel::IndexedFields(std::move(*batch))};
   });
 }
 
@@ -197,7 +197,7 @@ extern "C" int accel_batch_get(const accel_batch_t* batch, const char* name, acc
   return guarded_out(__func__, out, [&] {
     require(batch, "batch");
     require(name, "name");
-    *out = new accel_tensor(accel::field_named(batch->fields, name, "the batch"));
+    *out = new accel_tensor(batch->fields.named(name, "the batch"));
   });
 }
 

@@ -24,7 +24,7 @@ int run_forward(const char* function, accel_model_t* model, accel_tensor_t* cons
     require(model, "model");
     const auto args = accel::capi::tensors_of(inputs, count, "inputs");
     const auto kwargs = accel::capi::named_tensors(names, named_inputs, named_count, "named_inputs");
-    *out = new accel_output{model->model->forward(args, kwargs, grad)};
+    *out = new accel_output{{}, model->model->forward(args, kwargs, grad)};
   });
 }
 
@@ -46,14 +46,14 @@ const char* name_at(const accel::NamedTensors& list, size_t index) {
 extern "C" int accel_model_load(accel_model_t** out, const char* path) {
   return guarded_out(__func__, out, [&] {
     require(path, "path");
-    *out = new accel_model{accel::train::Model::load_file(path)};
+    *out = new accel_model{{}, accel::train::Model::load_file(path)};
   });
 }
 
 extern "C" int accel_model_load_buffer(accel_model_t** out, const void* data, size_t size) {
   return guarded_out(__func__, out, [&] {
     require(data, "data");
-    *out = new accel_model{accel::train::Model::load_buffer(std::string(static_cast<const char*>(data), size))};
+    *out = new accel_model{{}, accel::train::Model::load_buffer(std::string(static_cast<const char*>(data), size))};
   });
 }
 
@@ -111,7 +111,7 @@ extern "C" void accel_output_free(accel_output_t* output) { release(__func__, ou
 extern "C" int accel_model_train(accel_model_t* model, int on) {
   return guarded(__func__, [&] {
     require(model, "model");
-    model->model->train(on != 0);
+    model->model->train(accel::capi::flag(on, "on"));
   });
 }
 
@@ -161,7 +161,7 @@ extern "C" int accel_model_grad_sync_stat(const accel_model_t* model, const char
 extern "C" int accel_model_unwrap(const accel_model_t* model, accel_model_t** out) {
   return guarded_out(__func__, out, [&] {
     require(model, "model");
-    *out = new accel_model{model->model->unwrap()};
+    *out = new accel_model{{}, model->model->unwrap()};
   });
 }
 

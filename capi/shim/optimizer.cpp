@@ -18,7 +18,7 @@ extern "C" int accel_optimizer_new(accel_optimizer_t** out, accel_model_t* model
     require(model, "model");
     require(kind, "kind");
     const auto config = accel::train::optimizer_config(settings_of(options));
-    *out = new accel_optimizer{accel::train::prepare_optimizer(*model->model, kind, config), model->model};
+    *out = new accel_optimizer{{}, accel::train::prepare_optimizer(*model->model, kind, config), model->model};
   });
 }
 

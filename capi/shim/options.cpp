@@ -40,13 +40,21 @@ int set_option(const char* function, accel_options_t* options, const char* key, 
 }  // namespace
 
 extern "C" int accel_options_new(accel_options_t** out) {
-  return guarded_out(__func__, out, [&] { *out = new accel_options{accel::Options(option_catalog())}; });
+  return guarded_out(__func__, out, [&] { *out = new accel_options{{}, accel::Options(option_catalog())}; });
 }
 
 extern "C" void accel_options_free(accel_options_t* options) { release(__func__, options); }
 
 extern "C" int accel_options_set_bool(accel_options_t* options, const char* key, int value) {
-  return set_option(__func__, options, key, value != 0);
+  return guarded(__func__, [&] {
+    require(options, "options");
+    require(key, "key");
+    if (value != 0 && value != 1) {
+      accel::fail(accel::Code::BadOptionValue,
+                  std::string("option '") + key + "': a boolean is 0 or 1, got " + std::to_string(value));
+    }
+    options->options.set(key, accel::OptionValue(value == 1));
+  });
 }
 
 extern "C" int accel_options_set_int(accel_options_t* options, const char* key, int64_t value) {

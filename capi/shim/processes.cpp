@@ -25,7 +25,7 @@ extern "C" int accel_state_split_tensor(const accel_state_t* state, const accel_
   return guarded_out(__func__, out, [&] {
     require(state, "state");
     require(input, "input");
-    *out = new accel_tensor(accel::distributed::split_rows(*state->state, input->tensor, apply_padding != 0));
+    *out = new accel_tensor(accel::distributed::split_rows(*state->state, input->tensor, accel::capi::flag(apply_padding, "apply_padding")));
   });
 }
 
@@ -62,6 +62,6 @@ extern "C" int accel_state_send_to_device(const accel_state_t* state, const acce
   return guarded_out(__func__, out, [&] {
     require(state, "state");
     require(input, "input");
-    *out = new accel_tensor(accel::distributed::send_to_device(*state->state, input->tensor, non_blocking != 0));
+    *out = new accel_tensor(accel::distributed::send_to_device(*state->state, input->tensor, accel::capi::flag(non_blocking, "non_blocking")));
   });
 }

@@ -39,7 +39,7 @@ extern "C" int accel_scheduler_new(accel_scheduler_t** out, accel_optimizer_t* o
     require(optimizer, "optimizer");
     require(name, "name");
     const auto config = accel::train::scheduler_config(settings_of(options));
-    *out = new accel_scheduler{accel::train::prepare_scheduler(optimizer->optimizer, name, config)};
+    *out = new accel_scheduler{{}, accel::train::prepare_scheduler(optimizer->optimizer, name, config)};
   });
 }
 
@@ -48,7 +48,7 @@ extern "C" int accel_scheduler_from_callback(accel_scheduler_t** out, accel_opti
   return guarded_out(__func__, out, [&] {
     require(optimizer, "optimizer");
     require(reinterpret_cast<const void*>(multiplier), "multiplier");
-    *out = new accel_scheduler{
+    *out = new accel_scheduler{{},
         accel::train::prepare_scheduler(optimizer->optimizer, multiplier_function(multiplier, payload))};
   });
 }

@@ -17,7 +17,7 @@ using accel::capi::settings_of;
 extern "C" int accel_state_new(accel_state_t** out, const accel_options_t* options) {
   return guarded_out(__func__, out, [&] {
     auto state = accel::distributed::State::acquire(settings_of(options), accel::process_env());
-    *out = new accel_state{std::move(state)};
+    *out = new accel_state{{}, std::move(state)};
   });
 }
 
@@ -41,7 +41,7 @@ extern "C" int accel_state_wait_for_everyone(accel_state_t* state) {
 extern "C" int accel_state_set_seed(accel_state_t* state, uint64_t seed, int device_specific) {
   return guarded(__func__, [&] {
     require(state, "state");
-    accel::distributed::set_seed(*state->state, seed, device_specific != 0);
+    accel::distributed::set_seed(*state->state, seed, accel::capi::flag(device_specific, "device_specific"));
   });
 }
 

@@ -60,7 +60,7 @@ extern "C" int accel_progress_new(accel_progress_t** out, const accel_state_t* s
                                   const char* description) {
   return guarded_out(__func__, out, [&] {
     require(state, "state");
-    *out = new accel_progress{std::make_unique<accel::tracking::ProgressBar>(state->state->launch().local_rank == 0, total,
+    *out = new accel_progress{{}, std::make_unique<accel::tracking::ProgressBar>(state->state->launch().local_rank == 0, total,
                                                                             description ? description : "")};
   });
 }

@@ -10,6 +10,7 @@
 
 #include "ckpt/checkpoint_snapshot.hpp"
 #include "ckpt/directory_swap.hpp"
+#include "ckpt/save_directory.hpp"
 #include "core/files.hpp"
 #include "core/timeline.hpp"
 #include "distributed/store_client.hpp"
@@ -106,6 +107,7 @@ BackgroundSaves::BackgroundSaves(const std::shared_ptr<distributed::State>& stat
       world_size_(state->launch().world_size),
       master_addr_(state->launch().master_addr),
       master_port_(state->launch().master_port),
+      job_key_(state->launch().job_key),
       timeout_(static_cast<int64_t>(state->options().get_double("timeout_s") * 1000.0)) {}
 
 BackgroundSaves::~BackgroundSaves() { finish_unheard("before its state was freed"); }
@@ -142,8 +144,9 @@ void BackgroundSaves::finish_unheard(const char* when) {
   }
 }
 
-void BackgroundSaves::start(const std::shared_ptr<distributed::State>& state, const std::string& directory,
+void BackgroundSaves::start(const std::shared_ptr<distributed::State>& state, const std::string& requested_directory,
                             const CheckpointObjects& objects, std::function<void()> after_move) {
+  const std::string directory = checkpoint_directory(requested_directory);
   wait();
   const timeline::Span span("save_state_async");
   auto job = std::make_shared<Job>();
@@ -183,10 +186,10 @@ void BackgroundSaves::run(Job& job) {
 // The keys of save <sequence> in the store: failed<r> (a rank's encoded failure, only when it failed),
 // then done<r> from every rank; from rank 0 moved (only when the checkpoint is in place), then verdict
 // (its encoded failure, or ""); read<r> once rank r has the verdict. Only set, wait and check are on the
-// path of a save that succeeds: a get took about 200 ms each (distributed/store_client.hpp), which made a
-// 2-process save take 0.8 s.
+// path of a save that succeeds: with c10d's TCPStore a get took about 200 ms each (its reply came in two
+// writes, held by TCP's delayed acknowledgement), which made a 2-process save take 0.8 s.
 std::string BackgroundSaves::agree(Job& job, const std::string& own) {
-  distributed::StoreClient store(master_addr_, master_port_, "accel_background_save", timeout_);
+  distributed::StoreClient store(master_addr_, master_port_, job_key_, "accel_background_save", timeout_);
   const std::string prefix = std::to_string(job.sequence) + "/";
   const auto of_rank = [&](const char* what, int32_t rank) { return prefix + what + std::to_string(rank); };
   if (rank_ != 0) {
@@ -232,16 +235,13 @@ std::string BackgroundSaves::agree(Job& job, const std::string& own) {
 std::string BackgroundSaves::conclude(Job& job, const std::string& failures) {
   const std::string staging = staging_directory(job.directory);
   if (!failures.empty()) {
-    try {
-      remove_all(staging);  // every rank is done with it
-    } catch (const Error&) {
-      // The next save clears a leftover anyway.
-    }
+    discard_staging(staging);  // every rank is done with it
     return failures + "; nothing was moved into place, so the previous checkpoint there, if any, is intact";
   }
   try {
     move_into_place(staging, job.directory);
   } catch (const std::exception& error) {
+    discard_staging(staging);
     return encode(code_of(error, Code::Io), "rank 0: " + message_of(error));
   }
   if (!job.after_move) return "";

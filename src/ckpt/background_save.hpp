@@ -45,7 +45,8 @@ class BackgroundSaves {
   // reported it, instead of saving), takes the snapshot (begin_save: a failure there fails the call on every
   // rank and changes nothing), then returns while a thread writes "<directory>.saving" and moves it to
   // directory once every rank's part is written. after_move runs on rank 0's writer, once the checkpoint is
-  // in place (project rotation). The failures of the writing are recorded for a later call to throw.
+  // in place (project rotation). The failures of the writing are recorded for a later call to throw, and
+  // leave no staging folder. `directory` is checked first, as save_state checks it.
   void start(const std::shared_ptr<distributed::State>& state, const std::string& directory,
              const CheckpointObjects& objects, std::function<void()> after_move = {});
   // Waits for the save in flight, if any; then throws the failure of the last one if no call reported it
@@ -75,6 +76,7 @@ class BackgroundSaves {
   int32_t world_size_;
   std::string master_addr_;
   uint16_t master_port_;
+  std::string job_key_;
   std::chrono::milliseconds timeout_;
 
   std::mutex thread_mutex_;  // guards thread_: joined by the training thread, or at exit

@@ -11,6 +11,7 @@
 #include "ckpt/manifest.hpp"
 #include "ckpt/model_weights.hpp"
 #include "ckpt/rng_states.hpp"
+#include "ckpt/save_directory.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/timeline.hpp"
@@ -132,15 +133,23 @@ void check_custom_object_name(const std::string& name) {
   }
 }
 
-void save_state(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects) {
+void save_state(const std::shared_ptr<distributed::State>& state, const std::string& requested_directory,
+                const CheckpointObjects& objects) {
+  const std::string directory = checkpoint_directory(requested_directory);
   wait_for_background_save(*state);
   const timeline::Span span("save_state");
   // The model's own tensors: nothing changes them before this call returns.
   const CheckpointSnapshot snapshot = begin_save(state, directory, objects, /*copy_tensors=*/false);
   const std::string staging = staging_directory(directory);
-  write_snapshot(snapshot, staging);
-  state->wait_for_everyone();
-  if (state->launch().rank == 0) move_into_place(staging, directory);
+  const bool main = state->launch().rank == 0;
+  try {
+    write_snapshot(snapshot, staging);
+    state->wait_for_everyone();
+    if (main) move_into_place(staging, directory);
+  } catch (...) {
+    if (main) discard_staging(staging);
+    throw;
+  }
   state->wait_for_everyone();
 }
 

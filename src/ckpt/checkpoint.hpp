@@ -51,8 +51,11 @@ struct CheckpointObjects {
 // `directory`, if it already exists, is replaced in one atomic exchange, so a run killed while saving
 // leaves the previous checkpoint whole. Registered objects are saved first, on every rank, before anything
 // is written: a save function that throws (or any other part of the snapshot, ckpt/checkpoint_snapshot.hpp)
-// fails the call on every rank (all_or_none), naming the object, and leaves no staging folder.
-// Throws Error(Io) naming the path on any file-system failure.
+// fails the call on every rank (all_or_none), naming the object, and leaves no staging folder; nor does a
+// failure to write or to move into place. `directory` is checked first (checkpoint_directory,
+// ckpt/save_directory.hpp: a trailing slash is the same directory; "" and "./" are refused with
+// Error(InvalidArgument) before anything is written). Throws Error(Io) naming the path on any file-system
+// failure.
 void save_state(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects);
 
 // Waits for the state's background save in flight first, as save_state. Reads and checks every file this

@@ -107,6 +107,14 @@ void write_snapshot(const CheckpointSnapshot& snapshot, const std::string& direc
 
 std::string staging_directory(const std::string& directory) { return directory + ".saving"; }
 
+void discard_staging(const std::string& staging) noexcept {
+  try {
+    remove_all(staging);
+  } catch (...) {
+    // See the header: nothing better to do than leave it.
+  }
+}
+
 CheckpointSnapshot begin_save(const std::shared_ptr<distributed::State>& state, const std::string& directory,
                               const CheckpointObjects& objects, bool copy_tensors) {
   const std::string staging = staging_directory(directory);
@@ -130,13 +138,7 @@ CheckpointSnapshot begin_save(const std::shared_ptr<distributed::State>& state, 
     // Also the barrier after which the staging folder exists for every rank.
     distributed::all_or_none(*state, prepare, "cannot take its part of the checkpoint, so no rank saves");
   } catch (...) {
-    if (main) {
-      try {
-        remove_all(staging);
-      } catch (const Error&) {
-        // The failure that brought us here matters more; the next save clears a leftover anyway.
-      }
-    }
+    if (main) discard_staging(staging);
     throw;
   }
   return snapshot;

@@ -45,6 +45,10 @@ void write_snapshot(const CheckpointSnapshot& snapshot, const std::string& direc
 // "<directory>.saving": where a checkpoint is written before it is moved into place.
 std::string staging_directory(const std::string& directory);
 
+// Removes a staging folder after a failed save. Never throws: the failure that led here is the one to
+// report, and the next save to the same directory clears a leftover anyway.
+void discard_staging(const std::string& staging) noexcept;
+
 // The first half of every save, on the calling thread: this rank's snapshot (take_snapshot), then the main
 // process clears and makes the staging folder. Collective: when any rank fails, every rank throws (its own
 // error, or Error(PeerFailed) naming the rank), the previous checkpoint stays and no staging folder is left.

@@ -6,6 +6,7 @@
 
 #include "ckpt/model_layout.hpp"
 #include "ckpt/model_weights.hpp"
+#include "ckpt/save_directory.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/timeline.hpp"
@@ -63,8 +64,9 @@ std::set<std::string> write_model_files(const train::Model& model, const std::st
 
 }  // namespace
 
-void save_model(distributed::State& state, const train::Model& model, const std::string& directory,
+void save_model(distributed::State& state, const train::Model& model, const std::string& requested_directory,
                 uint64_t max_shard_size) {
+  const std::string directory = model_directory(requested_directory);
   const timeline::Span span("save_model");
   distributed::all_or_none(
       state,

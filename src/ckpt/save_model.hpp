@@ -17,7 +17,8 @@ namespace accel::ckpt {
 // index is removed, the new files are renamed into place (the index last), and the files of the previous
 // save that the new one did not replace go: a reader never finds two saves mixed, though one that looks
 // while a save commits, or after a save killed while committing, finds no model. Other files of the
-// directory are left alone. Throws Error(Io) naming the path.
+// directory are left alone. Throws Error(InvalidArgument) for the directory "" (model_directory,
+// ckpt/save_directory.hpp), before anything is written; Error(Io) naming the path.
 void save_model(distributed::State& state, const train::Model& model, const std::string& directory,
                 uint64_t max_shard_size);
 

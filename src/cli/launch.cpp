@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -67,7 +68,11 @@ constexpr const char kUsage[] =
     "started again (on a new free port with --master-port 0), ACCEL_RESTART_COUNT telling\n"
     "them how many restarts came before (0 on the first attempt) so that they can resume\n"
     "from their latest checkpoint. Otherwise accel launch exits with the failing rank's\n"
-    "exit code (128+N when it was killed by signal N).\n";
+    "exit code (128+N when it was killed by signal N).\n"
+    "\n"
+    "Rank 0's store listens only on the master address, and serves only processes that\n"
+    "present the job's key, ACCEL_JOB_KEY: made up for a job on one node; with several\n"
+    "nodes, export the same secret on each (e.g. ACCEL_JOB_KEY=$(openssl rand -hex 16)).\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -87,6 +92,7 @@ struct LaunchOptions {
   double grace_period_s = 5;
   int max_restarts = 0;
   std::vector<std::string> command;
+  std::string job_key;  // ACCEL_JOB_KEY for the ranks (job_key_for)
 };
 
 // ---- command line ----
@@ -252,6 +258,7 @@ Variables common_variables(const LaunchOptions& options, int port, int restart) 
       // always read it, and replacing any value the launcher itself was started with.
       {"ACCEL_RESTART_COUNT", std::to_string(restart)},
   };
+  if (!options.job_key.empty()) vars.emplace_back("ACCEL_JOB_KEY", options.job_key);
   if (options.use_cpu) vars.emplace_back("ACCEL_USE_CPU", "1");
   if (!options.mixed_precision.empty()) vars.emplace_back("ACCEL_MIXED_PRECISION", options.mixed_precision);
   if (!options.timeout_s.empty()) vars.emplace_back("ACCEL_TIMEOUT_S", options.timeout_s);
@@ -540,6 +547,31 @@ void remove_shared_memory_of(int port, int node) {
   }
 }
 
+// The secret every rank presents to rank 0's store: the launcher's own ACCEL_JOB_KEY when it has one (the
+// way to give every node of a job the same), else 128 random bits for a job on one node. A job on several
+// nodes without one gets none, and is told what that leaves open.
+std::string job_key_for(const LaunchOptions& options) {
+  if (const char* given = std::getenv("ACCEL_JOB_KEY"); given != nullptr && *given != '\0') return given;
+  if (options.nnodes > 1) {
+    std::fprintf(stderr,
+                 "accel launch: warning: no ACCEL_JOB_KEY: rank 0's store will serve anyone who reaches %s:%d; "
+                 "export the same secret on every node (ACCEL_JOB_KEY=$(openssl rand -hex 16))\n",
+                 options.master_addr.c_str(), options.master_port);
+    return "";
+  }
+  unsigned char bytes[16];
+  if (getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) {
+    throw std::runtime_error(std::string("cannot draw the job's key: ") + std::strerror(errno));
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string key;
+  for (const unsigned char byte : bytes) {
+    key += kHex[byte >> 4];
+    key += kHex[byte & 15];
+  }
+  return key;
+}
+
 // Runs the job, and runs it again after a rank's failure while restarts remain, as torchrun's elastic
 // agent does with --max-restarts: the whole job, since the survivors' process group died with the rank.
 int launch(const LaunchOptions& options) {
@@ -598,6 +630,12 @@ int run_launch(int argc, char** argv) {
   if (options.help) {
     std::fputs(kUsage, stdout);
     return 0;
+  }
+  try {
+    options.job_key = job_key_for(options);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "accel launch: %s\n", error.what());
+    return kLauncherErrorExit;
   }
   return launch(options);
 }

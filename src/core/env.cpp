@@ -149,6 +149,7 @@ LaunchInfo parse_launch_env(const EnvLookup& env) {
     }
     info.master_port = static_cast<uint16_t>(*port);
   }
+  if (auto key = env("ACCEL_JOB_KEY")) info.job_key = *key;
   return info;
 }
 

@@ -27,6 +27,9 @@ struct LaunchInfo {
   std::string master_addr = "127.0.0.1";
   uint16_t master_port = 29500;
   std::string launcher = "none";  // "torchrun", "slurm", "openmpi", "pmi" or "none"
+  // ACCEL_JOB_KEY: the secret a process presents to rank 0's store (accel launch makes one up for a job on
+  // one host); "" when unset, which the store then requires of everyone.
+  std::string job_key;
 };
 
 // Reads the launch variables. Precedence: torchrun's (RANK/WORLD_SIZE) over SLURM's over Open MPI's over

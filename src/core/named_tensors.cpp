@@ -1,10 +1,12 @@
 #include "core/named_tensors.hpp"
 
 #include "core/error.hpp"
+#include "core/field_index.hpp"
 
 namespace accel {
 
 void add_field(NamedTensors& fields, const std::string& name, const at::Tensor& tensor) {
+  check_field_name(name);
   for (const auto& field : fields) {
     if (field.first == name) fail(Code::InvalidArgument, "the name '" + name + "' appears twice");
   }
@@ -12,12 +14,10 @@ void add_field(NamedTensors& fields, const std::string& name, const at::Tensor& 
 }
 
 const at::Tensor& field_named(const NamedTensors& fields, const std::string& name, const std::string& what) {
-  std::string known;
   for (const auto& field : fields) {
     if (field.first == name) return field.second;
-    known += (known.empty() ? "" : ", ") + field.first;
   }
-  fail(Code::InvalidArgument, what + " has no '" + name + "' (it has: " + known + ")");
+  fail(Code::InvalidArgument, what + " has no '" + name + "' (it has: " + list_field_names(fields) + ")");
 }
 
 }  // namespace accel

@@ -12,9 +12,11 @@ namespace accel {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
-// Appends a field; Error(InvalidArgument) when the name is already there.
+// Appends a field; Error(InvalidArgument) when the name is empty (check_field_name, core/field_index.hpp)
+// or already there.
 void add_field(NamedTensors& fields, const std::string& name, const at::Tensor& tensor);
-// The tensor called name; Error(InvalidArgument) naming `what` and listing the names it has otherwise.
+// The tensor called name; Error(InvalidArgument) naming `what` and listing (the first twenty of) the names
+// it has otherwise. A linear search: for lookups among many fields, IndexedFields (core/field_index.hpp).
 const at::Tensor& field_named(const NamedTensors& fields, const std::string& name, const std::string& what);
 
 }  // namespace accel

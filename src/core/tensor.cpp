@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.hpp"
@@ -57,14 +58,19 @@ at::ScalarType scalar_type_of_dl(const DLDataType& type) {
 }
 
 at::Device device_of_dl(const DLDevice& device) {
-  switch (device.device_type) {
+  // Read as the integer it is: C callers may put any value in the enum (a newer DLPack's device, garbage),
+  // and loading a value outside DLDeviceType's range as the enum is undefined behaviour in C++.
+  std::underlying_type_t<DLDeviceType> type = 0;
+  static_assert(sizeof type == sizeof device.device_type);
+  std::memcpy(&type, &device.device_type, sizeof type);
+  switch (type) {
     case kDLCPU: return at::Device(at::kCPU);
     case kDLCUDA:
     case kDLCUDAManaged:
       if (!at::hasCUDA()) fail(Code::Unsupported, "DLPack tensor on CUDA, but this libaccel has no CUDA");
       return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device.device_id));
     default:
-      fail(Code::Unsupported, "DLPack device type " + std::to_string(device.device_type) + " is not supported");
+      fail(Code::Unsupported, "DLPack device type " + std::to_string(type) + " is not supported");
   }
 }
 

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "core/field_index.hpp"
 
 namespace accel::data {
 
@@ -24,6 +25,7 @@ TensorDataset::TensorDataset(NamedTensors tensors) : tensors_(std::move(tensors)
   if (tensors_.empty()) fail(Code::InvalidArgument, "a tensor dataset needs at least one tensor");
   std::set<std::string> names;
   for (const auto& [name, tensor] : tensors_) {
+    check_field_name(name);
     if (!names.insert(name).second) fail(Code::InvalidArgument, "tensor name '" + name + "' appears twice");
     if (!tensor.defined() || tensor.dim() == 0) {
       fail(Code::InvalidArgument, "tensor '" + name + "' has no dim 0 to index samples by");

@@ -2,9 +2,9 @@
 
 #include <ATen/ops/empty.h>
 
-#include <cstring>
-
 #include "core/error.hpp"
+#include "core/field_index.hpp"
+#include "formats/mapped_file.hpp"
 #include "formats/npy.hpp"
 #include "formats/safetensors.hpp"
 
@@ -12,10 +12,12 @@ namespace accel::data {
 
 using formats::ArrayView;
 
-FileDataset::FileDataset(std::vector<std::shared_ptr<void>> owners, std::vector<ArrayView> fields)
-    : owners_(std::move(owners)), fields_(std::move(fields)) {
+FileDataset::FileDataset(std::vector<std::shared_ptr<void>> owners, std::vector<ArrayView> fields,
+                         std::vector<std::string> files)
+    : owners_(std::move(owners)), fields_(std::move(fields)), files_(std::move(files)) {
   if (fields_.empty()) fail(Code::InvalidArgument, "a file dataset needs at least one array");
   for (const auto& field : fields_) {
+    check_field_name(field.name);
     if (field.shape.empty()) fail(Code::InvalidArgument, "array '" + field.name + "' is 0-d: it has no samples to index");
   }
   size_ = fields_.front().shape.front();
@@ -30,7 +32,9 @@ FileDataset::FileDataset(std::vector<std::shared_ptr<void>> owners, std::vector<
 
 std::shared_ptr<FileDataset> FileDataset::from_safetensors(const std::string& path) {
   auto file = std::make_shared<formats::SafetensorsFile>(path);
-  return std::shared_ptr<FileDataset>(new FileDataset({file}, file->arrays()));
+  std::vector<ArrayView> fields = file->arrays();
+  std::vector<std::string> files(fields.size(), path);
+  return std::shared_ptr<FileDataset>(new FileDataset({file}, std::move(fields), std::move(files)));
 }
 
 std::shared_ptr<FileDataset> FileDataset::from_npy(const std::vector<std::string>& names,
@@ -44,12 +48,13 @@ std::shared_ptr<FileDataset> FileDataset::from_npy(const std::vector<std::string
     owners.push_back(file);
     fields.push_back(view);
   }
-  return std::shared_ptr<FileDataset>(new FileDataset(std::move(owners), std::move(fields)));
+  return std::shared_ptr<FileDataset>(new FileDataset(std::move(owners), std::move(fields), paths));
 }
 
 NamedTensors FileDataset::fetch(const std::vector<int64_t>& indices) {
   NamedTensors batch;
-  for (const auto& field : fields_) {
+  for (size_t f = 0; f < fields_.size(); ++f) {
+    const ArrayView& field = fields_[f];
     std::vector<int64_t> shape = field.shape;
     shape.front() = static_cast<int64_t>(indices.size());
     auto out = at::empty(shape, at::TensorOptions(field.dtype));
@@ -57,7 +62,7 @@ NamedTensors FileDataset::fetch(const std::vector<int64_t>& indices) {
     for (size_t i = 0; i < indices.size(); ++i) {
       check_index(indices[i], size_);
       const ArrayView row = formats::row_slice(field, indices[i], 1);
-      std::memcpy(destination + i * row.nbytes, row.data, row.nbytes);
+      formats::copy_from_mapping(destination + i * row.nbytes, row.data, row.nbytes, files_[f]);
     }
     batch.emplace_back(field.name, out);
   }

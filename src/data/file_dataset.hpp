@@ -1,5 +1,7 @@
 // A dataset over memory-mapped .safetensors and .npy files: a batch copies only the rows it needs, so
-// data larger than memory works and untouched rows are never read.
+// data larger than memory works and untouched rows are never read. A file truncated by another process
+// while the dataset maps it fails the batch that reads its lost rows with Error(Io) naming the file
+// (formats::copy_from_mapping), instead of the SIGBUS that would kill the process.
 #pragma once
 
 #include <memory>
@@ -22,11 +24,14 @@ class FileDataset final : public Dataset {
   NamedTensors fetch(const std::vector<int64_t>& indices) override;
 
  private:
-  // The views point into these mappings, which live as long as the dataset.
-  FileDataset(std::vector<std::shared_ptr<void>> owners, std::vector<formats::ArrayView> fields);
+  // The views point into these mappings, which live as long as the dataset; files[i] is the path of
+  // fields[i]'s file, for errors.
+  FileDataset(std::vector<std::shared_ptr<void>> owners, std::vector<formats::ArrayView> fields,
+              std::vector<std::string> files);
 
   std::vector<std::shared_ptr<void>> owners_;
   std::vector<formats::ArrayView> fields_;
+  std::vector<std::string> files_;
   int64_t size_ = 0;
 };
 

@@ -5,6 +5,7 @@
 #include <ATen/ops/randperm.h>
 
 #include <cstring>
+#include <limits>
 
 #include "core/error.hpp"
 #include "core/timeline.hpp"
@@ -222,6 +223,11 @@ void Loader::place_on_device(NamedTensors& batch) const {
 std::optional<NamedTensors> Loader::next() {
   const timeline::Span span("loader wait");
   if (!epoch_batches_) {
+    // The epoch after it could not be counted (end_epoch): refused before any of it is drawn.
+    if (epoch_ == std::numeric_limits<int64_t>::max()) {
+      fail(Code::InvalidState, "epoch " + std::to_string(epoch_) +
+                                   " is INT64_MAX, after which no epoch can be numbered: set_epoch to a smaller one");
+    }
     epoch_batches_ = start_epoch();
     epoch_batches_->skip(skip_);
     yielded_ = skip_;

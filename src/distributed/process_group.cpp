@@ -2,7 +2,6 @@
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
 
 #ifdef ACCEL_WITH_NCCL
@@ -31,10 +30,13 @@
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "core/options.hpp"
+#include "distributed/departed_ranks.hpp"
+#include "distributed/job_store.hpp"
 #include "distributed/node_layout.hpp"
 #include "distributed/record_publisher.hpp"
 #include "distributed/shm_allreduce.hpp"
 #include "distributed/stall_report.hpp"
+#include "distributed/store_server.hpp"
 #include "distributed/watched_wait.hpp"
 
 #define ACCEL_TORCH_VERSION (TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR)
@@ -112,6 +114,9 @@ std::string verdict_read_key(int32_t rank) { return "accel/rendezvous-read/" + s
 // How long beyond the timeout the verdict's exchange may take on a busy machine: the others wait this much
 // longer for it, and rank 0 at most this long for them to read it.
 constexpr std::chrono::milliseconds kVerdictGrace(5000);
+// How long a failed collective waits for the process of a rank whose connection broke to be gone, so as to
+// name it: its sockets close while it exits.
+constexpr std::chrono::milliseconds kExitGrace(500);
 
 // c10d retries an address it cannot resolve until the timeout; a name that does not resolve now is a
 // configuration error, so it fails at once.
@@ -292,6 +297,8 @@ class ShmThread {
 
 struct ProcessGroup::Impl {
   GroupConfig config;
+  // Rank 0's: the job's store, listening only on MASTER_ADDR's address. First, so that it goes last.
+  std::unique_ptr<StoreServer> server;
   c10::intrusive_ptr<c10d::Store> store;
   std::unique_ptr<RecordPublisher> publisher;  // declared after the store, so that it stops first
   c10::intrusive_ptr<c10d::ProcessGroup> group;
@@ -499,9 +506,35 @@ struct ProcessGroup::Impl {
     std::string text = record.what + " on rank " + std::to_string(config.rank) + ": ";
     text += code == Code::Timeout ? "timed out after " + seconds(config.timeout) + " waiting for the other ranks (" +
                                         message + "); " + stall_report_for(record)
-                                  : "another rank failed or exited (" + message + ")";
+                                  : who_left() + " (" + message + ")";
     if (first_failure.empty()) first_failure = text;
     fail(code, text);
+  }
+
+  // Published once every rank arrived: what departed_ranks needs to name a rank whose process is gone.
+  void publish_identity() { set_text(identity_key(config.rank), process_identity()); }
+
+  static std::string identity_key(int32_t rank) { return "accel/process/" + std::to_string(rank); }
+
+  // For a failure that is not a timeout: the ranks of this host whose process exited, or, when rank 0's
+  // store cannot be read any more, rank 0; else the backend's own words will have to do.
+  std::string who_left() {
+    std::vector<std::optional<std::string>> identities;
+    try {
+      for (int32_t r = 0; r < config.world_size; ++r) {
+        const std::string key = identity_key(r);
+        if (!store->check({key})) {
+          identities.emplace_back();
+          continue;
+        }
+        const auto bytes = store->get(key);
+        identities.emplace_back(std::string(bytes.begin(), bytes.end()));
+      }
+    } catch (const std::exception&) {
+      if (config.rank != 0) return "rank 0, which serves the rendezvous store, exited or cannot be reached";
+    }
+    const std::string gone = departed_ranks(config.rank, identities, kExitGrace);
+    return gone.empty() ? "another rank failed or exited" : gone;
   }
 
   ShmExchange shm_exchange() {
@@ -769,19 +802,15 @@ std::unique_ptr<ProcessGroup> ProcessGroup::create(const GroupConfig& config) {
   impl->config = config;
   require_resolvable(config.master_addr);
   try {
-    c10d::TCPStoreOptions store_options;
-    store_options.port = config.master_port;
-    store_options.isServer = config.rank == 0;
-    store_options.numWorkers = static_cast<size_t>(config.world_size);
-    store_options.waitWorkers = false;
-    store_options.timeout = config.timeout;
-    auto tcp = c10::make_intrusive<c10d::TCPStore>(config.master_addr, store_options);
+    if (config.rank == 0) impl->server = std::make_unique<StoreServer>(config.master_addr, config.master_port, config.job_key);
+    auto tcp = c10::make_intrusive<JobStore>(config.master_addr, config.master_port, config.job_key, config.timeout);
     impl->store = c10::make_intrusive<c10d::PrefixStore>("accel_default_pg", tcp);
     impl->start_publishing();
     // Collective 0: the record that says this rank arrived.
     impl->publisher->update(CollectiveRecord{0, wall_clock_ms(), false, "rendezvous", "rendezvous"});
     impl->publisher->flush();
     impl->await_every_rank();
+    impl->publish_identity();
     if (config.backend == "nccl") {
 #ifdef ACCEL_WITH_NCCL
       auto options = c10d::ProcessGroupNCCL::Options::create();

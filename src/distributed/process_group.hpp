@@ -22,6 +22,8 @@ struct GroupConfig {
   int32_t world_size = 1;
   std::string master_addr = "127.0.0.1";
   uint16_t master_port = 29500;
+  // What a process presents to rank 0's store to be served (LaunchInfo::job_key).
+  std::string job_key;
   std::chrono::milliseconds timeout{1800 * 1000};
   std::string backend = "gloo";  // "gloo" or "nccl"
   // All-reduces of CPU tensors go through shared memory within each node instead of the backend; with

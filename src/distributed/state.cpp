@@ -118,6 +118,7 @@ State::State(ResolvedOptions options, const EnvLookup& env)
   config.world_size = launch_.world_size;
   config.master_addr = launch_.master_addr;
   config.master_port = launch_.master_port;
+  config.job_key = launch_.job_key;
   // Options cap timeout_s at 1e9, so the milliseconds (and the nanoseconds c10d and Gloo add to their
   // clocks) stay far inside int64_t.
   config.timeout =

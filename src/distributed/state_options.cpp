@@ -45,7 +45,7 @@ const OptionScope& state_option_scope() {
 
 const std::vector<std::string>& non_option_variables() {
   static const std::vector<std::string> names{"ACCEL_LIBRARY", "ACCEL_LIB_DIR", "ACCEL_PYTHON", "ACCEL_LAUNCHER",
-                                              "ACCEL_RESTART_COUNT"};
+                                              "ACCEL_RESTART_COUNT", "ACCEL_JOB_KEY"};
   return names;
 }
 

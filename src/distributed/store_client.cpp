@@ -1,11 +1,11 @@
 #include "distributed/store_client.hpp"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <cstdio>
 
 #include "core/error.hpp"
+#include "distributed/job_store.hpp"
 
 namespace accel::distributed {
 
@@ -18,17 +18,13 @@ struct StoreClient::Impl {
   }
 };
 
-StoreClient::StoreClient(const std::string& master_addr, uint16_t master_port, const std::string& prefix,
-                         std::chrono::milliseconds timeout)
+StoreClient::StoreClient(const std::string& master_addr, uint16_t master_port, const std::string& job_key,
+                         const std::string& prefix, std::chrono::milliseconds timeout)
     : impl_(std::make_unique<Impl>()) {
   impl_->where = master_addr + ":" + std::to_string(master_port);
   try {
-    c10d::TCPStoreOptions options;
-    options.port = master_port;
-    options.isServer = false;
-    options.waitWorkers = false;
-    options.timeout = timeout;
-    impl_->store = c10::make_intrusive<c10d::PrefixStore>(prefix, c10::make_intrusive<c10d::TCPStore>(master_addr, options));
+    impl_->store = c10::make_intrusive<c10d::PrefixStore>(
+        prefix, c10::make_intrusive<JobStore>(master_addr, master_port, job_key, timeout));
   } catch (const std::exception& error) {
     impl_->lost(error);
   }

@@ -1,8 +1,11 @@
 // A whole file mapped read-only: the kernel pages bytes in when, and only when, a caller touches them,
 // so files larger than memory work and a loader reads only the rows it needs.
 //
-// If another process truncates the file while it is mapped, touching the lost pages raises SIGBUS, as
-// with any mapping.
+// A file another process truncates while it is mapped: touching the lost pages raises SIGBUS, which kills
+// the process. Rather than copy every read through read(2) (a system call per row), accel reads mapped
+// bytes only through copy_from_mapping, which catches that fault on the reading thread and turns it into
+// an error naming the file, as LMDB and SQLite's mmap mode describe for theirs. Any other SIGBUS goes on
+// to the handler installed before (by default: the process dies, as before).
 #pragma once
 
 #include <cstddef>
@@ -34,5 +37,12 @@ class MappedFile {
   void* base_ = nullptr;
   size_t size_ = 0;
 };
+
+// Copies n bytes from source, inside a mapping of the file at path, to destination (not a mapping). When
+// the file was truncated underneath, so that some of those bytes are gone, throws Error(Io) "<path>: the
+// file was truncated while mapped ...". The first call installs a process-wide SIGBUS handler (kept for
+// the life of the process), which hands every fault outside such a copy to the handler it replaced. Any
+// thread may call it.
+void copy_from_mapping(void* destination, const void* source, size_t n, const std::string& path);
 
 }  // namespace accel::formats

@@ -156,7 +156,7 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
 
 at::Tensor copy_to_tensor(const ArrayView& view) {
   auto tensor = at::empty(view.shape, at::TensorOptions().dtype(view.dtype));
-  std::memcpy(tensor.data_ptr(), view.data, view.nbytes);
+  if (view.nbytes > 0) std::memcpy(tensor.data_ptr(), view.data, view.nbytes);  // an empty tensor may have no data
   return tensor;
 }
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <limits>
 #include <mutex>
 
 #include "core/error.hpp"
@@ -100,7 +101,8 @@ void ProgressBar::draw(bool final) {
     std::fputs(render_progress(snapshot()).c_str(), out_);
     if (final) std::fputc('\n', out_);
   } else {
-    const int64_t tenth = total_ > 0 ? done_ * 10 / total_ : -1;
+    // In 128 bits: done_ * 10 overflows int64 from a tenth of INT64_MAX on.
+    const int64_t tenth = total_ > 0 ? static_cast<int64_t>(static_cast<__int128>(done_) * 10 / total_) : -1;
     if (!final && tenth == last_tenth_ && now - last_draw_ < kPlainLineEvery_s) return;
     if (final && done_ == last_printed_done_) return;  // the last periodic line already says it all
     last_tenth_ = tenth;
@@ -113,6 +115,9 @@ void ProgressBar::draw(bool final) {
 
 void ProgressBar::advance(int64_t steps, std::optional<double> loss) {
   require_argument(steps >= 0, "a progress bar advances by a step count >= 0, got " + std::to_string(steps));
+  require_argument(steps <= std::numeric_limits<int64_t>::max() - done_,
+                   "advancing the progress bar by " + std::to_string(steps) + " steps from " + std::to_string(done_) +
+                       " would count past INT64_MAX");
   if (closed_) return;
   done_ += steps;
   if (loss) loss_ = loss;

@@ -35,7 +35,8 @@ class ProgressBar {
   ProgressBar(const ProgressBar&) = delete;
   ProgressBar& operator=(const ProgressBar&) = delete;
 
-  // Throws Error(InvalidArgument) for a negative step count.
+  // Throws Error(InvalidArgument) for a negative step count, and for one that would take the count of
+  // steps done past INT64_MAX.
   void advance(int64_t steps, std::optional<double> loss);
   // The final line (also drawn by the destructor); further advances draw nothing.
   void close();

@@ -6,6 +6,7 @@
 #include <torch/optim/sgd.h>
 #include <torch/serialize/archive.h>
 
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -313,7 +314,7 @@ size_t Optimizer::num_groups() const { return impl_->optimizer->param_groups().s
 double Optimizer::lr(size_t group) const { return impl_->group(group).options().get_lr(); }
 
 void Optimizer::set_lr(size_t group, double lr) {
-  require_argument(lr >= 0, "optimizer lr must be >= 0, got " + format_number(lr) + " for group " + std::to_string(group));
+  require_argument(std::isfinite(lr) && lr >= 0, "optimizer lr must be finite and >= 0, got " + format_number(lr) + " for group " + std::to_string(group));
   assign_lr(group, lr);
 }
 

@@ -56,7 +56,7 @@ class Optimizer {
   // Group accessors; a group index out of range is Error(OutOfRange).
   size_t num_groups() const;
   double lr(size_t group) const;
-  void set_lr(size_t group, double lr);  // lr < 0 or NaN: Error(InvalidArgument)
+  void set_lr(size_t group, double lr);  // lr < 0, NaN or infinite: Error(InvalidArgument)
   // As torch's schedulers write param_group["lr"]: unchecked, since torch's own schedules can give a
   // negative lr (OneCycleLR's linear annealing at step total_steps, a negative gamma).
   void assign_lr(size_t group, double lr);

@@ -63,7 +63,9 @@ void check_storage(const RecordReads& reads, const std::string& what, const at::
   if (!tensor.defined() || !tensor.has_storage()) return;  // sparse and opaque tensors own no plain storage
   const int64_t needed =
       checked_storage_bytes(tensor.sizes(), tensor.strides(), tensor.storage_offset(), tensor.element_size(), what);
-  size_t held = tensor.storage().nbytes();
+  // The storage's size is the one the pickle states. An empty record leaves it without any data: no read
+  // fills it, so the pointer is null and nothing is behind it.
+  size_t held = tensor.storage().data() == nullptr ? 0 : tensor.storage().nbytes();
   if (const auto record = reads.bytes_behind(tensor.storage().data())) held = std::min(held, *record);
   if (static_cast<uint64_t>(needed) > held) {
     fail(Code::InvalidArgument, what + " needs " + std::to_string(needed) + " bytes but its storage holds " +

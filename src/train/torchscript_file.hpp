@@ -13,7 +13,7 @@ namespace accel::train {
 // Loads the module in `archive`, on the CPU. Throws Error(InvalidArgument) "<source> is not a TorchScript
 // model: ..." when LibTorch cannot load it, and "<source>: parameter 'w' needs N bytes but its storage
 // holds M ..." when a parameter's or buffer's sizes, strides and offset reach past the bytes its storage
-// record holds.
+// record holds (an empty record holds none).
 torch::jit::Module load_torchscript(std::istream& archive, const std::string& source);
 
 }  // namespace accel::train

@@ -133,6 +133,12 @@ TEST(BadInput, MalformedDlpackIsRefusedAndOwnershipStaysWithTheCaller) {
   managed->dl_tensor.data = static_cast<Producer*>(managed->manager_ctx)->data.data();
   managed->dl_tensor.device = {kDLOpenCL, 0};
   EXPECT_EQ(accel_tensor_from_dlpack(&tensor, managed), ACCEL_ERR_UNSUPPORTED);
+  // A device type outside the enum, as a C caller may write it (stored as bytes: C++ may not form it).
+  const int32_t unknown_device = 1000;
+  static_assert(sizeof unknown_device == sizeof managed->dl_tensor.device.device_type);
+  std::memcpy(&managed->dl_tensor.device.device_type, &unknown_device, sizeof unknown_device);
+  EXPECT_EQ(accel_tensor_from_dlpack(&tensor, managed), ACCEL_ERR_UNSUPPORTED);
+  EXPECT_NE(last_error().find("DLPack device type 1000 is not supported"), std::string::npos) << last_error();
   EXPECT_EQ(deleted, 0);
   managed->deleter(managed);
   EXPECT_EQ(deleted, 1);

@@ -1,7 +1,9 @@
 /* Runs every generated entry-point call in a forked child: a child killed by a signal (a crash, an abort
- * from an exception that crossed the C ABI) or one that hangs fails the test, as does a fallible call
- * that accepted NULL or garbage. */
+ * from an exception that crossed the C ABI, a sanitizer's report) or one that hangs fails the test, as
+ * does a fallible call that accepted NULL, garbage or a handle of another kind, and a *_free that freed a
+ * handle of another kind. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,27 @@ static void *reused_garbage(void) {
   return block;
 }
 
+/* Live handles of two small kinds, made in the child (a state of one process, a progress bar on it, and a
+ * byte list gathered from it). */
+static int make_small_handles(struct entry_arguments *arguments) {
+  accel_state_t *state = NULL;
+  if (accel_state_new(&state, NULL) != ACCEL_OK) return 0;
+  accel_progress_t *progress = NULL;
+  accel_bytes_list_t *list = NULL;
+  const char byte = 1;
+  if (accel_progress_new(&progress, state, 0, "") != ACCEL_OK) return 0;
+  if (accel_state_gather_bytes(state, &byte, 1, &list) != ACCEL_OK) return 0;
+  arguments->progress = progress;
+  arguments->bytes_list = list;
+  return 1;
+}
+
+/* Whether the small handles survived the call: a *_free given another kind must leave it alone. */
+static int small_handles_live(const struct entry_arguments *arguments) {
+  return accel_progress_update((accel_progress_t *)arguments->progress, 0, NAN) == ACCEL_OK &&
+         accel_bytes_list_count((const accel_bytes_list_t *)arguments->bytes_list) == 1;
+}
+
 int main(void) {
   size_t failures = 0;
   for (size_t i = 0; i < entry_point_count; ++i) {
@@ -36,10 +59,15 @@ int main(void) {
     }
     if (child == 0) {
       alarm(kSecondsPerCall);
-      void *garbage = reused_garbage();
-      void *scratch = calloc(1, kBlock);
-      if (garbage == NULL || scratch == NULL) _exit(3);
-      _exit(entry_points[i].call(garbage, scratch));
+      /* The progress bar draws on stdout; the verdicts are the parent's. */
+      if (freopen("/dev/null", "w", stdout) == NULL) _exit(3);
+      struct entry_arguments arguments = {reused_garbage(), calloc(1, kBlock), NULL, NULL};
+      if (arguments.garbage == NULL || arguments.scratch == NULL) _exit(3);
+      const int wrong_kind = strcmp(entry_points[i].mode, "wrong_kind") == 0;
+      if (wrong_kind && !make_small_handles(&arguments)) _exit(4);
+      const int status = entry_points[i].call(&arguments);
+      if (status == 0 && wrong_kind && !small_handles_live(&arguments)) _exit(5);
+      _exit(status);
     }
     int status = 0;
     if (waitpid(child, &status, 0) < 0) {

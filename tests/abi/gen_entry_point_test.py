@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Writes a C program that calls every function of capi/symbols.txt, each in a forked child, twice: with
-every pointer NULL, and with every handle argument pointing at freed-then-reallocated garbage (other
-pointers valid). No call may die of a signal; a fallible function (ACCEL_NODISCARD) must return an error.
+"""Writes a C program that calls every function of capi/symbols.txt, each in a forked child, three times:
+with every pointer NULL; with every handle argument pointing at freed-then-reallocated garbage (other
+pointers valid); and with every handle argument a live handle of another, smaller kind (a 16-byte
+progress bar, or a byte list where a progress bar is expected). No call may die of a signal (nor, in the
+sanitizer build, read past the wrong-kind handle); a fallible function (ACCEL_NODISCARD) must return an
+error.
 
 usage: gen_entry_point_test.py CAPI_DIR SYMBOLS_TXT OUT_C
 The prototypes are read from the headers, so a symbol without a declaration fails the generation."""
@@ -24,14 +27,19 @@ HANDLE = re.compile(r"^(const\s+)?(accel_\w+_t)\s*\*\s*(const\s+)?\w+$")
 FUNCTION_POINTER = re.compile(r"^accel_\w+_fn\s+\w+$")
 
 
-def argument(param, garbage, is_free):
+def argument(param, mode, is_free):
     """The C expression passed for one parameter in one mode."""
-    if garbage and HANDLE.match(param):
-        return "(%s *)garbage" % HANDLE.match(param).group(2)
+    garbage = mode != "null"
+    handle = HANDLE.match(param)
+    if mode == "garbage" and handle:
+        return "(%s *)a->garbage" % handle.group(2)
+    if mode == "wrong_kind" and handle:
+        other = "a->bytes_list" if handle.group(2) == "accel_progress_t" else "a->progress"
+        return "(%s *)%s" % (handle.group(2), other)
     if "*" in param:
         # out-parameters and input buffers get a zeroed, writable block; *_free of plain strings and all
         # pointers in the NULL mode get NULL.
-        return "(void *)scratch" if garbage and not is_free else "NULL"
+        return "(void *)a->scratch" if garbage and not is_free else "NULL"
     if FUNCTION_POINTER.match(param):
         return "NULL"
     return "0"
@@ -56,14 +64,15 @@ for name in symbols:
     nodiscard, result, params = prototypes[name]
     has_handle = any(HANDLE.match(p) for p in params)
     is_free = name.endswith("_free")
-    for mode in ("null", "garbage"):
-        garbage = mode == "garbage"
-        args = ", ".join(argument(p, garbage, is_free) for p in params)
+    for mode in ("null", "garbage", "wrong_kind"):
+        if mode == "wrong_kind" and not has_handle:
+            continue
+        args = ", ".join(argument(p, mode, is_free) for p in params)
         function = "call_%s_%s" % (mode, name)
-        lines.append("static int %s(void *garbage, void *scratch) {" % function)
-        lines.append("  (void)garbage; (void)scratch;")
-        # A fallible call must fail when it got NULL for everything, or garbage for a handle.
-        must_fail = nodiscard and (not garbage or has_handle)
+        lines.append("static int %s(const struct entry_arguments *a) {" % function)
+        lines.append("  (void)a;")
+        # A fallible call must fail when it got NULL for everything, or garbage or another kind for a handle.
+        must_fail = nodiscard and (mode == "null" or has_handle)
         if result == "void":
             lines.append("  %s(%s);" % (name, args))
             lines.append("  return 0;")

@@ -530,3 +530,59 @@ TEST_F(CheckpointCapi, BackgroundSaveArgumentsAreChecked) {
   EXPECT_EQ(accel_state_wait_for_save(nullptr), ACCEL_ERR_NULL_ARGUMENT);
   EXPECT_EQ(accel_state_wait_for_save(state), ACCEL_OK);
 }
+
+// Runs the body with the working directory set to `directory`, and restores the previous one.
+template <class Body>
+void in_working_directory(const std::string& directory, Body&& body) {
+  char previous[4096];
+  ASSERT_NE(::getcwd(previous, sizeof previous), nullptr);
+  ASSERT_EQ(::chdir(directory.c_str()), 0);
+  body();
+  ASSERT_EQ(::chdir(previous), 0);
+}
+
+// "ckpt/" staged into "ckpt/.saving" and then failed to rename that into its own parent; "" and "./"
+// wrote a whole checkpoint before the rename failed. Each left the staging folder behind.
+TEST_F(CheckpointCapi, TheDirectoryIsNormalisedOrRefusedBeforeAnythingIsWritten) {
+  const std::string path = directory + "/one";
+  first_weight() = 1.0f;
+  ASSERT_EQ(save(path + "/"), ACCEL_OK) << last_error();
+  EXPECT_TRUE(path_exists(path + "/metadata.json"));
+  EXPECT_FALSE(path_exists(path + "/.saving"));
+  EXPECT_FALSE(path_exists(path + ".saving"));
+  first_weight() = 2.0f;
+  ASSERT_EQ(save_async(state, model, optimizer, (path + "//").c_str()), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_state_wait_for_save(state), ACCEL_OK) << last_error();
+  EXPECT_FALSE(path_exists(path + "/.saving"));
+  first_weight() = 3.0f;
+  ASSERT_EQ(load(path + "/"), ACCEL_OK) << last_error();
+  EXPECT_EQ(first_weight(), 2.0f);
+
+  const std::string working = directory + "/working";
+  create_directories(working);
+  in_working_directory(working, [&] {
+    for (const char* refused : {"", "./", ".", "one/.."}) {
+      EXPECT_EQ(save(refused), ACCEL_ERR_INVALID_ARGUMENT) << refused;
+      EXPECT_NE(last_error().find(refused[0] == '\0' ? "is \"\"" : "ends in '.' or '..' or is the root"),
+                std::string::npos)
+          << last_error();
+      EXPECT_EQ(save_async(state, model, optimizer, refused), ACCEL_ERR_INVALID_ARGUMENT) << refused;
+      EXPECT_EQ(accel_state_wait_for_save(state), ACCEL_OK) << last_error();
+    }
+  });
+  EXPECT_EQ(accel::list_directory(working), std::vector<std::string>{});
+  EXPECT_FALSE(path_exists(directory + "/working.saving"));
+  EXPECT_FALSE(path_exists(directory + "/.saving"));
+}
+
+// A save whose writing fails leaves the previous checkpoint and no staging folder.
+TEST_F(CheckpointCapi, AFailedWriteLeavesNoStagingFolder) {
+  const std::string path = saved_then_changed();
+  {
+    const FileWritesFail full_disk;
+    EXPECT_EQ(save(path), ACCEL_ERR_IO);
+  }
+  EXPECT_FALSE(path_exists(path + ".saving"));
+  ASSERT_EQ(load(path), ACCEL_OK) << last_error();
+  EXPECT_EQ(first_weight(), 1.0f);
+}

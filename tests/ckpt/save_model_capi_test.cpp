@@ -278,6 +278,16 @@ TEST_F(SaveModel, BothASingleFileAndAnIndexAreRefused) {
   expect_refused(ACCEL_ERR_INVALID_ARGUMENT, {"holds both model.safetensors and " + std::string(kIndex)});
 }
 
+// A trailing slash is the same directory; "" is refused before anything is written.
+TEST_F(SaveModel, TheDirectoryIsNormalisedOrRefused) {
+  ASSERT_EQ(accel_state_save_model(state, model, (directory + "/").c_str(), 0), ACCEL_OK) << last_error();
+  EXPECT_TRUE(accel::path_exists(in_directory("model.safetensors")));
+  ASSERT_EQ(accel_model_load_weights(fresh, (directory + "//").c_str()), ACCEL_OK) << last_error();
+  EXPECT_EQ(contents(fresh), contents(model));
+  EXPECT_EQ(accel_state_save_model(state, model, "", 0), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("the model directory is \"\""), std::string::npos) << last_error();
+}
+
 TEST_F(SaveModel, NullArgumentsAreRefused) {
   EXPECT_EQ(accel_state_save_model(nullptr, model, directory.c_str(), 0), ACCEL_ERR_NULL_ARGUMENT);
   EXPECT_EQ(accel_state_save_model(state, nullptr, directory.c_str(), 0), ACCEL_ERR_NULL_ARGUMENT);

@@ -124,6 +124,56 @@ TEST_F(FileDatasetTest, SafetensorsTensorsAreFields) {
   accel_dataset_free(dataset);
 }
 
+// A field with zero-width rows ([4, 0]) has no bytes to copy: the copy of its rows had no pointers to
+// copy from or into either (memcpy of nothing from NULL: undefined behaviour, reported by UBSan).
+TEST_F(FileDatasetTest, ZeroWidthFieldsGiveEmptyRows) {
+  const std::string empty = file("empty_rows.npy", npy("<f4", "(4, 0)", ""));
+  const std::string y = file("y_rows.npy", npy("<i8", "(4,)", raw(std::vector<int64_t>{7, 8, 9, 10})));
+  const char* names[] = {"empty", "y"};
+  const char* files[] = {empty.c_str(), y.c_str()};
+  accel_dataset_t* dataset = nullptr;
+  ASSERT_EQ(accel_dataset_from_npy(&dataset, names, files, 2), ACCEL_OK) << last_error();
+  accel_loader_t* loader = loader_over(dataset, 3);
+  auto batches = all_batches(loader);
+  ASSERT_EQ(batches.size(), 2u);
+  accel_tensor_t* rows = nullptr;
+  ASSERT_EQ(accel_batch_get(batches[0], "empty", &rows), ACCEL_OK) << last_error();
+  ASSERT_EQ(accel_tensor_ndim(rows), 2u);
+  EXPECT_EQ(accel_tensor_shape(rows)[0], 3);
+  EXPECT_EQ(accel_tensor_shape(rows)[1], 0);
+  accel_tensor_free(rows);
+  EXPECT_EQ(field<int64_t>(batches[1], "y"), (std::vector<int64_t>{10}));
+  for (auto* batch : batches) accel_batch_free(batch);
+  accel_loader_free(loader);
+  accel_dataset_free(dataset);
+}
+
+// Another process truncating a mapped file under the dataset: reading the lost rows raised SIGBUS, which
+// killed the process. It is an I/O error naming the file, and the rows still there still read.
+TEST_F(FileDatasetTest, AFileTruncatedWhileMappedFailsTheBatchNotTheProcess) {
+  constexpr size_t kRows = 64, kRowFloats = 1024;  // 4 KiB a row: the rows span 64 pages
+  std::vector<float> values(kRows * kRowFloats);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i / kRowFloats);
+  const std::string path = file("shrinking.npy", npy("<f4", "(64, 1024)", raw(values)));
+  const char* names[] = {"x"};
+  const char* files[] = {path.c_str()};
+  accel_dataset_t* dataset = nullptr;
+  ASSERT_EQ(accel_dataset_from_npy(&dataset, names, files, 1), ACCEL_OK) << last_error();
+  ASSERT_EQ(::truncate(path.c_str(), 64 + 8 * 4096), 0);  // the header and the first 8 rows remain
+  accel_loader_t* loader = loader_over(dataset, 4);
+  accel_batch_t* batch = nullptr;
+  ASSERT_EQ(accel_loader_next(loader, &batch), ACCEL_OK) << last_error();  // rows 0-3
+  EXPECT_EQ(field<float>(batch, "x")[kRowFloats * 3], 3.0f);
+  accel_batch_free(batch);
+  ASSERT_EQ(accel_loader_next(loader, &batch), ACCEL_OK) << last_error();  // rows 4-7
+  accel_batch_free(batch);
+  EXPECT_EQ(accel_loader_next(loader, &batch), ACCEL_ERR_IO);  // rows 8-11 are gone
+  EXPECT_EQ(batch, nullptr);
+  EXPECT_NE(last_error().find(path + ": the file was truncated while mapped"), std::string::npos) << last_error();
+  accel_loader_free(loader);
+  accel_dataset_free(dataset);
+}
+
 TEST_F(FileDatasetTest, BadFilesGiveErrorsNamingTheFile) {
   accel_dataset_t* dataset = nullptr;
   const std::string missing = temp_path("missing.safetensors");

@@ -181,6 +181,21 @@ TEST_F(SafetensorsTest, AllowsAdjacentEmptyAndGappedTensors) {
   EXPECT_EQ(bytes_of(st.array("c")), pattern(8).substr(6));
 }
 
+// Tensors with no bytes (zero rows, zero width, or zero rows of enormous ones) copy out as empty tensors:
+// the copy of their nothing into a tensor without data was memcpy to NULL (UBSan: undefined behaviour).
+TEST_F(SafetensorsTest, EmptyTensorsCopyOutEmpty) {
+  const std::string json = R"({"rows": {"dtype": "F32", "shape": [0, 4], "data_offsets": [0, 0]},)"
+                           R"( "width": {"dtype": "F32", "shape": [3, 0], "data_offsets": [0, 0]},)"
+                           R"( "huge": {"dtype": "U8", "shape": [0, 9223372036854775807], "data_offsets": [0, 0]}})";
+  SafetensorsFile st(write("empty.safetensors", safetensors_bytes(json, "")));
+  for (const char* name : {"rows", "width", "huge"}) {
+    SCOPED_TRACE(name);
+    const at::Tensor tensor = copy_to_tensor(st.array(name));
+    EXPECT_EQ(tensor.numel(), 0);
+    EXPECT_EQ(tensor.sizes().vec(), st.array(name).shape);
+  }
+}
+
 TEST_F(SafetensorsTest, RefusesTruncatedFile) {
   const std::string json = R"({"w": {"dtype": "F64", "shape": [3, 2], "data_offsets": [0, 48]}})";
   const std::string good = write("good.safetensors", safetensors_bytes(json, pattern(48)));

@@ -107,7 +107,7 @@ std::string branching(const std::string& path) {
   return path;
 }
 
-std::string mlp_with_truncated_storage(const std::string& path) {
+std::string mlp_with_truncated_storage(const std::string& path, size_t kept_bytes) {
   const std::string whole = mlp(path + ".whole");
   {
     caffe2::serialize::PyTorchStreamReader reader(whole);
@@ -116,7 +116,7 @@ std::string mlp_with_truncated_storage(const std::string& path) {
     for (const auto& name : reader.getAllRecords()) {
       if (name == "version" || name == ".data/version") continue;  // the writer adds its own
       auto [data, size] = reader.getRecord(name);
-      writer.writeRecord(name, data.get(), name == "data/0" ? 100 : size);
+      writer.writeRecord(name, data.get(), name == "data/0" ? kept_bytes : size);
     }
     writer.writeEndOfFile();
   }

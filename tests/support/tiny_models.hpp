@@ -1,6 +1,7 @@
 // Small TorchScript models written from C++ (Module::define), saved to a file for the loaders under test.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace tiny_models {
@@ -14,9 +15,9 @@ std::string dict_output(const std::string& path);
 std::string tuple_output(const std::string& path);
 // forward(x [N, 8]) -> x @ w1 [N, 16]: ends in a matmul, so autocast leaves its output in low precision.
 std::string matmul_only(const std::string& path);
-// Like mlp, but the archive's storage record data/0 (w1's 512 bytes) is cut to 100 bytes, as in a file
-// truncated or corrupted after it was written; everything else is intact.
-std::string mlp_with_truncated_storage(const std::string& path);
+// Like mlp, but the archive's storage record data/0 (w1's 512 bytes) is cut to kept_bytes (0: an empty
+// record), as in a file truncated or corrupted after it was written; everything else is intact.
+std::string mlp_with_truncated_storage(const std::string& path, size_t kept_bytes = 100);
 // forward(x [N, 8]) -> [N, 8]: relu(x @ w1 + b1) @ head.w.t() * head.scale, with head.w the very tensor
 // w1 (tied weights, as an embedding and its output layer) unless `tied` is false, when head.w is a copy
 // of w1's values (`head_offset` added to them). Buffers: head.scale (float [1]) and steps (int64 [2]).

@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <limits>
 #include <string>
 
+#include "core/error.hpp"
 #include "tracking/progress.hpp"
 
 namespace accel::tracking {
@@ -91,6 +93,28 @@ TEST(Progress, OtherRanksDrawNothingAndNegativeStepsAreRefused) {
   }
   EXPECT_EQ(written(out), "");
   std::fclose(out);
+}
+
+// A count that would pass INT64_MAX is refused and the bar keeps its count (it printed "-2 steps" after
+// wrapping); a count near INT64_MAX still draws its tenths.
+TEST(Progress, ACountPastInt64MaxIsRefused) {
+  std::FILE* out = std::tmpfile();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  {
+    ProgressBar bar(true, kMax, "big", out, false, [] { return 0.0; });
+    bar.advance(kMax - 1, std::nullopt);
+    EXPECT_THROW(bar.advance(2, std::nullopt), Error);
+    bar.advance(1, std::nullopt);
+  }
+  const std::string text = written(out);
+  EXPECT_NE(text.find("100% [####################] " + std::to_string(kMax) + "/" + std::to_string(kMax)),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find('-'), std::string::npos) << text;
+  std::fclose(out);
+  ProgressBar unknown_total(false, 0, "", nullptr, false, [] { return 0.0; });
+  unknown_total.advance(kMax, std::nullopt);
+  EXPECT_THROW(unknown_total.advance(1, std::nullopt), Error);
 }
 
 }  // namespace

@@ -229,6 +229,8 @@ TEST(Optimizer, LrGetSetAndInitialLr) {
   EXPECT_DOUBLE_EQ(optimizer.initial_lr(1), 0.25);
   expect_error(Code::InvalidArgument, "lr", [&] { optimizer.set_lr(0, -1.0); });
   expect_error(Code::InvalidArgument, "lr", [&] { optimizer.set_lr(0, std::nan("")); });
+  expect_error(Code::InvalidArgument, "finite", [&] { optimizer.set_lr(0, HUGE_VAL); });
+  expect_error(Code::InvalidArgument, "finite", [&] { optimizer.set_lr(0, -HUGE_VAL); });
   expect_error(Code::OutOfRange, "group 2", [&] { optimizer.lr(2); });
   expect_error(Code::OutOfRange, "group 5", [&] { optimizer.initial_lr(5); });
   expect_error(Code::OutOfRange, "group 2", [&] { optimizer.group_parameter_names(2); });

@@ -1,6 +1,7 @@
 // Models, optimizers, schedulers, losses and save_model through the C ABI on one process.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -314,6 +315,39 @@ TEST_F(TrainCapi, BadInputGetsClearErrors) {
   EXPECT_EQ(accel_state_prepare_model(state, model, nullptr), ACCEL_ERR_INVALID_STATE);
 }
 
+// C booleans are 0 or 1 and a learning rate is finite: 5, -1 and +inf were taken.
+TEST_F(TrainCapi, BooleansOtherThanZeroOrOneAndInfiniteRatesAreRefused) {
+  for (const int on : {5, -1, 2}) {
+    EXPECT_EQ(accel_model_train(model, on), ACCEL_ERR_INVALID_ARGUMENT) << on;
+    EXPECT_NE(last_error().find("argument 'on' is " + std::to_string(on) + ", not 0 or 1"), std::string::npos)
+        << last_error();
+  }
+  EXPECT_EQ(accel_model_train(model, 0), ACCEL_OK);
+  EXPECT_EQ(accel_model_train(model, 1), ACCEL_OK);
+  accel_tensor_t* split = nullptr;
+  EXPECT_EQ(accel_state_split_tensor(state, x, 2, &split), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(accel_state_send_to_device(state, x, -1, &split), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(accel_state_pad_across_processes(state, x, 0, 0.0, 3, &split), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(accel_state_set_seed(state, 1, 7), ACCEL_ERR_INVALID_ARGUMENT);
+  accel_options_t* options = nullptr;
+  ASSERT_EQ(accel_options_new(&options), ACCEL_OK);
+  EXPECT_EQ(accel_options_set_bool(options, "shuffle", 5), ACCEL_ERR_BAD_OPTION_VALUE);
+  EXPECT_NE(last_error().find("option 'shuffle': a boolean is 0 or 1, got 5"), std::string::npos) << last_error();
+  accel_options_free(options);
+
+  accel_optimizer_t* optimizer = nullptr;
+  ASSERT_EQ(accel_optimizer_new(&optimizer, model, "sgd", nullptr), ACCEL_OK) << last_error();
+  double lr = 0;
+  ASSERT_EQ(accel_optimizer_lr(optimizer, 0, &lr), ACCEL_OK);
+  for (const double bad : {HUGE_VAL, -HUGE_VAL, std::nan("")}) {
+    EXPECT_EQ(accel_optimizer_set_lr(optimizer, 0, bad), ACCEL_ERR_INVALID_ARGUMENT) << bad;
+  }
+  double unchanged = -1;
+  ASSERT_EQ(accel_optimizer_lr(optimizer, 0, &unchanged), ACCEL_OK);
+  EXPECT_EQ(unchanged, lr);
+  accel_optimizer_free(optimizer);
+}
+
 // c10::Error::what() ends with one line per C++ frame; a user's error message must not.
 TEST_F(TrainCapi, LibTorchErrorsCarryNoBacktrace) {
   const auto expect_clean = [](int code, int expected, const char* call) {
@@ -351,6 +385,26 @@ TEST(ModelFile, StorageShorterThanItsTensorIsRefused) {
   const std::string buffer = bytes.str();
   EXPECT_EQ(accel_model_load_buffer(&model, buffer.data(), buffer.size()), ACCEL_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("the buffer: parameter 'w1'"), std::string::npos) << last_error();
+  EXPECT_EQ(model, nullptr);
+  std::remove(path.c_str());
+}
+
+// An empty storage record leaves its storage without any data (a null pointer behind the size the tensor
+// states), which the first read of the parameter followed.
+TEST(ModelFile, EmptyStorageRecordIsRefused) {
+  const std::string path = tiny_models::mlp_with_truncated_storage(tiny_models::temp_file("empty.pt"), 0);
+  accel_model_t* model = nullptr;
+  EXPECT_EQ(accel_model_load(&model, path.c_str()), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(model, nullptr);
+  EXPECT_NE(last_error().find("'" + path + "': parameter 'w1' needs 512 bytes but its storage holds 0"), std::string::npos)
+      << last_error();
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << file.rdbuf();
+  const std::string buffer = bytes.str();
+  EXPECT_EQ(accel_model_load_buffer(&model, buffer.data(), buffer.size()), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("the buffer: parameter 'w1' needs 512 bytes but its storage holds 0"), std::string::npos)
+      << last_error();
   EXPECT_EQ(model, nullptr);
   std::remove(path.c_str());
 }

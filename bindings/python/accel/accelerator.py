@@ -211,7 +211,7 @@ class Accelerator(Handle):
     def set_seed(self, seed, device_specific=False):
         """Accelerate's set_seed: torch's default CPU (and CUDA) generators of this process, seeded with
         seed, plus the process index when device_specific. Python's random and numpy are not seeded."""
-        check(lib.accel_state_set_seed(self.pointer, seed, int(device_specific)))
+        check(lib.accel_state_set_seed(self.pointer, seed, int(bool(device_specific))))
 
     @contextlib.contextmanager
     def _goes_first(self, begin, end):
@@ -248,7 +248,7 @@ class Accelerator(Handle):
         if isinstance(inputs, (np.ndarray, Tensor)) or _is_torch_tensor(inputs):
             out = ffi.new("accel_tensor_t **")
             with lent(inputs) as tensor:
-                check(lib.accel_state_split_tensor(self.pointer, tensor.pointer, int(apply_padding), out))
+                check(lib.accel_state_split_tensor(self.pointer, tensor.pointer, int(bool(apply_padding)), out))
             return returned_like(Tensor(out[0]), inputs)
         first, count, padded = ffi.new("int64_t *"), ffi.new("int64_t *"), ffi.new("int64_t *")
         check(lib.accel_state_split_range(self.pointer, len(inputs), first, count, padded))
@@ -262,7 +262,7 @@ class Accelerator(Handle):
         already there (Accelerate's send_to_device)."""
         out = ffi.new("accel_tensor_t **")
         with lent(tensor) as lent_tensor:
-            check(lib.accel_state_send_to_device(self.pointer, lent_tensor.pointer, int(non_blocking), out))
+            check(lib.accel_state_send_to_device(self.pointer, lent_tensor.pointer, int(bool(non_blocking)), out))
         return returned_like(Tensor(out[0]), tensor)
 
     def print(self, *args, **kwargs):
