@@ -54,6 +54,26 @@ typedef struct accel_output accel_output_t;
 ACCEL_API ACCEL_NODISCARD int accel_model_load(accel_model_t **out, const char *path);
 /* Errors: as accel_model_load, without ACCEL_ERR_IO. */
 ACCEL_API ACCEL_NODISCARD int accel_model_load_buffer(accel_model_t **out, const void *data, size_t size);
+/* A model whose tensors live in the caller's runtime (an eager PyTorch nn.Module, a LibTorch C++ module,
+ * arrays of Rust or Julia): count parameters named names[i] (trainable[i] 0 for a frozen one, as
+ * requires_grad False; trainable NULL: all trainable) and buffer_count buffers, typically
+ * accel_tensor_from_dlpack of the caller's memory. The memory stays the caller's: shared, never copied, kept
+ * alive by the model. Its forward and backward run in the caller's runtime, which tells the model about
+ * them (accel_model_begin_forward, accel_model_grad_ready, accel_model_end_backward); accel_model_forward
+ * refuses it (ACCEL_ERR_UNSUPPORTED). accel_state_prepare_model on it: the tensors must already be on the
+ * state's device (ACCEL_ERR_INVALID_ARGUMENT naming one that is not); rank 0's values are copied into every
+ * rank's tensors, in place; and each trainable parameter gets accel's gradient storage
+ * (accel_model_grad_view): with several processes the gradient buckets themselves (in shared memory on one
+ * host), else a tensor of its own. Everything else takes it as any prepared model: accel_optimizer_new,
+ * accumulation and no_sync, clipping, the fp16 grad scaler (accel/train.h), save_state / load_state and
+ * save_model (the weights read from and written into the caller's tensors), the timeline and
+ * accel_model_grad_sync_stat.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT (an array with a non-zero count, an element); ACCEL_ERR_INVALID_ARGUMENT
+ * (an empty or repeated name, an undefined or sparse tensor, a trainable parameter that is not floating). */
+ACCEL_API ACCEL_NODISCARD int accel_model_from_tensors(accel_model_t **out, const char *const *names,
+                                                       accel_tensor_t *const *parameters, const int *trainable,
+                                                       size_t count, const char *const *buffer_names,
+                                                       accel_tensor_t *const *buffers, size_t buffer_count);
 /* Releases the handle; the model lives on while an optimizer made from it does. NULL is a no-op. */
 ACCEL_API void accel_model_free(accel_model_t *model);
 
@@ -77,6 +97,34 @@ ACCEL_API ACCEL_NODISCARD int accel_model_forward(accel_model_t *model, accel_te
 ACCEL_API ACCEL_NODISCARD int accel_model_evaluate(accel_model_t *model, accel_tensor_t *const *inputs, size_t count,
                                                    const char *const *names, accel_tensor_t *const *named_inputs,
                                                    size_t named_count, accel_output_t **out);
+
+/* A prepared model of the caller's tensors (accel_model_from_tensors), as DDP drives its module:
+ * accel_model_begin_forward before each of the caller's forwards (grad_enabled 0 under torch.no_grad):
+ * with several processes it sends rank 0's buffers when the forward before synchronised (broadcast_buffers;
+ * collective then, on every rank alike) and decides whether the coming backward synchronises
+ * (accel_state_sync_gradients, no_sync, sync_each_batch).
+ * accel_model_grad_view: parameter index's gradient storage, a tensor of accel's to install as the gradient
+ * of the caller's tensor (torch: p.grad = torch.from_dlpack(...)) so that its backward accumulates there in
+ * place: with several processes a view into the gradient bucket, as DDP's gradient_as_bucket_view (no copy
+ * into the bucket). The same storage every step; clipping, the grad scaler, accel's optimizers and
+ * save_state read the gradient there. If the caller's runtime replaced it (a zero_grad that sets gradients
+ * to None), copy the new gradient into it and install it again before marking it ready, as DDP does.
+ * accel_model_grad_ready: parameter index's gradient for this backward is complete (call it from a
+ * post-accumulate-grad hook): once every gradient of its bucket is, the bucket's all-reduce starts,
+ * overlapping the rest of backward; a repeat within one backward is ignored, and outside a synchronising
+ * backward nothing happens.
+ * accel_model_end_backward: the caller's backward is over: on a synchronising backward, waits for the
+ * all-reduces, after which every gradient holds the average over the ranks; parameters never marked ready
+ * follow find_unused_parameters as DDP does (one no rank used keeps its gradient as it was), or fail naming
+ * them. With one process grad_ready and end_backward only check their arguments.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (a TorchScript model, whose backward accel runs
+ * itself; a model not prepared); ACCEL_ERR_OUT_OF_RANGE (index); ACCEL_ERR_INVALID_ARGUMENT (a frozen
+ * parameter; parameters without gradient, see above); collective errors. Thread safety: as the model's
+ * (grad_ready may be called from the caller's autograd threads, one at a time). */
+ACCEL_API ACCEL_NODISCARD int accel_model_begin_forward(accel_model_t *model, int grad_enabled);
+ACCEL_API ACCEL_NODISCARD int accel_model_grad_view(const accel_model_t *model, size_t index, accel_tensor_t **out);
+ACCEL_API ACCEL_NODISCARD int accel_model_grad_ready(accel_model_t *model, size_t index);
+ACCEL_API ACCEL_NODISCARD int accel_model_end_backward(accel_model_t *model);
 
 /* Output accessors: count; name of entry index (NULL unless the output is a dict); a new handle on entry
  * index (ACCEL_ERR_OUT_OF_RANGE otherwise); accel_output_get_named looks a dict entry up by name. */

@@ -75,6 +75,22 @@ ACCEL_API ACCEL_NODISCARD int accel_state_autocast_end(accel_state_t *state);
  * allocator returns its unused blocks. Not collective. Errors: ACCEL_ERR_NULL_ARGUMENT. */
 ACCEL_API ACCEL_NODISCARD int accel_state_free_memory(accel_state_t *state);
 
+/* The fp16 grad scaler for gradients whose optimizer is not accel's (a model of the caller's tensors trained
+ * by its runtime's own optimizer; accel's optimizers do this themselves):
+ * accel_state_grad_scale: *out, a new handle on the loss scale as a 0-dim float32 tensor on the state's
+ * device, to multiply the loss by before the caller's backward (the same memory every call: the update
+ * changes it in place; 1 without fp16 loss scaling).
+ * accel_state_unscale_gradients: divides the model's gradients by the scale and sets *found_inf to 1 when
+ * any holds inf or NaN (reading the device, as torch's GradScaler does); call it once per optimizer step,
+ * before clipping. Without fp16 loss scaling nothing changes and *found_inf is 0.
+ * accel_state_update_grad_scale: the scale's growth / backoff rule after an optimizer step that was taken
+ * (found_inf 0) or skipped (1), as GradScaler.update. Without fp16 loss scaling, nothing.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_DTYPE (fp16 gradients, torch's "Attempting to unscale FP16
+ * gradients."); ACCEL_ERR_INVALID_STATE (update before any scale). */
+ACCEL_API ACCEL_NODISCARD int accel_state_grad_scale(accel_state_t *state, accel_tensor_t **out);
+ACCEL_API ACCEL_NODISCARD int accel_state_unscale_gradients(accel_state_t *state, accel_model_t *model, int *found_inf);
+ACCEL_API ACCEL_NODISCARD int accel_state_update_grad_scale(accel_state_t *state, int found_inf);
+
 /* Unscales fp16 gradients first (those of the optimizers over the model's parameters, each once per step;
  * Accelerate unscales every optimizer, so a GAN clipping its discriminator would unscale the generator's
  * gradients before its backward), then clips the model's gradients so that their total norm is at most

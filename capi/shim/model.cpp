@@ -57,6 +57,18 @@ extern "C" int accel_model_load_buffer(accel_model_t** out, const void* data, si
   });
 }
 
+extern "C" int accel_model_from_tensors(accel_model_t** out, const char* const* names, accel_tensor_t* const* parameters,
+                                        const int* trainable, size_t count, const char* const* buffer_names,
+                                        accel_tensor_t* const* buffers, size_t buffer_count) {
+  return guarded_out(__func__, out, [&] {
+    const auto named = accel::capi::named_tensors(names, parameters, count, "parameters");
+    std::vector<bool> trains(count, true);
+    for (size_t i = 0; trainable != nullptr && i < count; ++i) trains[i] = trainable[i] != 0;
+    const auto named_buffers = accel::capi::named_tensors(buffer_names, buffers, buffer_count, "buffers");
+    *out = new accel_model{{}, accel::train::Model::from_tensors(named, trains, named_buffers)};
+  });
+}
+
 extern "C" void accel_model_free(accel_model_t* model) { release(__func__, model); }
 
 extern "C" int accel_state_prepare_model(accel_state_t* state, accel_model_t* model, const accel_options_t* options) {
@@ -146,6 +158,34 @@ extern "C" int accel_model_buffer(const accel_model_t* model, size_t index, acce
   return guarded_out(__func__, out, [&] {
     require(model, "model");
     *out = new accel_tensor(entry_at(model->model->named_buffers(), index).second);
+  });
+}
+
+extern "C" int accel_model_begin_forward(accel_model_t* model, int grad_enabled) {
+  return guarded(__func__, [&] {
+    require(model, "model");
+    model->model->begin_forward(accel::capi::flag(grad_enabled, "grad_enabled"));
+  });
+}
+
+extern "C" int accel_model_grad_view(const accel_model_t* model, size_t index, accel_tensor_t** out) {
+  return guarded_out(__func__, out, [&] {
+    require(model, "model");
+    *out = new accel_tensor{model->model->grad_view(index)};
+  });
+}
+
+extern "C" int accel_model_grad_ready(accel_model_t* model, size_t index) {
+  return guarded(__func__, [&] {
+    require(model, "model");
+    model->model->grad_ready(index);
+  });
+}
+
+extern "C" int accel_model_end_backward(accel_model_t* model) {
+  return guarded(__func__, [&] {
+    require(model, "model");
+    model->model->end_backward();
   });
 }
 

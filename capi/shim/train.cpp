@@ -7,6 +7,7 @@
 #include "shim/handles.hpp"
 
 using accel::capi::guarded;
+using accel::capi::guarded_out;
 using accel::capi::read_handle;
 using accel::capi::require;
 
@@ -73,6 +74,29 @@ extern "C" int accel_state_free_memory(accel_state_t* state) {
   return guarded(__func__, [&] {
     require(state, "state");
     accel::train::Accelerator::of(state->state)->free_memory();
+  });
+}
+
+extern "C" int accel_state_grad_scale(accel_state_t* state, accel_tensor_t** out) {
+  return guarded_out(__func__, out, [&] {
+    require(state, "state");
+    *out = new accel_tensor{accel::train::Accelerator::of(state->state)->grad_scale()};
+  });
+}
+
+extern "C" int accel_state_unscale_gradients(accel_state_t* state, accel_model_t* model, int* found_inf) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    require(model, "model");
+    require(found_inf, "found_inf");
+    *found_inf = accel::train::Accelerator::of(state->state)->unscale_gradients(*model->model) ? 1 : 0;
+  });
+}
+
+extern "C" int accel_state_update_grad_scale(accel_state_t* state, int found_inf) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    accel::train::Accelerator::of(state->state)->update_grad_scale(accel::capi::flag(found_inf, "found_inf"));
   });
 }
 

@@ -1,5 +1,7 @@
 #include "train/accelerator.hpp"
 
+#include <ATen/ops/ones.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -92,6 +94,23 @@ void Accelerator::no_sync_end(Model& model) {
 void Accelerator::free_memory() {
   state_->gradient_state().reset();
   release_cached_device_memory();
+}
+
+at::Tensor Accelerator::grad_scale() {
+  const c10::Device device(state_->device());
+  if (!scaler_) return at::ones({}, at::TensorOptions().dtype(at::kFloat).device(device));
+  return scaler_->scale_tensor(device);
+}
+
+bool Accelerator::unscale_gradients(const Model& model) {
+  if (!scaler_) return false;
+  std::vector<at::Tensor> parameters;
+  for (const auto& parameter : model.trainable_parameters()) parameters.push_back(parameter.second);
+  return scaler_->unscale_parameters(parameters);
+}
+
+void Accelerator::update_grad_scale(bool found_inf) {
+  if (scaler_) scaler_->update_after(found_inf);
 }
 
 // Unscaling every optimizer, as Accelerate does, would unscale another model's gradients before its own
@@ -231,7 +250,10 @@ std::shared_ptr<AcceleratedOptimizer> prepare_optimizer(const Model& model, cons
                                                         const OptimizerConfig& config) {
   const auto& state = model.state();
   if (!state) fail(Code::InvalidState, "prepare the model (accel_state_prepare_model) before making its optimizer");
-  auto optimizer = std::make_unique<Optimizer>(kind, model.trainable_parameters(), config);
+  auto settings = config;
+  // A model of the caller's tensors keeps its gradient storage: the caller's tensors hold it as their grads.
+  if (model.host_owned()) settings.zero_grad_to_none = false;
+  auto optimizer = std::make_unique<Optimizer>(kind, model.trainable_parameters(), settings);
   return std::make_shared<AcceleratedOptimizer>(Accelerator::of(state), std::move(optimizer));
 }
 

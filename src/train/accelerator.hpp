@@ -62,6 +62,13 @@ class Accelerator {
   void clip_grad_value(const Model& model, double clip_value);
 
   GradScaler* scaler() { return scaler_.get(); }
+  // The grad scaler for gradients whose optimizer is not accel's (a model of the caller's tensors):
+  // the loss scale as a 0-dim float32 tensor on the state's device (a tensor of 1 without fp16 loss
+  // scaling); the model's gradients unscaled, returning whether any was inf or NaN (false without
+  // scaling); the update rule after a step taken or skipped (nothing without scaling).
+  at::Tensor grad_scale();
+  bool unscale_gradients(const Model& model);
+  void update_grad_scale(bool found_inf);
   // The prepared optimizers of this state, any number of them (a GAN's two), each tracked by the scaler.
   void add_optimizer(AcceleratedOptimizer* optimizer);
   void remove_optimizer(AcceleratedOptimizer* optimizer);

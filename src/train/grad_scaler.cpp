@@ -63,10 +63,7 @@ at::Tensor GradScaler::scale(const at::Tensor& loss) {
     fail(Code::Dtype, std::string("GradScaler.scale: the loss must be a floating tensor, got ") +
                           c10::toString(loss.scalar_type()));
   }
-  if (!scale_.defined()) {
-    scale_ = at::full({}, config_.init_scale, at::TensorOptions().dtype(at::kFloat).device(loss.device()));
-  }
-  return loss.mul(scale_.to(loss.device()));
+  return loss.mul(scale_tensor(loss.device()).to(loss.device()));
 }
 
 void GradScaler::unscale(Optimizer& optimizer) {
@@ -81,6 +78,20 @@ void GradScaler::unscale(Optimizer& optimizer) {
   const auto grads = grads_to_unscale(optimizer.parameters());
   // One host sync for all grads; torch syncs as well, when step() reads found_inf.
   optimizers_[&optimizer] = {Stage::Unscaled, unscale_grads(grads).item<bool>()};
+}
+
+at::Tensor GradScaler::scale_tensor(const c10::Device& device) {
+  if (!scale_.defined()) scale_ = at::full({}, config_.init_scale, at::TensorOptions().dtype(at::kFloat).device(device));
+  return scale_;
+}
+
+bool GradScaler::unscale_parameters(const std::vector<at::Tensor>& parameters) {
+  return unscale_on_device(parameters).item<bool>();
+}
+
+void GradScaler::update_after(bool found_inf) {
+  require_scale("update");
+  apply_update_rule(found_inf);
 }
 
 at::Tensor GradScaler::unscale_on_device(const std::vector<at::Tensor>& parameters) {

@@ -51,6 +51,16 @@ class GradScaler {
   // twice). Without an unscale() or step() of it since its last update: Error(InvalidState).
   void update(const Optimizer& optimizer);
 
+  // For gradients whose optimizer is not accel's (a model of the caller's tensors trained by its own
+  // runtime's optimizer), what scale(), unscale() and update() do, without per-optimizer stages: the
+  // scale as a 0-dim float32 tensor on device (made there with init_scale when there is none yet) to
+  // multiply the loss by in the caller's runtime; the defined grads of `parameters` unscaled, returning
+  // whether any held inf or NaN (reading the device; errors as unscale()); and update()'s rule applied to
+  // a found_inf the caller kept.
+  at::Tensor scale_tensor(const c10::Device& device);
+  bool unscale_parameters(const std::vector<at::Tensor>& parameters);
+  void update_after(bool found_inf);
+
   // For a step that must not synchronise with the device (a captured CUDA graph): unscale() of the
   // defined grads of `parameters` without the per-optimizer stages, returning whether any held inf or NaN
   // as a 0-dim bool tensor on the scale's device instead of reading it. Errors as unscale().

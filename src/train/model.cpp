@@ -1,8 +1,8 @@
 #include "train/model.hpp"
 
 #include <ATen/ops/cat.h>
-#include <torch/csrc/autograd/grad_mode.h>
-#include <torch/script.h>
+#include <ATen/ops/zeros_like.h>
+#include <c10/core/GradMode.h>
 
 #include <fstream>
 #include <map>
@@ -14,12 +14,12 @@
 #include "core/timeline.hpp"
 #include "distributed/collectives.hpp"
 #include "train/autocast.hpp"
-#include "train/torchscript_file.hpp"
+#include "train/model_body.hpp"
 
 namespace accel::train {
 
 struct Model::Impl {
-  torch::jit::Module module;
+  std::shared_ptr<ModelBody> body;
   std::shared_ptr<distributed::State> state;
   PrepareConfig config;
   std::unique_ptr<Reducer> reducer;
@@ -42,9 +42,9 @@ Model::~Model() = default;
 
 namespace {
 
-std::shared_ptr<Model::Impl> loaded(std::istream& archive, const std::string& source) {
+std::shared_ptr<Model::Impl> around(std::shared_ptr<ModelBody> body) {
   auto impl = std::make_shared<Model::Impl>();
-  impl->module = load_torchscript(archive, source);
+  impl->body = std::move(body);
   return impl;
 }
 
@@ -99,48 +99,70 @@ ModelOutput convert(const c10::IValue& value, bool to_fp32) {
 std::shared_ptr<Model> Model::load_file(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file.good()) fail(Code::Io, "cannot open model file '" + path + "'");
-  return std::shared_ptr<Model>(new Model(loaded(file, "'" + path + "'")));
+  return std::shared_ptr<Model>(new Model(around(torchscript_body(file, "'" + path + "'"))));
 }
 
 std::shared_ptr<Model> Model::load_buffer(const std::string& bytes) {
   std::istringstream stream(bytes);
-  return std::shared_ptr<Model>(new Model(loaded(stream, "the buffer")));
+  return std::shared_ptr<Model>(new Model(around(torchscript_body(stream, "the buffer"))));
+}
+
+std::shared_ptr<Model> Model::from_tensors(const NamedTensors& parameters, const std::vector<bool>& trainable,
+                                           const NamedTensors& buffers) {
+  return std::shared_ptr<Model>(new Model(around(host_body(parameters, trainable, buffers))));
 }
 
 void Model::prepare(std::shared_ptr<distributed::State> state, const PrepareConfig& config) {
   if (impl_->state) fail(Code::InvalidState, "the model is already prepared");
-  impl_->module.to(at::Device(state->device()));
+  impl_->body->to(at::Device(state->device()));
   refresh_cached_tensors();  // the move to the device replaced the tensors
   impl_->config = config;
+  const bool host_owned = impl_->body->host_owned();
+  if (host_owned) {
+    // The caller's backward accumulates into accel's gradient storage (the buckets themselves with several
+    // processes), marking each gradient ready itself.
+    impl_->config.reducer.host_gradients = true;
+    impl_->config.reducer.gradient_as_bucket_view = true;
+  }
   if (state->launch().world_size > 1) {
     std::vector<at::Tensor> tensors;
     for (const auto& parameter : named_parameters()) tensors.push_back(parameter.second);
     for (const auto& buffer : named_buffers()) tensors.push_back(buffer.second);
     broadcast_coalesced(*state, tensors);
     auto trainable = trainable_parameters();
-    if (!trainable.empty()) impl_->reducer = std::make_unique<Reducer>(state, std::move(trainable), config.reducer);
+    if (!trainable.empty()) impl_->reducer = std::make_unique<Reducer>(state, std::move(trainable), impl_->config.reducer);
+  } else if (host_owned) {
+    for (const auto& parameter : trainable_parameters()) {
+      auto grad = at::zeros_like(parameter.second, at::MemoryFormat::Contiguous);
+      parameter.second.mutable_grad() = grad;
+    }
   }
   impl_->state = std::move(state);
 }
 
 bool Model::prepared() const { return impl_->state != nullptr; }
 
+void Model::begin_forward(bool grad_enabled) {
+  if (!impl_->state || impl_->state->launch().world_size == 1) return;
+  // DDP's forward, which looks at the grad mode and not at the module's training flag.
+  if (impl_->config.broadcast_buffers && impl_->last_forward_synchronised) {
+    std::vector<at::Tensor> buffers;
+    for (const auto& buffer : named_buffers()) buffers.push_back(buffer.second);
+    if (!buffers.empty()) broadcast_coalesced(*impl_->state, buffers);
+  }
+  // Accelerate's accumulate(): DDP skips the all-reduce unless this step syncs or sync_each_batch is set.
+  const bool synchronises = grad_enabled && !impl_->no_sync &&
+                            (impl_->state->sync_gradients() || impl_->state->options().get_bool("sync_each_batch"));
+  if (impl_->reducer && grad_enabled) impl_->reducer->prepare_for_backward(synchronises);
+  impl_->last_forward_synchronised = synchronises;
+}
+
 ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTensors& kwargs, bool grad_enabled) {
   const timeline::Span span(grad_enabled ? "forward" : "evaluate");
-  torch::AutoGradMode grad_mode(grad_enabled);
-  if (impl_->state && impl_->state->launch().world_size > 1) {
-    // DDP's forward, which looks at the grad mode and not at the module's training flag.
-    if (impl_->config.broadcast_buffers && impl_->last_forward_synchronised) {
-      std::vector<at::Tensor> buffers;
-      for (const auto& buffer : impl_->module.named_buffers(true)) buffers.push_back(buffer.value);
-      if (!buffers.empty()) broadcast_coalesced(*impl_->state, buffers);
-    }
-    // Accelerate's accumulate(): DDP skips the all-reduce unless this step syncs or sync_each_batch is set.
-    const bool synchronises = grad_enabled && !impl_->no_sync &&
-                              (impl_->state->sync_gradients() || impl_->state->options().get_bool("sync_each_batch"));
-    if (impl_->reducer && grad_enabled) impl_->reducer->prepare_for_backward(synchronises);
-    impl_->last_forward_synchronised = synchronises;
-  }
+  c10::AutoGradMode grad_mode(grad_enabled);
+  // A forward accel cannot run is refused before begin_forward's broadcast, which is collective.
+  if (impl_->body->host_owned()) impl_->body->forward({}, {});
+  begin_forward(grad_enabled);
   std::vector<c10::IValue> inputs(args.begin(), args.end());
   std::unordered_map<std::string, c10::IValue> named;
   for (const auto& [name, tensor] : kwargs) named.emplace(name, tensor);
@@ -151,59 +173,88 @@ ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTenso
   {
     AutocastScope scope(precision, device);
     autocast = scope.active();
-    try {
-      result = impl_->module.forward(inputs, named);
-    } catch (const std::exception& error) {
-      // TorchScript's interpreter reports a failing model line as a plain runtime error, LibTorch's own
-      // checks as c10::Error.
-      fail_from(error, Code::Torch, "forward failed: ");
-    }
+    result = impl_->body->forward(std::move(inputs), named);
   }
   return convert(result, autocast && !impl_->config.keep_low_precision_outputs);
 }
 
-void Model::train(bool on) { impl_->module.train(on); }
-bool Model::is_training() const { return impl_->module.is_training(); }
+bool Model::host_owned() const { return impl_->body->host_owned(); }
+
+size_t Model::trainable_index(size_t index, const char* what) const {
+  const auto& parameters = named_parameters();
+  if (index >= parameters.size()) {
+    fail(Code::OutOfRange, std::string(what) + ": parameter " + std::to_string(index) + " out of range (the model has " +
+                               std::to_string(parameters.size()) + ")");
+  }
+  if (!impl_->body->host_owned()) {
+    fail(Code::InvalidState, std::string(what) + ": accel runs this model's backward itself (a TorchScript model); "
+                                                 "only a model made from the caller's tensors has its gradients marked");
+  }
+  if (!impl_->state) fail(Code::InvalidState, std::string(what) + ": prepare the model (accel_state_prepare_model) first");
+  if (!parameters[index].second.requires_grad()) {
+    fail(Code::InvalidArgument, std::string(what) + ": parameter '" + parameters[index].first + "' is not trainable");
+  }
+  size_t trainable = 0;
+  for (size_t i = 0; i < index; ++i) trainable += parameters[i].second.requires_grad() ? 1 : 0;
+  return trainable;
+}
+
+at::Tensor Model::grad_view(size_t index) const {
+  trainable_index(index, "grad_view");
+  return named_parameters()[index].second.grad();
+}
+
+void Model::grad_ready(size_t index) {
+  const size_t trainable = trainable_index(index, "grad_ready");
+  if (impl_->reducer) impl_->reducer->mark_ready(trainable);
+}
+
+void Model::end_backward() {
+  if (!impl_->body->host_owned()) {
+    fail(Code::InvalidState, "end_backward: accel runs this model's backward itself (a TorchScript model)");
+  }
+  if (impl_->reducer) impl_->reducer->finish_backward();
+}
+
+void Model::train(bool on) { impl_->body->train(on); }
+bool Model::is_training() const { return impl_->body->is_training(); }
 void Model::set_no_sync(bool on) { impl_->no_sync = on; }
 bool Model::no_sync() const { return impl_->no_sync; }
 
 namespace {
 
-// TorchScript lists a tensor that several submodules hold once per holder: the same TensorImpl in each
-// slot. torch's named_parameters keeps the first.
-template <typename List>
-Model::Impl::Slots slots_of(const List& list) {
+// A module lists a tensor that several submodules hold once per holder: the same TensorImpl in each slot.
+// torch's named_parameters keeps the first.
+Model::Impl::Slots slots_of(const NamedTensors& list) {
   Model::Impl::Slots slots;
   std::set<const c10::TensorImpl*> seen;
-  for (const auto& item : list) {
-    if (seen.insert(item.value.unsafeGetTensorImpl()).second) {
+  for (const auto& [name, tensor] : list) {
+    if (seen.insert(tensor.unsafeGetTensorImpl()).second) {
       slots.unique_slots.push_back(slots.every.size());
-      slots.unique.emplace_back(item.name, item.value);
+      slots.unique.emplace_back(name, tensor);
     }
-    slots.every.emplace_back(item.name, item.value);
+    slots.every.emplace_back(name, tensor);
   }
   return slots;
 }
 
-template <typename List>
-void refresh(Model::Impl::Slots& slots, const List& list) {
-  size_t i = 0;
-  for (const auto& item : list) slots.every[i++].second = item.value;
+void refresh(Model::Impl::Slots& slots, const NamedTensors& list) {
+  for (size_t i = 0; i < list.size(); ++i) slots.every[i].second = list[i].second;
   for (size_t u = 0; u < slots.unique.size(); ++u) slots.unique[u].second = slots.every[slots.unique_slots[u]].second;
 }
 
 }  // namespace
 
 void Model::list_tensors() const {
-  if (!impl_->parameters) impl_->parameters = slots_of(impl_->module.named_parameters(true));
-  if (!impl_->buffers) impl_->buffers = slots_of(impl_->module.named_buffers(true));
+  if (!impl_->parameters) impl_->parameters = slots_of(impl_->body->parameter_slots());
+  if (!impl_->buffers) impl_->buffers = slots_of(impl_->body->buffer_slots());
 }
 
 void Model::refresh_cached_tensors() {
   // Only the tensors change: names handed out through the C API stay valid. Moving to a device keeps
   // each TensorImpl (set_data), so tied slots stay one tensor.
-  if (impl_->parameters) refresh(*impl_->parameters, impl_->module.named_parameters(true));
-  if (impl_->buffers) refresh(*impl_->buffers, impl_->module.named_buffers(true));
+  if (impl_->parameters) refresh(*impl_->parameters, impl_->body->parameter_slots());
+  if (impl_->buffers) refresh(*impl_->buffers, impl_->body->buffer_slots());
 }
 
 const NamedTensors& Model::named_parameters() const {
@@ -239,19 +290,9 @@ GradSyncReport Model::grad_sync_report() const {
   return impl_->reducer ? impl_->reducer->sync_report() : GradSyncReport{};
 }
 
-std::shared_ptr<Model> Model::unwrap() const {
-  auto impl = std::make_shared<Impl>();
-  impl->module = impl_->module;
-  return std::shared_ptr<Model>(new Model(impl));
-}
+std::shared_ptr<Model> Model::unwrap() const { return std::shared_ptr<Model>(new Model(around(impl_->body))); }
 
-void Model::save_torchscript(const std::string& path) const {
-  try {
-    impl_->module.save(path);
-  } catch (const std::exception& error) {
-    fail_from(error, Code::Io, "cannot save the model to '" + path + "': ");
-  }
-}
+void Model::save_torchscript(const std::string& path) const { impl_->body->save_torchscript(path); }
 
 const std::shared_ptr<distributed::State>& Model::state() const { return impl_->state; }
 

@@ -37,10 +37,17 @@ class Model {
   // Throws Error(Io) for a missing file, Error(InvalidArgument) for one that is not TorchScript.
   static std::shared_ptr<Model> load_file(const std::string& path);
   static std::shared_ptr<Model> load_buffer(const std::string& bytes);
+  // A model whose tensors are the caller's (train/model_body.hpp: host_body): its forward and backward run
+  // in the caller's runtime, which tells the model about them (begin_forward, grad_ready, end_backward).
+  static std::shared_ptr<Model> from_tensors(const NamedTensors& parameters, const std::vector<bool>& trainable,
+                                             const NamedTensors& buffers);
   ~Model();
 
   // Moves to the state's device, makes every rank start from rank 0's parameters and buffers, and with
   // several processes builds the reducer. Collective. Throws Error(InvalidState) when already prepared.
+  // A model of the caller's tensors is checked to be on the device instead (Error(InvalidArgument)), and
+  // gets accel's gradient storage: each trainable parameter's grad() is a tensor of accel's (with several
+  // processes a view into its gradient bucket), which the caller's backward accumulates into.
   void prepare(std::shared_ptr<distributed::State> state, const PrepareConfig& config);
   bool prepared() const;
 
@@ -49,6 +56,27 @@ class Model {
   // processes, it may broadcast the buffers (PrepareConfig::broadcast_buffers): collective then, training
   // or evaluating, as DDP's forward; the unwrapped model's forward never is.
   ModelOutput forward(const std::vector<at::Tensor>& args, const NamedTensors& kwargs, bool grad_enabled);
+
+  // What DDP's forward does before running the module: on several processes, rank 0's buffers sent when the
+  // forward before synchronised (collective then), and whether the coming backward synchronises decided.
+  // forward() calls it; the caller's runtime calls it before its own forward of a model of its tensors.
+  void begin_forward(bool grad_enabled);
+
+  // A model of the caller's tensors (from_tensors), whose backward runs in the caller's runtime.
+  bool host_owned() const;
+  // Its parameter index's gradient storage (set at prepare): what the caller installs as the gradient of
+  // its own tensor, so that its backward accumulates there in place.
+  at::Tensor grad_view(size_t index) const;
+  // The caller's backward has accumulated parameter index's gradient into its storage: with several
+  // processes, its bucket's all-reduce starts once every gradient of the bucket is in (a repeat is ignored).
+  void grad_ready(size_t index);
+  // The caller's backward is over: on a synchronising backward, waits for the all-reduces (every gradient
+  // then holds the average over the ranks) and treats the parameters never marked as the reducer's
+  // find_unused_parameters rule says (or fails naming them).
+  void end_backward();
+  // grad_view, grad_ready: index out of range: Error(OutOfRange); a TorchScript model or an unprepared one:
+  // Error(InvalidState); a frozen parameter: Error(InvalidArgument). end_backward: Error(InvalidState) for
+  // a TorchScript model, and the reducer's errors.
 
   void train(bool on);
   bool is_training() const;
@@ -81,6 +109,8 @@ class Model {
 
  private:
   explicit Model(std::shared_ptr<Impl> impl);
+  // The index among the trainable parameters of parameter index, checked for what (grad_view, ...).
+  size_t trainable_index(size_t index, const char* what) const;
   void list_tensors() const;
   void refresh_cached_tensors();
   std::shared_ptr<Impl> impl_;

@@ -220,6 +220,7 @@ struct Optimizer::Impl {
   std::vector<double> initial_lrs;
   std::unique_ptr<CapturableOptimizer> capturable;
   int64_t state_generation = 0;
+  bool zero_grad_to_none = true;
 
   size_t checked(size_t index) const {
     const auto count = optimizer->param_groups().size();
@@ -286,6 +287,7 @@ Optimizer::Optimizer(const std::string& kind, const std::vector<std::pair<std::s
   validate_parameters(named_parameters);
   const auto groups = split_groups(named_parameters, config);
   impl_->optimizer = impl_->traits->build(groups, config);
+  impl_->zero_grad_to_none = config.zero_grad_to_none;
   for (const auto& group : groups) {
     impl_->names.push_back(group.names);
     impl_->initial_lrs.push_back(config.lr);
@@ -304,7 +306,12 @@ void Optimizer::step() {
 void Optimizer::zero_grad() {
   for (const auto& group : impl_->optimizer->param_groups()) {
     for (auto param : group.params()) {
-      if (param.grad().defined()) param.mutable_grad() = at::Tensor();
+      if (!param.grad().defined()) continue;
+      if (impl_->zero_grad_to_none) {
+        param.mutable_grad() = at::Tensor();
+      } else {
+        param.mutable_grad().zero_();
+      }
     }
   }
 }

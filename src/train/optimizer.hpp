@@ -24,6 +24,9 @@ struct OptimizerConfig {
   double beta1 = 0.9;  // adam, adamw
   double beta2 = 0.999;  // adam, adamw
   double eps = 1e-8;  // adam, adamw
+  // zero_grad's way: gradients set to undefined (set_to_none, as Accelerate and torch 2.x), or zeroed where
+  // they are, for gradient storage that must stay (a model of the caller's tensors: accel_model_grad_view).
+  bool zero_grad_to_none = true;
   // Parameters whose name matches one of these glob patterns ('*' and '?', e.g. "*bias", "*norm*") go in
   // a second parameter group with weight_decay 0 (the usual "no decay for biases and norms").
   std::vector<std::string> no_decay_patterns;
@@ -51,7 +54,7 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   void step();  // the plain torch::optim step; parameters without grad are left alone
-  void zero_grad();  // sets every grad to undefined (set_to_none, as Accelerate / torch 2.x)
+  void zero_grad();  // see OptimizerConfig::zero_grad_to_none
 
   // Group accessors; a group index out of range is Error(OutOfRange).
   size_t num_groups() const;

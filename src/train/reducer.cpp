@@ -215,7 +215,8 @@ void Reducer::Impl::mark_ready(size_t index) {
   if (!finalize_queued) {
     finalize_queued = true;
     helper_cpu_at_first_gradient = helper_cpu_seconds();
-    torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize(); });
+    // The caller's backward ends with finish_backward; accel's own, with autograd's final callback.
+    if (!config.host_gradients) torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize(); });
   }
   ready[index] = true;
   --buckets[bucket_of[index]].pending;
@@ -266,8 +267,10 @@ void Reducer::Impl::launch(Bucket& bucket) {
     for (const auto& [from, to] : outside) {
       if (from >= to) continue;
       auto slot = bucket.flat.narrow(0, from, to - from);
-      at::div_out(slot, flat_grad.narrow(0, from - begin, to - from), bucket.world_size);
-      copied_bytes += (to - from) * flat_grad.element_size();
+      const auto source = flat_grad.narrow(0, from - begin, to - from);
+      at::div_out(slot, source, bucket.world_size);
+      // A gradient that is its bucket view is divided where it is: nothing copied.
+      if (source.data_ptr() != slot.data_ptr()) copied_bytes += (to - from) * flat_grad.element_size();
     }
     if (share_begin < share_end) {
       average.own.push_back({share_begin, share_end,
@@ -440,6 +443,15 @@ Reducer::Reducer(std::shared_ptr<distributed::State> state, std::vector<std::pai
   impl_->assign_buckets();
   impl_->refuse_what_the_transport_cannot_carry();
   impl_->reset_for_backward();
+  if (impl_->config.host_gradients) {
+    for (auto& bucket : impl_->buckets) {
+      for (size_t m = 0; m < bucket.members.size(); ++m) {
+        at::Tensor& parameter = impl_->parameters[bucket.members[m]].second;
+        parameter.mutable_grad() = bucket.flat.narrow(0, bucket.offsets[m], parameter.numel()).view(parameter.sizes());
+      }
+    }
+    return;
+  }
   for (size_t i = 0; i < impl_->parameters.size(); ++i) {
     // Holding the accumulator keeps it (and the hook) alive between iterations.
     auto accumulator = torch::autograd::impl::grad_accumulator(impl_->parameters[i].second);
@@ -456,6 +468,19 @@ void Reducer::prepare_for_backward(bool sync) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->reset_for_backward();
   impl_->expect_hooks = sync;
+}
+
+void Reducer::mark_ready(size_t index) { impl_->mark_ready(index); }
+
+void Reducer::finish_backward() {
+  bool in_backward = false;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    in_backward = impl_->expect_hooks;
+    // A backward in which no gradient was marked still ends here: every parameter then went unused.
+    if (in_backward && !impl_->finalize_queued) impl_->helper_cpu_at_first_gradient = impl_->helper_cpu_seconds();
+  }
+  if (in_backward) impl_->finalize();
 }
 
 GradSyncReport Reducer::sync_report() const {

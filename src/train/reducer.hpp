@@ -47,6 +47,10 @@ struct ReducerConfig {
   // the parameters.
   bool static_graph = false;
   GradCompression compression = GradCompression::None;
+  // The gradients are the caller's (a model whose backward runs in the caller's runtime): no autograd hook
+  // is registered; each gradient is its bucket view from the start (with gradient_as_bucket_view), the
+  // caller marks each one ready (mark_ready) and ends the backward (finish_backward).
+  bool host_gradients = false;
 };
 
 class Reducer {
@@ -61,6 +65,11 @@ class Reducer {
   // Called before each forward: whether the coming backward synchronises (false while accumulating, when
   // gradients only add up locally).
   void prepare_for_backward(bool sync);
+  // With host_gradients: parameter index's gradient is in its bucket view for this backward; and the
+  // backward is over (what autograd's hooks and final callback do otherwise). Outside a synchronising
+  // backward both do nothing.
+  void mark_ready(size_t index);
+  void finish_backward();
 
   // Buckets as lists of parameter names, in launch order.
   std::vector<std::vector<std::string>> bucket_names() const;

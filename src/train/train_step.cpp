@@ -304,6 +304,10 @@ TrainStep::TrainStep(std::shared_ptr<Model> model, std::shared_ptr<AcceleratedOp
     : impl_(std::make_unique<Impl>()) {
   require_argument(model != nullptr && optimizer != nullptr, "train step: a model and an optimizer are needed");
   if (!model->prepared()) fail(Code::InvalidState, "train step: prepare the model (accel_state_prepare_model) first");
+  if (model->host_owned()) {
+    fail(Code::Unsupported, "train step: a train step runs the model's forward and backward, and this model's run "
+                            "in the caller's runtime (its tensors are the caller's)");
+  }
   require_argument(config.max_grad_norm >= 0, "train step: max_grad_norm must be >= 0 (0: no clipping), got " +
                                                   format_number(config.max_grad_norm));
   require_argument(config.norm_type > 0, "train step: norm_type must be > 0 or inf, got " + format_number(config.norm_type));

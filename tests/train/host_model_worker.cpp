@@ -1,0 +1,210 @@
+// A model whose tensors are the caller's (Model::from_tensors), on every rank under `accel launch`: the
+// caller here is LibTorch's own autograd on tensors the test owns, standing in for an eager PyTorch module.
+// It must train to the very weights of the same MLP as a TorchScript model that accel runs, with every
+// gradient accumulated straight into accel's storage (the buckets, with several processes), and keep
+// DDP's rules for no_sync and unused parameters. Registered with 1, 2 and 3 processes, and 2 over Gloo.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core_worker.hpp"
+#include "expect_error.hpp"
+#include "train/accelerator.hpp"
+
+namespace {
+
+using namespace accel;
+using namespace accel::train;
+
+using core_worker::load_mlp;
+using core_worker::rank;
+using core_worker::state;
+using core_worker::world;
+
+// The caller's side: its own tensors (with autograd), and the model accel made of them.
+struct CallerModel {
+  std::vector<std::string> names;
+  std::vector<at::Tensor> tensors;  // the caller's, requires_grad
+  std::shared_ptr<Model> model;
+
+  // The forward of tiny_models' MLP, written by hand as an eager runtime would run it.
+  at::Tensor forward(const at::Tensor& x) const {
+    return at::matmul(at::relu(at::matmul(x, tensors[0]) + tensors[1]), tensors[2]) + tensors[3];
+  }
+
+  // One backward as the caller's runtime runs it, telling the model: gradients marked in the order
+  // autograd makes them (last layer first), then the end.
+  void backward(const at::Tensor& loss) {
+    loss.backward();
+    for (size_t i = tensors.size(); i-- > 0;) model->grad_ready(i);
+    model->end_backward();
+  }
+};
+
+// The weights of `reference` (a TorchScript MLP), copied into tensors the caller owns, made into a model and
+// prepared; each caller tensor's grad is then accel's storage, as a tensor of its own over that memory (as a
+// DLPack import would be), so that the caller's backward accumulates in place.
+CallerModel caller_copy_of(const Model& reference, const PrepareConfig& prepare = {}) {
+  CallerModel caller;
+  NamedTensors named;
+  for (const auto& [name, tensor] : reference.named_parameters()) {
+    caller.names.push_back(name);
+    caller.tensors.push_back(tensor.detach().clone().requires_grad_());
+    named.emplace_back(name, caller.tensors.back());
+  }
+  caller.model = Model::from_tensors(named, std::vector<bool>(named.size(), true), {});
+  caller.model->prepare(state, prepare);
+  for (size_t i = 0; i < caller.tensors.size(); ++i) caller.tensors[i].mutable_grad() = caller.model->grad_view(i).detach();
+  return caller;
+}
+
+std::shared_ptr<AcceleratedOptimizer> optimizer_for(const Model& model, const std::string& kind) {
+  OptimizerConfig config;
+  config.lr = kind == "sgd" ? 0.05 : 0.01;
+  config.momentum = kind == "sgd" ? 0.9 : 0.0;
+  config.weight_decay = 0.01;
+  return prepare_optimizer(model, kind, config);
+}
+
+at::Tensor my_rows(const at::Tensor& global) {
+  const int64_t per_rank = global.size(0) / world();
+  return global.narrow(0, rank() * per_rank, per_rank);
+}
+
+void expect_same_weights(const Model& script, const CallerModel& caller) {
+  const auto& parameters = script.named_parameters();
+  ASSERT_EQ(parameters.size(), caller.tensors.size());
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    EXPECT_TRUE(parameters[i].second.detach().equal(caller.tensors[i].detach())) << parameters[i].first;
+  }
+}
+
+// 20 steps of the same MLP, same data: accel running a TorchScript model, and the caller running its own
+// tensors with accel's gradient sync and optimizer. Bit for bit the same weights, for SGD (momentum) and AdamW.
+TEST(HostModel, TrainsToTheWeightsOfTheSameTorchScriptModel) {
+  for (const std::string kind : {"sgd", "adamw"}) {
+    SCOPED_TRACE(kind);
+    auto script = load_mlp("host_script_" + kind);
+    script->prepare(state, PrepareConfig{});
+    auto caller = caller_copy_of(*script);
+    auto accelerator = Accelerator::of(state);
+    auto script_optimizer = optimizer_for(*script, kind);
+    auto caller_optimizer = optimizer_for(*caller.model, kind);
+    at::manual_seed(7);
+    const auto inputs = at::randn({20, 4 * world(), 8});
+    const auto targets = at::randn({20, 4 * world(), 4});
+    for (int64_t step = 0; step < 20; ++step) {
+      accelerator->accumulate();
+      const auto x = my_rows(inputs[step]), y = my_rows(targets[step]);
+      accelerator->backward(at::mse_loss(script->forward({x}, {}, true).values.front().second, y));
+      script_optimizer->step();
+      script_optimizer->zero_grad();
+
+      caller.model->begin_forward(true);
+      caller.backward(at::mse_loss(caller.forward(x), y));
+      for (size_t i = 0; i < caller.tensors.size(); ++i) {
+        EXPECT_EQ(caller.tensors[i].grad().data_ptr(), caller.model->grad_view(i).data_ptr())
+            << "the caller's backward accumulated outside accel's storage";
+      }
+      caller_optimizer->step();
+      caller_optimizer->zero_grad();  // keeps the storage, zeroed
+    }
+    expect_same_weights(*script, caller);
+    EXPECT_EQ(caller.model->grad_view(0).abs().sum().item<double>(), 0.0);
+  }
+}
+
+// With several processes the storage is the gradient bucket itself: nothing is copied in or out.
+TEST(HostModel, GradientStorageIsTheBucket) {
+  auto caller = caller_copy_of(*load_mlp("host_bucket"));
+  auto accelerator = Accelerator::of(state);
+  accelerator->accumulate();
+  caller.model->begin_forward(true);
+  caller.backward(at::randn({4, 4}).mul(caller.forward(at::randn({4, 8}))).sum());
+  const auto report = caller.model->grad_sync_report();
+  if (world() == 1) {
+    EXPECT_EQ(report.total.syncs, 0);
+    return;
+  }
+  EXPECT_EQ(report.total.syncs, 1);
+  EXPECT_EQ(report.total.copied_bytes, 0);
+  EXPECT_GT(report.total.bytes, 0);
+}
+
+// Inside no_sync the gradients only add up on each rank; the next synchronising backward averages the sum.
+TEST(HostModel, NoSyncAccumulatesLocallyUntilTheNextSynchronisingBackward) {
+  auto script = load_mlp("host_no_sync");
+  auto caller = caller_copy_of(*script);
+  auto accelerator = Accelerator::of(state);
+  at::manual_seed(11 + rank());  // each rank its own batches
+  const auto x1 = at::randn({4, 8}), x2 = at::randn({4, 8});
+  accelerator->no_sync_begin(*caller.model);
+  accelerator->accumulate();
+  caller.model->begin_forward(true);
+  caller.backward(caller.forward(x1).sum());
+  const auto local = caller.model->grad_view(0).clone();
+  accelerator->no_sync_end(*caller.model);
+  accelerator->accumulate();
+  caller.model->begin_forward(true);
+  caller.backward(caller.forward(x2).sum());
+  // The expected average: every rank's own two-batch sum, averaged by hand.
+  auto expected = local + [&] {
+    auto again = caller_copy_of(*script);
+    again.forward(x2).sum().backward();
+    return again.tensors[0].grad().clone();
+  }();
+  auto average = expected.clone();
+  if (world() > 1) {
+    auto* group = state->group("test");
+    average.div_(static_cast<double>(world()));
+    group->allreduce_async(average, "test")->wait();
+  }
+  EXPECT_TRUE(caller.model->grad_view(0).allclose(average, 1e-6, 1e-6));
+  if (world() > 1) EXPECT_FALSE(caller.model->grad_view(0).allclose(local, 1e-6, 1e-6)) << "no average was taken";
+}
+
+// A parameter the caller's backward never reached (never marked) is named, unless find_unused_parameters;
+// with it, one no rank used keeps its gradient as it was (its storage: zeros here).
+TEST(HostModel, AnUnmarkedParameterIsNamedUnlessFindUnusedParameters) {
+  if (world() == 1) GTEST_SKIP() << "one process has no gradient sync";
+  for (const bool find_unused : {false, true}) {
+    SCOPED_TRACE(find_unused ? "find_unused_parameters" : "default");
+    PrepareConfig prepare;
+    prepare.reducer.find_unused_parameters = find_unused;
+    auto caller = caller_copy_of(*load_mlp(find_unused ? "host_unused_found" : "host_unused"), prepare);
+    auto accelerator = Accelerator::of(state);
+    accelerator->accumulate();
+    caller.model->begin_forward(true);
+    // A forward that skips the first layer, as a mixture of experts skips an expert: w1 gets no gradient.
+    const auto out = at::matmul(at::relu(at::randn({4, 16}) + caller.tensors[1]), caller.tensors[2]) + caller.tensors[3];
+    out.sum().backward();
+    for (size_t i = caller.tensors.size(); i-- > 1;) caller.model->grad_ready(i);
+    if (!find_unused) {
+      expect_error(Code::InvalidArgument, "w1", [&] { caller.model->end_backward(); });
+      continue;
+    }
+    caller.model->end_backward();
+    EXPECT_EQ(caller.model->grad_view(0).abs().sum().item<double>(), 0.0);
+    EXPECT_GT(caller.model->grad_view(1).abs().sum().item<double>(), 0.0);
+  }
+}
+
+TEST(HostModel, ItsForwardAndBackwardAreTheCallers) {
+  auto caller = caller_copy_of(*load_mlp("host_errors"));
+  expect_error(Code::Unsupported, "caller's runtime", [&] { caller.model->forward({at::randn({2, 8})}, {}, true); });
+  expect_error(Code::OutOfRange, "out of range", [&] { caller.model->grad_ready(9); });
+  auto script = load_mlp("host_errors_script");
+  script->prepare(state, PrepareConfig{});
+  expect_error(Code::InvalidState, "TorchScript", [&] { script->grad_view(0); });
+  expect_error(Code::InvalidState, "TorchScript", [&] { script->end_backward(); });
+  NamedTensors named{{"w", at::ones({2})}, {"w", at::ones({2})}};
+  expect_error(Code::InvalidArgument, "given twice", [&] { Model::from_tensors(named, {true, true}, {}); });
+  NamedTensors integer{{"steps", at::ones({2}, at::kLong)}};
+  expect_error(Code::InvalidArgument, "not floating", [&] { Model::from_tensors(integer, {true}, {}); });
+  EXPECT_NO_THROW(Model::from_tensors(integer, {false}, {}));
+}
+
+}  // namespace
