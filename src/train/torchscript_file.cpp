@@ -8,11 +8,15 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.hpp"
 #include "core/layout.hpp"
+#include "train/pickle_lengths.hpp"
+#include "train/zip_record_sizes.hpp"
 
 namespace accel::train {
 
@@ -49,12 +53,21 @@ class RecordReads final : public caffe2::serialize::ReadAdapterInterface {
   mutable std::unordered_map<const void*, size_t> bytes_read_into_;
 };
 
-// Where the bytes of each record under data/ (the pickled module's tensors) start in the archive.
+// Where the bytes of each record under data/ (the pickled module's tensors) start in the archive. Throws
+// std::runtime_error for a pickle record (*.pkl, *.debug_pkl) that announces more than it can hold
+// (pickle_lengths.hpp), which LibTorch's unpickler would allocate before finding it missing.
 std::unordered_set<uint64_t> tensor_record_offsets(const std::shared_ptr<caffe2::serialize::ReadAdapterInterface>& archive) {
   caffe2::serialize::PyTorchStreamReader reader(archive);
   std::unordered_set<uint64_t> offsets;
   for (const auto& name : reader.getAllRecords()) {
     if (name.rfind("data/", 0) == 0) offsets.insert(reader.getRecordOffset(name));
+    if (name.size() > 4 && name.compare(name.size() - 3, 3, "pkl") == 0) {  // data.pkl, code/*.py.debug_pkl
+      const auto [data, size] = reader.getRecord(name);
+      const std::string pickle(static_cast<const char*>(data.get()), size);
+      if (const auto problem = pickle_overreach(pickle)) {
+        throw std::runtime_error("record '" + name + "' is a pickle with " + *problem);
+      }
+    }
   }
   return offsets;
 }
@@ -84,6 +97,7 @@ torch::jit::Module load_torchscript(std::istream& archive, const std::string& so
       return torch::jit::load(archive);
     }
     auto adapter = std::make_shared<caffe2::serialize::IStreamAdapter>(&archive);
+    if (const auto problem = oversized_zip_record(*adapter)) throw std::runtime_error(*problem);
     reads = std::make_shared<RecordReads>(adapter, tensor_record_offsets(adapter));
     module = torch::jit::load(reads);
   } catch (const std::exception& error) {

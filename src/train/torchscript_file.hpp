@@ -11,7 +11,8 @@
 namespace accel::train {
 
 // Loads the module in `archive`, on the CPU. Throws Error(InvalidArgument) "<source> is not a TorchScript
-// model: ..." when LibTorch cannot load it, and "<source>: parameter 'w' needs N bytes but its storage
+// model: ..." when LibTorch cannot load it, when a record claims more bytes than it holds
+// (zip_record_sizes.hpp) or a pickle in it announces more than it can hold (pickle_lengths.hpp), and "<source>: parameter 'w' needs N bytes but its storage
 // holds M ..." when a parameter's or buffer's sizes, strides and offset reach past the bytes its storage
 // record holds (an empty record holds none).
 torch::jit::Module load_torchscript(std::istream& archive, const std::string& source);

@@ -409,6 +409,28 @@ TEST(ModelFile, EmptyStorageRecordIsRefused) {
   std::remove(path.c_str());
 }
 
+// A pickle that announces a string of 2 GB (one byte of data.pkl changed, as fuzz_model_load found it):
+// LibTorch's unpickler allocated the 2 GB before finding the bytes missing.
+TEST(ModelFile, APickleAnnouncingMoreThanItHoldsIsRefusedUnread) {
+  const std::string path = tiny_models::mlp(tiny_models::temp_file("overlong.pt"));
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << file.rdbuf();
+  std::string buffer = bytes.str();
+  const std::string device = std::string("X\x03\x00\x00\x00" "cpu", 8);  // BINUNICODE "cpu", stored uncompressed
+  const size_t at = buffer.find(device);
+  ASSERT_NE(at, std::string::npos);
+  buffer[at + 4] = '\x7e';
+  accel_model_t* model = nullptr;
+  EXPECT_EQ(accel_model_load_buffer(&model, buffer.data(), buffer.size()), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("the buffer is not a TorchScript model: record 'data.pkl' is a pickle with an argument of "
+                              "2113929219 bytes"),
+            std::string::npos)
+      << last_error();
+  EXPECT_EQ(model, nullptr);
+  std::remove(path.c_str());
+}
+
 // free_memory: a loader on its last batch is no longer tracked, so gather_for_metrics keeps every row
 // instead of the last global batch's real ones; the loader goes on working (the Python tests check the
 // accumulation counter, which needs a state with gradient_accumulation_steps > 1).

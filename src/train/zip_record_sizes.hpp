@@ -1,0 +1,20 @@
+// A check LibTorch's zip reader leaves out: it allocates each record's uncompressed size, as the archive's
+// central directory states it, before inflating the record, so an archive of 6 KB whose directory says a
+// 350-byte deflated record holds 1.6 GB makes the loader allocate 1.6 GB (found by fuzz_model_load).
+#pragma once
+
+#include <caffe2/serialize/read_adapter_interface.h>
+
+#include <optional>
+#include <string>
+
+namespace accel::train {
+
+// The first record of the zip archive behind `archive` whose uncompressed size its compressed bytes cannot
+// give: a stored record whose two sizes differ, or a deflated one more than 1032 times its compressed
+// size (deflate's largest expansion), as "record 'name' claims N bytes from M ..."; nullopt when there is
+// none, and when the directory cannot be read (LibTorch's reader then refuses the archive itself). Reads
+// only the end of the archive and its central directory.
+std::optional<std::string> oversized_zip_record(const caffe2::serialize::ReadAdapterInterface& archive);
+
+}  // namespace accel::train
