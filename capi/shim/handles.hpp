@@ -142,8 +142,8 @@ struct accel_optimizer {
 };
 
 struct accel_train_step {
-  std::unique_ptr<accel::train::TrainStep> step;
   ACCEL_HANDLE("accel_train_step_t");
+  std::unique_ptr<accel::train::TrainStep> step;
 };
 
 struct accel_scheduler {

@@ -20,7 +20,7 @@ extern "C" int accel_train_step_new(accel_train_step_t** out, accel_model_t* mod
     require(model, "model");
     require(optimizer, "optimizer");
     const auto config = accel::train::train_step_config(settings_of(options));
-    *out = new accel_train_step{std::make_unique<accel::train::TrainStep>(model->model, optimizer->optimizer, config)};
+    *out = new accel_train_step{{}, std::make_unique<accel::train::TrainStep>(model->model, optimizer->optimizer, config)};
   });
 }
 
