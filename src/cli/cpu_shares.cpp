@@ -1,5 +1,7 @@
 #include "cli/cpu_shares.hpp"
 
+#include <unistd.h>
+
 #include <stdexcept>
 
 namespace accel::cli {
@@ -38,6 +40,14 @@ std::string cpu_list(const cpu_set_t& set) {
     cpu = last;
   }
   return text;
+}
+
+int usable_cpu_count() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  return online > 0 ? static_cast<int>(online) : 1;
 }
 
 }  // namespace accel::cli

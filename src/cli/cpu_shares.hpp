@@ -16,6 +16,10 @@ namespace accel::cli {
 // counts and the CPUs, when `allowed` has fewer CPUs than `ranks`.
 std::vector<cpu_set_t> split_cpus(const cpu_set_t& allowed, int ranks);
 
+// How many CPUs this process may run on: its affinity mask (which honours taskset and cpusets, unlike the
+// count of CPUs online), else the CPUs online, else 1.
+int usable_cpu_count();
+
 // The CPUs of `set` as Linux lists them ("0-3,8,10-11"; "" for none).
 std::string cpu_list(const cpu_set_t& set);
 

@@ -5,9 +5,14 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 
+#include "cli/config_file.hpp"
 #include "cli/cpu_shares.hpp"
+#include "cli/launch_flags.hpp"
+#include "cli/launch_settings.hpp"
+#include "cli/python_program.hpp"
 #include "core/error.hpp"
 #include "core/features.hpp"
 #include "core/options.hpp"
@@ -27,18 +32,61 @@ constexpr const char* kLaunchVariables[] = {
     "PMI_RANK", "PMI_SIZE", "OMP_NUM_THREADS", "GLOO_SOCKET_IFNAME", "CUDA_VISIBLE_DEVICES",
 };
 
-// What a state made in this environment asks for (accel_state_backend says what it got): for CPU tensors,
-// as `accel env` cannot tell which device a state would pick without loading LibTorch.
-void print_transport(const ResolvedOptions& options) {
+constexpr const char kUsage[] =
+    "usage: accel env [launch options]\n"
+    "Prints the version, features and CPUs, the launch environment, the Python that .py programs run\n"
+    "with, the config file, and every setting a launch with these options would use, with where it\n"
+    "comes from (flag > config file > ACCEL_* environment > default); see 'accel launch --help'.\n";
+
+void print_config_file(const ConfigFile* config, const EnvLookup& env) {
+  if (config == nullptr) {
+    const std::string path = default_config_path(env);
+    std::printf("- config file: none (%s)\n",
+                path.empty() ? "neither XDG_CONFIG_HOME nor HOME is set" : (path + " does not exist").c_str());
+    return;
+  }
+  std::printf("- config file: %s\n", config->path.c_str());
+  if (config->ignored.empty()) return;
+  std::string keys;
+  for (const auto& key : config->ignored) keys += (keys.empty() ? "" : ", ") + key;
+  std::printf("    passed over (Accelerate's, for what accel does not do): %s\n", keys.c_str());
+}
+
+void print_settings(const ResolvedLaunch& resolved) {
+  std::printf("- launch configuration (defaults < config file < flags):\n");
+  std::printf("    distributed_type=%s (from the processes and use_cpu)\n", resolved.distributed_type.c_str());
+  for (const auto& setting : resolved.launch) {
+    std::printf("    %s=%s (%s)\n", setting.name.c_str(), setting.value.c_str(), source_name(setting.source));
+  }
+  std::printf("- state configuration (defaults < ACCEL_* environment < config file < flags):\n");
+  for (const auto& setting : resolved.state) {
+    std::printf("    %s=%s (%s)\n", setting.name.c_str(), setting.value.c_str(), source_name(setting.source));
+  }
+}
+
+// What a state made in this environment, or by the launch the flags describe when this process is not a
+// rank, asks for (accel_state_backend says what it got): for CPU tensors, as `accel env` cannot tell which
+// device a state would pick without loading LibTorch.
+void print_transport(const ResolvedLaunch& resolved) {
   try {
-    const LaunchInfo launch = parse_launch_env(process_env());
+    LaunchInfo launch = parse_launch_env(process_env());
+    if (launch.launcher == "none") {
+      launch.world_size = resolved.options.nnodes * resolved.options.nproc_per_node;
+      launch.local_world_size = resolved.options.nproc_per_node;
+    }
     if (launch.world_size == 1) {
       std::printf("- all-reduce transport: none (one process)\n");
       return;
     }
-    const std::string& requested = options.get_string("backend");
+    const auto setting = [&](const char* name) -> const std::string& {
+      for (const auto& s : resolved.state) {
+        if (s.name == name) return s.value;
+      }
+      throw std::logic_error(std::string("no state setting ") + name);
+    };
+    const std::string& requested = setting("backend");
     const auto plan = distributed::plan_transport(launch, requested == "auto" ? "gloo" : requested,
-                                                  options.get_string("intra_node_transport"), /*cuda=*/false);
+                                                  setting("intra_node_transport"), /*cuda=*/false);
     std::printf("- all-reduce transport of CPU tensors: %s (%s)\n", plan.name.c_str(), plan.reason.c_str());
   } catch (const Error& error) {
     std::printf("- all-reduce transport: refused: %s\n", error.what());
@@ -48,10 +96,16 @@ void print_transport(const ResolvedOptions& options) {
 }  // namespace
 
 int run_env(int argc, char** argv) {
-  (void)argv;
-  if (argc > 1) {
-    std::fprintf(stderr, "usage: accel env\n");
+  CommandLine line;
+  try {
+    line = parse_command_line(argc, argv, FlagSet::Env);
+  } catch (const UsageError& error) {
+    std::fprintf(stderr, "accel env: %s\n%s", error.what(), kUsage);
     return 2;
+  }
+  if (line.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
   std::printf("- accel version: %s\n", version_string());
   std::printf("- LibTorch version: %s\n", torch_version());
@@ -67,21 +121,20 @@ int run_env(int argc, char** argv) {
   for (const char* name : kLaunchVariables) {
     if (const char* value = std::getenv(name)) std::printf("    %s=%s\n", name, value);
   }
-  const auto& scope = distributed::state_option_scope();
+  const EnvLookup env = process_env();
+  const Interpreter python = choose_python(env);
+  std::printf("- Python for .py programs and -m: %s (%s)\n", python.path.c_str(), python.why.c_str());
   try {
-    const ResolvedOptions options = resolve_options(scope, nullptr, process_env());
-    const std::string dump = options.dump();
-    std::printf("- state configuration (defaults < ACCEL_* environment):\n");
-    for (size_t start = 0; start < dump.size();) {
-      const size_t end = dump.find('\n', start);
-      std::printf("    %s\n", dump.substr(start, end - start).c_str());
-      start = end == std::string::npos ? dump.size() : end + 1;
-    }
-    print_transport(options);
-  } catch (const Error& error) {
+    const auto config = find_config_file(line.flags, env);
+    print_config_file(config ? &*config : nullptr, env);
+    const ResolvedLaunch resolved = resolve_launch(line.flags, config ? &*config : nullptr, env);
+    print_settings(resolved);
+    print_transport(resolved);
+  } catch (const std::exception& error) {
     std::fprintf(stderr, "accel env: %s\n", error.what());
     return 1;
   }
+  const auto& scope = distributed::state_option_scope();
   for (const auto& name : unknown_environment_settings(scope, environment_names("ACCEL_"), distributed::non_option_variables())) {
     std::printf("- warning: %s sets nothing (ACCEL_* variables set state settings only)\n", name.c_str());
   }

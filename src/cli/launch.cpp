@@ -15,8 +15,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <climits>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -27,7 +25,13 @@
 #include <utility>
 #include <vector>
 
+#include "cli/config_file.hpp"
 #include "cli/cpu_shares.hpp"
+#include "cli/launch_flags.hpp"
+#include "cli/launch_options.hpp"
+#include "cli/launch_settings.hpp"
+#include "cli/python_program.hpp"
+#include "core/env.hpp"
 #include "core/files.hpp"
 #include "distributed/shm_names.hpp"
 
@@ -40,28 +44,49 @@ namespace {
 constexpr int kUsageExit = 2;
 constexpr int kLauncherErrorExit = 1;
 constexpr int kExecFailedExit = 127;
-constexpr double kMaxGracePeriodS = 86400;
 
 constexpr const char kUsage[] =
-    "usage: accel launch --nproc-per-node N [options] -- PROGRAM [ARGS...]\n"
+    "usage: accel launch [options] PROGRAM [ARGS...]       (accelerate launch train.py --lr 3e-4)\n"
+    "       accel launch [options] -m MODULE [ARGS...]\n"
+    "       accel launch [options] -- PROGRAM [ARGS...]\n"
     "\n"
-    "Starts N copies of PROGRAM on this node with the torch.distributed environment\n"
+    "Starts the processes of a job on this node with the torch.distributed environment\n"
     "(RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT).\n"
+    "A PROGRAM ending in .py, and a MODULE, run with the Python of the accel package:\n"
+    "$ACCEL_PYTHON, else the python3 on PATH when `import accel` works there, else\n"
+    "/usr/bin/python3. Any other PROGRAM runs as it is.\n"
     "\n"
-    "options (--opt VALUE or --opt=VALUE):\n"
-    "  --nproc-per-node N        processes on this node (required, at least 1)\n"
-    "  --nnodes M                nodes in the job (default 1)\n"
-    "  --node-rank R             index of this node, 0 <= R < M (default 0)\n"
-    "  --master-addr A           address of the node of rank 0 (default 127.0.0.1)\n"
-    "  --master-port P           its port (default 29500; 0 picks a free port, single node only)\n"
+    "Each setting comes from, highest first: these options; the config file (--config-file,\n"
+    "else $XDG_CONFIG_HOME/accel/default_config.yaml or ~/.config/accel/default_config.yaml,\n"
+    "as `accel config` or Accelerate's `accelerate config` writes it); for the state's\n"
+    "settings, the launcher's ACCEL_* variables; defaults. `accel env [options]` shows them.\n"
+    "\n"
+    "options (--opt VALUE or --opt=VALUE; '_' or '-' between words; Accelerate's name first):\n"
+    "  --config-file FILE        the config file to read\n"
+    "  --num-processes N         processes of the whole job, all machines together (default 1)\n"
+    "  --nproc-per-node N        processes on this node, instead: a number, or as torchrun: auto (one\n"
+    "                            per GPU, else one per CPU the launcher may use), cpu, gpu\n"
+    "  --num-machines, --nnodes M          nodes in the job (default 1)\n"
+    "  --machine-rank, --node-rank R       index of this node, 0 <= R < M (default 0)\n"
+    "  --main-process-ip, --master-addr A  address of the node of rank 0 (default 127.0.0.1)\n"
+    "  --main-process-port, --master-port P  its port (default 29500; 0 picks a free port,\n"
+    "                            single node only)\n"
     "  --cpu                     run on the CPU (sets ACCEL_USE_CPU=1)\n"
-    "  --cpu-affinity            bind each rank to a share of its own of the CPUs the\n"
+    "  --multi-gpu               run on the GPUs (distributed_type MULTI_GPU: ACCEL_USE_CPU=0)\n"
+    "  --mixed-precision MODE    no, fp16 or bf16 (sets ACCEL_MIXED_PRECISION)\n"
+    "  --gradient-accumulation-steps N  (sets ACCEL_GRADIENT_ACCUMULATION_STEPS)\n"
+    "  --gpu-ids LIST            the GPUs of this node the ranks see: all (default) or e.g. 0,1\n"
+    "                            (sets CUDA_VISIBLE_DEVICES)\n"
+    "  --dynamo-backend B        sets ACCEL_DYNAMO_BACKEND (accel refuses all but no)\n"
+    "  --enable-cpu-affinity, --cpu-affinity\n"
+    "                            bind each rank to a share of its own of the CPUs the\n"
     "                            launcher may use (as taskset would; default: every rank\n"
     "                            may run on all of them)\n"
-    "  --mixed-precision MODE    no, fp16 or bf16 (sets ACCEL_MIXED_PRECISION)\n"
     "  --timeout-s SECONDS       collective timeout (sets ACCEL_TIMEOUT_S)\n"
     "  --grace-period-s SECONDS  time ranks get after SIGTERM before SIGKILL (default 5)\n"
     "  --max-restarts N          start the job again up to N times when a rank fails (default 0)\n"
+    "  -m, --module              PROGRAM is a Python module: run PYTHON -m MODULE\n"
+    "  --no-python               run PROGRAM as it is, even when it ends in .py\n"
     "  -h, --help                show this help\n"
     "\n"
     "When a rank fails, the other ranks are stopped. With restarts left, every rank is\n"
@@ -73,132 +98,6 @@ constexpr const char kUsage[] =
     "Rank 0's store listens only on the master address, and serves only processes that\n"
     "present the job's key, ACCEL_JOB_KEY: made up for a job on one node; with several\n"
     "nodes, export the same secret on each (e.g. ACCEL_JOB_KEY=$(openssl rand -hex 16)).\n";
-
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-struct LaunchOptions {
-  bool help = false;
-  int nproc_per_node = 0;
-  int nnodes = 1;
-  int node_rank = 0;
-  std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
-  bool use_cpu = false;
-  bool cpu_affinity = false;
-  std::string mixed_precision;  // empty: the ranks' environment decides
-  std::string timeout_s;        // empty: the ranks' environment decides
-  double grace_period_s = 5;
-  int max_restarts = 0;
-  std::vector<std::string> command;
-  std::string job_key;  // ACCEL_JOB_KEY for the ranks (job_key_for)
-};
-
-// ---- command line ----
-
-int parse_int(const std::string& flag, const std::string& text, long min, long max) {
-  const bool digits =
-      !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) { return c >= '0' && c <= '9'; });
-  errno = 0;
-  const long value = digits ? std::strtol(text.c_str(), nullptr, 10) : -1;
-  if (!digits || errno != 0 || value < min || value > max) {
-    throw UsageError(flag + " expects an integer from " + std::to_string(min) + " to " + std::to_string(max) +
-                     ", got '" + text + "'");
-  }
-  return static_cast<int>(value);
-}
-
-double parse_seconds(const std::string& flag, const std::string& text, bool zero_allowed, double max) {
-  char* end = nullptr;
-  const double value = text.empty() ? NAN : std::strtod(text.c_str(), &end);
-  const bool in_range = std::isfinite(value) && (zero_allowed ? value >= 0 : value > 0) && value <= max;
-  if (end == nullptr || *end != '\0' || !in_range) {
-    throw UsageError(flag + " expects a " + (zero_allowed ? "non-negative" : "positive") + " number of seconds, got '" +
-                     text + "'");
-  }
-  return value;
-}
-
-std::string parse_mixed_precision(const std::string& text) {
-  if (text != "no" && text != "fp16" && text != "bf16") {
-    throw UsageError("--mixed-precision expects no, fp16 or bf16, got '" + text + "'");
-  }
-  return text;
-}
-
-// Applies one `--flag VALUE` / `--flag=VALUE` option; `next` yields the following argument on demand.
-template <class NextArg>
-void apply_option(LaunchOptions& options, const std::string& arg, NextArg next) {
-  const auto eq = arg.find('=');
-  const std::string flag = arg.substr(0, eq);
-  if (flag == "--cpu" || flag == "--cpu-affinity") {
-    if (eq != std::string::npos) throw UsageError(flag + " takes no value");
-    (flag == "--cpu" ? options.use_cpu : options.cpu_affinity) = true;
-    return;
-  }
-  const bool known = flag == "--nproc-per-node" || flag == "--nnodes" || flag == "--node-rank" ||
-                     flag == "--master-addr" || flag == "--master-port" || flag == "--mixed-precision" ||
-                     flag == "--timeout-s" || flag == "--grace-period-s" || flag == "--max-restarts";
-  if (!known) throw UsageError("unknown option '" + flag + "'");
-  const std::string value = eq != std::string::npos ? arg.substr(eq + 1) : next(flag);
-  if (flag == "--nproc-per-node") options.nproc_per_node = parse_int(flag, value, 1, INT_MAX);
-  if (flag == "--nnodes") options.nnodes = parse_int(flag, value, 1, INT_MAX);
-  if (flag == "--node-rank") options.node_rank = parse_int(flag, value, 0, INT_MAX);
-  if (flag == "--master-port") options.master_port = parse_int(flag, value, 0, 65535);
-  if (flag == "--max-restarts") options.max_restarts = parse_int(flag, value, 0, INT_MAX);
-  if (flag == "--mixed-precision") options.mixed_precision = parse_mixed_precision(value);
-  if (flag == "--grace-period-s") options.grace_period_s = parse_seconds(flag, value, true, kMaxGracePeriodS);
-  if (flag == "--timeout-s") {
-    parse_seconds(flag, value, false, HUGE_VAL);
-    options.timeout_s = value;
-  }
-  if (flag == "--master-addr") {
-    if (value.empty()) throw UsageError("--master-addr must not be empty");
-    options.master_addr = value;
-  }
-}
-
-// Checks what no single option can check on its own.
-void check_consistency(const LaunchOptions& options) {
-  if (options.nproc_per_node == 0) throw UsageError("--nproc-per-node is required");
-  if (options.node_rank >= options.nnodes) {
-    throw UsageError("--node-rank must be below --nnodes (" + std::to_string(options.nnodes) + ")");
-  }
-  if (static_cast<int64_t>(options.nnodes) * options.nproc_per_node > INT_MAX) {
-    throw UsageError("--nnodes times --nproc-per-node is too large");
-  }
-  // Every node would pick a different free port, so the ranks could never meet.
-  if (options.master_port == 0 && options.nnodes > 1) {
-    throw UsageError("--master-port 0 only works with a single node; give the port all nodes use");
-  }
-}
-
-LaunchOptions parse_args(int argc, char** argv) {
-  LaunchOptions options;
-  int i = 1;
-  auto next = [&](const std::string& flag) -> std::string {
-    if (i + 1 >= argc) throw UsageError(flag + " needs a value");
-    return argv[++i];
-  };
-  for (; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      options.help = true;
-      return options;
-    }
-    if (arg == "--") break;
-    if (arg.rfind("--", 0) != 0) {
-      throw UsageError("unexpected argument '" + arg + "' (put the program after '--')");
-    }
-    apply_option(options, arg, next);
-  }
-  if (i >= argc) throw UsageError("missing '--' before the program to run");
-  options.command.assign(argv + i + 1, argv + argc);
-  if (options.command.empty()) throw UsageError("missing the program to run after '--'");
-  check_consistency(options);
-  return options;
-}
 
 // ---- what the ranks are given ----
 
@@ -235,17 +134,6 @@ std::optional<int> pick_free_port(const std::string& master_addr) {
   return free_port_on("127.0.0.1");
 }
 
-int usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  // The affinity mask honours taskset and cpusets, which the online count ignores.
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  const long online = sysconf(_SC_NPROCESSORS_ONLN);
-  return online > 0 ? static_cast<int>(online) : 1;
-}
-
-using Variables = std::vector<std::pair<std::string, std::string>>;
-
 // Variables every rank of this node shares in attempt `restart` of the job.
 Variables common_variables(const LaunchOptions& options, int port, int restart) {
   Variables vars{
@@ -259,11 +147,9 @@ Variables common_variables(const LaunchOptions& options, int port, int restart) 
       {"ACCEL_RESTART_COUNT", std::to_string(restart)},
   };
   if (!options.job_key.empty()) vars.emplace_back("ACCEL_JOB_KEY", options.job_key);
-  if (options.use_cpu) vars.emplace_back("ACCEL_USE_CPU", "1");
-  if (!options.mixed_precision.empty()) vars.emplace_back("ACCEL_MIXED_PRECISION", options.mixed_precision);
-  if (!options.timeout_s.empty()) vars.emplace_back("ACCEL_TIMEOUT_S", options.timeout_s);
+  vars.insert(vars.end(), options.rank_variables.begin(), options.rank_variables.end());
   // N ranks each running a pool as wide as the machine oversubscribe it N times over.
-  const std::string threads = std::to_string(std::max(1, usable_cores() / options.nproc_per_node));
+  const std::string threads = std::to_string(std::max(1, usable_cpu_count() / options.nproc_per_node));
   for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
     if (std::getenv(name) == nullptr) vars.emplace_back(name, threads);
   }
@@ -622,14 +508,31 @@ int launch(const LaunchOptions& options) {
 int run_launch(int argc, char** argv) {
   LaunchOptions options;
   try {
-    options = parse_args(argc, argv);
+    const CommandLine line = parse_command_line(argc, argv, FlagSet::Launch);
+    if (line.help) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    const EnvLookup env = process_env();
+    const auto config = find_config_file(line.flags, env);
+    const ResolvedLaunch resolved = resolve_launch(line.flags, config ? &*config : nullptr, env);
+    options = resolved.options;
+    options.command = rank_command(line.program, line.flags.count("module") != 0, line.flags.count("no_python") != 0,
+                                   env);
+    if (resolved.process_count_defaulted) {
+      std::fprintf(stderr,
+                   "accel launch: no --num_processes (or --nproc-per-node) and no config file saying how many: "
+                   "starting 1 process per node; pass one, or write a config file with 'accel config'\n");
+    }
   } catch (const UsageError& error) {
     std::fprintf(stderr, "accel launch: %s\nrun 'accel launch --help' for usage\n", error.what());
     return kUsageExit;
-  }
-  if (options.help) {
-    std::fputs(kUsage, stdout);
-    return 0;
+  } catch (const ConfigError& error) {
+    std::fprintf(stderr, "accel launch: %s\n", error.what());
+    return kUsageExit;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "accel launch: %s\n", error.what());
+    return kLauncherErrorExit;
   }
   try {
     options.job_key = job_key_for(options);

@@ -1,8 +1,9 @@
-// The `accel` program: a thin front on the library (launch, env, shard-plan, plot, timeline, checkpoint).
+// The `accel` program: a thin front on the library (launch, config, env, shard-plan, plot, timeline, checkpoint).
 #include <cstdio>
 #include <cstring>
 
 #include "cli/checkpoint_command.hpp"
+#include "cli/config_command.hpp"
 #include "cli/env_command.hpp"
 #include "cli/launch.hpp"
 #include "cli/plot_command.hpp"
@@ -16,7 +17,8 @@ void usage(std::FILE* out) {
                "usage: accel <command> [options]\n"
                "commands:\n"
                "  launch   start a program on several processes (like accelerate launch / torchrun)\n"
-               "  env      print the version, features and what the environment says\n"
+               "  config   write the config file accel launch reads (like accelerate config)\n"
+               "  env      print the version, features, what the environment says and every launch setting\n"
                "  shard-plan  show which dataset indices each rank's loader yields\n"
                "  plot     draw the scalars a run logged (loss curves) into a PNG\n"
                "  timeline merge the ranks' step timelines into one Chrome trace\n"
@@ -33,6 +35,7 @@ int main(int argc, char** argv) {
   }
   const char* command = argv[1];
   if (std::strcmp(command, "launch") == 0) return accel::cli::run_launch(argc - 1, argv + 1);
+  if (std::strcmp(command, "config") == 0) return accel::cli::run_config(argc - 1, argv + 1);
   if (std::strcmp(command, "shard-plan") == 0) return accel::cli::run_shard_plan(argc - 1, argv + 1);
   if (std::strcmp(command, "env") == 0) return accel::cli::run_env(argc - 1, argv + 1);
   if (std::strcmp(command, "plot") == 0) return accel::cli::run_plot(argc - 1, argv + 1);

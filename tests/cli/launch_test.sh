@@ -340,11 +340,11 @@ expect_usage_error() {
 }
 
 test_bad_usage() {
-  expect_usage_error "missing --" --nproc-per-node 1 true &&
-    expect_usage_error "no program" --nproc-per-node 1 -- &&
+  expect_usage_error "no program" --nproc-per-node 1 &&
+    expect_usage_error "no program after --" --nproc-per-node 1 -- &&
     expect_usage_error "N = 0" --nproc-per-node 0 -- true &&
-    expect_usage_error "missing N" -- true &&
     expect_usage_error "unknown flag" --nproc-per-node 1 --bogus -- true &&
+    expect_usage_error "unknown flag before the program" --nproc-per-node 1 --bogus true &&
     expect_usage_error "bad mixed precision" --nproc-per-node 1 --mixed-precision fp8 -- true &&
     expect_usage_error "a value for --cpu-affinity" --nproc-per-node 1 --cpu-affinity=core -- true &&
     expect_usage_error "node rank too big" --nproc-per-node 1 --nnodes 2 --node-rank 2 -- true &&
@@ -352,6 +352,12 @@ test_bad_usage() {
     expect_usage_error "negative grace period" --nproc-per-node 1 --grace-period-s -1 -- true &&
     expect_usage_error "negative restarts" --nproc-per-node 1 --max-restarts -1 -- true &&
     expect_usage_error "missing value" --nproc-per-node
+}
+
+# Without "--" the program starts at the first argument that is not an option; what follows is its own.
+test_program_without_separator() {
+  launch --nproc-per-node 1 sh -c 'echo "$0 $1"' --nproc-per-node 7
+  expect "exit code" "$RC" 0 && expect "output" "$OUT" "--nproc-per-node 7"
 }
 
 test_help() {
@@ -380,6 +386,7 @@ check "affinity: one rank gets every CPU of the launcher" test_cpu_affinity_one_
 check "affinity: a restarted job's ranks keep their CPUs" test_cpu_affinity_kept_on_restart
 check "affinity: fewer CPUs than ranks is refused before any rank starts" test_cpu_affinity_needs_a_cpu_per_rank
 check "usage: bad command lines exit 2 with a message" test_bad_usage
+check "usage: the program without '--' keeps its own options" test_program_without_separator
 check "usage: --help exits 0" test_help
 
 report

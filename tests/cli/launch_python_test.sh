@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# An Accelerate-style script (accelerate_style_script.py: `Accelerator()` with no arguments) launched on two
+# processes both ways an Accelerate user launches: with flags, and with an Accelerate-written config file; the
+# interpreter is the one accel launch chooses (no ACCEL_PYTHON). Needs the Python package importable (ctest
+# gives PYTHONPATH and ACCEL_LIBRARY).
+# Usage: launch_python_test.sh ACCEL_BIN
+set -euo pipefail
+
+if [[ $# -ne 1 || ! -x $1 ]]; then
+  echo "usage: $0 ACCEL_BIN" >&2
+  exit 2
+fi
+ACCEL=$1
+SCRIPT=$(dirname "$0")/accelerate_style_script.py
+
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+export XDG_CONFIG_HOME=$WORK/xdg
+unset ACCEL_PYTHON ACCEL_MIXED_PRECISION ACCEL_USE_CPU ACCEL_GRADIENT_ACCUMULATION_STEPS
+
+# shellcheck source=tests/cli/check.sh
+source "$(dirname "$0")/check.sh"
+
+# Runs `accel launch ARGS...`, leaving the ranks' lines sorted in OUT and the exit code in RC.
+launch() {
+  RC=0
+  "$ACCEL" launch "$@" >"$WORK/out" 2>"$WORK/err" || RC=$?
+  OUT=$(sort "$WORK/out")
+}
+
+expect() {
+  local what=$1 actual=$2 expected=$3
+  [[ $actual == "$expected" ]] && return 0
+  printf '  %s: expected [%s], got [%s]\n  stderr: %s\n' "$what" "$expected" "$actual" "$(cat "$WORK/err")" >&2
+  return 1
+}
+
+# As Accelerate 0.34's `accelerate config` writes it for two CPU processes in bf16.
+cat >"$WORK/default_config.yaml" <<'EOF'
+compute_environment: LOCAL_MACHINE
+debug: false
+distributed_type: MULTI_CPU
+downcast_bf16: 'no'
+enable_cpu_affinity: false
+ipex_config:
+  ipex: false
+machine_rank: 0
+main_training_function: main
+mixed_precision: bf16
+num_machines: 1
+num_processes: 2
+rdzv_backend: static
+same_network: true
+tpu_env: []
+tpu_use_cluster: false
+tpu_use_sudo: false
+use_cpu: true
+EOF
+
+# Each rank: its index, the number of processes, mixed precision, accumulation steps, the sum of
+# rank + 1 over the ranks (3), then the script's arguments.
+test_flags() {
+  launch --num_processes 2 --cpu --mixed_precision bf16 --main_process_port 0 "$SCRIPT" --lr 3e-4
+  expect "exit code" "$RC" 0 && expect "ranks" "$OUT" "0 2 bf16 1 3 --lr 3e-4
+1 2 bf16 1 3 --lr 3e-4"
+}
+
+test_accelerate_config_file() {
+  # The file says nothing of accumulation: the environment's value reaches the Accelerator.
+  RC=0
+  ACCEL_GRADIENT_ACCUMULATION_STEPS=2 "$ACCEL" launch --config_file "$WORK/default_config.yaml" \
+    --main_process_port 0 "$SCRIPT" --lr 3e-4 >"$WORK/out" 2>"$WORK/err" || RC=$?
+  OUT=$(sort "$WORK/out")
+  expect "exit code" "$RC" 0 && expect "ranks" "$OUT" "0 2 bf16 2 3 --lr 3e-4
+1 2 bf16 2 3 --lr 3e-4"
+}
+
+check "accel launch --num_processes 2 --cpu --mixed_precision bf16 script.py --lr 3e-4" test_flags
+check "accel launch --config_file default_config.yaml script.py --lr 3e-4" test_accelerate_config_file
+
+report
