@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check, run on a machine with an NVIDIA GPU from the project root, after tests/gpu/prepare.sh
-# made .gpu/ (GoogleTest's sources, Gloo's headers). It builds accel against the LibTorch of the python3
+# made .gpu/ (GoogleTest's sources, Gloo's headers, yaml-cpp). It builds accel against the LibTorch of the python3
 # on PATH (pip torch with CUDA, found through torch.utils.cmake_prefix_path), then runs:
 #   1. ctest -L gpu: the CUDA tests (tests/gpu), which skip on machines without a GPU;
 #   2. the rest of the suite on this build (CHECK_FULL=0 leaves it out), since a CUDA LibTorch differs
@@ -40,7 +40,7 @@ jobs=$(nproc)
 (cmake -S "$root/.gpu/googletest" -B /tmp/googletest-build -G Ninja -DCMAKE_BUILD_TYPE=Release \
    -DCMAKE_INSTALL_PREFIX=/tmp/googletest && cmake --build /tmp/googletest-build -j"$jobs" \
    && cmake --install /tmp/googletest-build) > /tmp/googletest.log 2>&1 || { tail -20 /tmp/googletest.log; exit 1; }
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_cmake;/tmp/googletest" \
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_cmake;/tmp/googletest;$root/.gpu/yaml-cpp" \
   -DACCEL_GLOO_INCLUDE_DIR="$root/.gpu/glooinc" > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
 # shellcheck disable=SC2086  # the targets are words
 cmake --build "$build" -j"$jobs" ${CHECK_TARGETS:+--target $CHECK_TARGETS} -- -k 0 > "$out/build.log" 2>&1
