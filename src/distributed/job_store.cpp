@@ -65,7 +65,11 @@ std::optional<Clock::time_point> reply_deadline(std::chrono::milliseconds wait) 
 }  // namespace
 
 JobStore::JobStore(const std::string& host, uint16_t port, const std::string& job_key, std::chrono::milliseconds timeout)
-    : c10d::Store(timeout), where_("the rendezvous store at " + host + ":" + std::to_string(port)) {
+    : c10d::Store(timeout),
+      host_(host),
+      port_(port),
+      job_key_(job_key),
+      where_("the rendezvous store at " + host + ":" + std::to_string(port)) {
   const auto deadline = Clock::now() + timeout;
   std::string why;
   for (auto pause = std::chrono::milliseconds(5);; pause = std::min(pause * 2, std::chrono::milliseconds(200))) {
@@ -90,6 +94,12 @@ JobStore::JobStore(const std::string& host, uint16_t port, const std::string& jo
     throw;
   }
 }
+
+#if TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR >= 206
+c10::intrusive_ptr<c10d::Store> JobStore::clone() {
+  return c10::make_intrusive<JobStore>(host_, port_, job_key_, std::chrono::milliseconds(timeout_));
+}
+#endif
 
 JobStore::~JobStore() { ::close(fd_); }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/version.h>
 
 #include <chrono>
 #include <cstdint>
@@ -35,8 +36,16 @@ class JobStore final : public c10d::Store {
   int64_t getNumKeys() override;
   void wait(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
+#if TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR >= 206
+  // LibTorch 2.6+ asks a store for a second connection of its own (as TCPStore's clone): the same server,
+  // job key and timeout. Throws as the constructor does.
+  c10::intrusive_ptr<c10d::Store> clone() override;
+#endif
 
  private:
+  std::string host_;
+  uint16_t port_;
+  std::string job_key_;
   std::string where_;  // "the rendezvous store at host:port", for messages
   int fd_ = -1;
   std::mutex mutex_;  // one request and its reply at a time
