@@ -64,40 +64,61 @@ std::optional<Clock::time_point> reply_deadline(std::chrono::milliseconds wait) 
 
 }  // namespace
 
-JobStore::JobStore(const std::string& host, uint16_t port, const std::string& job_key, std::chrono::milliseconds timeout)
+JobStore::JobStore(const std::string& host, uint16_t port, const std::string& job_key, int64_t generation,
+                   std::chrono::milliseconds timeout)
     : c10d::Store(timeout),
       host_(host),
       port_(port),
       job_key_(job_key),
+      generation_(generation),
       where_("the rendezvous store at " + host + ":" + std::to_string(port)) {
   const auto deadline = Clock::now() + timeout;
   std::string why;
   for (auto pause = std::chrono::milliseconds(5);; pause = std::min(pause * 2, std::chrono::milliseconds(200))) {
     fd_ = try_connect(host, port, why);
-    if (fd_ >= 0) break;
+    if (fd_ >= 0) {
+      const Greeting greeting = greet(deadline + kReplyGrace);
+      if (greeting == Greeting::Accepted) return;
+      ::close(fd_);
+      fd_ = -1;
+      if (greeting == Greeting::Refused) {
+        throw std::runtime_error(where_ + " refused this process: its job key (ACCEL_JOB_KEY) differs, or it " +
+                                 "serves another job or version");
+      }
+      why = greeting == Greeting::OtherGeneration
+                ? "it still serves the job's previous rendezvous (generation " + std::to_string(generation) + " wanted)"
+                : "the connection ended before its greeting was answered";
+    }
     if (Clock::now() >= deadline) throw std::runtime_error("timed out connecting to " + where_ + " (" + why + ")");
     std::this_thread::sleep_for(pause);
   }
+}
+
+JobStore::Greeting JobStore::greet(Clock::time_point deadline) {
   const int on = 1;
   ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
   std::string hello = request(Op::Hello);
   wire::put_u32(hello, wire::kVersion);
-  wire::put_string(hello, job_key);
+  wire::put_string(hello, job_key_);
+  wire::put_i64(hello, generation_);
   try {
     wire::send_all(fd_, hello, where_);
-    if (wire::Reader(fd_, where_).u8(Clock::now() + timeout + kReplyGrace) != 1) {
-      throw std::runtime_error(where_ + " refused this process: its job key (ACCEL_JOB_KEY) differs, or it serves " +
-                               "another job or version");
+    switch (wire::Reader(fd_, where_).u8(deadline)) {
+      case 1:
+        return Greeting::Accepted;
+      case 2:
+        return Greeting::OtherGeneration;
+      default:
+        return Greeting::Refused;
     }
-  } catch (...) {
-    ::close(fd_);
-    throw;
+  } catch (const std::runtime_error&) {
+    return Greeting::Closed;  // a server that stops resets the connections it had not accepted yet
   }
 }
 
 #if TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR >= 206
 c10::intrusive_ptr<c10d::Store> JobStore::clone() {
-  return c10::make_intrusive<JobStore>(host_, port_, job_key_, std::chrono::milliseconds(timeout_));
+  return c10::make_intrusive<JobStore>(host_, port_, job_key_, generation_, std::chrono::milliseconds(timeout_));
 }
 #endif
 

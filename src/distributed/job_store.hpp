@@ -16,10 +16,12 @@ namespace accel::distributed {
 
 class JobStore final : public c10d::Store {
  public:
-  // Connects to host:port, retrying until timeout (rank 0 may not listen yet), and presents job_key.
-  // Throws std::runtime_error: "timed out connecting ..." when nobody listened in time, "... refused this
-  // process: its job key differs" when the server serves another job.
-  JobStore(const std::string& host, uint16_t port, const std::string& job_key, std::chrono::milliseconds timeout);
+  // Connects to host:port, retrying until timeout (rank 0 may not listen yet, or still serve an earlier
+  // generation), and presents job_key and generation (rendezvous_generation.hpp).
+  // Throws std::runtime_error: "timed out connecting ..." when nobody listened in time (or only a server of
+  // another generation), "... refused this process: its job key differs" when the server serves another job.
+  JobStore(const std::string& host, uint16_t port, const std::string& job_key, int64_t generation,
+           std::chrono::milliseconds timeout);
   ~JobStore() override;
   JobStore(const JobStore&) = delete;
   JobStore& operator=(const JobStore&) = delete;
@@ -38,14 +40,19 @@ class JobStore final : public c10d::Store {
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
 #if TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR >= 206
   // LibTorch 2.6+ asks a store for a second connection of its own (as TCPStore's clone): the same server,
-  // job key and timeout. Throws as the constructor does.
+  // job key, generation and timeout. Throws as the constructor does.
   c10::intrusive_ptr<c10d::Store> clone() override;
 #endif
 
  private:
+  enum class Greeting { Accepted, Refused, OtherGeneration, Closed };
+  // Sends the hello on fd_ and reads the server's answer by deadline.
+  Greeting greet(std::chrono::steady_clock::time_point deadline);
+
   std::string host_;
   uint16_t port_;
   std::string job_key_;
+  int64_t generation_;
   std::string where_;  // "the rendezvous store at host:port", for messages
   int fd_ = -1;
   std::mutex mutex_;  // one request and its reply at a time

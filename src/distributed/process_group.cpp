@@ -32,6 +32,7 @@
 #include "core/options.hpp"
 #include "distributed/departed_ranks.hpp"
 #include "distributed/job_store.hpp"
+#include "distributed/rendezvous_generation.hpp"
 #include "distributed/node_layout.hpp"
 #include "distributed/record_publisher.hpp"
 #include "distributed/shm_allreduce.hpp"
@@ -802,8 +803,12 @@ std::unique_ptr<ProcessGroup> ProcessGroup::create(const GroupConfig& config) {
   impl->config = config;
   require_resolvable(config.master_addr);
   try {
-    if (config.rank == 0) impl->server = std::make_unique<StoreServer>(config.master_addr, config.master_port, config.job_key);
-    auto tcp = c10::make_intrusive<JobStore>(config.master_addr, config.master_port, config.job_key, config.timeout);
+    const int64_t generation = begin_rendezvous_generation();
+    if (config.rank == 0) {
+      impl->server = std::make_unique<StoreServer>(config.master_addr, config.master_port, config.job_key, generation);
+    }
+    auto tcp = c10::make_intrusive<JobStore>(config.master_addr, config.master_port, config.job_key, generation,
+                                             config.timeout);
     impl->store = c10::make_intrusive<c10d::PrefixStore>("accel_default_pg", tcp);
     impl->start_publishing();
     // Collective 0: the record that says this rank arrived.

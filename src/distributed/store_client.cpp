@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "distributed/job_store.hpp"
+#include "distributed/rendezvous_generation.hpp"
 
 namespace accel::distributed {
 
@@ -24,7 +25,7 @@ StoreClient::StoreClient(const std::string& master_addr, uint16_t master_port, c
   impl_->where = master_addr + ":" + std::to_string(master_port);
   try {
     impl_->store = c10::make_intrusive<c10d::PrefixStore>(
-        prefix, c10::make_intrusive<JobStore>(master_addr, master_port, job_key, timeout));
+        prefix, c10::make_intrusive<JobStore>(master_addr, master_port, job_key, current_rendezvous_generation(), timeout));
   } catch (const std::exception& error) {
     impl_->lost(error);
   }

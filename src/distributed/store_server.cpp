@@ -59,8 +59,8 @@ int listen_on(const std::string& address, uint16_t port) {
 
 }  // namespace
 
-StoreServer::StoreServer(const std::string& address, uint16_t port, std::string job_key)
-    : job_key_(std::move(job_key)), listen_fd_(listen_on(address, port)) {
+StoreServer::StoreServer(const std::string& address, uint16_t port, std::string job_key, int64_t generation)
+    : job_key_(std::move(job_key)), generation_(generation), listen_fd_(listen_on(address, port)) {
   acceptor_ = std::thread([this] { accept_loop(); });
 }
 
@@ -68,16 +68,27 @@ StoreServer::~StoreServer() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
-    for (Connection& connection : connections_) ::shutdown(connection.fd, SHUT_RDWR);
   }
-  changed_.notify_all();
   ::shutdown(listen_fd_, SHUT_RDWR);  // wakes accept()
   acceptor_.join();
   ::close(listen_fd_);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Connection& connection : connections_) ::shutdown(connection.fd, SHUT_RDWR);
+  }
+  changed_.notify_all();
   for (Connection& connection : connections_) {
     connection.thread.join();
     ::close(connection.fd);
   }
+}
+
+uint16_t StoreServer::port() const {
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length);
+  return ntohs(address.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(address).sin6_port
+                                             : reinterpret_cast<const sockaddr_in&>(address).sin_port);
 }
 
 void StoreServer::accept_loop() {
@@ -121,9 +132,10 @@ void StoreServer::serve(Connection& connection) {
   try {
     wire::Reader in(connection.fd, peer);
     const bool hello = in.u8(std::chrono::steady_clock::now() + kHelloWait) == static_cast<uint8_t>(Op::Hello);
-    const bool accepted = hello && in.u32() == wire::kVersion && in.string() == job_key_;
+    const bool this_job = hello && in.u32() == wire::kVersion && in.string() == job_key_;
+    const bool accepted = this_job && in.i64() == generation_;
     std::string reply;
-    wire::put_u8(reply, accepted ? 1 : 0);
+    wire::put_u8(reply, accepted ? 1 : this_job ? 2 : 0);
     wire::send_all(connection.fd, reply, peer);
     while (accepted && handle(connection.fd, peer)) {
     }

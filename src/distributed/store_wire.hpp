@@ -11,10 +11,11 @@
 namespace accel::distributed::wire {
 
 // Bumped whenever a message changes; a hello of another version is refused.
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 enum class Op : uint8_t {
-  Hello = 1,       // version u32, job key            -> u8 1 accepted (0: refused, then closed)
+  Hello = 1,       // version u32, job key, generation i64 -> u8 1 accepted (0: refused; 2: another
+                   // generation of this job, retry; then closed)
   Set = 2,         // key, value                      -> u8 0
   Get = 3,         // key, timeout_ms i64             -> u8 0 and the value, or u8 1 (timed out)
   Add = 4,         // key, delta i64                  -> the new value i64 (kept as decimal text)
