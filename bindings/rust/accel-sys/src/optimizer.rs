@@ -20,11 +20,6 @@ extern "C" {
     pub fn accel_optimizer_lr(optimizer: *const accel_optimizer_t, group: usize, out: *mut f64) -> c_int;
     pub fn accel_optimizer_set_lr(optimizer: *mut accel_optimizer_t, group: usize, lr: f64) -> c_int;
     pub fn accel_optimizer_momentum(optimizer: *const accel_optimizer_t, group: usize, out: *mut f64) -> c_int;
-    pub fn accel_optimizer_betas(
-        optimizer: *const accel_optimizer_t,
-        group: usize,
-        beta1: *mut f64,
-        beta2: *mut f64,
-    ) -> c_int;
+    pub fn accel_optimizer_betas(optimizer: *const accel_optimizer_t, group: usize, beta1: *mut f64, beta2: *mut f64) -> c_int;
     pub fn accel_optimizer_loss_scale(optimizer: *const accel_optimizer_t, out: *mut f64) -> c_int;
 }

@@ -13,6 +13,9 @@ extern "C" {
     pub fn accel_state_autocast_begin(state: *mut accel_state_t) -> c_int;
     pub fn accel_state_autocast_end(state: *mut accel_state_t) -> c_int;
     pub fn accel_state_free_memory(state: *mut accel_state_t) -> c_int;
+    pub fn accel_state_grad_scale(state: *mut accel_state_t, out: *mut *mut accel_tensor_t) -> c_int;
+    pub fn accel_state_unscale_gradients(state: *mut accel_state_t, model: *mut accel_model_t, found_inf: *mut c_int) -> c_int;
+    pub fn accel_state_update_grad_scale(state: *mut accel_state_t, found_inf: c_int) -> c_int;
     pub fn accel_state_clip_grad_norm(
         state: *mut accel_state_t,
         model: *mut accel_model_t,

@@ -40,6 +40,7 @@ mod dataset;
 mod dlpack;
 mod error;
 mod handle;
+mod host_model;
 mod loader;
 mod loss;
 mod model;

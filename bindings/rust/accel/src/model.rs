@@ -1,4 +1,5 @@
-//! TorchScript models (capi/accel/model.h): loading, prepare(model), forward and its outputs.
+//! TorchScript models (capi/accel/model.h): loading, prepare(model), forward and its outputs (models of the
+//! program's own tensors: host_model.rs).
 use std::os::raw::{c_char, c_int, c_void};
 use std::path::Path;
 use std::ptr::NonNull;
@@ -13,7 +14,7 @@ use crate::state::State;
 use crate::strings::{from_c, path_to_c, to_c};
 use crate::tensor::{handle_array, Tensor};
 
-/// A TorchScript module run by the library.
+/// A TorchScript module run by the library, or a model of the program's own tensors (`Model::from_tensors`).
 pub struct Model {
     ptr: NonNull<sys::accel_model_t>,
 }
@@ -156,6 +157,10 @@ impl Model {
     pub fn load_weights(&mut self, directory: impl AsRef<Path>) -> Result<()> {
         let directory = path_to_c(directory.as_ref())?;
         check(unsafe { sys::accel_model_load_weights(self.as_ptr(), directory.as_ptr()) })
+    }
+
+    pub(crate) fn from_raw(ptr: NonNull<sys::accel_model_t>) -> Model {
+        Model { ptr }
     }
 
     pub(crate) fn as_ptr(&self) -> *mut sys::accel_model_t {

@@ -56,8 +56,7 @@ impl Scheduler {
 
     /// Accelerate's AcceleratedScheduler.step(metric), for reduce_on_plateau.
     pub fn step_with_metric(&mut self, metric: f64) -> Result<()> {
-        let result =
-            one_at_a_time(|| check(unsafe { sys::accel_scheduler_step_with_metric(self.ptr.as_ptr(), metric) }));
+        let result = one_at_a_time(|| check(unsafe { sys::accel_scheduler_step_with_metric(self.ptr.as_ptr(), metric) }));
         explain(&self.multiplier, result)
     }
 

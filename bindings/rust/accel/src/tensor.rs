@@ -182,6 +182,37 @@ impl Tensor {
         Ok(data)
     }
 
+    /// The elements of a contiguous CPU tensor of `T`'s dtype, in place (no copy): a model's parameters
+    /// read by a forward written in Rust.
+    ///
+    /// # Safety
+    /// Nothing may write the memory while the slice lives. Other handles share it, and the library writes
+    /// through them: a model's parameters in prepare, an optimizer step and load_state; its gradient
+    /// storage in zero_grad, clipping, unscaling and a synchronising `Model::end_backward`.
+    pub unsafe fn as_slice<T: Element>(&self) -> Result<&[T]> {
+        let (data, count) = self.elements::<T>()?;
+        Ok(if count == 0 { &[] } else { std::slice::from_raw_parts(data as *const T, count) })
+    }
+
+    /// The same, writable: a gradient written by hand into `Model::grad_view`'s storage.
+    ///
+    /// # Safety
+    /// Nothing else may read or write the memory while the slice lives (see `as_slice`), and no other slice
+    /// of it may exist.
+    #[allow(clippy::mut_from_ref)] // the memory is the library's, shared by handles: the caller vouches
+    pub unsafe fn as_mut_slice<T: Element>(&self) -> Result<&mut [T]> {
+        let (data, count) = self.elements::<T>()?;
+        Ok(if count == 0 { &mut [] } else { std::slice::from_raw_parts_mut(data as *mut T, count) })
+    }
+
+    fn elements<T: Element>(&self) -> Result<(*mut c_void, usize)> {
+        if self.dtype() != Some(T::DTYPE) {
+            return Err(Error::new(sys::ACCEL_ERR_DTYPE, format!("the tensor holds {:?}, not {:?}", self.dtype(), T::DTYPE)));
+        }
+        let count = usize::try_from(self.numel()).unwrap_or(0);
+        Ok((self.data_ptr()?, count))
+    }
+
     pub(crate) fn as_ptr(&self) -> *mut sys::accel_tensor_t {
         self.ptr.as_ptr()
     }

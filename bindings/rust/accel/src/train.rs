@@ -55,6 +55,27 @@ impl State {
         one_at_a_time(|| check(unsafe { sys::accel_state_free_memory(self.as_ptr()) }))
     }
 
+    /// The fp16 loss scale, for a model of the program's tensors trained by an optimizer that is not
+    /// accel's: a 0-dim float32 tensor on the state's device (the same memory every call; 1 without fp16
+    /// loss scaling) to multiply the loss by before the program's backward.
+    pub fn grad_scale(&self) -> Result<Tensor> {
+        one_at_a_time(|| Tensor::make(|out| unsafe { sys::accel_state_grad_scale(self.as_ptr(), out) }))
+    }
+
+    /// Divides the model's gradients by the loss scale, once per optimizer step before clipping; true when
+    /// any holds inf or NaN (skip the step then). Without fp16 loss scaling nothing changes: false.
+    pub fn unscale_gradients(&self, model: &mut Model) -> Result<bool> {
+        let mut found_inf = 0;
+        one_at_a_time(|| check(unsafe { sys::accel_state_unscale_gradients(self.as_ptr(), model.as_ptr(), &mut found_inf) }))?;
+        Ok(found_inf != 0)
+    }
+
+    /// GradScaler.update: the scale grows or backs off after a step that was taken (`found_inf` false) or
+    /// skipped (true). Without fp16 loss scaling, nothing.
+    pub fn update_grad_scale(&self, found_inf: bool) -> Result<()> {
+        one_at_a_time(|| check(unsafe { sys::accel_state_update_grad_scale(self.as_ptr(), found_inf as i32) }))
+    }
+
     /// Clips the gradients' total `norm_type`-norm to `max_norm`; returns the norm before clipping.
     pub fn clip_grad_norm(&self, model: &mut Model, max_norm: f64, norm_type: f64) -> Result<f64> {
         let mut total_norm = 0.0;

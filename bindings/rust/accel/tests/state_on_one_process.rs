@@ -57,7 +57,10 @@ fn collectives_of_one_process_give_its_own_values() {
     let error = state.reduce_named(&[("x", &x), ("y", &y)], Reduction::Mean).err().expect("mean of integers");
     assert_eq!(error.code(), sys::ACCEL_ERR_DTYPE);
     assert!(error.message().contains("'y' is Long"), "{}", error.message());
-    assert_eq!(state.reduce_named(&[("x", &x), ("x", &y)], Reduction::Sum).err().expect("a repeated name").code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
+    assert_eq!(
+        state.reduce_named(&[("x", &x), ("x", &y)], Reduction::Sum).err().expect("a repeated name").code(),
+        sys::ACCEL_ERR_INVALID_ARGUMENT
+    );
     assert!(state.reduce_named(&[], Reduction::Max).unwrap().is_empty());
     assert_eq!(state.autocast(|| 7).unwrap(), 7);
     state.free_memory().unwrap();

@@ -1,0 +1,90 @@
+//! Models whose tensors are the program's own (capi/accel/model.h, `accel_model_from_tensors`): Rust-owned
+//! buffers lent through `Tensor::from_vec`, or DLPack tensors of another runtime. Their forward and backward
+//! run in the program, which tells the model about them as DDP's hooks would: `begin_forward` before each
+//! forward, the gradient written (accumulated) into `grad_view`'s storage, `grad_ready` per parameter once
+//! its gradient is final, `end_backward` after the last. Everything else (optimizers, accumulation and
+//! no_sync, clipping, the grad scaler, save_state and save_model) takes them as any prepared model.
+use std::os::raw::{c_char, c_int};
+
+use accel_sys as sys;
+
+use crate::error::{check, Error, Result};
+use crate::handle::new_handle;
+use crate::model::Model;
+use crate::serial::one_at_a_time;
+use crate::strings::to_c;
+use crate::tensor::{handle_array, Tensor};
+
+impl Model {
+    /// A model of `parameters` (name, tensor) and `buffers`, whose memory stays the caller's: shared, never
+    /// copied, kept alive by the model. `trainable` gives one flag per parameter (false: frozen, as
+    /// requires_grad False); None makes every parameter trainable. `State::prepare_model` then copies rank
+    /// 0's values into every rank's tensors in place and gives each trainable parameter its gradient storage
+    /// (`grad_view`). Errors: a repeated or empty name, a trainable parameter that is not floating
+    /// (ACCEL_ERR_INVALID_ARGUMENT), `trainable` of another length than `parameters`.
+    pub fn from_tensors(parameters: &[(&str, &Tensor)], trainable: Option<&[bool]>, buffers: &[(&str, &Tensor)]) -> Result<Model> {
+        if let Some(flags) = trainable {
+            if flags.len() != parameters.len() {
+                return Err(Error::new(
+                    sys::ACCEL_ERR_INVALID_ARGUMENT,
+                    format!("{} trainable flags for {} parameters", flags.len(), parameters.len()),
+                ));
+            }
+        }
+        let flags: Option<Vec<c_int>> = trainable.map(|flags| flags.iter().map(|&on| on as c_int).collect());
+        // The owned names (_names, _buffer_names) live until the call has returned.
+        let (_names, name_pointers, tensors) = named_arrays("parameter name", parameters)?;
+        let (_buffer_names, buffer_name_pointers, buffer_tensors) = named_arrays("buffer name", buffers)?;
+        let ptr = new_handle(|out| unsafe {
+            sys::accel_model_from_tensors(
+                out,
+                name_pointers.as_ptr(),
+                tensors.as_ptr(),
+                flags.as_ref().map_or(std::ptr::null(), |flags| flags.as_ptr()),
+                tensors.len(),
+                buffer_name_pointers.as_ptr(),
+                buffer_tensors.as_ptr(),
+                buffer_tensors.len(),
+            )
+        })?;
+        Ok(Model::from_raw(ptr))
+    }
+
+    /// Call before each of the program's forwards (`grad_enabled` false for evaluation): with several
+    /// processes it may send rank 0's buffers (collective, on every rank alike) and decides whether the
+    /// coming backward synchronises.
+    pub fn begin_forward(&mut self, grad_enabled: bool) -> Result<()> {
+        one_at_a_time(|| check(unsafe { sys::accel_model_begin_forward(self.as_ptr(), grad_enabled as c_int) }))
+    }
+
+    /// Parameter `index`'s gradient storage, the same memory every step (with several processes a view into
+    /// its gradient bucket): the program's backward accumulates the gradient there in place (see
+    /// `Tensor::as_mut_slice`); the optimizer, clipping and save_state read it there.
+    pub fn grad_view(&self, index: usize) -> Result<Tensor> {
+        Tensor::make(|out| unsafe { sys::accel_model_grad_view(self.as_ptr(), index, out) })
+    }
+
+    /// Parameter `index`'s gradient of this backward is final: once its whole bucket is, the bucket's
+    /// all-reduce starts, overlapping the rest of the backward. Repeats are ignored; outside a synchronising
+    /// backward nothing happens.
+    pub fn grad_ready(&mut self, index: usize) -> Result<()> {
+        one_at_a_time(|| check(unsafe { sys::accel_model_grad_ready(self.as_ptr(), index) }))
+    }
+
+    /// The backward is over: on a synchronising one, waits for the all-reduces, after which every gradient
+    /// holds the average over the ranks. A parameter never marked ready is an error naming it, unless the
+    /// model was prepared with find_unused_parameters.
+    pub fn end_backward(&mut self) -> Result<()> {
+        one_at_a_time(|| check(unsafe { sys::accel_model_end_backward(self.as_ptr()) }))
+    }
+}
+
+type NamedArrays = (Vec<std::ffi::CString>, Vec<*const c_char>, Vec<*mut sys::accel_tensor_t>);
+
+/// The names (owned, and as the pointers C reads, valid while the owned ones live) and the tensor handles.
+fn named_arrays(what: &str, named: &[(&str, &Tensor)]) -> Result<NamedArrays> {
+    let names = named.iter().map(|(name, _)| to_c(what, name)).collect::<Result<Vec<_>>>()?;
+    let pointers = names.iter().map(|name| name.as_ptr()).collect();
+    let tensors: Vec<&Tensor> = named.iter().map(|(_, tensor)| *tensor).collect();
+    Ok((names, pointers, handle_array(&tensors)))
+}
