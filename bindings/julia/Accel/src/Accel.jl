@@ -53,9 +53,10 @@ export split_range, split_tensor, main_process_first, local_main_process_first, 
 export safetensors_dataset, npy_dataset, num_samples, num_batches, epoch, set_epoch!, skip_first_batches!, end_of_dataloader, remainder, save_state, save_state_async, wait_for_save, load_state!, register_for_checkpointing!
 export compute_loss
 export prepare_model!, forward, evaluate, train!, is_training, parameter_names, parameter, buffer_names,
-    buffer, grad_sync_stat, unwrap_model, save_torchscript, load_weights!
+    buffer, grad_sync_stat, unwrap_model, save_torchscript, load_weights!, begin_forward!, grad_view, grad_ready!,
+    end_backward!
 export step!, zero_grad!, step_was_skipped, num_groups, lr, set_lr!, momentum, betas, loss_scale, last_lr, step_count
-export accumulate!, sync_gradients, backward!, backward_with_items!, no_sync, autocast, free_memory!, clip_grad_norm!, clip_grad_value!, save_model
+export accumulate!, sync_gradients, backward!, backward_with_items!, no_sync, autocast, free_memory!, grad_scale, unscale_gradients!, update_grad_scale!, clip_grad_norm!, clip_grad_value!, save_model
 export eager_reason, train_step_stat
 export init_trackers, log_metrics, finish_trackers, print_main, update!
 

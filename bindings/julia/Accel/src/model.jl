@@ -1,4 +1,5 @@
-# capi/accel/model.h: TorchScript models, prepare(model), forward and its outputs.
+# capi/accel/model.h: TorchScript models and models of the program's own tensors, prepare(model), forward
+# and its outputs, the program's forward and backward told to the model.
 #
 # Thread safety (model.h): a model is used by one task at a time.
 
@@ -37,6 +38,41 @@ function Model(archive::Vector{UInt8})
 end
 
 """
+    Model(parameters; trainable = nothing, buffers = Pair{String,Tensor}[])
+
+A model of the program's own tensors (`name => tensor` pairs; a Tensor copied from a Julia array, or a
+DLPack import of another runtime's memory), whose memory stays theirs: shared, never copied, kept alive by
+the model. `trainable`: one Bool per parameter (false: frozen); `nothing`, all trainable. Its forward and
+backward run in the program, which tells the model about them: [`begin_forward!`](@ref), the gradient
+accumulated into [`grad_view`](@ref), [`grad_ready!`](@ref) per parameter, [`end_backward!`](@ref).
+`prepare_model!` copies rank 0's values into every rank's tensors in place; optimizers, accumulation,
+clipping, the grad scaler and checkpoints take it as any prepared model.
+"""
+function Model(parameters::AbstractVector{<:Pair{<:AbstractString,Tensor}};
+               trainable::Union{Nothing,AbstractVector{Bool}} = nothing,
+               buffers::AbstractVector{<:Pair{<:AbstractString,Tensor}} = Pair{String,Tensor}[])
+    trainable === nothing || length(trainable) == length(parameters) ||
+        throw(ArgumentError("$(length(trainable)) trainable flags for $(length(parameters)) parameters"))
+    flags = trainable === nothing ? Ptr{Cint}(C_NULL) : Cint[flag for flag in trainable]
+    tensors = Tensor[last(pair) for pair in parameters]
+    buffer_tensors = Tensor[last(pair) for pair in buffers]
+    tensor_pointers = handle_pointers(accel_tensor_t, tensors)
+    buffer_pointers = handle_pointers(accel_tensor_t, buffer_tensors)
+    ptr = GC.@preserve tensors buffer_tensors flags begin
+        with_cstrings([first(pair) for pair in parameters]) do names
+            with_cstrings([first(pair) for pair in buffers]) do buffer_names
+                new_pointer(accel_model_t) do out
+                    ccall((:accel_model_from_tensors, libaccel), Cint,
+                        (Ptr{Ptr{accel_model_t}}, Ptr{Ptr{UInt8}}, Ptr{Ptr{accel_tensor_t}}, Ptr{Cint}, Csize_t, Ptr{Ptr{UInt8}}, Ptr{Ptr{accel_tensor_t}}, Csize_t),
+                        out, names, tensor_pointers, flags, length(tensor_pointers), buffer_names, buffer_pointers, length(buffer_pointers))
+                end
+            end
+        end
+    end
+    return owned_model(ptr)
+end
+
+"""
     prepare_model!(state, model; options...)
 
 Accelerate's prepare(model): on the state's device, rank 0's weights everywhere, gradients averaged over
@@ -51,6 +87,39 @@ function prepare_model!(state::State, model::Model; settings...)
     end
     return model
 end
+
+"""
+    begin_forward!(model; grad_enabled = true)
+
+Before each of the program's forwards on a model of its own tensors (`grad_enabled = false` for
+evaluation): with several processes it may send rank 0's buffers (collective, on every rank alike) and
+decides whether the coming backward synchronises.
+"""
+begin_forward!(model::Model; grad_enabled::Bool = true) =
+    @check ccall((:accel_model_begin_forward, libaccel), Cint, (Ptr{accel_model_t}, Cint), model, grad_enabled)
+
+"""
+    grad_view(model, index)
+
+Parameter `index`'s (1-based) gradient storage, the same memory every step (with several processes a view
+into its gradient bucket): the program's backward accumulates the gradient there in place (through
+[`unsafe_array`](@ref)); the optimizer, clipping and checkpoints read it there.
+"""
+function grad_view(model::Model, index::Integer)
+    return new_tensor() do out
+        ccall((:accel_model_grad_view, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{Ptr{accel_tensor_t}}), model, index - 1, out)
+    end
+end
+
+"""Parameter `index`'s (1-based) gradient of this backward is final: once its bucket is, the bucket's
+all-reduce starts, overlapping the rest of the backward. Repeats are ignored."""
+grad_ready!(model::Model, index::Integer) =
+    @check ccall((:accel_model_grad_ready, libaccel), Cint, (Ptr{accel_model_t}, Csize_t), model, index - 1)
+
+"""The program's backward is over: on a synchronising one, waits for the all-reduces, after which every
+gradient holds the average over the ranks. A parameter never marked ready is an error naming it, unless
+the model was prepared with `find_unused_parameters = true`."""
+end_backward!(model::Model) = @check ccall((:accel_model_end_backward, libaccel), Cint, (Ptr{accel_model_t},), model)
 
 """What forward returned: `output[i]` (1-based), `output["name"]` for a dict, `keys(output)`."""
 mutable struct Output

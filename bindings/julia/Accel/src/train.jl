@@ -53,6 +53,28 @@ end
 epoch are no longer tracked, and CUDA's cached blocks are returned."""
 free_memory!(state::State) = @check ccall((:accel_state_free_memory, libaccel), Cint, (Ptr{accel_state_t},), state)
 
+"""The fp16 loss scale for a model of the program's tensors trained by an optimizer that is not accel's: a
+0-dim float32 tensor on the state's device (the same memory every call; 1 without fp16 loss scaling) to
+multiply the loss by before the program's backward."""
+function grad_scale(state::State)
+    return new_tensor() do out
+        ccall((:accel_state_grad_scale, libaccel), Cint, (Ptr{accel_state_t}, Ptr{Ptr{accel_tensor_t}}), state, out)
+    end
+end
+
+"""Divides the model's gradients by the loss scale (once per optimizer step, before clipping); `true` when
+any holds inf or NaN (skip the step then). Without fp16 loss scaling nothing changes: `false`."""
+function unscale_gradients!(state::State, model::Model)
+    found_inf = Ref{Cint}(0)
+    @check ccall((:accel_state_unscale_gradients, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_model_t}, Ptr{Cint}), state, model, found_inf)
+    return found_inf[] != 0
+end
+
+"""GradScaler.update: the scale grows or backs off after a step that was taken (`found_inf` false) or
+skipped (true). Without fp16 loss scaling, nothing."""
+update_grad_scale!(state::State, found_inf::Bool) =
+    @check ccall((:accel_state_update_grad_scale, libaccel), Cint, (Ptr{accel_state_t}, Cint), state, found_inf)
+
 """Clips the gradients' total `norm_type`-norm to `max_norm`; returns the norm before clipping."""
 function clip_grad_norm!(state::State, model::Model, max_norm::Real, norm_type::Real = 2.0)
     total = Ref{Cdouble}(0)

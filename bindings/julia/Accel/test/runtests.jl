@@ -167,6 +167,31 @@ end
         end
     end
 
+    @testset "a model of the program's tensors" begin
+        state = State()
+        weight = Tensor(Float32[1 2; 3 4])
+        model = prepare_model!(state, Model(["weight" => weight]; buffers = ["running_mean" => Tensor(Float32[0.5, 0.5])]))
+        @test parameter_names(model) == ["weight"]
+        @test buffer_names(model) == ["running_mean"]
+        optimizer = Optimizer(model, "sgd"; lr = 0.5)
+        accumulate!(state)
+        begin_forward!(model)
+        storage = unsafe_array(grad_view(model, 1))  # the backward's gradient, accumulated in place
+        storage .+= Float32[2 2; -2 0]
+        grad_ready!(model, 1)
+        end_backward!(model)
+        step!(optimizer)
+        @test Array(weight) == Float32[0 1; 4 4]  # the program's tensor, stepped in place
+        zero_grad!(optimizer)
+        @test all(iszero, Array(grad_view(model, 1)))
+        @test Array(grad_scale(state))[] == 1  # no fp16 loss scaling
+        @test !unscale_gradients!(state, model)
+        update_grad_scale!(state, false)
+        @test_throws AccelError grad_ready!(model, 2)
+        @test_throws ArgumentError Model(["w" => weight]; trainable = [true, false])
+        @test_throws AccelError Model(["w" => weight, "w" => weight])
+    end
+
     @testset "train step" begin
         mktempdir() do dir
             state = State()
