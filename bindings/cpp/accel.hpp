@@ -89,6 +89,20 @@ class Tensor {
     check(accel_tensor_copy_to_buffer(get(), out.data(), out.size() * sizeof(T)));
     return out;
   }
+  // Wraps a DLPack tensor another framework made, without copying; it owns managed from then on (on an
+  // error managed stays the caller's).
+  static Tensor from_dlpack(DLManagedTensor* managed) {
+    return Tensor(detail::made<accel_tensor_t, accel_tensor_free>(
+                      [&](accel_tensor_t** out) { return accel_tensor_from_dlpack(out, managed); })
+                      .release());
+  }
+  // Exports the tensor without copying; the caller owns the result (hand it to a framework, or call its
+  // deleter once).
+  DLManagedTensor* to_dlpack() const {
+    DLManagedTensor* out = nullptr;
+    check(accel_tensor_to_dlpack(&out, get()));
+    return out;
+  }
   std::vector<int64_t> shape() const {
     const int64_t* sizes = accel_tensor_shape(get());
     return std::vector<int64_t>(sizes, sizes + accel_tensor_ndim(get()));
@@ -110,8 +124,20 @@ class State {
   int32_t process_index() const { return accel_state_process_index(get()); }
   bool is_main_process() const { return accel_state_is_main_process(get()) != 0; }
   std::string device() const { return accel_state_device(get()); }
+  // "no", "fp16" or "bf16".
+  std::string mixed_precision() const { return accel_state_mixed_precision(get()); }
 
   void prepare(Model& model, const Options* options = nullptr);
+  // The fp16 grad scaler for a model of the caller's tensors whose optimizer is not accel's (accel/train.h):
+  // the loss scale (0-dim float32, the same memory every call; 1 without fp16 loss scaling), unscaling the
+  // model's gradients (true: one holds inf or NaN, skip the step), and the scale's update after a step.
+  Tensor grad_scale() {
+    accel_tensor_t* out = nullptr;
+    check(accel_state_grad_scale(get(), &out));
+    return Tensor(out);
+  }
+  bool unscale_gradients(Model& model);
+  void update_grad_scale(bool found_inf) { check(accel_state_update_grad_scale(get(), found_inf ? 1 : 0)); }
   void accumulate() { check(accel_state_accumulate(get())); }
   bool sync_gradients() const { return accel_state_sync_gradients(get()) != 0; }
   void backward(const Tensor& loss) { check(accel_state_backward(get(), loss.get())); }
@@ -214,6 +240,51 @@ class Model {
   explicit Model(const std::string& torchscript_path)
       : handle_(detail::made<accel_model_t, accel_model_free>(
             [&](accel_model_t** out) { return accel_model_load(out, torchscript_path.c_str()); })) {}
+  // A model of tensors that the caller's runtime owns (accel_model_from_tensors): shared, never copied, kept
+  // alive by the model; trainable has one flag per parameter (false: frozen), or is empty (all trainable).
+  // Its forward and backward are the caller's, which tells the model about them: begin_forward before each
+  // forward; the backward accumulates each gradient into grad_view(index)'s storage (the gradient bucket
+  // with several processes) and calls grad_ready(index) once it is final; end_backward after the backward.
+  // For a torch::nn::Module, accel_torch.hpp does all of this.
+  static Model from_tensors(const std::vector<std::pair<std::string, const Tensor*>>& parameters,
+                            const std::vector<bool>& trainable = {},
+                            const std::vector<std::pair<std::string, const Tensor*>>& buffers = {}) {
+    if (!trainable.empty() && trainable.size() != parameters.size()) {
+      throw Error(ACCEL_ERR_INVALID_ARGUMENT, "ACCEL_ERR_INVALID_ARGUMENT: " + std::to_string(trainable.size()) +
+                                                  " trainable flags for " + std::to_string(parameters.size()) +
+                                                  " parameters");
+    }
+    std::vector<const char*> names, buffer_names;
+    std::vector<accel_tensor_t*> tensors, buffer_tensors;
+    for (const auto& [name, tensor] : parameters) {
+      names.push_back(name.c_str());
+      tensors.push_back(tensor->get());
+    }
+    for (const auto& [name, tensor] : buffers) {
+      buffer_names.push_back(name.c_str());
+      buffer_tensors.push_back(tensor->get());
+    }
+    const std::vector<int> flags(trainable.begin(), trainable.end());
+    return Model(detail::made<accel_model_t, accel_model_free>([&](accel_model_t** out) {
+      return accel_model_from_tensors(out, names.data(), tensors.data(), flags.empty() ? nullptr : flags.data(),
+                                      tensors.size(), buffer_names.data(), buffer_tensors.data(), buffer_tensors.size());
+    }));
+  }
+  void begin_forward(bool grad_enabled = true) { check(accel_model_begin_forward(get(), grad_enabled ? 1 : 0)); }
+  Tensor grad_view(size_t index) const {
+    accel_tensor_t* out = nullptr;
+    check(accel_model_grad_view(get(), index, &out));
+    return Tensor(out);
+  }
+  void grad_ready(size_t index) { check(accel_model_grad_ready(get(), index)); }
+  void end_backward() { check(accel_model_end_backward(get())); }
+  size_t num_parameters() const { return accel_model_num_parameters(get()); }
+  // What the gradient all-reduces cost, one figure by name ("syncs", "bytes", "copied_bytes", ...).
+  double grad_sync_stat(const std::string& name) const {
+    double value = 0;
+    check(accel_model_grad_sync_stat(get(), name.c_str(), &value));
+    return value;
+  }
   // The first tensor forward returns (with a graph, for training; without one when evaluating).
   Tensor forward(const Tensor& input, bool with_graph = true) {
     accel_tensor_t* inputs[] = {input.get()};
@@ -231,6 +302,7 @@ class Model {
   accel_model_t* get() const { return handle_.get(); }
 
  private:
+  explicit Model(detail::Owned<accel_model_t, accel_model_free> handle) : handle_(std::move(handle)) {}
   detail::Owned<accel_model_t, accel_model_free> handle_;
 };
 
@@ -240,6 +312,12 @@ inline void State::prepare(Model& model, const Options* options) {
 
 inline void State::save_model(const Model& model, const std::string& directory, size_t max_shard_size) {
   check(accel_state_save_model(get(), model.get(), directory.c_str(), max_shard_size));
+}
+
+inline bool State::unscale_gradients(Model& model) {
+  int found_inf = 0;
+  check(accel_state_unscale_gradients(get(), model.get(), &found_inf));
+  return found_inf != 0;
 }
 
 inline double State::clip_grad_norm(Model& model, double max_norm, double norm_type) {

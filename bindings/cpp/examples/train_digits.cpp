@@ -1,88 +1,28 @@
 // The demo's training (examples/train_digits.c) in C++ over bindings/cpp/accel.hpp: the same MLP
 // (64-128-128-10, TorchScript from examples/make_mlp.py), the same digits, split, batches, AdamW with a
 // cosine schedule and clipping (an accel::TrainStep per batch), evaluation through gather_for_metrics. Run with
-// accel launch:
-//   accel launch --nproc-per-node 2 --cpu --master-port 0 -- train_digits_cpp MODEL.pt DIGITS.csv.gz [EPOCHS]
+// accel launch (with SAVE_DIR, the trained weights are saved there as model.safetensors):
+//   accel launch --nproc-per-node 2 --cpu --master-port 0 -- train_digits_cpp MODEL.pt DIGITS.csv.gz [EPOCHS] [SAVE_DIR]
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "accel.hpp"
-
-namespace {
-
-constexpr int64_t kPixels = 64, kClasses = 10, kTestRows = 360;
-
-struct Digits {
-  std::vector<float> pixels;  // rows x 64, scaled to [0, 1]
-  std::vector<int64_t> labels;
-};
-
-// sklearn's digits.csv.gz: 64 pixel values (0..16) and a label per line, read through gzip -dc.
-Digits read_digits(const std::string& path) {
-  const bool compressed = path.size() > 3 && path.substr(path.size() - 3) == ".gz";
-  std::FILE* file = compressed ? popen(("gzip -dc '" + path + "'").c_str(), "r") : std::fopen(path.c_str(), "r");
-  if (file == nullptr) throw std::runtime_error("cannot read " + path);
-  Digits digits;
-  char line[1024];
-  while (std::fgets(line, sizeof line, file) != nullptr) {
-    std::istringstream fields(line);
-    std::string field;
-    std::vector<long> values;
-    while (std::getline(fields, field, ',')) values.push_back(std::strtol(field.c_str(), nullptr, 10));
-    if (values.size() != kPixels + 1) continue;
-    for (int64_t p = 0; p < kPixels; ++p) digits.pixels.push_back(static_cast<float>(values[p]) / 16.0f);
-    digits.labels.push_back(values[kPixels]);
-  }
-  if (compressed ? pclose(file) != 0 : std::fclose(file) != 0) throw std::runtime_error("error reading " + path);
-  if (static_cast<int64_t>(digits.labels.size()) <= kTestRows) throw std::runtime_error(path + " has too few rows");
-  return digits;
-}
-
-// The C demo's fixed shuffle (splitmix64, Fisher-Yates, seed 0), so both hold out the same test rows.
-void shuffle(Digits& digits) {
-  uint64_t state = 0;
-  auto next = [&state] {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  };
-  for (auto i = static_cast<int64_t>(digits.labels.size()) - 1; i > 0; --i) {
-    const auto j = static_cast<int64_t>(next() % static_cast<uint64_t>(i + 1));
-    for (int64_t p = 0; p < kPixels; ++p) std::swap(digits.pixels[i * kPixels + p], digits.pixels[j * kPixels + p]);
-    std::swap(digits.labels[i], digits.labels[j]);
-  }
-}
-
-struct Split {
-  accel::Tensor x, y;
-};
-
-Split rows(const Digits& digits, int64_t first, int64_t count) {
-  const std::vector<float> x(digits.pixels.begin() + first * kPixels, digits.pixels.begin() + (first + count) * kPixels);
-  const std::vector<int64_t> y(digits.labels.begin() + first, digits.labels.begin() + first + count);
-  return {accel::Tensor::from(x, {count, kPixels}), accel::Tensor::from(y, {count})};
-}
-
-}  // namespace
+#include "digits.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: train_digits_cpp MODEL.pt DIGITS.csv[.gz] [EPOCHS]\n";
+    std::cerr << "usage: train_digits_cpp MODEL.pt DIGITS.csv[.gz] [EPOCHS] [SAVE_DIR]\n";
     return 2;
   }
   const int64_t epochs = argc > 3 ? std::atoll(argv[3]) : 20;
   try {
     accel::State state;
-    Digits digits = read_digits(argv[2]);
-    shuffle(digits);
-    const auto total_rows = static_cast<int64_t>(digits.labels.size());
-    const Split train = rows(digits, 0, total_rows - kTestRows), test = rows(digits, total_rows - kTestRows, kTestRows);
+    const auto [train, test] = digits::train_and_test(argv[2]);
+    const int64_t train_rows = train.x.shape()[0];
     const auto train_set = accel::Dataset::from_tensors({{"x", &train.x}, {"y", &train.y}});
     const auto test_set = accel::Dataset::from_tensors({{"x", &test.x}, {"y", &test.y}});
     accel::Options train_options, test_options;
@@ -96,7 +36,7 @@ int main(int argc, char** argv) {
     optimizer_options.set("lr", "0.01").set("weight_decay", "0.01").set("no_decay", "*bias");
     accel::Optimizer optimizer(model, "adamw", &optimizer_options);
     // Sized in single-process steps, as Accelerate's scheduler rule expects.
-    const int64_t single_process_steps = epochs * ((total_rows - kTestRows + 31) / 32);
+    const int64_t single_process_steps = epochs * ((train_rows + 31) / 32);
     schedule_options.set("total_steps", std::to_string(single_process_steps))
         .set("warmup_steps", std::to_string(single_process_steps / 20));
     accel::Scheduler scheduler(optimizer, "cosine", &schedule_options);
@@ -118,27 +58,11 @@ int main(int argc, char** argv) {
       }
     }
 
-    int64_t correct = 0, counted = 0;
     model.train(false);
-    while (auto batch = test_loader.next()) {
-      const auto logits = model.forward((*batch)["x"], /*with_graph=*/false).values<float>();
-      std::vector<int64_t> predictions;
-      for (size_t row = 0; row * kClasses < logits.size(); ++row) {
-        int64_t best = 0;
-        for (int64_t c = 1; c < kClasses; ++c) best = logits[row * kClasses + c] > logits[row * kClasses + best] ? c : best;
-        predictions.push_back(best);
-      }
-      const auto all_predictions =
-          state.gather_for_metrics(accel::Tensor::from(predictions, {static_cast<int64_t>(predictions.size())}));
-      const auto all_labels = state.gather_for_metrics((*batch)["y"]).values<int64_t>();
-      const auto predicted = all_predictions.values<int64_t>();
-      for (size_t i = 0; i < predicted.size(); ++i) correct += predicted[i] == all_labels[i];
-      counted += static_cast<int64_t>(predicted.size());
-    }
-    char line[96];
-    std::snprintf(line, sizeof line, "test accuracy: %.2f (%lld of %lld)", static_cast<double>(correct) / counted,
-                  static_cast<long long>(correct), static_cast<long long>(counted));
-    state.print(line);
+    state.print(digits::test_accuracy(state, test_loader, [&](const accel::Tensor& x) {
+      return model.forward(x, /*with_graph=*/false).values<float>();
+    }));
+    if (argc > 4) state.save_model(model, argv[4]);
     state.shutdown();
   } catch (const std::exception& error) {
     std::cerr << "train_digits_cpp: " << error.what() << "\n";

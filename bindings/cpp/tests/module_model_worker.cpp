@@ -1,0 +1,187 @@
+// accel_torch.hpp's ModuleModel on every rank under `accel launch` (1 and 2 processes): a torch::nn::Module of
+// LibTorch's C++ frontend gets rank 0's weights and buffers in place, autograd accumulates its gradients into
+// accel's storage (the buckets, with several processes: nothing copied in), the gradient accumulators' hooks
+// mark them ready, and after backward each gradient is the average of what every rank's own batch gives.
+// A zero_grad that sets the gradients to none is repaired by the hooks; a frozen parameter gets no storage; a
+// tied tensor is one parameter; the grad scaler's calls answer.
+// The same MLP trained to the weights of the TorchScript path: examples.train_digits_module_cpp.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "accel.hpp"
+#include "accel_torch.hpp"
+
+namespace {
+
+std::unique_ptr<accel::State> state;
+
+int rank() { return state->process_index(); }
+int world() { return state->num_processes(); }
+
+struct NetImpl : torch::nn::Module {
+  NetImpl() : hidden(register_module("hidden", torch::nn::Linear(6, 5))), out(register_module("out", torch::nn::Linear(5, 3))) {
+    shift = register_buffer("shift", at::zeros({5}));
+  }
+  at::Tensor forward(const at::Tensor& x) { return out(at::tanh(hidden(x) + shift)); }
+  torch::nn::Linear hidden, out;
+  at::Tensor shift;
+};
+TORCH_MODULE(Net);
+
+// A Net whose weights and buffer depend on seed.
+Net make_net(int64_t seed) {
+  at::manual_seed(seed);
+  Net net;
+  net->shift.uniform_();
+  return net;
+}
+
+// What every rank agrees on: the same tensor everywhere (its max and min over the ranks equal it).
+void expect_same_on_every_rank(const at::Tensor& tensor, const std::string& name) {
+  const auto shared = accel::from_torch(tensor.detach().contiguous());
+  const auto largest = accel::to_torch(state->reduce(shared, "max"));
+  const auto smallest = accel::to_torch(state->reduce(shared, "min"));
+  EXPECT_TRUE(largest.equal(tensor.detach()) && smallest.equal(tensor.detach())) << name << " differs between the ranks";
+}
+
+// The gradients of this rank's batch alone on make_net(seed) (every rank's weights after prepare), without
+// accel, averaged over the ranks.
+std::vector<at::Tensor> averaged_gradients(int64_t seed, const at::Tensor& x, const at::Tensor& y) {
+  Net plain = make_net(seed);
+  at::mse_loss(plain->forward(x), y).backward();
+  std::vector<at::Tensor> out;
+  for (const auto& parameter : plain->parameters()) {
+    out.push_back(accel::to_torch(state->reduce(accel::from_torch(parameter.grad()), "mean")));
+  }
+  return out;
+}
+
+TEST(ModuleModel, PrepareGivesEveryModuleRankZerosWeightsAndBuffersInPlace) {
+  Net net = make_net(100 + rank());
+  const auto weight_memory = net->hidden->weight.data_ptr();
+  accel::ModuleModel model(*state, *net);
+  EXPECT_EQ(net->hidden->weight.data_ptr(), weight_memory) << "the module's tensors were replaced";
+  const Net first = make_net(100);
+  for (const auto& item : net->named_parameters()) {
+    EXPECT_TRUE(item.value().equal(first->named_parameters()[item.key()])) << item.key() << " is not rank 0's";
+  }
+  EXPECT_TRUE(net->shift.equal(first->shift)) << "the buffer is not rank 0's";
+  // Before any backward, so that the first one accumulates there too (a repair by the hooks would copy).
+  const auto parameters = net->parameters();
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    ASSERT_TRUE(parameters[i].grad().defined()) << "parameter " << i << " has no gradient storage";
+    EXPECT_EQ(parameters[i].grad().data_ptr(), accel::to_torch(model.model().grad_view(i)).data_ptr())
+        << "parameter " << i << "'s gradient is not accel's storage";
+  }
+}
+
+TEST(ModuleModel, AutogradAccumulatesIntoAccelsStorageAndEveryGradientIsTheAverage) {
+  Net net = make_net(7);
+  accel::ModuleModel model(*state, *net);
+  at::manual_seed(11 + rank());  // each rank its own batch
+  const auto x = at::randn({4, 6}), y = at::randn({4, 3});
+  const auto expected = averaged_gradients(7, x, y);
+
+  state->accumulate();
+  model.begin_forward();
+  model.backward(at::mse_loss(net->forward(x), y));
+  const auto parameters = net->parameters();
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    EXPECT_EQ(parameters[i].grad().data_ptr(), accel::to_torch(model.model().grad_view(i)).data_ptr())
+        << "parameter " << i << "'s gradient is not accel's storage";
+    EXPECT_TRUE(parameters[i].grad().allclose(expected[i], 1e-6, 1e-7)) << "parameter " << i << " is not the average";
+  }
+  if (world() > 1) {
+    EXPECT_EQ(model.model().grad_sync_stat("syncs"), 1);
+    EXPECT_EQ(model.model().grad_sync_stat("copied_bytes"), 0) << "autograd did not accumulate into the buckets";
+  }
+}
+
+TEST(ModuleModel, AGradientSetToNoneIsCopiedBackIntoTheStorage) {
+  Net net = make_net(8);
+  accel::ModuleModel model(*state, *net);
+  accel::Options sgd;
+  sgd.set("lr", "0.5");
+  accel::Optimizer optimizer(model.model(), "sgd", &sgd);
+  at::manual_seed(21 + rank());
+  const auto x = at::randn({4, 6}), y = at::randn({4, 3});
+  const auto expected = averaged_gradients(8, x, y);
+  const auto before = net->out->bias.detach().clone();
+
+  net->zero_grad(/*set_to_none=*/true);
+  ASSERT_FALSE(net->out->bias.grad().defined());
+  state->accumulate();
+  model.begin_forward();
+  model.backward(at::mse_loss(net->forward(x), y));
+  EXPECT_EQ(net->out->bias.grad().data_ptr(), accel::to_torch(model.model().grad_view(3)).data_ptr());
+  EXPECT_TRUE(net->out->bias.grad().allclose(expected[3], 1e-6, 1e-7));
+  optimizer.step();  // reads the storage: the step is the averaged gradient's
+  EXPECT_TRUE(net->out->bias.detach().allclose(before - 0.5 * expected[3], 1e-6, 1e-7));
+}
+
+TEST(ModuleModel, AFrozenParameterHasNoStorageAndIsLeftAlone) {
+  Net net = make_net(9);
+  net->hidden->bias.set_requires_grad(false);
+  accel::ModuleModel model(*state, *net);
+  EXPECT_FALSE(net->hidden->bias.grad().defined());
+  try {
+    model.model().grad_view(1);
+    ADD_FAILURE() << "a frozen parameter has gradient storage";
+  } catch (const accel::Error& error) {
+    EXPECT_EQ(error.code(), ACCEL_ERR_INVALID_ARGUMENT) << error.what();
+  }
+  state->accumulate();
+  model.begin_forward();
+  model.backward(net->forward(at::ones({2, 6})).sum());
+  EXPECT_TRUE(net->out->weight.grad().defined());
+}
+
+// A tensor the module registers under two names is one parameter, under its first name, as in
+// named_parameters' dedup of torch's Python modules; its gradient sums both uses.
+TEST(ModuleModel, ATiedTensorIsOneParameter) {
+  torch::nn::Module tied;
+  at::manual_seed(12);
+  const auto shared = tied.register_parameter("first", at::randn({3}));
+  tied.register_parameter("second", shared);
+  accel::ModuleModel model(*state, tied);
+  ASSERT_EQ(model.model().num_parameters(), 1u);
+  EXPECT_STREQ(accel_model_parameter_name(model.model().get(), 0), "first");
+  state->accumulate();
+  model.begin_forward();
+  model.backward((shared * 2).sum() + shared.sum());
+  EXPECT_TRUE(shared.grad().equal(at::full({3}, 3.0f)));
+  EXPECT_EQ(shared.grad().data_ptr(), accel::to_torch(model.model().grad_view(0)).data_ptr());
+}
+
+// State's grad scaler calls, for an optimizer that is not accel's: without fp16 loss scaling (the CPU's case)
+// the scale is 1 and unscaling divides nothing and finds nothing.
+TEST(ModuleModel, TheGradScalerCallsAnswerWithoutFp16) {
+  Net net = make_net(10);
+  accel::ModuleModel model(*state, *net);
+  EXPECT_EQ(state->mixed_precision(), "no");
+  EXPECT_EQ(accel::to_torch(state->grad_scale()).item<float>(), 1.0f);
+  net->out->bias.grad().fill_(std::numeric_limits<float>::infinity());
+  EXPECT_FALSE(state->unscale_gradients(model.model())) << "found inf without loss scaling";
+  EXPECT_TRUE(net->out->bias.grad().isinf().all().item<bool>()) << "a gradient changed without loss scaling";
+  state->update_grad_scale(/*found_inf=*/true);
+  EXPECT_EQ(accel::to_torch(state->grad_scale()).item<float>(), 1.0f);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  state = std::make_unique<accel::State>();
+  const int failed = RUN_ALL_TESTS();
+  state->shutdown();
+  state.reset();
+  return failed;
+}
