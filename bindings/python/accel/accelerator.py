@@ -461,6 +461,24 @@ class Accelerator(Handle):
         check(lib.accel_state_free_memory(self.pointer))
         return [None] * len(objects)
 
+    def grad_scale(self):
+        """The fp16 loss scale as an accel.Tensor (0-d float32 on the device, updated in place; 1 without
+        fp16 loss scaling): what a loss is multiplied by before a backward the library does not run."""
+        out = ffi.new("accel_tensor_t **")
+        check(lib.accel_state_grad_scale(self.pointer, out))
+        return Tensor(out[0])
+
+    def unscale_model_gradients(self, model):
+        """Divides a prepared model's gradients by the loss scale; True when one holds inf or NaN. Once
+        per optimizer step, before clipping; nothing without fp16 loss scaling."""
+        found_inf = ffi.new("int *")
+        check(lib.accel_state_unscale_gradients(self.pointer, model.pointer, found_inf))
+        return bool(found_inf[0])
+
+    def update_grad_scale(self, found_inf):
+        """GradScaler.update after an optimizer step taken (found_inf False) or skipped (True)."""
+        check(lib.accel_state_update_grad_scale(self.pointer, int(bool(found_inf))))
+
     def clip_grad_norm_(self, model, max_norm, norm_type=2.0):
         """Unscales fp16 gradients, then clips the model's gradients to a total norm of max_norm; returns
         the norm before clipping (a float; Accelerate returns a tensor)."""

@@ -1,8 +1,11 @@
-"""accel.Model, a TorchScript module run by the library; prepared by Accelerator.prepare for device
-placement, rank 0's weights and data-parallel gradients, with forward under the state's mixed precision.
+"""accel.Model, a TorchScript module run by the library, or a model whose tensors live in the caller's
+runtime (Model.from_tensors); prepared by Accelerator.prepare for device placement, rank 0's weights and
+data-parallel gradients, with forward under the state's mixed precision.
 
-Calling a model returns accel.Tensors (one, a tuple, or a dict, as forward returns them): they keep the
-library's autograd graph, which Accelerator.backward needs, and read as numpy or torch without a copy.
+Calling a TorchScript model returns accel.Tensors (one, a tuple, or a dict, as forward returns them): they
+keep the library's autograd graph, which Accelerator.backward needs, and read as numpy or torch without a
+copy. A model of the caller's tensors runs its forward and backward in the caller's runtime and tells the
+model about them (begin_forward, grad_ready, end_backward): accel.torch_model does that for an nn.Module.
 """
 import io
 import os
@@ -59,6 +62,50 @@ class Model(Handle):
         data = ffi.from_buffer(source)
         check(lib.accel_model_load_buffer(out, data, len(data)))
         return cls(out[0])
+
+    @classmethod
+    def from_tensors(cls, parameters, buffers=(), trainable=None):
+        """A model over the caller's tensors, shared (never copied): parameters and buffers are (name,
+        tensor) pairs of numpy arrays, torch tensors or DLPack producers; trainable, one flag per parameter
+        (None: all trainable). Its forward and backward are the caller's; see begin_forward."""
+        parameters, buffers = list(parameters), list(buffers)
+        flags = ffi.NULL if trainable is None else ffi.new("int[]", [int(bool(flag)) for flag in trainable])
+        if trainable is not None and len(trainable) != len(parameters):
+            raise ValueError(f"{len(trainable)} trainable flags for {len(parameters)} parameters")
+        names = [ffi.new("char[]", name.encode()) for name, _ in parameters]
+        buffer_names = [ffi.new("char[]", name.encode()) for name, _ in buffers]
+        out = ffi.new("accel_model_t **")
+        with lent_all(tensor for _, tensor in parameters) as tensors, \
+                lent_all(tensor for _, tensor in buffers) as buffer_tensors:
+            check(lib.accel_model_from_tensors(out, ffi.new("char *[]", names),
+                                               ffi.new("accel_tensor_t *[]", [t.pointer for t in tensors]), flags,
+                                               len(tensors), ffi.new("char *[]", buffer_names),
+                                               ffi.new("accel_tensor_t *[]", [t.pointer for t in buffer_tensors]),
+                                               len(buffer_tensors)))
+        return cls(out[0])
+
+    def begin_forward(self, grad_enabled=True):
+        """Before each forward of a model of the caller's tensors (grad_enabled False under no_grad): with
+        several processes it may broadcast rank 0's buffers (collective) and decides whether the coming
+        backward synchronises."""
+        check(lib.accel_model_begin_forward(self.pointer, int(bool(grad_enabled))))
+
+    def grad_view(self, index):
+        """Parameter index's gradient storage (an accel.Tensor): install it as the gradient of the caller's
+        tensor, so that its backward accumulates there (a view into the gradient bucket with several
+        processes)."""
+        out = ffi.new("accel_tensor_t **")
+        check(lib.accel_model_grad_view(self.pointer, index, out))
+        return Tensor(out[0])
+
+    def grad_ready(self, index):
+        """Parameter index's gradient for this backward is complete: its bucket's all-reduce starts once
+        the bucket is full."""
+        check(lib.accel_model_grad_ready(self.pointer, index))
+
+    def end_backward(self):
+        """The caller's backward is over: on a synchronising backward, waits for the all-reduces."""
+        check(lib.accel_model_end_backward(self.pointer))
 
     def __call__(self, *inputs, **named_inputs):
         """forward(*inputs, **named_inputs), building the autograd graph (training)."""

@@ -109,3 +109,40 @@ def test_compute_loss_takes_options(accelerator):
     assert per_sample.shape == (2,) and per_sample[0] < per_sample[1]
     with pytest.raises(accel.InvalidArgumentError, match="hinge"):
         accel.compute_loss("hinge", logits, labels)
+
+
+def test_a_model_of_the_callers_tensors_shares_them_and_gives_gradient_storage(accelerator):
+    weight = np.arange(6, dtype=np.float32).reshape(2, 3)
+    steps = np.zeros(1, dtype=np.int64)
+    model = accel.Model.from_tensors([("w", weight), ("steps", steps)], buffers=[("mean", np.ones(3, np.float32))],
+                                     trainable=[True, False])
+    assert [name for name, _ in model.named_parameters()] == ["w", "steps"]
+    assert model.state_dict()["w"].data_ptr() == weight.__array_interface__["data"][0]  # shared, not copied
+    with pytest.raises(accel.InvalidStateError, match="prepare"):
+        model.grad_view(0)
+    accelerator.prepare(model)
+    grad = model.grad_view(0).numpy()
+    assert grad.shape == (2, 3) and not grad.any()
+    assert model.grad_view(0).data_ptr() == model.grad_view(0).data_ptr()  # the same storage every call
+    model.begin_forward(True)
+    model.grad_ready(0)
+    model.end_backward()
+    with pytest.raises(accel.InvalidArgumentError, match="not trainable"):
+        model.grad_ready(1)
+    with pytest.raises(accel.OutOfRangeError):
+        model.grad_view(2)
+    with pytest.raises(accel.UnsupportedError, match="caller's runtime"):
+        model(np.ones((1, 2), np.float32))
+    with pytest.raises(accel.InvalidArgumentError, match="given twice"):
+        accel.Model.from_tensors([("w", weight), ("w", weight)])
+    with pytest.raises(ValueError, match="1 trainable flags for 2"):
+        accel.Model.from_tensors([("w", weight), ("v", weight)], trainable=[True])
+
+
+def test_the_grad_scale_is_one_without_fp16_and_the_scaler_calls_check_their_model(accelerator):
+    model = accelerator.prepare(accel.Model.from_tensors([("w", np.ones(2, np.float32))]))
+    assert accelerator.grad_scale().item() == 1.0
+    assert accelerator.unscale_model_gradients(model) is False
+    accelerator.update_grad_scale(False)
+    with pytest.raises(accel.NullArgumentError):
+        accelerator.unscale_model_gradients(accel.Model(accel._library.ffi.NULL))
