@@ -144,9 +144,12 @@ def test_clipping(accelerator):
         accelerator.clip_grad_value_(model, -1.0)
 
 
-def test_backward_needs_a_library_tensor(accelerator):
-    with pytest.raises(TypeError, match="autograd graph"):
-        accelerator.backward(torch.ones((), requires_grad=True))
+def test_backward_takes_a_loss(accelerator):
+    weight = torch.ones((), requires_grad=True)
+    accelerator.backward(weight * 3.0)  # a torch loss: torch's backward
+    assert weight.grad.item() == 3.0
+    with pytest.raises(TypeError, match=r"takes a loss .*, not torch.optim.SGD \(an optimizer\)"):
+        accelerator.backward(torch.optim.SGD([weight], lr=0.1))
 
 
 def test_kwargs_handlers_are_accelerates(make_accelerator):
