@@ -359,6 +359,22 @@ class Accelerator(Handle):
         print(*args, file=text, **kwargs)
         check(lib.accel_state_print(self.pointer, text.getvalue().rstrip("\n").encode()))
 
+    # Accelerate's decorators: the function runs only on the processes named, returning None elsewhere.
+    def on_main_process(self, function):
+        return state_module.PartialState().on_main_process(function)
+
+    def on_local_main_process(self, function):
+        return state_module.PartialState().on_local_main_process(function)
+
+    def on_last_process(self, function):
+        return state_module.PartialState().on_last_process(function)
+
+    def on_process(self, function=None, process_index=None):
+        return state_module.PartialState().on_process(function, process_index)
+
+    def on_local_process(self, function=None, local_process_index=None):
+        return state_module.PartialState().on_local_process(function, local_process_index)
+
     # --- trackers ---------------------------------------------------------------------------------------
 
     def init_trackers(self, project_name, config=None, project_dir=".", log_with="jsonl,csv,tensorboard",
@@ -549,6 +565,18 @@ class Accelerator(Handle):
             from .torch_model import restore_forward
             restore_forward(module)
         return module
+
+    def get_state_dict(self, model, unwrap=True):
+        """The model's state_dict: of the unwrapped model (no "module." prefix) unless unwrap is False."""
+        return (self.unwrap_model(model) if unwrap else model).state_dict()
+
+    def save(self, obj, f, safe_serialization=False):
+        """torch.save(obj, f) on the main process only (Accelerate's save; safetensors is save_model's)."""
+        if safe_serialization:
+            raise ValueError("save writes torch.save's format only: use save_model for safetensors")
+        if self.is_main_process:
+            import torch
+            torch.save(obj, f)
 
     def skip_first_batches(self, dataloader, num_batches=0):
         """The next epoch of dataloader skips its first num_batches batches (in place; returned for

@@ -135,3 +135,23 @@ def test_a_torch_object_where_another_kind_belongs_is_named(accelerator):
     with pytest.raises(ValueError, match="not prepared by this Accelerator"):
         with accelerator.no_sync(model):
             pass
+
+
+def test_accelerates_small_helpers(accelerator, tmp_path):
+    model = accelerator.prepare(make_objects()[0])
+    calls = []
+
+    @accelerator.on_main_process
+    def on_main():
+        calls.append("main")
+        return "ran"
+
+    @accelerator.on_process(process_index=1)
+    def on_second():
+        calls.append("second")
+
+    assert on_main() == "ran" and on_second() is None and calls == ["main"]
+    state = accelerator.get_state_dict(model)
+    assert sorted(state) == ["0.bias", "0.weight", "2.bias", "2.weight"]
+    accelerator.save(state, tmp_path / "weights.pt")
+    assert all(torch.equal(tensor, state[name]) for name, tensor in torch.load(tmp_path / "weights.pt").items())
