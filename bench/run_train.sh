@@ -21,13 +21,20 @@
 #                 out of the loss agreement check: its gradients differ by bf16's rounding)
 #   limit         two accel 1p runs at once, one per core: the slower one's step is what a 2-process step
 #                 would take if communication were free (the machine's limit)
+#   eager torch 1p   bench/train_torch_eager.py torch: the MLP as a Python nn.Module, a plain torch loop
+#   eager accel 1p   bench/train_torch_eager.py accel: the same module, torch.optim.SGD and loop prepared by
+#                    accel's Python package as an Accelerate script (ACCEL_LIBRARY=BIN_DIR/../lib/libaccel.so)
+#   eager accel 2p   the same through the launcher, gradients all-reduced from autograd's hooks
 # Each run warms up TRAIN_BENCH_WARMUP steps (10), then times TRAIN_BENCH_STEPS steps (200); a 2-process
 # run starts its clock after a barrier and rank 0 reports. The medians are compared. The last line:
 #   train: overhead_vs_libtorch_1proc=R1 accel_vs_torch_ddp_2proc=R2 scaling_2proc=R3 accel_vs_limit_2proc=R4
 # R1 = accel's 1-process step time over plain LibTorch's (set_to_none); R2 = accel's 2-process throughput
 # over DDP's; R3 = accel's 2-process throughput over twice its 1-process throughput; R4 = accel's 2-process
 # throughput over the limit's (two samples per limit step). Targets: R1 <= 1.03, R2 >= 1.5, R3 >= 0.75,
-# R4 >= 0.8. The line before it prices the timeline: timeline_overhead_2proc = accel's 2-process step time
+# R4 >= 0.8. Before it, the eager side:
+#   eager: overhead_vs_torch_1proc=E1 accel_vs_torch_ddp_2proc=E2
+# E1 = eager accel 1p step time over the eager torch loop's; E2 = eager accel 2p throughput over torch-ddp 2p's
+# (DDP is what Accelerate runs such a module on). Targets: E1 <= 1.05, E2 >= 1.5. The line before those prices the timeline: timeline_overhead_2proc = accel's 2-process step time
 # with the timeline on over without (target <= 1.02). R1 against the optimizer.zero_grad() loop is printed
 # too, as information. The line before those gives the medians of rank 0's gradient all-reduce figures per
 # step (train_accel.c's sync_*: time in flight, the part that overlapped backward, the part exposed after
@@ -55,6 +62,7 @@ WARMUP=${TRAIN_BENCH_WARMUP:-10}
 PIN=${TRAIN_BENCH_PIN:-1}
 CHECKPOINT_EVERY=${TRAIN_BENCH_CHECKPOINT_EVERY:-50}
 PYTHON=/usr/bin/python3
+LIBACCEL=$(cd "$BIN/../lib" && pwd)/libaccel.so  # what accel's Python package opens (the eager accel sides)
 RUN_TIMEOUT=300  # seconds; a hung run fails the benchmark instead of stalling it
 
 # One thread per process on every side; torch.set_num_threads(1) and at::set_num_threads(1) in the
@@ -109,14 +117,14 @@ run1_twice() {
 echo "training benchmark: MLP 784-1024-1024-10, batch 64 per process, SGD lr 0.01, cross-entropy, synthetic data"
 echo "threads: OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 for every process, at::set_num_threads(1) in plain LibTorch, torch.set_num_threads(1) in Python"
 echo "machine: $(machine_line); $pinning"
-echo "steps timed: $STEPS after $WARMUP warm-up steps; $ROUNDS rounds of: libtorch 1p (zero_grad), libtorch 1p (set_to_none), accel 1p, torch-ddp 2p, accel 2p, accel 2p with the timeline, accel 2p through Gloo, accel 2p with bf16 gradient compression, limit (accel 1p twice at once); medians compared"
+echo "steps timed: $STEPS after $WARMUP warm-up steps; $ROUNDS rounds of: libtorch 1p (zero_grad), libtorch 1p (set_to_none), accel 1p, torch-ddp 2p, accel 2p, accel 2p with the timeline, accel 2p through Gloo, accel 2p with bf16 gradient compression, eager torch 1p, eager accel 1p, eager accel 2p, limit (accel 1p twice at once); medians compared"
 
 if [ "$CHECKPOINT_EVERY" -gt 0 ]; then
   echo "checkpoints: accel 2p also with a blocking and with a background save of the model and optimizer every $CHECKPOINT_EVERY steps"
 fi
 
 lt_zero=() lt_none=() accel1=() ddp2=() accel2=() ddp2_sps=() accel2_sps=() accel1_sps=() accel2_tl=() accel2_gloo=() limit=()
-accel2_bf16=()
+accel2_bf16=() eager_torch1=() eager_accel1=() eager_accel2_sps=()
 SYNC_FIGURES="reduce_ms overlapped_ms exposed_ms wait_ms helper_cpu_ms"
 declare -A sync_shm sync_gloo  # figure -> the rounds' values, space-separated
 ckpt_blocking=() ckpt_background=()
@@ -185,6 +193,21 @@ for round in $(seq 1 "$ROUNDS"); do
     done
   fi
 
+  line=$(run1 "$PYTHON" "$HERE/train_torch_eager.py" torch "$MODEL" "$STEPS" "$WARMUP" | grep '^torch_eager ' || true)
+  result "eager torch 1p" "$line"
+  echo "round $round (eager nn.Module, plain torch loop): $line"
+  eager_torch1+=("$(value "$line" step_ms)") losses+=("1p $(value "$line" first_loss) $(value "$line" last_loss)")
+
+  line=$(ACCEL_LIBRARY=$LIBACCEL run1 "$PYTHON" "$HERE/train_torch_eager.py" accel "$MODEL" "$STEPS" "$WARMUP" | grep '^accel_eager ' || true)
+  result "eager accel 1p" "$line"
+  echo "round $round (eager nn.Module prepared by accel): $line"
+  eager_accel1+=("$(value "$line" step_ms)") losses+=("1p $(value "$line" first_loss) $(value "$line" last_loss)")
+
+  line=$(ACCEL_LIBRARY=$LIBACCEL launch2 "$PYTHON" "$HERE/train_torch_eager.py" accel "$MODEL" "$STEPS" "$WARMUP" | grep '^accel_eager ' || true)
+  result "eager accel 2p" "$line"
+  echo "round $round (eager nn.Module prepared by accel, 2 processes): $line"
+  eager_accel2_sps+=("$(value "$line" samples_per_s)") losses+=("2p $(value "$line" first_loss) $(value "$line" last_loss)")
+
   line=$(run1_twice "$BIN/train_accel" "$MODEL" "$STEPS" "$WARMUP")
   result "limit (accel 1p twice at once)" "$line"
   echo "round $round (limit, the slower of two 1p runs at once): $line"
@@ -208,6 +231,12 @@ for transport in shm gloo; do
   [ $transport = shm ] && sync_line+=";"
 done
 echo "$sync_line"
+eager_line=$(awk -v t="$(median "${eager_torch1[@]}")" -v a="$(median "${eager_accel1[@]}")" \
+    -v a2s="$(median "${eager_accel2_sps[@]}")" -v d2s="$(median "${ddp2_sps[@]}")" 'BEGIN {
+  printf "median eager torch 1p: %.3f ms/step; eager accel 1p: %.3f ms/step; eager accel 2p: %.1f samples/s; targets: overhead_vs_torch_1proc <= 1.05 (%s), accel_vs_torch_ddp_2proc >= 1.5 (%s)\n", \
+    t, a, a2s, (a / t <= 1.05) ? "met" : "missed", (a2s / d2s >= 1.5) ? "met" : "missed"
+  printf "eager: overhead_vs_torch_1proc=%.2f accel_vs_torch_ddp_2proc=%.2f", a / t, a2s / d2s
+}')
 m_a1_sps=$(median "${accel1_sps[@]}") m_d2_sps=$(median "${ddp2_sps[@]}") m_a2_sps=$(median "${accel2_sps[@]}")
 checkpoint_lines=""
 if [ "$CHECKPOINT_EVERY" -gt 0 ]; then
@@ -221,7 +250,7 @@ if [ "$CHECKPOINT_EVERY" -gt 0 ]; then
     printf "\n"
   }')
 fi
-CHECKPOINT_LINES=$checkpoint_lines awk -v z="$m_zero" -v n="$m_none" -v a1="$m_a1" -v d2="$m_d2" -v a2="$m_a2" -v a2tl="$m_a2_tl" -v lim="$m_limit" -v a2g="$m_a2_gloo" \
+EAGER_LINE=$eager_line CHECKPOINT_LINES=$checkpoint_lines awk -v z="$m_zero" -v n="$m_none" -v a1="$m_a1" -v d2="$m_d2" -v a2="$m_a2" -v a2tl="$m_a2_tl" -v lim="$m_limit" -v a2g="$m_a2_gloo" \
     -v a2b="$m_a2_bf16" \
     -v a1s="$m_a1_sps" -v d2s="$m_d2_sps" -v a2s="$m_a2_sps" 'BEGIN {
   printf "median libtorch 1p (zero_grad):   %.3f ms/step, %.1f samples/s\n", z, 64000 / z
@@ -240,5 +269,6 @@ CHECKPOINT_LINES=$checkpoint_lines awk -v z="$m_zero" -v n="$m_none" -v a1="$m_a
     (r4 >= 0.8) ? "met" : "missed", (tl <= 1.02) ? "met" : "missed"
   printf "timeline: timeline_overhead_2proc=%.3f; informational: accel 2p step through Gloo over through shared memory = %.2f, with bf16 gradient compression over without = %.2f\n", tl, a2g / a2, a2b / a2
   if (ENVIRON["CHECKPOINT_LINES"] != "") print ENVIRON["CHECKPOINT_LINES"]
+  print ENVIRON["EAGER_LINE"]
   printf "train: overhead_vs_libtorch_1proc=%.2f accel_vs_torch_ddp_2proc=%.2f scaling_2proc=%.2f accel_vs_limit_2proc=%.2f\n", r1, r2, r3, r4
 }'

@@ -51,6 +51,10 @@ struct accel_state {
   // Set by the first accel_state_save_state_async. Declared after `state`, so that it goes first: freeing
   // the handle waits for the save in flight while the process group (rank 0 serves its store) still lives.
   std::shared_ptr<accel::ckpt::BackgroundSaves> background_saves = {};
+  // The training side of the state (train::Accelerator::of) for as long as the handle: its fp16 loss
+  // scale must last between calls when no accel optimizer holds it (a host model stepped by the caller's
+  // optimizer through accel_state_grad_scale / unscale_gradients / update_grad_scale).
+  std::shared_ptr<accel::train::Accelerator> accelerator = accel::train::Accelerator::of(state);
 };
 
 struct accel_tensor {

@@ -2,6 +2,10 @@
 
     from accel import Accelerator, DataLoaderSpec, Dataset, OptimizerSpec, SchedulerSpec, compute_loss
 
+or, as a drop-in for Hugging Face Accelerate on torch objects (nn.Module, torch optimizers, LR schedulers and
+DataLoaders), the same module layout: accel.Accelerator, accel.PartialState, accel.state, accel.data_loader,
+accel.utils (accel.utils.operations, accel.utils.dataclasses).
+
 See bindings/python/README.md for the API and what differs from Accelerate.
 """
 from .accelerator import Accelerator, DistributedType
@@ -20,6 +24,7 @@ from .options import Options
 from .progress import ProgressBar
 from .scheduler import Scheduler
 from .specs import DataLoaderSpec, OptimizerSpec, SchedulerSpec
+from .state import AcceleratorState, GradientState, PartialState
 from .tensor import Tensor
 from .train_step import TrainStep
 from .version import features, has_feature, torch_version, version
@@ -35,5 +40,5 @@ __all__ = [
     "OutOfRangeError", "PeerFailedError", "ShapeMismatchError", "TorchError", "UnknownOptionError",
     "UnsupportedError", "compute_loss", "Model", "Optimizer", "Options", "ProgressBar", "Scheduler", "DataLoaderSpec",
     "OptimizerSpec", "SchedulerSpec", "Tensor", "TrainStep", "features", "has_feature", "torch_version", "version",
-    "__version__",
+    "__version__", "PartialState", "AcceleratorState", "GradientState",
 ]

@@ -4,7 +4,10 @@ Search order: the ACCEL_LIBRARY environment variable (a path; an error if it can
 silent fall-back to another copy), then libaccel.so.0 / libaccel.so next to this package (where `pip install
 bindings/python` bundles the library it was built with), then the system's library path
 (ctypes.util.find_library, else the SONAME). The library is opened with RTLD_LOCAL so that its symbols
-(and the LibTorch it links) never interpose on those of a torch the process has loaded itself.
+(and the LibTorch it links) never interpose on those of a torch the process has loaded itself, and with
+RTLD_NODELETE so that it stays mapped when Python tears the module down at exit: torch tensors that share
+its memory (a gradient bucket installed as a parameter's .grad) call its DLPack deleter when they die,
+which may be after the module is gone (it was a segmentation fault at exit).
 """
 import ctypes.util
 import os
@@ -35,7 +38,7 @@ def _open():
     failures = []
     for where, name in _candidates():
         try:
-            return name, ffi.dlopen(name, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
+            return name, ffi.dlopen(name, ffi.RTLD_NOW | ffi.RTLD_LOCAL | ffi.RTLD_NODELETE)
         except OSError as error:
             failures.append(f"{name} ({where}): {error}")
     raise ImportError("cannot load libaccel; tried " + "; ".join(failures) +

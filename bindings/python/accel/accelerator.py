@@ -8,16 +8,19 @@ import contextlib
 import enum
 import io
 import json
+import os
 import pickle
 import sys
 
 import numpy as np
 
 from . import _nested
+from . import state as state_module
 from ._callbacks import Callbacks
 from ._handle import Handle
 from ._library import ffi, lib
-from .config import DataLoaderConfiguration, DistributedDataParallelKwargs, GradScalerKwargs, InitProcessGroupKwargs
+from .config import (DataLoaderConfiguration, DistributedDataParallelKwargs, GradientAccumulationPlugin,  # noqa: F401
+                     GradScalerKwargs, InitProcessGroupKwargs, ProjectConfiguration)
 from .data_loader import DataLoader
 from .dataset import Dataset
 from .errors import check
@@ -53,6 +56,20 @@ def _size_in_bytes(size):
     return value
 
 
+class Device(str):
+    """A device name ("cpu", "cuda:1") that also reads as torch.device does (.type, .index), so Accelerate
+    code such as `accelerator.device.type` or `x.to(accelerator.device)` runs unchanged without torch."""
+
+    @property
+    def type(self):
+        return self.partition(":")[0]
+
+    @property
+    def index(self):
+        _, _, index = self.partition(":")
+        return int(index) if index else None
+
+
 class DistributedType(str, enum.Enum):
     NO = "NO"
     MULTI_CPU = "MULTI_CPU"
@@ -67,17 +84,51 @@ _DISTRIBUTED_TYPES = {
 
 # prepare() builds in this order whatever the argument order: optimizers need their prepared model,
 # schedulers their optimizer.
-_PREPARE_ORDER = ("model", "loader", "optimizer", "scheduler")
+_PREPARE_ORDER = ("model", "torch_model", "loader", "torch_loader", "optimizer", "torch_optimizer", "scheduler",
+                  "torch_scheduler")
 
 
 def _kind_of(value):
+    """What prepare makes of value: one of _PREPARE_ORDER, or None for what it gives back untouched."""
     if isinstance(value, (DataLoaderSpec, Dataset)):
         return "loader"
     if isinstance(value, OptimizerSpec):
         return "optimizer"
     if isinstance(value, SchedulerSpec):
         return "scheduler"
-    return "model"  # Model.load says what it cannot load
+    if isinstance(value, (Model, str, bytes, bytearray, memoryview, os.PathLike)):
+        return "model"
+    if "torch" in sys.modules:
+        from . import _torch_objects
+        return _torch_objects.kind_of(value)
+    return None
+
+
+_KIND_WORDS = {"model": "a model", "torch_model": "a model", "loader": "a data loader", "torch_loader": "a data loader",
+               "optimizer": "an optimizer", "torch_optimizer": "an optimizer", "scheduler": "a scheduler",
+               "torch_scheduler": "a scheduler"}
+# Where torch's public names for its classes live, to name a class as users write it (torch.optim.SGD).
+_TORCH_NAMESPACES = ("torch.optim", "torch.optim.lr_scheduler", "torch.nn", "torch.utils.data")
+
+
+def _public_name(cls):
+    if cls.__module__.split(".")[0] == "torch":
+        for namespace in _TORCH_NAMESPACES:
+            if getattr(sys.modules.get(namespace), cls.__name__, None) is cls:
+                return f"{namespace}.{cls.__name__}"
+    if cls.__module__.split(".")[0] == "accel":
+        return f"accel.{cls.__name__}"
+    return cls.__qualname__
+
+
+def describe_kind(value):
+    """What value is, for messages: "torch.optim.SGD (an optimizer)", "accel.Model (a model)"."""
+    kind = _kind_of(value)
+    for cls, accel_kind in ((Optimizer, "optimizer"), (Scheduler, "scheduler"), (DataLoader, "loader")):
+        if isinstance(value, cls):
+            kind = accel_kind
+    what = _KIND_WORDS.get(kind)
+    return f"{_public_name(type(value))} ({what})" if what else f"a {_public_name(type(value))}"
 
 
 class Accelerator(Handle):
@@ -136,6 +187,10 @@ class Accelerator(Handle):
         self._models, self._loaders, self._optimizers, self._schedulers = [], [], [], []
         self._custom_objects = []  # register_for_checkpointing's, in registration order
         self._checkpoint_callbacks = Callbacks()  # their save and load callbacks, alive as long as self
+        self._torch_objects = None  # accel._torch_objects.TorchObjects, once a torch object is prepared
+        self._active_loaders = []  # prepared torch DataLoaders in an epoch, innermost last
+        state_module._register(self)
+        self.dataloader_config = dataloader_config or DataLoaderConfiguration()
 
     # --- the process ------------------------------------------------------------------------------------
 
@@ -174,8 +229,9 @@ class Accelerator(Handle):
 
     @property
     def device(self):
-        """"cpu" or "cuda:<n>" (a string: torch is not needed to use the library)."""
-        return ffi.string(lib.accel_state_device(self.pointer)).decode()
+        """"cpu" or "cuda:<n>": a string (torch is not needed to use the library) with torch.device's .type
+        and .index."""
+        return Device(ffi.string(lib.accel_state_device(self.pointer)).decode())
 
     @property
     def mixed_precision(self):
@@ -196,6 +252,37 @@ class Accelerator(Handle):
     @property
     def gradient_accumulation_steps(self):
         return int(resolved_value(self._state_options, "state", "gradient_accumulation_steps"))
+
+    @property
+    def state(self):
+        """Accelerate's AcceleratorState (accel.state): the process and the Accelerator's settings."""
+        return state_module.AcceleratorState()
+
+    @property
+    def gradient_state(self):
+        return state_module.GradientState()
+
+    @property
+    def use_distributed(self):
+        return self.num_processes > 1
+
+    @property
+    def split_batches(self):
+        return bool(self.dataloader_config.split_batches)
+
+    @property
+    def even_batches(self):
+        return self.dataloader_config.even_batches is not False
+
+    @property
+    def _step_scheduler_with_optimizer(self):
+        return resolved_value(self._state_options, "state", "step_scheduler_with_optimizer") == "true"
+
+    @property
+    def _loss_scaling(self):
+        """Whether losses are scaled (fp16 with the grad scaler on)."""
+        return (self.mixed_precision == "fp16"
+                and resolved_value(self._state_options, "state", "grad_scaler_enabled") == "true")
 
     def __repr__(self):
         if self.closed:
@@ -272,6 +359,22 @@ class Accelerator(Handle):
         print(*args, file=text, **kwargs)
         check(lib.accel_state_print(self.pointer, text.getvalue().rstrip("\n").encode()))
 
+    # Accelerate's decorators: the function runs only on the processes named, returning None elsewhere.
+    def on_main_process(self, function):
+        return state_module.PartialState().on_main_process(function)
+
+    def on_local_main_process(self, function):
+        return state_module.PartialState().on_local_main_process(function)
+
+    def on_last_process(self, function):
+        return state_module.PartialState().on_last_process(function)
+
+    def on_process(self, function=None, process_index=None):
+        return state_module.PartialState().on_process(function, process_index)
+
+    def on_local_process(self, function=None, local_process_index=None):
+        return state_module.PartialState().on_local_process(function, local_process_index)
+
     # --- trackers ---------------------------------------------------------------------------------------
 
     def init_trackers(self, project_name, config=None, project_dir=".", log_with="jsonl,csv,tensorboard",
@@ -298,6 +401,8 @@ class Accelerator(Handle):
 
     def close(self):
         """Frees every object this Accelerator prepared, then its own handle (nothing is communicated)."""
+        if self._torch_objects is not None:
+            self._torch_objects.forget()
         for prepared in (self._schedulers, self._optimizers, self._loaders, self._models):
             while prepared:
                 prepared.pop().close()
@@ -310,11 +415,18 @@ class Accelerator(Handle):
 
     # --- prepare ----------------------------------------------------------------------------------------
 
-    def prepare(self, *objects):
-        """Returns, in the same order, a prepared Model for each TorchScript path, bytes,
-        torch.jit.ScriptModule or Model; a DataLoader for each DataLoaderSpec or Dataset (batch size 1);
-        an Optimizer for each OptimizerSpec and a Scheduler for each SchedulerSpec. One object gives one
-        result, several a tuple."""
+    def prepare(self, *objects, device_placement=None):
+        """Returns, in the same order (whatever the order, as Accelerate):
+        - for a torch.nn.Module, the module prepared (accel.torch_model: on the device, rank 0's weights,
+          gradients averaged over the processes by accel; with several processes wrapped as DDP would be);
+        - for a torch.optim.Optimizer, an AcceleratedOptimizer; for a torch LR scheduler, an
+          AcceleratedScheduler; for a torch.utils.data.DataLoader, a loader dealing this process's batches as
+          Accelerate would (accel.data_loader.DataLoaderShard / DataLoaderDispatcher);
+        - a prepared accel Model for each TorchScript path, bytes, torch.jit.ScriptModule or Model; a
+          DataLoader for each DataLoaderSpec or Dataset (batch size 1); an Optimizer for each OptimizerSpec
+          and a Scheduler for each SchedulerSpec;
+        - anything else as it is. One object gives one result, several a tuple. device_placement is
+          accepted for Accelerate's signature: models always go to the device."""
         results = list(objects)
         kinds = [_kind_of(value) for value in objects]
         for kind in _PREPARE_ORDER:
@@ -325,10 +437,69 @@ class Accelerator(Handle):
 
     def _prepare_model(self, source, _objects, _results):
         model = source if isinstance(source, Model) else Model.load(source)
+        self._prepare_host_model(model)
+        return model
+
+    def _prepare_host_model(self, model):
         with Options(self._model_settings) as options:
             check(lib.accel_state_prepare_model(self.pointer, model.pointer, options.pointer))
         self._models.append(model)
-        return model
+
+    @property
+    def _torch(self):
+        if self._torch_objects is None:
+            from ._torch_objects import TorchObjects
+            self._torch_objects = TorchObjects(self)
+        return self._torch_objects
+
+    def _prepare_torch_model(self, module, _objects, _results):
+        return self._torch.prepare_module(module)
+
+    def _prepare_torch_optimizer(self, optimizer, _objects, _results):
+        return self._torch.prepare_optimizer(optimizer)
+
+    def _prepare_torch_scheduler(self, scheduler, _objects, _results):
+        return self._torch.prepare_scheduler(scheduler)
+
+    def _prepare_torch_loader(self, loader, _objects, _results):
+        from . import _torch_loader
+        if isinstance(loader, _torch_loader.PreparedLoader):
+            return loader
+        prepared = _torch_loader.prepare(self, loader)
+        if not prepared._python_plan:  # a loader planned in Python gets a library loader per epoch
+            self._loaders.append(prepared.accel_loader)
+        return prepared
+
+    def prepare_model(self, model, device_placement=None, evaluation_mode=False):
+        """prepare() of one model (Accelerate's prepare_model)."""
+        return self.prepare(model)
+
+    def prepare_optimizer(self, optimizer, device_placement=None):
+        return self.prepare(optimizer)
+
+    def prepare_scheduler(self, scheduler):
+        return self.prepare(scheduler)
+
+    def prepare_data_loader(self, data_loader, device_placement=None, slice_fn_for_dispatch=None):
+        return self.prepare(data_loader)
+
+    def _hosted_owning(self, parameter):
+        """The prepared torch module a parameter belongs to (accel.torch_model.HostedModule), or None."""
+        return None if self._torch_objects is None else self._torch_objects.owner_of(parameter)
+
+    def _accel_model(self, model, what):
+        """The accel Model behind a model argument: an accel.Model, or a prepared torch module (or its
+        wrapper). TypeError naming both kinds otherwise."""
+        if isinstance(model, Model):
+            return model
+        hosted = None if self._torch_objects is None else self._torch_objects.hosted_of(model)
+        if hosted is not None:
+            return hosted.model
+        if _kind_of(model) == "torch_model":
+            raise ValueError(f"{what}: this {type(model).__name__} was not prepared by this Accelerator "
+                             "(accelerator.prepare(model) first)")
+        raise TypeError(f"{what} takes a model (a prepared torch.nn.Module or accel.Model), not "
+                        f"{describe_kind(model)}")
 
     def prepare_train_step(self, model, optimizer, **settings):
         """A TrainStep: the whole step (forward, loss, backward, clipping, optimizer step, zero_grad) as one
@@ -381,12 +552,37 @@ class Accelerator(Handle):
                              f"{what}s: pass {what}=...")
         return prepared[0]
 
-    def unwrap_model(self, model):
-        return model.unwrap()
+    def unwrap_model(self, model, keep_fp32_wrapper=True, keep_torch_compile=True):
+        """The model without what prepare put around it: an accel Model's plain module, or a torch
+        module's own object (not the DDP-like wrapper of several processes); keep_fp32_wrapper False also
+        gives the module its forward from before the mixed-precision patch back."""
+        if isinstance(model, Model):
+            return model.unwrap()
+        if self._torch_objects is None or self._torch_objects.hosted_of(model) is None:
+            return model
+        module = self._torch_objects.unwrap(model)
+        if not keep_fp32_wrapper:
+            from .torch_model import restore_forward
+            restore_forward(module)
+        return module
+
+    def get_state_dict(self, model, unwrap=True):
+        """The model's state_dict: of the unwrapped model (no "module." prefix) unless unwrap is False."""
+        return (self.unwrap_model(model) if unwrap else model).state_dict()
+
+    def save(self, obj, f, safe_serialization=False):
+        """torch.save(obj, f) on the main process only (Accelerate's save; safetensors is save_model's)."""
+        if safe_serialization:
+            raise ValueError("save writes torch.save's format only: use save_model for safetensors")
+        if self.is_main_process:
+            import torch
+            torch.save(obj, f)
 
     def skip_first_batches(self, dataloader, num_batches=0):
         """The next epoch of dataloader skips its first num_batches batches (in place; returned for
         Accelerate's `dataloader = accelerator.skip_first_batches(dataloader, n)`)."""
+        if not hasattr(dataloader, "skip_first_batches"):
+            raise TypeError(f"skip_first_batches takes a prepared data loader, not {describe_kind(dataloader)}")
         dataloader.skip_first_batches(num_batches)
         return dataloader
 
@@ -405,25 +601,51 @@ class Accelerator(Handle):
         """True when the current step synchronises gradients and steps the optimizer."""
         return bool(lib.accel_state_sync_gradients(self.pointer))
 
-    def backward(self, loss, num_items_in_batch=None):
+    def backward(self, loss, num_items_in_batch=None, **kwargs):
         """Backward of loss / gradient_accumulation_steps (scaled under fp16); on a synchronising step the
-        gradients are then averaged over the processes. loss must be an accel.Tensor computed by a
-        prepared model or accel.compute_loss: a torch tensor converted from outputs has no graph.
+        gradients are then averaged over the processes. loss is a torch tensor (of prepared torch
+        modules; kwargs go to its backward), or an accel.Tensor computed by a prepared accel Model or
+        accel.compute_loss.
 
         num_items_in_batch: for a loss summed over this micro-batch's items (compute_loss with
         reduction="sum"), the number of items in the whole accumulated global batch (every micro-batch of
         the optimizer step, on every process: sum the local counts with reduce(..., "sum")). The gradient
         is then that of the mean over the full batch, however unevenly the items fall."""
+        if _is_torch_tensor(loss):
+            self._torch_backward(loss, num_items_in_batch, kwargs)
+            return
         if not isinstance(loss, Tensor):
-            raise TypeError(f"backward needs an accel.Tensor (from a prepared model or accel.compute_loss), "
-                            f"not {type(loss).__name__}: only those carry the library's autograd graph")
+            raise TypeError(f"backward takes a loss (a torch tensor, or an accel.Tensor from a prepared accel "
+                            f"Model or accel.compute_loss), not {describe_kind(loss)}")
+        if kwargs:
+            raise TypeError(f"backward of an accel.Tensor takes no {', '.join(kwargs)}")
         if num_items_in_batch is None:
             check(lib.accel_state_backward(self.pointer, loss.pointer))
         else:
             check(lib.accel_state_backward_with_items(self.pointer, loss.pointer, int(num_items_in_batch)))
 
+    def _torch_backward(self, loss, num_items_in_batch, kwargs):
+        """Accelerate's backward on a torch loss: divided by the accumulation steps (or, with
+        num_items_in_batch, normalised as accel_state_backward_with_items does), multiplied by the fp16 loss
+        scale, then torch's backward, whose hooks synchronise the prepared modules' gradients."""
+        if num_items_in_batch is not None:
+            if int(num_items_in_batch) <= 0:
+                raise ValueError("backward: num_items_in_batch must be > 0")
+            loss = loss * (self.num_processes / int(num_items_in_batch))
+        elif self.gradient_accumulation_steps != 1:
+            loss = loss / self.gradient_accumulation_steps
+        if self._loss_scaling:
+            loss = self._torch.scaling.scale(loss)
+        loss.backward(**kwargs)
+
+    @property
+    def optimizer_step_was_skipped(self):
+        """True when a prepared optimizer skipped its last step (an fp16 overflow)."""
+        accel_skipped = any(optimizer.step_was_skipped for optimizer in self._optimizers)
+        return accel_skipped or (self._torch_objects is not None and self._torch_objects.optimizer_step_was_skipped())
+
     @contextlib.contextmanager
-    def autocast(self):
+    def autocast(self, autocast_handler=None):
         """Prepared models always run forward under the state's mixed precision, with or without this
         block. The block adds the same for code outside forward: the library's own operations in it (a loss
         from compute_loss), and torch code when torch is loaded: autocast to bf16 (CPU or CUDA) or fp16
@@ -446,16 +668,19 @@ class Accelerator(Handle):
     def no_sync(self, model):
         """`with accelerator.no_sync(model):` backwards of forwards run in the block only accumulate
         gradients on this process (no all-reduce); the next synchronising backward averages the sum."""
-        check(lib.accel_state_no_sync_begin(self.pointer, model.pointer))
+        handle = self._accel_model(model, "no_sync")
+        check(lib.accel_state_no_sync_begin(self.pointer, handle.pointer))
         try:
             yield
         finally:
-            check(lib.accel_state_no_sync_end(self.pointer, model.pointer))
+            check(lib.accel_state_no_sync_end(self.pointer, handle.pointer))
 
     def free_memory(self, *objects):
         """Accelerate's free_memory: forgets the objects this Accelerator prepared (they are freed once
         nothing else refers to them), restarts the accumulation counter, stops tracking loaders in an epoch
         and returns CUDA's cached blocks. Returns a None for each object given, to assign back."""
+        if self._torch_objects is not None:
+            self._torch_objects.forget()
         for prepared in (self._schedulers, self._optimizers, self._loaders, self._models):
             prepared.clear()
         check(lib.accel_state_free_memory(self.pointer))
@@ -479,22 +704,69 @@ class Accelerator(Handle):
         """GradScaler.update after an optimizer step taken (found_inf False) or skipped (True)."""
         check(lib.accel_state_update_grad_scale(self.pointer, int(bool(found_inf))))
 
-    def clip_grad_norm_(self, model, max_norm, norm_type=2.0):
-        """Unscales fp16 gradients, then clips the model's gradients to a total norm of max_norm; returns
-        the norm before clipping (a float; Accelerate returns a tensor)."""
+    def clip_grad_norm_(self, parameters, max_norm, norm_type=2.0):
+        """Unscales fp16 gradients, then clips the gradients to a total norm of max_norm; returns the norm
+        before clipping. parameters: torch parameters (model.parameters(), as Accelerate) or a prepared
+        torch module, giving a torch tensor; or an accel Model, giving a float. A prepared torch module's
+        whole set of trainable parameters is clipped by the library (torch's arithmetic), others by
+        torch.nn.utils.clip_grad_norm_."""
+        if isinstance(parameters, Model):
+            total = ffi.new("double *")
+            check(lib.accel_state_clip_grad_norm(self.pointer, parameters.pointer, max_norm, norm_type, total))
+            return total[0]
+        import torch
+        listed, hosted = self._torch_parameters(parameters, "clip_grad_norm_")
+        if hosted is None:
+            return torch.nn.utils.clip_grad_norm_(listed, max_norm, norm_type)
         total = ffi.new("double *")
-        check(lib.accel_state_clip_grad_norm(self.pointer, model.pointer, max_norm, norm_type, total))
-        return total[0]
+        check(lib.accel_state_clip_grad_norm(self.pointer, hosted.model.pointer, max_norm, norm_type, total))
+        dtype = next(iter(hosted.grads.values())).dtype if hosted.grads else torch.float32
+        return torch.tensor(total[0], dtype=dtype, device=self.device)
 
-    def clip_grad_value_(self, model, clip_value):
-        check(lib.accel_state_clip_grad_value(self.pointer, model.pointer, clip_value))
+    def clip_grad_value_(self, parameters, clip_value):
+        """Unscales fp16 gradients, then clamps every gradient to [-clip_value, clip_value] (parameters as
+        clip_grad_norm_'s)."""
+        if isinstance(parameters, Model):
+            check(lib.accel_state_clip_grad_value(self.pointer, parameters.pointer, clip_value))
+            return
+        import torch
+        listed, hosted = self._torch_parameters(parameters, "clip_grad_value_")
+        if hosted is None:
+            torch.nn.utils.clip_grad_value_(listed, clip_value)
+        else:
+            check(lib.accel_state_clip_grad_value(self.pointer, hosted.model.pointer, clip_value))
 
-    def save_model(self, model, save_directory, max_shard_size="10GB"):
+    def _torch_parameters(self, parameters, what):
+        """(the parameters as a list, unscaled for this step under fp16; the prepared module whose trainable
+        parameters they are exactly, or None)."""
+        import torch
+        if isinstance(parameters, torch.Tensor):
+            parameters = [parameters]
+        elif isinstance(parameters, torch.nn.Module):
+            parameters = parameters.parameters()
+        elif not hasattr(parameters, "__iter__"):
+            raise TypeError(f"{what} takes parameters (model.parameters()) or a prepared model, not "
+                            f"{describe_kind(parameters)}")
+        listed = list(parameters)
+        if self._torch_objects is None:
+            return listed, None
+        self._torch_objects.scaling.unscale(listed)
+        trainable = [p for p in listed if p.requires_grad]
+        owners = {id(self._hosted_owning(p)) for p in trainable}
+        hosted = self._hosted_owning(trainable[0]) if trainable and len(owners) == 1 else None
+        if hosted is None or {id(p) for p in trainable} != {id(p) for p in hosted.trainable.values()}:
+            return listed, None
+        return listed, hosted
+
+    def save_model(self, model, save_directory, max_shard_size="10GB", safe_serialization=True):
         """Accelerate's save_model: the unwrapped model's weights as safetensors in save_directory, from the
         main process (collective: the others wait for it). Up to max_shard_size (bytes, or a string such as
         "10GB", "500MB", "2GiB") they go into model.safetensors; above it into model-0000i-of-0000N shards
         with model.safetensors.index.json. Tied weights are stored once. Model.load_weights reads them back."""
-        check(lib.accel_state_save_model(self.pointer, model.pointer, str(save_directory).encode(),
+        if not safe_serialization:
+            raise ValueError("save_model writes safetensors only (safe_serialization=False is not supported)")
+        handle = self._accel_model(model, "save_model")
+        check(lib.accel_state_save_model(self.pointer, handle.pointer, str(save_directory).encode(),
                                          _size_in_bytes(max_shard_size)))
 
     # --- checkpoints: every object prepared by this accelerator, in preparation order -------------------
@@ -554,19 +826,23 @@ class Accelerator(Handle):
             raise ValueError("all objects must have state_dict() and load_state_dict(); items "
                              f"{invalid} of register_for_checkpointing do not")
         for obj in objects:
-            name = str(len(self._custom_objects)).encode()
-
-            def save(sink, _payload, obj=obj):
-                data = pickle.dumps(obj.state_dict())
-                check(lib.accel_sink_write(sink, data, len(data)))
-
-            def load(data, size, _payload, obj=obj):
-                obj.load_state_dict(pickle.loads(ffi.buffer(data, size)[:]))
-
-            check(lib.accel_state_register_for_checkpointing(
-                self.pointer, name, self._checkpoint_callbacks.make("accel_save_object_fn", save),
-                self._checkpoint_callbacks.make("accel_load_object_fn", load), ffi.NULL))
+            self._register_bytes_object(str(len(self._custom_objects)), lambda obj=obj: pickle.dumps(obj.state_dict()),
+                                        lambda data, obj=obj: obj.load_state_dict(pickle.loads(data)))
             self._custom_objects.append(obj)
+
+    def _register_bytes_object(self, name, save, load):
+        """Registers, under name, an object every save_state and load_state carries: save() gives its
+        bytes, load(bytes) restores it."""
+        def save_callback(sink, _payload):
+            data = save()
+            check(lib.accel_sink_write(sink, data, len(data)))
+
+        def load_callback(data, size, _payload):
+            load(ffi.buffer(data, size)[:])
+
+        check(lib.accel_state_register_for_checkpointing(
+            self.pointer, name.encode(), self._checkpoint_callbacks.make("accel_save_object_fn", save_callback),
+            self._checkpoint_callbacks.make("accel_load_object_fn", load_callback), ffi.NULL))
 
     # --- collectives: tensors in nested lists, tuples and dicts; results of the inputs' kind --------------
 
@@ -584,13 +860,50 @@ class Accelerator(Handle):
         row counts may differ between processes (no pad_across_processes needed); other sizes may not."""
         return self._each_tensor(tensor, "gather", lambda t, out: lib.accel_state_gather(self.pointer, t, out))
 
-    def gather_for_metrics(self, input_data):
+    def gather_for_metrics(self, input_data, use_gather_object=False):
         """gather, then, on the last batch of a loader, without the samples that padded the last global
-        batch: every sample of the dataset counted once."""
-        return self._each_tensor(input_data, "gather_for_metrics",
-                                 lambda t, out: lib.accel_state_gather_for_metrics(self.pointer, t, out))
+        batch: every sample of the dataset counted once. Data that is not made of tensors (or
+        use_gather_object) goes through gather_object, trimmed alike for a prepared torch DataLoader."""
+        try:
+            all_tensors = not use_gather_object and bool(_nested.leaves(input_data, "gather_for_metrics"))
+        except TypeError:
+            all_tensors = False
+        loader = self._active_torch_loader()
+        if not all_tensors:
+            data = self.gather_object(input_data)
+            if loader is not None and loader.end_of_dataloader and loader.remainder > 0:
+                return data[:loader.remainder]
+            return data
+        gathered = self._each_tensor(input_data, "gather_for_metrics",
+                                     lambda t, out: lib.accel_state_gather_for_metrics(self.pointer, t, out))
+        if loader is not None and loader._python_plan and loader.end_of_dataloader and loader.remainder > 0:
+            # The library deals such a loader's batches as a plain list and trims nothing: as Accelerate,
+            # keep the dataset's samples of the last global batch only.
+            return _nested.apply(lambda t: t[:loader.remainder], gathered, "gather_for_metrics")
+        return gathered
 
-    def reduce(self, tensor, reduction="mean"):
+    # --- loaders of torch DataLoaders being iterated (Accelerate's GradientState.active_dataloader) ---------
+
+    def _loader_began(self, loader):
+        self._active_loaders.append(loader)
+
+    def _loader_ended(self, loader):
+        if loader in self._active_loaders:
+            self._active_loaders.remove(loader)
+
+    def _active_torch_loader(self):
+        return self._active_loaders[-1] if self._active_loaders else None
+
+    def _broadcast_object(self, obj, from_process=0):
+        """obj as from_process has it, on every process."""
+        data = self.gather_object([obj]) if self.num_processes > 1 else [obj]
+        return data[from_process]
+
+    @property
+    def _rng_types(self):
+        return [name for name in resolved_value(self._state_options, "state", "rng_types").split(",") if name]
+
+    def reduce(self, tensor, reduction="sum", scale=1.0):
         """Element-wise "sum", "mean" or "max" over the processes (any other reduction is an error). Nested
         lists, tuples and dicts are reduced in one call: one exchange of every leaf's path, shape and dtype,
         then one all-reduce per dtype."""

@@ -98,3 +98,74 @@ class DataLoader(Handle):
         """Between epochs only: continue from a position state_dict() gave, over the same dataset and
         settings; the next batches are exactly those that remained."""
         check(lib.accel_loader_load_state(self.pointer, ffi.from_buffer(state), len(state)))
+
+
+# Accelerate's accel.data_loader names over torch samplers, datasets and DataLoaders: defined in modules
+# that import torch, loaded when first asked for, so that numpy-only programs never import torch.
+_TORCH_NAMES = {
+    "SeedableRandomSampler": "_torch_data", "BatchSamplerShard": "_torch_data", "IterableDatasetShard": "_torch_data",
+    "SkipBatchSampler": "_torch_data", "DataLoaderShard": "_torch_loader", "DataLoaderDispatcher": "_torch_loader",
+}
+
+
+def __getattr__(name):
+    if name in _TORCH_NAMES:
+        import importlib
+        return getattr(importlib.import_module(f".{_TORCH_NAMES[name]}", __package__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def prepare_data_loader(dataloader, device=None, num_processes=None, process_index=None, split_batches=False,
+                        put_on_device=False, rng_types=None, dispatch_batches=None, even_batches=True,
+                        slice_fn_for_dispatch=None, use_seedable_sampler=False, data_seed=None, non_blocking=False,
+                        use_stateful_dataloader=False):
+    """Accelerate's prepare_data_loader: the process's share of a torch DataLoader. For this process of the
+    running state (num_processes and process_index None or the state's own) it is the Accelerator's
+    prepared loader (accel's planning, the state's loader bookkeeping) with these settings; for another
+    num_processes or process_index, a torch DataLoader over BatchSamplerShard or IterableDatasetShard (what
+    that process would get), without device placement."""
+    from .state import PartialState
+    state = PartialState()
+    accelerator = state._accelerator
+    if num_processes in (None, state.num_processes) and process_index in (None, state.process_index):
+        from . import _torch_loader
+        from .config import DataLoaderConfiguration
+        config = DataLoaderConfiguration(split_batches=split_batches, dispatch_batches=dispatch_batches,
+                                         even_batches=even_batches, use_seedable_sampler=use_seedable_sampler,
+                                         data_seed=data_seed, non_blocking=non_blocking)
+        saved = accelerator._loader_settings
+        accelerator._loader_settings = {**config.options(), "device_placement": bool(put_on_device)}
+        try:
+            return _torch_loader.prepare(accelerator, dataloader)
+        finally:
+            accelerator._loader_settings = saved
+    from . import _torch_data
+    import torch
+    num_processes = state.num_processes if num_processes is None else num_processes
+    process_index = state.process_index if process_index is None else process_index
+    kwargs = {"collate_fn": dataloader.collate_fn, "num_workers": dataloader.num_workers,
+              "pin_memory": dataloader.pin_memory}
+    if isinstance(dataloader.dataset, torch.utils.data.IterableDataset):
+        shard = _torch_data.IterableDatasetShard(dataloader.dataset, dataloader.batch_size, dataloader.drop_last,
+                                                 num_processes, process_index, split_batches)
+        batch_size = dataloader.batch_size // num_processes if split_batches else dataloader.batch_size
+        return torch.utils.data.DataLoader(shard, batch_size=batch_size, drop_last=dataloader.drop_last, **kwargs)
+    sampler = _torch_data.BatchSamplerShard(dataloader.batch_sampler, num_processes, process_index, split_batches,
+                                            even_batches)
+    return torch.utils.data.DataLoader(dataloader.dataset, batch_sampler=sampler, **kwargs)
+
+
+def skip_first_batches(dataloader, num_batches=0):
+    """A loader whose next epoch skips its first num_batches batches: a prepared loader itself (in place), or
+    a torch DataLoader over SkipBatchSampler (an IterableDataset's: the batches read and dropped)."""
+    if hasattr(dataloader, "skip_first_batches"):
+        dataloader.skip_first_batches(num_batches)
+        return dataloader
+    import torch
+    from . import _torch_data
+    if isinstance(dataloader.dataset, torch.utils.data.IterableDataset):
+        return _torch_data.SkipDataLoader(dataloader, num_batches)
+    return torch.utils.data.DataLoader(dataloader.dataset,
+                                       batch_sampler=_torch_data.SkipBatchSampler(dataloader.batch_sampler, num_batches),
+                                       collate_fn=dataloader.collate_fn, num_workers=dataloader.num_workers,
+                                       pin_memory=dataloader.pin_memory)

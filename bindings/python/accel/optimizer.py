@@ -60,3 +60,11 @@ class Optimizer(Handle):
         out = ffi.new("double *")
         check(lib.accel_optimizer_loss_scale(self.pointer, out))
         return out[0]
+
+
+def __getattr__(name):
+    # Accelerate's AcceleratedOptimizer, for torch optimizers: in a module that imports torch, loaded on demand.
+    if name == "AcceleratedOptimizer":
+        from ._torch_optim import AcceleratedOptimizer
+        return AcceleratedOptimizer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

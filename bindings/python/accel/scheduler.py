@@ -51,3 +51,11 @@ class Scheduler(Handle):
     def step_count(self):
         """Scheduler steps taken."""
         return lib.accel_scheduler_step_count(self.pointer)
+
+
+def __getattr__(name):
+    # Accelerate's AcceleratedScheduler, for torch LR schedulers: in a module that imports torch, on demand.
+    if name == "AcceleratedScheduler":
+        from ._torch_optim import AcceleratedScheduler
+        return AcceleratedScheduler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -37,14 +37,24 @@ class DataLoaderSpec:
 @dataclasses.dataclass(init=False)
 class OptimizerSpec:
     """An optimizer over a prepared model's trainable parameters: kind "sgd", "adam" or "adamw", with
-    options lr, momentum, dampening, nesterov, weight_decay, beta1, beta2, eps and no_decay (glob patterns of
-    parameter names without weight decay, e.g. "*bias,*norm*")."""
+    options lr, momentum, dampening, nesterov, weight_decay, betas (torch's pair, or beta1 and beta2), eps
+    and no_decay (glob patterns of parameter names without weight decay, e.g. "*bias,*norm*"). Defaults are
+    torch's: weight_decay 0.01 for "adamw" (torch.optim.AdamW's), 0 otherwise; betas (0.9, 0.999)."""
 
     kind: str
     model: typing.Any
     settings: dict  # the option keywords
 
     def __init__(self, kind, model=None, **options):
+        if "betas" in options:
+            if "beta1" in options or "beta2" in options:
+                raise TypeError("OptimizerSpec: give betas=(beta1, beta2) or beta1 / beta2, not both")
+            betas = options.pop("betas")
+            if len(betas) != 2:
+                raise ValueError(f"OptimizerSpec: betas is a pair (beta1, beta2), not {betas!r}")
+            options["beta1"], options["beta2"] = (float(beta) for beta in betas)
+        if kind == "adamw":
+            options.setdefault("weight_decay", 0.01)
         self.kind, self.model, self.settings = kind, model, options
 
 

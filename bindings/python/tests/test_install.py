@@ -26,7 +26,7 @@ LIBRARY = os.environ["ACCEL_LIBRARY"]
 USE = """
 import importlib.metadata, json, sys
 import numpy as np
-import accel, accel._library
+import accel, accel._library, accel.utils, accel.state, accel.data_loader
 loss = accel.compute_loss("mse", np.array([1.0, 2.0, 3.0], np.float32), np.zeros(3, np.float32))
 mapped = {line.split()[-1] for line in open("/proc/self/maps") if len(line.split()) == 6}
 print(json.dumps({"package": accel.__file__, "library": accel._library.path, "version": accel.version(),
@@ -130,7 +130,9 @@ def test_the_wheel_records_every_file_it_holds(tmp_path, monkeypatch):
             continue
         expected = base64.urlsafe_b64encode(hashlib.sha256(held[path]).digest()).rstrip(b"=").decode()
         assert (digest, int(size)) == (f"sha256={expected}", len(held[path]))
-    sources = {path.relative_to(PACKAGE_ROOT).as_posix() for path in (PACKAGE_ROOT / "accel").glob("*.py")}
+    sources = {path.relative_to(PACKAGE_ROOT).as_posix() for path in (PACKAGE_ROOT / "accel").rglob("*.py")
+               if "__pycache__" not in path.parts}
+    assert "accel/utils/operations.py" in sources  # subpackages are in the wheel too
     assert {path for path in held if path.startswith("accel/")} == sources | {"accel/libaccel.so.0"}
     metadata = held[f"{dist_info}/METADATA"].decode()
     assert f"Version: {accel.version()}\n" in metadata and "Requires-Dist: cffi\n" in metadata

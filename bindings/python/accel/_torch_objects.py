@@ -1,0 +1,136 @@
+"""What an Accelerator prepared of torch's own objects, and how it prepares them: nn.Modules
+(accel.torch_model), optimizers and LR schedulers (accel._torch_optim), DataLoaders (accel._torch_loader).
+Imported only once a torch object reaches the Accelerator, so numpy-only programs never load torch.
+
+The state_dicts of torch optimizers and schedulers are checkpointed as objects registered with the state
+(accel_state_register_for_checkpointing) named as Accelerate names their files: "optimizer",
+"optimizer_1", ..., "scheduler", ...; torch.save of state_dict() into rank<r>/custom_checkpoint_<name>.bin.
+"""
+import io
+
+import torch
+
+from . import _torch_optim
+from .torch_model import DataParallelModule, HostedModule, _low_precision_dtype, patch_forward_for_mixed_precision
+
+TORCH_KINDS = ("torch_model", "torch_loader", "torch_optimizer", "torch_scheduler")
+
+
+def _is_scheduler(value):
+    lr_scheduler = torch.optim.lr_scheduler
+    bases = tuple(getattr(lr_scheduler, name) for name in ("LRScheduler", "_LRScheduler", "ReduceLROnPlateau")
+                  if hasattr(lr_scheduler, name))
+    return isinstance(value, bases + (_torch_optim.AcceleratedScheduler,))
+
+
+def kind_of(value):
+    """The torch kind of value ("torch_model", ...), "model" for a TorchScript module (run by accel
+    itself), or None."""
+    if isinstance(value, torch.jit.ScriptModule):
+        return "model"
+    if isinstance(value, torch.nn.Module):
+        return "torch_model"
+    if isinstance(value, torch.optim.Optimizer):
+        return "torch_optimizer"
+    if isinstance(value, torch.utils.data.DataLoader):
+        return "torch_loader"
+    if _is_scheduler(value):
+        return "torch_scheduler"
+    from . import _torch_loader
+    if isinstance(value, _torch_loader.PreparedLoader):
+        return "torch_loader"
+    return None
+
+
+class TorchObjects:
+    def __init__(self, accelerator):
+        self._accelerator = accelerator
+        self.hosted = []  # HostedModule, in preparation order
+        self._hosted_by_id = {}  # id(module) and id(its prepared wrapper) -> HostedModule
+        self._owner = {}  # id(parameter) -> HostedModule
+        self.optimizers = []
+        self.schedulers = []
+        self.scaling = _torch_optim.GradScaling(accelerator)
+
+    # --- modules ----------------------------------------------------------------------------------------
+
+    def prepare_module(self, module):
+        if id(module) in self._hosted_by_id:  # prepared already: as Accelerate, given back as it is
+            return module
+        accelerator = self._accelerator
+        device = torch.device(accelerator.device)
+        module.to(device)
+        hosted = HostedModule(module, accelerator._prepare_host_model)
+        dtype = _low_precision_dtype(accelerator.mixed_precision, device.type)
+        if dtype is not None:
+            to_fp32 = accelerator._model_settings.get("convert_outputs_to_fp32")
+            patch_forward_for_mixed_precision(module, device.type, dtype, to_fp32 is None or to_fp32)
+        prepared = module
+        if accelerator.num_processes > 1:
+            prepared = DataParallelModule(module, hosted, lambda: accelerator.no_sync(hosted.model))
+        self.hosted.append(hosted)
+        self._hosted_by_id[id(module)] = self._hosted_by_id[id(prepared)] = hosted
+        for parameter in hosted.trainable.values():
+            self._owner[id(parameter)] = hosted
+        return prepared
+
+    def hosted_of(self, value):
+        """The HostedModule of a prepared module (or of its wrapper), or None."""
+        return self._hosted_by_id.get(id(value))
+
+    def owner_of(self, parameter):
+        return self._owner.get(id(parameter))
+
+    def unwrap(self, model):
+        hosted = self.hosted_of(model)
+        return hosted.module if hosted is not None else model
+
+    # --- optimizers and schedulers ------------------------------------------------------------------------
+
+    def prepare_optimizer(self, optimizer):
+        if isinstance(optimizer, _torch_optim.AcceleratedOptimizer):
+            return optimizer
+        prepared = _torch_optim.AcceleratedOptimizer(optimizer, self._accelerator)
+        self._register_state_dict(prepared, "optimizer", len(self.optimizers))
+        self.optimizers.append(prepared)
+        return prepared
+
+    def prepare_scheduler(self, scheduler):
+        if isinstance(scheduler, _torch_optim.AcceleratedScheduler):
+            return scheduler
+        inner = getattr(scheduler, "optimizer", None)
+        matching = [optimizer for optimizer in self.optimizers if optimizer.optimizer is inner or optimizer is inner]
+        accelerator = self._accelerator
+        prepared = _torch_optim.AcceleratedScheduler(
+            scheduler, matching or list(self.optimizers), accelerator,
+            step_with_optimizer=accelerator._step_scheduler_with_optimizer,
+            split_batches=bool(accelerator._loader_settings.get("split_batches")))
+        self._register_state_dict(scheduler, "scheduler", len(self.schedulers))
+        self.schedulers.append(prepared)
+        return prepared
+
+    def _register_state_dict(self, obj, kind, index):
+        def save():
+            buffer = io.BytesIO()
+            torch.save(obj.state_dict(), buffer)
+            return buffer.getvalue()
+
+        def load(data):
+            obj.load_state_dict(torch.load(io.BytesIO(data), map_location="cpu"))
+
+        self._accelerator._register_bytes_object(kind if index == 0 else f"{kind}_{index}", save, load)
+
+    def optimizer_step_was_skipped(self):
+        return any(optimizer.step_was_skipped for optimizer in self.optimizers)
+
+    # --- lifetime -----------------------------------------------------------------------------------------
+
+    def forget(self):
+        """free_memory: the hooks come off the modules and nothing is held any more."""
+        for hosted in self.hosted:
+            hosted.remove_hooks()
+        self.hosted.clear()
+        self._hosted_by_id.clear()
+        self._owner.clear()
+        self.optimizers.clear()
+        self.schedulers.clear()

@@ -1,0 +1,176 @@
+"""accel.state: Accelerate's PartialState, AcceleratorState and GradientState, read from the process's
+library state (a process has one: every instance shares it, as Accelerate's Borg singletons do).
+
+PartialState() made before any Accelerator makes the library state (with cpu, as Accelerate's cpu=
+argument); an Accelerator made later must then ask for the same settings (a process has one state).
+"""
+import functools
+import weakref
+
+_current = {"accelerator": None}  # a weak reference to the Accelerator whose state the process uses
+
+
+def _register(accelerator):
+    _current["accelerator"] = weakref.ref(accelerator)
+
+
+def _live_accelerator():
+    reference = _current["accelerator"]
+    accelerator = reference() if reference is not None else None
+    return accelerator if accelerator is not None and not accelerator.closed else None
+
+
+class PartialState:
+    """The process: num_processes, process_index, local_process_index, device, distributed_type, backend,
+    is_main_process, ..., and wait_for_everyone, main_process_first, split_between_processes, print and the
+    on_*_process decorators."""
+
+    _shared_state = {}
+
+    def __init__(self, cpu=False, **kwargs):
+        self.__dict__ = self._shared_state
+        if _live_accelerator() is None:
+            from .accelerator import Accelerator
+            self._own = Accelerator(cpu=True if cpu else None)  # kept alive by the shared state
+
+    @property
+    def _accelerator(self):
+        accelerator = _live_accelerator()
+        if accelerator is None:
+            raise AttributeError("no accel state in this process: make an Accelerator (or a PartialState) first")
+        return accelerator
+
+    @property
+    def initialized(self):
+        return _live_accelerator() is not None
+
+    num_processes = property(lambda self: self._accelerator.num_processes)
+    process_index = property(lambda self: self._accelerator.process_index)
+    local_process_index = property(lambda self: self._accelerator.local_process_index)
+    device = property(lambda self: self._accelerator.device)
+    distributed_type = property(lambda self: self._accelerator.distributed_type)
+    backend = property(lambda self: self._accelerator.backend or None)
+    is_main_process = property(lambda self: self._accelerator.is_main_process)
+    is_local_main_process = property(lambda self: self._accelerator.is_local_main_process)
+    is_last_process = property(lambda self: self._accelerator.is_last_process)
+    debug = False
+    fork_launched = False
+
+    @property
+    def use_distributed(self):
+        return self.num_processes > 1
+
+    def wait_for_everyone(self):
+        self._accelerator.wait_for_everyone()
+
+    def main_process_first(self):
+        return self._accelerator.main_process_first()
+
+    def local_main_process_first(self):
+        return self._accelerator.local_main_process_first()
+
+    def split_between_processes(self, inputs, apply_padding=False):
+        return self._accelerator.split_between_processes(inputs, apply_padding)
+
+    def print(self, *args, **kwargs):
+        self._accelerator.print(*args, **kwargs)
+
+    def _on(self, condition, function):
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            return function(*args, **kwargs) if condition() else None
+        return wrapper
+
+    def on_main_process(self, function):
+        return self._on(lambda: self.is_main_process, function)
+
+    def on_local_main_process(self, function):
+        return self._on(lambda: self.is_local_main_process, function)
+
+    def on_last_process(self, function):
+        return self._on(lambda: self.is_last_process, function)
+
+    def on_process(self, function=None, process_index=None):
+        if function is None:
+            return functools.partial(self.on_process, process_index=process_index)
+        return self._on(lambda: self.process_index == process_index, function)
+
+    def on_local_process(self, function=None, local_process_index=None):
+        if function is None:
+            return functools.partial(self.on_local_process, local_process_index=local_process_index)
+        return self._on(lambda: self.local_process_index == local_process_index, function)
+
+    def destroy_process_group(self, group=None):
+        self._accelerator.end_training()
+
+    def __repr__(self):
+        return (f"Distributed environment: {self.distributed_type.value}\nNum processes: {self.num_processes}\n"
+                f"Process index: {self.process_index}\nLocal process index: {self.local_process_index}\n"
+                f"Device: {self.device}\n")
+
+
+class AcceleratorState(PartialState):
+    """PartialState with the Accelerator's settings: mixed_precision, and dynamo_plugin / deepspeed_plugin /
+    fsdp_plugin / megatron_lm_plugin (None: accel has none of them)."""
+
+    _shared_state = PartialState._shared_state
+
+    mixed_precision = property(lambda self: self._accelerator.mixed_precision)
+    dynamo_plugin = None
+    deepspeed_plugin = None
+    fsdp_plugin = None
+    megatron_lm_plugin = None
+
+    @property
+    def use_fp16(self):
+        return self.mixed_precision != "no"
+
+    def __repr__(self):
+        return super().__repr__() + f"Mixed precision type: {self.mixed_precision}\n"
+
+
+class GradientState:
+    """Accelerate's GradientState: sync_gradients (whether this step synchronises and steps the optimizer),
+    and, from the prepared loader being iterated, end_of_dataloader, remainder, active_dataloader and
+    in_dataloader; num_steps (gradient_accumulation_steps), sync_with_dataloader, sync_each_batch."""
+
+    _shared_state = {}
+
+    def __init__(self, gradient_accumulation_plugin=None):
+        self.__dict__ = self._shared_state
+
+    @property
+    def _accelerator(self):
+        return PartialState()._accelerator
+
+    sync_gradients = property(lambda self: self._accelerator.sync_gradients)
+    num_steps = property(lambda self: self._accelerator.gradient_accumulation_steps)
+    adjust_scheduler = False
+
+    @property
+    def sync_with_dataloader(self):
+        from .options import resolved_value
+        return resolved_value(self._accelerator._state_options, "state", "sync_with_dataloader") == "true"
+
+    @property
+    def sync_each_batch(self):
+        from .options import resolved_value
+        return resolved_value(self._accelerator._state_options, "state", "sync_each_batch") == "true"
+
+    @property
+    def active_dataloader(self):
+        return self._accelerator._active_torch_loader()
+
+    @property
+    def in_dataloader(self):
+        return self.active_dataloader is not None
+
+    @property
+    def end_of_dataloader(self):
+        loader = self.active_dataloader
+        return bool(loader is not None and loader.end_of_dataloader)
+
+    @property
+    def remainder(self):
+        loader = self.active_dataloader
+        return -1 if loader is None else loader.remainder

@@ -1,0 +1,56 @@
+"""The scripts of accelerate_scripts/, written as for Hugging Face Accelerate, run on 1 and 2 processes
+started by `accel launch --cpu`: each asserts its own numbers and prints "<name>: ok on <n> processes".
+A script names accel only in its import lines (the port from Accelerate is those lines). And ddp_identity:
+an eager nn.Module trained by accel on 2 processes ends with the very weights and buffers torch's own
+DistributedDataParallel over Gloo gives it (SGD with momentum and AdamW, accumulation 1 and 3)."""
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+SCRIPTS = HERE / "accelerate_scripts"
+LAUNCHER = os.environ.get("ACCEL_LAUNCHER", str(HERE.parents[2] / "build" / "bin" / "accel"))
+ACCELERATE_STYLE = sorted(path for path in SCRIPTS.glob("*.py") if path.name != "ddp_identity.py")
+
+
+def launch(processes, script, *arguments):
+    env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    result = subprocess.run([LAUNCHER, "launch", "--nproc-per-node", str(processes), "--cpu", "--master-port", "0",
+                             "--", sys.executable, str(script), *map(str, arguments)],
+                            env=env, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("script", ACCELERATE_STYLE, ids=lambda path: path.stem)
+def test_only_the_imports_name_accel(script):
+    imports = re.compile(r"^\s*(from accel(\.\w+)* import |import accel\b)")
+    code = re.sub(r'"""(.|\n)*?"""', "", script.read_text())  # docstrings may say what the script checks
+    assert [line for line in code.splitlines() if re.search(r"\baccel\b", line) and not imports.match(line)] == []
+    assert any(imports.match(line) for line in code.splitlines())
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+@pytest.mark.parametrize("script", ACCELERATE_STYLE, ids=lambda path: path.stem)
+def test_the_script_runs_and_its_numbers_hold(script, processes, tmp_path):
+    output = launch(processes, script, tmp_path / "output")
+    assert f"{script.stem}: ok on {processes} processes" in output
+
+
+def test_an_eager_module_trained_by_accel_ends_with_torch_ddps_weights(tmp_path):
+    torch = pytest.importorskip("torch")
+    # A process has one state, whose gradient_accumulation_steps is fixed: one launch per value.
+    for steps in (1, 3):
+        launch(2, SCRIPTS / "ddp_identity.py", "accel", steps, tmp_path / f"accel{steps}.pt")
+    launch(2, SCRIPTS / "ddp_identity.py", "ddp", "1,3", tmp_path / "ddp.pt")
+    ours = {**torch.load(tmp_path / "accel1.pt"), **torch.load(tmp_path / "accel3.pt")}
+    theirs = torch.load(tmp_path / "ddp.pt")
+    assert sorted(ours) == ["adamw/1", "adamw/3", "sgd/1", "sgd/3"] and sorted(theirs) == sorted(ours)
+    for run in ours:
+        assert sorted(ours[run]) == sorted(theirs[run])
+        differing = [name for name in ours[run] if not torch.equal(ours[run][name], theirs[run][name])]
+        assert differing == [], run
