@@ -1,6 +1,8 @@
 """Real model shapes trained on 2 processes with accel and with torch 1.13's DistributedDataParallel over
 Gloo, from the same TorchScript file and the same batches (each rank its own), must end bit-identical:
-every parameter and every buffer, on every rank, for SGD with momentum and for AdamW.
+every parameter and every buffer, on every rank, for SGD with momentum and for AdamW. accel trains each
+twice: the TorchScript module run by libaccel, and the eager torch module with torch's optimizer, a
+host-owned model whose forward and backward stay torch's (the Python package's prepare(nn.Module)).
 
 The shapes (model_shapes.py): a CNN with BatchNorm, with and without buffer broadcast, under gradient
 accumulation and under an explicit no_sync; an Embedding + LSTM classifier; a TransformerEncoderLayer
@@ -66,11 +68,13 @@ def write_runs(directory):
         for optimizer, options in OPTIMIZERS.items():
             runs.append({**case.settings(), "run": f"{case.name}-{optimizer}", "model": str(model), "data": data,
                          "optimizer": optimizer, "options": options, "steps": OPTIMIZER_STEPS})
-    paths = {"torch": [directory / "runs.json"], "accel": []}
+    paths = {"torch": [directory / "runs.json"], "accel": [], "eager": []}
     paths["torch"][0].write_text(json.dumps(runs))
     for settings in sorted({(run["mixed_precision"], run["accumulation"]) for run in runs}):
-        paths["accel"].append(directory / "runs-{}-{}.json".format(*settings))
-        paths["accel"][-1].write_text(json.dumps([run for run in runs if (run["mixed_precision"], run["accumulation"]) == settings]))
+        path = directory / "runs-{}-{}.json".format(*settings)
+        path.write_text(json.dumps([run for run in runs if (run["mixed_precision"], run["accumulation"]) == settings]))
+        paths["accel"].append(path)
+        paths["eager"].append(path)
     return paths
 
 
@@ -106,14 +110,36 @@ def differences(accel_arrays, torch_arrays):
     return found
 
 
-@pytest.mark.parametrize("case, optimizer", RUNS, ids=[f"{case.name}-{optimizer}" for case, optimizer in RUNS])
-def test_parameters_and_buffers_are_bit_identical_to_ddp_on_every_rank(trained, case, optimizer):
+# Where the eager path does not give DDP's answer yet (issue 24), strict: each turns into a failure the day it
+# does. Unused parameters: the gradient storage of a parameter no rank used stays a zero tensor (DDP leaves
+# it None after a set-to-none zero_grad, so torch's optimizer skips it); the Python side cannot tell which
+# parameters no rank used without a query the C ABI lacks. Tied weights: 1 ulp apart (8.9e-8 after 20
+# steps), in the order autograd sums the two uses of the eager module against the scripted one's.
+EAGER_GAPS = {
+    "unused_parameters": "a parameter no rank used keeps a zero gradient instead of None",
+    "unused_parameters_accumulation": "a parameter no rank used keeps a zero gradient instead of None",
+    "tied_weights": "1 ulp: autograd's order of summing the tied uses differs from the scripted module's",
+}
+
+
+def run_params():
+    for case, optimizer in RUNS:
+        for side in ("accel", "eager"):
+            marks = []
+            if side == "eager" and case.name in EAGER_GAPS:
+                marks = [pytest.mark.xfail(strict=True, reason=EAGER_GAPS[case.name])]
+            yield pytest.param(case, optimizer, side, id=f"{case.name}-{optimizer}-{side}", marks=marks)
+
+
+@pytest.mark.parametrize("case, optimizer, side", run_params())
+def test_parameters_and_buffers_are_bit_identical_to_ddp_on_every_rank(trained, case, optimizer, side):
+    """side "accel": the TorchScript module run by libaccel; "eager": the torch module, a host-owned model."""
     initial = torch.jit.load(str(trained / f"{case.name}.pt"))
     for rank in range(RANKS):
         name = f"{case.name}-{optimizer}-rank{rank}"
-        refused = trained / f"accel-{name}.error"
-        assert not refused.exists(), f"rank {rank}: accel refused it: {refused.read_text()}"
-        accel_arrays, torch_arrays = np.load(trained / f"accel-{name}.npz"), np.load(trained / f"torch-{name}.npz")
+        refused = trained / f"{side}-{name}.error"
+        assert not refused.exists(), f"rank {rank}: {side} refused it: {refused.read_text()}"
+        accel_arrays, torch_arrays = np.load(trained / f"{side}-{name}.npz"), np.load(trained / f"torch-{name}.npz")
         assert differences(accel_arrays, torch_arrays) == [], f"rank {rank}"
         moved = [n for n, p in initial.named_parameters() if not np.array_equal(torch_arrays[f"parameter:{n}"], p.detach().numpy())]
         assert moved, f"rank {rank}: no parameter moved"

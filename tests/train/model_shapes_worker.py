@@ -1,19 +1,22 @@
 """One rank of the model-shapes suite (model_shapes_test.py), started by `accel launch --nproc-per-node 2`:
-trains every run of RUNS_JSON with accel (the Python binding over libaccel) or with torch's
-DistributedDataParallel over Gloo, the way Accelerate drives it, and writes each run's parameters and
-buffers to OUT_DIR/<side>-<run>-rank<r>.npz.
+trains every run of RUNS_JSON with accel (the Python binding over libaccel) on the TorchScript module,
+with accel on the eager torch module (a host-owned model: forward and backward stay torch's, accel syncs
+the gradients) or with torch's DistributedDataParallel over Gloo, the way Accelerate drives it, and writes
+each run's parameters and buffers to OUT_DIR/<side>-<run>-rank<r>.npz.
 
-usage: model_shapes_worker.py accel|torch RUNS_JSON OUT_DIR
+usage: model_shapes_worker.py accel|eager|torch RUNS_JSON OUT_DIR
 
-The accel side makes one state for all its runs, which must then share their state settings (mixed
-precision, gradient accumulation steps).
+The accel and eager sides make one state for all their runs, which must then share their state settings
+(mixed precision, gradient accumulation steps).
 
-Both sides load the same TorchScript file and take the same batches (RUNS_JSON names them). A step, as in
+Every side starts from the weights of the same TorchScript file (the eager side loads them into the case's
+torch module) and takes the same batches (RUNS_JSON names them). A step, as in
 Accelerate's loop: under accumulate(model), forward (under bf16 autocast, outputs back to float32, when
 the run says), the loss (cross entropy of the output, or the one forward returned), backward of
 loss / gradient_accumulation_steps, then the optimizer's step and a set-to-none zero_grad where the step
 synchronises. Gradients synchronise every accumulation-th micro-step, and never inside an explicit no_sync.
-The accel side imports no torch."""
+The accel side imports no torch; the eager side uses torch's optimizers and losses, as an Accelerate
+script does."""
 import contextlib
 import json
 import os
@@ -34,11 +37,12 @@ def synchronises(run, step):
     return (step + 1) % run["accumulation"] == 0 and not in_explicit_no_sync(run, step)
 
 
-def train_accel(runs, out_dir):
+def train_accel(runs, out_dir, side="accel"):
     """Every run shares the state settings (mixed precision, accumulation): the driver launches a group
-    of runs per setting."""
+    of runs per setting. side: "accel" trains the TorchScript module, "eager" the torch module."""
     import accel
 
+    train_one = {"accel": train_one_accel_run, "eager": train_one_eager_run}[side]
     settings = {"cpu": True, "mixed_precision": runs[0]["mixed_precision"],
                 "gradient_accumulation_steps": runs[0]["accumulation"]}
     assert all((run["mixed_precision"], run["accumulation"]) == (runs[0]["mixed_precision"], runs[0]["accumulation"])
@@ -50,9 +54,9 @@ def train_accel(runs, out_dir):
         run_accelerator = accel.Accelerator(**settings, kwargs_handlers=[accel.DistributedDataParallelKwargs(
             broadcast_buffers=run["broadcast_buffers"], find_unused_parameters=run["find_unused_parameters"])])
         try:
-            train_one_accel_run(accel, run_accelerator, run, rank, out_dir)
+            train_one(accel, run_accelerator, run, rank, out_dir)
         except accel.AccelError as error:  # refused alike on every rank (a model accel cannot train): the next run
-            with open(os.path.join(out_dir, f"accel-{run['run']}-rank{rank}.error"), "w") as file:
+            with open(os.path.join(out_dir, f"{side}-{run['run']}-rank{rank}.error"), "w") as file:
                 file.write(str(error))
         run_accelerator.free_memory()  # also restarts the accumulation counter for the next run
         run_accelerator.close()
@@ -80,6 +84,40 @@ def train_one_accel_run(accel, run_accelerator, run, rank, out_dir):
                 optimizer.step()
                 optimizer.zero_grad()
     save(out_dir, "accel", run, rank, model.named_parameters(), model.named_buffers(), lambda t: t.numpy())
+
+
+def train_one_eager_run(accel, run_accelerator, run, rank, out_dir):
+    """The case's eager torch module with the TorchScript file's weights, a torch optimizer and a torch loss,
+    prepared by accel as Accelerate prepares them."""
+    import torch
+    import torch.nn.functional as F
+
+    import model_shapes
+
+    data = np.load(run["data"][rank])
+    module = next(case for case in model_shapes.CASES if case.name == run["name"]).module()
+    module.load_state_dict(torch.jit.load(run["model"]).state_dict())
+    kind = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}[run["optimizer"]]
+    model, optimizer = run_accelerator.prepare(module, kind(module.parameters(), **run["options"]))
+    model.train()
+    for step in range(micro_steps(run)):
+        inputs = [torch.from_numpy(data[f"input{i}"][step]) for i in range(len(run["inputs"]))]
+        with run_accelerator.accumulate(model):
+            scope = run_accelerator.no_sync(model) if in_explicit_no_sync(run, step) else contextlib.nullcontext()
+            with scope:
+                output = model(*inputs)
+                if run["loss"] == "dict":
+                    loss = output["loss"]
+                elif run["loss"] == "tuple":
+                    loss = output[0]
+                else:
+                    loss = F.cross_entropy(output, torch.from_numpy(data["target"][step]))
+                run_accelerator.backward(loss)
+            if not in_explicit_no_sync(run, step):
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+    save(out_dir, "eager", run, rank, module.named_parameters(), module.named_buffers(),
+         lambda t: t.detach().numpy())
 
 
 def train_torch(runs, out_dir):
@@ -136,7 +174,10 @@ def main():
     side, runs_path, out_dir = sys.argv[1:]
     with open(runs_path) as file:
         runs = json.load(file)
-    {"accel": train_accel, "torch": train_torch}[side](runs, out_dir)
+    if side == "torch":
+        train_torch(runs, out_dir)
+    else:
+        train_accel(runs, out_dir, side)
 
 
 if __name__ == "__main__":
