@@ -149,6 +149,12 @@ class State {
     check(accel_state_reduce(get(), input.get(), how.c_str(), &out));
     return Tensor(out);
   }
+  // Collective, into the caller's tensors (accel_state_reduce_scatter, accel_state_all_gather): output gets
+  // this rank's share of the "sum" or "mean" of every rank's input, or every rank's input in rank order.
+  void reduce_scatter(const Tensor& input, Tensor& output, const std::string& how = "sum") {
+    check(accel_state_reduce_scatter(get(), input.get(), how.c_str(), output.get()));
+  }
+  void all_gather(const Tensor& input, Tensor& output) { check(accel_state_all_gather(get(), input.get(), output.get())); }
   Tensor gather_for_metrics(const Tensor& input) {
     accel_tensor_t* out = nullptr;
     check(accel_state_gather_for_metrics(get(), input.get(), &out));

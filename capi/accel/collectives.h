@@ -1,5 +1,6 @@
 /* accel: collectives across the processes of a state (Accelerate's gather, gather_object, reduce,
- * broadcast, pad_across_processes and gather_for_metrics), named accel_state_<verb>.
+ * broadcast, pad_across_processes and gather_for_metrics; PyTorch's reduce_scatter_tensor and
+ * all_gather_into_tensor), named accel_state_<verb>.
  *
  * Every rank must call the same collectives in the same order. With one process they work locally.
  * Shape check: unless the state's check_shapes option is off, every collective first compares the
@@ -75,6 +76,30 @@ ACCEL_API ACCEL_NODISCARD int accel_state_reduce_named(accel_state_t *state, con
 /* Overwrites tensor, on every rank, with the values of rank from_process, in place (memory shared with
  * a DLPack producer sees the new values). Errors also: ACCEL_ERR_OUT_OF_RANGE for a bad from_process. */
 ACCEL_API ACCEL_NODISCARD int accel_state_broadcast(accel_state_t *state, accel_tensor_t *tensor, int32_t from_process);
+
+/* Reduce-scatter into the caller's tensor (PyTorch's reduce_scatter_tensor): output receives, in place,
+ * this process's share of the element-wise reduction of every rank's input, that is with n elements in
+ * output, elements [rank * n, (rank + 1) * n) of the reduction in row-major order. reduction is "sum" or
+ * "mean" (anything else is ACCEL_ERR_INVALID_ARGUMENT naming it; "mean" needs a floating dtype,
+ * ACCEL_ERR_DTYPE). Every rank's input has the same shape and dtype; output has the input's dtype and device
+ * and 1/num_processes of its elements, in any shape (a non-contiguous output is written through a copy).
+ * Memory shared with a DLPack producer sees the new values. With check_shapes on (the default), every rank's
+ * input and output are compared first and a difference fails on every rank alike, naming the process:
+ * ACCEL_ERR_SHAPE_MISMATCH (the inputs differ, an output has the wrong element count, an input that does not
+ * split evenly), ACCEL_ERR_DTYPE (an output of another dtype), ACCEL_ERR_INVALID_ARGUMENT (an output on
+ * another device). With one process output receives the input.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; those above; ACCEL_ERR_TIMEOUT; ACCEL_ERR_PEER_FAILED;
+ * ACCEL_ERR_INVALID_STATE (shut down or broken group). */
+ACCEL_API ACCEL_NODISCARD int accel_state_reduce_scatter(accel_state_t *state, const accel_tensor_t *input,
+                                                         const char *reduction, accel_tensor_t *output);
+
+/* All-gather into the caller's tensor (PyTorch's all_gather_into_tensor): output receives, in place, every
+ * rank's input in rank order (rank r's elements from r * numel(input) on, row-major). Every rank's input has
+ * the same shape and dtype; output has the input's dtype and device and num_processes times its elements, in
+ * any shape (a [num_processes * rows, ...] tensor concatenates along dim 0, a [num_processes, ...] one
+ * stacks). Shape checks and errors as accel_state_reduce_scatter's, but for the reduction. */
+ACCEL_API ACCEL_NODISCARD int accel_state_all_gather(accel_state_t *state, const accel_tensor_t *input,
+                                                     accel_tensor_t *output);
 
 /* Pads the tensor along dim (negative counts from the end) to the largest size any rank has there,
  * filling with pad_value, at the end or, with pad_first, at the start. The number of dimensions must be

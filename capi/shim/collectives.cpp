@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "distributed/collectives.hpp"
+#include "distributed/sharded_collectives.hpp"
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
 
@@ -82,6 +83,26 @@ extern "C" int accel_state_broadcast(accel_state_t* state, accel_tensor_t* tenso
     require(state, "state");
     require(tensor, "tensor");
     accel::distributed::broadcast(*state->state, tensor->tensor, from_process);
+  });
+}
+
+extern "C" int accel_state_reduce_scatter(accel_state_t* state, const accel_tensor_t* input, const char* reduction,
+                                          accel_tensor_t* output) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    require(input, "input");
+    require(reduction, "reduction");
+    require(output, "output");
+    accel::distributed::reduce_scatter(*state->state, input->tensor, output->tensor, reduction);
+  });
+}
+
+extern "C" int accel_state_all_gather(accel_state_t* state, const accel_tensor_t* input, accel_tensor_t* output) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    require(input, "input");
+    require(output, "output");
+    accel::distributed::all_gather(*state->state, input->tensor, output->tensor);
   });
 }
 

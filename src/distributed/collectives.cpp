@@ -244,7 +244,7 @@ at::Tensor reduce(State& state, const at::Tensor& input, const std::string& redu
   ProcessGroup* group = state.group(what);
   if (group == nullptr) return out;
   check_same_shapes(state, *group, out, what);
-  group->allreduce(out, reduction == "max" ? ReduceKind::Max : ReduceKind::Sum, what);
+  group->transport().allreduce(out, reduction == "max" ? ReduceKind::Max : ReduceKind::Sum, what);
   if (reduction == "mean") out.div_(group->world_size());
   return out;
 }
@@ -285,7 +285,7 @@ NamedTensors reduce(State& state, const NamedTensors& inputs, const std::string&
     std::vector<at::Tensor> flat_parts;
     for (const auto* leaf : leaves) flat_parts.push_back(leaf->reshape({-1}));
     auto flat = at::cat(flat_parts);
-    group->allreduce(flat, reduction == "max" ? ReduceKind::Max : ReduceKind::Sum, what);
+    group->transport().allreduce(flat, reduction == "max" ? ReduceKind::Max : ReduceKind::Sum, what);
     if (reduction == "mean") flat.div_(group->world_size());
     int64_t offset = 0;
     for (auto* leaf : leaves) {

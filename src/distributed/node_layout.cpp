@@ -6,7 +6,6 @@
 #include <map>
 
 #include "core/files.hpp"
-#include "distributed/shm_allreduce.hpp"
 
 namespace accel::distributed {
 

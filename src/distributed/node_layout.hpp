@@ -8,12 +8,18 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace accel::distributed {
 
-struct ShmExchange;
+// The rendezvous store, as much of it as the node discovery and the shared-memory segments' negotiation
+// need. wait_get blocks until the key exists (throwing what the store throws on a timeout).
+struct ShmExchange {
+  std::function<void(const std::string& key, const std::string& value)> set;
+  std::function<std::string(const std::string& key)> wait_get;
+};
 
 struct NodeLayout {
   int32_t node = 0;              // this rank's node; nodes are numbered in the order of their lowest rank

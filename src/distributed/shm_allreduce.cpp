@@ -19,6 +19,7 @@
 
 #include "core/error.hpp"
 #include "core/options.hpp"
+#include "distributed/shm_kernels.hpp"
 #include "distributed/shm_names.hpp"
 
 namespace accel::distributed {
@@ -30,8 +31,7 @@ constexpr size_t kPage = 4096;
 constexpr int kPausesPerClockRead = 64;
 // How often a sleeping waiter looks at the clock and at whether its peers still live.
 constexpr std::chrono::milliseconds kSleepSlice(20);
-// Elements reduced at a time: a chunk of every rank's slot stays in cache while the ranks are summed.
-constexpr int64_t kChunk = 2048;
+using shm_kernels::kChunk;
 // How much longer than the timeout a node's ranks wait for their leader's step, which may itself take the
 // whole timeout before it fails and says why.
 constexpr std::chrono::milliseconds kLeaderGrace(5000);
@@ -72,81 +72,6 @@ void futex_wake_all(std::atomic<uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
-template <class T>
-T combine(T a, T b, ReduceKind kind) {
-  return kind == ReduceKind::Sum ? a + b : std::max(a, b);
-}
-
-// out[i] = in_0[i] (+) in_1[i] (+) ... in rank order; out is rank 0's slot itself.
-template <class T>
-void reduce_native(char* const* slots, int32_t world, int64_t lo, int64_t hi, ReduceKind kind) {
-  T* out = reinterpret_cast<T*>(slots[0]);
-  for (int64_t start = lo; start < hi; start += kChunk) {
-    const int64_t end = std::min(hi, start + kChunk);
-    for (int32_t r = 1; r < world; ++r) {
-      const T* in = reinterpret_cast<const T*>(slots[r]);
-      if (kind == ReduceKind::Sum) {
-        for (int64_t i = start; i < end; ++i) out[i] += in[i];
-      } else {
-        for (int64_t i = start; i < end; ++i) out[i] = std::max(out[i], in[i]);
-      }
-    }
-  }
-}
-
-// Half types add up in float and are rounded once (for two ranks what Gloo's float16 sum gives).
-template <class T>
-void reduce_widened(char* const* slots, int32_t world, int64_t lo, int64_t hi, ReduceKind kind) {
-  float acc[kChunk];
-  T* out = reinterpret_cast<T*>(slots[0]);
-  for (int64_t start = lo; start < hi; start += kChunk) {
-    const int64_t n = std::min(hi - start, kChunk);
-    for (int64_t i = 0; i < n; ++i) acc[i] = static_cast<float>(out[start + i]);
-    for (int32_t r = 1; r < world; ++r) {
-      const T* in = reinterpret_cast<const T*>(slots[r]) + start;
-      for (int64_t i = 0; i < n; ++i) acc[i] = combine(acc[i], static_cast<float>(in[i]), kind);
-    }
-    for (int64_t i = 0; i < n; ++i) out[start + i] = static_cast<T>(acc[i]);
-  }
-}
-
-// The average's elements [lo, hi): in rank order, every other rank's (divided already, in its slot) and this
-// rank's own (divided here), summed; the sum goes to this rank's private memory and every other rank's slot.
-// Dividing here gives what dividing beforehand gives: IEEE division either way.
-template <class T>
-void reduce_private_average(char* const* slots, int32_t world, int32_t me, const PrivateAverage& average,
-                            int64_t lo, int64_t hi) {
-  const T divisor = static_cast<T>(average.divisor);
-  T sum[kChunk];
-  for (const auto& run : average.own) {
-    const int64_t begin = std::max(run.begin, lo), end = std::min(run.end, hi);
-    for (int64_t start = begin; start < end; start += kChunk) {
-      const int64_t n = std::min(end - start, kChunk);
-      T* own = static_cast<T*>(run.data) + (start - run.begin);
-      for (int32_t r = 0; r < world; ++r) {
-        if (r == me) {
-          if (r == 0) {
-            for (int64_t i = 0; i < n; ++i) sum[i] = own[i] / divisor;
-          } else {
-            for (int64_t i = 0; i < n; ++i) sum[i] += own[i] / divisor;
-          }
-        } else {
-          const T* in = reinterpret_cast<const T*>(slots[r]) + start;
-          if (r == 0) {
-            std::memcpy(sum, in, static_cast<size_t>(n) * sizeof(T));
-          } else {
-            for (int64_t i = 0; i < n; ++i) sum[i] += in[i];
-          }
-        }
-      }
-      std::memcpy(own, sum, static_cast<size_t>(n) * sizeof(T));
-      for (int32_t r = 0; r < world; ++r) {
-        if (r != me) std::memcpy(reinterpret_cast<T*>(slots[r]) + start, sum, static_cast<size_t>(n) * sizeof(T));
-      }
-    }
-  }
-}
-
 std::string random_hex() {
   std::random_device device;
   const uint64_t value = (static_cast<uint64_t>(device()) << 32) ^ device();
@@ -159,16 +84,6 @@ std::string random_hex() {
 
 std::chrono::microseconds barrier_spin(int32_t node_ranks, long cpus) {
   return cpus > 0 && node_ranks <= cpus ? kLongBarrierSpin : kShortBarrierSpin;
-}
-
-size_t shm_element_size(ShmElement type) {
-  switch (type) {
-    case ShmElement::Float32: return 4;
-    case ShmElement::Float64: return 8;
-    case ShmElement::BFloat16:
-    case ShmElement::Float16: return 2;
-  }
-  return 1;
 }
 
 // The mapping: the control block, each rank's pid, each rank's element count per half, then two halves
@@ -387,12 +302,53 @@ void SharedMemoryAllreduce::run_leader_step(char* data, int64_t numel, ShmElemen
   }
 }
 
-void SharedMemoryAllreduce::allreduce(void* data, int64_t numel, ShmElement type, ReduceKind kind) {
+uint64_t SharedMemoryAllreduce::copy_in(const void* data, int64_t numel, ShmElement type) {
   const uint64_t half = operations_++ % 2;
-  const size_t bytes = static_cast<size_t>(numel) * shm_element_size(type);
-  std::memcpy(segment_->slot(half, rank_), data, bytes);
+  std::memcpy(segment_->slot(half, rank_), data, static_cast<size_t>(numel) * shm_element_size(type));
+  return half;
+}
+
+void SharedMemoryAllreduce::allreduce(void* data, int64_t numel, ShmElement type, ReduceKind kind) {
+  const uint64_t half = copy_in(data, numel, type);
   reduce(half, 0, numel, type, kind);
-  std::memcpy(data, segment_->slot(half, 0), bytes);
+  std::memcpy(data, segment_->slot(half, 0), static_cast<size_t>(numel) * shm_element_size(type));
+}
+
+// One barrier suffices on one node: a rank writes this half again two operations later, once every rank
+// has arrived at the next operation's barrier, so done reading this one.
+void SharedMemoryAllreduce::reduce_scatter(const void* data, int64_t numel, ShmElement type, ReduceKind kind,
+                                           int64_t begin, int64_t count, void* out) {
+  const uint64_t half = copy_in(data, numel, type);
+  const size_t element = shm_element_size(type);
+  if (nodes_ > 1) {
+    reduce(half, 0, numel, type, kind);
+    std::memcpy(out, segment_->slot(half, 0) + static_cast<size_t>(begin) * element, static_cast<size_t>(count) * element);
+    return;
+  }
+  agree_on_numel(half, numel, "reduce-scatter");
+  std::vector<char*>& slots = slots_;
+  slots.resize(static_cast<size_t>(world_));
+  for (int32_t r = 0; r < world_; ++r) slots[static_cast<size_t>(r)] = segment_->slot(half, r);
+  char* to = static_cast<char*>(out);
+  const int64_t end = begin + count;
+  switch (type) {
+    case ShmElement::Float32: shm_kernels::reduce_native<float>(slots.data(), world_, begin, end, kind, to, begin); break;
+    case ShmElement::Float64: shm_kernels::reduce_native<double>(slots.data(), world_, begin, end, kind, to, begin); break;
+    case ShmElement::BFloat16:
+      shm_kernels::reduce_widened<c10::BFloat16>(slots.data(), world_, begin, end, kind, to, begin);
+      break;
+    case ShmElement::Float16: shm_kernels::reduce_widened<c10::Half>(slots.data(), world_, begin, end, kind, to, begin); break;
+  }
+}
+
+void SharedMemoryAllreduce::all_gather(const void* data, int64_t numel, ShmElement type, void* out) {
+  if (nodes_ > 1) fail(Code::Internal, "the shared-memory all-gather joins the ranks of one node only");
+  const uint64_t half = copy_in(data, numel, type);
+  agree_on_numel(half, numel, "all-gather");
+  const size_t bytes = static_cast<size_t>(numel) * shm_element_size(type);
+  for (int32_t r = 0; r < world_; ++r) {
+    std::memcpy(static_cast<char*>(out) + static_cast<size_t>(r) * bytes, segment_->slot(half, r), bytes);
+  }
 }
 
 bool SharedMemoryAllreduce::averages_privately(ShmElement type) const {
@@ -422,8 +378,7 @@ void SharedMemoryAllreduce::allreduce_resident(size_t offset, int64_t numel, Shm
   barrier();
 }
 
-void SharedMemoryAllreduce::reduce(uint64_t half, size_t offset, int64_t numel, ShmElement type, ReduceKind kind,
-                                   const PrivateAverage* average) {
+void SharedMemoryAllreduce::agree_on_numel(uint64_t half, int64_t numel, const char* operation) {
   if (!unusable_.empty()) fail(Code::PeerFailed, unusable_);
   std::atomic<int64_t>* numels = segment_->numels(half);
   numels[rank_].store(numel, std::memory_order_relaxed);
@@ -435,12 +390,17 @@ void SharedMemoryAllreduce::reduce(uint64_t half, size_t offset, int64_t numel, 
         counts += (q == 0 ? "" : ", ") + rank_name(q) + ": " +
                   std::to_string(numels[q].load(std::memory_order_relaxed));
       }
-      const std::string message = "all-reduce of tensors with different element counts (" + counts + ")";
+      const std::string message = std::string(operation) + " of tensors with different element counts (" + counts + ")";
       // The other nodes' leaders wait for this node's sum, which will not come: nothing can follow.
       if (nodes_ > 1) unusable_ = "an earlier " + message + " left the nodes out of step";
       fail(Code::ShapeMismatch, message);
     }
   }
+}
+
+void SharedMemoryAllreduce::reduce(uint64_t half, size_t offset, int64_t numel, ShmElement type, ReduceKind kind,
+                                   const PrivateAverage* average) {
+  agree_on_numel(half, numel, "all-reduce");
   const size_t element = shm_element_size(type);
   const auto [lo, hi] = share_of(numel, type);
   std::vector<char*>& slots = slots_;
@@ -449,9 +409,9 @@ void SharedMemoryAllreduce::reduce(uint64_t half, size_t offset, int64_t numel, 
   for (int32_t r = 0; r < world_; ++r) slots[static_cast<size_t>(r)] = segment_->slot(slot_half, r) + offset;
   if (average != nullptr) {
     if (type == ShmElement::Float32) {
-      reduce_private_average<float>(slots.data(), world_, rank_, *average, lo, hi);
+      shm_kernels::reduce_private_average<float>(slots.data(), world_, rank_, *average, lo, hi);
     } else {
-      reduce_private_average<double>(slots.data(), world_, rank_, *average, lo, hi);
+      shm_kernels::reduce_private_average<double>(slots.data(), world_, rank_, *average, lo, hi);
     }
     barrier();
     return;
@@ -462,10 +422,14 @@ void SharedMemoryAllreduce::reduce(uint64_t half, size_t offset, int64_t numel, 
   for (int64_t start = lo; start < hi; start += piece) {
     const int64_t end = std::min(hi, start + piece);
     switch (type) {
-      case ShmElement::Float32: reduce_native<float>(slots.data(), world_, start, end, kind); break;
-      case ShmElement::Float64: reduce_native<double>(slots.data(), world_, start, end, kind); break;
-      case ShmElement::BFloat16: reduce_widened<c10::BFloat16>(slots.data(), world_, start, end, kind); break;
-      case ShmElement::Float16: reduce_widened<c10::Half>(slots.data(), world_, start, end, kind); break;
+      case ShmElement::Float32: shm_kernels::reduce_native<float>(slots.data(), world_, start, end, kind, slots[0], 0); break;
+      case ShmElement::Float64: shm_kernels::reduce_native<double>(slots.data(), world_, start, end, kind, slots[0], 0); break;
+      case ShmElement::BFloat16:
+        shm_kernels::reduce_widened<c10::BFloat16>(slots.data(), world_, start, end, kind, slots[0], 0);
+        break;
+      case ShmElement::Float16:
+        shm_kernels::reduce_widened<c10::Half>(slots.data(), world_, start, end, kind, slots[0], 0);
+        break;
     }
     if (!to_every_slot) continue;
     const size_t at = static_cast<size_t>(start) * element;

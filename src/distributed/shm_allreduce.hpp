@@ -7,7 +7,7 @@
 //
 // Across several nodes (NodeLayout) each node has a segment of its own and the same steps run within
 // it; between the reduction and the copy back, the node's leader all-reduces the node's sum with the
-// other nodes' leaders (the leader step, Gloo's in process_group.cpp) in place in the segment, and the
+// other nodes' leaders (the leader step, Gloo's: LeadersGroup in c10d_transport.hpp) in place in the segment, and the
 // node's other ranks wait for it at a third barrier. A leader whose step fails says why in the segment,
 // so that its node's ranks fail at once with the same code instead of waiting out the timeout.
 //
@@ -26,13 +26,27 @@
 #include <vector>
 
 #include "distributed/node_layout.hpp"
-#include "distributed/process_group.hpp"
+#include "distributed/shm_element.hpp"
+#include "distributed/transport.hpp"
 
 namespace accel::distributed {
 
-enum class ShmElement { Float32, Float64, BFloat16, Float16 };
+// A contiguous run [begin, end) of an all-reduce's elements that this rank holds in memory of its own (a
+// gradient) rather than in the all-reduced tensor.
+struct PrivateRun {
+  int64_t begin = 0;
+  int64_t end = 0;
+  void* data = nullptr;
+};
 
-size_t shm_element_size(ShmElement type);
+// An average of every rank's contribution whose share this rank reduces comes from private memory: `own`
+// covers exactly that share (share_of), in order, pointing into `holders`, which the all-reduce keeps alive
+// until it ends (also when nobody waits for it any more).
+struct PrivateAverage {
+  std::vector<PrivateRun> own;
+  std::vector<at::Tensor> holders;
+  double divisor = 1;
+};
 
 // How long a rank waiting at the segment's barrier spins before it sleeps on a futex. A peer that arrives
 // within the spin costs no wake-up, and the waiter keeps its core: a thread woken on a core another thread
@@ -46,13 +60,6 @@ size_t shm_element_size(ShmElement type);
 constexpr std::chrono::microseconds kLongBarrierSpin(200);
 constexpr std::chrono::microseconds kShortBarrierSpin(20);
 std::chrono::microseconds barrier_spin(int32_t node_ranks, long cpus);
-
-// The rendezvous store, as much of it as the segment's negotiation needs. wait_get blocks until the key
-// exists (throwing what the store throws on a timeout).
-struct ShmExchange {
-  std::function<void(const std::string& key, const std::string& value)> set;
-  std::function<std::string(const std::string& key)> wait_get;
-};
 
 // The leader's part across nodes: all-reduces `numel` elements at `data` (the node's sum, in the segment)
 // in place with the other nodes' leaders. Throws accel::Error.
@@ -93,6 +100,14 @@ class SharedMemoryAllreduce {
   // are left waiting, so every later all-reduce fails), or the leader step's error. reserve() must have
   // made room first.
   void allreduce(void* data, int64_t numel, ShmElement type, ReduceKind kind);
+  // Reduces every rank's `numel` elements at `data` as allreduce does (the same sums, in the same order), but
+  // writes only the result's elements [begin, begin + count) to `out`: on one node each rank reduces just
+  // those from every rank's slot. Same errors as allreduce; reserve() must have made room for `numel`.
+  void reduce_scatter(const void* data, int64_t numel, ShmElement type, ReduceKind kind, int64_t begin, int64_t count,
+                      void* out);
+  // On one node: every rank's `numel` elements at `data`, in rank order, to `out` (numel times the node's
+  // ranks). Error(ShapeMismatch) when the ranks' counts differ; Error(Internal) across nodes.
+  void all_gather(const void* data, int64_t numel, ShmElement type, void* out);
 
   // Resident segments: this rank's slot, where the tensors to reduce live (slot_bytes of them, page-aligned).
   char* resident_data() const;
@@ -104,7 +119,7 @@ class SharedMemoryAllreduce {
   // other ranks read and write them meanwhile).
   // With `average` (a sum; resident, on one node, float32 or float64: averages_privately), this rank's
   // contribution to its share (share_of) is read undivided from average->own, which receives the result
-  // there, and nothing is written to that part of its slot (ProcessGroup::allreduce_average_async).
+  // there, and nothing is written to that part of its slot (ShmTransport's average of a bucket).
   void allreduce_resident(size_t offset, int64_t numel, ShmElement type, ReduceKind kind,
                           const PrivateAverage* average = nullptr);
   // The elements [first, second) of a `numel`-element all-reduce that this rank reduces: whole cache lines,
@@ -125,6 +140,11 @@ class SharedMemoryAllreduce {
   // Waits for every rank of the node; `grace` longer after the leader step, which itself may take the
   // whole timeout.
   void barrier(std::chrono::milliseconds grace = std::chrono::milliseconds(0));
+  // Copies this rank's `numel` elements at `data` into its slot of the next half; returns the half.
+  uint64_t copy_in(const void* data, int64_t numel, ShmElement type);
+  // Publishes this rank's element count for `half` and waits for every rank of the node: Error(ShapeMismatch)
+  // naming each rank's count when they differ (`operation`: "all-reduce", for the message).
+  void agree_on_numel(uint64_t half, int64_t numel, const char* operation);
   // Both kinds of all-reduce, between the element counts' publication and the result's availability: this
   // rank reduces its slice of the `numel` elements at `offset` of every rank's slot into the node's first
   // slot (and, resident on one node, into every slot); across nodes the leader step follows.

@@ -1,7 +1,7 @@
 // Horovod's stall inspector, at the c10d layer: before each collective a rank publishes in the rendezvous
 // store which collective it is starting (one small record per rank, overwritten each time). When a
 // collective times out, every rank reads all the records and can say which ranks never joined and where
-// each rank is. This file holds the records and the wording; process_group.cpp does the store I/O.
+// each rank is. This file holds the records and the wording; group_health.cpp does the store I/O.
 #pragma once
 
 #include <cstdint>

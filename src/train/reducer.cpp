@@ -1,6 +1,5 @@
 #include "train/reducer.hpp"
 
-#include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/zeros.h>
@@ -10,7 +9,6 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <functional>
 #include <optional>
@@ -33,10 +31,7 @@ struct Reducer::Impl {
     // kernel of its own, where a Scalar divisor would compute into a temporary and copy it over.
     at::Tensor world_size;
     size_t pending = 0;
-    // This backward's share of flat that this rank reduces straight from its gradients (empty when flat
-    // went to the transport whole).
-    std::pair<int64_t, int64_t> private_share{0, 0};
-    std::unique_ptr<distributed::PendingCollective> work;
+    std::unique_ptr<distributed::PendingAverage> work;
     double launched_us = 0;
     // Written by the transport's thread when the all-reduce ends; shared, since a broken group may end it
     // after the reducer is gone.
@@ -76,7 +71,7 @@ struct Reducer::Impl {
   void mark_ready(size_t index);
   void launch_ready_buckets();
   void launch(Bucket& bucket);
-  std::optional<std::pair<int64_t, int64_t>> private_share(const Bucket& bucket);
+  distributed::Transport& transport(const char* what);
   void finalize();
   void account(double backward_end_us, double wait_end_us);
   double helper_cpu_seconds();
@@ -115,26 +110,6 @@ at::ScalarType wire_type(GradCompression compression, at::ScalarType type) {
   return type;
 }
 
-// The parts of a bucket's elements [begin, end) before and after its private share, as [from, to) runs
-// (empty ones have from == to); between them lies the part of the share in [begin, end).
-std::array<std::pair<int64_t, int64_t>, 2> outside_share(std::pair<int64_t, int64_t> share, int64_t begin,
-                                                         int64_t end) {
-  return {{{begin, std::clamp(share.first, begin, end)}, {std::clamp(share.second, begin, end), end}}};
-}
-
-// Copies into grad the elements of `averaged` (the bucket's elements from `offset` on) outside the bucket's
-// private share; returns the bytes copied.
-int64_t copy_outside(at::Tensor& grad, const at::Tensor& averaged, int64_t offset, std::pair<int64_t, int64_t> share) {
-  const auto flat_grad = grad.view({-1}), flat_averaged = averaged.reshape({-1});
-  int64_t copied = 0;
-  for (const auto& [from, to] : outside_share(share, offset, offset + flat_grad.numel())) {
-    if (from >= to) continue;
-    flat_grad.narrow(0, from - offset, to - from).copy_(flat_averaged.narrow(0, from - offset, to - from));
-    copied += to - from;
-  }
-  return copied * flat_grad.element_size();
-}
-
 }  // namespace
 
 void Reducer::Impl::assign_buckets() {
@@ -171,8 +146,8 @@ void Reducer::Impl::assign_buckets() {
     const bool compressed = type != first.scalar_type();
     // What goes to the other ranks lives in shared memory when the all-reduces go through it: the ranks
     // then reduce it where it is, with no copy into the transport's segment and back.
-    at::Tensor shared = state->group("DDP bucket allocation")
-                            ->shared_empty(buckets[b].numel, compressed ? at::empty({0}, options.dtype(type)) : first);
+    at::Tensor shared = transport("DDP bucket allocation")
+                            .bucket_empty(buckets[b].numel, compressed ? at::empty({0}, options.dtype(type)) : first);
     if (compressed) {
       buckets[b].flat = at::zeros({buckets[b].numel}, options);
       buckets[b].wire = shared.defined() ? shared : at::empty({buckets[b].numel}, options.dtype(type));
@@ -202,7 +177,6 @@ void Reducer::Impl::reset_for_backward() {
   for (auto& bucket : buckets) {
     bucket.pending = bucket.members.size();
     bucket.work.reset();
-    bucket.private_share = {0, 0};
   }
   next_bucket = 0;
   finalize_queued = false;
@@ -228,68 +202,34 @@ void Reducer::Impl::launch_ready_buckets() {
   while (next_bucket < buckets.size() && buckets[next_bucket].pending == 0) launch(buckets[next_bucket++]);
 }
 
-// Where the transport can reduce this rank's share of the bucket straight from the gradients: every one
-// there, dense and of the bucket's type, sent uncompressed from a segment on one node, and each from this
-// backward (the gradient of a parameter no rank used must come out of the all-reduce untouched).
-std::optional<std::pair<int64_t, int64_t>> Reducer::Impl::private_share(const Bucket& bucket) {
-  if (bucket.wire.defined() || config.gradient_as_bucket_view) return std::nullopt;
-  for (size_t member : bucket.members) {
-    const at::Tensor& grad = parameters[member].second.grad();
-    if (locally_unused[member] || !grad.defined() || !grad.is_contiguous() || grad.scalar_type() != bucket.flat.scalar_type() ||
-        grad.device() != bucket.flat.device()) {
-      return std::nullopt;
-    }
-  }
-  return state->group("DDP gradient all-reduce")->private_share(bucket.flat);
-}
+distributed::Transport& Reducer::Impl::transport(const char* what) { return state->group(what)->transport(); }
 
+// The bucket's average over the ranks, started now; the transport fills the bucket from the gradients.
 void Reducer::Impl::launch(Bucket& bucket) {
-  // Dividing first keeps the sum in range, as PyTorch's default DDP hook does (and fp16's narrow range
-  // needs it more); dividing on the way into the bucket reads and writes each gradient once. Where the
-  // transport reduces this rank's share straight from the gradients, only the rest goes into the bucket:
-  // the share is divided as it is reduced, and its result lands in the gradients, copied out of nothing.
-  const auto share = private_share(bucket);
-  distributed::PrivateAverage average;
-  average.divisor = static_cast<double>(state->launch().world_size);
+  distributed::BucketAverage average;
+  average.bucket = bucket.flat;
+  average.wire = bucket.wire;
+  average.divisor = bucket.world_size;
   for (size_t m = 0; m < bucket.members.size(); ++m) {
-    const at::Tensor& parameter = parameters[bucket.members[m]].second;
-    const int64_t begin = bucket.offsets[m], end = begin + parameter.numel();
-    const at::Tensor& grad = parameter.grad();
-    if (!grad.defined()) {
-      bucket.flat.narrow(0, begin, end - begin).zero_();
-      continue;
-    }
-    const auto flat_grad = grad.reshape({-1});
-    // The parts of [begin, end) before and after the private share go through the bucket (all of it
-    // without one).
-    const auto outside = outside_share(share.value_or(std::make_pair(end, end)), begin, end);
-    const int64_t share_begin = outside[0].second, share_end = outside[1].first;
-    for (const auto& [from, to] : outside) {
-      if (from >= to) continue;
-      auto slot = bucket.flat.narrow(0, from, to - from);
-      const auto source = flat_grad.narrow(0, from - begin, to - from);
-      at::div_out(slot, source, bucket.world_size);
-      // A gradient that is its bucket view is divided where it is: nothing copied.
-      if (source.data_ptr() != slot.data_ptr()) copied_bytes += (to - from) * flat_grad.element_size();
-    }
-    if (share_begin < share_end) {
-      average.own.push_back({share_begin, share_end,
-                             static_cast<char*>(flat_grad.data_ptr()) + (share_begin - begin) * flat_grad.element_size()});
-      average.holders.push_back(grad);
-    }
+    const size_t index = bucket.members[m];
+    const at::Tensor& parameter = parameters[index].second;
+    // A gradient that is its bucket view gets the view back in finalize; the gradient of a parameter this
+    // rank did not use must come out of the all-reduce untouched (when no rank used it).
+    const bool receives = !config.gradient_as_bucket_view && !locally_unused[index];
+    average.members.push_back({bucket.offsets[m], parameter.numel(), parameter.grad(), receives});
   }
-  if (share) bucket.private_share = *share;
-  at::Tensor& sent = bucket.wire.defined() ? bucket.wire.copy_(bucket.flat) : bucket.flat;
-  // From the moment the bucket's last gradient is in (now) to the all-reduce's end: what the overlap
-  // figures are made of, and with the timeline on an event with the bucket's size.
-  bucket.launched_us = timeline::now_us();
-  bucket.done_us->store(bucket.launched_us);
+  // From the moment the bucket is filled to the all-reduce's end: what the overlap figures are made of, and
+  // with the timeline on an event with the bucket's size.
+  average.on_filled = [&bucket] {
+    bucket.launched_us = timeline::now_us();
+    bucket.done_us->store(bucket.launched_us);
+  };
   std::function<void()> on_complete;
   if (timeline::enabled()) {
-    const double ready_us = bucket.launched_us;
-    const double bytes = static_cast<double>(bytes_of(sent));
+    const double bytes = static_cast<double>(bytes_of(bucket.wire.defined() ? bucket.wire : bucket.flat));
     const std::string name = "all-reduce bucket " + std::to_string(&bucket - buckets.data());
-    on_complete = [done = bucket.done_us, ready_us, bytes, name] {
+    on_complete = [done = bucket.done_us, bytes, name] {
+      const double ready_us = done->load();
       const double end_us = timeline::now_us();
       done->store(end_us);
       timeline::record(name, timeline::Track::Communication, ready_us, end_us, {{"bytes", bytes}});
@@ -297,15 +237,12 @@ void Reducer::Impl::launch(Bucket& bucket) {
   } else {
     on_complete = [done = bucket.done_us] { done->store(timeline::now_us()); };
   }
-  auto* group = state->group("DDP gradient all-reduce");
-  bucket.work = share ? group->allreduce_average_async(sent, std::move(average), "DDP gradient all-reduce",
-                                                       std::move(on_complete))
-                      : group->allreduce_async(sent, "DDP gradient all-reduce", std::move(on_complete));
+  bucket.work = transport("DDP gradient all-reduce").average_async(std::move(average), "DDP gradient all-reduce",
+                                                                     std::move(on_complete));
+  copied_bytes += bucket.work->copied_in();
 }
 
-double Reducer::Impl::helper_cpu_seconds() {
-  return state->group("DDP gradient all-reduce")->helper_cpu_seconds();
-}
+double Reducer::Impl::helper_cpu_seconds() { return transport("DDP gradient all-reduce").helper_cpu_seconds(); }
 
 // One synchronising backward's figures: backward computed its last gradient at backward_end_us, and its
 // wait for the all-reduces ended at wait_end_us.
@@ -359,7 +296,8 @@ void Reducer::Impl::start_use_count(const std::vector<bool>& unused) {
   use_count = UseCount{at::empty({static_cast<int64_t>(parameters.size())}, at::kFloat), nullptr};
   auto* ranks = use_count->ranks.data_ptr<float>();
   for (size_t i = 0; i < parameters.size(); ++i) ranks[i] = unused[i] ? 0.0f : 1.0f;
-  use_count->work = state->group("DDP unused parameter count")->allreduce_async(use_count->ranks, "DDP unused parameter count");
+  use_count->work = transport("DDP unused parameter count")
+                        .allreduce_async(use_count->ranks, distributed::ReduceKind::Sum, "DDP unused parameter count");
 }
 
 // The parameters whose gradient the all-reduce must leave as it is: those no rank used, as DDP's
@@ -410,7 +348,6 @@ void Reducer::Impl::finalize() {
   const std::vector<bool> keep = gradients_to_keep();
   const double wait_end_us = timeline::now_us();
   for (auto& bucket : buckets) {
-    if (bucket.wire.defined()) bucket.flat.copy_(bucket.wire);
     for (size_t m = 0; m < bucket.members.size(); ++m) {
       if (keep[bucket.members[m]]) continue;
       at::Tensor& parameter = parameters[bucket.members[m]].second;
@@ -418,15 +355,10 @@ void Reducer::Impl::finalize() {
       if (config.gradient_as_bucket_view) {
         // Later backwards accumulate into the bucket itself; launch's copy then finds the same memory.
         parameter.mutable_grad() = averaged;
-      } else if (bucket.private_share.first < bucket.private_share.second) {
-        // The share the transport reduced in the gradients holds its result already.
-        copied_bytes += copy_outside(parameter.mutable_grad(), averaged, bucket.offsets[m], bucket.private_share);
+      } else if (parameter.grad().defined()) {
+        copied_bytes += bucket.work->deliver(m, parameter.mutable_grad());
       } else {
-        if (parameter.grad().defined()) {
-          parameter.mutable_grad().copy_(averaged);
-        } else {
-          parameter.mutable_grad() = averaged.clone();
-        }
+        parameter.mutable_grad() = averaged.clone();
         copied_bytes += bytes_of(averaged);
       }
     }

@@ -150,6 +150,111 @@ TEST(Collectives, BroadcastFromTheLastRankWritesThroughDlpackMemory) {
   accel_tensor_free(mine);
 }
 
+accel_tensor_t* tensor_of(const void* data, int32_t dtype, std::vector<int64_t> shape) {
+  accel_tensor_t* tensor = nullptr;
+  EXPECT_EQ(accel_tensor_from_buffer(&tensor, data, dtype, shape.data(), shape.size()), ACCEL_OK) << accel_error_last();
+  return tensor;
+}
+
+// Rank r's element i is 1000 r + i (exact in every type below): the sum's element i is world * i + 1000 *
+// (0 + 1 + ... + world - 1). `n` elements per rank's share: 100'003 float32 ones take the shared-memory
+// segment past its first size and split unevenly into its ranks' slices; int64 goes through Gloo.
+template <class T>
+void expect_reduce_scatter(int32_t dtype, int64_t n) {
+  std::vector<T> input(static_cast<size_t>(world * n));
+  for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<T>(1000 * rank + static_cast<int64_t>(i));
+  accel_tensor_t* in = tensor_of(input.data(), dtype, {world, n});
+  std::vector<T> share(static_cast<size_t>(n), T(-1));
+  accel_tensor_t* out = tensor_of(share.data(), dtype, {n});
+  void* out_data = nullptr;
+  ASSERT_EQ(accel_tensor_data(out, &out_data), ACCEL_OK);
+  const int64_t offset = 1000 * world * (world - 1) / 2;
+  for (const char* reduction : {"sum", "mean"}) {
+    if (dtype == ACCEL_DTYPE_INT64 && std::string(reduction) == "mean") continue;
+    ASSERT_EQ(accel_state_reduce_scatter(state, in, reduction, out), ACCEL_OK) << accel_error_last();
+    // Written where the caller's memory is (DLPack): nothing to copy back.
+    const T* got = static_cast<const T*>(out_data);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const T sum = static_cast<T>(world * (rank * n + i) + offset);
+      const T expected = std::string(reduction) == "sum" ? sum : static_cast<T>(sum / static_cast<T>(world));
+      if (got[i] != expected) ++wrong;
+    }
+    EXPECT_EQ(wrong, 0) << reduction << " of " << n << " elements per rank, first " << static_cast<double>(got[0]);
+  }
+  accel_tensor_free(out);
+  accel_tensor_free(in);
+}
+
+TEST(Collectives, ReduceScatterSumAndMeanIntoTheCallersTensor) {
+  expect_reduce_scatter<float>(ACCEL_DTYPE_FLOAT32, 5);
+  expect_reduce_scatter<float>(ACCEL_DTYPE_FLOAT32, 100'003);
+  expect_reduce_scatter<double>(ACCEL_DTYPE_FLOAT64, 7);
+  expect_reduce_scatter<int64_t>(ACCEL_DTYPE_INT64, 3);
+}
+
+// Rank r's [2, 3] tensor holds 6 r .. 6 r + 5: gathered into [world * 2, 3] and [world, 2, 3] outputs, in
+// rank order; int64 through Gloo.
+TEST(Collectives, AllGatherIntoTheCallersTensorInRankOrder) {
+  accel_tensor_t* mine = floats(arange(6, static_cast<float>(6 * rank)), {2, 3});
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{world * 2, 3}, std::vector<int64_t>{world, 2, 3}}) {
+    std::vector<float> all(static_cast<size_t>(world * 6), -1.0f);
+    accel_tensor_t* out = tensor_of(all.data(), ACCEL_DTYPE_FLOAT32, shape);
+    ASSERT_EQ(accel_state_all_gather(state, mine, out), ACCEL_OK) << accel_error_last();
+    void* data = nullptr;
+    ASSERT_EQ(accel_tensor_data(out, &data), ACCEL_OK);
+    const auto* got = static_cast<const float*>(data);
+    EXPECT_EQ(std::vector<float>(got, got + world * 6), arange(world * 6)) << shape.size() << " dimensions";
+    accel_tensor_free(out);
+  }
+  const int64_t counts[] = {rank, -rank};
+  accel_tensor_t* longs = tensor_of(counts, ACCEL_DTYPE_INT64, {2});
+  std::vector<int64_t> gathered(static_cast<size_t>(2 * world));
+  accel_tensor_t* out = tensor_of(gathered.data(), ACCEL_DTYPE_INT64, {2 * world});
+  ASSERT_EQ(accel_state_all_gather(state, longs, out), ACCEL_OK) << accel_error_last();
+  std::vector<int64_t> expected;
+  for (int64_t r = 0; r < world; ++r) expected.insert(expected.end(), {r, -r});
+  EXPECT_EQ(long_values(out), expected);
+  accel_tensor_free(out);
+  accel_tensor_free(longs);
+  accel_tensor_free(mine);
+}
+
+// A wrong output on one rank fails every rank at once with the same message naming that process; the
+// group stays usable. Inputs that differ name every process's shape.
+TEST(Collectives, ReduceScatterAndAllGatherShapeErrorsFailOnEveryRank) {
+  accel_tensor_t* mine = floats(arange(2 * world), {2 * world});
+  const int64_t last = world - 1;
+  accel_tensor_t* share = floats(arange(rank == last ? 3 : 2));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(accel_state_reduce_scatter(state, mine, "sum", share), ACCEL_ERR_SHAPE_MISMATCH);
+  EXPECT_NE(std::string(accel_error_last()).find("reduce_scatter: process " + std::to_string(last) + "'s output has 3 elements, but needs 2"),
+            std::string::npos) << accel_error_last();
+  accel_tensor_t* gathered = floats(arange(2 * world * world + (rank == last ? 1 : 0)));
+  EXPECT_EQ(accel_state_all_gather(state, mine, gathered), ACCEL_ERR_SHAPE_MISMATCH);
+  EXPECT_NE(std::string(accel_error_last()).find("all_gather: process " + std::to_string(last) + "'s output has"),
+            std::string::npos) << accel_error_last();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+  const double zeros[2] = {0, 0};
+  accel_tensor_t* wrong_type = tensor_of(zeros, rank == last ? ACCEL_DTYPE_FLOAT64 : ACCEL_DTYPE_FLOAT32, {2});
+  EXPECT_EQ(accel_state_reduce_scatter(state, mine, "sum", wrong_type), ACCEL_ERR_DTYPE);
+  EXPECT_NE(std::string(accel_error_last()).find("is Double, its input Float"), std::string::npos) << accel_error_last();
+  accel_tensor_t* ragged = floats(arange(world * (rank + 1)));
+  accel_tensor_t* ragged_out = floats(arange(rank + 1));
+  EXPECT_EQ(accel_state_reduce_scatter(state, ragged, "sum", ragged_out), ACCEL_ERR_SHAPE_MISMATCH);
+  for (int r = 0; r < world; ++r) {
+    EXPECT_NE(std::string(accel_error_last()).find("process " + std::to_string(r) + ": [" + std::to_string(world * (r + 1)) + "] Float"),
+              std::string::npos) << accel_error_last();
+  }
+  EXPECT_EQ(accel_state_reduce_scatter(state, mine, "max", share), ACCEL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(accel_state_is_broken(state), 0);
+  // Still usable: a correct call goes through.
+  accel_tensor_t* good = floats(arange(2));
+  ASSERT_EQ(accel_state_reduce_scatter(state, mine, "sum", good), ACCEL_OK) << accel_error_last();
+  EXPECT_EQ(values_of(good), std::vector<float>({static_cast<float>(world * 2 * rank), static_cast<float>(world * (2 * rank + 1))}));
+  for (auto* tensor : {mine, share, gathered, wrong_type, ragged, ragged_out, good}) accel_tensor_free(tensor);
+}
+
 TEST(Collectives, GatherBytesOfDifferentLengths) {
   const std::string mine(static_cast<size_t>(rank), static_cast<char>('a' + rank));
   accel_bytes_list_t* list = nullptr;

@@ -1,7 +1,8 @@
 // Runs under `accel launch` (tests/distributed/shm_test.sh). Mode (argv[1]):
 //   reduce DIR  all-reduces seeded random tensors (float32 sum, large enough to make the segment grow;
 //               float64 sum; float32 max; float16 sum) and rank 0 writes each result's bytes to DIR/<case>.bin,
-//               for the script to compare between transports.
+//               for the script to compare between transports; then checks that a reduce-scatter is its
+//               rank's slice of the all-reduce bit for bit, and an all-gather every rank's tensor.
 //   kill [R]    one all-reduce, then rank R (default 1) is SIGKILLed while the others start the next: each
 //               of them must fail with ACCEL_ERR_PEER_FAILED (or be stopped by its launcher).
 //   stall R S   one all-reduce, then rank R sleeps S seconds (past the timeout) and leaves while the others
@@ -56,6 +57,50 @@ bool reduce_case(const std::string& dir, const char* name, int32_t dtype, const 
   return ok;
 }
 
+// The reduce-scatter gives, bit for bit, this rank's slice of the all-reduce of the same tensors (the same
+// sums in the same order, whichever the transport), and the all-gather every rank's tensor in rank order.
+bool scatter_and_gather() {
+  const int world = accel_state_num_processes(state), rank = accel_state_process_index(state);
+  const int64_t n = 400'003;  // per rank: the segment grows past its first size; the slices split unevenly
+  const auto mine = random_values<float>(static_cast<size_t>(world * n), 2000u + static_cast<unsigned>(rank));
+  const int64_t whole[] = {world * n}, share[] = {n};
+  accel_tensor_t *input = nullptr, *reduced = nullptr, *scattered = nullptr, *gathered = nullptr;
+  std::vector<float> zeros(static_cast<size_t>(world * n));
+  bool ok = accel_tensor_from_buffer(&input, mine.data(), ACCEL_DTYPE_FLOAT32, whole, 1) == ACCEL_OK &&
+            accel_tensor_from_buffer(&scattered, zeros.data(), ACCEL_DTYPE_FLOAT32, share, 1) == ACCEL_OK &&
+            accel_state_reduce(state, input, "sum", &reduced) == ACCEL_OK &&
+            accel_state_reduce_scatter(state, input, "sum", scattered) == ACCEL_OK;
+  if (!ok) std::fprintf(stderr, "reduce_scatter: %s\n", accel_error_last());
+  std::vector<float> all(static_cast<size_t>(world * n)), slice(static_cast<size_t>(n));
+  if (ok) {
+    ok = accel_tensor_copy_to_buffer(reduced, all.data(), all.size() * sizeof(float)) == ACCEL_OK &&
+         accel_tensor_copy_to_buffer(scattered, slice.data(), slice.size() * sizeof(float)) == ACCEL_OK;
+    if (ok && std::memcmp(slice.data(), all.data() + rank * n, slice.size() * sizeof(float)) != 0) {
+      std::fprintf(stderr, "rank %d: the reduce-scatter differs from its slice of the all-reduce\n", rank);
+      ok = false;
+    }
+  }
+  // Every rank's first n elements, gathered.
+  const int64_t gathered_shape[] = {world, n};
+  accel_tensor_t* first = nullptr;
+  ok = ok && accel_tensor_from_buffer(&first, mine.data(), ACCEL_DTYPE_FLOAT32, share, 1) == ACCEL_OK &&
+       accel_tensor_from_buffer(&gathered, zeros.data(), ACCEL_DTYPE_FLOAT32, gathered_shape, 2) == ACCEL_OK;
+  if (ok && accel_state_all_gather(state, first, gathered) != ACCEL_OK) {
+    std::fprintf(stderr, "all_gather: %s\n", accel_error_last());
+    ok = false;
+  }
+  if (ok) ok = accel_tensor_copy_to_buffer(gathered, all.data(), all.size() * sizeof(float)) == ACCEL_OK;
+  for (int r = 0; ok && r < world; ++r) {
+    const auto theirs = random_values<float>(static_cast<size_t>(world * n), 2000u + static_cast<unsigned>(r));
+    if (std::memcmp(all.data() + r * n, theirs.data(), static_cast<size_t>(n) * sizeof(float)) != 0) {
+      std::fprintf(stderr, "rank %d: the all-gather's part of rank %d differs from its tensor\n", rank, r);
+      ok = false;
+    }
+  }
+  for (auto* tensor : {input, reduced, scattered, gathered, first}) accel_tensor_free(tensor);
+  return ok;
+}
+
 int reduce_all(const std::string& dir) {
   const unsigned seed = 1000u + static_cast<unsigned>(accel_state_process_index(state));
   const auto floats = random_values<float>(3'000'001, seed);
@@ -71,7 +116,7 @@ int reduce_all(const std::string& dir) {
                   reduce_case(dir, "float64_sum", ACCEL_DTYPE_FLOAT64, doubles.data(), doubles.size(), 8, "sum") &&
                   reduce_case(dir, "float32_max", ACCEL_DTYPE_FLOAT32, floats.data(), 1001, 4, "max") &&
                   reduce_case(dir, "float16_sum", ACCEL_DTYPE_FLOAT16, halves.data(), halves.size(), 2, "sum");
-  return ok ? 0 : 1;
+  return ok && scatter_and_gather() ? 0 : 1;
 }
 
 // One all-reduce, then `victim` does what `fail` does while the others start the next, which must fail with

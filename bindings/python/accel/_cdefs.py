@@ -118,6 +118,8 @@ void accel_bytes_list_free(accel_bytes_list_t *list);
 int accel_state_reduce(accel_state_t *state, const accel_tensor_t *input, const char *reduction, accel_tensor_t **out);
 int accel_state_reduce_named(accel_state_t *state, const char *const *names, accel_tensor_t *const *inputs, size_t count, const char *reduction, accel_tensor_t **outputs);
 int accel_state_broadcast(accel_state_t *state, accel_tensor_t *tensor, int32_t from_process);
+int accel_state_reduce_scatter(accel_state_t *state, const accel_tensor_t *input, const char *reduction, accel_tensor_t *output);
+int accel_state_all_gather(accel_state_t *state, const accel_tensor_t *input, accel_tensor_t *output);
 int accel_state_pad_across_processes(accel_state_t *state, const accel_tensor_t *input, int64_t dim, double pad_value, int pad_first, accel_tensor_t **out);
 int accel_state_gather_for_metrics(accel_state_t *state, const accel_tensor_t *input, accel_tensor_t **out);
 """),

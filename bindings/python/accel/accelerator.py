@@ -70,6 +70,13 @@ class Device(str):
         return int(index) if index else None
 
 
+def _writable(value, what):
+    """The collectives that write into the caller's array refuse a read-only one, saying so."""
+    if isinstance(value, np.ndarray) and not value.flags.writeable:
+        raise ValueError(f"{what} writes into the array, and this one is read-only (as np.from_dlpack results "
+                         "are): pass a copy")
+
+
 class DistributedType(str, enum.Enum):
     NO = "NO"
     MULTI_CPU = "MULTI_CPU"
@@ -929,14 +936,30 @@ class Accelerator(Handle):
     def broadcast(self, tensor, from_process=0):
         """Overwrites the tensors, on every process, with those of from_process, in place; returns them."""
         def one(value):
-            if isinstance(value, np.ndarray) and not value.flags.writeable:
-                raise ValueError("broadcast writes into the array, and this one is read-only (as np.from_dlpack "
-                                 "results are): pass a copy")
+            _writable(value, "broadcast")
             with lent(value) as handle:
                 check(lib.accel_state_broadcast(self.pointer, handle.pointer, from_process))
             return value
 
         return _nested.apply(one, tensor, "broadcast")
+
+    def reduce_scatter(self, tensor, output, reduction="sum"):
+        """Writes into output, in place, this process's share of the element-wise "sum" or "mean" of every
+        process's tensor (PyTorch's reduce_scatter_tensor): with n elements in output, elements
+        [index * n, (index + 1) * n) of the reduction. output has tensor's dtype and 1/num_processes of its
+        elements; returns output."""
+        _writable(output, "reduce_scatter")
+        with lent(tensor) as handle, lent(output) as out:
+            check(lib.accel_state_reduce_scatter(self.pointer, handle.pointer, reduction.encode(), out.pointer))
+        return output
+
+    def all_gather(self, tensor, output):
+        """Writes into output, in place, every process's tensor in process order (PyTorch's
+        all_gather_into_tensor): output has tensor's dtype and num_processes times its elements; returns it."""
+        _writable(output, "all_gather")
+        with lent(tensor) as handle, lent(output) as out:
+            check(lib.accel_state_all_gather(self.pointer, handle.pointer, out.pointer))
+        return output
 
     def gather_object(self, obj):
         """Any picklable object from every process: with several processes, each passes a list and gets the

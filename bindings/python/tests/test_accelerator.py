@@ -294,6 +294,20 @@ def test_padding_and_broadcast_work_in_place_without_copies(accelerator):
         accelerator.broadcast(accelerator.gather(array))
 
 
+def test_reduce_scatter_and_all_gather_on_one_process_write_the_input_into_the_output(accelerator):
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = np.zeros(6, np.float32)
+    assert accelerator.all_gather(data, out) is out
+    assert out.tolist() == [0, 1, 2, 3, 4, 5]
+    assert accelerator.reduce_scatter(data * 2, out, "mean").tolist() == [0, 2, 4, 6, 8, 10]
+    with pytest.raises(accel.ShapeMismatchError, match="process 0's output has 5 elements, but needs 6"):
+        accelerator.all_gather(data, np.zeros(5, np.float32))
+    with pytest.raises(accel.DtypeError, match="is Double, its input Float"):
+        accelerator.reduce_scatter(data, np.zeros(6))
+    with pytest.raises(ValueError, match="read-only"):
+        accelerator.all_gather(data, accelerator.gather(out))
+
+
 def test_main_process_first_and_print(accelerator, capfd):
     with accelerator.main_process_first():
         accelerator.print("only", "here")

@@ -41,10 +41,13 @@ def test_collectives(ranks):
         assert seen["reduce"] == {"sum": [4, 6], "mean": [2, 3], "max": [3, 4]}
         assert seen["reduce_nested"] == {"loss": 3.0, "parts": [[4, 6], [0, 3, 6]]}
         assert seen["broadcast"] == [1, 1]
+        assert seen["all_gather_transposed"] == [[0, 4], [1, 5], [2, 6], [3, 7]]
         assert seen["gather_object"] == ["rank 0", "rank 1"]
         assert seen["gather_rows_differ"] == [0, 0, 1]  # rank 0 has 1 row, rank 1 has 2: no padding needed
         assert "process 0: [1, 1]" in seen["shape_mismatch"] and "process 1: [1, 2]" in seen["shape_mismatch"]
     assert ranks[0]["pad"] == [0, 1, 2] and ranks[1]["pad"] == [0, 1, -1]
+    assert [ranks[r]["reduce_scatter"] for r in (0, 1)] == [{"sum": [4, 6], "mean": [2, 3]},
+                                                            {"sum": [8, 10], "mean": [4, 5]}]
     assert ranks[1]["main_went_first"]
     # Accelerate's examples: ["A", "B", "C"] padded gives ["A", "B"] and ["C", "C"]; 5 items give 3 and 2.
     assert [ranks[r]["split_letters"] for r in (0, 1)] == [["A", "B"], ["C", "C"]]

@@ -25,6 +25,13 @@ def collectives(accelerator, rank, out_dir):
     overwritten = np.full(2, rank, dtype=np.float64)
     accelerator.broadcast(overwritten, from_process=1)
     seen["broadcast"] = overwritten.tolist()
+    quarter = np.arange(4, dtype=np.float32) + 4 * rank  # rank 0 [0, 1, 2, 3], rank 1 [4, 5, 6, 7]
+    seen["reduce_scatter"] = {how: accelerator.reduce_scatter(quarter, np.zeros(2, np.float32), how).tolist()
+                              for how in ("sum", "mean")}
+    # A transposed (non-contiguous) output: written through a copy, in the caller's array.
+    columns = np.zeros((4, 2), np.float32)
+    accelerator.all_gather(quarter, columns.T)
+    seen["all_gather_transposed"] = columns.tolist()
     try:
         accelerator.gather(np.zeros((1, 1 + rank)))
     except accel.ShapeMismatchError as error:

@@ -48,7 +48,8 @@ export num_processes, process_index, local_process_index, num_local_processes, i
     is_local_main_process, is_last_process, distributed_type, distributed_type_name, device,
     mixed_precision, backend, is_broken, wait_for_everyone, set_seed, shutdown
 export dtype, element_size, unsafe_array, to_dlpack, from_dlpack, delete_dlpack
-export gather, gather_bytes, reduce_across, reduce_named, broadcast_from!, pad_across_processes, gather_for_metrics
+export gather, gather_bytes, reduce_across, reduce_named, broadcast_from!, reduce_scatter!, all_gather!, pad_across_processes,
+    gather_for_metrics
 export split_range, split_tensor, main_process_first, local_main_process_first, send_to_device
 export safetensors_dataset, npy_dataset, num_samples, num_batches, epoch, set_epoch!, skip_first_batches!, end_of_dataloader, remainder, save_state, save_state_async, wait_for_save, load_state!, register_for_checkpointing!
 export compute_loss

@@ -76,6 +76,31 @@ function broadcast_from!(state::State, tensor::Tensor, from_process::Integer)
 end
 
 """
+    reduce_scatter!(state, output, input, reduction = :sum)
+
+Writes into `output`, in place, this rank's share of the element-wise `:sum` or `:mean` of every rank's
+`input` (PyTorch's reduce_scatter_tensor): with n elements in `output`, elements `rank * n + 1` to
+`(rank + 1) * n` of the reduction, in C (row-major) order. Returns `output`.
+"""
+function reduce_scatter!(state::State, output::Tensor, input::Tensor, reduction::Symbol = :sum)
+    @check ccall((:accel_state_reduce_scatter, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_tensor_t}, Cstring, Ptr{accel_tensor_t}),
+        state, input, String(reduction), output)
+    return output
+end
+
+"""
+    all_gather!(state, output, input)
+
+Writes into `output`, in place, every rank's `input` in rank order (PyTorch's all_gather_into_tensor): `output`
+has `input`'s element type and `num_processes(state)` times its elements. Returns `output`.
+"""
+function all_gather!(state::State, output::Tensor, input::Tensor)
+    @check ccall((:accel_state_all_gather, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_tensor_t}, Ptr{accel_tensor_t}),
+        state, input, output)
+    return output
+end
+
+"""
     pad_across_processes(state, tensor; dim = 1, pad_value = 0, pad_first = false)
 
 Pads dimension `dim` (1-based; negative counts from the end, -1 the last) to the largest size any rank

@@ -31,6 +31,13 @@ extern "C" {
         outputs: *mut *mut accel_tensor_t,
     ) -> c_int;
     pub fn accel_state_broadcast(state: *mut accel_state_t, tensor: *mut accel_tensor_t, from_process: i32) -> c_int;
+    pub fn accel_state_reduce_scatter(
+        state: *mut accel_state_t,
+        input: *const accel_tensor_t,
+        reduction: *const c_char,
+        output: *mut accel_tensor_t,
+    ) -> c_int;
+    pub fn accel_state_all_gather(state: *mut accel_state_t, input: *const accel_tensor_t, output: *mut accel_tensor_t) -> c_int;
     pub fn accel_state_pad_across_processes(
         state: *mut accel_state_t,
         input: *const accel_tensor_t,

@@ -110,6 +110,22 @@ impl State {
         one_at_a_time(|| check(unsafe { sys::accel_state_broadcast(self.as_ptr(), tensor.as_ptr(), from_process) }))
     }
 
+    /// Writes into `output`, in place, this rank's share of the element-wise sum or mean of every rank's
+    /// `input` (PyTorch's reduce_scatter_tensor): with n elements in `output`, elements
+    /// [rank * n, (rank + 1) * n) of the reduction. `Reduction::Max` is refused (ACCEL_ERR_INVALID_ARGUMENT).
+    pub fn reduce_scatter(&self, input: &Tensor, output: &mut Tensor, reduction: Reduction) -> Result<()> {
+        let reduction = to_c("reduction", reduction.name())?;
+        one_at_a_time(|| {
+            check(unsafe { sys::accel_state_reduce_scatter(self.as_ptr(), input.as_ptr(), reduction.as_ptr(), output.as_ptr()) })
+        })
+    }
+
+    /// Writes into `output`, in place, every rank's `input` in rank order (PyTorch's
+    /// all_gather_into_tensor): `output` has `input`'s dtype and num_processes times its elements.
+    pub fn all_gather(&self, input: &Tensor, output: &mut Tensor) -> Result<()> {
+        one_at_a_time(|| check(unsafe { sys::accel_state_all_gather(self.as_ptr(), input.as_ptr(), output.as_ptr()) }))
+    }
+
     /// Pads `dim` (negative counts from the end) to the largest size any rank has, with `pad_value`, at
     /// the end or, with `pad_first`, at the start.
     pub fn pad_across_processes(&self, input: &Tensor, dim: i64, pad_value: f64, pad_first: bool) -> Result<Tensor> {

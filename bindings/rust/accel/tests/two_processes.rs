@@ -71,6 +71,18 @@ fn collectives(state: &State, rank: i32) {
     state.broadcast(&mut shared, 1).unwrap();
     assert_eq!(shared.to_vec::<i64>().unwrap(), [10]);
 
+    // Rank r holds [4r, 4r + 1, 4r + 2, 4r + 3]: the sums are [4, 6, 8, 10], of which rank r keeps two.
+    let first = 4.0 * rank as f32;
+    let quarter = Tensor::from_slice(&[first, first + 1.0, first + 2.0, first + 3.0], &[4]).unwrap();
+    let mut share = Tensor::from_slice(&[0.0f32; 2], &[2]).unwrap();
+    state.reduce_scatter(&quarter, &mut share, Reduction::Mean).unwrap();
+    assert_eq!(share.to_vec::<f32>().unwrap(), if rank == 0 { [2.0, 3.0] } else { [4.0, 5.0] });
+    let mut everyone = Tensor::from_slice(&[0.0f32; 8], &[2, 4]).unwrap();
+    state.all_gather(&quarter, &mut everyone).unwrap();
+    assert_eq!(everyone.to_vec::<f32>().unwrap(), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
+    let mut too_small = Tensor::from_slice(&[0.0f32; 3], &[3]).unwrap();
+    assert_eq!(state.all_gather(&quarter, &mut too_small).err().expect("3 of 8").code(), sys::ACCEL_ERR_SHAPE_MISMATCH);
+
     let ragged = Tensor::from_slice(&vec![rank as f32 + 1.0; 1 + 2 * rank as usize], &[1 + 2 * rank as i64]).unwrap();
     let padded = state.pad_across_processes(&ragged, 0, -1.0, false).unwrap();
     let expected: &[f32] = if rank == 0 { &[1.0, -1.0, -1.0] } else { &[2.0, 2.0, 2.0] };
