@@ -1,10 +1,11 @@
 """One rank of the model-shapes suite (model_shapes_test.py), started by `accel launch --nproc-per-node 2`:
 trains every run of RUNS_JSON with accel (the Python binding over libaccel) on the TorchScript module,
 with accel on the eager torch module (a host-owned model: forward and backward stay torch's, accel syncs
-the gradients) or with torch's DistributedDataParallel over Gloo, the way Accelerate drives it, and writes
+the gradients) or with torch's DistributedDataParallel over Gloo on either module, the way Accelerate
+drives it, and writes
 each run's parameters and buffers to OUT_DIR/<side>-<run>-rank<r>.npz.
 
-usage: model_shapes_worker.py accel|eager|torch RUNS_JSON OUT_DIR
+usage: model_shapes_worker.py accel|eager|torch|torch_eager RUNS_JSON OUT_DIR
 
 The accel and eager sides make one state for all their runs, which must then share their state settings
 (mixed precision, gradient accumulation steps).
@@ -86,17 +87,25 @@ def train_one_accel_run(accel, run_accelerator, run, rank, out_dir):
     save(out_dir, "accel", run, rank, model.named_parameters(), model.named_buffers(), lambda t: t.numpy())
 
 
+def eager_module(run):
+    """The run's case as an eager torch module, with the TorchScript file's weights."""
+    import torch
+
+    import model_shapes
+
+    module = next(case for case in model_shapes.CASES if case.name == run["name"]).module()
+    module.load_state_dict(torch.jit.load(run["model"]).state_dict())
+    return module
+
+
 def train_one_eager_run(accel, run_accelerator, run, rank, out_dir):
     """The case's eager torch module with the TorchScript file's weights, a torch optimizer and a torch loss,
     prepared by accel as Accelerate prepares them."""
     import torch
     import torch.nn.functional as F
 
-    import model_shapes
-
     data = np.load(run["data"][rank])
-    module = next(case for case in model_shapes.CASES if case.name == run["name"]).module()
-    module.load_state_dict(torch.jit.load(run["model"]).state_dict())
+    module = eager_module(run)
     kind = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}[run["optimizer"]]
     model, optimizer = run_accelerator.prepare(module, kind(module.parameters(), **run["options"]))
     model.train()
@@ -120,7 +129,9 @@ def train_one_eager_run(accel, run_accelerator, run, rank, out_dir):
          lambda t: t.detach().numpy())
 
 
-def train_torch(runs, out_dir):
+def train_torch(runs, out_dir, side="torch"):
+    """side "torch": DDP over the TorchScript module; "torch_eager": over the eager module (the eager side's
+    reference: autograd may sum a scripted module's gradients in another order)."""
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
@@ -130,7 +141,7 @@ def train_torch(runs, out_dir):
     rank = dist.get_rank()
     for run in runs:
         data = np.load(run["data"][rank])
-        module = torch.jit.load(run["model"])
+        module = torch.jit.load(run["model"]) if side == "torch" else eager_module(run)
         module.train()
         ddp = DistributedDataParallel(module, broadcast_buffers=run["broadcast_buffers"],
                                       find_unused_parameters=run["find_unused_parameters"])
@@ -159,7 +170,7 @@ def train_torch(runs, out_dir):
             if synchronises(run, step):
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
-        save(out_dir, "torch", run, rank, module.named_parameters(), module.named_buffers(),
+        save(out_dir, side, run, rank, module.named_parameters(), module.named_buffers(),
              lambda t: t.detach().numpy())
     dist.destroy_process_group()
 
@@ -174,8 +185,8 @@ def main():
     side, runs_path, out_dir = sys.argv[1:]
     with open(runs_path) as file:
         runs = json.load(file)
-    if side == "torch":
-        train_torch(runs, out_dir)
+    if side in ("torch", "torch_eager"):
+        train_torch(runs, out_dir, side)
     else:
         train_accel(runs, out_dir, side)
 
