@@ -284,6 +284,12 @@ class Model {
   }
   void grad_ready(size_t index) { check(accel_model_grad_ready(get(), index)); }
   void end_backward() { check(accel_model_end_backward(get())); }
+  // Whether no rank's backward reached parameter index in the last synchronising backward.
+  bool grad_reached_by_no_rank(size_t index) const {
+    int out = 0;
+    check(accel_model_grad_reached_by_no_rank(get(), index, &out));
+    return out != 0;
+  }
   size_t num_parameters() const { return accel_model_num_parameters(get()); }
   // What the gradient all-reduces cost, one figure by name ("syncs", "bytes", "copied_bytes", ...).
   double grad_sync_stat(const std::string& name) const {

@@ -115,8 +115,14 @@ ACCEL_API ACCEL_NODISCARD int accel_model_evaluate(accel_model_t *model, accel_t
  * backward nothing happens.
  * accel_model_end_backward: the caller's backward is over: on a synchronising backward, waits for the
  * all-reduces, after which every gradient holds the average over the ranks; parameters never marked ready
- * follow find_unused_parameters as DDP does (one no rank used keeps its gradient as it was), or fail naming
+ * follow find_unused_parameters as DDP does (one no rank used keeps its gradient as it was, in its bucket slot
+ * too), or fail naming
  * them. With one process grad_ready and end_backward only check their arguments.
+ * accel_model_grad_reached_by_no_rank: *out = 1 when no rank's backward reached parameter index in the last
+ * synchronising backward (with find_unused_parameters or static_graph, whose count tells it), so its gradient
+ * was left as it was; 0 otherwise, before the first synchronising backward, and on one process. A runtime
+ * whose "no gradient" is not a zero tensor restores it then (torch: p.grad = None after a set-to-none
+ * zero_grad, as DDP leaves it, so that the optimizer skips the parameter).
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (a TorchScript model, whose backward accel runs
  * itself; a model not prepared); ACCEL_ERR_OUT_OF_RANGE (index); ACCEL_ERR_INVALID_ARGUMENT (a frozen
  * parameter; parameters without gradient, see above); collective errors. Thread safety: as the model's
@@ -125,6 +131,7 @@ ACCEL_API ACCEL_NODISCARD int accel_model_begin_forward(accel_model_t *model, in
 ACCEL_API ACCEL_NODISCARD int accel_model_grad_view(const accel_model_t *model, size_t index, accel_tensor_t **out);
 ACCEL_API ACCEL_NODISCARD int accel_model_grad_ready(accel_model_t *model, size_t index);
 ACCEL_API ACCEL_NODISCARD int accel_model_end_backward(accel_model_t *model);
+ACCEL_API ACCEL_NODISCARD int accel_model_grad_reached_by_no_rank(const accel_model_t *model, size_t index, int *out);
 
 /* Output accessors: count; name of entry index (NULL unless the output is a dict); a new handle on entry
  * index (ACCEL_ERR_OUT_OF_RANGE otherwise); accel_output_get_named looks a dict entry up by name. */

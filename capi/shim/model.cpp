@@ -182,6 +182,14 @@ extern "C" int accel_model_grad_ready(accel_model_t* model, size_t index) {
   });
 }
 
+extern "C" int accel_model_grad_reached_by_no_rank(const accel_model_t* model, size_t index, int* out) {
+  return guarded(__func__, [&] {
+    require(model, "model");
+    require(out, "out");
+    *out = model->model->grad_reached_by_no_rank(index) ? 1 : 0;
+  });
+}
+
 extern "C" int accel_model_end_backward(accel_model_t* model) {
   return guarded(__func__, [&] {
     require(model, "model");

@@ -209,6 +209,11 @@ void Model::grad_ready(size_t index) {
   if (impl_->reducer) impl_->reducer->mark_ready(trainable);
 }
 
+bool Model::grad_reached_by_no_rank(size_t index) const {
+  const size_t trainable = trainable_index(index, "grad_reached_by_no_rank");
+  return impl_->reducer && impl_->reducer->reached_by_no_rank(trainable);
+}
+
 void Model::end_backward() {
   if (!impl_->body->host_owned()) {
     fail(Code::InvalidState, "end_backward: accel runs this model's backward itself (a TorchScript model)");

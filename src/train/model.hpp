@@ -74,7 +74,11 @@ class Model {
   // then holds the average over the ranks) and treats the parameters never marked as the reducer's
   // find_unused_parameters rule says (or fails naming them).
   void end_backward();
-  // grad_view, grad_ready: index out of range: Error(OutOfRange); a TorchScript model or an unprepared one:
+  // Whether no rank's backward reached parameter index in the last synchronising backward (with
+  // find_unused_parameters or static_graph; false otherwise, and on one process): its gradient was left as
+  // it was, which a runtime whose "no gradient" is not a zero tensor (torch's None) restores.
+  bool grad_reached_by_no_rank(size_t index) const;
+  // grad_view, grad_ready, grad_reached_by_no_rank: index out of range: Error(OutOfRange); a TorchScript model or an unprepared one:
   // Error(InvalidState); a frozen parameter: Error(InvalidArgument). end_backward: Error(InvalidState) for
   // a TorchScript model, and the reducer's errors.
 

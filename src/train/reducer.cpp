@@ -47,6 +47,7 @@ struct Reducer::Impl {
   std::vector<uintptr_t> hook_keys;
   std::vector<bool> ready;
   std::vector<bool> locally_unused;  // this backward's parameters that got no gradient here (set by finalize)
+  std::vector<bool> reached_by_no_rank;  // the last synchronising backward's parameters no rank's reached
   std::optional<std::vector<bool>> static_unused;  // with static_graph: the first backward's unused parameters
   std::optional<std::vector<bool>> static_unused_everywhere;  // and those of them that no rank used
   // How many ranks used each parameter in this backward, while it is all-reduced (kept here, as the
@@ -78,6 +79,8 @@ struct Reducer::Impl {
   std::string names_of(const std::vector<bool>& which) const;
   void start_use_count(const std::vector<bool>& unused);
   std::vector<bool> gradients_to_keep();
+  // Parameter index's slot in its bucket, shaped as the parameter.
+  at::Tensor slot(size_t index);
 };
 
 namespace {
@@ -284,6 +287,13 @@ std::string Reducer::Impl::names_of(const std::vector<bool>& which) const {
   return names.empty() ? "none" : names;
 }
 
+at::Tensor Reducer::Impl::slot(size_t index) {
+  Bucket& bucket = buckets[bucket_of[index]];
+  const size_t m = std::find(bucket.members.begin(), bucket.members.end(), index) - bucket.members.begin();
+  const at::Tensor& parameter = parameters[index].second;
+  return bucket.flat.narrow(0, bucket.offsets[m], parameter.numel()).view(parameter.sizes());
+}
+
 // Which of this backward's unused parameters (`unused`, this rank's) no rank used. Collective: a float
 // all-reduce of each parameter's count of ranks that used it.
 // Starts the all-reduce of how many ranks used each parameter (`unused`: this rank's), queued behind the
@@ -333,6 +343,14 @@ void Reducer::Impl::finalize() {
   }
   // Allowed unused parameters count as ready: launch() puts what they hold in their slots (zeros for no
   // gradient), for the ranks that used them.
+  // With gradient_as_bucket_view a gradient is its bucket slot, which the all-reduce averages in place: the
+  // slots of this rank's unused parameters are kept aside, to be put back for those that no rank used.
+  std::vector<std::pair<size_t, at::Tensor>> unused_slots;
+  if (error.empty() && config.gradient_as_bucket_view) {
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      if (unused[i]) unused_slots.emplace_back(i, slot(i).clone());
+    }
+  }
   if (error.empty()) {
     locally_unused = unused;
     for (size_t i = 0; i < parameters.size(); ++i) {
@@ -346,6 +364,10 @@ void Reducer::Impl::finalize() {
   for (size_t b = 0; b < next_bucket; ++b) buckets[b].work->wait();
   if (!error.empty()) fail(Code::InvalidArgument, error);
   const std::vector<bool> keep = gradients_to_keep();
+  reached_by_no_rank = keep;
+  for (const auto& [index, kept] : unused_slots) {
+    if (keep[index]) slot(index).copy_(kept);
+  }
   const double wait_end_us = timeline::now_us();
   for (auto& bucket : buckets) {
     for (size_t m = 0; m < bucket.members.size(); ++m) {
@@ -403,6 +425,11 @@ void Reducer::prepare_for_backward(bool sync) {
 }
 
 void Reducer::mark_ready(size_t index) { impl_->mark_ready(index); }
+
+bool Reducer::reached_by_no_rank(size_t index) const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return index < impl_->reached_by_no_rank.size() && impl_->reached_by_no_rank[index];
+}
 
 void Reducer::finish_backward() {
   bool in_backward = false;

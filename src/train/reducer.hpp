@@ -70,6 +70,10 @@ class Reducer {
   // backward both do nothing.
   void mark_ready(size_t index);
   void finish_backward();
+  // Whether no rank's backward reached parameter index in the last synchronising backward (what
+  // find_unused_parameters and static_graph count; false for every parameter without them, and before the
+  // first synchronising backward). Thread-safe.
+  bool reached_by_no_rank(size_t index) const;
 
   // Buckets as lists of parameter names, in launch order.
   std::vector<std::vector<std::string>> bucket_names() const;

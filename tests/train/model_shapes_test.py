@@ -111,29 +111,13 @@ def differences(accel_arrays, torch_arrays):
     return found
 
 
-# Where the eager path does not give DDP's answer yet (issue 24), strict: each turns into a failure the day it
-# does. Unused parameters: the gradient storage of a parameter no rank used stays a zero tensor (DDP leaves
-# it None after a set-to-none zero_grad, so torch's optimizer skips it); the Python side cannot tell which
-# parameters no rank used without a query the C ABI lacks.
-EAGER_GAPS = {
-    "unused_parameters": "a parameter no rank used keeps a zero gradient instead of None",
-    "unused_parameters_accumulation": "a parameter no rank used keeps a zero gradient instead of None",
-}
 # Each accel side against DDP over the same module: autograd sums a tied weight's two uses in another order
 # in the scripted module than in the eager one (1 ulp apart after 20 steps).
 REFERENCE = {"accel": "torch", "eager": "torch_eager"}
 
 
-def run_params():
-    for case, optimizer in RUNS:
-        for side in ("accel", "eager"):
-            marks = []
-            if side == "eager" and case.name in EAGER_GAPS:
-                marks = [pytest.mark.xfail(strict=True, reason=EAGER_GAPS[case.name])]
-            yield pytest.param(case, optimizer, side, id=f"{case.name}-{optimizer}-{side}", marks=marks)
-
-
-@pytest.mark.parametrize("case, optimizer, side", run_params())
+@pytest.mark.parametrize("side", ["accel", "eager"])
+@pytest.mark.parametrize("case, optimizer", RUNS, ids=[f"{case.name}-{optimizer}" for case, optimizer in RUNS])
 def test_parameters_and_buffers_are_bit_identical_to_ddp_on_every_rank(trained, case, optimizer, side):
     """side "accel": the TorchScript module run by libaccel; "eager": the torch module, a host-owned model."""
     initial = torch.jit.load(str(trained / f"{case.name}.pt"))

@@ -182,6 +182,7 @@ int accel_model_begin_forward(accel_model_t *model, int grad_enabled);
 int accel_model_grad_view(const accel_model_t *model, size_t index, accel_tensor_t **out);
 int accel_model_grad_ready(accel_model_t *model, size_t index);
 int accel_model_end_backward(accel_model_t *model);
+int accel_model_grad_reached_by_no_rank(const accel_model_t *model, size_t index, int *out);
 size_t accel_output_count(const accel_output_t *output);
 const char *accel_output_name(const accel_output_t *output, size_t index);
 int accel_output_get(const accel_output_t *output, size_t index, accel_tensor_t **out);

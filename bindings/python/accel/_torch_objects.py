@@ -60,7 +60,7 @@ class TorchObjects:
         accelerator = self._accelerator
         device = torch.device(accelerator.device)
         module.to(device)
-        hosted = HostedModule(module, accelerator._prepare_host_model)
+        hosted = HostedModule(module, accelerator._prepare_host_model, accelerator.num_processes > 1)
         dtype = _low_precision_dtype(accelerator.mixed_precision, device.type)
         if dtype is not None:
             to_fp32 = accelerator._model_settings.get("convert_outputs_to_fp32")

@@ -91,8 +91,9 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
     hold inf or NaN is skipped (step_was_skipped), the loss scale backing off.
 
     zero_grad() keeps the gradient storage of the parameters of prepared modules (accel's buckets): it
-    zeroes it in place whatever set_to_none says, as DDP's gradient_as_bucket_view requires. Parameters of
-    no prepared module follow torch's zero_grad (set_to_none None means True, as in Accelerate)."""
+    zeroes it in place, as DDP's gradient_as_bucket_view requires; with set_to_none, a parameter that no
+    rank's next backward reaches reads None after it, as under DDP. Parameters of no prepared module follow
+    torch's zero_grad (set_to_none None means True, as in Accelerate)."""
 
     def __init__(self, optimizer, accelerator, device_placement=True):
         # torch.optim.Optimizer.__init__ is not called: this object only forwards to `optimizer`.
@@ -148,7 +149,7 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
             else:
                 by_module.setdefault(id(hosted), (hosted, []))[1].append(parameter)
         for hosted, parameters in by_module.values():
-            hosted.zero_grad(parameters)
+            hosted.zero_grad(parameters, set_to_none is None or set_to_none)
         for parameter in loose:
             if parameter.grad is None:
                 continue

@@ -107,6 +107,13 @@ class Model(Handle):
         """The caller's backward is over: on a synchronising backward, waits for the all-reduces."""
         check(lib.accel_model_end_backward(self.pointer))
 
+    def grad_reached_by_no_rank(self, index):
+        """Whether no rank's backward reached parameter index in the last synchronising backward
+        (find_unused_parameters): its gradient was left as it was."""
+        out = ffi.new("int *")
+        check(lib.accel_model_grad_reached_by_no_rank(self.pointer, index, out))
+        return bool(out[0])
+
     def __call__(self, *inputs, **named_inputs):
         """forward(*inputs, **named_inputs), building the autograd graph (training)."""
         return self._run(lib.accel_model_forward, inputs, named_inputs)

@@ -84,7 +84,7 @@ def _post_accumulate_grad_hook(parameter, hook):
 class HostedModule:
     """One prepared nn.Module: the accel model over its tensors, the gradient storage and the hooks."""
 
-    def __init__(self, module, prepare_model):
+    def __init__(self, module, prepare_model, several_processes=False):
         """prepare_model(model) prepares the accel model with the accelerator's options (collective)."""
         named_parameters = list(module.named_parameters())  # each tensor once, as accel lists them
         self.module = module
@@ -97,6 +97,11 @@ class HostedModule:
         self.grads = {index: self.model.grad_view(index).torch() for index in self.trainable}
         self._by_parameter = {id(parameter): index for index, parameter in self.trainable.items()}
         self._end_queued = False
+        self._several_processes = several_processes
+        # Trainable parameters whose gradient torch would hold as None: all at first, then those set to none
+        # by zero_grad, until a gradient accumulates on this process. Their storage stays installed (zeroed)
+        # through the backward; at its end those no rank's backward reached get None back, as under DDP.
+        self._none = set(self.trainable)
         self._hooks = []
         for index, parameter in self.trainable.items():
             parameter.grad = self.grads[index]
@@ -119,12 +124,15 @@ class HostedModule:
                     storage.copy_(current)
             parameter.grad = storage
 
-    def zero_grad(self, parameters):
+    def zero_grad(self, parameters, set_to_none=False):
         """Zeroes the gradient storage of these parameters in place and installs it again where it was
-        replaced: the storage (a bucket view) is never given up."""
+        replaced: the storage (a bucket view) is never given up. set_to_none: the parameters then read as
+        torch's None until a backward reaches them (see _end_backward)."""
         storages = []
         for parameter in parameters:
             storage = self.storage_of(parameter)
+            if set_to_none:
+                self._none.add(self._by_parameter[id(parameter)])
             if parameter.grad is None or parameter.grad.data_ptr() != storage.data_ptr():
                 parameter.grad = storage
             storages.append(storage)
@@ -132,6 +140,7 @@ class HostedModule:
             torch._foreach_zero_(storages)
 
     def _grad_ready(self, index):
+        self._none.discard(index)
         parameter = self.trainable[index]
         if parameter.grad is not self.grads[index]:
             self.reinstall(parameter)
@@ -143,6 +152,9 @@ class HostedModule:
     def _end_backward(self):
         self._end_queued = False
         self.model.end_backward()
+        for index in self._none:
+            reached_by_no_rank = not self._several_processes or self.model.grad_reached_by_no_rank(index)
+            self.trainable[index].grad = None if reached_by_no_rank else self.grads[index]
 
     def begin_forward(self):
         self.model.begin_forward(torch.is_grad_enabled())

@@ -121,6 +121,15 @@ gradient holds the average over the ranks. A parameter never marked ready is an 
 the model was prepared with `find_unused_parameters = true`."""
 end_backward!(model::Model) = @check ccall((:accel_model_end_backward, libaccel), Cint, (Ptr{accel_model_t},), model)
 
+"""Whether no rank's backward reached parameter `index` (1-based) in the last synchronising backward
+(`find_unused_parameters`): its gradient was left as it was."""
+function grad_reached_by_no_rank(model::Model, index::Integer)
+    out = Ref{Cint}(0)
+    @check ccall((:accel_model_grad_reached_by_no_rank, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ref{Cint}),
+                 model, index - 1, out)
+    out[] != 0
+end
+
 """What forward returned: `output[i]` (1-based), `output["name"]` for a dict, `keys(output)`."""
 mutable struct Output
     ptr::Ptr{accel_output_t}

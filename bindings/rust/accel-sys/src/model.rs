@@ -44,6 +44,7 @@ extern "C" {
     pub fn accel_model_grad_view(model: *const accel_model_t, index: usize, out: *mut *mut accel_tensor_t) -> c_int;
     pub fn accel_model_grad_ready(model: *mut accel_model_t, index: usize) -> c_int;
     pub fn accel_model_end_backward(model: *mut accel_model_t) -> c_int;
+    pub fn accel_model_grad_reached_by_no_rank(model: *const accel_model_t, index: usize, out: *mut c_int) -> c_int;
     pub fn accel_output_count(output: *const accel_output_t) -> usize;
     pub fn accel_output_name(output: *const accel_output_t, index: usize) -> *const c_char;
     pub fn accel_output_get(output: *const accel_output_t, index: usize, out: *mut *mut accel_tensor_t) -> c_int;

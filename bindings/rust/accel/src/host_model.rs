@@ -77,6 +77,14 @@ impl Model {
     pub fn end_backward(&mut self) -> Result<()> {
         one_at_a_time(|| check(unsafe { sys::accel_model_end_backward(self.as_ptr()) }))
     }
+
+    /// Whether no rank's backward reached parameter `index` in the last synchronising backward
+    /// (find_unused_parameters): its gradient was left as it was.
+    pub fn grad_reached_by_no_rank(&self, index: usize) -> Result<bool> {
+        let mut out: c_int = 0;
+        check(unsafe { sys::accel_model_grad_reached_by_no_rank(self.as_ptr(), index, &mut out) })?;
+        Ok(out != 0)
+    }
 }
 
 type NamedArrays = (Vec<std::ffi::CString>, Vec<*const c_char>, Vec<*mut sys::accel_tensor_t>);
