@@ -64,26 +64,37 @@ def train_accel(runs, out_dir, side="accel"):
     accelerator.end_training()
 
 
-def train_one_accel_run(accel, run_accelerator, run, rank, out_dir):
-    data = np.load(run["data"][rank])
-    model, optimizer = run_accelerator.prepare(run["model"], accel.OptimizerSpec(run["optimizer"], **run["options"]))
+def loss_of(run, output, cross_entropy):
+    """One micro-step's loss: the one forward returned (in a dict or first in a tuple), or
+    cross_entropy(output) against the step's labels."""
+    if run["loss"] == "dict":
+        return output["loss"]
+    if run["loss"] == "tuple":
+        return output[0]
+    return cross_entropy(output)
+
+
+def train_prepared(run_accelerator, run, model, optimizer, data, as_input, cross_entropy):
+    """Accelerate's loop over a prepared model and optimizer: as_input(array) makes a forward argument,
+    cross_entropy(output, labels array) the built-in loss."""
     model.train()
     for step in range(micro_steps(run)):
-        inputs = [data[f"input{i}"][step] for i in range(len(run["inputs"]))]
+        inputs = [as_input(data[f"input{i}"][step]) for i in range(len(run["inputs"]))]
         with run_accelerator.accumulate(model):
             scope = run_accelerator.no_sync(model) if in_explicit_no_sync(run, step) else contextlib.nullcontext()
             with scope:
                 output = model(*inputs)
-                if run["loss"] == "dict":
-                    loss = output["loss"]
-                elif run["loss"] == "tuple":
-                    loss = output[0]
-                else:
-                    loss = accel.compute_loss("cross_entropy", output, data["target"][step])
-                run_accelerator.backward(loss)
+                run_accelerator.backward(loss_of(run, output, lambda out: cross_entropy(out, data["target"][step])))
             if not in_explicit_no_sync(run, step):
                 optimizer.step()
                 optimizer.zero_grad()
+
+
+def train_one_accel_run(accel, run_accelerator, run, rank, out_dir):
+    data = np.load(run["data"][rank])
+    model, optimizer = run_accelerator.prepare(run["model"], accel.OptimizerSpec(run["optimizer"], **run["options"]))
+    train_prepared(run_accelerator, run, model, optimizer, data, lambda array: array,
+                   lambda output, labels: accel.compute_loss("cross_entropy", output, labels))
     save(out_dir, "accel", run, rank, model.named_parameters(), model.named_buffers(), lambda t: t.numpy())
 
 
@@ -98,33 +109,23 @@ def eager_module(run):
     return module
 
 
+def torch_optimizer(run, parameters):
+    import torch
+
+    return {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}[run["optimizer"]](parameters, **run["options"])
+
+
 def train_one_eager_run(accel, run_accelerator, run, rank, out_dir):
     """The case's eager torch module with the TorchScript file's weights, a torch optimizer and a torch loss,
-    prepared by accel as Accelerate prepares them."""
+    prepared by accel as Accelerate prepares them (zero_grad sets to none, as torch's and Accelerate's)."""
     import torch
     import torch.nn.functional as F
 
     data = np.load(run["data"][rank])
     module = eager_module(run)
-    kind = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}[run["optimizer"]]
-    model, optimizer = run_accelerator.prepare(module, kind(module.parameters(), **run["options"]))
-    model.train()
-    for step in range(micro_steps(run)):
-        inputs = [torch.from_numpy(data[f"input{i}"][step]) for i in range(len(run["inputs"]))]
-        with run_accelerator.accumulate(model):
-            scope = run_accelerator.no_sync(model) if in_explicit_no_sync(run, step) else contextlib.nullcontext()
-            with scope:
-                output = model(*inputs)
-                if run["loss"] == "dict":
-                    loss = output["loss"]
-                elif run["loss"] == "tuple":
-                    loss = output[0]
-                else:
-                    loss = F.cross_entropy(output, torch.from_numpy(data["target"][step]))
-                run_accelerator.backward(loss)
-            if not in_explicit_no_sync(run, step):
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
+    model, optimizer = run_accelerator.prepare(module, torch_optimizer(run, module.parameters()))
+    train_prepared(run_accelerator, run, model, optimizer, data, torch.from_numpy,
+                   lambda output, labels: F.cross_entropy(output, torch.from_numpy(labels)))
     save(out_dir, "eager", run, rank, module.named_parameters(), module.named_buffers(),
          lambda t: t.detach().numpy())
 
@@ -145,8 +146,7 @@ def train_torch(runs, out_dir, side="torch"):
         module.train()
         ddp = DistributedDataParallel(module, broadcast_buffers=run["broadcast_buffers"],
                                       find_unused_parameters=run["find_unused_parameters"])
-        kind = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}[run["optimizer"]]
-        optimizer = kind(ddp.parameters(), **run["options"])
+        optimizer = torch_optimizer(run, ddp.parameters())
         bf16 = run["mixed_precision"] == "bf16"
         for step in range(micro_steps(run)):
             inputs = [torch.from_numpy(data[f"input{i}"][step]) for i in range(len(run["inputs"]))]
@@ -158,12 +158,7 @@ def train_torch(runs, out_dir, side="torch"):
                     output = ddp(*inputs)
                 if bf16:  # Accelerate's convert_outputs_to_fp32
                     output = output.float()
-                if run["loss"] == "dict":
-                    loss = output["loss"]
-                elif run["loss"] == "tuple":
-                    loss = output[0]
-                else:
-                    loss = F.cross_entropy(output, torch.from_numpy(data["target"][step]))
+                loss = loss_of(run, output, lambda out: F.cross_entropy(out, torch.from_numpy(data["target"][step])))
                 if run["accumulation"] > 1:
                     loss = loss / run["accumulation"]
                 loss.backward()
