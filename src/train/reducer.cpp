@@ -79,8 +79,9 @@ struct Reducer::Impl {
   std::string names_of(const std::vector<bool>& which) const;
   void start_use_count(const std::vector<bool>& unused);
   std::vector<bool> gradients_to_keep();
-  // Parameter index's slot in its bucket, shaped as the parameter.
-  at::Tensor slot(size_t index);
+  // A bucket's slot of its member m, shaped as the parameter; parameter index's slot in its bucket.
+  at::Tensor slot(const Bucket& bucket, size_t m) const;
+  at::Tensor slot(size_t index) const;
 };
 
 namespace {
@@ -287,11 +288,14 @@ std::string Reducer::Impl::names_of(const std::vector<bool>& which) const {
   return names.empty() ? "none" : names;
 }
 
-at::Tensor Reducer::Impl::slot(size_t index) {
-  Bucket& bucket = buckets[bucket_of[index]];
-  const size_t m = std::find(bucket.members.begin(), bucket.members.end(), index) - bucket.members.begin();
-  const at::Tensor& parameter = parameters[index].second;
+at::Tensor Reducer::Impl::slot(const Bucket& bucket, size_t m) const {
+  const at::Tensor& parameter = parameters[bucket.members[m]].second;
   return bucket.flat.narrow(0, bucket.offsets[m], parameter.numel()).view(parameter.sizes());
+}
+
+at::Tensor Reducer::Impl::slot(size_t index) const {
+  const Bucket& bucket = buckets[bucket_of[index]];
+  return slot(bucket, std::find(bucket.members.begin(), bucket.members.end(), index) - bucket.members.begin());
 }
 
 // Which of this backward's unused parameters (`unused`, this rank's) no rank used. Collective: a float
@@ -373,7 +377,7 @@ void Reducer::Impl::finalize() {
     for (size_t m = 0; m < bucket.members.size(); ++m) {
       if (keep[bucket.members[m]]) continue;
       at::Tensor& parameter = parameters[bucket.members[m]].second;
-      auto averaged = bucket.flat.narrow(0, bucket.offsets[m], parameter.numel()).view(parameter.sizes());
+      auto averaged = slot(bucket, m);
       if (config.gradient_as_bucket_view) {
         // Later backwards accumulate into the bucket itself; launch's copy then finds the same memory.
         parameter.mutable_grad() = averaged;
@@ -400,8 +404,7 @@ Reducer::Reducer(std::shared_ptr<distributed::State> state, std::vector<std::pai
   if (impl_->config.host_gradients) {
     for (auto& bucket : impl_->buckets) {
       for (size_t m = 0; m < bucket.members.size(); ++m) {
-        at::Tensor& parameter = impl_->parameters[bucket.members[m]].second;
-        parameter.mutable_grad() = bucket.flat.narrow(0, bucket.offsets[m], parameter.numel()).view(parameter.sizes());
+        impl_->parameters[bucket.members[m]].second.mutable_grad() = impl_->slot(bucket, m);
       }
     }
     return;
