@@ -66,27 +66,9 @@ sys.stdout.write(" ".join(words) + "\n")
 EOF
 
 # A config file as Accelerate 0.34's `accelerate config` writes it for two CPU processes in bf16 (multi-CPU,
-# no IPEX, no mpirun, no dynamo): yaml.safe_dump of its ClusterConfig, keys sorted, empty sections dropped.
-cat >"$WORK/accelerate_cpu.yaml" <<'EOF'
-compute_environment: LOCAL_MACHINE
-debug: false
-distributed_type: MULTI_CPU
-downcast_bf16: 'no'
-enable_cpu_affinity: false
-ipex_config:
-  ipex: false
-machine_rank: 0
-main_training_function: main
-mixed_precision: bf16
-num_machines: 1
-num_processes: 2
-rdzv_backend: static
-same_network: true
-tpu_env: []
-tpu_use_cluster: false
-tpu_use_sudo: false
-use_cpu: true
-EOF
+# no IPEX, no mpirun, no dynamo): yaml.safe_dump of its ClusterConfig, keys sorted, empty sections dropped
+# (accelerate_cpu_bf16.yaml).
+cp "$(dirname "$0")/accelerate_cpu_bf16.yaml" "$WORK/accelerate_cpu.yaml"
 
 # As `accelerate config default` writes it on a machine without CUDA: JSON, in default_config.yaml.
 cat >"$WORK/accelerate_default.yaml" <<'EOF'

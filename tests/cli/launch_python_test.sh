@@ -35,27 +35,8 @@ expect() {
   return 1
 }
 
-# As Accelerate 0.34's `accelerate config` writes it for two CPU processes in bf16.
-cat >"$WORK/default_config.yaml" <<'EOF'
-compute_environment: LOCAL_MACHINE
-debug: false
-distributed_type: MULTI_CPU
-downcast_bf16: 'no'
-enable_cpu_affinity: false
-ipex_config:
-  ipex: false
-machine_rank: 0
-main_training_function: main
-mixed_precision: bf16
-num_machines: 1
-num_processes: 2
-rdzv_backend: static
-same_network: true
-tpu_env: []
-tpu_use_cluster: false
-tpu_use_sudo: false
-use_cpu: true
-EOF
+# As Accelerate 0.34's `accelerate config` writes it for two CPU processes in bf16 (accelerate_cpu_bf16.yaml).
+cp "$(dirname "$0")/accelerate_cpu_bf16.yaml" "$WORK/default_config.yaml"
 
 # Each rank: its index, the number of processes, mixed precision, accumulation steps, the sum of
 # rank + 1 over the ranks (3), then the script's arguments.
