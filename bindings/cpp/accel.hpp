@@ -140,6 +140,8 @@ class State {
   void update_grad_scale(bool found_inf) { check(accel_state_update_grad_scale(get(), found_inf ? 1 : 0)); }
   void accumulate() { check(accel_state_accumulate(get())); }
   bool sync_gradients() const { return accel_state_sync_gradients(get()) != 0; }
+  // What backward divides the loss by.
+  int64_t gradient_accumulation_steps() const { return accel_state_gradient_accumulation_steps(get()); }
   void backward(const Tensor& loss) { check(accel_state_backward(get(), loss.get())); }
   double clip_grad_norm(Model& model, double max_norm, double norm_type = 2.0);
   // Collective: model.safetensors in directory, or shards and an index above max_shard_size bytes (0: 10 GB).

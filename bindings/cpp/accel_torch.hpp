@@ -98,15 +98,13 @@ class ModuleModel {
   // synchronises (accumulate, no_sync).
   void begin_forward(bool grad_enabled = true) { model_->begin_forward(grad_enabled); }
 
-  // loss.backward() (times the loss scale under fp16, which accel's optimizers and unscale_gradients undo),
-  // then end_backward. Unlike State::backward it does not divide by gradient_accumulation_steps: when
-  // accumulating, pass loss / steps, as Accelerate's backward makes it.
+  // Accelerate's backward: (loss / gradient_accumulation_steps).backward(), times the loss scale under fp16
+  // (which accel's optimizers and unscale_gradients undo), then end_backward.
   void backward(const at::Tensor& loss) {
-    if (state_->mixed_precision() == "fp16") {
-      (loss * to_torch(state_->grad_scale())).backward();
-    } else {
-      loss.backward();
-    }
+    at::Tensor scaled = loss;
+    if (const int64_t steps = state_->gradient_accumulation_steps(); steps > 1) scaled = scaled / static_cast<double>(steps);
+    if (state_->mixed_precision() == "fp16") scaled = scaled * to_torch(state_->grad_scale());
+    scaled.backward();
     end_backward();
   }
 

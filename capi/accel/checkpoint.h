@@ -126,16 +126,16 @@ ACCEL_API ACCEL_NODISCARD int accel_state_save_state(accel_state_t *state, const
  * checkpoint stays intact), the staging folder is removed, and every rank records the same failure,
  * naming the rank and the path.
  *
- * A failure in the background is reported once, by the first of these calls on this process state after
- * it is known, which then returns its code (ACCEL_ERR_IO for a file, ACCEL_ERR_TIMEOUT or
+ * A failure in the background is reported once, by the first of these calls on this handle (or on an
+ * optimizer or train step made from a model it prepared) after it is known, which then returns its code (ACCEL_ERR_IO for a file, ACCEL_ERR_TIMEOUT or
  * ACCEL_ERR_PEER_FAILED when a rank did not say it was done) with a message starting "the background save
  * to '<directory>' failed" and does nothing else (call it again to do its work):
  * accel_state_save_state_async, accel_state_save_state, accel_state_load_state and
  * accel_state_wait_for_save (which wait for the save in flight first, so every rank reports it at the same
  * call), accel_state_shutdown (also waits first), and without waiting accel_state_backward,
- * accel_state_backward_with_items and accel_optimizer_step (on each rank as soon as that rank knows, which
- * may be a step apart between ranks). accel_state_free of the last handle of the state, and a process that
- * exits with the save in flight, wait for it; a failure no call reported then goes to stderr.
+ * accel_state_backward_with_items, accel_optimizer_step and accel_train_step_run (on each rank as soon as
+ * that rank knows, which may be a step apart between ranks). accel_state_free of the handle, and a process
+ * that exits with the save in flight, wait for it; a failure no call reported then goes to stderr.
  *
  * Errors (of the call itself, before it returns): as accel_state_save_state, with nothing written; a
  * failure of the previous background save, as above. Thread safety: one thread at a time per state; the

@@ -14,6 +14,10 @@
  * AcceleratorState. A later state whose options ask for a different use_cpu, device, backend or
  * mixed_precision is refused with ACCEL_ERR_INVALID_STATE: restart the process to change them. After
  * accel_state_shutdown the next accel_state_new creates a new group.
+ * Each handle is one Accelerator over that shared state, as two Accelerate Accelerators in one process
+ * are: its own fp16 loss scaler and optimizers (accel_optimizer_new on a model this handle prepared), its
+ * registered objects (accel_state_register_for_checkpointing), trackers and background save. The
+ * accumulation counter (sync_gradients) and the checkpoint numbering are the process state's.
  *
  * Differences from Accelerate, on purpose: a multi-process launch on a host without CUDA becomes
  * "multi-cpu" without needing use_cpu (Accelerate silently ran each process alone); SLURM, Open MPI and
@@ -52,9 +56,9 @@ typedef struct accel_state accel_state_t;
 ACCEL_API ACCEL_NODISCARD int accel_state_new(accel_state_t **out, const accel_options_t *options);
 
 /* Releases this handle. The process group stays up while other handles (or objects made from them)
- * use it; freeing the last one releases it without communicating. A background save in flight
- * (accel_state_save_state_async) is waited for first when this handle started it or holds it with others;
- * its failure, unless a call reported it, goes to stderr. NULL is a no-op. */
+ * use it; freeing the last one releases it without communicating. A background save in flight that this
+ * handle started (accel_state_save_state_async) is waited for first; its failure, unless a call reported
+ * it, goes to stderr. NULL is a no-op. */
 ACCEL_API void accel_state_free(accel_state_t *state);
 
 /* Collective teardown: waits for the background save in flight (accel_state_save_state_async), then for

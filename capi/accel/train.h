@@ -28,6 +28,9 @@ extern "C" {
 ACCEL_API ACCEL_NODISCARD int accel_state_accumulate(accel_state_t *state);
 /* 1 when the current step synchronises gradients and steps the optimizer. */
 ACCEL_API int accel_state_sync_gradients(const accel_state_t *state);
+/* The state's gradient_accumulation_steps (its options and ACCEL_GRADIENT_ACCUMULATION_STEPS resolved):
+ * the N that accel_state_backward divides by. Never fails, thread-safe; 0 for a NULL or dead handle. */
+ACCEL_API int64_t accel_state_gradient_accumulation_steps(const accel_state_t *state);
 
 /* Backward of loss / gradient_accumulation_steps (scaled under fp16). Errors: ACCEL_ERR_NULL_ARGUMENT;
  * ACCEL_ERR_INVALID_ARGUMENT (not a scalar, no graph; a parameter without gradient under data parallelism);

@@ -1,8 +1,8 @@
 #include "accel/checkpoint.h"
 
-#include "ckpt/background_save.hpp"
-#include "ckpt/checkpoint.hpp"
-#include "ckpt/project_checkpoints.hpp"
+#include <optional>
+#include <string>
+
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
 
@@ -23,7 +23,7 @@ std::vector<Object*> objects_of(Handle* const* handles, size_t count, const char
   return objects;
 }
 
-accel::ckpt::CheckpointObjects checkpoint_objects(const accel_state& state, accel_model_t* const* models, size_t num_models,
+accel::ckpt::CheckpointObjects checkpoint_objects(accel_model_t* const* models, size_t num_models,
                                                   accel_optimizer_t* const* optimizers, size_t num_optimizers,
                                                   accel_scheduler_t* const* schedulers, size_t num_schedulers,
                                                   accel_loader_t* const* loaders, size_t num_loaders) {
@@ -33,8 +33,11 @@ accel::ckpt::CheckpointObjects checkpoint_objects(const accel_state& state, acce
           objects_of<accel_scheduler_t, accel::train::AcceleratedScheduler>(schedulers, num_schedulers, "schedulers",
                                                                              &accel_scheduler::scheduler),
           objects_of<accel_loader_t, accel::data::Loader>(loaders, num_loaders, "loaders", &accel_loader::loader), {}};
-  for (const auto& object : state.custom_objects) objects.custom.push_back(object.get());
   return objects;
+}
+
+std::optional<std::string> optional_directory(const char* directory) {
+  return directory != nullptr ? std::optional<std::string>(directory) : std::nullopt;
 }
 
 }  // namespace
@@ -45,13 +48,9 @@ extern "C" int accel_state_save_state(accel_state_t* state, const char* director
                                       accel_loader_t* const* loaders, size_t num_loaders) {
   return guarded(__func__, [&] {
     require(state, "state");
-    const auto objects = checkpoint_objects(*state, models, num_models, optimizers, num_optimizers, schedulers,
+    const auto objects = checkpoint_objects(models, num_models, optimizers, num_optimizers, schedulers,
                                             num_schedulers, loaders, num_loaders);
-    if (directory == nullptr) {
-      accel::ckpt::save_project_checkpoint(state->state, objects);
-    } else {
-      accel::ckpt::save_state(state->state, directory, objects);
-    }
+    state->accelerator->save_state(optional_directory(directory), objects);
   });
 }
 
@@ -61,22 +60,16 @@ extern "C" int accel_state_save_state_async(accel_state_t* state, const char* di
                                             accel_loader_t* const* loaders, size_t num_loaders) {
   return guarded(__func__, [&] {
     require(state, "state");
-    const auto objects = checkpoint_objects(*state, models, num_models, optimizers, num_optimizers, schedulers,
+    const auto objects = checkpoint_objects(models, num_models, optimizers, num_optimizers, schedulers,
                                             num_schedulers, loaders, num_loaders);
-    // The handle holds the state's background saves, so that freeing it waits for the one in flight.
-    if (!state->background_saves) state->background_saves = accel::ckpt::BackgroundSaves::of(state->state);
-    if (directory == nullptr) {
-      accel::ckpt::save_project_checkpoint_in_background(state->state, *state->background_saves, objects);
-    } else {
-      state->background_saves->start(state->state, directory, objects);
-    }
+    state->accelerator->save_state_async(optional_directory(directory), objects);
   });
 }
 
 extern "C" int accel_state_wait_for_save(accel_state_t* state) {
   return guarded(__func__, [&] {
     require(state, "state");
-    accel::ckpt::wait_for_background_save(*state->state);
+    state->accelerator->wait_for_save();
   });
 }
 
@@ -86,13 +79,9 @@ extern "C" int accel_state_load_state(accel_state_t* state, const char* director
                                       accel_loader_t* const* loaders, size_t num_loaders) {
   return guarded(__func__, [&] {
     require(state, "state");
-    const auto objects = checkpoint_objects(*state, models, num_models, optimizers, num_optimizers, schedulers,
+    const auto objects = checkpoint_objects(models, num_models, optimizers, num_optimizers, schedulers,
                                             num_schedulers, loaders, num_loaders);
-    if (directory == nullptr) {
-      accel::ckpt::load_latest_checkpoint(state->state, objects);
-    } else {
-      accel::ckpt::load_checkpoint(state->state, directory, objects);
-    }
+    state->accelerator->load_state(optional_directory(directory), objects);
   });
 }
 
@@ -112,15 +101,9 @@ extern "C" int accel_state_register_for_checkpointing(accel_state_t* state, cons
     require(reinterpret_cast<const void*>(save), "save");
     require(reinterpret_cast<const void*>(load), "load");
     const std::string object_name = name;
-    accel::ckpt::check_custom_object_name(object_name);
-    for (const auto& object : state->custom_objects) {
-      if (object->name == object_name) {
-        accel::fail(accel::Code::InvalidArgument, "an object named '" + object_name + "' is already registered");
-      }
-    }
-    auto object = std::make_unique<accel::ckpt::CustomObject>();
-    object->name = object_name;
-    object->save = [object_name, save, payload] {
+    accel::ckpt::CustomObject object;
+    object.name = object_name;
+    object.save = [object_name, save, payload] {
       accel_sink sink{};
       const int code = save(&sink, payload);
       if (code != 0) {
@@ -128,12 +111,12 @@ extern "C" int accel_state_register_for_checkpointing(accel_state_t* state, cons
       }
       return std::move(sink.bytes);
     };
-    object->load = [object_name, load, payload](const std::string& bytes) {
+    object.load = [object_name, load, payload](const std::string& bytes) {
       const int code = load(bytes.data(), bytes.size(), payload);
       if (code != 0) {
         accel::fail(accel::Code::Callback, "the load callback of the registered object '" + object_name + "' returned " + std::to_string(code));
       }
     };
-    state->custom_objects.push_back(std::move(object));
+    state->accelerator->register_for_checkpointing(std::move(object));
   });
 }

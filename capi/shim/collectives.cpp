@@ -19,7 +19,7 @@ extern "C" int accel_state_gather(accel_state_t* state, const accel_tensor_t* in
   return guarded_out(__func__, out, [&] {
     require(state, "state");
     require(input, "input");
-    *out = new accel_tensor(accel::distributed::gather(*state->state, input->tensor));
+    *out = new accel_tensor(accel::distributed::gather(*state->accelerator->state(), input->tensor));
   });
 }
 
@@ -28,7 +28,7 @@ extern "C" int accel_state_gather_bytes(accel_state_t* state, const void* data, 
     require(state, "state");
     if (size > 0) require(data, "data");
     const std::string bytes = size > 0 ? std::string(static_cast<const char*>(data), size) : std::string();
-    *out = new accel_bytes_list{{}, accel::distributed::gather_bytes(*state->state, bytes)};
+    *out = new accel_bytes_list{{}, accel::distributed::gather_bytes(*state->accelerator->state(), bytes)};
   });
 }
 
@@ -58,7 +58,7 @@ extern "C" int accel_state_reduce(accel_state_t* state, const accel_tensor_t* in
     require(state, "state");
     require(input, "input");
     require(reduction, "reduction");
-    *out = new accel_tensor(accel::distributed::reduce(*state->state, input->tensor, reduction));
+    *out = new accel_tensor(accel::distributed::reduce(*state->accelerator->state(), input->tensor, reduction));
   });
 }
 
@@ -71,7 +71,7 @@ extern "C" int accel_state_reduce_named(accel_state_t* state, const char* const*
     require(reduction, "reduction");
     require(outputs, "outputs");
     auto reduced =
-        accel::distributed::reduce(*state->state, accel::capi::named_tensors(names, inputs, count, "inputs"), reduction);
+        accel::distributed::reduce(*state->accelerator->state(), accel::capi::named_tensors(names, inputs, count, "inputs"), reduction);
     std::vector<std::unique_ptr<accel_tensor>> made;
     for (auto& leaf : reduced) made.push_back(std::make_unique<accel_tensor>(std::move(leaf.second)));
     for (size_t i = 0; i < count; ++i) outputs[i] = made[i].release();
@@ -82,7 +82,7 @@ extern "C" int accel_state_broadcast(accel_state_t* state, accel_tensor_t* tenso
   return guarded(__func__, [&] {
     require(state, "state");
     require(tensor, "tensor");
-    accel::distributed::broadcast(*state->state, tensor->tensor, from_process);
+    accel::distributed::broadcast(*state->accelerator->state(), tensor->tensor, from_process);
   });
 }
 
@@ -93,7 +93,7 @@ extern "C" int accel_state_reduce_scatter(accel_state_t* state, const accel_tens
     require(input, "input");
     require(reduction, "reduction");
     require(output, "output");
-    accel::distributed::reduce_scatter(*state->state, input->tensor, output->tensor, reduction);
+    accel::distributed::reduce_scatter(*state->accelerator->state(), input->tensor, output->tensor, reduction);
   });
 }
 
@@ -102,7 +102,7 @@ extern "C" int accel_state_all_gather(accel_state_t* state, const accel_tensor_t
     require(state, "state");
     require(input, "input");
     require(output, "output");
-    accel::distributed::all_gather(*state->state, input->tensor, output->tensor);
+    accel::distributed::all_gather(*state->accelerator->state(), input->tensor, output->tensor);
   });
 }
 
@@ -112,7 +112,7 @@ extern "C" int accel_state_pad_across_processes(accel_state_t* state, const acce
     require(state, "state");
     require(input, "input");
     *out = new accel_tensor(
-        accel::distributed::pad_across_processes(*state->state, input->tensor, dim, pad_value, accel::capi::flag(pad_first, "pad_first")));
+        accel::distributed::pad_across_processes(*state->accelerator->state(), input->tensor, dim, pad_value, accel::capi::flag(pad_first, "pad_first")));
   });
 }
 
@@ -120,6 +120,6 @@ extern "C" int accel_state_gather_for_metrics(accel_state_t* state, const accel_
   return guarded_out(__func__, out, [&] {
     require(state, "state");
     require(input, "input");
-    *out = new accel_tensor(accel::distributed::gather_for_metrics(*state->state, input->tensor));
+    *out = new accel_tensor(accel::distributed::gather_for_metrics(*state->accelerator->state(), input->tensor));
   });
 }

@@ -9,8 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ckpt/background_save.hpp"
-#include "ckpt/checkpoint.hpp"
+#include "accelerator/accelerator.hpp"
 #include "core/field_index.hpp"
 #include "core/options.hpp"
 #include "data/dataset.hpp"
@@ -45,16 +44,8 @@ inline const Options* settings_of(const accel_options* options) {
 
 struct accel_state {
   ACCEL_HANDLE("accel_state_t");
-  std::shared_ptr<accel::distributed::State> state;
-  // accel_state_register_for_checkpointing's objects, in registration order; they go with the handle.
-  std::vector<std::unique_ptr<accel::ckpt::CustomObject>> custom_objects = {};
-  // Set by the first accel_state_save_state_async. Declared after `state`, so that it goes first: freeing
-  // the handle waits for the save in flight while the process group (rank 0 serves its store) still lives.
-  std::shared_ptr<accel::ckpt::BackgroundSaves> background_saves = {};
-  // The training side of the state (train::Accelerator::of) for as long as the handle: its fp16 loss
-  // scale must last between calls when no accel optimizer holds it (a host model stepped by the caller's
-  // optimizer through accel_state_grad_scale / unscale_gradients / update_grad_scale).
-  std::shared_ptr<accel::train::Accelerator> accelerator = accel::train::Accelerator::of(state);
+  // Each handle is one Accelerator over the process state every handle shares (accelerator->state()).
+  std::shared_ptr<accel::Accelerator> accelerator;
 };
 
 struct accel_tensor {
@@ -132,6 +123,8 @@ struct accel_sample {
 struct accel_model {
   ACCEL_HANDLE("accel_model_t");
   std::shared_ptr<accel::train::Model> model;
+  // The training half of the Accelerator that prepared it (accel_state_prepare_model): its optimizers'.
+  std::shared_ptr<accel::train::Accelerator> prepared_by = {};
 };
 
 struct accel_output {

@@ -105,8 +105,8 @@ extern "C" int accel_loader_new(accel_loader_t** out, accel_state_t* state, acce
     require(state, "state");
     require(dataset, "dataset");
     auto config = accel::data::loader_config(settings_of(options));
-    auto loader = dataset->dataset ? std::make_unique<accel::data::Loader>(state->state, dataset->dataset, std::move(config))
-                                   : std::make_unique<accel::data::Loader>(state->state, dataset->iterable, std::move(config));
+    auto loader = dataset->dataset ? std::make_unique<accel::data::Loader>(state->accelerator->state(), dataset->dataset, std::move(config))
+                                   : std::make_unique<accel::data::Loader>(state->accelerator->state(), dataset->iterable, std::move(config));
     *out = new accel_loader{{}, std::move(loader), {}};
   });
 }
@@ -121,7 +121,7 @@ extern "C" int accel_loader_new_with_batches(accel_loader_t** out, accel_state_t
     if (!dataset->dataset) accel::fail(accel::Code::InvalidArgument, "a given list of batches needs a map-style dataset");
     auto config = accel::data::loader_config(settings_of(options));
     config.batches = accel::data::batches_of_sizes(indices, batch_sizes, num_batches);
-    *out = new accel_loader{{}, std::make_unique<accel::data::Loader>(state->state, dataset->dataset, std::move(config)), {}};
+    *out = new accel_loader{{}, std::make_unique<accel::data::Loader>(state->accelerator->state(), dataset->dataset, std::move(config)), {}};
   });
 }
 

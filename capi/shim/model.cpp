@@ -75,7 +75,8 @@ extern "C" int accel_state_prepare_model(accel_state_t* state, accel_model_t* mo
   return guarded(__func__, [&] {
     require(state, "state");
     require(model, "model");
-    model->model->prepare(state->state, accel::train::prepare_config(settings_of(options)));
+    model->model->prepare(state->accelerator->state(), accel::train::prepare_config(settings_of(options)));
+    model->prepared_by = state->accelerator->training();
   });
 }
 

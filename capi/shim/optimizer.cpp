@@ -1,6 +1,5 @@
 #include "accel/optimizer.h"
 
-#include "ckpt/background_save.hpp"
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
 #include "train/training_options.hpp"
@@ -18,7 +17,7 @@ extern "C" int accel_optimizer_new(accel_optimizer_t** out, accel_model_t* model
     require(model, "model");
     require(kind, "kind");
     const auto config = accel::train::optimizer_config(settings_of(options));
-    *out = new accel_optimizer{{}, accel::train::prepare_optimizer(*model->model, kind, config), model->model};
+    *out = new accel_optimizer{{}, accel::train::prepare_optimizer(model->prepared_by, *model->model, kind, config), model->model};
   });
 }
 
@@ -27,7 +26,6 @@ extern "C" void accel_optimizer_free(accel_optimizer_t* optimizer) { release(__f
 extern "C" int accel_optimizer_step(accel_optimizer_t* optimizer) {
   return guarded(__func__, [&] {
     require(optimizer, "optimizer");
-    accel::ckpt::report_background_save_failure(*optimizer->optimizer->accelerator()->state());
     optimizer->optimizer->step();
   });
 }

@@ -12,7 +12,7 @@ extern "C" int accel_state_split_range(const accel_state_t* state, int64_t lengt
                                        int64_t* padded_count) {
   return guarded(__func__, [&] {
     require(state, "state");
-    const auto& launch = state->state->launch();
+    const auto& launch = state->accelerator->state()->launch();
     const auto share = accel::distributed::share_of(length, launch.rank, launch.world_size);
     if (first != nullptr) *first = share.first;
     if (count != nullptr) *count = share.count;
@@ -25,35 +25,35 @@ extern "C" int accel_state_split_tensor(const accel_state_t* state, const accel_
   return guarded_out(__func__, out, [&] {
     require(state, "state");
     require(input, "input");
-    *out = new accel_tensor(accel::distributed::split_rows(*state->state, input->tensor, accel::capi::flag(apply_padding, "apply_padding")));
+    *out = new accel_tensor(accel::distributed::split_rows(*state->accelerator->state(), input->tensor, accel::capi::flag(apply_padding, "apply_padding")));
   });
 }
 
 extern "C" int accel_state_main_process_first_begin(accel_state_t* state) {
   return guarded(__func__, [&] {
     require(state, "state");
-    accel::distributed::goes_first_begin(*state->state, /*local=*/false);
+    accel::distributed::goes_first_begin(*state->accelerator->state(), /*local=*/false);
   });
 }
 
 extern "C" int accel_state_main_process_first_end(accel_state_t* state) {
   return guarded(__func__, [&] {
     require(state, "state");
-    accel::distributed::goes_first_end(*state->state, /*local=*/false);
+    accel::distributed::goes_first_end(*state->accelerator->state(), /*local=*/false);
   });
 }
 
 extern "C" int accel_state_local_main_process_first_begin(accel_state_t* state) {
   return guarded(__func__, [&] {
     require(state, "state");
-    accel::distributed::goes_first_begin(*state->state, /*local=*/true);
+    accel::distributed::goes_first_begin(*state->accelerator->state(), /*local=*/true);
   });
 }
 
 extern "C" int accel_state_local_main_process_first_end(accel_state_t* state) {
   return guarded(__func__, [&] {
     require(state, "state");
-    accel::distributed::goes_first_end(*state->state, /*local=*/true);
+    accel::distributed::goes_first_end(*state->accelerator->state(), /*local=*/true);
   });
 }
 
@@ -62,6 +62,6 @@ extern "C" int accel_state_send_to_device(const accel_state_t* state, const acce
   return guarded_out(__func__, out, [&] {
     require(state, "state");
     require(input, "input");
-    *out = new accel_tensor(accel::distributed::send_to_device(*state->state, input->tensor, accel::capi::flag(non_blocking, "non_blocking")));
+    *out = new accel_tensor(accel::distributed::send_to_device(*state->accelerator->state(), input->tensor, accel::capi::flag(non_blocking, "non_blocking")));
   });
 }

@@ -5,7 +5,6 @@
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
 #include "tracking/progress.hpp"
-#include "tracking/trackers.hpp"
 
 using accel::capi::guarded;
 using accel::capi::guarded_out;
@@ -19,8 +18,7 @@ extern "C" int accel_state_init_trackers(accel_state_t* state, const char* proje
     require(state, "state");
     require(project_dir, "project_dir");
     require(run_name, "run_name");
-    accel::tracking::init_trackers(state->state, project_dir, run_name, config_json ? config_json : "",
-                                   settings_of(options));
+    state->accelerator->init_trackers(project_dir, run_name, config_json ? config_json : "", settings_of(options));
   });
 }
 
@@ -37,14 +35,14 @@ extern "C" int accel_state_log(accel_state_t* state, const char* const* names, c
       require(names[i], "names[i]");
       scalars.push_back({names[i], values[i]});
     }
-    accel::tracking::trackers_of(*state->state).log(scalars, step);
+    state->accelerator->trackers().log(scalars, step);
   });
 }
 
 extern "C" int accel_state_finish_trackers(accel_state_t* state) {
   return guarded(__func__, [&] {
     require(state, "state");
-    accel::tracking::finish_trackers(*state->state);
+    state->accelerator->finish_trackers();
   });
 }
 
@@ -52,7 +50,7 @@ extern "C" int accel_state_print(const accel_state_t* state, const char* text) {
   return guarded(__func__, [&] {
     require(state, "state");
     require(text, "text");
-    accel::tracking::ProgressBar::print(state->state->launch().local_rank == 0, text);
+    accel::tracking::ProgressBar::print(state->accelerator->state()->launch().local_rank == 0, text);
   });
 }
 
@@ -60,7 +58,7 @@ extern "C" int accel_progress_new(accel_progress_t** out, const accel_state_t* s
                                   const char* description) {
   return guarded_out(__func__, out, [&] {
     require(state, "state");
-    *out = new accel_progress{{}, std::make_unique<accel::tracking::ProgressBar>(state->state->launch().local_rank == 0, total,
+    *out = new accel_progress{{}, std::make_unique<accel::tracking::ProgressBar>(state->accelerator->state()->launch().local_rank == 0, total,
                                                                             description ? description : "")};
   });
 }

@@ -1,6 +1,5 @@
 #include "accel/train.h"
 
-#include "ckpt/background_save.hpp"
 #include "ckpt/save_model.hpp"
 #include "train/autocast.hpp"
 #include "shim/guard.hpp"
@@ -14,20 +13,23 @@ using accel::capi::require;
 extern "C" int accel_state_accumulate(accel_state_t* state) {
   return guarded(__func__, [&] {
     require(state, "state");
-    accel::train::Accelerator::of(state->state)->accumulate();
+    state->accelerator->training()->accumulate();
   });
 }
 
 extern "C" int accel_state_sync_gradients(const accel_state_t* state) {
-  return read_handle<int>(__func__, state, 0, [&](const auto&) { return static_cast<int>(state->state->sync_gradients()); });
+  return read_handle<int>(__func__, state, 0, [&](const auto&) { return static_cast<int>(state->accelerator->state()->sync_gradients()); });
+}
+
+extern "C" int64_t accel_state_gradient_accumulation_steps(const accel_state_t* state) {
+  return read_handle<int64_t>(__func__, state, 0, [&](const auto&) { return state->accelerator->gradient_accumulation_steps(); });
 }
 
 extern "C" int accel_state_backward(accel_state_t* state, const accel_tensor_t* loss) {
   return guarded(__func__, [&] {
     require(state, "state");
     require(loss, "loss");
-    accel::ckpt::report_background_save_failure(*state->state);
-    accel::train::Accelerator::of(state->state)->backward(loss->tensor);
+    state->accelerator->training()->backward(loss->tensor);
   });
 }
 
@@ -35,8 +37,7 @@ extern "C" int accel_state_backward_with_items(accel_state_t* state, const accel
   return guarded(__func__, [&] {
     require(state, "state");
     require(loss, "loss");
-    accel::ckpt::report_background_save_failure(*state->state);
-    accel::train::Accelerator::of(state->state)->backward_with_items(loss->tensor, num_items);
+    state->accelerator->training()->backward_with_items(loss->tensor, num_items);
   });
 }
 
@@ -44,7 +45,7 @@ extern "C" int accel_state_no_sync_begin(accel_state_t* state, accel_model_t* mo
   return guarded(__func__, [&] {
     require(state, "state");
     require(model, "model");
-    accel::train::Accelerator::of(state->state)->no_sync_begin(*model->model);
+    state->accelerator->training()->no_sync_begin(*model->model);
   });
 }
 
@@ -52,14 +53,14 @@ extern "C" int accel_state_no_sync_end(accel_state_t* state, accel_model_t* mode
   return guarded(__func__, [&] {
     require(state, "state");
     require(model, "model");
-    accel::train::Accelerator::of(state->state)->no_sync_end(*model->model);
+    state->accelerator->training()->no_sync_end(*model->model);
   });
 }
 
 extern "C" int accel_state_autocast_begin(accel_state_t* state) {
   return guarded(__func__, [&] {
     require(state, "state");
-    accel::train::autocast_begin(*state->state);
+    accel::train::autocast_begin(*state->accelerator->state());
   });
 }
 
@@ -73,14 +74,14 @@ extern "C" int accel_state_autocast_end(accel_state_t* state) {
 extern "C" int accel_state_free_memory(accel_state_t* state) {
   return guarded(__func__, [&] {
     require(state, "state");
-    accel::train::Accelerator::of(state->state)->free_memory();
+    state->accelerator->training()->free_memory();
   });
 }
 
 extern "C" int accel_state_grad_scale(accel_state_t* state, accel_tensor_t** out) {
   return guarded_out(__func__, out, [&] {
     require(state, "state");
-    *out = new accel_tensor{accel::train::Accelerator::of(state->state)->grad_scale()};
+    *out = new accel_tensor{state->accelerator->training()->grad_scale()};
   });
 }
 
@@ -89,14 +90,14 @@ extern "C" int accel_state_unscale_gradients(accel_state_t* state, accel_model_t
     require(state, "state");
     require(model, "model");
     require(found_inf, "found_inf");
-    *found_inf = accel::train::Accelerator::of(state->state)->unscale_gradients(*model->model) ? 1 : 0;
+    *found_inf = state->accelerator->training()->unscale_gradients(*model->model) ? 1 : 0;
   });
 }
 
 extern "C" int accel_state_update_grad_scale(accel_state_t* state, int found_inf) {
   return guarded(__func__, [&] {
     require(state, "state");
-    accel::train::Accelerator::of(state->state)->update_grad_scale(accel::capi::flag(found_inf, "found_inf"));
+    state->accelerator->training()->update_grad_scale(accel::capi::flag(found_inf, "found_inf"));
   });
 }
 
@@ -105,7 +106,7 @@ extern "C" int accel_state_clip_grad_norm(accel_state_t* state, accel_model_t* m
   return guarded(__func__, [&] {
     require(state, "state");
     require(model, "model");
-    const double norm = accel::train::Accelerator::of(state->state)->clip_grad_norm(*model->model, max_norm, norm_type);
+    const double norm = state->accelerator->training()->clip_grad_norm(*model->model, max_norm, norm_type);
     if (total_norm != nullptr) *total_norm = norm;
   });
 }
@@ -114,7 +115,7 @@ extern "C" int accel_state_clip_grad_value(accel_state_t* state, accel_model_t* 
   return guarded(__func__, [&] {
     require(state, "state");
     require(model, "model");
-    accel::train::Accelerator::of(state->state)->clip_grad_value(*model->model, clip_value);
+    state->accelerator->training()->clip_grad_value(*model->model, clip_value);
   });
 }
 
@@ -124,6 +125,6 @@ extern "C" int accel_state_save_model(accel_state_t* state, const accel_model_t*
     require(state, "state");
     require(model, "model");
     require(directory, "directory");
-    accel::ckpt::save_model(*state->state, *model->model, directory, max_shard_size);
+    accel::ckpt::save_model(*state->accelerator->state(), *model->model, directory, max_shard_size);
   });
 }

@@ -2,7 +2,6 @@
 
 #include <string>
 
-#include "ckpt/background_save.hpp"
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
 #include "train/training_options.hpp"
@@ -39,9 +38,7 @@ extern "C" int accel_train_step_run(accel_train_step_t* step, accel_tensor_t* co
       require(target, "target");
       target_tensor = target->tensor;
     }
-    auto& train_step = *step->step;
-    accel::ckpt::report_background_save_failure(train_step.state());
-    auto result = train_step.run(args, kwargs, target_tensor);
+    auto result = step->step->run(args, kwargs, target_tensor);
     if (loss != nullptr) *loss = new accel_tensor{std::move(result)};
   });
 }

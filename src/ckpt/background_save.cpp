@@ -19,35 +19,16 @@ namespace accel::ckpt {
 
 namespace {
 
-// Failures recorded and not yet reported, over every state: the step functions' check is one load of it.
-std::atomic<int> unreported{0};
-
-struct Registry {
+// The background saves alive in the process, for the exit handler. Never destroyed: the handler reads it
+// after static destructors may have begun elsewhere.
+struct LiveSaves {
   std::mutex mutex;
   std::vector<std::weak_ptr<BackgroundSaves>> saves;
-  // The background saves each state has started: their keys in the store. Kept apart from the saves
-  // objects, which go with the handles that hold them (another may come for the same state later), so
-  // that the count is the same on every rank however each frees its handles.
-  std::vector<std::pair<std::weak_ptr<distributed::State>, int64_t>> started;
 };
 
-// Never destroyed: the exit handler reads it after static destructors may have begun elsewhere.
-Registry& registry() {
-  static Registry* instance = new Registry;
+LiveSaves& live_saves() {
+  static LiveSaves* instance = new LiveSaves;
   return *instance;
-}
-
-// The number of the state's next background save, counted up.
-int64_t next_sequence(const std::shared_ptr<distributed::State>& state) {
-  std::lock_guard<std::mutex> lock(registry().mutex);
-  auto& started = registry().started;
-  started.erase(std::remove_if(started.begin(), started.end(), [](const auto& entry) { return entry.first.expired(); }),
-                started.end());
-  for (auto& [owner, count] : started) {
-    if (owner.lock() == state) return count++;
-  }
-  started.emplace_back(state, 1);
-  return 0;
 }
 
 // Process exit through exit() or a return from main, with state handles never freed: every save in flight
@@ -55,8 +36,8 @@ int64_t next_sequence(const std::shared_ptr<distributed::State>& state) {
 void finish_every_save_at_exit() {
   std::vector<std::shared_ptr<BackgroundSaves>> live;
   {
-    std::lock_guard<std::mutex> lock(registry().mutex);
-    for (const auto& weak : registry().saves) {
+    std::lock_guard<std::mutex> lock(live_saves().mutex);
+    for (const auto& weak : live_saves().saves) {
       if (auto saves = weak.lock()) live.push_back(std::move(saves));
     }
   }
@@ -81,29 +62,8 @@ struct BackgroundSaves::Job {
   std::function<void()> after_move;
 };
 
-std::shared_ptr<BackgroundSaves> BackgroundSaves::of(const std::shared_ptr<distributed::State>& state) {
-  std::lock_guard<std::mutex> lock(registry().mutex);
-  auto& all = registry().saves;
-  all.erase(std::remove_if(all.begin(), all.end(), [](const auto& weak) { return weak.expired(); }), all.end());
-  for (const auto& weak : all) {
-    if (auto saves = weak.lock(); saves && saves->serves(*state)) return saves;
-  }
-  std::shared_ptr<BackgroundSaves> created(new BackgroundSaves(state));
-  all.push_back(created);
-  return created;
-}
-
-std::shared_ptr<BackgroundSaves> BackgroundSaves::find(const distributed::State& state) {
-  std::lock_guard<std::mutex> lock(registry().mutex);
-  for (const auto& weak : registry().saves) {
-    if (auto saves = weak.lock(); saves && saves->serves(state)) return saves;
-  }
-  return nullptr;
-}
-
 BackgroundSaves::BackgroundSaves(const std::shared_ptr<distributed::State>& state)
-    : owner_(state),
-      rank_(state->launch().rank),
+    : rank_(state->launch().rank),
       world_size_(state->launch().world_size),
       master_addr_(state->launch().master_addr),
       master_port_(state->launch().master_port),
@@ -111,8 +71,6 @@ BackgroundSaves::BackgroundSaves(const std::shared_ptr<distributed::State>& stat
       timeout_(static_cast<int64_t>(state->options().get_double("timeout_s") * 1000.0)) {}
 
 BackgroundSaves::~BackgroundSaves() { finish_unheard("before its state was freed"); }
-
-bool BackgroundSaves::serves(const distributed::State& state) const { return owner_.lock().get() == &state; }
 
 void BackgroundSaves::join() {
   std::lock_guard<std::mutex> lock(thread_mutex_);
@@ -125,14 +83,14 @@ void BackgroundSaves::wait() {
 }
 
 void BackgroundSaves::take_failure() {
+  if (!failed_.load()) return;
   std::optional<Error> failure;
   {
     std::lock_guard<std::mutex> lock(failure_mutex_);
     failure.swap(failure_);
+    failed_.store(false);
   }
-  if (!failure) return;
-  unreported.fetch_sub(1);
-  throw *failure;
+  if (failure) throw *failure;
 }
 
 void BackgroundSaves::finish_unheard(const char* when) {
@@ -152,11 +110,17 @@ void BackgroundSaves::start(const std::shared_ptr<distributed::State>& state, co
   auto job = std::make_shared<Job>();
   job->snapshot = begin_save(state, directory, objects, /*copy_tensors=*/true);
   // Counted only once every rank took its snapshot (begin_save is all or none): the same on every rank.
-  job->sequence = next_sequence(state);
+  job->sequence = state->next_background_save();
   job->directory = directory;
   job->after_move = std::move(after_move);
   static std::once_flag exit_hook;
   std::call_once(exit_hook, [] { std::atexit(finish_every_save_at_exit); });
+  std::call_once(listed_, [this] {
+    std::lock_guard<std::mutex> lock(live_saves().mutex);
+    auto& saves = live_saves().saves;
+    saves.erase(std::remove_if(saves.begin(), saves.end(), [](const auto& weak) { return weak.expired(); }), saves.end());
+    saves.push_back(weak_from_this());
+  });
   std::lock_guard<std::mutex> lock(thread_mutex_);
   try {
     thread_ = std::thread([this, job] { run(*job); });
@@ -256,16 +220,7 @@ std::string BackgroundSaves::conclude(Job& job, const std::string& failures) {
 void BackgroundSaves::record(const Error& failure) {
   std::lock_guard<std::mutex> lock(failure_mutex_);
   failure_ = failure;
-  unreported.fetch_add(1);
-}
-
-void wait_for_background_save(const distributed::State& state) {
-  if (auto saves = BackgroundSaves::find(state)) saves->wait();
-}
-
-void report_background_save_failure(const distributed::State& state) {
-  if (unreported.load(std::memory_order_relaxed) == 0) return;
-  if (auto saves = BackgroundSaves::find(state)) saves->take_failure();
+  failed_.store(true);
 }
 
 }  // namespace accel::ckpt

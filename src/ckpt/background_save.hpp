@@ -1,4 +1,5 @@
-// Background checkpoint saving (accel_state_save_state_async): the snapshot is taken on the caller's
+// Background checkpoint saving (accel_state_save_state_async; one BackgroundSaves per Accelerator,
+// accelerator/accelerator.hpp): the snapshot is taken on the caller's
 // thread, then a thread of its own writes it and moves it into place while training goes on.
 //
 // Completion without collectives: the process group is not thread-safe and its collectives must come in
@@ -13,6 +14,7 @@
 // states serialised, random states and registered objects' bytes. It goes once its files are written.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -29,13 +31,11 @@ namespace accel::ckpt {
 
 // The background saves of one process state: at most one in flight, and the failure of the last one until
 // a call reports it.
-class BackgroundSaves {
+class BackgroundSaves : public std::enable_shared_from_this<BackgroundSaves> {
  public:
-  // The state's (made on first use; it lives while someone holds it: the C API's state handles do).
-  // Thread-safe.
-  static std::shared_ptr<BackgroundSaves> of(const std::shared_ptr<distributed::State>& state);
-  // The state's, or nullptr when it has none alive. Thread-safe.
-  static std::shared_ptr<BackgroundSaves> find(const distributed::State& state);
+  // Copies what the writer needs of the state; nothing is started. Owned through a shared_ptr (the exit
+  // handler finishes the saves still alive when the process exits).
+  explicit BackgroundSaves(const std::shared_ptr<distributed::State>& state);
   // Waits for the save in flight; a failure no call reported is written to stderr, as nobody else can.
   ~BackgroundSaves();
   BackgroundSaves(const BackgroundSaves&) = delete;
@@ -52,15 +52,14 @@ class BackgroundSaves {
   // Waits for the save in flight, if any; then throws the failure of the last one if no call reported it
   // yet (once: the next call finds none).
   void wait();
-  // The same without waiting: throws a recorded failure, once, or returns.
+  // The same without waiting: throws a recorded failure, once, or returns (one atomic load when there is
+  // none: the training calls check it each step).
   void take_failure();
   // Waits; then a failure no call reported goes to stderr, as nobody else will say it (process exit).
   void finish_unheard(const char* when);
 
  private:
   struct Job;
-  explicit BackgroundSaves(const std::shared_ptr<distributed::State>& state);
-  bool serves(const distributed::State& state) const;
   void join();
   // The writer thread's whole work; records the verdict.
   void run(Job& job);
@@ -70,7 +69,6 @@ class BackgroundSaves {
   std::string conclude(Job& job, const std::string& failures);
   void record(const Error& failure);
 
-  std::weak_ptr<distributed::State> owner_;
   // What the writer needs of the state, copied: it never touches the state itself.
   int32_t rank_;
   int32_t world_size_;
@@ -83,13 +81,8 @@ class BackgroundSaves {
   std::thread thread_;
   std::mutex failure_mutex_;  // guards failure_: recorded by the writer, taken by the training thread
   std::optional<Error> failure_;
+  std::atomic<bool> failed_{false};
+  std::once_flag listed_;  // in the exit handler's list since the first start  // failure_ holds one: read without the lock
 };
-
-// Waits for the state's background save in flight, if any; then throws its failure, once, if no call
-// reported it yet. save_state, load_state and the numbered checkpoints call it first.
-void wait_for_background_save(const distributed::State& state);
-// Throws the recorded failure of the state's background save, once, without waiting; a relaxed atomic load
-// when there is none anywhere.
-void report_background_save_failure(const distributed::State& state);
 
 }  // namespace accel::ckpt

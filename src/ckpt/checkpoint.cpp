@@ -136,7 +136,6 @@ void check_custom_object_name(const std::string& name) {
 void save_state(const std::shared_ptr<distributed::State>& state, const std::string& requested_directory,
                 const CheckpointObjects& objects) {
   const std::string directory = checkpoint_directory(requested_directory);
-  wait_for_background_save(*state);
   const timeline::Span span("save_state");
   // The model's own tensors: nothing changes them before this call returns.
   const CheckpointSnapshot snapshot = begin_save(state, directory, objects, /*copy_tensors=*/false);
@@ -154,9 +153,8 @@ void save_state(const std::shared_ptr<distributed::State>& state, const std::str
 }
 
 void load_state(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects) {
-  wait_for_background_save(*state);
   const timeline::Span span("load_state");
-  train::GradScaler* scaler = train::Accelerator::of(state)->scaler();
+  train::GradScaler* scaler = objects.scaler;
   if (auto* group = state->group("load_state")) group->announce("load_state");
   // Every rank checks its files, then all learn whether any failed: a checkpoint restored on some ranks
   // and not on others would train them apart.

@@ -21,6 +21,10 @@
 #include "train/accelerator.hpp"
 #include "train/model.hpp"
 
+namespace accel::tracking {
+class Trackers;
+}
+
 namespace accel::ckpt {
 
 // Accelerate's register_for_checkpointing: an object the caller saves to and restores from bytes. Every
@@ -43,10 +47,12 @@ struct CheckpointObjects {
   std::vector<train::AcceleratedScheduler*> schedulers;
   std::vector<data::Loader*> loaders;
   std::vector<const CustomObject*> custom;  // registration order; restored in that order
+  train::GradScaler* scaler = nullptr;                 // the fp16 loss scaler, when the Accelerator has one
+  const tracking::Trackers* trackers = nullptr;        // the run whose last logged step the manifest keeps
 };
 
-// Collective. First waits for the state's background save in flight (ckpt/background_save.hpp), throwing
-// its unreported failure instead of saving. Writes into "<directory>.saving" (each rank its rank<r>/
+// Collective. The caller waits for its background save in flight first (accelerator/accelerator.hpp does).
+// Writes into "<directory>.saving" (each rank its rank<r>/
 // part, the main process the rest), waits for every rank, then the main process moves it into place:
 // `directory`, if it already exists, is replaced in one atomic exchange, so a run killed while saving
 // leaves the previous checkpoint whole. Registered objects are saved first, on every rank, before anything
@@ -58,8 +64,8 @@ struct CheckpointObjects {
 // failure.
 void save_state(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects);
 
-// Waits for the state's background save in flight first, as save_state. Reads and checks every file this
-// rank needs (the manifest's world size and object counts, each model tensor's name, shape and dtype,
+// The caller waits for its background save in flight first, as for save_state. Reads and checks every
+// file this rank needs (the manifest's world size and object counts, each model tensor's name, shape and dtype,
 // each saved state's format) before changing anything; then restores
 // models, optimizers, schedulers, the grad scaler, loaders (they resume at the saved batch), this rank's
 // random generators and the accumulation counter. Collective: no rank restores anything unless every

@@ -45,7 +45,7 @@ Manifest manifest_of(distributed::State& state, const CheckpointObjects& objects
   manifest.num_loaders = static_cast<int64_t>(objects.loaders.size());
   manifest.has_scaler = has_scaler;
   for (const CustomObject* object : objects.custom) manifest.custom_objects.push_back(object->name);
-  if (const tracking::Trackers* trackers = tracking::find_trackers(state)) {
+  if (const tracking::Trackers* trackers = objects.trackers) {
     manifest.tracker_run = trackers->run_name();
     manifest.tracker_last_step = trackers->last_logged_step().value_or(-1);
   }
@@ -81,7 +81,7 @@ CheckpointSnapshot take_snapshot(const std::shared_ptr<distributed::State>& stat
   for (size_t i = 0; i < objects.schedulers.size(); ++i) {
     snapshot.shared_states.emplace_back(indexed("scheduler", i), bytes_tensor(objects.schedulers[i]->scheduler().save_state()));
   }
-  train::GradScaler* scaler = train::Accelerator::of(state)->scaler();
+  train::GradScaler* scaler = objects.scaler;
   if (scaler != nullptr) snapshot.shared_states.emplace_back("scaler", bytes_tensor(scaler->save_state()));
   snapshot.manifest = manifest_of(*state, objects, scaler != nullptr);
   return snapshot;

@@ -71,7 +71,6 @@ std::optional<int64_t> checkpoint_number(const std::string& folder_name) {
 }
 
 void save_project_checkpoint(const std::shared_ptr<distributed::State>& state, const CheckpointObjects& objects) {
-  wait_for_background_save(*state);
   const NextCheckpoint next = next_checkpoint(*state);
   save_state(state, next.directory, objects);
   state->set_checkpoint_iteration(state->checkpoint_iteration() + 1);
@@ -90,7 +89,6 @@ void save_project_checkpoint_in_background(const std::shared_ptr<distributed::St
 }
 
 void load_latest_checkpoint(const std::shared_ptr<distributed::State>& state, const CheckpointObjects& objects) {
-  wait_for_background_save(*state);  // a save in flight may be the latest
   const std::string directory = checkpoints_dir(*state);
   const auto existing = numbered_checkpoints(directory);
   if (existing.empty()) fail(Code::Io, "no checkpoint_<i> folder in '" + directory + "' to load");

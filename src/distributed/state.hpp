@@ -2,6 +2,7 @@
 // launch information, resolved options, device, distributed type, and the process group.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -46,6 +47,10 @@ class State {
   // (ckpt/project_checkpoints.hpp). One thread at a time, as save_state and load_state.
   int64_t checkpoint_iteration() const { return checkpoint_iteration_; }
   void set_checkpoint_iteration(int64_t iteration) { checkpoint_iteration_ = iteration; }
+  // The number of the next background save (0, 1, ...): its keys in the rendezvous store. Counted here, by
+  // the state every handle of the process shares, so that it is the same on every rank whichever
+  // Accelerator started each save. Thread-safe.
+  int64_t next_background_save() { return background_saves_started_.fetch_add(1); }
   bool sync_gradients() const { return gradient_state_.sync_gradients(); }
 
   // The group for a collective named `what`; nullptr with one process. Throws InvalidState after shutdown.
@@ -70,6 +75,7 @@ class State {
   bool shut_down_ = false;
   GradientState gradient_state_;
   int64_t checkpoint_iteration_ = 0;
+  std::atomic<int64_t> background_saves_started_{0};
 };
 
 }  // namespace accel::distributed

@@ -6,8 +6,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -106,52 +104,6 @@ void Trackers::log(const std::vector<Scalar>& scalars, int64_t step) {
   const double wall_time = now_seconds();
   for (const auto& sink : sinks_) sink->write(step, wall_time, scalars);
   if (!sinks_.empty() && (!last_logged_step_ || step > *last_logged_step_)) last_logged_step_ = step;
-}
-
-namespace {
-
-std::mutex registry_mutex;
-// Keyed by the state without keeping it alive: entries of states that are gone are dropped on the next use.
-std::map<std::weak_ptr<distributed::State>, std::shared_ptr<Trackers>, std::owner_less<>> registry;
-
-void drop_expired() {
-  for (auto it = registry.begin(); it != registry.end();) it = it->first.expired() ? registry.erase(it) : std::next(it);
-}
-
-}  // namespace
-
-void init_trackers(const std::shared_ptr<distributed::State>& state, const std::string& project_dir,
-                   const std::string& run_name, const std::string& config_json, const Options* options) {
-  auto trackers = std::make_shared<Trackers>(state->launch().rank == 0, project_dir, run_name, config_json, options);
-  std::lock_guard<std::mutex> lock(registry_mutex);
-  drop_expired();
-  registry[state] = std::move(trackers);
-}
-
-Trackers& trackers_of(const distributed::State& state) {
-  std::lock_guard<std::mutex> lock(registry_mutex);
-  for (auto& [owner, trackers] : registry) {
-    if (auto alive = owner.lock(); alive.get() == &state) return *trackers;
-  }
-  fail(Code::InvalidState, "no trackers: call accel_state_init_trackers first");
-}
-
-const Trackers* find_trackers(const distributed::State& state) {
-  std::lock_guard<std::mutex> lock(registry_mutex);
-  for (auto& [owner, trackers] : registry) {
-    if (auto alive = owner.lock(); alive.get() == &state) return trackers.get();
-  }
-  return nullptr;
-}
-
-void finish_trackers(const distributed::State& state) {
-  std::lock_guard<std::mutex> lock(registry_mutex);
-  for (auto it = registry.begin(); it != registry.end(); ++it) {
-    if (auto alive = it->first.lock(); alive.get() == &state) {
-      registry.erase(it);
-      return;
-    }
-  }
 }
 
 }  // namespace accel::tracking

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "core/options.hpp"
-#include "distributed/state.hpp"
 #include "tracking/sink.hpp"
 
 namespace accel::tracking {
@@ -44,16 +43,5 @@ class Trackers {
   std::vector<std::unique_ptr<Sink>> sinks_;
   std::optional<int64_t> resumed_after_;
 };
-
-// The trackers of a process state (one set per state, as Accelerate keeps them on the Accelerator).
-void init_trackers(const std::shared_ptr<distributed::State>& state, const std::string& project_dir,
-                   const std::string& run_name, const std::string& config_json, const Options* options);
-// Throws Error(InvalidState) when init_trackers was not called (or the trackers were finished).
-Trackers& trackers_of(const distributed::State& state);
-// The state's trackers, or nullptr when init_trackers was not called (or they were finished). Valid until
-// the next init_trackers or finish_trackers of the state.
-const Trackers* find_trackers(const distributed::State& state);
-// Closes the files; logging needs a new init_trackers. Idempotent.
-void finish_trackers(const distributed::State& state);
 
 }  // namespace accel::tracking

@@ -3,7 +3,6 @@
 #include <ATen/ops/ones.h>
 
 #include <algorithm>
-#include <map>
 #include <set>
 
 #include "core/device.hpp"
@@ -12,19 +11,6 @@
 #include "train/clipping.hpp"
 
 namespace accel::train {
-
-namespace {
-std::mutex registry_mutex;
-std::map<const distributed::State*, std::weak_ptr<Accelerator>> registry;
-}  // namespace
-
-std::shared_ptr<Accelerator> Accelerator::of(const std::shared_ptr<distributed::State>& state) {
-  std::lock_guard<std::mutex> lock(registry_mutex);
-  if (auto existing = registry[state.get()].lock()) return existing;
-  std::shared_ptr<Accelerator> created(new Accelerator(state));
-  registry[state.get()] = created;
-  return created;
-}
 
 Accelerator::Accelerator(std::shared_ptr<distributed::State> state)
     : state_(std::move(state)), accumulation_steps_(state_->options().get_int("gradient_accumulation_steps")) {
@@ -57,6 +43,7 @@ void Accelerator::backward_with_items(const at::Tensor& loss, size_t num_items) 
 }
 
 void Accelerator::backward_divided(const at::Tensor& loss, double divisor) {
+  before_training();
   const timeline::Span span("backward");
   if (!loss.defined()) fail(Code::InvalidArgument, "backward: the loss is undefined");
   if (loss.numel() != 1) {
@@ -182,6 +169,7 @@ AcceleratedOptimizer::AcceleratedOptimizer(std::shared_ptr<Accelerator> accelera
 AcceleratedOptimizer::~AcceleratedOptimizer() { accelerator_->remove_optimizer(this); }
 
 void AcceleratedOptimizer::step() {
+  accelerator_->before_training();
   accelerator_->refuse_if_group_broken("optimizer step");
   if (!accelerator_->state()->sync_gradients()) return;
   {
@@ -246,15 +234,19 @@ void Accelerator::clip_grad_value(const Model& model, double clip_value) {
   clip_grad_value(parameters, clip_value);
 }
 
-std::shared_ptr<AcceleratedOptimizer> prepare_optimizer(const Model& model, const std::string& kind,
-                                                        const OptimizerConfig& config) {
-  const auto& state = model.state();
-  if (!state) fail(Code::InvalidState, "prepare the model (accel_state_prepare_model) before making its optimizer");
+std::shared_ptr<AcceleratedOptimizer> prepare_optimizer(const std::shared_ptr<Accelerator>& accelerator, const Model& model,
+                                                        const std::string& kind, const OptimizerConfig& config) {
+  if (!accelerator || !model.state()) {
+    fail(Code::InvalidState, "prepare the model (accel_state_prepare_model) before making its optimizer");
+  }
+  if (model.state() != accelerator->state()) {
+    fail(Code::InvalidArgument, "prepare optimizer: the model is prepared with another state than this accelerator's");
+  }
   auto settings = config;
   // A model of the caller's tensors keeps its gradient storage: the caller's tensors hold it as their grads.
   if (model.host_owned()) settings.zero_grad_to_none = false;
   auto optimizer = std::make_unique<Optimizer>(kind, model.trainable_parameters(), settings);
-  return std::make_shared<AcceleratedOptimizer>(Accelerator::of(state), std::move(optimizer));
+  return std::make_shared<AcceleratedOptimizer>(accelerator, std::move(optimizer));
 }
 
 std::unique_ptr<AcceleratedScheduler> prepare_scheduler(std::shared_ptr<AcceleratedOptimizer> optimizer,

@@ -1,4 +1,5 @@
-// The training half of Accelerate's Accelerator, one per process state: gradient accumulation and
+// The training half of Accelerate's Accelerator (the whole one is accelerator/accelerator.hpp's, which
+// owns this): gradient accumulation and
 // sync_gradients, backward with loss division and fp16 loss scaling, the accelerated optimizer and
 // scheduler (their steps follow sync_gradients and skipped fp16 steps), and gradient clipping.
 #pragma once
@@ -24,8 +25,9 @@ class AcceleratedOptimizer;
 
 class Accelerator {
  public:
-  // The accelerator of this process state (created on first use). Thread-safe.
-  static std::shared_ptr<Accelerator> of(const std::shared_ptr<distributed::State>& state);
+  // Reads the state's accumulation and fp16 scaler options. Several may share a state (each its own
+  // scaler and optimizers, as two Accelerate Accelerators in one process).
+  explicit Accelerator(std::shared_ptr<distributed::State> state);
 
   const std::shared_ptr<distributed::State>& state() const { return state_; }
   int64_t gradient_accumulation_steps() const { return accumulation_steps_; }
@@ -61,6 +63,13 @@ class Accelerator {
   double clip_grad_norm(const Model& model, double max_norm, double norm_type);
   void clip_grad_value(const Model& model, double clip_value);
 
+  // What its owner has to report before training goes on (a background save's failure): run at the start
+  // of backward, of an optimizer step and of each train step (train_step.hpp); may throw. Set before training, from one thread.
+  void set_before_training(std::function<void()> check) { before_training_ = std::move(check); }
+  void before_training() const {
+    if (before_training_) before_training_();
+  }
+
   GradScaler* scaler() { return scaler_.get(); }
   // The grad scaler for gradients whose optimizer is not accel's (a model of the caller's tensors):
   // the loss scale as a 0-dim float32 tensor on the state's device (a tensor of 1 without fp16 loss
@@ -76,7 +85,6 @@ class Accelerator {
   size_t optimizer_count() const;
 
  private:
-  explicit Accelerator(std::shared_ptr<distributed::State> state);
   void backward_divided(const at::Tensor& loss, double divisor);
   // Unscales, under fp16, each optimizer that holds one of `parameters` and is not unscaled yet this step.
   void unscale_owners(const std::vector<at::Tensor>& parameters);
@@ -88,12 +96,13 @@ class Accelerator {
   std::unique_ptr<GradScaler> scaler_;
   mutable std::mutex mutex_;
   std::vector<AcceleratedOptimizer*> optimizers_;
+  std::function<void()> before_training_;
   friend class AcceleratedOptimizer;
 };
 
 // Accelerate's AcceleratedOptimizer: step and zero_grad act only on sync steps; under fp16 the step is
-// skipped (and reported) when a gradient overflowed. step throws Error(InvalidState) once the process
-// group is broken.
+// skipped (and reported) when a gradient overflowed. step first runs the accelerator's before_training
+// (its failure is step's), and throws Error(InvalidState) once the process group is broken.
 class AcceleratedOptimizer {
  public:
   AcceleratedOptimizer(std::shared_ptr<Accelerator> accelerator, std::unique_ptr<Optimizer> optimizer);
@@ -133,10 +142,12 @@ class AcceleratedScheduler {
   bool step_with_optimizer_;
 };
 
-// Accelerate's prepare(optimizer): an optimizer of kind over the trainable parameters of a prepared model.
-// Throws Error(InvalidState) when the model is not prepared, and the Optimizer's errors.
-std::shared_ptr<AcceleratedOptimizer> prepare_optimizer(const Model& model, const std::string& kind,
-                                                        const OptimizerConfig& config);
+// Accelerate's prepare(optimizer): an optimizer of kind over the trainable parameters of a model prepared
+// with the accelerator's state. Throws Error(InvalidState) when the model is not prepared (accelerator null
+// or the model without a state), Error(InvalidArgument) when it was prepared with another state, and the
+// Optimizer's errors.
+std::shared_ptr<AcceleratedOptimizer> prepare_optimizer(const std::shared_ptr<Accelerator>& accelerator, const Model& model,
+                                                        const std::string& kind, const OptimizerConfig& config);
 // Accelerate's prepare(scheduler), for a named schedule or a multiplier function (LambdaLR).
 std::unique_ptr<AcceleratedScheduler> prepare_scheduler(std::shared_ptr<AcceleratedOptimizer> optimizer,
                                                         const std::string& name, const SchedulerConfig& config);

@@ -352,6 +352,7 @@ TrainStep::~TrainStep() = default;
 
 at::Tensor TrainStep::run(const std::vector<at::Tensor>& inputs, const NamedTensors& named_inputs, const at::Tensor& target) {
   auto& impl = *impl_;
+  impl.accelerator->before_training();
   for (size_t i = 0; i < inputs.size(); ++i) {
     require_argument(inputs[i].defined(), "train step: input " + std::to_string(i) + " is an undefined tensor");
   }
@@ -376,7 +377,6 @@ const std::string& TrainStep::eager_reason() const { return impl_->reason; }
 
 TrainStepStats TrainStep::stats() const { return impl_->stats; }
 
-distributed::State& TrainStep::state() const { return *impl_->accelerator->state(); }
 
 double train_step_figure(const TrainStepStats& stats, const std::string& name) {
   const std::pair<const char*, int64_t> figures[] = {{"steps", stats.steps},

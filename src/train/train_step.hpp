@@ -56,15 +56,14 @@ class TrainStep {
 
   // One step on a batch (host or device tensors; they are copied to the model's device). Returns the
   // loss, detached, a tensor of its own. target is ignored (may be undefined) for the loss "output".
-  // Errors: those of forward, the loss and backward, before any parameter changes.
+  // Errors: the accelerator's pending report (Accelerator::before_training: a background save's failure),
+  // those of forward, the loss and backward, before any parameter changes.
   at::Tensor run(const std::vector<at::Tensor>& inputs, const NamedTensors& named_inputs, const at::Tensor& target);
 
   // Why the last step did not replay a graph ("" when it did); the reason a step first runs eagerly for is
   // also written to standard error once.
   const std::string& eager_reason() const;
   TrainStepStats stats() const;
-  // The process state the model was prepared with.
-  distributed::State& state() const;
 
  private:
   struct Impl;

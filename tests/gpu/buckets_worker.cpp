@@ -33,6 +33,7 @@ at::Tensor my_rows(const at::Tensor& global) {
 double max_difference(const at::Tensor& a, const at::Tensor& b) { return (a.cpu() - b.cpu()).abs().max().item<double>(); }
 
 TEST(GpuBuckets, TheAveragedGradientsEqualOneProcessOnTheWholeBatch) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   ASSERT_EQ(state->device().rfind("cuda:", 0), 0u) << state->device();
   ASSERT_EQ(world(), 2);
   EXPECT_EQ(state->backend(), "gloo");
@@ -53,7 +54,6 @@ TEST(GpuBuckets, TheAveragedGradientsEqualOneProcessOnTheWholeBatch) {
   // the gradients would be had no all-reduce happened).
   auto whole = load_mlp("gpu_buckets_whole");
   auto half = load_mlp("gpu_buckets_half");
-  auto accelerator = Accelerator::of(state);
 
   at::manual_seed(11);  // the same batches on every rank
   for (int step = 0; step < 3; ++step) {

@@ -49,7 +49,7 @@ at::Tensor output_of(Model& model, const at::Tensor& x) { return model.forward({
 
 // A data-parallel backward of the MSE on this rank's rows of step `seed`.
 void backward_step(Model& model, int64_t seed) {
-  auto accelerator = Accelerator::of(state);
+  auto accelerator = std::make_shared<Accelerator>(state);
   accelerator->accumulate();
   accelerator->backward(at::mse_loss(output_of(model, rows(seed, 8)), rows(seed + 1000, 4)));
 }

@@ -61,12 +61,13 @@ CallerModel caller_copy_of(const Model& reference, const PrepareConfig& prepare 
   return caller;
 }
 
-std::shared_ptr<AcceleratedOptimizer> optimizer_for(const Model& model, const std::string& kind) {
+std::shared_ptr<AcceleratedOptimizer> optimizer_for(const std::shared_ptr<Accelerator>& accelerator, const Model& model,
+                                                   const std::string& kind) {
   OptimizerConfig config;
   config.lr = kind == "sgd" ? 0.05 : 0.01;
   config.momentum = kind == "sgd" ? 0.9 : 0.0;
   config.weight_decay = 0.01;
-  return prepare_optimizer(model, kind, config);
+  return prepare_optimizer(accelerator, model, kind, config);
 }
 
 at::Tensor my_rows(const at::Tensor& global) {
@@ -85,14 +86,14 @@ void expect_same_weights(const Model& script, const CallerModel& caller) {
 // 20 steps of the same MLP, same data: accel running a TorchScript model, and the caller running its own
 // tensors with accel's gradient sync and optimizer. Bit for bit the same weights, for SGD (momentum) and AdamW.
 TEST(HostModel, TrainsToTheWeightsOfTheSameTorchScriptModel) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   for (const std::string kind : {"sgd", "adamw"}) {
     SCOPED_TRACE(kind);
     auto script = load_mlp("host_script_" + kind);
     script->prepare(state, PrepareConfig{});
     auto caller = caller_copy_of(*script);
-    auto accelerator = Accelerator::of(state);
-    auto script_optimizer = optimizer_for(*script, kind);
-    auto caller_optimizer = optimizer_for(*caller.model, kind);
+    auto script_optimizer = optimizer_for(accelerator, *script, kind);
+    auto caller_optimizer = optimizer_for(accelerator, *caller.model, kind);
     at::manual_seed(7);
     const auto inputs = at::randn({20, 4 * world(), 8});
     const auto targets = at::randn({20, 4 * world(), 4});
@@ -119,8 +120,8 @@ TEST(HostModel, TrainsToTheWeightsOfTheSameTorchScriptModel) {
 
 // With several processes the storage is the gradient bucket itself: nothing is copied in or out.
 TEST(HostModel, GradientStorageIsTheBucket) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   auto caller = caller_copy_of(*load_mlp("host_bucket"));
-  auto accelerator = Accelerator::of(state);
   accelerator->accumulate();
   caller.model->begin_forward(true);
   caller.backward(at::randn({4, 4}).mul(caller.forward(at::randn({4, 8}))).sum());
@@ -136,9 +137,9 @@ TEST(HostModel, GradientStorageIsTheBucket) {
 
 // Inside no_sync the gradients only add up on each rank; the next synchronising backward averages the sum.
 TEST(HostModel, NoSyncAccumulatesLocallyUntilTheNextSynchronisingBackward) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   auto script = load_mlp("host_no_sync");
   auto caller = caller_copy_of(*script);
-  auto accelerator = Accelerator::of(state);
   at::manual_seed(11 + rank());  // each rank its own batches
   const auto x1 = at::randn({4, 8}), x2 = at::randn({4, 8});
   accelerator->no_sync_begin(*caller.model);
@@ -169,13 +170,13 @@ TEST(HostModel, NoSyncAccumulatesLocallyUntilTheNextSynchronisingBackward) {
 // A parameter the caller's backward never reached (never marked) is named, unless find_unused_parameters;
 // with it, one no rank used keeps its gradient as it was (its storage: zeros here).
 TEST(HostModel, AnUnmarkedParameterIsNamedUnlessFindUnusedParameters) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   if (world() == 1) GTEST_SKIP() << "one process has no gradient sync";
   for (const bool find_unused : {false, true}) {
     SCOPED_TRACE(find_unused ? "find_unused_parameters" : "default");
     PrepareConfig prepare;
     prepare.reducer.find_unused_parameters = find_unused;
     auto caller = caller_copy_of(*load_mlp(find_unused ? "host_unused_found" : "host_unused"), prepare);
-    auto accelerator = Accelerator::of(state);
     accelerator->accumulate();
     caller.model->begin_forward(true);
     // A forward that skips the first layer, as a mixture of experts skips an expert: w1 gets no gradient.

@@ -73,13 +73,13 @@ struct Trained {
   std::unique_ptr<Optimizer> reference_optimizer;
 };
 
-Trained trained(const std::string& tag, const std::string& kind, const OptimizerConfig& config,
-                const PrepareConfig& prepare = {}) {
+Trained trained(const std::shared_ptr<Accelerator>& accelerator, const std::string& tag, const std::string& kind,
+                const OptimizerConfig& config, const PrepareConfig& prepare = {}) {
   Trained made;
   made.model = load_mlp(tag);
   made.model->prepare(state, prepare);
   made.reference = load_mlp(tag + "_reference");
-  made.optimizer = std::make_unique<AcceleratedOptimizer>(Accelerator::of(state),
+  made.optimizer = std::make_unique<AcceleratedOptimizer>(accelerator,
                                                           std::make_unique<Optimizer>(kind, trainable(*made.model), config));
   made.reference_optimizer = std::make_unique<Optimizer>(kind, trainable(*made.reference), config);
   return made;
@@ -92,13 +92,13 @@ struct Scheduled {
   std::unique_ptr<AcceleratedScheduler> scheduler;
 };
 
-Scheduled linear_schedule(const std::string& tag) {
+Scheduled linear_schedule(const std::shared_ptr<Accelerator>& accelerator, const std::string& tag) {
   Scheduled made;
   made.model = load_mlp(tag);
   made.model->prepare(state, PrepareConfig{});
   OptimizerConfig config;
   config.lr = 1.0;
-  made.optimizer = std::make_shared<AcceleratedOptimizer>(Accelerator::of(state),
+  made.optimizer = std::make_shared<AcceleratedOptimizer>(accelerator,
                                                           std::make_unique<Optimizer>("sgd", trainable(*made.model), config));
   SchedulerConfig schedule;
   schedule.total_steps = 20;
@@ -112,7 +112,7 @@ void expect_gold_equivalence(const std::string& kind, const OptimizerConfig& con
   auto parallel = load_mlp("gold_" + kind);
   parallel->prepare(state, PrepareConfig{});
   auto reference = load_mlp("gold_reference_" + kind);
-  auto accelerator = Accelerator::of(state);
+  auto accelerator = std::make_shared<Accelerator>(state);
   AcceleratedOptimizer optimizer(accelerator, std::make_unique<Optimizer>(kind, trainable(*parallel), config));
   Optimizer reference_optimizer(kind, trainable(*reference), config);
   at::manual_seed(123);
@@ -180,11 +180,11 @@ bool in_accel_shared_memory(const void* address) {
 // With the shared-memory transport the buckets are reduced where they are: with gradient_as_bucket_view
 // the averaged gradients are views into them, so they must lie in the segment (with Gloo, in no segment).
 TEST(Ddp, BucketsLiveInSharedMemoryExactlyWhenAllReducesGoThroughIt) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   auto model = load_mlp("resident");
   PrepareConfig config;
   config.reducer.gradient_as_bucket_view = true;
   model->prepare(state, config);
-  auto accelerator = Accelerator::of(state);
   accelerator->accumulate();
   at::manual_seed(3);
   accelerator->backward(output_of(*model, at::randn({4, 8})).sum());
@@ -207,10 +207,10 @@ TEST(Ddp, BucketSegmentsGoWithTheirModel) {
 }
 
 TEST(Ddp, ClipGradNormEqualsTheNormComputedByHand) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   auto parallel = load_mlp("clip");
   parallel->prepare(state, PrepareConfig{});
   auto reference = load_mlp("clip_reference");
-  auto accelerator = Accelerator::of(state);
   at::manual_seed(7);
   const auto x = at::randn({4 * world(), 8});
   const auto y = at::randn({4 * world(), 4});
@@ -230,9 +230,9 @@ TEST(Ddp, ClipGradNormEqualsTheNormComputedByHand) {
 }
 
 TEST(Ddp, AParameterWithoutGradientIsNamedUnlessFindUnusedParameters) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   auto model = Model::load_file(tiny_models::mlp_with_unused_parameter(tiny_models::temp_file("unused.pt")));
   model->prepare(state, PrepareConfig{});
-  auto accelerator = Accelerator::of(state);
   accelerator->accumulate();
   try {
     accelerator->backward(output_of(*model, at::randn({2, 8})).sum());
@@ -257,6 +257,7 @@ TEST(Ddp, AParameterWithoutGradientIsNamedUnlessFindUnusedParameters) {
 // bucket, reduced once; one optimizer entry; counted once by clip_grad_norm; and two processes train it
 // as one process does on the global batch, the tie holding throughout.
 TEST(Ddp, TiedWeightsAreOneParameterEverywhere) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   auto parallel = Model::load_file(tiny_models::tied(tiny_models::temp_file("tied_parallel.pt")));
   auto reference = Model::load_file(tiny_models::tied(tiny_models::temp_file("tied_reference.pt")));
   std::vector<std::string> names;
@@ -266,7 +267,6 @@ TEST(Ddp, TiedWeightsAreOneParameterEverywhere) {
   std::vector<std::string> bucketed;
   for (const auto& bucket : parallel->bucket_names()) bucketed.insert(bucketed.end(), bucket.begin(), bucket.end());
   EXPECT_EQ(bucketed, (std::vector<std::string>{"b1", "w1"}));
-  auto accelerator = Accelerator::of(state);
   OptimizerConfig config;
   config.lr = 0.05;
   config.momentum = 0.9;
@@ -307,11 +307,11 @@ TEST(Ddp, TiedWeightsAreOneParameterEverywhere) {
 // sum when only no_sync backwards used it); one that some ranks used gets the average, the others giving
 // zeros.
 TEST(Ddp, UnusedParametersKeepTheirGradientUnlessSomeRankUsedThem) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   auto model = Model::load_file(tiny_models::mlp_with_unused_parameter(tiny_models::temp_file("unused_by_all.pt")));
   PrepareConfig config;
   config.reducer.find_unused_parameters = true;
   model->prepare(state, config);
-  auto accelerator = Accelerator::of(state);
   const at::Tensor& unused = field_named(model->named_parameters(), "unused", "the model");
   accelerator->accumulate();
   accelerator->backward(output_of(*model, at::randn({2, 8})).sum());
@@ -338,9 +338,9 @@ TEST(Ddp, UnusedParametersKeepTheirGradientUnlessSomeRankUsedThem) {
 // as in DDP 1.13: at the first micro-step of an accumulation window, never later inside no_sync, and in
 // the first evaluation after training (the training forward after that evaluation then sends none).
 TEST(Ddp, BuffersAreBroadcastOnlyAfterASynchronisingForward) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   auto model = Model::load_file(tiny_models::mlp_with_running_mean(tiny_models::temp_file("running_mean.pt")));
   model->prepare(state, PrepareConfig{});
-  auto accelerator = Accelerator::of(state);
   const at::Tensor& running_mean = field_named(model->named_buffers(), "running_mean", "the model");
   auto* group = state->group("count");
   at::manual_seed(31 + rank());  // each rank its own batches, so that the running means part
@@ -380,13 +380,13 @@ TEST(Ddp, BuffersAreBroadcastOnlyAfterASynchronisingForward) {
 // gradient_as_bucket_view: the averaged gradients are the buckets' memory (two parameters of one bucket
 // share a storage), and training still equals one process on the global batch.
 TEST(Ddp, GradientsAsBucketViewsShareTheBucketAndTrainTheSame) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   PrepareConfig prepare;
   prepare.reducer.gradient_as_bucket_view = true;
   OptimizerConfig config;
   config.lr = 0.05;
   config.momentum = 0.9;
-  auto parallel = trained("bucket_view", "sgd", config, prepare);
-  auto accelerator = Accelerator::of(state);
+  auto parallel = trained(accelerator, "bucket_view", "sgd", config, prepare);
   at::manual_seed(17);
   for (int64_t step = 0; step < 5; ++step) {
     const auto x = at::randn({4 * world(), 8});
@@ -407,11 +407,11 @@ TEST(Ddp, GradientsAsBucketViewsShareTheBucketAndTrainTheSame) {
 // static_graph: a parameter no backward reaches is allowed without find_unused_parameters; a backward that
 // leaves other parameters without gradient than the first one did is an error naming both sets.
 TEST(Ddp, StaticGraphAllowsTheSameUnusedParametersEveryTime) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   PrepareConfig prepare;
   prepare.reducer.static_graph = true;
   auto model = Model::load_file(tiny_models::mlp_with_unused_parameter(tiny_models::temp_file("static.pt")));
   model->prepare(state, prepare);
-  auto accelerator = Accelerator::of(state);
   for (int step = 0; step < 3; ++step) {
     accelerator->accumulate();
     accelerator->backward(output_of(*model, at::randn({2, 8})).sum());
@@ -432,10 +432,10 @@ TEST(Ddp, StaticGraphAllowsTheSameUnusedParametersEveryTime) {
 // no_sync as a scope: a backward inside it starts no all-reduce and leaves each rank its own gradient; the
 // next synchronising backward averages the sum, exactly as one process summing both full-batch gradients.
 TEST(Ddp, NoSyncScopeAccumulatesLocallyUntilTheNextSyncedBackward) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   auto parallel = load_mlp("no_sync");
   parallel->prepare(state, PrepareConfig{});
   auto reference = load_mlp("no_sync_reference");
-  auto accelerator = Accelerator::of(state);
   at::manual_seed(23);
   const auto x1 = at::randn({4 * world(), 8}), y1 = at::randn({4 * world(), 4});
   const auto x2 = at::randn({4 * world(), 8}), y2 = at::randn({4 * world(), 4});
@@ -464,8 +464,8 @@ TEST(Ddp, NoSyncScopeAccumulatesLocallyUntilTheNextSyncedBackward) {
 }
 
 TEST(Ddp, SchedulerStepsOncePerProcessAfterEachOptimizerStep) {
-  auto scheduled = linear_schedule("scheduler");
-  auto accelerator = Accelerator::of(state);
+  auto accelerator = std::make_shared<Accelerator>(state);
+  auto scheduled = linear_schedule(accelerator, "scheduler");
   accelerator->accumulate();
   accelerator->backward(output_of(*scheduled.model, at::randn({2, 8})).sum());
   scheduled.optimizer->step();
@@ -498,7 +498,7 @@ TEST(SchedulerRule, TheScheduleMovesByTheProcessCountUnlessSplitBatches) {
     SCOPED_TRACE("split_batches=" + std::to_string(split) + " processes=" + std::to_string(world()));
     auto model = load_mlp("scheduler_rule");
     model->prepare(state, PrepareConfig{});
-    auto accelerator = Accelerator::of(state);
+    auto accelerator = std::make_shared<Accelerator>(state);
     OptimizerConfig config;
     config.lr = 0.1;
     auto optimizer = std::make_shared<AcceleratedOptimizer>(accelerator, std::make_unique<Optimizer>("sgd", trainable(*model), config));
@@ -530,7 +530,7 @@ TEST(SchedulerRule, AMetricIsCountedOncePerProcessUnlessSplitBatches) {
     SCOPED_TRACE("split_batches=" + std::to_string(split) + " processes=" + std::to_string(world()));
     auto model = load_mlp("scheduler_rule_metric");
     model->prepare(state, PrepareConfig{});
-    auto accelerator = Accelerator::of(state);
+    auto accelerator = std::make_shared<Accelerator>(state);
     OptimizerConfig config;
     config.lr = 0.1;
     auto optimizer = std::make_shared<AcceleratedOptimizer>(accelerator, std::make_unique<Optimizer>("sgd", trainable(*model), config));
@@ -557,8 +557,9 @@ TEST(SchedulerRule, AMetricIsCountedOncePerProcessUnlessSplitBatches) {
 // With ACCEL_STEP_SCHEDULER_WITH_OPTIMIZER=0 (and 2 accumulation steps, 2 processes): the schedule moves one
 // step per call of step(), on micro-batches that do not sync as on those that do, never num_processes.
 TEST(SchedulerPerCall, EveryCallIsOneStepWhateverTheOptimizerDid) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   ASSERT_FALSE(state->options().get_bool("step_scheduler_with_optimizer"));
-  auto scheduled = linear_schedule("scheduler_per_call");
+  auto scheduled = linear_schedule(accelerator, "scheduler_per_call");
   state->gradient_state().set_step(0);
   for (int64_t call = 1; call <= 5; ++call) {
     train_micro_batch(*scheduled.model, *scheduled.optimizer, *scheduled.scheduler);
@@ -569,10 +570,10 @@ TEST(SchedulerPerCall, EveryCallIsOneStepWhateverTheOptimizerDid) {
 
 // The reference 2.4 schedule: 5 batches, 2 accumulation steps → sync F, T, F, T, T, no all-reduce when F.
 TEST(Accumulation, SyncPatternFollowsTheLoaderAndSkipsAllReduces) {
-  ASSERT_EQ(Accelerator::of(state)->gradient_accumulation_steps(), 2);
+  auto accelerator = std::make_shared<Accelerator>(state);
+  ASSERT_EQ(accelerator->gradient_accumulation_steps(), 2);
   auto model = load_mlp("pattern");
   model->prepare(state, PrepareConfig{});
-  auto accelerator = Accelerator::of(state);
   auto dataset = std::make_shared<data::TensorDataset>(NamedTensors{{"x", at::randn({10 * world(), 8})}});
   data::LoaderConfig config;
   config.batch_size = 2;
@@ -595,9 +596,9 @@ TEST(Accumulation, SyncPatternFollowsTheLoaderAndSkipsAllReduces) {
 
 // With ACCEL_SYNC_EACH_BATCH=1 as well: sync_gradients keeps its pattern, but every backward all-reduces.
 TEST(SyncEachBatch, EveryBackwardAllReducesWhileTheOptimizerStillAccumulates) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   auto model = load_mlp("sync_each_batch");
   model->prepare(state, PrepareConfig{});
-  auto accelerator = Accelerator::of(state);
   state->gradient_state().set_step(0);
   std::vector<bool> pattern;
   for (int step = 0; step < 4; ++step) {
@@ -611,15 +612,15 @@ TEST(SyncEachBatch, EveryBackwardAllReducesWhileTheOptimizerStillAccumulates) {
 }
 
 TEST(Accumulation, MicroBatchesEqualOneBatchTwiceAsLarge) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   OptimizerConfig config;
   config.lr = 0.1;
   config.momentum = 0.9;
-  auto trainee = trained("accumulate", "sgd", config);
+  auto trainee = trained(accelerator, "accumulate", "sgd", config);
   auto& parallel = trainee.model;
   auto& reference = trainee.reference;
   auto& optimizer = *trainee.optimizer;
   auto& reference_optimizer = *trainee.reference_optimizer;
-  auto accelerator = Accelerator::of(state);
   at::manual_seed(5);
   state->gradient_state().set_step(0);
   for (int64_t step = 0; step < 6; ++step) {
@@ -641,12 +642,12 @@ TEST(Accumulation, MicroBatchesEqualOneBatchTwiceAsLarge) {
 // Two models and two optimizers in one accelerator, accumulating over both (2 processes, 2 micro-batches a
 // step): each trains as one process on the whole batch would.
 TEST(Accumulation, TwoModelsAndTwoOptimizersAccumulateTogether) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   OptimizerConfig config;
   config.lr = 0.1;
   config.momentum = 0.9;
-  auto first = trained("two_first", "sgd", config);
-  auto second = trained("two_second", "adam", config);
-  auto accelerator = Accelerator::of(state);
+  auto first = trained(accelerator, "two_first", "sgd", config);
+  auto second = trained(accelerator, "two_second", "adam", config);
   at::manual_seed(31);
   state->gradient_state().set_step(0);
   for (int64_t step = 0; step < 4; ++step) {
@@ -677,14 +678,14 @@ TEST(Accumulation, TwoModelsAndTwoOptimizersAccumulateTogether) {
 // has 1 + 2r + 3m rows): backward_with_items, given the global item count, trains exactly as one process
 // on the whole batch with the mean loss; plain backward (each micro-batch's mean weighing the same) does not.
 TEST(Accumulation, ItemCountNormalisationEqualsTheFullBatchMean) {
-  const int64_t accumulation = Accelerator::of(state)->gradient_accumulation_steps();
+  auto accelerator = std::make_shared<Accelerator>(state);
+  const int64_t accumulation = accelerator->gradient_accumulation_steps();
   ASSERT_EQ(accumulation, 2);
   auto by_items = load_mlp("items");
   by_items->prepare(state, PrepareConfig{});
   auto by_means = load_mlp("items_means");
   by_means->prepare(state, PrepareConfig{});
   auto reference = load_mlp("items_reference");
-  auto accelerator = Accelerator::of(state);
   OptimizerConfig config;
   config.lr = 0.5;
   AcceleratedOptimizer items_optimizer(accelerator, std::make_unique<Optimizer>("sgd", trainable(*by_items), config));
@@ -733,9 +734,9 @@ TEST(Accumulation, ItemCountNormalisationEqualsTheFullBatchMean) {
 // One process, ACCEL_MIXED_PRECISION=fp16 with ACCEL_INIT_SCALE=1024, ACCEL_GROWTH_FACTOR=4,
 // ACCEL_BACKOFF_FACTOR=0.25 and ACCEL_GROWTH_INTERVAL=3: GradScalerKwargs reach the scaler.
 TEST(GradScalerKwargs, TheStateSettingsDriveTheScale) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   auto model = load_mlp("scaler_kwargs");
   model->prepare(state, PrepareConfig{});
-  auto accelerator = Accelerator::of(state);
   ASSERT_NE(accelerator->scaler(), nullptr);
   AcceleratedOptimizer optimizer(accelerator, std::make_unique<Optimizer>("sgd", trainable(*model), OptimizerConfig{}));
   EXPECT_EQ(optimizer.loss_scale(), 1024.0);
@@ -778,9 +779,9 @@ TEST(RngTypes, TorchsGeneratorIsRankZerosOnceAnEpochStarts) {
 
 // One process, ACCEL_MIXED_PRECISION=fp16: the scaler of reference section 7 drives the optimizer.
 TEST(Fp16, AnOverflowSkipsTheStepHalvesTheScaleAndFreezesTheScheduler) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   auto model = load_mlp("fp16");
   model->prepare(state, PrepareConfig{});
-  auto accelerator = Accelerator::of(state);
   ASSERT_NE(accelerator->scaler(), nullptr);
   OptimizerConfig config;
   config.lr = 0.01;
@@ -817,14 +818,14 @@ TEST(Fp16, AnOverflowSkipsTheStepHalvesTheScaleAndFreezesTheScheduler) {
 // only its step; each step updates the scale. Scaling by powers of two is exact, so every step that is not
 // skipped moves the weights exactly as unscaled fp32 training does.
 TEST(Fp16, TwoModelsAndTwoOptimizersAreScaledApart) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   OptimizerConfig sgd;
   sgd.lr = 0.05;
   sgd.momentum = 0.9;
   OptimizerConfig adamw;
   adamw.lr = 0.01;
-  auto generator = trained("gan_generator", "sgd", sgd);
-  auto discriminator = trained("gan_discriminator", "adamw", adamw);
-  auto accelerator = Accelerator::of(state);
+  auto generator = trained(accelerator, "gan_generator", "sgd", sgd);
+  auto discriminator = trained(accelerator, "gan_discriminator", "adamw", adamw);
   const double scale_before = accelerator->scaler()->get_scale();
   at::manual_seed(29);
   for (int step = 0; step < 5; ++step) {
@@ -857,6 +858,7 @@ TEST(Fp16, TwoModelsAndTwoOptimizersAreScaledApart) {
 // One process, ACCEL_MIXED_PRECISION=bf16: forward runs under CPU autocast, outputs come back as fp32
 // unless asked otherwise, and training still works.
 TEST(Bf16, ForwardRunsInBfloat16AndReturnsFloat32) {
+  auto accelerator = std::make_shared<Accelerator>(state);
   auto model = load_mlp("bf16");
   model->prepare(state, PrepareConfig{});
   auto reference = load_mlp("bf16_reference");
@@ -876,7 +878,6 @@ TEST(Bf16, ForwardRunsInBfloat16AndReturnsFloat32) {
   keep.keep_low_precision_outputs = true;
   raw->prepare(state, keep);
   EXPECT_EQ(output_of(*raw, x).scalar_type(), at::kBFloat16);
-  auto accelerator = Accelerator::of(state);
   EXPECT_EQ(accelerator->scaler(), nullptr);
   accelerator->accumulate();
   accelerator->backward(at::mse_loss(output, at::zeros_like(output)));

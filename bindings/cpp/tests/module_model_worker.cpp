@@ -105,6 +105,28 @@ TEST(ModuleModel, AutogradAccumulatesIntoAccelsStorageAndEveryGradientIsTheAvera
   }
 }
 
+// Accelerate's backward divides the loss by gradient_accumulation_steps: N micro-batches of the same batch
+// accumulate to the gradient of one (run with N = 3 by cpp.module_model_accumulation.np2).
+TEST(ModuleModel, BackwardDividesByTheAccumulationSteps) {
+  Net net = make_net(9);
+  accel::ModuleModel model(*state, *net);
+  at::manual_seed(31 + rank());
+  const auto x = at::randn({4, 6}), y = at::randn({4, 3});
+  const auto expected = averaged_gradients(9, x, y);
+  const int64_t steps = state->gradient_accumulation_steps();
+  for (int64_t micro = 1; micro <= steps; ++micro) {
+    state->accumulate();
+    EXPECT_EQ(state->sync_gradients(), micro == steps) << "micro-batch " << micro;
+    model.begin_forward();
+    model.backward(at::mse_loss(net->forward(x), y));
+  }
+  const auto parameters = net->parameters();
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    EXPECT_TRUE(parameters[i].grad().allclose(expected[i], 1e-5, 1e-6))
+        << "parameter " << i << " after " << steps << " micro-batches is not one batch's average gradient";
+  }
+}
+
 TEST(ModuleModel, AGradientSetToNoneIsCopiedBackIntoTheStorage) {
   Net net = make_net(8);
   accel::ModuleModel model(*state, *net);

@@ -184,7 +184,8 @@ class Accelerator(Handle):
                 self._model_settings = handler.options()
             else:
                 raise TypeError(f"unsupported kwargs handler {type(handler).__name__}")
-        # Kept: the library has no getter for gradient_accumulation_steps; these options resolve it.
+        # Kept: the settings the library has no getter for (step_scheduler_with_optimizer, rng_types, ...)
+        # are read back from what these options resolve to.
         self._state_options = Options(settings)
         out = ffi.new("accel_state_t **")
         check(lib.accel_state_new(out, self._state_options.pointer))
@@ -258,7 +259,7 @@ class Accelerator(Handle):
 
     @property
     def gradient_accumulation_steps(self):
-        return int(resolved_value(self._state_options, "state", "gradient_accumulation_steps"))
+        return int(lib.accel_state_gradient_accumulation_steps(self.pointer))
 
     @property
     def state(self):

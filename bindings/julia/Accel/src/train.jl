@@ -8,6 +8,9 @@ accumulate!(state::State) = @check ccall((:accel_state_accumulate, libaccel), Ci
 """Whether the current step synchronises gradients and steps the optimizer."""
 sync_gradients(state::State) = ccall((:accel_state_sync_gradients, libaccel), Cint, (Ptr{accel_state_t},), state) != 0
 
+"""The state's gradient_accumulation_steps: what backward! divides the loss by."""
+gradient_accumulation_steps(state::State) = ccall((:accel_state_gradient_accumulation_steps, libaccel), Int64, (Ptr{accel_state_t},), state)
+
 """Backward of loss / gradient_accumulation_steps (scaled under fp16)."""
 backward!(state::State, loss::Tensor) = @check ccall((:accel_state_backward, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_tensor_t}), state, loss)
 

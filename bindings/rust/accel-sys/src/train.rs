@@ -6,6 +6,7 @@ use crate::{accel_model_t, accel_state_t, accel_tensor_t};
 extern "C" {
     pub fn accel_state_accumulate(state: *mut accel_state_t) -> c_int;
     pub fn accel_state_sync_gradients(state: *const accel_state_t) -> c_int;
+    pub fn accel_state_gradient_accumulation_steps(state: *const accel_state_t) -> i64;
     pub fn accel_state_backward(state: *mut accel_state_t, loss: *const accel_tensor_t) -> c_int;
     pub fn accel_state_backward_with_items(state: *mut accel_state_t, loss: *const accel_tensor_t, num_items: usize) -> c_int;
     pub fn accel_state_no_sync_begin(state: *mut accel_state_t, model: *mut accel_model_t) -> c_int;

@@ -21,6 +21,11 @@ impl State {
         one_at_a_time(|| unsafe { sys::accel_state_sync_gradients(self.as_ptr()) != 0 })
     }
 
+    /// The state's gradient_accumulation_steps: what backward divides the loss by.
+    pub fn gradient_accumulation_steps(&self) -> i64 {
+        one_at_a_time(|| unsafe { sys::accel_state_gradient_accumulation_steps(self.as_ptr()) })
+    }
+
     /// Backward of loss / gradient_accumulation_steps (scaled under fp16); gradients averaged over the
     /// ranks on a sync step.
     pub fn backward(&self, loss: &Tensor) -> Result<()> {

@@ -88,6 +88,7 @@ fn training_lowers_the_loss_and_is_tracked_and_saved() {
         compute_loss("cross_entropy", &logits, &y, None).unwrap().to_vec::<f32>().unwrap()[0]
     };
     let before = loss_of(&model);
+    assert_eq!(state.gradient_accumulation_steps(), 1, "every step synchronises below");
     model.set_training(true).unwrap();
     assert!(model.is_training());
     let mut step = 0;
