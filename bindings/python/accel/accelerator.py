@@ -7,9 +7,11 @@ synchronise, and the collectives combine tensors across the ranks.
 import contextlib
 import enum
 import io
+import itertools
 import json
 import os
 import pickle
+import shutil
 import sys
 
 import numpy as np
@@ -194,6 +196,8 @@ class Accelerator(Handle):
                                  "device_placement": device_placement}
         self._models, self._loaders, self._optimizers, self._schedulers = [], [], [], []
         self._custom_objects = []  # register_for_checkpointing's, in registration order
+        self._save_state_pre_hooks, self._load_state_pre_hooks = {}, {}  # handle id -> hook, in registration order
+        self._trigger = False  # set_trigger's flag until check_trigger reads it
         self._checkpoint_callbacks = Callbacks()  # their save and load callbacks, alive as long as self
         self._torch_objects = None  # accel._torch_objects.TorchObjects, once a torch object is prepared
         self._active_loaders = []  # prepared torch DataLoaders in an epoch, innermost last
@@ -779,10 +783,12 @@ class Accelerator(Handle):
 
     # --- checkpoints: every object prepared by this accelerator, in preparation order -------------------
 
-    def _prepared_arrays(self):
-        """The prepared objects as the C arrays accel_state_save_state and load_state take, with counts."""
+    def _prepared_arrays(self, models=None):
+        """The prepared objects as the C arrays accel_state_save_state and load_state take, with counts;
+        models: the accel Models to carry when not all (a pre-hook took some out)."""
         arguments = []
-        for objects, array_type in ((self._models, "accel_model_t *[]"), (self._optimizers, "accel_optimizer_t *[]"),
+        models = self._models if models is None else models
+        for objects, array_type in ((models, "accel_model_t *[]"), (self._optimizers, "accel_optimizer_t *[]"),
                                     (self._schedulers, "accel_scheduler_t *[]"), (self._loaders, "accel_loader_t *[]")):
             arguments += [ffi.new(array_type, [prepared.pointer for prepared in objects]), len(objects)]
         return arguments
@@ -795,7 +801,15 @@ class Accelerator(Handle):
         Call it on every process: under `if accelerator.is_main_process:` it fails on every rank within
         seconds ("collectives out of step") rather than hanging until the timeout."""
         directory = ffi.NULL if output_dir is None else str(output_dir).encode()
-        check(lib.accel_state_save_state(self.pointer, directory, *self._prepared_arrays()), self._checkpoint_callbacks)
+        if not self._save_state_pre_hooks:
+            check(lib.accel_state_save_state(self.pointer, directory, *self._prepared_arrays()),
+                  self._checkpoint_callbacks)
+            return
+        hook_files = _HookFiles(self, output_dir)
+        models = self._models_after_save_hooks(hook_files.directory)
+        with hook_files:
+            check(lib.accel_state_save_state(self.pointer, directory, *self._prepared_arrays(models)),
+                  self._checkpoint_callbacks)
 
     def save_state_async(self, output_dir=None):
         """save_state in the background: the objects are captured before it returns (the models' tensors
@@ -804,6 +818,9 @@ class Accelerator(Handle):
         flight is waited for first. A failure in the background is raised once, by the next save_state,
         save_state_async, load_state or wait_for_save (which wait for it), or by backward or an optimizer
         step, which then do nothing else; the previous checkpoint stays."""
+        if self._save_state_pre_hooks:
+            raise ValueError("save_state pre-hooks run with save_state only: the files they write join a "
+                             "checkpoint once it is in place, which save_state_async does later")
         directory = ffi.NULL if output_dir is None else str(output_dir).encode()
         check(lib.accel_state_save_state_async(self.pointer, directory, *self._prepared_arrays()),
               self._checkpoint_callbacks)
@@ -817,7 +834,60 @@ class Accelerator(Handle):
         into the objects prepared in the same order; everything is checked first, so on an error nothing
         has changed."""
         directory = ffi.NULL if input_dir is None else str(input_dir).encode()
-        check(lib.accel_state_load_state(self.pointer, directory, *self._prepared_arrays()), self._checkpoint_callbacks)
+        models = self._models_after_load_hooks(input_dir)
+        check(lib.accel_state_load_state(self.pointer, directory, *self._prepared_arrays(models)),
+              self._checkpoint_callbacks)
+
+    def register_save_state_pre_hook(self, hook):
+        """Accelerate's register_save_state_pre_hook: save_state first calls hook(models, weights,
+        output_dir), models being the prepared models in preparation order (a torch module as the user made
+        it, or an accel.Model) and weights their state_dicts. A model whose entry the hook removes from
+        weights (weights.pop(), when it saves the model its own way) is left out of the checkpoint, as
+        Accelerate leaves it out; load it back with a load_state pre-hook that removes it from models.
+        Editing a state_dict in place changes nothing saved: the model's tensors are. output_dir is a folder
+        beside the checkpoint ("<folder>.hook_files"): what the hooks write there is moved into the
+        checkpoint once it is in place (the checkpoint itself goes into place whole, so it cannot be written
+        into before); a name that clashes with a checkpoint file is a ValueError. The hooks need save_state's
+        output_dir (ValueError without one: the numbered folder is named by the library) and do not run with
+        save_state_async (ValueError). Returns a handle whose remove() unregisters the hook."""
+        return _HookHandle(self._save_state_pre_hooks, hook)
+
+    def register_load_state_pre_hook(self, hook):
+        """Accelerate's register_load_state_pre_hook: load_state first calls hook(models, input_dir); a model
+        the hook removes from models (models.pop(), when it loads the model its own way) is not restored from
+        the checkpoint. Needs an input_dir, as the save hooks. Returns a handle whose remove() unregisters it."""
+        return _HookHandle(self._load_state_pre_hooks, hook)
+
+    def _user_models(self):
+        """The prepared models as the user knows them (a torch module for a prepared nn.Module)."""
+        hosted = {id(h.model): h.module for h in (self._torch_objects.hosted if self._torch_objects else [])}
+        return [hosted.get(id(model), model) for model in self._models]
+
+    def _kept_models(self, models, remaining, what):
+        """The accel Models whose entries (by identity) are still in remaining, in preparation order."""
+        kept = {id(entry) for entry in remaining}
+        if len(kept) != len(remaining) or not kept <= {id(entry) for entry in models}:
+            raise ValueError(f"a {what} pre-hook may remove entries, not add or replace them")
+        return [model for model, entry in zip(self._models, models) if id(entry) in kept]
+
+    def _models_after_save_hooks(self, output_dir):
+        models = self._user_models()
+        weights = [model.state_dict() for model in models]
+        originals = list(weights)
+        for hook in list(self._save_state_pre_hooks.values()):
+            hook(models, weights, str(output_dir))
+        return self._kept_models(originals, weights, "save_state")
+
+    def _models_after_load_hooks(self, input_dir):
+        if not self._load_state_pre_hooks:
+            return self._models
+        if input_dir is None:
+            raise ValueError("load_state pre-hooks need an input_dir: accel finds the numbered folder itself")
+        models = self._user_models()
+        originals = list(models)
+        for hook in list(self._load_state_pre_hooks.values()):
+            hook(models, str(input_dir))
+        return self._kept_models(originals, models, "load_state")
 
     def register_for_checkpointing(self, *objects):
         """Accelerate's register_for_checkpointing: objects with state_dict() and load_state_dict(state)
@@ -911,6 +981,19 @@ class Accelerator(Handle):
     def _rng_types(self):
         return [name for name in resolved_value(self._state_options, "state", "rng_types").split(",") if name]
 
+    def set_trigger(self):
+        """Accelerate's set_trigger: raises this process's flag, which the next check_trigger on every
+        process sees (a breakpoint for all processes when one of them meets a condition)."""
+        self._trigger = True
+
+    def check_trigger(self):
+        """Accelerate's check_trigger (collective): True on every process when any process called
+        set_trigger since the last check, and then every flag is lowered; False otherwise."""
+        raised = int(self.reduce(np.asarray(int(self._trigger), dtype=np.int64), "sum")) >= 1
+        if raised:
+            self._trigger = False
+        return raised
+
     def reduce(self, tensor, reduction="sum", scale=1.0):
         """Element-wise "sum", "mean" or "max" over the processes (any other reduction is an error). Nested
         lists, tuples and dicts are reduced in one call: one exchange of every leaf's path, shape and dtype,
@@ -977,3 +1060,74 @@ class Accelerator(Handle):
         finally:
             lib.accel_bytes_list_free(out[0])
         return gathered[0] if len(gathered) == 1 else [item for items in gathered for item in items]
+
+
+class _HookHandle:
+    """What register_*_pre_hook return: remove() unregisters the hook (again: nothing), as torch's
+    RemovableHandle; also a context manager that removes it on exit."""
+
+    _next_id = itertools.count()
+
+    def __init__(self, hooks, hook):
+        if not callable(hook):
+            raise TypeError(f"a hook must be callable, not {type(hook).__name__}")
+        self._hooks, self.id = hooks, next(self._next_id)
+        hooks[self.id] = hook
+
+    def remove(self):
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_exc):
+        self.remove()
+
+
+class _HookFiles:
+    """The folder save_state's pre-hooks write into ("<output_dir>.hook_files", made afresh by the main
+    process), and, around the save (`with`), its entries moved into the checkpoint once it is in place (the
+    folder removed, also when the save failed; kept, with a ValueError, when a name clashes)."""
+
+    def __init__(self, accelerator, output_dir):
+        if output_dir is None:
+            raise ValueError("save_state pre-hooks need an output_dir: accel names the numbered folder itself")
+        self._accelerator, self._target = accelerator, str(output_dir).rstrip("/")
+        self.directory = self._target + ".hook_files"
+        failure = None
+        if accelerator.is_main_process:
+            try:
+                shutil.rmtree(self.directory, ignore_errors=True)
+                os.makedirs(self.directory)
+            except OSError as error:
+                failure = error
+        # Every rank learns whether the folder is there (a barrier would leave the others waiting).
+        if int(accelerator.reduce(np.asarray(int(failure is not None), dtype=np.int64), "sum")) > 0:
+            raise failure or OSError(f"the main process could not make {self.directory} for the pre-hooks")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, failure, *_):
+        if failure is not None:  # every rank failed the save (it is all or none): no barrier to meet
+            if self._accelerator.is_main_process:
+                shutil.rmtree(self.directory, ignore_errors=True)
+            return
+        self._accelerator.wait_for_everyone()
+        clashes = self._move_in() if self._accelerator.is_main_process else []
+        self._accelerator.wait_for_everyone()
+        if clashes:
+            raise ValueError(f"save_state pre-hooks wrote {clashes} in {self.directory}, names the checkpoint "
+                             f"{self._target} already has: they were left there, not moved into it")
+
+    def _move_in(self):
+        """Moves the hooks' files into the checkpoint and removes the folder; with a clash, moves nothing,
+        keeps the folder and returns the clashing names."""
+        names = sorted(os.listdir(self.directory))
+        clashes = [name for name in names if os.path.exists(os.path.join(self._target, name))]
+        if clashes:
+            return clashes
+        for name in names:
+            os.rename(os.path.join(self.directory, name), os.path.join(self._target, name))
+        os.rmdir(self.directory)
+        return []

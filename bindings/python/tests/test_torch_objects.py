@@ -155,3 +155,41 @@ def test_accelerates_small_helpers(accelerator, tmp_path):
     assert sorted(state) == ["0.bias", "0.weight", "2.bias", "2.weight"]
     accelerator.save(state, tmp_path / "weights.pt")
     assert all(torch.equal(tensor, state[name]) for name, tensor in torch.load(tmp_path / "weights.pt").items())
+
+
+def test_save_state_pre_hook_files_are_kept_on_a_clash_and_gone_when_the_save_fails(accelerator, tmp_path):
+    model = accelerator.prepare(torch.nn.Linear(2, 2))
+
+    def writes(name):
+        def hook(_models, _weights, output_dir):
+            with open(f"{output_dir}/{name}", "w") as file:
+                file.write("hook")
+        return hook
+
+    clashing = accelerator.register_save_state_pre_hook(writes("metadata.json"))
+    with pytest.raises(ValueError, match=r"\['metadata.json'\].*left there"):
+        accelerator.save_state(tmp_path / "clash")
+    assert (tmp_path / "clash.hook_files" / "metadata.json").read_text() == "hook"
+    assert (tmp_path / "clash" / "metadata.json").read_text() != "hook"
+    clashing.remove()
+    with accelerator.register_save_state_pre_hook(writes("notes.txt")):
+        (tmp_path / "blocked").write_text("a file where the hooks' folder would go")
+        with pytest.raises(NotADirectoryError):
+            accelerator.save_state(tmp_path / "blocked" / "checkpoint")
+        accelerator.register_for_checkpointing(Unsaveable())
+        with pytest.raises(ValueError, match="cannot be saved"):
+            accelerator.save_state(tmp_path / "failed")
+        assert not (tmp_path / "failed.hook_files").exists() and not (tmp_path / "failed").exists()
+        with pytest.raises(ValueError, match="need an output_dir"):
+            accelerator.save_state()
+        with pytest.raises(ValueError, match="save_state only"):
+            accelerator.save_state_async(tmp_path / "later")
+    assert model is not None
+
+
+class Unsaveable:
+    def state_dict(self):
+        raise ValueError("this object cannot be saved")
+
+    def load_state_dict(self, _state):
+        pass
