@@ -77,6 +77,40 @@ inline std::pair<Split, Split> train_and_test(const std::string& path) {
   return {rows(digits, 0, total_rows - kTestRows), rows(digits, total_rows - kTestRows, kTestRows)};
 }
 
+// The examples' loaders: the training rows in shuffled batches of 32 (data_seed 42), the test rows in
+// batches of 64; train_rows sizes the schedule.
+struct Loaders {
+  accel::Loader train, test;
+  int64_t train_rows;
+};
+
+inline Loaders loaders(accel::State& state, const std::string& path) {
+  const auto [train, test] = train_and_test(path);
+  const auto train_set = accel::Dataset::from_tensors({{"x", &train.x}, {"y", &train.y}});
+  const auto test_set = accel::Dataset::from_tensors({{"x", &test.x}, {"y", &test.y}});
+  accel::Options train_options, test_options;
+  train_options.set("batch_size", "32").set("shuffle", "true").set("data_seed", "42");
+  test_options.set("batch_size", "64");
+  return {accel::Loader(state, train_set, &train_options), accel::Loader(state, test_set, &test_options),
+          train.x.shape()[0]};
+}
+
+// The examples' AdamW: lr 0.01, weight decay 0.01 except on biases.
+inline accel::Options adamw_options() {
+  accel::Options options;
+  options.set("lr", "0.01").set("weight_decay", "0.01").set("no_decay", "*bias");
+  return options;
+}
+
+// Their cosine schedule with 5% warm-up, sized in single-process steps as Accelerate's scheduler rule expects.
+inline accel::Options cosine_options(int64_t epochs, int64_t train_rows) {
+  const int64_t single_process_steps = epochs * ((train_rows + 31) / 32);
+  accel::Options options;
+  options.set("total_steps", std::to_string(single_process_steps))
+      .set("warmup_steps", std::to_string(single_process_steps / 20));
+  return options;
+}
+
 // Evaluates on this rank's test batches: the argmax of predict(x)'s logits, gathered with gather_for_metrics
 // so that each test row counts once. The line the examples end with.
 template <class Predict>

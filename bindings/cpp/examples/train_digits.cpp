@@ -21,24 +21,13 @@ int main(int argc, char** argv) {
   const int64_t epochs = argc > 3 ? std::atoll(argv[3]) : 20;
   try {
     accel::State state;
-    const auto [train, test] = digits::train_and_test(argv[2]);
-    const int64_t train_rows = train.x.shape()[0];
-    const auto train_set = accel::Dataset::from_tensors({{"x", &train.x}, {"y", &train.y}});
-    const auto test_set = accel::Dataset::from_tensors({{"x", &test.x}, {"y", &test.y}});
-    accel::Options train_options, test_options;
-    train_options.set("batch_size", "32").set("shuffle", "true").set("data_seed", "42");
-    test_options.set("batch_size", "64");
-    accel::Loader train_loader(state, train_set, &train_options), test_loader(state, test_set, &test_options);
+    auto [train_loader, test_loader, train_rows] = digits::loaders(state, argv[2]);
 
     accel::Model model(argv[1]);
     state.prepare(model);
-    accel::Options optimizer_options, schedule_options;
-    optimizer_options.set("lr", "0.01").set("weight_decay", "0.01").set("no_decay", "*bias");
+    const auto optimizer_options = digits::adamw_options();
     accel::Optimizer optimizer(model, "adamw", &optimizer_options);
-    // Sized in single-process steps, as Accelerate's scheduler rule expects.
-    const int64_t single_process_steps = epochs * ((train_rows + 31) / 32);
-    schedule_options.set("total_steps", std::to_string(single_process_steps))
-        .set("warmup_steps", std::to_string(single_process_steps / 20));
+    const auto schedule_options = digits::cosine_options(epochs, train_rows);
     accel::Scheduler scheduler(optimizer, "cosine", &schedule_options);
     // Each batch: accumulate, forward, the cross-entropy, backward, clipping on sync steps, step, zero_grad.
     accel::Options step_options;
