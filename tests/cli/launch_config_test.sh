@@ -32,20 +32,6 @@ run() {
   ERR=$(cat "$WORK/err")
 }
 
-expect() {
-  local what=$1 actual=$2 expected=$3
-  [[ $actual == "$expected" ]] && return 0
-  printf '  %s: expected [%s], got [%s]\n  stderr: %s\n' "$what" "$expected" "$actual" "$ERR" >&2
-  return 1
-}
-
-expect_contains() {
-  local what=$1 text=$2 part=$3
-  [[ $text == *"$part"* ]] && return 0
-  printf '  %s: [%s] does not contain [%s]\n' "$what" "$text" "$part" >&2
-  return 1
-}
-
 # Exit code 2, nothing run, and a message containing $2; the command line follows.
 expect_refused() {
   local what=$1 message=$2
