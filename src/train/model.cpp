@@ -35,6 +35,7 @@ struct Model::Impl {
   // DDP's require_forward_param_sync: whether the last forward synchronised (grad enabled, and its backward
   // all-reduces); the next forward then broadcasts the buffers.
   bool last_forward_synchronised = true;
+  mutable bool accel_optimizer = false;
 };
 
 Model::Model(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -218,6 +219,12 @@ void Model::end_backward() {
   if (!impl_->body->host_owned()) {
     fail(Code::InvalidState, "end_backward: accel runs this model's backward itself (a TorchScript model)");
   }
+  if (const ZeroPartition* zero = zero_partition(); zero != nullptr && !impl_->accel_optimizer) {
+    fail(Code::Unsupported, "zero_stage " + std::to_string(zero->stage) +
+                                " on a model of the caller's tensors needs accel's optimizer over it "
+                                "(accel_optimizer_new): the caller's own optimizer would step every parameter, "
+                                "while each rank updates only its share; prepare with zero_stage 0");
+  }
   if (impl_->reducer) impl_->reducer->finish_backward();
 }
 
@@ -290,6 +297,13 @@ NamedTensors Model::trainable_parameters() const {
 std::vector<std::vector<std::string>> Model::bucket_names() const {
   return impl_->reducer ? impl_->reducer->bucket_names() : std::vector<std::vector<std::string>>{};
 }
+
+const ZeroPartition* Model::zero_partition() const {
+  if (!impl_->reducer || impl_->reducer->zero_partition().stage == 0) return nullptr;
+  return &impl_->reducer->zero_partition();
+}
+
+void Model::note_accel_optimizer() const { impl_->accel_optimizer = true; }
 
 GradSyncReport Model::grad_sync_report() const {
   return impl_->reducer ? impl_->reducer->sync_report() : GradSyncReport{};

@@ -32,6 +32,11 @@ struct Reducer::Impl {
     at::Tensor world_size;
     size_t pending = 0;
     std::unique_ptr<distributed::PendingAverage> work;
+    // zero_stage 2: elements per rank's chunk; this rank's chunk of the averaged bucket (where its
+    // gradients stay between backwards); the reduce-scatter in flight.
+    int64_t chunk = 0;
+    at::Tensor owned;
+    std::unique_ptr<distributed::PendingCollective> scatter;
     double launched_us = 0;
     // Written by the transport's thread when the all-reduce ends; shared, since a broken group may end it
     // after the reducer is gone.
@@ -57,6 +62,7 @@ struct Reducer::Impl {
     std::unique_ptr<distributed::PendingCollective> work;
   };
   std::optional<UseCount> use_count;
+  ZeroPartition partition;
   size_t next_bucket = 0;
   bool expect_hooks = false;
   bool finalize_queued = false;
@@ -67,6 +73,11 @@ struct Reducer::Impl {
   mutable std::mutex report_mutex;  // apart from mutex, which finalize holds while it waits
 
   void assign_buckets();
+  void split_for_zero();
+  void refuse_what_zero_cannot_do() const;
+  void launch_scatter(Bucket& bucket, distributed::BucketAverage average);
+  void wait(Bucket& bucket);
+  void place_zero_gradients(Bucket& bucket);
   void refuse_what_the_transport_cannot_carry();
   void reset_for_backward();
   void mark_ready(size_t index);
@@ -141,10 +152,24 @@ void Reducer::Impl::assign_buckets() {
   }
   close();
   bucket_of.assign(parameters.size(), 0);
+  if (config.zero_stage > 0) split_for_zero();
   for (size_t b = 0; b < buckets.size(); ++b) {
     for (size_t member : buckets[b].members) bucket_of[member] = b;
     const at::Tensor& first = parameters[buckets[b].members.front()].second;
     const auto options = first.options().requires_grad(false);
+    buckets[b].world_size = at::scalar_tensor(static_cast<double>(state->launch().world_size), options);
+    if (config.zero_stage == 2) {
+      // The caller's gradients are views of the bucket, which stays; accel's own bucket lives only while it is
+      // reduce-scattered (launch_scatter), the rank keeping its chunk.
+      const int64_t rank = state->launch().rank;
+      if (config.host_gradients) {
+        buckets[b].flat = at::zeros({buckets[b].numel}, options);
+        buckets[b].owned = buckets[b].flat.narrow(0, rank * buckets[b].chunk, buckets[b].chunk);
+      } else {
+        buckets[b].owned = at::zeros({buckets[b].chunk}, options);
+      }
+      continue;
+    }
     // Made once: a compressed step allocates nothing more than an uncompressed one.
     const auto type = wire_type(config.compression, first.scalar_type());
     const bool compressed = type != first.scalar_type();
@@ -158,7 +183,38 @@ void Reducer::Impl::assign_buckets() {
     } else {
       buckets[b].flat = shared.defined() ? shared.zero_() : at::zeros({buckets[b].numel}, options);
     }
-    buckets[b].world_size = at::scalar_tensor(static_cast<double>(state->launch().world_size), options);
+  }
+}
+
+void Reducer::Impl::split_for_zero() {
+  partition.stage = config.zero_stage;
+  partition.world = static_cast<int32_t>(state->launch().world_size);
+  partition.rank = static_cast<int32_t>(state->launch().rank);
+  for (auto& bucket : buckets) {
+    std::vector<int64_t> numels;
+    for (size_t member : bucket.members) numels.push_back(parameters[member].second.numel());
+    ZeroBucketSplit split = split_bucket(numels, partition.world);
+    if (config.zero_stage == 2) {
+      bucket.offsets = split.offsets;
+      bucket.chunk = split.chunk;
+      bucket.numel = split.chunk * partition.world;
+    }
+    partition.members.push_back(bucket.members);
+    partition.buckets.push_back(std::move(split));
+  }
+}
+
+// What stage 2's reduce-scatter has no answer for, refused at prepare on every rank alike.
+void Reducer::Impl::refuse_what_zero_cannot_do() const {
+  if (config.zero_stage != 2) return;
+  const char* refused = config.compression != GradCompression::None ? "grad_compression"
+                        : config.find_unused_parameters             ? "find_unused_parameters"
+                        : config.static_graph                       ? "static_graph"
+                        : (config.gradient_as_bucket_view && !config.host_gradients) ? "gradient_as_bucket_view"
+                                                                                     : nullptr;
+  if (refused != nullptr) {
+    fail(Code::Unsupported, std::string("zero_stage 2 with ") + refused +
+                                " is not supported (zero_stage 1 keeps every gradient and supports it)");
   }
 }
 
@@ -181,6 +237,7 @@ void Reducer::Impl::reset_for_backward() {
   for (auto& bucket : buckets) {
     bucket.pending = bucket.members.size();
     bucket.work.reset();
+    bucket.scatter.reset();
   }
   next_bucket = 0;
   finalize_queued = false;
@@ -228,6 +285,10 @@ void Reducer::Impl::launch(Bucket& bucket) {
     bucket.launched_us = timeline::now_us();
     bucket.done_us->store(bucket.launched_us);
   };
+  if (config.zero_stage == 2) {
+    launch_scatter(bucket, std::move(average));
+    return;
+  }
   std::function<void()> on_complete;
   if (timeline::enabled()) {
     const double bytes = static_cast<double>(bytes_of(bucket.wire.defined() ? bucket.wire : bucket.flat));
@@ -246,6 +307,57 @@ void Reducer::Impl::launch(Bucket& bucket) {
   copied_bytes += bucket.work->copied_in();
 }
 
+// Stage 2: the bucket (made for this backward, unless it holds the caller's gradients) filled as for an
+// average, then reduce-scattered: each element summed in rank order as the all-reduce sums it, so that a
+// rank's chunk holds exactly what stage 0's average would.
+void Reducer::Impl::launch_scatter(Bucket& bucket, distributed::BucketAverage average) {
+  const ZeroBucketSplit& split = partition.buckets[static_cast<size_t>(&bucket - buckets.data())];
+  if (!bucket.flat.defined()) {
+    bucket.flat = at::empty({bucket.numel}, bucket.owned.options());
+    average.bucket = bucket.flat;
+    // The chunks' padding travels too: zeros rather than whatever the memory held.
+    std::vector<int64_t> used(static_cast<size_t>(partition.world), 0);
+    for (size_t m = 0; m < bucket.members.size(); ++m) {
+      used[static_cast<size_t>(split.owners[m])] += parameters[bucket.members[m]].second.numel();
+    }
+    for (int64_t r = 0; r < partition.world; ++r) {
+      const int64_t begin = r * bucket.chunk + used[static_cast<size_t>(r)];
+      if (begin < (r + 1) * bucket.chunk) bucket.flat.narrow(0, begin, (r + 1) * bucket.chunk - begin).zero_();
+    }
+  }
+  copied_bytes += distributed::fill_bucket(average);
+  if (average.on_filled) average.on_filled();
+  bucket.scatter = transport("ZeRO gradient reduce-scatter")
+                       .reduce_scatter_async(bucket.owned, bucket.flat, distributed::ReduceKind::Sum,
+                                             "ZeRO gradient reduce-scatter");
+}
+
+void Reducer::Impl::wait(Bucket& bucket) {
+  if (bucket.scatter) {
+    bucket.scatter->wait();
+    bucket.done_us->store(timeline::now_us());
+  } else {
+    bucket.work->wait();
+  }
+}
+
+// Stage 2 after the reduce-scatter: an owned parameter's gradient is its place in the chunk; the others'
+// are dropped, with the bucket (the caller's gradients stay the bucket's views, unaveraged where not owned).
+void Reducer::Impl::place_zero_gradients(Bucket& bucket) {
+  if (config.host_gradients) return;
+  const ZeroBucketSplit& split = partition.buckets[static_cast<size_t>(&bucket - buckets.data())];
+  for (size_t m = 0; m < bucket.members.size(); ++m) {
+    at::Tensor& parameter = parameters[bucket.members[m]].second;
+    if (split.owners[m] != partition.rank) {
+      parameter.mutable_grad() = at::Tensor();
+      continue;
+    }
+    parameter.mutable_grad() =
+        bucket.owned.narrow(0, bucket.offsets[m] - partition.rank * bucket.chunk, parameter.numel()).view(parameter.sizes());
+  }
+  bucket.flat = at::Tensor();
+}
+
 double Reducer::Impl::helper_cpu_seconds() { return transport("DDP gradient all-reduce").helper_cpu_seconds(); }
 
 // One synchronising backward's figures: backward computed its last gradient at backward_end_us, and its
@@ -255,7 +367,8 @@ void Reducer::Impl::account(double backward_end_us, double wait_end_us) {
   std::vector<TimeInterval> reductions;
   for (size_t b = 0; b < next_bucket; ++b) {
     reductions.push_back({buckets[b].launched_us, buckets[b].done_us->load()});
-    step.bytes += bytes_of(buckets[b].wire.defined() ? buckets[b].wire : buckets[b].flat);
+    const at::Tensor& sent = buckets[b].wire.defined() ? buckets[b].wire : buckets[b].owned.defined() ? buckets[b].owned : buckets[b].flat;
+    step.bytes += buckets[b].numel * static_cast<int64_t>(sent.element_size());
   }
   const UnionLength in_flight = union_length(std::move(reductions), backward_end_us);
   step.syncs = 1;
@@ -365,7 +478,7 @@ void Reducer::Impl::finalize() {
   }
   launch_ready_buckets();
   if (error.empty()) start_use_count(unused);
-  for (size_t b = 0; b < next_bucket; ++b) buckets[b].work->wait();
+  for (size_t b = 0; b < next_bucket; ++b) wait(buckets[b]);
   if (!error.empty()) fail(Code::InvalidArgument, error);
   const std::vector<bool> keep = gradients_to_keep();
   reached_by_no_rank = keep;
@@ -374,6 +487,10 @@ void Reducer::Impl::finalize() {
   }
   const double wait_end_us = timeline::now_us();
   for (auto& bucket : buckets) {
+    if (config.zero_stage == 2) {
+      place_zero_gradients(bucket);
+      continue;
+    }
     for (size_t m = 0; m < bucket.members.size(); ++m) {
       if (keep[bucket.members[m]]) continue;
       at::Tensor& parameter = parameters[bucket.members[m]].second;
@@ -398,6 +515,7 @@ Reducer::Reducer(std::shared_ptr<distributed::State> state, std::vector<std::pai
   impl_->state = std::move(state);
   impl_->parameters = std::move(parameters);
   impl_->config = config;
+  impl_->refuse_what_zero_cannot_do();
   impl_->assign_buckets();
   impl_->refuse_what_the_transport_cannot_carry();
   impl_->reset_for_backward();
@@ -444,6 +562,8 @@ void Reducer::finish_backward() {
   }
   if (in_backward) impl_->finalize();
 }
+
+const ZeroPartition& Reducer::zero_partition() const { return impl_->partition; }
 
 GradSyncReport Reducer::sync_report() const {
   std::lock_guard<std::mutex> lock(impl_->report_mutex);

@@ -1,0 +1,40 @@
+// How ZeRO (zero_stage 1 and 2) splits a data-parallel model's parameters between the ranks: whole
+// parameters, never slices of one, so that each rank steps its parameters with the very kernels, on the
+// very tensors, that data parallelism steps them with (the same bits). The split follows the reducer's
+// gradient buckets: within each bucket the members are shared out by bytes, and the bucket is laid out as
+// one equal-sized chunk per rank, rank r's chunk holding the members r owns (then padding). A reduce-scatter
+// of such a bucket hands each rank exactly the gradients of its own parameters, and an all-gather of the
+// chunks gives every rank every updated parameter.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace accel::train {
+
+// One bucket, split.
+struct ZeroBucketSplit {
+  std::vector<int32_t> owners;   // per member: the rank that owns it
+  std::vector<int64_t> offsets;  // per member: its first element in the chunked layout
+  int64_t chunk = 0;             // elements per rank's chunk; the layout holds world * chunk
+};
+
+// Splits a bucket of members with these element counts between `world` ranks: the largest member first,
+// each to the rank with the fewest elements so far (the lowest rank on a tie), so the split is the same on
+// every rank. Chunks are rounded up to 16 elements (64 bytes of fp32). world < 1: Error(InvalidArgument).
+ZeroBucketSplit split_bucket(const std::vector<int64_t>& numels, int32_t world);
+
+// The split of a whole model, for the optimizer's side of ZeRO: per bucket, the reducer's parameter
+// indices (in bucket order) and their split.
+struct ZeroPartition {
+  int32_t stage = 0;  // 1 or 2 once prepared for ZeRO; 0 otherwise
+  int32_t world = 1;
+  int32_t rank = 0;
+  std::vector<std::vector<size_t>> members;  // per bucket: parameter indices, as the reducer's bucket
+  std::vector<ZeroBucketSplit> buckets;
+  // Per parameter index: its owner.
+  std::vector<int32_t> owner_of(size_t parameters) const;
+};
+
+}  // namespace accel::train

@@ -1,0 +1,218 @@
+// ZeRO stages 1 and 2 on every rank under `accel launch`, through the C++ core: the same 50 optimizer
+// steps taken by zero_stage 0, 1 and 2 models side by side give bit-identical weights (SGD with momentum
+// and AdamW, gradient clipping on, accumulation as ACCEL_GRADIENT_ACCUMULATION_STEPS says), every
+// parameter is stepped by exactly one rank, and stage 2 keeps only a rank's own gradients. Run by
+// tests/CMakeLists.txt on 1, 2 and 3 processes with accumulation 1 and 3.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core_worker.hpp"
+#include "distributed/collectives.hpp"
+#include "expect_error.hpp"
+#include "train/accelerator.hpp"
+#include "train/training_options.hpp"
+
+namespace {
+
+using namespace accel;
+using namespace accel::train;
+
+using core_worker::load_mlp;
+using core_worker::rank;
+using core_worker::state;
+using core_worker::world;
+
+constexpr int64_t kSteps = 50;
+constexpr double kMaxNorm = 0.05;  // small enough that most steps clip
+
+// The two bucket layouts: b2 alone then the rest together (3 ranks: w1, w2 and b1 go to three owners), and
+// one bucket per parameter (ranks that own nothing in a bucket).
+PrepareConfig layout(int32_t zero_stage, bool bucket_per_parameter) {
+  PrepareConfig config;
+  config.reducer.zero_stage = zero_stage;
+  config.reducer.first_bucket_bytes = 4;
+  config.reducer.bucket_bytes = bucket_per_parameter ? 4 : 1 << 20;
+  return config;
+}
+
+OptimizerConfig optimizer_config_for(const std::string& kind) {
+  OptimizerConfig config;
+  if (kind == "sgd") {
+    config.lr = 0.05;
+    config.momentum = 0.9;
+  } else {
+    config.lr = 0.01;
+    config.weight_decay = 0.01;
+  }
+  return config;
+}
+
+// This rank's rows of micro-step `step`'s batch.
+at::Tensor rows(int64_t step, int64_t columns, int64_t salt) {
+  at::manual_seed(step * 1000 + rank() * 10 + salt);
+  return at::randn({16, columns});
+}
+
+struct Trained {
+  std::shared_ptr<Model> model;
+  std::shared_ptr<AcceleratedOptimizer> optimizer;
+};
+
+Trained make(const std::string& tag, int32_t zero_stage, const std::string& kind, bool bucket_per_parameter) {
+  Trained trained{load_mlp(tag), nullptr};
+  trained.model->prepare(state, layout(zero_stage, bucket_per_parameter));
+  trained.optimizer = prepare_optimizer(*trained.model, kind, optimizer_config_for(kind));
+  return trained;
+}
+
+// kSteps optimizer steps of every model on the same micro-batches, Accelerate's loop: accumulate,
+// backward, and on a synchronising micro-step clip, step and zero_grad.
+void train_side_by_side(std::vector<Trained>& models) {
+  auto accelerator = Accelerator::of(state);
+  const int64_t micro_steps = kSteps * accelerator->gradient_accumulation_steps();
+  for (int64_t step = 0; step < micro_steps; ++step) {
+    accelerator->accumulate();
+    const auto x = rows(step, 8, 0);
+    const auto y = rows(step, 4, 1);
+    for (auto& trained : models) {
+      const auto output = trained.model->forward({x}, {}, true).values.front().second;
+      accelerator->backward(at::mse_loss(output, y));
+    }
+    if (!state->sync_gradients()) continue;
+    for (auto& trained : models) {
+      accelerator->clip_grad_norm(*trained.model, kMaxNorm, 2.0);
+      trained.optimizer->step();
+      trained.optimizer->zero_grad();
+    }
+  }
+}
+
+void expect_bit_identical(const Model& expected, const Model& actual, const std::string& what) {
+  const auto a = expected.trainable_parameters();
+  const auto b = actual.trainable_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(at::equal(a[i].second, b[i].second))
+        << what << ": " << a[i].first << " differs by up to " << (a[i].second - b[i].second).abs().max().item<double>();
+  }
+}
+
+class BitIdentical : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+TEST_P(BitIdentical, StagesOneAndTwoGiveStageZerosWeights) {
+  const auto& [kind, bucket_per_parameter] = GetParam();
+  std::vector<Trained> models;
+  for (int32_t stage = 0; stage <= 2; ++stage) {
+    models.push_back(make(kind + std::to_string(stage) + (bucket_per_parameter ? "p" : "b"), stage, kind,
+                          bucket_per_parameter));
+  }
+  train_side_by_side(models);
+  // The weights moved (a test where nothing steps would pass trivially).
+  auto untouched = load_mlp("untouched");
+  EXPECT_FALSE(at::equal(untouched->trainable_parameters().front().second,
+                         models[0].model->trainable_parameters().front().second));
+  expect_bit_identical(*models[0].model, *models[1].model, kind + " zero_stage 1");
+  expect_bit_identical(*models[0].model, *models[2].model, kind + " zero_stage 2");
+  // And every rank holds the same weights.
+  for (const auto& parameter : models[2].model->trainable_parameters()) {
+    auto mine = parameter.second.detach().clone();
+    auto rank0 = mine.clone();
+    distributed::broadcast(*state, rank0, 0);
+    EXPECT_TRUE(at::equal(mine, rank0)) << parameter.first << " differs from rank 0's";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Zero, BitIdentical,
+                         ::testing::Combine(::testing::Values(std::string("sgd"), std::string("adamw")),
+                                            ::testing::Bool()));
+
+int64_t bytes_of(const at::Tensor& tensor) { return tensor.numel() * static_cast<int64_t>(tensor.element_size()); }
+
+// Each parameter's state lives on exactly one rank, its owner: the ranks' state bytes add up to stage 0's,
+// and each rank holds exactly its own parameters' moments. A parameter stepped by two ranks (or by none)
+// breaks the sum.
+TEST(Zero, EveryParameterIsSteppedByExactlyOneRank) {
+  for (int32_t stage = 1; stage <= 2; ++stage) {
+    std::vector<Trained> models{make("once0_" + std::to_string(stage), 0, "adamw", false),
+                                make("once_" + std::to_string(stage), stage, "adamw", false)};
+    train_side_by_side(models);
+    const int64_t whole = models[0].optimizer->optimizer().state_bytes();
+    const int64_t mine = models[1].optimizer->optimizer().state_bytes();
+    const auto all = distributed::gather(*state, at::full({1}, mine, at::kLong));
+    EXPECT_EQ(all.sum().item<int64_t>(), whole) << "zero_stage " << stage << ": the ranks' state bytes " << all;
+    const Model& model = *models[1].model;
+    const auto trainable = model.trainable_parameters();
+    int64_t owned = 0;
+    if (world() == 1) {
+      EXPECT_EQ(model.zero_partition(), nullptr);  // one process: zero_stage means nothing
+      owned = whole / 2;
+    } else {
+      const auto owners = model.zero_partition()->owner_of(trainable.size());
+      for (size_t i = 0; i < trainable.size(); ++i) {
+        if (owners[i] == rank()) owned += bytes_of(trainable[i].second);
+      }
+    }
+    EXPECT_EQ(mine, 2 * owned) << "AdamW keeps two moments of each parameter it steps";
+  }
+}
+
+// Between a synchronising backward and the step, a stage 2 rank holds the averaged gradients of its own
+// parameters, and no others.
+TEST(Zero, StageTwoKeepsOnlyItsOwnGradients) {
+  if (world() == 1) GTEST_SKIP() << "one process has nothing to split";
+  auto reference = make("grads0", 0, "sgd", false);
+  auto split = make("grads2", 2, "sgd", false);
+  auto accelerator = Accelerator::of(state);
+  state->gradient_state().reset();
+  // One synchronising backward of each.
+  for (int64_t micro = 0; micro < accelerator->gradient_accumulation_steps(); ++micro) {
+    accelerator->accumulate();
+    for (auto* trained : {&reference, &split}) {
+      const auto output = trained->model->forward({rows(micro, 8, 0)}, {}, true).values.front().second;
+      accelerator->backward(at::mse_loss(output, rows(micro, 4, 1)));
+    }
+  }
+  ASSERT_TRUE(state->sync_gradients());
+  const auto owners = split.model->zero_partition()->owner_of(split.model->trainable_parameters().size());
+  const auto expected = reference.model->trainable_parameters();
+  const auto actual = split.model->trainable_parameters();
+  for (size_t i = 0; i < actual.size(); ++i) {
+    if (owners[i] == rank()) {
+      ASSERT_TRUE(actual[i].second.grad().defined()) << actual[i].first;
+      EXPECT_TRUE(at::equal(actual[i].second.grad(), expected[i].second.grad())) << actual[i].first;
+    } else {
+      EXPECT_FALSE(actual[i].second.grad().defined()) << actual[i].first << " is another rank's";
+    }
+  }
+  reference.optimizer->zero_grad();
+  split.optimizer->zero_grad();
+}
+
+TEST(Zero, RefusesWhatItCannotDo) {
+  if (world() == 1) GTEST_SKIP() << "one process builds no reducer";
+  auto unused = layout(2, false);
+  unused.reducer.find_unused_parameters = true;
+  expect_error(Code::Unsupported, "zero_stage 2 with find_unused_parameters",
+               [&] { load_mlp("refused")->prepare(state, unused); });
+  auto compressed = layout(2, false);
+  compressed.reducer.compression = GradCompression::Fp16;
+  expect_error(Code::Unsupported, "zero_stage 2 with grad_compression",
+               [&] { load_mlp("refused2")->prepare(state, compressed); });
+  auto trained = make("capture", 1, "adamw", false);
+  expect_error(Code::Unsupported, "CUDA graph", [&] { trained.optimizer->optimizer().capturable(); });
+}
+
+TEST(Zero, StageIsAnOptionOfZeroToTwo) {
+  Options options({&prepare_option_scope()});
+  options.set("zero_stage", OptionValue(int64_t{3}));
+  expect_error(Code::BadOptionValue, "option zero_stage: 3", [&] { prepare_config(&options); });
+  options.set("zero_stage", OptionValue(int64_t{2}));
+  EXPECT_EQ(prepare_config(&options).reducer.zero_stage, 2);
+}
+
+}  // namespace
