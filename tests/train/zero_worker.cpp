@@ -193,6 +193,78 @@ TEST(Zero, StageTwoKeepsOnlyItsOwnGradients) {
   split.optimizer->zero_grad();
 }
 
+// A model of the caller's tensors (LibTorch's autograd standing in for an eager runtime), stepped by accel's
+// optimizer under stages 1 and 2: the weights of the TorchScript model trained with zero_stage 0.
+struct CallerModel {
+  std::vector<at::Tensor> tensors;
+  std::shared_ptr<Model> model;
+  std::shared_ptr<AcceleratedOptimizer> optimizer;
+};
+
+CallerModel caller_copy_of(const Model& reference, int32_t zero_stage, const std::string& kind) {
+  CallerModel caller;
+  NamedTensors named;
+  for (const auto& [name, tensor] : reference.named_parameters()) {
+    caller.tensors.push_back(tensor.detach().clone().requires_grad_());
+    named.emplace_back(name, caller.tensors.back());
+  }
+  caller.model = Model::from_tensors(named, std::vector<bool>(named.size(), true), {});
+  caller.model->prepare(state, layout(zero_stage, false));
+  for (size_t i = 0; i < caller.tensors.size(); ++i) caller.tensors[i].mutable_grad() = caller.model->grad_view(i).detach();
+  caller.optimizer = prepare_optimizer(*caller.model, kind, optimizer_config_for(kind));
+  return caller;
+}
+
+TEST(Zero, CallersTensorsSteppedByAccelsOptimizer) {
+  for (const std::string kind : {"sgd", "adamw"}) {
+    SCOPED_TRACE(kind);
+    Trained script = make("host_script_" + kind, 0, kind, false);
+    std::vector<CallerModel> callers;
+    for (int32_t stage = 1; stage <= 2; ++stage) callers.push_back(caller_copy_of(*script.model, stage, kind));
+    auto accelerator = Accelerator::of(state);
+    for (int64_t step = 0; step < 20 * accelerator->gradient_accumulation_steps(); ++step) {
+      accelerator->accumulate();
+      const auto x = rows(step, 8, 0), y = rows(step, 4, 1);
+      accelerator->backward(at::mse_loss(script.model->forward({x}, {}, true).values.front().second, y));
+      for (auto& caller : callers) {
+        caller.model->begin_forward(true);
+        const auto& t = caller.tensors;
+        const auto output = at::matmul(at::relu(at::matmul(x, t[0]) + t[1]), t[2]) + t[3];
+        (at::mse_loss(output, y) / static_cast<double>(accelerator->gradient_accumulation_steps())).backward();
+        for (size_t i = t.size(); i-- > 0;) caller.model->grad_ready(i);
+        caller.model->end_backward();
+      }
+      if (!state->sync_gradients()) continue;
+      accelerator->clip_grad_norm(*script.model, kMaxNorm, 2.0);
+      script.optimizer->step();
+      script.optimizer->zero_grad();
+      for (auto& caller : callers) {
+        accelerator->clip_grad_norm(*caller.model, kMaxNorm, 2.0);
+        caller.optimizer->step();
+        caller.optimizer->zero_grad();
+      }
+    }
+    for (size_t c = 0; c < callers.size(); ++c) {
+      const auto& expected = script.model->named_parameters();
+      for (size_t i = 0; i < expected.size(); ++i) {
+        EXPECT_TRUE(expected[i].second.detach().equal(callers[c].tensors[i].detach()))
+            << "zero_stage " << c + 1 << ": " << expected[i].first;
+      }
+    }
+  }
+}
+
+// The caller's own optimizer cannot step a split model: refused at the first backward, naming why.
+TEST(Zero, CallersOwnOptimizerIsRefused) {
+  if (world() == 1) GTEST_SKIP() << "one process splits nothing";
+  auto reference = load_mlp("host_refused");
+  NamedTensors named;
+  for (const auto& [name, tensor] : reference->named_parameters()) named.emplace_back(name, tensor.detach().clone().requires_grad_());
+  auto model = Model::from_tensors(named, std::vector<bool>(named.size(), true), {});
+  model->prepare(state, layout(1, false));
+  expect_error(Code::Unsupported, "needs accel's optimizer", [&] { model->end_backward(); });
+}
+
 TEST(Zero, RefusesWhatItCannotDo) {
   if (world() == 1) GTEST_SKIP() << "one process builds no reducer";
   auto unused = layout(2, false);
