@@ -29,6 +29,13 @@ bool ZeroShard::owns(const at::Tensor& parameter) const {
   return found != owner_.end() && found->second == partition_.rank;
 }
 
+int32_t ZeroShard::owner_of(const std::string& name) const {
+  for (const auto& [known, parameter] : parameters_) {
+    if (known == name) return owner_.at(parameter.unsafeGetTensorImpl());
+  }
+  fail(Code::InvalidArgument, "ZeRO: no parameter named '" + name + "' is split");
+}
+
 bool ZeroShard::holds(const at::Tensor& parameter) const { return owner_.count(parameter.unsafeGetTensorImpl()) != 0; }
 
 void ZeroShard::step(const std::function<void()>& step) {

@@ -33,6 +33,9 @@ class ZeroShard {
   bool owns(const at::Tensor& parameter) const;
   // Whether the tensor is one of the split parameters.
   bool holds(const at::Tensor& parameter) const;
+  // The rank that owns the parameter of this name (a name of the model's trainable parameters; another:
+  // Error(InvalidArgument)).
+  int32_t owner_of(const std::string& name) const;
 
   // Runs `step` (an optimizer step, which leaves parameters without a gradient alone) with the gradients of
   // the parameters of other ranks hidden, then gives every rank the updated parameters of every owner (an

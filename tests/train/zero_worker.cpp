@@ -7,10 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "ckpt/checkpoint.hpp"
 #include "core_worker.hpp"
 #include "distributed/collectives.hpp"
 #include "expect_error.hpp"
@@ -285,6 +289,61 @@ TEST(Zero, StageIsAnOptionOfZeroToTwo) {
   expect_error(Code::BadOptionValue, "option zero_stage: 3", [&] { prepare_config(&options); });
   options.set("zero_stage", OptionValue(int64_t{2}));
   EXPECT_EQ(prepare_config(&options).reducer.zero_stage, 2);
+}
+
+// Driven by tests/train/zero_checkpoint_test.sh (skipped otherwise): ZERO_CKPT_PHASE "save" trains 10
+// steps with zero_stage ZERO_CKPT_STAGE, saves a checkpoint, trains 10 more and writes its weights; "resume"
+// loads that checkpoint (another stage and number of processes), trains the same 10 steps and must reach
+// the very same weights. Every rank trains on the same rows, so that the average over 2 ranks is the one
+// rank's gradient exactly and 1 and 2 processes take the same steps.
+std::string env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
+void train_steps(Trained& trained, int64_t first, int64_t count) {
+  auto accelerator = Accelerator::of(state);
+  for (int64_t step = first; step < first + count; ++step) {
+    accelerator->accumulate();
+    at::manual_seed(step);
+    const auto x = at::randn({16, 8}), y = at::randn({16, 4});
+    accelerator->backward(at::mse_loss(trained.model->forward({x}, {}, true).values.front().second, y));
+    accelerator->clip_grad_norm(*trained.model, kMaxNorm, 2.0);
+    trained.optimizer->step();
+    trained.optimizer->zero_grad();
+  }
+}
+
+std::string weight_bytes(const Model& model) {
+  std::string bytes;
+  for (const auto& parameter : model.trainable_parameters()) {
+    const auto values = parameter.second.detach().contiguous();
+    bytes.append(static_cast<const char*>(values.data_ptr()), values.numel() * values.element_size());
+  }
+  return bytes;
+}
+
+TEST(ZeroCheckpoint, ResumesUnderAnotherStageAndWorldSize) {
+  const std::string phase = env("ZERO_CKPT_PHASE"), directory = env("ZERO_CKPT_DIR");
+  if (phase.empty()) GTEST_SKIP() << "run by zero_checkpoint_test.sh";
+  ASSERT_EQ(Accelerator::of(state)->gradient_accumulation_steps(), 1);
+  Trained trained = make("checkpointed", std::stoi(env("ZERO_CKPT_STAGE")), "adamw", false);
+  ckpt::CheckpointObjects objects;
+  objects.models = {trained.model.get()};
+  objects.optimizers = {trained.optimizer.get()};
+  if (phase == "save") {
+    train_steps(trained, 0, 10);
+    ckpt::save_state(state, directory + "/checkpoint", objects);
+    train_steps(trained, 10, 10);
+    if (rank() == 0) std::ofstream(directory + "/never_stopped.bin", std::ios::binary) << weight_bytes(*trained.model);
+    return;
+  }
+  ckpt::load_state(state, directory + "/checkpoint", objects);
+  train_steps(trained, 10, 10);
+  std::ifstream in(directory + "/never_stopped.bin", std::ios::binary);
+  const std::string expected((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(expected.empty());
+  EXPECT_TRUE(expected == weight_bytes(*trained.model)) << "the resumed run's weights differ from the run that never stopped";
 }
 
 }  // namespace
