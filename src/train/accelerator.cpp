@@ -266,7 +266,12 @@ std::shared_ptr<AcceleratedOptimizer> prepare_optimizer(const Model& model, cons
   if (model.host_owned()) settings.zero_grad_to_none = false;
   auto optimizer = std::make_unique<Optimizer>(kind, model.trainable_parameters(), settings);
   shard_for_zero(model, *optimizer);
-  return std::make_shared<AcceleratedOptimizer>(Accelerator::of(state), std::move(optimizer));
+  auto accelerated = std::make_shared<AcceleratedOptimizer>(Accelerator::of(state), std::move(optimizer));
+  model.note_accel_optimizer([held = std::weak_ptr<AcceleratedOptimizer>(accelerated)] {
+    const auto optimizer = held.lock();
+    return optimizer ? optimizer->optimizer().state_bytes() : int64_t{0};
+  });
+  return accelerated;
 }
 
 std::unique_ptr<AcceleratedScheduler> prepare_scheduler(std::shared_ptr<AcceleratedOptimizer> optimizer,

@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -36,6 +37,8 @@ struct Model::Impl {
   // all-reduces); the next forward then broadcasts the buffers.
   bool last_forward_synchronised = true;
   mutable bool accel_optimizer = false;
+  mutable std::mutex optimizers_mutex;
+  mutable std::vector<std::function<int64_t()>> optimizer_state_bytes;
 };
 
 Model::Model(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -303,10 +306,17 @@ const ZeroPartition* Model::zero_partition() const {
   return &impl_->reducer->zero_partition();
 }
 
-void Model::note_accel_optimizer() const { impl_->accel_optimizer = true; }
+void Model::note_accel_optimizer(std::function<int64_t()> state_bytes) const {
+  impl_->accel_optimizer = true;
+  std::lock_guard<std::mutex> lock(impl_->optimizers_mutex);
+  impl_->optimizer_state_bytes.push_back(std::move(state_bytes));
+}
 
 GradSyncReport Model::grad_sync_report() const {
-  return impl_->reducer ? impl_->reducer->sync_report() : GradSyncReport{};
+  GradSyncReport report = impl_->reducer ? impl_->reducer->sync_report() : GradSyncReport{};
+  std::lock_guard<std::mutex> lock(impl_->optimizers_mutex);
+  for (const auto& state_bytes : impl_->optimizer_state_bytes) report.optimizer_state_bytes += state_bytes();
+  return report;
 }
 
 std::shared_ptr<Model> Model::unwrap() const { return std::shared_ptr<Model>(new Model(around(impl_->body))); }

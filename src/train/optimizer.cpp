@@ -6,6 +6,7 @@
 #include <torch/optim/sgd.h>
 #include <torch/serialize/archive.h>
 
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <set>
@@ -234,6 +235,9 @@ struct Optimizer::Impl {
   int64_t state_generation = 0;
   bool zero_grad_to_none = true;
   std::shared_ptr<ZeroShard> zero;
+  std::atomic<int64_t> state_bytes{0};
+
+  int64_t count_state_bytes() const;
 
   std::string own_state() const {
     torch::serialize::OutputArchive archive;
@@ -335,6 +339,7 @@ void Optimizer::step() {
     impl_->optimizer->step();
   }
   if (impl_->capturable) impl_->capturable->invalidate();
+  impl_->state_bytes = impl_->count_state_bytes();
 }
 
 void Optimizer::zero_grad() {
@@ -422,6 +427,7 @@ void Optimizer::load_state(const std::string& bytes) {
   auto [groups, initial_lrs] = impl_->read_checked(archive);
   impl_->replace_state(archive);
   if (impl_->zero) impl_->drop_state_of_others();
+  impl_->state_bytes = impl_->count_state_bytes();
   auto& param_groups = impl_->optimizer->param_groups();
   for (size_t i = 0; i < groups.size(); ++i) param_groups[i].set_options(std::move(groups[i].second));
   impl_->initial_lrs = std::move(initial_lrs);
@@ -435,12 +441,14 @@ ZeroShard* Optimizer::zero_shard() const { return impl_->zero.get(); }
 
 bool Optimizer::overflow_on_any_rank(bool found_inf) { return impl_->zero ? impl_->zero->any_rank(found_inf) : found_inf; }
 
-int64_t Optimizer::state_bytes() const {
+int64_t Optimizer::state_bytes() const { return impl_->state_bytes.load(); }
+
+int64_t Optimizer::Impl::count_state_bytes() const {
   const auto bytes = [](const at::Tensor& tensor) {
     return tensor.defined() ? tensor.numel() * static_cast<int64_t>(tensor.element_size()) : int64_t{0};
   };
   int64_t total = 0;
-  for (const auto& entry : impl_->optimizer->state()) {
+  for (const auto& entry : optimizer->state()) {
     const auto* state = entry.second.get();
     if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(state)) {
       total += bytes(sgd->momentum_buffer());

@@ -94,7 +94,8 @@ class Optimizer {
   // Whether the fp16 scaler's overflow (this rank's found_inf) holds on any rank: found_inf itself without
   // ZeRO stage 2; collective with it.
   bool overflow_on_any_rank(bool found_inf);
-  // The bytes of the per-parameter state (momentum buffers, Adam's moments) this rank holds.
+  // The bytes of the per-parameter state (momentum buffers, Adam's moments) this rank holds, as of the last
+  // step() or load_state(). Thread-safe.
   int64_t state_bytes() const;
 
   // The step in the form a CUDA graph captures (train/capturable_optimizer.hpp), made on first use, over

@@ -13,6 +13,7 @@
 #include <functional>
 #include <optional>
 #include <mutex>
+#include <set>
 
 #include "core/error.hpp"
 #include "core/timeline.hpp"
@@ -87,6 +88,7 @@ struct Reducer::Impl {
   void finalize();
   void account(double backward_end_us, double wait_end_us);
   double helper_cpu_seconds();
+  int64_t gradient_bytes_held() const;
   std::string names_of(const std::vector<bool>& which) const;
   void start_use_count(const std::vector<bool>& unused);
   std::vector<bool> gradients_to_keep();
@@ -360,6 +362,25 @@ void Reducer::Impl::place_zero_gradients(Bucket& bucket) {
 
 double Reducer::Impl::helper_cpu_seconds() { return transport("DDP gradient all-reduce").helper_cpu_seconds(); }
 
+// The storages of the gradients and of the buckets, each once (a gradient that is its bucket's view is
+// the bucket's memory).
+int64_t Reducer::Impl::gradient_bytes_held() const {
+  std::set<const c10::StorageImpl*> seen;
+  int64_t bytes = 0;
+  const auto count = [&](const at::Tensor& tensor) {
+    if (tensor.defined() && seen.insert(tensor.storage().unsafeGetStorageImpl()).second) {
+      bytes += static_cast<int64_t>(tensor.storage().nbytes());
+    }
+  };
+  for (const auto& parameter : parameters) count(parameter.second.grad());
+  for (const auto& bucket : buckets) {
+    count(bucket.flat);
+    count(bucket.wire);
+    count(bucket.owned);
+  }
+  return bytes;
+}
+
 // One synchronising backward's figures: backward computed its last gradient at backward_end_us, and its
 // wait for the all-reduces ended at wait_end_us.
 void Reducer::Impl::account(double backward_end_us, double wait_end_us) {
@@ -387,9 +408,11 @@ void Reducer::Impl::account(double backward_end_us, double wait_end_us) {
                       {"helper_cpu_us", step.helper_cpu_ms * 1000},
                       {"bytes", static_cast<double>(step.bytes)}});
   }
+  const int64_t held = gradient_bytes_held();
   std::lock_guard<std::mutex> lock(report_mutex);
   report.last = step;
   report.total += step;
+  report.gradient_bytes = held;
 }
 
 // The names of the parameters flagged in `which`, separated by commas.

@@ -156,7 +156,6 @@ std::vector<std::string> ZeroShard::gather_bytes(const std::string& bytes) {
 namespace accel::train {
 
 void shard_for_zero(const Model& model, Optimizer& optimizer) {
-  model.note_accel_optimizer();
   const ZeroPartition* partition = model.zero_partition();
   if (partition == nullptr) return;
   optimizer.attach_zero(std::make_shared<ZeroShard>(model.state(), *partition, model.trainable_parameters()));

@@ -66,8 +66,7 @@ class ZeroShard {
 class Model;
 
 // prepare_optimizer's hook: attaches a ZeroShard to an optimizer made over the model's trainable
-// parameters when the model is prepared for ZeRO (Model::zero_partition), and tells the model an accel
-// optimizer steps it. Nothing else for another model.
+// parameters when the model is prepared for ZeRO (Model::zero_partition); nothing for another model.
 void shard_for_zero(const Model& model, Optimizer& optimizer);
 
 }  // namespace accel::train

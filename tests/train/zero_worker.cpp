@@ -193,6 +193,19 @@ TEST(Zero, StageTwoKeepsOnlyItsOwnGradients) {
       EXPECT_FALSE(actual[i].second.grad().defined()) << actual[i].first << " is another rank's";
     }
   }
+  // The figures of accel_model_grad_sync_stat: stage 0 holds every gradient and a bucket copy of each;
+  // stage 2 its chunks alone.
+  int64_t parameter_bytes = 0;
+  for (const auto& parameter : expected) parameter_bytes += bytes_of(parameter.second);
+  EXPECT_EQ(reference.model->grad_sync_report().gradient_bytes, 2 * parameter_bytes);
+  int64_t chunk_bytes = 0;
+  for (const auto& bucket : split.model->zero_partition()->buckets) chunk_bytes += bucket.chunk * 4;
+  EXPECT_EQ(split.model->grad_sync_report().gradient_bytes, chunk_bytes);
+  reference.optimizer->step();
+  split.optimizer->step();
+  EXPECT_EQ(reference.model->grad_sync_report().optimizer_state_bytes, parameter_bytes);  // SGD's momentum
+  EXPECT_EQ(split.model->grad_sync_report().optimizer_state_bytes, split.optimizer->optimizer().state_bytes());
+  EXPECT_LT(split.optimizer->optimizer().state_bytes(), parameter_bytes);
   reference.optimizer->zero_grad();
   split.optimizer->zero_grad();
 }
