@@ -33,10 +33,12 @@ struct Reducer::Impl {
     at::Tensor world_size;
     size_t pending = 0;
     std::unique_ptr<distributed::PendingAverage> work;
-    // zero_stage 2: elements per rank's chunk; this rank's chunk of the averaged bucket (where its
-    // gradients stay between backwards); the reduce-scatter in flight.
+    // zero_stage 2: elements per rank's chunk; where this rank's averaged gradients stay between
+    // backwards (its members' elements, or with host_gradients its chunk of the bucket); the chunk the
+    // reduce-scatter writes (while it runs, unless the bucket's own) and the reduce-scatter in flight.
     int64_t chunk = 0;
     at::Tensor owned;
+    at::Tensor received;
     std::unique_ptr<distributed::PendingCollective> scatter;
     double launched_us = 0;
     // Written by the transport's thread when the all-reduce ends; shared, since a broken group may end it
@@ -168,7 +170,12 @@ void Reducer::Impl::assign_buckets() {
         buckets[b].flat = at::zeros({buckets[b].numel}, options);
         buckets[b].owned = buckets[b].flat.narrow(0, rank * buckets[b].chunk, buckets[b].chunk);
       } else {
-        buckets[b].owned = at::zeros({buckets[b].chunk}, options);
+        int64_t mine = 0;
+        const ZeroBucketSplit& split = partition.buckets[b];
+        for (size_t m = 0; m < split.owners.size(); ++m) {
+          if (split.owners[m] == rank) mine += parameters[buckets[b].members[m]].second.numel();
+        }
+        buckets[b].owned = at::zeros({mine}, options);
       }
       continue;
     }
@@ -192,17 +199,18 @@ void Reducer::Impl::split_for_zero() {
   partition.stage = config.zero_stage;
   partition.world = static_cast<int32_t>(state->launch().world_size);
   partition.rank = static_cast<int32_t>(state->launch().rank);
+  std::vector<std::vector<int64_t>> numels;
   for (auto& bucket : buckets) {
-    std::vector<int64_t> numels;
-    for (size_t member : bucket.members) numels.push_back(parameters[member].second.numel());
-    ZeroBucketSplit split = split_bucket(numels, partition.world);
-    if (config.zero_stage == 2) {
-      bucket.offsets = split.offsets;
-      bucket.chunk = split.chunk;
-      bucket.numel = split.chunk * partition.world;
-    }
+    numels.emplace_back();
+    for (size_t member : bucket.members) numels.back().push_back(parameters[member].second.numel());
     partition.members.push_back(bucket.members);
-    partition.buckets.push_back(std::move(split));
+  }
+  partition.buckets = split_buckets(numels, partition.world);
+  if (config.zero_stage != 2) return;
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    buckets[b].offsets = partition.buckets[b].offsets;
+    buckets[b].chunk = partition.buckets[b].chunk;
+    buckets[b].numel = buckets[b].chunk * partition.world;
   }
 }
 
@@ -329,8 +337,10 @@ void Reducer::Impl::launch_scatter(Bucket& bucket, distributed::BucketAverage av
   }
   copied_bytes += distributed::fill_bucket(average);
   if (average.on_filled) average.on_filled();
+  at::Tensor& output = config.host_gradients ? bucket.owned : bucket.received;
+  if (!config.host_gradients) bucket.received = at::empty({bucket.chunk}, bucket.owned.options());
   bucket.scatter = transport("ZeRO gradient reduce-scatter")
-                       .reduce_scatter_async(bucket.owned, bucket.flat, distributed::ReduceKind::Sum,
+                       .reduce_scatter_async(output, bucket.flat, distributed::ReduceKind::Sum,
                                              "ZeRO gradient reduce-scatter");
 }
 
@@ -348,6 +358,7 @@ void Reducer::Impl::wait(Bucket& bucket) {
 void Reducer::Impl::place_zero_gradients(Bucket& bucket) {
   if (config.host_gradients) return;
   const ZeroBucketSplit& split = partition.buckets[static_cast<size_t>(&bucket - buckets.data())];
+  bucket.owned.copy_(bucket.received.narrow(0, 0, bucket.owned.numel()));
   for (size_t m = 0; m < bucket.members.size(); ++m) {
     at::Tensor& parameter = parameters[bucket.members[m]].second;
     if (split.owners[m] != partition.rank) {
@@ -357,7 +368,9 @@ void Reducer::Impl::place_zero_gradients(Bucket& bucket) {
     parameter.mutable_grad() =
         bucket.owned.narrow(0, bucket.offsets[m] - partition.rank * bucket.chunk, parameter.numel()).view(parameter.sizes());
   }
+  copied_bytes += bytes_of(bucket.owned);
   bucket.flat = at::Tensor();
+  bucket.received = at::Tensor();
 }
 
 double Reducer::Impl::helper_cpu_seconds() { return transport("DDP gradient all-reduce").helper_cpu_seconds(); }

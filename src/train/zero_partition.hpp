@@ -1,10 +1,11 @@
 // How ZeRO (zero_stage 1 and 2) splits a data-parallel model's parameters between the ranks: whole
 // parameters, never slices of one, so that each rank steps its parameters with the very kernels, on the
-// very tensors, that data parallelism steps them with (the same bits). The split follows the reducer's
-// gradient buckets: within each bucket the members are shared out by bytes, and the bucket is laid out as
-// one equal-sized chunk per rank, rank r's chunk holding the members r owns (then padding). A reduce-scatter
-// of such a bucket hands each rank exactly the gradients of its own parameters, and an all-gather of the
-// chunks gives every rank every updated parameter.
+// very tensors, that data parallelism steps them with (the same bits). The parameters are shared out over
+// the whole model by elements, largest first; each of the reducer's gradient buckets is then laid out as one
+// equal-sized chunk per rank, rank r's chunk holding the bucket's members r owns (then padding). A
+// reduce-scatter of such a bucket hands each rank exactly the gradients of its own parameters, and an
+// all-gather of the chunks gives every rank every updated parameter. The price of whole parameters: a model
+// of a few large ones splits unevenly, and a bucket whose members mostly fall to one rank is padded.
 #pragma once
 
 #include <cstddef>
@@ -20,10 +21,11 @@ struct ZeroBucketSplit {
   int64_t chunk = 0;             // elements per rank's chunk; the layout holds world * chunk
 };
 
-// Splits a bucket of members with these element counts between `world` ranks: the largest member first,
-// each to the rank with the fewest elements so far (the lowest rank on a tie), so the split is the same on
-// every rank. Chunks are rounded up to 16 elements (64 bytes of fp32). world < 1: Error(InvalidArgument).
-ZeroBucketSplit split_bucket(const std::vector<int64_t>& numels, int32_t world);
+// Splits the buckets' members (their element counts, bucket by bucket) between `world` ranks: the largest
+// member of the model first, each to the rank with the fewest elements so far (the lowest rank on a tie; equal
+// sizes in bucket order), so the split is the same on every rank. Chunks are rounded up to 16 elements (64
+// bytes of fp32). world < 1: Error(InvalidArgument).
+std::vector<ZeroBucketSplit> split_buckets(const std::vector<std::vector<int64_t>>& numels, int32_t world);
 
 // The split of a whole model, for the optimizer's side of ZeRO: per bucket, the reducer's parameter
 // indices (in bucket order) and their split.
