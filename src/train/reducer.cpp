@@ -13,91 +13,13 @@
 #include <functional>
 #include <optional>
 #include <mutex>
-#include <set>
 
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "distributed/process_group.hpp"
+#include "train/reducer_impl.hpp"
 
 namespace accel::train {
-
-struct Reducer::Impl {
-  struct Bucket {
-    std::vector<size_t> members;  // parameter indices
-    std::vector<int64_t> offsets;
-    int64_t numel = 0;
-    at::Tensor flat;
-    at::Tensor wire;  // with grad_compression: the 16-bit copy of flat that is all-reduced instead
-    // The number of processes as a 0-d tensor of flat's type: div's out= form with a tensor divisor has a
-    // kernel of its own, where a Scalar divisor would compute into a temporary and copy it over.
-    at::Tensor world_size;
-    size_t pending = 0;
-    std::unique_ptr<distributed::PendingAverage> work;
-    // zero_stage 2: elements per rank's chunk; where this rank's averaged gradients stay between
-    // backwards (its members' elements, or with host_gradients its chunk of the bucket); the chunk the
-    // reduce-scatter writes (while it runs, unless the bucket's own) and the reduce-scatter in flight.
-    int64_t chunk = 0;
-    at::Tensor owned;
-    at::Tensor received;
-    std::unique_ptr<distributed::PendingCollective> scatter;
-    double launched_us = 0;
-    // Written by the transport's thread when the all-reduce ends; shared, since a broken group may end it
-    // after the reducer is gone.
-    std::shared_ptr<std::atomic<double>> done_us = std::make_shared<std::atomic<double>>(0.0);
-  };
-
-  std::shared_ptr<distributed::State> state;
-  std::vector<std::pair<std::string, at::Tensor>> parameters;
-  ReducerConfig config;
-  std::vector<Bucket> buckets;
-  std::vector<size_t> bucket_of;  // parameter index -> bucket index
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
-  std::vector<uintptr_t> hook_keys;
-  std::vector<bool> ready;
-  std::vector<bool> locally_unused;  // this backward's parameters that got no gradient here (set by finalize)
-  std::vector<bool> reached_by_no_rank;  // the last synchronising backward's parameters no rank's reached
-  std::optional<std::vector<bool>> static_unused;  // with static_graph: the first backward's unused parameters
-  std::optional<std::vector<bool>> static_unused_everywhere;  // and those of them that no rank used
-  // How many ranks used each parameter in this backward, while it is all-reduced (kept here, as the
-  // buckets are, for as long as the all-reduce may run).
-  struct UseCount {
-    at::Tensor ranks;
-    std::unique_ptr<distributed::PendingCollective> work;
-  };
-  std::optional<UseCount> use_count;
-  ZeroPartition partition;
-  size_t next_bucket = 0;
-  bool expect_hooks = false;
-  bool finalize_queued = false;
-  double helper_cpu_at_first_gradient = 0;  // seconds, the helper thread's clock
-  int64_t copied_bytes = 0;                  // this backward's, into the buckets and out
-  std::mutex mutex;
-  GradSyncReport report;
-  mutable std::mutex report_mutex;  // apart from mutex, which finalize holds while it waits
-
-  void assign_buckets();
-  void split_for_zero();
-  void refuse_what_zero_cannot_do() const;
-  void launch_scatter(Bucket& bucket, distributed::BucketAverage average);
-  void wait(Bucket& bucket);
-  void place_zero_gradients(Bucket& bucket);
-  void refuse_what_the_transport_cannot_carry();
-  void reset_for_backward();
-  void mark_ready(size_t index);
-  void launch_ready_buckets();
-  void launch(Bucket& bucket);
-  distributed::Transport& transport(const char* what);
-  void finalize();
-  void account(double backward_end_us, double wait_end_us);
-  double helper_cpu_seconds();
-  int64_t gradient_bytes_held() const;
-  std::string names_of(const std::vector<bool>& which) const;
-  void start_use_count(const std::vector<bool>& unused);
-  std::vector<bool> gradients_to_keep();
-  // A bucket's slot of its member m, shaped as the parameter; parameter index's slot in its bucket.
-  at::Tensor slot(const Bucket& bucket, size_t m) const;
-  at::Tensor slot(size_t index) const;
-};
 
 namespace {
 
@@ -115,8 +37,6 @@ class GradReadyHook final : public torch::autograd::FunctionPostHook {
   std::weak_ptr<Reducer::Impl> reducer_;
   size_t index_;
 };
-
-int64_t bytes_of(const at::Tensor& tensor) { return tensor.numel() * static_cast<int64_t>(tensor.element_size()); }
 
 // The type a bucket of `type` travels as; `type` itself when it is not compressed.
 at::ScalarType wire_type(GradCompression compression, at::ScalarType type) {
@@ -192,39 +112,6 @@ void Reducer::Impl::assign_buckets() {
     } else {
       buckets[b].flat = shared.defined() ? shared.zero_() : at::zeros({buckets[b].numel}, options);
     }
-  }
-}
-
-void Reducer::Impl::split_for_zero() {
-  partition.stage = config.zero_stage;
-  partition.world = static_cast<int32_t>(state->launch().world_size);
-  partition.rank = static_cast<int32_t>(state->launch().rank);
-  std::vector<std::vector<int64_t>> numels;
-  for (auto& bucket : buckets) {
-    numels.emplace_back();
-    for (size_t member : bucket.members) numels.back().push_back(parameters[member].second.numel());
-    partition.members.push_back(bucket.members);
-  }
-  partition.buckets = split_buckets(numels, partition.world);
-  if (config.zero_stage != 2) return;
-  for (size_t b = 0; b < buckets.size(); ++b) {
-    buckets[b].offsets = partition.buckets[b].offsets;
-    buckets[b].chunk = partition.buckets[b].chunk;
-    buckets[b].numel = buckets[b].chunk * partition.world;
-  }
-}
-
-// What stage 2's reduce-scatter has no answer for, refused at prepare on every rank alike.
-void Reducer::Impl::refuse_what_zero_cannot_do() const {
-  if (config.zero_stage != 2) return;
-  const char* refused = config.compression != GradCompression::None ? "grad_compression"
-                        : config.find_unused_parameters             ? "find_unused_parameters"
-                        : config.static_graph                       ? "static_graph"
-                        : (config.gradient_as_bucket_view && !config.host_gradients) ? "gradient_as_bucket_view"
-                                                                                     : nullptr;
-  if (refused != nullptr) {
-    fail(Code::Unsupported, std::string("zero_stage 2 with ") + refused +
-                                " is not supported (zero_stage 1 keeps every gradient and supports it)");
   }
 }
 
@@ -317,82 +204,7 @@ void Reducer::Impl::launch(Bucket& bucket) {
   copied_bytes += bucket.work->copied_in();
 }
 
-// Stage 2: the bucket (made for this backward, unless it holds the caller's gradients) filled as for an
-// average, then reduce-scattered: each element summed in rank order as the all-reduce sums it, so that a
-// rank's chunk holds exactly what stage 0's average would.
-void Reducer::Impl::launch_scatter(Bucket& bucket, distributed::BucketAverage average) {
-  const ZeroBucketSplit& split = partition.buckets[static_cast<size_t>(&bucket - buckets.data())];
-  if (!bucket.flat.defined()) {
-    bucket.flat = at::empty({bucket.numel}, bucket.owned.options());
-    average.bucket = bucket.flat;
-    // The chunks' padding travels too: zeros rather than whatever the memory held.
-    std::vector<int64_t> used(static_cast<size_t>(partition.world), 0);
-    for (size_t m = 0; m < bucket.members.size(); ++m) {
-      used[static_cast<size_t>(split.owners[m])] += parameters[bucket.members[m]].second.numel();
-    }
-    for (int64_t r = 0; r < partition.world; ++r) {
-      const int64_t begin = r * bucket.chunk + used[static_cast<size_t>(r)];
-      if (begin < (r + 1) * bucket.chunk) bucket.flat.narrow(0, begin, (r + 1) * bucket.chunk - begin).zero_();
-    }
-  }
-  copied_bytes += distributed::fill_bucket(average);
-  if (average.on_filled) average.on_filled();
-  at::Tensor& output = config.host_gradients ? bucket.owned : bucket.received;
-  if (!config.host_gradients) bucket.received = at::empty({bucket.chunk}, bucket.owned.options());
-  bucket.scatter = transport("ZeRO gradient reduce-scatter")
-                       .reduce_scatter_async(output, bucket.flat, distributed::ReduceKind::Sum,
-                                             "ZeRO gradient reduce-scatter");
-}
-
-void Reducer::Impl::wait(Bucket& bucket) {
-  if (bucket.scatter) {
-    bucket.scatter->wait();
-    bucket.done_us->store(timeline::now_us());
-  } else {
-    bucket.work->wait();
-  }
-}
-
-// Stage 2 after the reduce-scatter: an owned parameter's gradient is its place in the chunk; the others'
-// are dropped, with the bucket (the caller's gradients stay the bucket's views, unaveraged where not owned).
-void Reducer::Impl::place_zero_gradients(Bucket& bucket) {
-  if (config.host_gradients) return;
-  const ZeroBucketSplit& split = partition.buckets[static_cast<size_t>(&bucket - buckets.data())];
-  bucket.owned.copy_(bucket.received.narrow(0, 0, bucket.owned.numel()));
-  for (size_t m = 0; m < bucket.members.size(); ++m) {
-    at::Tensor& parameter = parameters[bucket.members[m]].second;
-    if (split.owners[m] != partition.rank) {
-      parameter.mutable_grad() = at::Tensor();
-      continue;
-    }
-    parameter.mutable_grad() =
-        bucket.owned.narrow(0, bucket.offsets[m] - partition.rank * bucket.chunk, parameter.numel()).view(parameter.sizes());
-  }
-  copied_bytes += bytes_of(bucket.owned);
-  bucket.flat = at::Tensor();
-  bucket.received = at::Tensor();
-}
-
 double Reducer::Impl::helper_cpu_seconds() { return transport("DDP gradient all-reduce").helper_cpu_seconds(); }
-
-// The storages of the gradients and of the buckets, each once (a gradient that is its bucket's view is
-// the bucket's memory).
-int64_t Reducer::Impl::gradient_bytes_held() const {
-  std::set<const c10::StorageImpl*> seen;
-  int64_t bytes = 0;
-  const auto count = [&](const at::Tensor& tensor) {
-    if (tensor.defined() && seen.insert(tensor.storage().unsafeGetStorageImpl()).second) {
-      bytes += static_cast<int64_t>(tensor.storage().nbytes());
-    }
-  };
-  for (const auto& parameter : parameters) count(parameter.second.grad());
-  for (const auto& bucket : buckets) {
-    count(bucket.flat);
-    count(bucket.wire);
-    count(bucket.owned);
-  }
-  return bytes;
-}
 
 // One synchronising backward's figures: backward computed its last gradient at backward_end_us, and its
 // wait for the all-reduces ended at wait_end_us.
