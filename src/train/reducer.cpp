@@ -82,7 +82,7 @@ void Reducer::Impl::assign_buckets() {
     const at::Tensor& first = parameters[buckets[b].members.front()].second;
     const auto options = first.options().requires_grad(false);
     buckets[b].world_size = at::scalar_tensor(static_cast<double>(state->launch().world_size), options);
-    if (config.zero_stage == 2) {
+    if (scatter) {
       // The caller's gradients are views of the bucket, which stays; accel's own bucket lives only while it is
       // reduce-scattered (launch_scatter), the rank keeping its chunk.
       const int64_t rank = state->launch().rank;
@@ -182,7 +182,7 @@ void Reducer::Impl::launch(Bucket& bucket) {
     bucket.launched_us = timeline::now_us();
     bucket.done_us->store(bucket.launched_us);
   };
-  if (config.zero_stage == 2) {
+  if (scatter) {
     launch_scatter(bucket, std::move(average));
     return;
   }
@@ -335,7 +335,7 @@ void Reducer::Impl::finalize() {
   }
   const double wait_end_us = timeline::now_us();
   for (auto& bucket : buckets) {
-    if (config.zero_stage == 2) {
+    if (scatter) {
       place_zero_gradients(bucket);
       continue;
     }
@@ -354,6 +354,7 @@ void Reducer::Impl::finalize() {
       }
     }
   }
+  if (config.zero_stage == 2 && !scatter) drop_gradients_of_others();
   account(backward_end_us, wait_end_us);
 }
 
@@ -364,6 +365,7 @@ Reducer::Reducer(std::shared_ptr<distributed::State> state, std::vector<std::pai
   impl_->parameters = std::move(parameters);
   impl_->config = config;
   impl_->refuse_what_zero_cannot_do();
+  impl_->scatter = impl_->config.zero_stage == 2 && impl_->scatters_bit_identically();
   impl_->assign_buckets();
   impl_->refuse_what_the_transport_cannot_carry();
   impl_->reset_for_backward();

@@ -62,6 +62,12 @@ struct Reducer::Impl {
   };
   std::optional<UseCount> use_count;
   ZeroPartition partition;
+  // zero_stage 2 through shared memory on one node, whose reduce-scatter sums each element in the rank order
+  // of its all-reduce: the buckets are laid out in rank chunks and reduce-scattered. Elsewhere (Gloo, whose
+  // ring starts an element's sum at a rank that depends on its place in the buffer, or several nodes) the
+  // buckets are averaged as under stage 0, for the same bits, and the other ranks' gradients dropped after.
+  bool scatter = false;
+  bool scatters_bit_identically();
   size_t next_bucket = 0;
   bool expect_hooks = false;
   bool finalize_queued = false;
@@ -77,6 +83,7 @@ struct Reducer::Impl {
   void launch_scatter(Bucket& bucket, distributed::BucketAverage average);
   void wait(Bucket& bucket);
   void place_zero_gradients(Bucket& bucket);
+  void drop_gradients_of_others();
   void refuse_what_the_transport_cannot_carry();
   void reset_for_backward();
   void mark_ready(size_t index);

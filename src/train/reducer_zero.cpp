@@ -11,6 +11,22 @@
 
 namespace accel::train {
 
+bool Reducer::Impl::scatters_bit_identically() {
+  distributed::ProcessGroup* group = state->group("ZeRO gradient reduce-scatter");
+  return group->uses_shared_memory() && !group->shared_memory_spans_nodes() &&
+         !parameters.empty() && parameters.front().second.device().is_cpu();
+}
+
+// Stage 2 without the reduce-scatter: every gradient was averaged; the rank keeps its own (accel's
+// gradients: the caller's stay its storage).
+void Reducer::Impl::drop_gradients_of_others() {
+  if (config.host_gradients) return;
+  const auto owners = partition.owner_of(parameters.size());
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (owners[i] != partition.rank) parameters[i].second.mutable_grad() = at::Tensor();
+  }
+}
+
 void Reducer::Impl::split_for_zero() {
   partition.stage = config.zero_stage;
   partition.world = static_cast<int32_t>(state->launch().world_size);
@@ -22,7 +38,7 @@ void Reducer::Impl::split_for_zero() {
     partition.members.push_back(bucket.members);
   }
   partition.buckets = split_buckets(numels, partition.world);
-  if (config.zero_stage != 2) return;
+  if (!scatter) return;
   for (size_t b = 0; b < buckets.size(); ++b) {
     buckets[b].offsets = partition.buckets[b].offsets;
     buckets[b].chunk = partition.buckets[b].chunk;
