@@ -71,7 +71,9 @@ void Reducer::Impl::assign_buckets() {
     current.members.push_back(i);
     current.numel += parameter.numel();
     current_bytes += bytes_of(parameter);
-    const int64_t cap = buckets.empty() ? config.first_bucket_bytes : config.bucket_bytes;
+    // Stage 2's chunked buckets start at full size: a small first bucket holds a parameter or two, which
+    // whole-parameter chunks cannot share out, so it would be mostly padding.
+    const int64_t cap = buckets.empty() && !scatter ? config.first_bucket_bytes : config.bucket_bytes;
     if (current_bytes >= cap) close();
   }
   close();
