@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -284,6 +285,33 @@ TEST(Zero, CallersOwnOptimizerIsRefused) {
   auto model = Model::from_tensors(named, std::vector<bool>(named.size(), true), {});
   model->prepare(state, layout(1, false));
   expect_error(Code::Unsupported, "needs accel's optimizer", [&] { model->end_backward(); });
+}
+
+// Under the fp16 scaler (ACCEL_MIXED_PRECISION=fp16) a stage 2 rank unscales only its own gradients: an
+// inf in one rank's share must skip every rank's step (a rank stepping alone would also wait forever in
+// the parameter all-gather).
+TEST(Zero, AnOverflowOnOneRankSkipsEveryRanksStep) {
+  auto accelerator = Accelerator::of(state);
+  if (accelerator->scaler() == nullptr || world() == 1) GTEST_SKIP() << "needs fp16 loss scaling on several processes";
+  auto trained = make("overflow", 2, "sgd", false);
+  state->gradient_state().reset();
+  for (int64_t micro = 0; micro < accelerator->gradient_accumulation_steps(); ++micro) {
+    accelerator->accumulate();
+    const auto output = trained.model->forward({rows(micro, 8, 0)}, {}, true).values.front().second;
+    accelerator->backward(at::mse_loss(output, rows(micro, 4, 1)));
+  }
+  const auto trainable = trained.model->trainable_parameters();
+  const auto owners = trained.model->zero_partition()->owner_of(trainable.size());
+  const size_t poisoned = trainable.size() - 1;  // owned by one rank only
+  if (owners[poisoned] == rank()) trainable[poisoned].second.grad().view({-1})[0] = INFINITY;
+  std::vector<at::Tensor> before;
+  for (const auto& parameter : trainable) before.push_back(parameter.second.detach().clone());
+  trained.optimizer->step();
+  EXPECT_TRUE(trained.optimizer->step_was_skipped());
+  for (size_t i = 0; i < trainable.size(); ++i) {
+    EXPECT_TRUE(at::equal(before[i], trainable[i].second)) << trainable[i].first << " was stepped";
+  }
+  trained.optimizer->zero_grad();
 }
 
 TEST(Zero, RefusesWhatItCannotDo) {
