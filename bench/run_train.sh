@@ -46,6 +46,13 @@
 # and, before the last line, "checkpoint: every=N saves=S blocking_over_none_2proc=C1
 # background_over_none_2proc=C2 blocking_ms_per_save=B background_ms_per_save=G": each side's step time
 # over accel 2p's without checkpoints, and what one save costs the training (the difference, per save).
+# ZeRO: two more sides each round, accel 2p trained with AdamW (weight_decay 0.01) under zero_stage 0 and
+# under zero_stage 2, and before the last line
+#   zero: optimizer_state_ratio=Z1 gradient_ratio=Z2 step_vs_stage0=Z3
+# rank 0's optimizer state bytes, gradient bytes held after a synchronising backward (accel_model_grad_sync_stat's
+# optimizer_state_bytes and gradient_bytes) and median step time, stage 2 over stage 0. Targets: Z1 <= 0.52,
+# Z2 <= 0.55, Z3 <= 1.0. ZeRO splits whole parameters, so on this MLP rank 0 steps the 1024x1024 layer and rank 1
+# the 784x1024 one and the rest: Z1 is rank 0's 0.56 here (rank 1's 0.44).
 # Every process is bound to a CPU of its own, as `accel launch --cpu-affinity` binds ranks (and mpirun does
 # by default), on the first two CPUs the script may use: 1-process runs go on the first (the limit's second
 # run on the second), and the 2-process runs of every side, PyTorch DDP's included, are started on both by
@@ -128,6 +135,7 @@ accel2_bf16=() eager_torch1=() eager_accel1=() eager_accel2_sps=()
 SYNC_FIGURES="reduce_ms overlapped_ms exposed_ms wait_ms helper_cpu_ms"
 declare -A sync_shm sync_gloo  # figure -> the rounds' values, space-separated
 ckpt_blocking=() ckpt_background=()
+zero0=() zero2=() zero_lines=()
 TIMELINE_DIR=$(mktemp -d)
 # On the disk of the build tree rather than /tmp, which may be memory: a save's cost includes its flushes.
 CHECKPOINT_DIR=$(mktemp -d "$MODEL_DIR/checkpoints.XXXXXX")
@@ -193,6 +201,15 @@ for round in $(seq 1 "$ROUNDS"); do
     done
   fi
 
+  for stage in 0 2; do
+    line=$(launch2 "$BIN/train_accel" "$MODEL" "$STEPS" "$WARMUP" optimizer=adamw "zero_stage=$stage" | grep '^accel ' || true)
+    result "accel 2p AdamW zero_stage $stage" "$line"
+    echo "round $round (AdamW, zero_stage $stage): $line"
+    if [ "$stage" = 0 ]; then zero0+=("$(value "$line" step_ms)"); else zero2+=("$(value "$line" step_ms)"); fi
+    zero_lines[stage]="$(value "$line" optimizer_state_bytes) $(value "$line" gradient_bytes)"
+    losses+=("2p-adamw $(value "$line" first_loss) $(value "$line" last_loss)")
+  done
+
   line=$(run1 "$PYTHON" "$HERE/train_torch_eager.py" torch "$MODEL" "$STEPS" "$WARMUP" | grep '^torch_eager ' || true)
   result "eager torch 1p" "$line"
   echo "round $round (eager nn.Module, plain torch loop): $line"
@@ -250,7 +267,16 @@ if [ "$CHECKPOINT_EVERY" -gt 0 ]; then
     printf "\n"
   }')
 fi
-EAGER_LINE=$eager_line CHECKPOINT_LINES=$checkpoint_lines awk -v z="$m_zero" -v n="$m_none" -v a1="$m_a1" -v d2="$m_d2" -v a2="$m_a2" -v a2tl="$m_a2_tl" -v lim="$m_limit" -v a2g="$m_a2_gloo" \
+read -r state0 grads0 <<<"${zero_lines[0]}"
+read -r state2 grads2 <<<"${zero_lines[2]}"
+zero_line=$(awk -v s0="$state0" -v g0="$grads0" -v s2="$state2" -v g2="$grads2" -v t0="$(median "${zero0[@]}")" \
+    -v t2="$(median "${zero2[@]}")" 'BEGIN {
+  printf "median accel 2p AdamW: zero_stage 0 %.3f ms/step, zero_stage 2 %.3f ms/step; rank 0 holds %d / %d optimizer state bytes and %d / %d gradient bytes\n", t0, t2, s2, s0, g2, g0
+  printf "targets: optimizer_state_ratio <= 0.52 (%s), gradient_ratio <= 0.55 (%s), step_vs_stage0 <= 1.0 (%s)\n", \
+    (s2 / s0 <= 0.52) ? "met" : "missed", (g2 / g0 <= 0.55) ? "met" : "missed", (t2 / t0 <= 1.0) ? "met" : "missed"
+  printf "zero: optimizer_state_ratio=%.3f gradient_ratio=%.3f step_vs_stage0=%.3f", s2 / s0, g2 / g0, t2 / t0
+}')
+ZERO_LINE=$zero_line EAGER_LINE=$eager_line CHECKPOINT_LINES=$checkpoint_lines awk -v z="$m_zero" -v n="$m_none" -v a1="$m_a1" -v d2="$m_d2" -v a2="$m_a2" -v a2tl="$m_a2_tl" -v lim="$m_limit" -v a2g="$m_a2_gloo" \
     -v a2b="$m_a2_bf16" \
     -v a1s="$m_a1_sps" -v d2s="$m_d2_sps" -v a2s="$m_a2_sps" 'BEGIN {
   printf "median libtorch 1p (zero_grad):   %.3f ms/step, %.1f samples/s\n", z, 64000 / z
@@ -270,5 +296,6 @@ EAGER_LINE=$eager_line CHECKPOINT_LINES=$checkpoint_lines awk -v z="$m_zero" -v 
   printf "timeline: timeline_overhead_2proc=%.3f; informational: accel 2p step through Gloo over through shared memory = %.2f, with bf16 gradient compression over without = %.2f\n", tl, a2g / a2, a2b / a2
   if (ENVIRON["CHECKPOINT_LINES"] != "") print ENVIRON["CHECKPOINT_LINES"]
   print ENVIRON["EAGER_LINE"]
+  print ENVIRON["ZERO_LINE"]
   printf "train: overhead_vs_libtorch_1proc=%.2f accel_vs_torch_ddp_2proc=%.2f scaling_2proc=%.2f accel_vs_limit_2proc=%.2f\n", r1, r2, r3, r4
 }'

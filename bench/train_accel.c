@@ -3,6 +3,7 @@
  *
  *   train_accel MODEL [steps] [warmup] [profile] [serve] [graph] [grad_compression=no|bf16|fp16]
  *               [checkpoint_every=N checkpoint=blocking|background checkpoint_dir=DIR]
+ *               [optimizer=sgd|adamw] [zero_stage=0|1|2]
  *
  * Run directly for one process, through `accel launch --nproc-per-node 2 --cpu` for two; bench/run_gpu.sh
  * runs it on one GPU as well. The device and the mixed precision are the state's (its own choice, or
@@ -27,7 +28,9 @@
  * then rank 0's gradient all-reduce figures per timed step (accel_model_grad_sync_stat, 0 on one process):
  * sync_reduce_ms (an all-reduce in flight), sync_overlapped_ms (of it, while backward still computed),
  * sync_exposed_ms (after), sync_wait_ms (backward's measured wait), sync_helper_cpu_ms (the shared-memory
- * thread's CPU time) and sync_bytes. grad_compression=... is passed to accel_state_prepare_model.
+ * thread's CPU time) and sync_bytes, then rank 0's memory figures: gradient_bytes (held after the last
+ * synchronising backward) and optimizer_state_bytes. grad_compression=... and zero_stage=... are passed to
+ * accel_state_prepare_model; optimizer=adamw trains with AdamW (lr 0.01, weight_decay 0.01) instead of SGD.
  * With `profile` every call of the step is timed on its own (clock_gettime around each) and the line adds
  * the mean milliseconds per step of each. With `serve` (one process) the warm-up is followed by a line
  * "ready", then every line read from standard input starts a round of `warmup` more steps and `steps` timed
@@ -286,6 +289,12 @@ static void timed_round(struct run *run, long steps, long warmup) {
     }
     printf(" phases_sum_ms=%.3f", 1e3 * sum / (double)steps);
   }
+  {
+    double gradient_bytes = 0.0, state_bytes = 0.0;
+    check(accel_model_grad_sync_stat(run->model, "gradient_bytes", &gradient_bytes), "accel_model_grad_sync_stat");
+    check(accel_model_grad_sync_stat(run->model, "optimizer_state_bytes", &state_bytes), "accel_model_grad_sync_stat");
+    printf(" gradient_bytes=%.0f optimizer_state_bytes=%.0f", gradient_bytes, state_bytes);
+  }
   printf("\n");
   fflush(stdout);
 }
@@ -296,6 +305,7 @@ int main(int argc, char **argv) {
   const long warmup = argc > 3 ? atol(argv[3]) : 10;
   struct run run;
   accel_options_t *optimizer_options = NULL, *model_options = NULL;
+  const char *optimizer_kind = "sgd";
   char line[64];
   int serve = 0, graph = 0, usage = model_path == NULL || steps < 1 || warmup < 1, a, b;
 
@@ -310,6 +320,11 @@ int main(int argc, char **argv) {
     } else if (strncmp(argv[a], "grad_compression=", 17) == 0) {
       if (model_options == NULL) check(accel_options_new(&model_options), "accel_options_new");
       check(accel_options_set_string(model_options, "grad_compression", argv[a] + 17), "grad_compression");
+    } else if (strncmp(argv[a], "zero_stage=", 11) == 0) {
+      if (model_options == NULL) check(accel_options_new(&model_options), "accel_options_new");
+      check(accel_options_set_int(model_options, "zero_stage", atol(argv[a] + 11)), "zero_stage");
+    } else if (strcmp(argv[a], "optimizer=sgd") == 0 || strcmp(argv[a], "optimizer=adamw") == 0) {
+      optimizer_kind = argv[a] + 10;
     } else if (strncmp(argv[a], "checkpoint_every=", 17) == 0) {
       run.checkpoint_every = atol(argv[a] + 17);
       usage |= run.checkpoint_every < 1;
@@ -324,7 +339,7 @@ int main(int argc, char **argv) {
   usage |= run.checkpoint_every > 0 && run.checkpoint_dir == NULL;
   if (usage) {
     fprintf(stderr, "usage: train_accel MODEL [steps >= 1] [warmup >= 1] [profile] [serve] [graph] [grad_compression=no|bf16|fp16] "
-                    "[checkpoint_every=N >= 1 checkpoint=blocking|background checkpoint_dir=DIR]\n");
+                    "[checkpoint_every=N >= 1 checkpoint=blocking|background checkpoint_dir=DIR] [optimizer=sgd|adamw] [zero_stage=0|1|2]\n");
     return 2;
   }
   check(accel_state_new(&run.state, NULL), "accel_state_new");
@@ -335,7 +350,10 @@ int main(int argc, char **argv) {
   check(accel_state_prepare_model(run.state, run.model, model_options), "accel_state_prepare_model");
   check(accel_options_new(&optimizer_options), "accel_options_new");
   check(accel_options_set_double(optimizer_options, "lr", LR), "accel_options_set_double(lr)");
-  check(accel_optimizer_new(&run.optimizer, run.model, "sgd", optimizer_options), "accel_optimizer_new");
+  if (strcmp(optimizer_kind, "adamw") == 0) {
+    check(accel_options_set_double(optimizer_options, "weight_decay", 0.01), "accel_options_set_double(weight_decay)");
+  }
+  check(accel_optimizer_new(&run.optimizer, run.model, optimizer_kind, optimizer_options), "accel_optimizer_new");
   check(accel_model_train(run.model, 1), "accel_model_train");
   if (graph) {
     accel_options_t *step_options = NULL;

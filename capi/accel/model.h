@@ -28,7 +28,19 @@
  * 2^-25 more per element and rounding) and turns those above 65504 into inf. Another value is
  * ACCEL_ERR_BAD_OPTION_VALUE; "bf16" where the all-reduces go through LibTorch 1.13's Gloo, which has no
  * bfloat16 sum, is ACCEL_ERR_UNSUPPORTED from accel_state_prepare_model: the shared-memory transport of
- * ranks on one host carries it).
+ * ranks on one host carries it), zero_stage (0; DeepSpeed's ZeRO stages, Accelerate's
+ * DeepSpeedPlugin(zero_stage=...), for a model whose optimizer is accel's: 1 gives each process the optimizer
+ * state of, and the step of, only its share of the parameters (whole parameters, shared out by size), the
+ * updated parameters then gathered to every process; 2 also reduce-scatters the gradient buckets, so a
+ * process holds only its own parameters' averaged gradients (the others' are dropped; a model of the
+ * caller's tensors keeps its gradient storage, unaveraged outside its share). Both take the same steps as 0,
+ * bit for bit, clipping (the norm is shared) and the fp16 scaler (an overflow anywhere skips every process's
+ * step) included; checkpoints hold the optimizer state gathered, so any stage and number of processes
+ * resumes them. Another value is ACCEL_ERR_BAD_OPTION_VALUE; 2 with find_unused_parameters, static_graph,
+ * grad_compression or gradient_as_bucket_view is ACCEL_ERR_UNSUPPORTED from accel_state_prepare_model, as
+ * is a CUDA-graph step (accel_train_step_new with cuda_graph) of such a model; a model of the caller's
+ * tensors under 1 or 2 whose backward ends (accel_model_end_backward) without an accel optimizer made over
+ * it is ACCEL_ERR_UNSUPPORTED. On one process the option changes nothing).
  * The model is always moved to the state's device (Accelerate's device_placement applies to loaders
  * here): its buckets and autocast are the device's.
  *
@@ -176,7 +188,11 @@ ACCEL_API ACCEL_NODISCARD int accel_model_buffer(const accel_model_t *model, siz
  * after the last one, which is long where other processes keep the cores busy),
  * "helper_cpu_ms" (CPU time of the thread that ran the shared-memory all-reduces, spinning included: what
  * the overlap costs this rank's cores; 0 under Gloo, whose threads are its own). The same names with the
- * prefix "last_" give the last synchronising backward's figures. All 0 for a model that is not prepared
+ * prefix "last_" give the last synchronising backward's figures. And the memory ZeRO splits (zero_stage):
+ * "gradient_bytes" (the gradient memory this process held when the last synchronising backward ended: the
+ * gradients' and the buckets' storage, each counted once) and "optimizer_state_bytes" (the per-parameter
+ * state, momentum buffers and Adam's moments, of the accel optimizers made over the model, as of their last
+ * step or load). All 0 for a model that is not prepared
  * or runs on one process. With the timeline on, each synchronising backward also records the event
  * "all-reduce wait" (from its last gradient to the end of the wait) with these figures as arguments.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (another name; the message lists them).

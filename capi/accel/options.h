@@ -92,7 +92,7 @@
  *   prefetch_depth   int     batches read ahead of the one in use (> 0)          default 2
  * Model keys (accel_state_prepare_model; DDP's arguments): find_unused_parameters, bucket_cap_mb,
  * first_bucket_mb, broadcast_buffers, convert_outputs_to_fp32, gradient_as_bucket_view, static_graph,
- * grad_compression (DDP's comm hook: "no", "bf16", "fp16"); see accel/model.h for their meanings, defaults
+ * grad_compression (DDP's comm hook: "no", "bf16", "fp16"), zero_stage (ZeRO: 0, 1, 2); see accel/model.h for their meanings, defaults
  * and, for grad_compression, the error it brings. Optimizer keys (accel_optimizer_new; accel/optimizer.h):
  * lr, momentum, dampening, nesterov, weight_decay, beta1, beta2, eps, no_decay. Scheduler keys
  * (accel_scheduler_new; accel/scheduler.h, per schedule): warmup_steps, total_steps, num_cycles, power,

@@ -64,9 +64,14 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
   const std::string manifest_path = join_path(directory, kManifestFile);
   loaded.manifest = read_manifest(manifest_path);
   const Manifest& manifest = loaded.manifest;
-  if (manifest.world_size != state.launch().world_size) {
+  // Loaders' positions and registered objects are per process; without them a checkpoint resumes on another
+  // number of processes (the optimizer state is whole, ZeRO's included), a rank past the saved ones keeping
+  // its own random state.
+  const bool same_world = manifest.world_size == state.launch().world_size;
+  if (!same_world && (manifest.num_loaders > 0 || !manifest.custom_objects.empty())) {
     fail(Code::InvalidArgument, manifest_path + ": the checkpoint was saved by " + std::to_string(manifest.world_size) +
-                                    " processes, this run has " + std::to_string(state.launch().world_size));
+                                    " processes, this run has " + std::to_string(state.launch().world_size) +
+                                    ", and its loaders and registered objects hold a state per process");
   }
   expect_count("models", manifest.num_models, objects.models.size(), manifest_path);
   expect_count("optimizers", manifest.num_optimizers, objects.optimizers.size(), manifest_path);
@@ -95,16 +100,18 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
     train::read_archive(*loaded.scaler, "grad scaler");
   }
 
-  const std::string own_path = join_path(join_path(directory, rank_directory(state.launch().rank)), kStatesFile);
-  const formats::SafetensorsFile own(own_path);
-  for (size_t i = 0; i < objects.loaders.size(); ++i) {
-    loaded.loaders.push_back(view_bytes(own, indexed("loader", i), own_path));
-    data::decode_loader_state(loaded.loaders.back());
+  if (state.launch().rank < manifest.world_size) {
+    const std::string own_path = join_path(join_path(directory, rank_directory(state.launch().rank)), kStatesFile);
+    const formats::SafetensorsFile own(own_path);
+    for (size_t i = 0; i < objects.loaders.size(); ++i) {
+      loaded.loaders.push_back(view_bytes(own, indexed("loader", i), own_path));
+      data::decode_loader_state(loaded.loaders.back());
+    }
+    for (const formats::ArrayView& view : own.arrays()) {
+      if (view.name.rfind("rng.", 0) == 0) loaded.rng.emplace_back(view.name.substr(4), formats::copy_to_tensor(view));
+    }
+    check_rng_states(loaded.rng, own_path);
   }
-  for (const formats::ArrayView& view : own.arrays()) {
-    if (view.name.rfind("rng.", 0) == 0) loaded.rng.emplace_back(view.name.substr(4), formats::copy_to_tensor(view));
-  }
-  check_rng_states(loaded.rng, own_path);
 
   for (const CustomObject* object : objects.custom) {
     if (std::find(manifest.custom_objects.begin(), manifest.custom_objects.end(), object->name) == manifest.custom_objects.end()) {
@@ -180,7 +187,7 @@ void load_state(const std::shared_ptr<distributed::State>& state, const std::str
   for (size_t i = 0; i < objects.optimizers.size(); ++i) objects.optimizers[i]->optimizer().load_state(loaded.optimizers[i]);
   for (size_t i = 0; i < objects.schedulers.size(); ++i) objects.schedulers[i]->scheduler().load_state(loaded.schedulers[i]);
   if (scaler != nullptr) scaler->load_state(*loaded.scaler);
-  restore_rng_states(loaded.rng);
+  if (!loaded.rng.empty()) restore_rng_states(loaded.rng);
   state->gradient_state().set_step(loaded.manifest.step);
 }
 

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "ckpt/model_weights.hpp"
@@ -13,6 +14,7 @@
 #include "formats/safetensors.hpp"
 #include "tracking/trackers.hpp"
 #include "train/accelerator.hpp"
+#include "train/zero_optimizer.hpp"
 
 namespace accel::ckpt {
 
@@ -45,6 +47,18 @@ Manifest manifest_of(distributed::State& state, const CheckpointObjects& objects
   manifest.num_loaders = static_cast<int64_t>(objects.loaders.size());
   manifest.has_scaler = has_scaler;
   for (const CustomObject* object : objects.custom) manifest.custom_objects.push_back(object->name);
+  for (auto* optimizer : objects.optimizers) {
+    const train::ZeroShard* shard = optimizer->optimizer().zero_shard();
+    if (shard == nullptr) continue;
+    manifest.zero_stage = std::max<int64_t>(manifest.zero_stage, shard->stage());
+    manifest.zero_split.resize(static_cast<size_t>(manifest.world_size));
+    const auto& stepped = optimizer->optimizer();
+    for (size_t group = 0; group < stepped.num_groups(); ++group) {
+      for (const auto& name : stepped.group_parameter_names(group)) {
+        manifest.zero_split[static_cast<size_t>(shard->owner_of(name))].push_back(name);
+      }
+    }
+  }
   if (const tracking::Trackers* trackers = objects.trackers) {
     manifest.tracker_run = trackers->run_name();
     manifest.tracker_last_step = trackers->last_logged_step().value_or(-1);
@@ -66,6 +80,13 @@ CheckpointSnapshot take_snapshot(const std::shared_ptr<distributed::State>& stat
     snapshot.rank_states.emplace_back(indexed("loader", i), bytes_tensor(objects.loaders[i]->save_state()));
   }
   for (auto& [generator, rng_state] : capture_rng_states()) snapshot.rank_states.emplace_back("rng." + generator, rng_state);
+  // Under ZeRO an optimizer's state is gathered from every rank, so every rank takes part; rank 0 writes it.
+  std::vector<std::string> optimizer_states;
+  for (auto* optimizer : objects.optimizers) {
+    if (snapshot.rank == 0 || optimizer->optimizer().zero_shard() != nullptr) {
+      optimizer_states.push_back(optimizer->optimizer().save_state());
+    }
+  }
   if (snapshot.rank != 0) return snapshot;
 
   for (const train::Model* model : objects.models) {
@@ -76,7 +97,7 @@ CheckpointSnapshot take_snapshot(const std::shared_ptr<distributed::State>& stat
     snapshot.models.push_back(std::move(stored));
   }
   for (size_t i = 0; i < objects.optimizers.size(); ++i) {
-    snapshot.shared_states.emplace_back(indexed("optimizer", i), bytes_tensor(objects.optimizers[i]->optimizer().save_state()));
+    snapshot.shared_states.emplace_back(indexed("optimizer", i), bytes_tensor(optimizer_states[i]));
   }
   for (size_t i = 0; i < objects.schedulers.size(); ++i) {
     snapshot.shared_states.emplace_back(indexed("scheduler", i), bytes_tensor(objects.schedulers[i]->scheduler().save_state()));

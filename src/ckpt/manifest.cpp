@@ -23,6 +23,19 @@ std::map<std::string, int64_t*> integer_members(Manifest& manifest) {
           {"num_loaders", &manifest.num_loaders}};
 }
 
+// A JSON array of strings.
+std::vector<std::string> read_names(formats::HeaderReader& reader) {
+  std::vector<std::string> names;
+  reader.expect('[');
+  if (!reader.consume(']')) {
+    do {
+      names.push_back(formats::read_json_string(reader));
+    } while (reader.consume(','));
+    reader.expect(']');
+  }
+  return names;
+}
+
 }  // namespace
 
 std::string checkpoint_model_file(size_t index) {
@@ -43,6 +56,15 @@ void write_manifest(const std::string& path, const Manifest& manifest) {
   if (!copy.custom_objects.empty()) {
     text << ",\n  \"custom_objects\": [";
     for (size_t i = 0; i < copy.custom_objects.size(); ++i) text << (i ? ", " : "") << formats::json_quote(copy.custom_objects[i]);
+    text << "]";
+  }
+  if (copy.zero_stage != 0) {
+    text << ",\n  \"zero_stage\": " << copy.zero_stage << ",\n  \"zero_split\": [";
+    for (size_t r = 0; r < copy.zero_split.size(); ++r) {
+      text << (r ? ", " : "") << "[";
+      for (size_t i = 0; i < copy.zero_split[r].size(); ++i) text << (i ? ", " : "") << formats::json_quote(copy.zero_split[r][i]);
+      text << "]";
+    }
     text << "]";
   }
   if (!copy.tracker_run.empty()) {
@@ -74,10 +96,14 @@ Manifest read_manifest(const std::string& path) {
     } else if (key == "tracker_last_step") {
       manifest.tracker_last_step = reader.read_int();
     } else if (key == "custom_objects") {
+      manifest.custom_objects = read_names(reader);
+    } else if (key == "zero_stage") {
+      manifest.zero_stage = reader.read_int();
+    } else if (key == "zero_split") {
       reader.expect('[');
       if (!reader.consume(']')) {
         do {
-          manifest.custom_objects.push_back(formats::read_json_string(reader));
+          manifest.zero_split.push_back(read_names(reader));
         } while (reader.consume(','));
         reader.expect(']');
       }
@@ -87,7 +113,8 @@ Manifest read_manifest(const std::string& path) {
       reader.error("unknown key '" + key + "'");
     }
   });
-  const size_t optional_keys = seen.count("custom_objects") + seen.count("tracker_run") + seen.count("tracker_last_step");
+  const size_t optional_keys = seen.count("custom_objects") + seen.count("tracker_run") +
+                               seen.count("tracker_last_step") + seen.count("zero_stage") + seen.count("zero_split");
   if (seen.size() - optional_keys != integers.size() + 3) fail(Code::InvalidArgument, path + ": checkpoint manifest misses keys");
   return manifest;
 }

@@ -110,6 +110,17 @@ Report inspect_checkpoint(const std::string& directory) {
                    {"schedulers", std::to_string(manifest.num_schedulers)},
                    {"loaders", std::to_string(manifest.num_loaders)},
                    {"grad_scaler", manifest.has_scaler ? "true" : "false"}};
+  if (manifest.zero_stage != 0) {
+    // The optimizer state is saved gathered; the split says which rank stepped which parameter.
+    std::string split;
+    for (size_t rank = 0; rank < manifest.zero_split.size(); ++rank) {
+      std::string names;
+      for (const auto& name : manifest.zero_split[rank]) names += (names.empty() ? "" : ", ") + formats::json_quote(name);
+      split += (rank ? ", " : "") + std::string("[") + names + "]";
+    }
+    report.fields.emplace_back("zero_stage", std::to_string(manifest.zero_stage));
+    report.fields.emplace_back("zero_split", "[" + split + "]");
+  }
   report.files.push_back(other_file(directory, ckpt::kManifestFile));
   for (int64_t i = 0; i < manifest.num_models; ++i) {
     report.files.push_back(safetensors_file(directory, ckpt::checkpoint_model_file(static_cast<size_t>(i))));

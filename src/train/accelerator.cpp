@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "train/clipping.hpp"
+#include "train/zero_optimizer.hpp"
 
 namespace accel::train {
 
@@ -131,6 +132,16 @@ void Accelerator::refuse_if_group_broken(const char* what) const {
 double Accelerator::clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type) {
   refuse_if_group_broken("clip_grad_norm");
   unscale_owners(parameters);
+  // Under ZeRO stage 2 a rank holds the gradients of its own parameters only: the norm is shared.
+  ZeroShard* split_gradients = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto* accelerated : optimizers_) {
+      ZeroShard* shard = accelerated->optimizer().zero_shard();
+      if (shard != nullptr && shard->stage() == 2 && !parameters.empty() && shard->holds(parameters.front())) split_gradients = shard;
+    }
+  }
+  if (split_gradients != nullptr) return split_gradients->clip_grad_norm(parameters, max_norm, norm_type);
   return train::clip_grad_norm(parameters, max_norm, norm_type);
 }
 
@@ -246,7 +257,13 @@ std::shared_ptr<AcceleratedOptimizer> prepare_optimizer(const std::shared_ptr<Ac
   // A model of the caller's tensors keeps its gradient storage: the caller's tensors hold it as their grads.
   if (model.host_owned()) settings.zero_grad_to_none = false;
   auto optimizer = std::make_unique<Optimizer>(kind, model.trainable_parameters(), settings);
-  return std::make_shared<AcceleratedOptimizer>(accelerator, std::move(optimizer));
+  shard_for_zero(model, *optimizer);
+  auto accelerated = std::make_shared<AcceleratedOptimizer>(accelerator, std::move(optimizer));
+  model.note_accel_optimizer([held = std::weak_ptr<AcceleratedOptimizer>(accelerated)] {
+    const auto optimizer = held.lock();
+    return optimizer ? optimizer->optimizer().state_bytes() : int64_t{0};
+  });
+  return accelerated;
 }
 
 std::unique_ptr<AcceleratedScheduler> prepare_scheduler(std::shared_ptr<AcceleratedOptimizer> optimizer,

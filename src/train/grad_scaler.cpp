@@ -77,7 +77,8 @@ void GradScaler::unscale(Optimizer& optimizer) {
   }
   const auto grads = grads_to_unscale(optimizer.parameters());
   // One host sync for all grads; torch syncs as well, when step() reads found_inf.
-  optimizers_[&optimizer] = {Stage::Unscaled, unscale_grads(grads).item<bool>()};
+  // Under ZeRO stage 2 a rank sees its own gradients only: every rank skips the step if any overflowed.
+  optimizers_[&optimizer] = {Stage::Unscaled, optimizer.overflow_on_any_rank(unscale_grads(grads).item<bool>())};
 }
 
 at::Tensor GradScaler::scale_tensor(const c10::Device& device) {

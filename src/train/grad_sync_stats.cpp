@@ -46,6 +46,8 @@ bool figure_of(const GradSyncStats& stats, const std::string& name, double* out)
 }  // namespace
 
 double grad_sync_figure(const GradSyncReport& report, const std::string& name) {
+  if (name == "gradient_bytes") return static_cast<double>(report.gradient_bytes);
+  if (name == "optimizer_state_bytes") return static_cast<double>(report.optimizer_state_bytes);
   const std::string last = "last_";
   double value = 0;
   const bool found = name.compare(0, last.size(), last) == 0 ? figure_of(report.last, name.substr(last.size()), &value)
@@ -53,7 +55,8 @@ double grad_sync_figure(const GradSyncReport& report, const std::string& name) {
   if (!found) {
     fail(Code::InvalidArgument, "no gradient synchronisation figure '" + name +
                                     "': the figures are syncs, bytes, copied_bytes, reduce_ms, overlapped_ms, exposed_ms, "
-                                    "wait_ms and helper_cpu_ms (totals), each also with the prefix last_ (the last backward's)");
+                                    "wait_ms and helper_cpu_ms (totals), each also with the prefix last_ (the last backward's), "
+                                    "gradient_bytes and optimizer_state_bytes");
   }
   return value;
 }

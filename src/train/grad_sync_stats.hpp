@@ -27,10 +27,17 @@ struct GradSyncStats {
 struct GradSyncReport {
   GradSyncStats last;
   GradSyncStats total;
+  // The memory ZeRO splits, on this rank: the bytes of gradient memory held once the last synchronising
+  // backward ended (the storages of the parameters' gradients and of the reducer's buckets, each counted
+  // once), and the optimizer state (momentum buffers, Adam's moments) of accel's optimizers over the model
+  // after their last step or load.
+  int64_t gradient_bytes = 0;
+  int64_t optimizer_state_bytes = 0;
 };
 
 // One figure by name, as the C API asks for it: "syncs", "bytes", "copied_bytes", "reduce_ms", "overlapped_ms",
-// "exposed_ms", "wait_ms", "helper_cpu_ms" (totals), each also with the prefix "last_" (the last backward's).
+// "exposed_ms", "wait_ms", "helper_cpu_ms" (totals), each also with the prefix "last_" (the last backward's);
+// and "gradient_bytes", "optimizer_state_bytes" (GradSyncReport's).
 // Throws Error(InvalidArgument) for another name, listing these.
 double grad_sync_figure(const GradSyncReport& report, const std::string& name);
 

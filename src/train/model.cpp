@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -35,6 +36,9 @@ struct Model::Impl {
   // DDP's require_forward_param_sync: whether the last forward synchronised (grad enabled, and its backward
   // all-reduces); the next forward then broadcasts the buffers.
   bool last_forward_synchronised = true;
+  mutable bool accel_optimizer = false;
+  mutable std::mutex optimizers_mutex;
+  mutable std::vector<std::function<int64_t()>> optimizer_state_bytes;
 };
 
 Model::Model(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -218,6 +222,12 @@ void Model::end_backward() {
   if (!impl_->body->host_owned()) {
     fail(Code::InvalidState, "end_backward: accel runs this model's backward itself (a TorchScript model)");
   }
+  if (const ZeroPartition* zero = zero_partition(); zero != nullptr && !impl_->accel_optimizer) {
+    fail(Code::Unsupported, "zero_stage " + std::to_string(zero->stage) +
+                                " on a model of the caller's tensors needs accel's optimizer over it "
+                                "(accel_optimizer_new): the caller's own optimizer would step every parameter, "
+                                "while each rank updates only its share; prepare with zero_stage 0");
+  }
   if (impl_->reducer) impl_->reducer->finish_backward();
 }
 
@@ -291,8 +301,22 @@ std::vector<std::vector<std::string>> Model::bucket_names() const {
   return impl_->reducer ? impl_->reducer->bucket_names() : std::vector<std::vector<std::string>>{};
 }
 
+const ZeroPartition* Model::zero_partition() const {
+  if (!impl_->reducer || impl_->reducer->zero_partition().stage == 0) return nullptr;
+  return &impl_->reducer->zero_partition();
+}
+
+void Model::note_accel_optimizer(std::function<int64_t()> state_bytes) const {
+  impl_->accel_optimizer = true;
+  std::lock_guard<std::mutex> lock(impl_->optimizers_mutex);
+  impl_->optimizer_state_bytes.push_back(std::move(state_bytes));
+}
+
 GradSyncReport Model::grad_sync_report() const {
-  return impl_->reducer ? impl_->reducer->sync_report() : GradSyncReport{};
+  GradSyncReport report = impl_->reducer ? impl_->reducer->sync_report() : GradSyncReport{};
+  std::lock_guard<std::mutex> lock(impl_->optimizers_mutex);
+  for (const auto& state_bytes : impl_->optimizer_state_bytes) report.optimizer_state_bytes += state_bytes();
+  return report;
 }
 
 std::shared_ptr<Model> Model::unwrap() const { return std::shared_ptr<Model>(new Model(around(impl_->body))); }

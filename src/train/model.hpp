@@ -4,6 +4,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -101,6 +102,15 @@ class Model {
   NamedTensors trainable_parameters() const;
   // Gradient buckets, for inspection and tests; empty when not data-parallel.
   std::vector<std::vector<std::string>> bucket_names() const;
+  // The split of the trainable parameters between the ranks under ZeRO (PrepareConfig's
+  // reducer.zero_stage 1 or 2 on several processes); nullptr otherwise (on one process zero_stage means
+  // nothing).
+  const ZeroPartition* zero_partition() const;
+  // Called when accel's optimizer is made over this model: a model of the caller's tensors under ZeRO
+  // refuses to synchronise a backward without one (Error(Unsupported) from end_backward), since the
+  // caller's own optimizer would step every parameter with gradients that only their owners hold.
+  // state_bytes: what the optimizer holds now (GradSyncReport::optimizer_state_bytes sums them; thread-safe).
+  void note_accel_optimizer(std::function<int64_t()> state_bytes) const;
   // What the gradient all-reduces cost (train/grad_sync_stats.hpp); zeros when not data-parallel.
   GradSyncReport grad_sync_report() const;
   // The plain module (same parameters), without the data-parallel wrapper.

@@ -6,6 +6,7 @@
 #include <torch/optim/sgd.h>
 #include <torch/serialize/archive.h>
 
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <set>
@@ -14,6 +15,7 @@
 #include "core/options.hpp"
 #include "train/archive.hpp"
 #include "train/capturable_optimizer.hpp"
+#include "train/zero_optimizer.hpp"
 
 namespace accel::train {
 namespace {
@@ -180,6 +182,17 @@ std::vector<Group> split_groups(const std::vector<std::pair<std::string, at::Ten
 }
 
 
+// A parameter's entry in torch::optim's state map, keyed by a string in LibTorch 1.13 and by the
+// TensorImpl's address in 2.x.
+template <typename States>
+void erase_state_of(States& states, const at::Tensor& parameter) {
+  if constexpr (std::is_same_v<typename States::key_type, std::string>) {
+    states.erase(c10::guts::to_string(parameter.unsafeGetTensorImpl()));
+  } else {
+    states.erase(parameter.unsafeGetTensorImpl());
+  }
+}
+
 }  // namespace
 
 void validate_momentum(const std::string& kind, double momentum, const std::string& what) {
@@ -221,6 +234,27 @@ struct Optimizer::Impl {
   std::unique_ptr<CapturableOptimizer> capturable;
   int64_t state_generation = 0;
   bool zero_grad_to_none = true;
+  std::shared_ptr<ZeroShard> zero;
+  std::atomic<int64_t> state_bytes{0};
+
+  int64_t count_state_bytes() const;
+
+  std::string own_state() const {
+    torch::serialize::OutputArchive archive;
+    optimizer->save(archive);
+    archive.write("accel/kind", c10::IValue(kind));
+    archive.write("accel/initial_lrs", c10::IValue(initial_lrs));
+    return archive_bytes(archive);
+  }
+
+  // Under ZeRO: forgets the state of the parameters other ranks own.
+  void drop_state_of_others() {
+    for (const auto& group : optimizer->param_groups()) {
+      for (const auto& parameter : group.params()) {
+        if (!zero->owns(parameter)) erase_state_of(optimizer->state(), parameter);
+      }
+    }
+  }
 
   size_t checked(size_t index) const {
     const auto count = optimizer->param_groups().size();
@@ -299,8 +333,13 @@ Optimizer::~Optimizer() = default;
 void Optimizer::step() {
   // The step counts a captured step advanced on the device are the ones this step must continue from.
   if (impl_->capturable) impl_->capturable->write_back();
-  impl_->optimizer->step();
+  if (impl_->zero) {
+    impl_->zero->step([this] { impl_->optimizer->step(); });
+  } else {
+    impl_->optimizer->step();
+  }
   if (impl_->capturable) impl_->capturable->invalidate();
+  impl_->state_bytes = impl_->count_state_bytes();
 }
 
 void Optimizer::zero_grad() {
@@ -363,11 +402,23 @@ const std::string& Optimizer::kind() const { return impl_->kind; }
 
 std::string Optimizer::save_state() const {
   if (impl_->capturable) impl_->capturable->write_back();
-  torch::serialize::OutputArchive archive;
-  impl_->optimizer->save(archive);
-  archive.write("accel/kind", c10::IValue(impl_->kind));
-  archive.write("accel/initial_lrs", c10::IValue(impl_->initial_lrs));
-  return archive_bytes(archive);
+  if (!impl_->zero) return impl_->own_state();
+  // Every rank's part added to this rank's state (torch::optim's load adds the parameters it holds), saved
+  // whole, then this rank's part alone kept again.
+  const auto parts = impl_->zero->gather_bytes(impl_->own_state());
+  try {
+    for (size_t r = 0; r < parts.size(); ++r) {
+      if (static_cast<int32_t>(r) == impl_->zero->rank()) continue;
+      auto archive = read_archive(parts[r], "optimizer", parameters().front().device());
+      impl_->optimizer->load(archive);
+    }
+  } catch (const c10::Error& error) {
+    impl_->drop_state_of_others();
+    fail_from(error, Code::Internal, "gathering the ZeRO optimizer state: ");
+  }
+  const std::string whole = impl_->own_state();
+  impl_->drop_state_of_others();
+  return whole;
 }
 
 void Optimizer::load_state(const std::string& bytes) {
@@ -375,6 +426,8 @@ void Optimizer::load_state(const std::string& bytes) {
   auto archive = read_archive(bytes, "optimizer", parameters().front().device());
   auto [groups, initial_lrs] = impl_->read_checked(archive);
   impl_->replace_state(archive);
+  if (impl_->zero) impl_->drop_state_of_others();
+  impl_->state_bytes = impl_->count_state_bytes();
   auto& param_groups = impl_->optimizer->param_groups();
   for (size_t i = 0; i < groups.size(); ++i) param_groups[i].set_options(std::move(groups[i].second));
   impl_->initial_lrs = std::move(initial_lrs);
@@ -382,7 +435,37 @@ void Optimizer::load_state(const std::string& bytes) {
   if (impl_->capturable) impl_->capturable->invalidate();
 }
 
+void Optimizer::attach_zero(std::shared_ptr<ZeroShard> shard) { impl_->zero = std::move(shard); }
+
+ZeroShard* Optimizer::zero_shard() const { return impl_->zero.get(); }
+
+bool Optimizer::overflow_on_any_rank(bool found_inf) { return impl_->zero ? impl_->zero->any_rank(found_inf) : found_inf; }
+
+int64_t Optimizer::state_bytes() const { return impl_->state_bytes.load(); }
+
+int64_t Optimizer::Impl::count_state_bytes() const {
+  const auto bytes = [](const at::Tensor& tensor) {
+    return tensor.defined() ? tensor.numel() * static_cast<int64_t>(tensor.element_size()) : int64_t{0};
+  };
+  int64_t total = 0;
+  for (const auto& entry : optimizer->state()) {
+    const auto* state = entry.second.get();
+    if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(state)) {
+      total += bytes(sgd->momentum_buffer());
+    } else if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(state)) {
+      total += bytes(adam->exp_avg()) + bytes(adam->exp_avg_sq()) + bytes(adam->max_exp_avg_sq());
+    } else if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(state)) {
+      total += bytes(adamw->exp_avg()) + bytes(adamw->exp_avg_sq()) + bytes(adamw->max_exp_avg_sq());
+    }
+  }
+  return total;
+}
+
 CapturableOptimizer& Optimizer::capturable() {
+  if (impl_->zero) {
+    fail(Code::Unsupported, "a CUDA graph cannot capture the step of an optimizer under zero_stage " +
+                                std::to_string(impl_->zero->stage()) + " (its all-gather is not capturable); use zero_stage 0");
+  }
   if (!impl_->capturable) impl_->capturable = std::make_unique<CapturableOptimizer>(*impl_->optimizer, impl_->kind);
   return *impl_->capturable;
 }

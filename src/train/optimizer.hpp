@@ -14,6 +14,7 @@
 namespace accel::train {
 
 class CapturableOptimizer;
+class ZeroShard;
 
 struct OptimizerConfig {
   double lr = 1e-3;
@@ -82,6 +83,20 @@ class Optimizer {
   // the optimizer is unchanged.
   std::string save_state() const;
   void load_state(const std::string& bytes);
+
+  // ZeRO (train/zero_optimizer.hpp), attached once after construction: step() then steps this rank's
+  // parameters only and gathers the rest from their owners, the state of other ranks' parameters is not
+  // kept, save_state() is collective and returns the whole state gathered (the bytes zero_stage 0 would
+  // write, so any stage and world size can load them), load_state() keeps this rank's part, and
+  // capturable() is Error(Unsupported). nullptr without ZeRO.
+  void attach_zero(std::shared_ptr<ZeroShard> shard);
+  ZeroShard* zero_shard() const;
+  // Whether the fp16 scaler's overflow (this rank's found_inf) holds on any rank: found_inf itself without
+  // ZeRO stage 2; collective with it.
+  bool overflow_on_any_rank(bool found_inf);
+  // The bytes of the per-parameter state (momentum buffers, Adam's moments) this rank holds, as of the last
+  // step() or load_state(). Thread-safe.
+  int64_t state_bytes() const;
 
   // The step in the form a CUDA graph captures (train/capturable_optimizer.hpp), made on first use, over
   // this optimizer's own state; step() and save_state() keep the two in agreement.

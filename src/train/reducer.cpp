@@ -17,72 +17,9 @@
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "distributed/process_group.hpp"
+#include "train/reducer_impl.hpp"
 
 namespace accel::train {
-
-struct Reducer::Impl {
-  struct Bucket {
-    std::vector<size_t> members;  // parameter indices
-    std::vector<int64_t> offsets;
-    int64_t numel = 0;
-    at::Tensor flat;
-    at::Tensor wire;  // with grad_compression: the 16-bit copy of flat that is all-reduced instead
-    // The number of processes as a 0-d tensor of flat's type: div's out= form with a tensor divisor has a
-    // kernel of its own, where a Scalar divisor would compute into a temporary and copy it over.
-    at::Tensor world_size;
-    size_t pending = 0;
-    std::unique_ptr<distributed::PendingAverage> work;
-    double launched_us = 0;
-    // Written by the transport's thread when the all-reduce ends; shared, since a broken group may end it
-    // after the reducer is gone.
-    std::shared_ptr<std::atomic<double>> done_us = std::make_shared<std::atomic<double>>(0.0);
-  };
-
-  std::shared_ptr<distributed::State> state;
-  std::vector<std::pair<std::string, at::Tensor>> parameters;
-  ReducerConfig config;
-  std::vector<Bucket> buckets;
-  std::vector<size_t> bucket_of;  // parameter index -> bucket index
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
-  std::vector<uintptr_t> hook_keys;
-  std::vector<bool> ready;
-  std::vector<bool> locally_unused;  // this backward's parameters that got no gradient here (set by finalize)
-  std::vector<bool> reached_by_no_rank;  // the last synchronising backward's parameters no rank's reached
-  std::optional<std::vector<bool>> static_unused;  // with static_graph: the first backward's unused parameters
-  std::optional<std::vector<bool>> static_unused_everywhere;  // and those of them that no rank used
-  // How many ranks used each parameter in this backward, while it is all-reduced (kept here, as the
-  // buckets are, for as long as the all-reduce may run).
-  struct UseCount {
-    at::Tensor ranks;
-    std::unique_ptr<distributed::PendingCollective> work;
-  };
-  std::optional<UseCount> use_count;
-  size_t next_bucket = 0;
-  bool expect_hooks = false;
-  bool finalize_queued = false;
-  double helper_cpu_at_first_gradient = 0;  // seconds, the helper thread's clock
-  int64_t copied_bytes = 0;                  // this backward's, into the buckets and out
-  std::mutex mutex;
-  GradSyncReport report;
-  mutable std::mutex report_mutex;  // apart from mutex, which finalize holds while it waits
-
-  void assign_buckets();
-  void refuse_what_the_transport_cannot_carry();
-  void reset_for_backward();
-  void mark_ready(size_t index);
-  void launch_ready_buckets();
-  void launch(Bucket& bucket);
-  distributed::Transport& transport(const char* what);
-  void finalize();
-  void account(double backward_end_us, double wait_end_us);
-  double helper_cpu_seconds();
-  std::string names_of(const std::vector<bool>& which) const;
-  void start_use_count(const std::vector<bool>& unused);
-  std::vector<bool> gradients_to_keep();
-  // A bucket's slot of its member m, shaped as the parameter; parameter index's slot in its bucket.
-  at::Tensor slot(const Bucket& bucket, size_t m) const;
-  at::Tensor slot(size_t index) const;
-};
 
 namespace {
 
@@ -100,8 +37,6 @@ class GradReadyHook final : public torch::autograd::FunctionPostHook {
   std::weak_ptr<Reducer::Impl> reducer_;
   size_t index_;
 };
-
-int64_t bytes_of(const at::Tensor& tensor) { return tensor.numel() * static_cast<int64_t>(tensor.element_size()); }
 
 // The type a bucket of `type` travels as; `type` itself when it is not compressed.
 at::ScalarType wire_type(GradCompression compression, at::ScalarType type) {
@@ -136,15 +71,36 @@ void Reducer::Impl::assign_buckets() {
     current.members.push_back(i);
     current.numel += parameter.numel();
     current_bytes += bytes_of(parameter);
-    const int64_t cap = buckets.empty() ? config.first_bucket_bytes : config.bucket_bytes;
+    // Stage 2's chunked buckets start at full size: a small first bucket holds a parameter or two, which
+    // whole-parameter chunks cannot share out, so it would be mostly padding.
+    const int64_t cap = buckets.empty() && !scatter ? config.first_bucket_bytes : config.bucket_bytes;
     if (current_bytes >= cap) close();
   }
   close();
   bucket_of.assign(parameters.size(), 0);
+  if (config.zero_stage > 0) split_for_zero();
   for (size_t b = 0; b < buckets.size(); ++b) {
     for (size_t member : buckets[b].members) bucket_of[member] = b;
     const at::Tensor& first = parameters[buckets[b].members.front()].second;
     const auto options = first.options().requires_grad(false);
+    buckets[b].world_size = at::scalar_tensor(static_cast<double>(state->launch().world_size), options);
+    if (scatter) {
+      // The caller's gradients are views of the bucket, which stays; accel's own bucket lives only while it is
+      // reduce-scattered (launch_scatter), the rank keeping its chunk.
+      const int64_t rank = state->launch().rank;
+      if (config.host_gradients) {
+        buckets[b].flat = at::zeros({buckets[b].numel}, options);
+        buckets[b].owned = buckets[b].flat.narrow(0, rank * buckets[b].chunk, buckets[b].chunk);
+      } else {
+        int64_t mine = 0;
+        const ZeroBucketSplit& split = partition.buckets[b];
+        for (size_t m = 0; m < split.owners.size(); ++m) {
+          if (split.owners[m] == rank) mine += parameters[buckets[b].members[m]].second.numel();
+        }
+        buckets[b].owned = at::zeros({mine}, options);
+      }
+      continue;
+    }
     // Made once: a compressed step allocates nothing more than an uncompressed one.
     const auto type = wire_type(config.compression, first.scalar_type());
     const bool compressed = type != first.scalar_type();
@@ -158,7 +114,6 @@ void Reducer::Impl::assign_buckets() {
     } else {
       buckets[b].flat = shared.defined() ? shared.zero_() : at::zeros({buckets[b].numel}, options);
     }
-    buckets[b].world_size = at::scalar_tensor(static_cast<double>(state->launch().world_size), options);
   }
 }
 
@@ -181,6 +136,7 @@ void Reducer::Impl::reset_for_backward() {
   for (auto& bucket : buckets) {
     bucket.pending = bucket.members.size();
     bucket.work.reset();
+    bucket.scatter.reset();
   }
   next_bucket = 0;
   finalize_queued = false;
@@ -228,6 +184,10 @@ void Reducer::Impl::launch(Bucket& bucket) {
     bucket.launched_us = timeline::now_us();
     bucket.done_us->store(bucket.launched_us);
   };
+  if (scatter) {
+    launch_scatter(bucket, std::move(average));
+    return;
+  }
   std::function<void()> on_complete;
   if (timeline::enabled()) {
     const double bytes = static_cast<double>(bytes_of(bucket.wire.defined() ? bucket.wire : bucket.flat));
@@ -255,7 +215,8 @@ void Reducer::Impl::account(double backward_end_us, double wait_end_us) {
   std::vector<TimeInterval> reductions;
   for (size_t b = 0; b < next_bucket; ++b) {
     reductions.push_back({buckets[b].launched_us, buckets[b].done_us->load()});
-    step.bytes += bytes_of(buckets[b].wire.defined() ? buckets[b].wire : buckets[b].flat);
+    const at::Tensor& sent = buckets[b].wire.defined() ? buckets[b].wire : buckets[b].owned.defined() ? buckets[b].owned : buckets[b].flat;
+    step.bytes += buckets[b].numel * static_cast<int64_t>(sent.element_size());
   }
   const UnionLength in_flight = union_length(std::move(reductions), backward_end_us);
   step.syncs = 1;
@@ -274,9 +235,11 @@ void Reducer::Impl::account(double backward_end_us, double wait_end_us) {
                       {"helper_cpu_us", step.helper_cpu_ms * 1000},
                       {"bytes", static_cast<double>(step.bytes)}});
   }
+  const int64_t held = gradient_bytes_held();
   std::lock_guard<std::mutex> lock(report_mutex);
   report.last = step;
   report.total += step;
+  report.gradient_bytes = held;
 }
 
 // The names of the parameters flagged in `which`, separated by commas.
@@ -365,7 +328,7 @@ void Reducer::Impl::finalize() {
   }
   launch_ready_buckets();
   if (error.empty()) start_use_count(unused);
-  for (size_t b = 0; b < next_bucket; ++b) buckets[b].work->wait();
+  for (size_t b = 0; b < next_bucket; ++b) wait(buckets[b]);
   if (!error.empty()) fail(Code::InvalidArgument, error);
   const std::vector<bool> keep = gradients_to_keep();
   reached_by_no_rank = keep;
@@ -374,6 +337,10 @@ void Reducer::Impl::finalize() {
   }
   const double wait_end_us = timeline::now_us();
   for (auto& bucket : buckets) {
+    if (scatter) {
+      place_zero_gradients(bucket);
+      continue;
+    }
     for (size_t m = 0; m < bucket.members.size(); ++m) {
       if (keep[bucket.members[m]]) continue;
       at::Tensor& parameter = parameters[bucket.members[m]].second;
@@ -389,6 +356,7 @@ void Reducer::Impl::finalize() {
       }
     }
   }
+  if (config.zero_stage == 2 && !scatter) drop_gradients_of_others();
   account(backward_end_us, wait_end_us);
 }
 
@@ -398,6 +366,8 @@ Reducer::Reducer(std::shared_ptr<distributed::State> state, std::vector<std::pai
   impl_->state = std::move(state);
   impl_->parameters = std::move(parameters);
   impl_->config = config;
+  impl_->refuse_what_zero_cannot_do();
+  impl_->scatter = impl_->config.zero_stage == 2 && impl_->scatters_bit_identically();
   impl_->assign_buckets();
   impl_->refuse_what_the_transport_cannot_carry();
   impl_->reset_for_backward();
@@ -444,6 +414,8 @@ void Reducer::finish_backward() {
   }
   if (in_backward) impl_->finalize();
 }
+
+const ZeroPartition& Reducer::zero_partition() const { return impl_->partition; }
 
 GradSyncReport Reducer::sync_report() const {
   std::lock_guard<std::mutex> lock(impl_->report_mutex);

@@ -17,6 +17,7 @@
 
 #include "distributed/state.hpp"
 #include "train/grad_sync_stats.hpp"
+#include "train/zero_partition.hpp"
 
 namespace accel::train {
 
@@ -51,6 +52,12 @@ struct ReducerConfig {
   // is registered; each gradient is its bucket view from the start (with gradient_as_bucket_view), the
   // caller marks each one ready (mark_ready) and ends the backward (finish_backward).
   bool host_gradients = false;
+  // ZeRO (train/zero_partition.hpp): 1 splits the parameters between the ranks (the gradients are averaged
+  // as with 0); 2 also lays each bucket out in rank chunks and reduce-scatters it, so that a rank receives
+  // the average of its own parameters' gradients only. Under 2, a gradient accel owns (not host_gradients)
+  // is dropped (undefined) on the ranks that do not own its parameter, and the owners' gradients are views
+  // of their chunk, the only gradient memory the reducer keeps between backwards.
+  int32_t zero_stage = 0;
 };
 
 class Reducer {
@@ -77,6 +84,9 @@ class Reducer {
 
   // Buckets as lists of parameter names, in launch order.
   std::vector<std::vector<std::string>> bucket_names() const;
+
+  // The split of the parameters between the ranks under zero_stage 1 or 2 (stage 0 without).
+  const ZeroPartition& zero_partition() const;
 
   // What the all-reduces of the synchronising backwards cost: the last one's and the sums. Thread-safe.
   GradSyncReport sync_report() const;

@@ -12,6 +12,7 @@
 #include "core/value_ranges.hpp"
 #include "train/capturable_optimizer.hpp"
 #include "train/clipping.hpp"
+#include "train/zero_optimizer.hpp"
 #include "train/step_graph.hpp"
 
 namespace accel::train {
@@ -317,6 +318,11 @@ TrainStep::TrainStep(std::shared_ptr<Model> model, std::shared_ptr<AcceleratedOp
   for (const auto& parameter : model->trainable_parameters()) impl.parameters.push_back(parameter.second);
   std::set<const c10::TensorImpl*> trainable;
   for (const auto& parameter : impl.parameters) trainable.insert(parameter.unsafeGetTensorImpl());
+  if (config.cuda_graph && optimizer->optimizer().zero_shard() != nullptr) {
+    fail(Code::Unsupported, "train step: cuda_graph with a model prepared with zero_stage " +
+                                std::to_string(optimizer->optimizer().zero_shard()->stage()) +
+                                " (the step's all-gather cannot be captured); use zero_stage 0 or cuda_graph off");
+  }
   const auto optimized = optimizer->optimizer().parameters();
   std::set<const c10::TensorImpl*> stepped;
   for (const auto& parameter : optimized) stepped.insert(parameter.unsafeGetTensorImpl());

@@ -53,6 +53,7 @@ const OptionScope& prepare_option_scope() {
           {"static_graph", OptionType::Bool, false, {}, false},
           {"convert_outputs_to_fp32", OptionType::Bool, true, {}, false},
           {"grad_compression", OptionType::String, std::string("no"), {"no", "fp16", "bf16"}, false},
+          {"zero_stage", OptionType::Int, int64_t{0}, {}, false},
       }};
   return scope;
 }
@@ -167,6 +168,13 @@ PrepareConfig prepare_config(const Options* explicit_options) {
   config.reducer.compression = compression == "fp16"   ? GradCompression::Fp16
                                : compression == "bf16" ? GradCompression::Bf16
                                                        : GradCompression::None;
+  const int64_t zero_stage = values.get_int("zero_stage");
+  if (zero_stage < 0 || zero_stage > 2) {
+    fail(Code::BadOptionValue, "option zero_stage: " + std::to_string(zero_stage) +
+                                   " is not a ZeRO stage accel has (0: data parallel, 1: optimizer state split "
+                                   "between the ranks, 2: gradients too)");
+  }
+  config.reducer.zero_stage = static_cast<int32_t>(zero_stage);
   config.broadcast_buffers = values.get_bool("broadcast_buffers");
   config.keep_low_precision_outputs = !values.get_bool("convert_outputs_to_fp32");
   return config;

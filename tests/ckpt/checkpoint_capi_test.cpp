@@ -143,6 +143,9 @@ TEST_F(CheckpointCapi, AnotherWorldSizeOrObjectListIsRefused) {
   const auto at = manifest.find("\"world_size\": 1");
   ASSERT_NE(at, std::string::npos) << manifest;
   manifest.replace(at, 15, "\"world_size\": 4");
+  const auto loaders = manifest.find("\"num_loaders\": 0");
+  ASSERT_NE(loaders, std::string::npos) << manifest;
+  manifest.replace(loaders, 16, "\"num_loaders\": 1");
   std::ofstream(path + "/metadata.json") << manifest;
   EXPECT_EQ(load(path), ACCEL_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("saved by 4 processes, this run has 1"), std::string::npos) << last_error();

@@ -9,8 +9,8 @@ accel.utils (accel.utils.operations, accel.utils.dataclasses).
 See bindings/python/README.md for the API and what differs from Accelerate.
 """
 from .accelerator import Accelerator, DistributedType
-from .config import (DataLoaderConfiguration, DistributedDataParallelKwargs, GradientAccumulationPlugin,
-                     GradScalerKwargs, InitProcessGroupKwargs, ProjectConfiguration)
+from .config import (DataLoaderConfiguration, DeepSpeedPlugin, DistributedDataParallelKwargs,
+                     GradientAccumulationPlugin, GradScalerKwargs, InitProcessGroupKwargs, ProjectConfiguration)
 from .data_loader import DataLoader
 from .dataset import Dataset
 from .errors import (AccelEnvironmentError, AccelError, AccelIOError, AccelTimeoutError, BadOptionValueError,
@@ -32,7 +32,7 @@ from .version import features, has_feature, torch_version, version
 __version__ = version()
 
 __all__ = [
-    "Accelerator", "DistributedType", "DataLoaderConfiguration", "DistributedDataParallelKwargs",
+    "Accelerator", "DistributedType", "DataLoaderConfiguration", "DeepSpeedPlugin", "DistributedDataParallelKwargs",
     "GradientAccumulationPlugin", "GradScalerKwargs", "InitProcessGroupKwargs", "DataLoader", "Dataset",
     "AccelEnvironmentError",
     "AccelError", "AccelIOError", "AccelTimeoutError", "BadOptionValueError", "CallbackError", "DtypeError",

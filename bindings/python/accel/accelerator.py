@@ -21,8 +21,8 @@ from . import state as state_module
 from ._callbacks import Callbacks
 from ._handle import Handle
 from ._library import ffi, lib
-from .config import (DataLoaderConfiguration, DistributedDataParallelKwargs, GradientAccumulationPlugin,  # noqa: F401
-                     GradScalerKwargs, InitProcessGroupKwargs, ProjectConfiguration)
+from .config import (DataLoaderConfiguration, DeepSpeedPlugin, DistributedDataParallelKwargs,  # noqa: F401
+                     GradientAccumulationPlugin, GradScalerKwargs, InitProcessGroupKwargs, ProjectConfiguration)
 from .data_loader import DataLoader
 from .dataset import Dataset
 from .errors import check
@@ -146,7 +146,7 @@ class Accelerator(Handle):
     def __init__(self, mixed_precision=None, gradient_accumulation_steps=None, cpu=None, device=None,
                  dataloader_config=None, gradient_accumulation_plugin=None, kwargs_handlers=(), project_dir=None,
                  project_config=None, step_scheduler_with_optimizer=None, device_placement=None, rng_types=None,
-                 dynamo_backend=None):
+                 dynamo_backend=None, deepspeed_plugin=None):
         """Joins (or creates) the process state: reads how the process was launched and, with several
         processes, meets the others. None leaves a setting to the ACCEL_* environment, then the default.
 
@@ -162,6 +162,8 @@ class Accelerator(Handle):
         every process takes from the main one when a loader starts an epoch, among "generator" (the
         loader's shuffling generator, the default), "torch" and "cuda" (torch's default ones).
         dynamo_backend: only "no" (LibTorch has no TorchDynamo; anything else is UnsupportedError).
+        deepspeed_plugin: a DeepSpeedPlugin (or a dict of its fields), whose zero_stage every prepared model
+        takes (ZeRO stages 1 and 2; refused for a model trained by torch's own optimizer).
         kwargs_handlers also takes GradScalerKwargs.
 
         A process has one state: while one lives, another Accelerator must ask for the same settings
@@ -183,9 +185,13 @@ class Accelerator(Handle):
             if isinstance(handler, (InitProcessGroupKwargs, GradScalerKwargs)):
                 settings.update(handler.options())
             elif isinstance(handler, DistributedDataParallelKwargs):
-                self._model_settings = handler.options()
+                self._model_settings.update(handler.options())
             else:
                 raise TypeError(f"unsupported kwargs handler {type(handler).__name__}")
+        if deepspeed_plugin is not None:
+            if isinstance(deepspeed_plugin, dict):
+                deepspeed_plugin = DeepSpeedPlugin(**deepspeed_plugin)
+            self._model_settings.update(deepspeed_plugin.options())
         # Kept: the settings the library has no getter for (step_scheduler_with_optimizer, rng_types, ...)
         # are read back from what these options resolve to.
         self._state_options = Options(settings)

@@ -170,7 +170,8 @@ class Model(Handle):
     def grad_sync_stat(self, name):
         """What the gradient all-reduces cost, one figure by name: syncs, bytes, copied_bytes, reduce_ms,
         overlapped_ms, exposed_ms, wait_ms, helper_cpu_ms (totals since prepare), each also with the prefix
-        last_ (the last synchronising backward's). 0 when the model is not data-parallel."""
+        last_ (the last synchronising backward's); and gradient_bytes, optimizer_state_bytes (the memory ZeRO's
+        zero_stage splits, on this process). 0 when the model is not data-parallel."""
         out = ffi.new("double *")
         check(lib.accel_model_grad_sync_stat(self.pointer, name.encode(), out))
         return out[0]

@@ -191,6 +191,26 @@ def test_kwargs_handlers_are_accelerates(make_accelerator):
         accel.Accelerator(kwargs_handlers=[object()])
 
 
+def test_deepspeed_plugin_sets_every_models_zero_stage(make_accelerator):
+    """Accelerate's DeepSpeedPlugin(zero_stage=...) (or a dict of it) reaches prepare as the model option
+    zero_stage; on one process a stage is accepted and trains as data parallelism does."""
+    assert accel.DeepSpeedPlugin().options() == {"zero_stage": 2}  # DeepSpeed's default stage
+    with pytest.raises(accel.BadOptionValueError, match="zero_stage: 3"):
+        make_accelerator(deepspeed_plugin=accel.DeepSpeedPlugin(zero_stage=3)).prepare(scripted_bytes(MLP))
+    accelerator = make_accelerator(deepspeed_plugin={"zero_stage": 1},
+                                   kwargs_handlers=[accel.DistributedDataParallelKwargs(bucket_cap_mb=1)])
+    model, loader, optimizer = accelerator.prepare(
+        scripted_bytes(MLP), accel.DataLoaderSpec(accel.Dataset.from_tensors(_classification_rows(4)), batch_size=2),
+        accel.OptimizerSpec("adamw", lr=0.05))
+    before = model.state_dict()["fc2.bias"].numpy().copy()
+    for batch in loader:
+        accelerator.backward(accel.compute_loss("cross_entropy", model(batch["x"]), batch["y"]))
+        accelerator.clip_grad_norm_(model, 1.0)
+        optimizer.step()
+        optimizer.zero_grad()
+    assert not np.array_equal(before, model.state_dict()["fc2.bias"].numpy())
+
+
 def test_every_accelerator_argument_reaches_its_setting(make_accelerator):
     """Accelerate's arguments without a counterpart before: GradScalerKwargs, rng_types, device_placement,
     the DDP kwargs gradient_as_bucket_view and static_graph, dynamo_backend (refused, saying why)."""

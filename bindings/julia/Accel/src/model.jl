@@ -241,7 +241,8 @@ end
 
 """What the gradient all-reduces cost, one figure by name: syncs, bytes, copied_bytes, reduce_ms,
 overlapped_ms, exposed_ms, wait_ms, helper_cpu_ms (totals since prepare), each also with the prefix last_
-(the last synchronising backward's). 0 when the model is not data-parallel."""
+(the last synchronising backward's); and gradient_bytes, optimizer_state_bytes (the memory ZeRO's
+zero_stage splits, on this process). 0 when the model is not data-parallel."""
 function grad_sync_stat(model::Model, name::AbstractString)
     value = Ref{Cdouble}(0)
     @check ccall((:accel_model_grad_sync_stat, libaccel), Cint, (Ptr{accel_model_t}, Cstring, Ptr{Cdouble}), model, name, value)

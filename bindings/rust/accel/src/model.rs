@@ -132,7 +132,8 @@ impl Model {
 
     /// What the gradient all-reduces cost, one figure by name: syncs, bytes, copied_bytes, reduce_ms,
     /// overlapped_ms, exposed_ms, wait_ms, helper_cpu_ms (totals since prepare), each also with the prefix
-    /// last_ (the last synchronising backward's). 0 when the model is not data-parallel.
+    /// last_ (the last synchronising backward's); and gradient_bytes, optimizer_state_bytes (the memory
+    /// ZeRO's zero_stage splits, on this process). 0 when the model is not data-parallel.
     pub fn grad_sync_stat(&self, name: &str) -> Result<f64> {
         let name = to_c("figure name", name)?;
         let mut value = 0.0;

@@ -1,0 +1,22 @@
+#!/bin/sh
+# A checkpoint saved under ZeRO stage 2 on 2 processes resumes under stage 0 on 1 process, and the reverse,
+# with the same continuation as the run that never stopped (tests/train/zero_worker.cpp, ZeroCheckpoint);
+# `accel checkpoint inspect` shows the split. Usage: zero_checkpoint_test.sh ACCEL_CLI ZERO_WORKER
+set -eu
+accel=$1
+worker=$2
+directory=$(mktemp -d)
+trap 'rm -rf "$directory"' EXIT
+run() {
+  ZERO_CKPT_DIR=$directory ZERO_CKPT_STAGE=$2 ZERO_CKPT_PHASE=$3 \
+    "$accel" launch --master-port 0 --cpu --nproc-per-node "$1" -- "$worker" --gtest_filter='ZeroCheckpoint.*'
+}
+run 2 2 save
+"$accel" checkpoint inspect "$directory/checkpoint" > "$directory/inspect.txt"
+grep -q '"zero_stage": 2' "$directory/inspect.txt" || { cat "$directory/inspect.txt"; echo "inspect shows no zero_stage"; exit 1; }
+grep -q '"zero_split": \[\[' "$directory/inspect.txt" || { cat "$directory/inspect.txt"; echo "inspect shows no split"; exit 1; }
+run 1 0 resume
+rm -rf "$directory/checkpoint" "$directory/never_stopped.bin"
+run 1 0 save
+run 2 2 resume
+echo "zero checkpoints: stage 2 on 2 processes <-> stage 0 on 1 process resume bit for bit"

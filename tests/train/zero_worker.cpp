@@ -1,0 +1,399 @@
+// ZeRO stages 1 and 2 on every rank under `accel launch`, through the C++ core: the same 50 optimizer
+// steps taken by zero_stage 0, 1 and 2 models side by side give bit-identical weights (SGD with momentum
+// and AdamW, gradient clipping on, accumulation as ACCEL_GRADIENT_ACCUMULATION_STEPS says), every
+// parameter is stepped by exactly one rank, and stage 2 keeps only a rank's own gradients. Run by
+// tests/CMakeLists.txt on 1, 2 and 3 processes with accumulation 1 and 3, and on 2 and 3 through Gloo.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ckpt/checkpoint.hpp"
+#include "core_worker.hpp"
+#include "distributed/collectives.hpp"
+#include "distributed/process_group.hpp"
+#include "expect_error.hpp"
+#include "train/accelerator.hpp"
+#include "train/training_options.hpp"
+
+namespace {
+
+using namespace accel;
+using namespace accel::train;
+
+using core_worker::load_mlp;
+using core_worker::rank;
+using core_worker::state;
+using core_worker::world;
+
+constexpr int64_t kSteps = 50;
+constexpr double kMaxNorm = 0.05;  // small enough that most steps clip
+
+// The two bucket layouts: b2 alone then the rest together (3 ranks: w1, w2 and b1 go to three owners), and
+// one bucket per parameter (ranks that own nothing in a bucket).
+PrepareConfig layout(int32_t zero_stage, bool bucket_per_parameter) {
+  PrepareConfig config;
+  config.reducer.zero_stage = zero_stage;
+  config.reducer.first_bucket_bytes = 4;
+  config.reducer.bucket_bytes = bucket_per_parameter ? 4 : 1 << 20;
+  return config;
+}
+
+OptimizerConfig optimizer_config_for(const std::string& kind) {
+  OptimizerConfig config;
+  if (kind == "sgd") {
+    config.lr = 0.05;
+    config.momentum = 0.9;
+  } else {
+    config.lr = 0.01;
+    config.weight_decay = 0.01;
+  }
+  return config;
+}
+
+// This rank's rows of micro-step `step`'s batch.
+at::Tensor rows(int64_t step, int64_t columns, int64_t salt) {
+  at::manual_seed(step * 1000 + rank() * 10 + salt);
+  return at::randn({16, columns});
+}
+
+struct Trained {
+  std::shared_ptr<Model> model;
+  std::shared_ptr<AcceleratedOptimizer> optimizer;
+};
+
+Trained make(const std::shared_ptr<Accelerator>& accelerator, const std::string& tag, int32_t zero_stage,
+             const std::string& kind, bool bucket_per_parameter) {
+  Trained trained{load_mlp(tag), nullptr};
+  trained.model->prepare(state, layout(zero_stage, bucket_per_parameter));
+  trained.optimizer = prepare_optimizer(accelerator, *trained.model, kind, optimizer_config_for(kind));
+  return trained;
+}
+
+// kSteps optimizer steps of every model on the same micro-batches, Accelerate's loop: accumulate,
+// backward, and on a synchronising micro-step clip, step and zero_grad.
+void train_side_by_side(const std::shared_ptr<Accelerator>& accelerator, std::vector<Trained>& models) {
+  const int64_t micro_steps = kSteps * accelerator->gradient_accumulation_steps();
+  for (int64_t step = 0; step < micro_steps; ++step) {
+    accelerator->accumulate();
+    const auto x = rows(step, 8, 0);
+    const auto y = rows(step, 4, 1);
+    for (auto& trained : models) {
+      const auto output = trained.model->forward({x}, {}, true).values.front().second;
+      accelerator->backward(at::mse_loss(output, y));
+    }
+    if (!state->sync_gradients()) continue;
+    for (auto& trained : models) {
+      accelerator->clip_grad_norm(*trained.model, kMaxNorm, 2.0);
+      trained.optimizer->step();
+      trained.optimizer->zero_grad();
+    }
+  }
+}
+
+void expect_bit_identical(const Model& expected, const Model& actual, const std::string& what) {
+  const auto a = expected.trainable_parameters();
+  const auto b = actual.trainable_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(at::equal(a[i].second, b[i].second))
+        << what << ": " << a[i].first << " differs by up to " << (a[i].second - b[i].second).abs().max().item<double>();
+  }
+}
+
+class BitIdentical : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+TEST_P(BitIdentical, StagesOneAndTwoGiveStageZerosWeights) {
+  auto accelerator = std::make_shared<Accelerator>(state);
+  const auto& [kind, bucket_per_parameter] = GetParam();
+  std::vector<Trained> models;
+  for (int32_t stage = 0; stage <= 2; ++stage) {
+    models.push_back(make(accelerator, kind + std::to_string(stage) + (bucket_per_parameter ? "p" : "b"), stage, kind,
+                          bucket_per_parameter));
+  }
+  train_side_by_side(accelerator, models);
+  // The weights moved (a test where nothing steps would pass trivially).
+  auto untouched = load_mlp("untouched");
+  EXPECT_FALSE(at::equal(untouched->trainable_parameters().front().second,
+                         models[0].model->trainable_parameters().front().second));
+  expect_bit_identical(*models[0].model, *models[1].model, kind + " zero_stage 1");
+  expect_bit_identical(*models[0].model, *models[2].model, kind + " zero_stage 2");
+  // And every rank holds the same weights.
+  for (const auto& parameter : models[2].model->trainable_parameters()) {
+    auto mine = parameter.second.detach().clone();
+    auto rank0 = mine.clone();
+    distributed::broadcast(*state, rank0, 0);
+    EXPECT_TRUE(at::equal(mine, rank0)) << parameter.first << " differs from rank 0's";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Zero, BitIdentical,
+                         ::testing::Combine(::testing::Values(std::string("sgd"), std::string("adamw")),
+                                            ::testing::Bool()));
+
+int64_t bytes_of(const at::Tensor& tensor) { return tensor.numel() * static_cast<int64_t>(tensor.element_size()); }
+
+// Each parameter's state lives on exactly one rank, its owner: the ranks' state bytes add up to stage 0's,
+// and each rank holds exactly its own parameters' moments. A parameter stepped by two ranks (or by none)
+// breaks the sum.
+TEST(Zero, EveryParameterIsSteppedByExactlyOneRank) {
+  auto accelerator = std::make_shared<Accelerator>(state);
+  for (int32_t stage = 1; stage <= 2; ++stage) {
+    std::vector<Trained> models{make(accelerator, "once0_" + std::to_string(stage), 0, "adamw", false),
+                                make(accelerator, "once_" + std::to_string(stage), stage, "adamw", false)};
+    train_side_by_side(accelerator, models);
+    const int64_t whole = models[0].optimizer->optimizer().state_bytes();
+    const int64_t mine = models[1].optimizer->optimizer().state_bytes();
+    const auto all = distributed::gather(*state, at::full({1}, mine, at::kLong));
+    EXPECT_EQ(all.sum().item<int64_t>(), whole) << "zero_stage " << stage << ": the ranks' state bytes " << all;
+    const Model& model = *models[1].model;
+    const auto trainable = model.trainable_parameters();
+    int64_t owned = 0;
+    if (world() == 1) {
+      EXPECT_EQ(model.zero_partition(), nullptr);  // one process: zero_stage means nothing
+      owned = whole / 2;
+    } else {
+      const auto owners = model.zero_partition()->owner_of(trainable.size());
+      for (size_t i = 0; i < trainable.size(); ++i) {
+        if (owners[i] == rank()) owned += bytes_of(trainable[i].second);
+      }
+    }
+    EXPECT_EQ(mine, 2 * owned) << "AdamW keeps two moments of each parameter it steps";
+  }
+}
+
+// Between a synchronising backward and the step, a stage 2 rank holds the averaged gradients of its own
+// parameters, and no others.
+TEST(Zero, StageTwoKeepsOnlyItsOwnGradients) {
+  auto accelerator = std::make_shared<Accelerator>(state);
+  if (world() == 1) GTEST_SKIP() << "one process has nothing to split";
+  auto reference = make(accelerator, "grads0", 0, "sgd", false);
+  auto split = make(accelerator, "grads2", 2, "sgd", false);
+  state->gradient_state().reset();
+  // One synchronising backward of each.
+  for (int64_t micro = 0; micro < accelerator->gradient_accumulation_steps(); ++micro) {
+    accelerator->accumulate();
+    for (auto* trained : {&reference, &split}) {
+      const auto output = trained->model->forward({rows(micro, 8, 0)}, {}, true).values.front().second;
+      accelerator->backward(at::mse_loss(output, rows(micro, 4, 1)));
+    }
+  }
+  ASSERT_TRUE(state->sync_gradients());
+  const auto owners = split.model->zero_partition()->owner_of(split.model->trainable_parameters().size());
+  const auto expected = reference.model->trainable_parameters();
+  const auto actual = split.model->trainable_parameters();
+  for (size_t i = 0; i < actual.size(); ++i) {
+    if (owners[i] == rank()) {
+      ASSERT_TRUE(actual[i].second.grad().defined()) << actual[i].first;
+      EXPECT_TRUE(at::equal(actual[i].second.grad(), expected[i].second.grad())) << actual[i].first;
+    } else {
+      EXPECT_FALSE(actual[i].second.grad().defined()) << actual[i].first << " is another rank's";
+    }
+  }
+  // The figures of accel_model_grad_sync_stat: stage 0 holds every gradient and a bucket copy of each;
+  // stage 2 the gradients of its own parameters alone.
+  int64_t parameter_bytes = 0, owned_bytes = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    parameter_bytes += bytes_of(expected[i].second);
+    if (owners[i] == rank()) owned_bytes += bytes_of(expected[i].second);
+  }
+  EXPECT_EQ(reference.model->grad_sync_report().gradient_bytes, 2 * parameter_bytes);
+  // Through Gloo the buckets are all-reduced as under stage 0 (for the same sums) and stay.
+  const bool scattered = state->group("test")->uses_shared_memory();
+  EXPECT_EQ(split.model->grad_sync_report().gradient_bytes, owned_bytes + (scattered ? 0 : parameter_bytes));
+  reference.optimizer->step();
+  split.optimizer->step();
+  EXPECT_EQ(reference.model->grad_sync_report().optimizer_state_bytes, parameter_bytes);  // SGD's momentum
+  EXPECT_EQ(split.model->grad_sync_report().optimizer_state_bytes, split.optimizer->optimizer().state_bytes());
+  EXPECT_LT(split.optimizer->optimizer().state_bytes(), parameter_bytes);
+  reference.optimizer->zero_grad();
+  split.optimizer->zero_grad();
+}
+
+// A model of the caller's tensors (LibTorch's autograd standing in for an eager runtime), stepped by accel's
+// optimizer under stages 1 and 2: the weights of the TorchScript model trained with zero_stage 0.
+struct CallerModel {
+  std::vector<at::Tensor> tensors;
+  std::shared_ptr<Model> model;
+  std::shared_ptr<AcceleratedOptimizer> optimizer;
+};
+
+CallerModel caller_copy_of(const std::shared_ptr<Accelerator>& accelerator, const Model& reference, int32_t zero_stage,
+                           const std::string& kind) {
+  CallerModel caller;
+  NamedTensors named;
+  for (const auto& [name, tensor] : reference.named_parameters()) {
+    caller.tensors.push_back(tensor.detach().clone().requires_grad_());
+    named.emplace_back(name, caller.tensors.back());
+  }
+  caller.model = Model::from_tensors(named, std::vector<bool>(named.size(), true), {});
+  caller.model->prepare(state, layout(zero_stage, false));
+  for (size_t i = 0; i < caller.tensors.size(); ++i) caller.tensors[i].mutable_grad() = caller.model->grad_view(i).detach();
+  caller.optimizer = prepare_optimizer(accelerator, *caller.model, kind, optimizer_config_for(kind));
+  return caller;
+}
+
+TEST(Zero, CallersTensorsSteppedByAccelsOptimizer) {
+  auto accelerator = std::make_shared<Accelerator>(state);
+  for (const std::string kind : {"sgd", "adamw"}) {
+    SCOPED_TRACE(kind);
+    Trained script = make(accelerator, "host_script_" + kind, 0, kind, false);
+    std::vector<CallerModel> callers;
+    for (int32_t stage = 1; stage <= 2; ++stage) callers.push_back(caller_copy_of(accelerator, *script.model, stage, kind));
+    for (int64_t step = 0; step < 20 * accelerator->gradient_accumulation_steps(); ++step) {
+      accelerator->accumulate();
+      const auto x = rows(step, 8, 0), y = rows(step, 4, 1);
+      accelerator->backward(at::mse_loss(script.model->forward({x}, {}, true).values.front().second, y));
+      for (auto& caller : callers) {
+        caller.model->begin_forward(true);
+        const auto& t = caller.tensors;
+        const auto output = at::matmul(at::relu(at::matmul(x, t[0]) + t[1]), t[2]) + t[3];
+        (at::mse_loss(output, y) / static_cast<double>(accelerator->gradient_accumulation_steps())).backward();
+        for (size_t i = t.size(); i-- > 0;) caller.model->grad_ready(i);
+        caller.model->end_backward();
+      }
+      if (!state->sync_gradients()) continue;
+      accelerator->clip_grad_norm(*script.model, kMaxNorm, 2.0);
+      script.optimizer->step();
+      script.optimizer->zero_grad();
+      for (auto& caller : callers) {
+        accelerator->clip_grad_norm(*caller.model, kMaxNorm, 2.0);
+        caller.optimizer->step();
+        caller.optimizer->zero_grad();
+      }
+    }
+    for (size_t c = 0; c < callers.size(); ++c) {
+      const auto& expected = script.model->named_parameters();
+      for (size_t i = 0; i < expected.size(); ++i) {
+        EXPECT_TRUE(expected[i].second.detach().equal(callers[c].tensors[i].detach()))
+            << "zero_stage " << c + 1 << ": " << expected[i].first;
+      }
+    }
+  }
+}
+
+// The caller's own optimizer cannot step a split model: refused at the first backward, naming why.
+TEST(Zero, CallersOwnOptimizerIsRefused) {
+  if (world() == 1) GTEST_SKIP() << "one process splits nothing";
+  auto reference = load_mlp("host_refused");
+  NamedTensors named;
+  for (const auto& [name, tensor] : reference->named_parameters()) named.emplace_back(name, tensor.detach().clone().requires_grad_());
+  auto model = Model::from_tensors(named, std::vector<bool>(named.size(), true), {});
+  model->prepare(state, layout(1, false));
+  expect_error(Code::Unsupported, "needs accel's optimizer", [&] { model->end_backward(); });
+}
+
+// Under the fp16 scaler (ACCEL_MIXED_PRECISION=fp16) a stage 2 rank unscales only its own gradients: an
+// inf in one rank's share must skip every rank's step (a rank stepping alone would also wait forever in
+// the parameter all-gather).
+TEST(Zero, AnOverflowOnOneRankSkipsEveryRanksStep) {
+  auto accelerator = std::make_shared<Accelerator>(state);
+  if (accelerator->scaler() == nullptr || world() == 1) GTEST_SKIP() << "needs fp16 loss scaling on several processes";
+  auto trained = make(accelerator, "overflow", 2, "sgd", false);
+  state->gradient_state().reset();
+  for (int64_t micro = 0; micro < accelerator->gradient_accumulation_steps(); ++micro) {
+    accelerator->accumulate();
+    const auto output = trained.model->forward({rows(micro, 8, 0)}, {}, true).values.front().second;
+    accelerator->backward(at::mse_loss(output, rows(micro, 4, 1)));
+  }
+  const auto trainable = trained.model->trainable_parameters();
+  const auto owners = trained.model->zero_partition()->owner_of(trainable.size());
+  const size_t poisoned = trainable.size() - 1;  // owned by one rank only
+  if (owners[poisoned] == rank()) trainable[poisoned].second.grad().view({-1})[0] = INFINITY;
+  std::vector<at::Tensor> before;
+  for (const auto& parameter : trainable) before.push_back(parameter.second.detach().clone());
+  trained.optimizer->step();
+  EXPECT_TRUE(trained.optimizer->step_was_skipped());
+  for (size_t i = 0; i < trainable.size(); ++i) {
+    EXPECT_TRUE(at::equal(before[i], trainable[i].second)) << trainable[i].first << " was stepped";
+  }
+  trained.optimizer->zero_grad();
+}
+
+TEST(Zero, RefusesWhatItCannotDo) {
+  auto accelerator = std::make_shared<Accelerator>(state);
+  if (world() == 1) GTEST_SKIP() << "one process builds no reducer";
+  auto unused = layout(2, false);
+  unused.reducer.find_unused_parameters = true;
+  expect_error(Code::Unsupported, "zero_stage 2 with find_unused_parameters",
+               [&] { load_mlp("refused")->prepare(state, unused); });
+  auto compressed = layout(2, false);
+  compressed.reducer.compression = GradCompression::Fp16;
+  expect_error(Code::Unsupported, "zero_stage 2 with grad_compression",
+               [&] { load_mlp("refused2")->prepare(state, compressed); });
+  auto trained = make(accelerator, "capture", 1, "adamw", false);
+  expect_error(Code::Unsupported, "CUDA graph", [&] { trained.optimizer->optimizer().capturable(); });
+}
+
+TEST(Zero, StageIsAnOptionOfZeroToTwo) {
+  auto accelerator = std::make_shared<Accelerator>(state);
+  Options options({&prepare_option_scope()});
+  options.set("zero_stage", OptionValue(int64_t{3}));
+  expect_error(Code::BadOptionValue, "option zero_stage: 3", [&] { prepare_config(&options); });
+  options.set("zero_stage", OptionValue(int64_t{2}));
+  EXPECT_EQ(prepare_config(&options).reducer.zero_stage, 2);
+}
+
+// Driven by tests/train/zero_checkpoint_test.sh (skipped otherwise): ZERO_CKPT_PHASE "save" trains 10
+// steps with zero_stage ZERO_CKPT_STAGE, saves a checkpoint, trains 10 more and writes its weights; "resume"
+// loads that checkpoint (another stage and number of processes), trains the same 10 steps and must reach
+// the very same weights. Every rank trains on the same rows, so that the average over 2 ranks is the one
+// rank's gradient exactly and 1 and 2 processes take the same steps.
+std::string env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
+void train_steps(const std::shared_ptr<Accelerator>& accelerator, Trained& trained, int64_t first, int64_t count) {
+  for (int64_t step = first; step < first + count; ++step) {
+    accelerator->accumulate();
+    at::manual_seed(step);
+    const auto x = at::randn({16, 8}), y = at::randn({16, 4});
+    accelerator->backward(at::mse_loss(trained.model->forward({x}, {}, true).values.front().second, y));
+    accelerator->clip_grad_norm(*trained.model, kMaxNorm, 2.0);
+    trained.optimizer->step();
+    trained.optimizer->zero_grad();
+  }
+}
+
+std::string weight_bytes(const Model& model) {
+  std::string bytes;
+  for (const auto& parameter : model.trainable_parameters()) {
+    const auto values = parameter.second.detach().contiguous();
+    bytes.append(static_cast<const char*>(values.data_ptr()), values.numel() * values.element_size());
+  }
+  return bytes;
+}
+
+TEST(ZeroCheckpoint, ResumesUnderAnotherStageAndWorldSize) {
+  auto accelerator = std::make_shared<Accelerator>(state);
+  const std::string phase = env("ZERO_CKPT_PHASE"), directory = env("ZERO_CKPT_DIR");
+  if (phase.empty()) GTEST_SKIP() << "run by zero_checkpoint_test.sh";
+  ASSERT_EQ(accelerator->gradient_accumulation_steps(), 1);
+  Trained trained = make(accelerator, "checkpointed", std::stoi(env("ZERO_CKPT_STAGE")), "adamw", false);
+  ckpt::CheckpointObjects objects;
+  objects.models = {trained.model.get()};
+  objects.optimizers = {trained.optimizer.get()};
+  if (phase == "save") {
+    train_steps(accelerator, trained, 0, 10);
+    ckpt::save_state(state, directory + "/checkpoint", objects);
+    train_steps(accelerator, trained, 10, 10);
+    if (rank() == 0) std::ofstream(directory + "/never_stopped.bin", std::ios::binary) << weight_bytes(*trained.model);
+    return;
+  }
+  ckpt::load_state(state, directory + "/checkpoint", objects);
+  train_steps(accelerator, trained, 10, 10);
+  std::ifstream in(directory + "/never_stopped.bin", std::ios::binary);
+  const std::string expected((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(expected.empty());
+  EXPECT_TRUE(expected == weight_bytes(*trained.model)) << "the resumed run's weights differ from the run that never stopped";
+}
+
+}  // namespace
