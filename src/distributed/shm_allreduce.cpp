@@ -267,20 +267,20 @@ void SharedMemoryAllreduce::barrier(std::chrono::milliseconds grace) {
     if (control->generation.load() == generation) futex_wait(&control->generation, generation, kSleepSlice);
     control->sleepers.fetch_sub(1);
     if (control->generation.load(std::memory_order_acquire) != generation) return;
-    if (cancelled_) fail(Code::PeerFailed, "the process group was destroyed during the shared-memory all-reduce");
+    if (cancelled_) fail(Code::PeerFailed, "the process group was destroyed during a shared-memory collective");
     if (const int32_t code = control->failure_code.load(std::memory_order_acquire); code != 0) {
       fail(static_cast<Code>(code), "this node's leader, " + rank_name(0) +
                                         ", failed to all-reduce with the other nodes: " + control->failure_text);
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      fail(Code::Timeout, "timed out in the shared-memory all-reduce's barrier");
+      fail(Code::Timeout, "timed out in the shared-memory segment's barrier");
     }
     if (!check_peers_) continue;
     for (int32_t r = 0; r < world_; ++r) {
       const pid_t pid = segment_->pids()[r].load();
       if (r != rank_ && pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
         fail(Code::PeerFailed, rank_name(r) + " (process " + std::to_string(pid) +
-                                   ") exited during the shared-memory all-reduce");
+                                   ") exited during a shared-memory collective");
       }
     }
   }

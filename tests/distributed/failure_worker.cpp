@@ -7,6 +7,7 @@
 //                       and optimizer step must fail too and leave the parameters as they were.
 //   stall-in-backward   rank 1 sleeps after its forward: rank 0's gradient all-reduce (through shared
 //                       memory by default) must time out within the timeout, naming rank 1.
+//   Both backward scenarios also run with FAILURE_ZERO_STAGE=2 (the buckets reduce-scattered).
 //   stall-report        (3 processes) rank 2 sleeps instead of joining a gather: ranks 0 and 1 must time
 //                       out with a message naming rank 2 and the last collective it started.
 //   rendezvous-report   (3 processes) rank 2 never creates its state: ranks 0 and 1 must time out naming it.
@@ -147,11 +148,24 @@ struct TrainingStep {
   }
 };
 
+// The collective that averages the gradients, as messages name it: stage 2 reduce-scatters the buckets.
+const char* gradient_collective() {
+  const char* zero_stage = std::getenv("FAILURE_ZERO_STAGE");
+  return zero_stage != nullptr && std::string(zero_stage) == "2" ? "ZeRO gradient reduce-scatter" : "DDP gradient all-reduce";
+}
+
+// The model prepared with zero_stage FAILURE_ZERO_STAGE when that is set (the ZeRO variants of the
+// backward scenarios: stage 2 reduce-scatters the buckets instead of all-reducing them).
 bool set_up(accel_state_t* state, TrainingStep& step) {
   const std::string path = tiny_models::mlp(tiny_models::temp_file("peer_exit_in_backward.pt"));
-  const bool ok = accel_model_load(&step.model, path.c_str()) == ACCEL_OK &&
-                  accel_state_prepare_model(state, step.model, nullptr) == ACCEL_OK &&
-                  accel_optimizer_new(&step.optimizer, step.model, "sgd", nullptr) == ACCEL_OK;
+  const char* zero_stage = std::getenv("FAILURE_ZERO_STAGE");
+  accel_options_t* options = nullptr;
+  bool ok = accel_options_new(&options) == ACCEL_OK &&
+            (zero_stage == nullptr || accel_options_set(options, "zero_stage", zero_stage) == ACCEL_OK) &&
+            accel_model_load(&step.model, path.c_str()) == ACCEL_OK &&
+            accel_state_prepare_model(state, step.model, options) == ACCEL_OK &&
+            accel_optimizer_new(&step.optimizer, step.model, "sgd", nullptr) == ACCEL_OK;
+  accel_options_free(options);
   if (!ok) std::fprintf(stderr, "set-up: %s\n", accel_error_last());
   return ok;
 }
@@ -195,7 +209,7 @@ int peer_exit_in_backward(int rank) {
   code = accel_optimizer_step(step.optimizer);
   std::fprintf(stderr, "rank 0 optimizer step: %s: %s\n", accel_error_name(code), accel_error_last());
   failures += expect(code == ACCEL_ERR_INVALID_STATE, "the optimizer step is refused");
-  failures += expect(std::strstr(accel_error_last(), "DDP gradient all-reduce") != nullptr,
+  failures += expect(std::strstr(accel_error_last(), gradient_collective()) != nullptr,
                      "the message names the failure that broke the group");
   failures += expect(!before.empty() && parameter_values(step.model) == before, "the parameters are unchanged");
   code = forward(state, rank, step) ? accel_state_backward(state, step.loss) : ACCEL_ERR_INTERNAL;
@@ -223,8 +237,8 @@ int stall_in_backward(int rank) {
   const std::string message = accel_error_last();
   int failures = expect(code == ACCEL_ERR_TIMEOUT, "backward times out");
   failures += expect(elapsed < kTimeoutS + 2.0, "within the timeout");
-  failures += expect(message.find("DDP gradient all-reduce on rank 0: timed out") != std::string::npos,
-                     "the message names the all-reduce");
+  failures += expect(message.find(std::string(gradient_collective()) + " on rank 0: timed out") != std::string::npos,
+                     "the message names the gradient collective");
   failures += expect(message.find("rank 1 did not join") != std::string::npos, "the message names rank 1");
   failures += expect(accel_state_is_broken(state) == 1, "the state reports a broken group");
   accel_state_free(state);
