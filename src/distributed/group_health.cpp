@@ -220,16 +220,26 @@ void GroupHealth::out_of_step(const CollectiveRecord& record, const std::string&
 // Every rank's latest record; throws what the store throws.
 std::vector<std::optional<CollectiveRecord>> GroupHealth::read_records() {
   std::vector<std::optional<CollectiveRecord>> records;
+  for (const auto& bytes : read_each_rank(record_key)) {
+    records.push_back(bytes ? std::optional<CollectiveRecord>(decode_record(*bytes)) : std::nullopt);
+  }
+  return records;
+}
+
+// What the store holds under key_of(r) for each rank r, in rank order (nullopt: nothing yet); throws what
+// the store throws.
+std::vector<std::optional<std::string>> GroupHealth::read_each_rank(std::string (*key_of)(int32_t)) {
+  std::vector<std::optional<std::string>> values;
   for (int32_t r = 0; r < config_.world_size; ++r) {
-    const std::string key = record_key(r);
+    const std::string key = key_of(r);
     if (!store_->check({key})) {
-      records.emplace_back();
+      values.emplace_back();
       continue;
     }
     const auto bytes = store_->get(key);
-    records.push_back(decode_record(std::string(bytes.begin(), bytes.end())));
+    values.emplace_back(std::string(bytes.begin(), bytes.end()));
   }
-  return records;
+  return values;
 }
 
 // Marks `record` given up, so that the ranks still waiting see it, and says where every rank is.
@@ -258,15 +268,7 @@ void GroupHealth::broke(const CollectiveRecord& record, const std::string& messa
 std::string GroupHealth::who_left() {
   std::vector<std::optional<std::string>> identities;
   try {
-    for (int32_t r = 0; r < config_.world_size; ++r) {
-      const std::string key = identity_key(r);
-      if (!store_->check({key})) {
-        identities.emplace_back();
-        continue;
-      }
-      const auto bytes = store_->get(key);
-      identities.emplace_back(std::string(bytes.begin(), bytes.end()));
-    }
+    identities = read_each_rank(identity_key);
   } catch (const std::exception&) {
     if (config_.rank != 0) return "rank 0, which serves the rendezvous store, exited or cannot be reached";
   }

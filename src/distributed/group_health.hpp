@@ -85,6 +85,7 @@ class GroupHealth {
   // wherever they wait, give up on seeing it.
   [[noreturn]] void out_of_step(const CollectiveRecord& record, const std::string& proof);
   std::vector<std::optional<CollectiveRecord>> read_records();
+  std::vector<std::optional<std::string>> read_each_rank(std::string (*key_of)(int32_t));
   std::string stall_report_for(CollectiveRecord record);
   std::string who_left();
   void set_text(const std::string& key, const std::string& text);

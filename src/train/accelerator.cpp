@@ -138,7 +138,9 @@ double Accelerator::clip_grad_norm(const std::vector<at::Tensor>& parameters, do
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto* accelerated : optimizers_) {
       ZeroShard* shard = accelerated->optimizer().zero_shard();
-      if (shard != nullptr && shard->stage() == 2 && !parameters.empty() && shard->holds(parameters.front())) split_gradients = shard;
+      if (shard != nullptr && shard->stage() == 2 && !parameters.empty() && shard->holds(parameters.front())) {
+        split_gradients = shard;
+      }
     }
   }
   if (split_gradients != nullptr) return split_gradients->clip_grad_norm(parameters, max_norm, norm_type);

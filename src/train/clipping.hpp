@@ -18,6 +18,18 @@ double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm
 // the total norm as a 0-dim tensor on the first grad's device, undefined when no parameter has a grad.
 at::Tensor clip_grad_norm_on_device(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type = 2.0);
 
+// clip_grad_norm's parts, for a total norm whose per-parameter norms are measured where the gradients are
+// (ZeRO stage 2, train/zero_optimizer.hpp): the same checks, the same per-grad norm, the same total and
+// scale, so that the result is the same bits.
+// Error(InvalidArgument) for what clip_grad_norm refuses: max_norm, norm_type, an undefined parameter.
+void check_clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type);
+// One non-empty grad's norm_type-norm (infinity: its largest absolute value), a 0-dim tensor on its device.
+at::Tensor grad_norm(const at::Tensor& grad, double norm_type);
+// The norm_type-norm of `norms` (not empty; 0-dim, on one device), then every grad scaled by
+// min(1, max_norm / (total + 1e-6)); returns the total.
+at::Tensor scale_by_total_norm(const std::vector<at::Tensor>& norms, const std::vector<at::Tensor>& grads,
+                               double max_norm, double norm_type);
+
 // Clamps every grad to [-clip_value, clip_value]. clip_value < 0 or NaN: Error(InvalidArgument).
 void clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value);
 

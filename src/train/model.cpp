@@ -36,8 +36,8 @@ struct Model::Impl {
   // DDP's require_forward_param_sync: whether the last forward synchronised (grad enabled, and its backward
   // all-reduces); the next forward then broadcasts the buffers.
   bool last_forward_synchronised = true;
-  mutable bool accel_optimizer = false;
   mutable std::mutex optimizers_mutex;
+  // One per accel optimizer made over the model (none: the caller steps it with an optimizer of its own).
   mutable std::vector<std::function<int64_t()>> optimizer_state_bytes;
 };
 
@@ -222,7 +222,7 @@ void Model::end_backward() {
   if (!impl_->body->host_owned()) {
     fail(Code::InvalidState, "end_backward: accel runs this model's backward itself (a TorchScript model)");
   }
-  if (const ZeroPartition* zero = zero_partition(); zero != nullptr && !impl_->accel_optimizer) {
+  if (const ZeroPartition* zero = zero_partition(); zero != nullptr && !has_accel_optimizer()) {
     fail(Code::Unsupported, "zero_stage " + std::to_string(zero->stage) +
                                 " on a model of the caller's tensors needs accel's optimizer over it "
                                 "(accel_optimizer_new): the caller's own optimizer would step every parameter, "
@@ -307,9 +307,13 @@ const ZeroPartition* Model::zero_partition() const {
 }
 
 void Model::note_accel_optimizer(std::function<int64_t()> state_bytes) const {
-  impl_->accel_optimizer = true;
   std::lock_guard<std::mutex> lock(impl_->optimizers_mutex);
   impl_->optimizer_state_bytes.push_back(std::move(state_bytes));
+}
+
+bool Model::has_accel_optimizer() const {
+  std::lock_guard<std::mutex> lock(impl_->optimizers_mutex);
+  return !impl_->optimizer_state_bytes.empty();
 }
 
 GradSyncReport Model::grad_sync_report() const {

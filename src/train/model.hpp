@@ -127,6 +127,8 @@ class Model {
   size_t trainable_index(size_t index, const char* what) const;
   void list_tensors() const;
   void refresh_cached_tensors();
+  // Whether note_accel_optimizer was called.
+  bool has_accel_optimizer() const;
   std::shared_ptr<Impl> impl_;
 };
 

@@ -447,15 +447,19 @@ int64_t Optimizer::Impl::count_state_bytes() const {
   const auto bytes = [](const at::Tensor& tensor) {
     return tensor.defined() ? tensor.numel() * static_cast<int64_t>(tensor.element_size()) : int64_t{0};
   };
+  // Adam's and AdamW's states are two classes with the same three moments.
+  const auto moments = [&](const auto& adam) {
+    return bytes(adam.exp_avg()) + bytes(adam.exp_avg_sq()) + bytes(adam.max_exp_avg_sq());
+  };
   int64_t total = 0;
   for (const auto& entry : optimizer->state()) {
     const auto* state = entry.second.get();
     if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(state)) {
       total += bytes(sgd->momentum_buffer());
     } else if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(state)) {
-      total += bytes(adam->exp_avg()) + bytes(adam->exp_avg_sq()) + bytes(adam->max_exp_avg_sq());
+      total += moments(*adam);
     } else if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(state)) {
-      total += bytes(adamw->exp_avg()) + bytes(adamw->exp_avg_sq()) + bytes(adamw->max_exp_avg_sq());
+      total += moments(*adamw);
     }
   }
   return total;

@@ -69,12 +69,8 @@ void Reducer::Impl::launch_scatter(Bucket& bucket, distributed::BucketAverage av
     bucket.flat = at::empty({bucket.numel}, bucket.owned.options());
     average.bucket = bucket.flat;
     // The chunks' padding travels too: zeros rather than whatever the memory held.
-    std::vector<int64_t> used(static_cast<size_t>(partition.world), 0);
-    for (size_t m = 0; m < bucket.members.size(); ++m) {
-      used[static_cast<size_t>(split.owners[m])] += parameters[bucket.members[m]].second.numel();
-    }
     for (int64_t r = 0; r < partition.world; ++r) {
-      const int64_t begin = r * bucket.chunk + used[static_cast<size_t>(r)];
+      const int64_t begin = r * bucket.chunk + split.filled[static_cast<size_t>(r)];
       if (begin < (r + 1) * bucket.chunk) bucket.flat.narrow(0, begin, (r + 1) * bucket.chunk - begin).zero_();
     }
   }
@@ -108,8 +104,7 @@ void Reducer::Impl::place_zero_gradients(Bucket& bucket) {
       parameter.mutable_grad() = at::Tensor();
       continue;
     }
-    parameter.mutable_grad() =
-        bucket.owned.narrow(0, bucket.offsets[m] - partition.rank * bucket.chunk, parameter.numel()).view(parameter.sizes());
+    parameter.mutable_grad() = bucket.owned.narrow(0, split.offset_in_chunk(m), parameter.numel()).view(parameter.sizes());
   }
   copied_bytes += bytes_of(bucket.owned);
   bucket.flat = at::Tensor();

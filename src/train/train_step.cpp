@@ -383,7 +383,6 @@ const std::string& TrainStep::eager_reason() const { return impl_->reason; }
 
 TrainStepStats TrainStep::stats() const { return impl_->stats; }
 
-
 double train_step_figure(const TrainStepStats& stats, const std::string& name) {
   const std::pair<const char*, int64_t> figures[] = {{"steps", stats.steps},
                                                      {"replays", stats.replays},

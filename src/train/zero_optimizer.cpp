@@ -2,18 +2,15 @@
 
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/norm.h>
 #include <ATen/ops/scalar_tensor.h>
-#include <ATen/ops/stack.h>
 #include <ATen/ops/zeros.h>
 
-#include <cmath>
 #include <utility>
 
 #include "core/error.hpp"
-#include "core/options.hpp"
 #include "distributed/collectives.hpp"
 #include "distributed/process_group.hpp"
+#include "train/clipping.hpp"
 #include "train/model.hpp"
 
 namespace accel::train {
@@ -75,7 +72,7 @@ void ZeroShard::gather_parameters() {
     for (size_t m = 0; m < members.size(); ++m) {
       if (split.owners[m] != rank) continue;
       const at::Tensor& parameter = parameters_[members[m]].second;
-      gather.mine.narrow(0, split.offsets[m] - rank * split.chunk, parameter.numel()).copy_(parameter.reshape({-1}));
+      gather.mine.narrow(0, split.offset_in_chunk(m), parameter.numel()).copy_(parameter.reshape({-1}));
     }
     gather.work = transport.all_gather_async(gather.all, gather.mine, "ZeRO parameter all-gather");
     gathers.push_back(std::move(gather));
@@ -100,14 +97,8 @@ bool ZeroShard::any_rank(bool found_inf) {
 }
 
 double ZeroShard::clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type) {
-  if (!(max_norm > 0)) fail(Code::InvalidArgument, "clip_grad_norm: max_norm must be > 0, got " + format_number(max_norm));
-  if (!(norm_type > 0)) {
-    fail(Code::InvalidArgument, "clip_grad_norm: norm_type must be > 0 or inf, got " + format_number(norm_type));
-  }
+  check_clip_grad_norm(parameters, max_norm, norm_type);
   for (size_t i = 0; i < parameters.size(); ++i) {
-    if (!parameters[i].defined()) {
-      fail(Code::InvalidArgument, "clip_grad_norm: parameter " + std::to_string(i) + " is undefined");
-    }
     if (!holds(parameters[i])) {
       fail(Code::Unsupported, "clip_grad_norm: parameter " + std::to_string(i) +
                                   " is not one of the zero_stage 2 model's, whose gradients are split between the "
@@ -128,8 +119,7 @@ double ZeroShard::clip_grad_norm(const std::vector<at::Tensor>& parameters, doub
     if (!grad.defined()) continue;
     own_grads.push_back(grad);
     if (grad.numel() == 0) continue;
-    const auto norm = std::isinf(norm_type) ? grad.abs().max() : at::norm(grad, norm_type);
-    values[i] = norm.item<double>();
+    values[i] = grad_norm(grad, norm_type).item<double>();
     values[count + i] = 1.0;
   }
   state_->group("ZeRO gradient norm")->transport().allreduce(shared, distributed::ReduceKind::Sum, "ZeRO gradient norm");
@@ -140,11 +130,7 @@ double ZeroShard::clip_grad_norm(const std::vector<at::Tensor>& parameters, doub
     norms.push_back(at::scalar_tensor(values[i], parameter.options().requires_grad(false)));
   }
   if (norms.empty()) return 0.0;
-  const auto stacked = at::stack(norms);
-  const auto total = std::isinf(norm_type) ? stacked.max() : at::norm(stacked, norm_type);
-  const auto coefficient = total.add(1e-6).reciprocal().mul(max_norm).clamp_max(1.0);
-  for (const auto& grad : own_grads) grad.mul_(coefficient.to(grad.device()));
-  return total.item<double>();
+  return scale_by_total_norm(norms, own_grads, max_norm, norm_type).item<double>();
 }
 
 std::vector<std::string> ZeroShard::gather_bytes(const std::string& bytes) {

@@ -31,14 +31,14 @@ std::vector<ZeroBucketSplit> split_buckets(const std::vector<std::vector<int64_t
   for (size_t b = 0; b < numels.size(); ++b) {
     ZeroBucketSplit& split = splits[b];
     // Within a rank's chunk, its members in bucket order.
-    std::vector<int64_t> used(static_cast<size_t>(world), 0);
+    split.filled.assign(static_cast<size_t>(world), 0);
     split.offsets.assign(numels[b].size(), 0);
     for (size_t m = 0; m < numels[b].size(); ++m) {
       const auto owner = static_cast<size_t>(split.owners[m]);
-      split.offsets[m] = used[owner];
-      used[owner] += numels[b][m];
+      split.offsets[m] = split.filled[owner];
+      split.filled[owner] += numels[b][m];
     }
-    const int64_t heaviest = *std::max_element(used.begin(), used.end());
+    const int64_t heaviest = *std::max_element(split.filled.begin(), split.filled.end());
     split.chunk = std::max<int64_t>(kChunkAlignment, (heaviest + kChunkAlignment - 1) / kChunkAlignment * kChunkAlignment);
     for (size_t m = 0; m < numels[b].size(); ++m) split.offsets[m] += split.owners[m] * split.chunk;
   }

@@ -18,7 +18,10 @@ namespace accel::train {
 struct ZeroBucketSplit {
   std::vector<int32_t> owners;   // per member: the rank that owns it
   std::vector<int64_t> offsets;  // per member: its first element in the chunked layout
+  std::vector<int64_t> filled;   // per rank: the elements of its chunk its members take (padding follows)
   int64_t chunk = 0;             // elements per rank's chunk; the layout holds world * chunk
+  // A member's first element within its owner's chunk.
+  int64_t offset_in_chunk(size_t member) const { return offsets[member] - owners[member] * chunk; }
 };
 
 // Splits the buckets' members (their element counts, bucket by bucket) between `world` ranks: the largest

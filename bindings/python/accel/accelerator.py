@@ -995,10 +995,14 @@ class Accelerator(Handle):
     def check_trigger(self):
         """Accelerate's check_trigger (collective): True on every process when any process called
         set_trigger since the last check, and then every flag is lowered; False otherwise."""
-        raised = int(self.reduce(np.asarray(int(self._trigger), dtype=np.int64), "sum")) >= 1
+        raised = self._on_any_process(self._trigger)
         if raised:
             self._trigger = False
         return raised
+
+    def _on_any_process(self, flag):
+        """Whether flag is true on any process (collective)."""
+        return int(self.reduce(np.asarray(int(bool(flag)), dtype=np.int64), "sum")) > 0
 
     def reduce(self, tensor, reduction="sum", scale=1.0):
         """Element-wise "sum", "mean" or "max" over the processes (any other reduction is an error). Nested
@@ -1108,7 +1112,7 @@ class _HookFiles:
             except OSError as error:
                 failure = error
         # Every rank learns whether the folder is there (a barrier would leave the others waiting).
-        if int(accelerator.reduce(np.asarray(int(failure is not None), dtype=np.int64), "sum")) > 0:
+        if accelerator._on_any_process(failure is not None):
             raise failure or OSError(f"the main process could not make {self.directory} for the pre-hooks")
 
     def __enter__(self):
