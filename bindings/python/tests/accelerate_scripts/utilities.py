@@ -116,6 +116,11 @@ try:
 except ValueError:
     pass
 
+# extract_model_from_parallel(recursive=True): a prepared model held inside another module is unwrapped too.
+holder = torch.nn.Module()
+holder.inner = main_model
+assert extract_model_from_parallel(holder, recursive=True).inner is extract_model_from_parallel(main_model)
+
 # release_memory: a None for each object.
 a, b = release_memory(torch.ones(3), [1, 2])
 assert a is None and b is None
