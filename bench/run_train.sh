@@ -51,8 +51,8 @@
 #   zero: optimizer_state_ratio=Z1 gradient_ratio=Z2 step_vs_stage0=Z3
 # rank 0's optimizer state bytes, gradient bytes held after a synchronising backward (accel_model_grad_sync_stat's
 # optimizer_state_bytes and gradient_bytes) and median step time, stage 2 over stage 0. Targets: Z1 <= 0.52,
-# Z2 <= 0.55, Z3 <= 1.0. ZeRO splits whole parameters, so on this MLP rank 0 steps the 1024x1024 layer and rank 1
-# the 784x1024 one and the rest: Z1 is rank 0's 0.56 here (rank 1's 0.44).
+# Z2 <= 0.55, Z3 <= 1.0. ZeRO splits by elements (equal chunks of each gradient bucket), so each rank holds
+# half of the state give or take 64 elements a bucket. Peak memory: bench/run_zero_memory.sh.
 # Every process is bound to a CPU of its own, as `accel launch --cpu-affinity` binds ranks (and mpirun does
 # by default), on the first two CPUs the script may use: 1-process runs go on the first (the limit's second
 # run on the second), and the 2-process runs of every side, PyTorch DDP's included, are started on both by

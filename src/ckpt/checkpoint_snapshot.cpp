@@ -52,11 +52,9 @@ Manifest manifest_of(distributed::State& state, const CheckpointObjects& objects
     if (shard == nullptr) continue;
     manifest.zero_stage = std::max<int64_t>(manifest.zero_stage, shard->stage());
     manifest.zero_split.resize(static_cast<size_t>(manifest.world_size));
-    const auto& stepped = optimizer->optimizer();
-    for (size_t group = 0; group < stepped.num_groups(); ++group) {
-      for (const auto& name : stepped.group_parameter_names(group)) {
-        manifest.zero_split[static_cast<size_t>(shard->owner_of(name))].push_back(name);
-      }
+    const auto split = shard->split_by_rank();
+    for (size_t rank = 0; rank < split.size(); ++rank) {
+      manifest.zero_split[rank].insert(manifest.zero_split[rank].end(), split[rank].begin(), split[rank].end());
     }
   }
   if (const tracking::Trackers* trackers = objects.trackers) {

@@ -42,8 +42,8 @@ struct Manifest {
   std::string tracker_run;
   int64_t tracker_last_step = -1;
   // The highest ZeRO stage of the saved optimizers ("zero_stage", absent for 0 and from older
-  // checkpoints) and how their parameters were split: per rank, the names of the parameters it stepped
-  // ("zero_split"). The optimizer state itself is saved gathered, the same bytes as zero_stage 0's, so any
+  // checkpoints) and how their parameters were split: per rank, what it stepped, a parameter's name or
+  // "name[begin:end]" for a piece of its flattened elements ("zero_split"). The optimizer state itself is saved gathered, the same bytes as zero_stage 0's, so any
   // stage and world size loads it.
   int64_t zero_stage = 0;
   std::vector<std::vector<std::string>> zero_split;

@@ -94,7 +94,20 @@ bool Accelerator::unscale_gradients(const Model& model) {
   if (!scaler_) return false;
   std::vector<at::Tensor> parameters;
   for (const auto& parameter : model.trainable_parameters()) parameters.push_back(parameter.second);
-  return scaler_->unscale_parameters(parameters);
+  ZeroShard* shard = split_gradients_of(parameters);
+  if (shard == nullptr) return scaler_->unscale_parameters(parameters);
+  return shard->any_rank(scaler_->unscale_parameters(shard->gradient_pieces(parameters)));
+}
+
+// The ZeRO stage 2 split that holds these parameters' gradients in pieces, if any.
+ZeroShard* Accelerator::split_gradients_of(const std::vector<at::Tensor>& parameters) const {
+  if (parameters.empty()) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto* accelerated : optimizers_) {
+    ZeroShard* shard = accelerated->optimizer().zero_shard();
+    if (shard != nullptr && shard->stage() == 2 && shard->holds(parameters.front())) return shard;
+  }
+  return nullptr;
 }
 
 void Accelerator::update_grad_scale(bool found_inf) {
@@ -132,25 +145,16 @@ void Accelerator::refuse_if_group_broken(const char* what) const {
 double Accelerator::clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type) {
   refuse_if_group_broken("clip_grad_norm");
   unscale_owners(parameters);
-  // Under ZeRO stage 2 a rank holds the gradients of its own parameters only: the norm is shared.
-  ZeroShard* split_gradients = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto* accelerated : optimizers_) {
-      ZeroShard* shard = accelerated->optimizer().zero_shard();
-      if (shard != nullptr && shard->stage() == 2 && !parameters.empty() && shard->holds(parameters.front())) {
-        split_gradients = shard;
-      }
-    }
-  }
-  if (split_gradients != nullptr) return split_gradients->clip_grad_norm(parameters, max_norm, norm_type);
+  // Under ZeRO stage 2 a rank holds the gradients of its own pieces only: the norm is shared.
+  if (ZeroShard* shard = split_gradients_of(parameters)) return shard->clip_grad_norm(parameters, max_norm, norm_type);
   return train::clip_grad_norm(parameters, max_norm, norm_type);
 }
 
 void Accelerator::clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value) {
   refuse_if_group_broken("clip_grad_value");
   unscale_owners(parameters);
-  train::clip_grad_value(parameters, clip_value);
+  ZeroShard* shard = split_gradients_of(parameters);
+  train::clip_grad_value(shard != nullptr ? shard->gradient_pieces(parameters) : parameters, clip_value);
 }
 
 void Accelerator::add_optimizer(AcceleratedOptimizer* optimizer) {

@@ -22,6 +22,7 @@
 namespace accel::train {
 
 class AcceleratedOptimizer;
+class ZeroShard;
 
 class Accelerator {
  public:
@@ -89,6 +90,7 @@ class Accelerator {
   // Unscales, under fp16, each optimizer that holds one of `parameters` and is not unscaled yet this step.
   void unscale_owners(const std::vector<at::Tensor>& parameters);
   void refuse_if_group_broken(const char* what) const;
+  ZeroShard* split_gradients_of(const std::vector<at::Tensor>& parameters) const;
   void require_own(const Model& model, const char* what) const;
 
   std::shared_ptr<distributed::State> state_;

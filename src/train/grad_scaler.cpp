@@ -75,7 +75,7 @@ void GradScaler::unscale(Optimizer& optimizer) {
   if (existing != optimizers_.end() && existing->second.stage == Stage::Stepped) {
     fail(Code::InvalidState, "unscale_() is being called after step().");
   }
-  const auto grads = grads_to_unscale(optimizer.parameters());
+  const auto grads = grads_to_unscale(optimizer.gradient_holders());
   // One host sync for all grads; torch syncs as well, when step() reads found_inf.
   // Under ZeRO stage 2 a rank sees its own gradients only: every rank skips the step if any overflowed.
   optimizers_[&optimizer] = {Stage::Unscaled, optimizer.overflow_on_any_rank(unscale_grads(grads).item<bool>())};

@@ -16,6 +16,7 @@
 #include "train/archive.hpp"
 #include "train/capturable_optimizer.hpp"
 #include "train/zero_optimizer.hpp"
+#include "train/zero_state.hpp"
 
 namespace accel::train {
 namespace {
@@ -182,17 +183,6 @@ std::vector<Group> split_groups(const std::vector<std::pair<std::string, at::Ten
 }
 
 
-// A parameter's entry in torch::optim's state map, keyed by a string in LibTorch 1.13 and by the
-// TensorImpl's address in 2.x.
-template <typename States>
-void erase_state_of(States& states, const at::Tensor& parameter) {
-  if constexpr (std::is_same_v<typename States::key_type, std::string>) {
-    states.erase(c10::guts::to_string(parameter.unsafeGetTensorImpl()));
-  } else {
-    states.erase(parameter.unsafeGetTensorImpl());
-  }
-}
-
 }  // namespace
 
 void validate_momentum(const std::string& kind, double momentum, const std::string& what) {
@@ -234,7 +224,10 @@ struct Optimizer::Impl {
   std::unique_ptr<CapturableOptimizer> capturable;
   int64_t state_generation = 0;
   bool zero_grad_to_none = true;
+  OptimizerConfig config;
   std::shared_ptr<ZeroShard> zero;
+  // Under ZeRO: an optimizer of the same kind over this rank's pieces, which holds the state and steps.
+  std::unique_ptr<torch::optim::Optimizer> pieces;
   std::atomic<int64_t> state_bytes{0};
 
   int64_t count_state_bytes() const;
@@ -247,13 +240,11 @@ struct Optimizer::Impl {
     return archive_bytes(archive);
   }
 
-  // Under ZeRO: forgets the state of the parameters other ranks own.
-  void drop_state_of_others() {
-    for (const auto& group : optimizer->param_groups()) {
-      for (const auto& parameter : group.params()) {
-        if (!zero->owns(parameter)) erase_state_of(optimizer->state(), parameter);
-      }
-    }
+  // The pieces' groups take their options from the whole parameters' groups, where lr schedules and
+  // load_state put them.
+  void copy_options_to_pieces() {
+    auto& groups = optimizer->param_groups();
+    for (size_t i = 0; i < groups.size(); ++i) pieces->param_groups()[i].set_options(groups[i].options().clone());
   }
 
   size_t checked(size_t index) const {
@@ -322,6 +313,7 @@ Optimizer::Optimizer(const std::string& kind, const std::vector<std::pair<std::s
   const auto groups = split_groups(named_parameters, config);
   impl_->optimizer = impl_->traits->build(groups, config);
   impl_->zero_grad_to_none = config.zero_grad_to_none;
+  impl_->config = config;
   for (const auto& group : groups) {
     impl_->names.push_back(group.names);
     impl_->initial_lrs.push_back(config.lr);
@@ -334,7 +326,10 @@ void Optimizer::step() {
   // The step counts a captured step advanced on the device are the ones this step must continue from.
   if (impl_->capturable) impl_->capturable->write_back();
   if (impl_->zero) {
-    impl_->zero->step([this] { impl_->optimizer->step(); });
+    impl_->zero->step([this] {
+      impl_->copy_options_to_pieces();
+      impl_->pieces->step();
+    });
   } else {
     impl_->optimizer->step();
   }
@@ -343,6 +338,7 @@ void Optimizer::step() {
 }
 
 void Optimizer::zero_grad() {
+  if (impl_->zero) impl_->zero->forget_gradients(impl_->zero_grad_to_none);
   for (const auto& group : impl_->optimizer->param_groups()) {
     for (auto param : group.params()) {
       if (!param.grad().defined()) continue;
@@ -403,22 +399,16 @@ const std::string& Optimizer::kind() const { return impl_->kind; }
 std::string Optimizer::save_state() const {
   if (impl_->capturable) impl_->capturable->write_back();
   if (!impl_->zero) return impl_->own_state();
-  // Every rank's part added to this rank's state (torch::optim's load adds the parameters it holds), saved
-  // whole, then this rank's part alone kept again.
-  const auto parts = impl_->zero->gather_bytes(impl_->own_state());
+  // Every rank's pieces assembled into whole parameters' state, saved, then dropped again.
   try {
-    for (size_t r = 0; r < parts.size(); ++r) {
-      if (static_cast<int32_t>(r) == impl_->zero->rank()) continue;
-      auto archive = read_archive(parts[r], "optimizer", parameters().front().device());
-      impl_->optimizer->load(archive);
-    }
-  } catch (const c10::Error& error) {
-    impl_->drop_state_of_others();
-    fail_from(error, Code::Internal, "gathering the ZeRO optimizer state: ");
+    gather_piece_states(*impl_->zero, *impl_->pieces, *impl_->optimizer, impl_->kind);
+    const std::string whole = impl_->own_state();
+    impl_->optimizer->state().clear();
+    return whole;
+  } catch (...) {
+    impl_->optimizer->state().clear();
+    throw;
   }
-  const std::string whole = impl_->own_state();
-  impl_->drop_state_of_others();
-  return whole;
 }
 
 void Optimizer::load_state(const std::string& bytes) {
@@ -426,7 +416,10 @@ void Optimizer::load_state(const std::string& bytes) {
   auto archive = read_archive(bytes, "optimizer", parameters().front().device());
   auto [groups, initial_lrs] = impl_->read_checked(archive);
   impl_->replace_state(archive);
-  if (impl_->zero) impl_->drop_state_of_others();
+  if (impl_->zero) {
+    cut_piece_states(*impl_->zero, *impl_->optimizer, *impl_->pieces);
+    impl_->optimizer->state().clear();
+  }
   impl_->state_bytes = impl_->count_state_bytes();
   auto& param_groups = impl_->optimizer->param_groups();
   for (size_t i = 0; i < groups.size(); ++i) param_groups[i].set_options(std::move(groups[i].second));
@@ -435,7 +428,28 @@ void Optimizer::load_state(const std::string& bytes) {
   if (impl_->capturable) impl_->capturable->invalidate();
 }
 
-void Optimizer::attach_zero(std::shared_ptr<ZeroShard> shard) { impl_->zero = std::move(shard); }
+void Optimizer::attach_zero(std::shared_ptr<ZeroShard> shard) {
+  std::vector<Group> groups;
+  for (size_t i = 0; i < impl_->names.size(); ++i) {
+    const auto& group = impl_->optimizer->param_groups()[i];
+    Group pieces{{}, {}, impl_->traits->weight_decay(group.options())};
+    for (size_t p = 0; p < group.params().size(); ++p) {
+      for (const auto& piece : shard->pieces_of(group.params()[p])) {
+        pieces.names.push_back(impl_->names[i][p]);
+        pieces.params.push_back(piece);
+      }
+    }
+    groups.push_back(std::move(pieces));
+  }
+  impl_->pieces = impl_->traits->build(groups, impl_->config);
+  impl_->zero = std::move(shard);
+  impl_->copy_options_to_pieces();
+}
+
+std::vector<at::Tensor> Optimizer::gradient_holders() {
+  if (!impl_->zero || impl_->zero->stage() < 2) return parameters();
+  return impl_->zero->gradient_pieces(parameters());
+}
 
 ZeroShard* Optimizer::zero_shard() const { return impl_->zero.get(); }
 
@@ -452,7 +466,7 @@ int64_t Optimizer::Impl::count_state_bytes() const {
     return bytes(adam.exp_avg()) + bytes(adam.exp_avg_sq()) + bytes(adam.max_exp_avg_sq());
   };
   int64_t total = 0;
-  for (const auto& entry : optimizer->state()) {
+  for (const auto& entry : (zero ? pieces : optimizer)->state()) {
     const auto* state = entry.second.get();
     if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(state)) {
       total += bytes(sgd->momentum_buffer());

@@ -85,12 +85,16 @@ class Optimizer {
   void load_state(const std::string& bytes);
 
   // ZeRO (train/zero_optimizer.hpp), attached once after construction: step() then steps this rank's
-  // parameters only and gathers the rest from their owners, the state of other ranks' parameters is not
-  // kept, save_state() is collective and returns the whole state gathered (the bytes zero_stage 0 would
-  // write, so any stage and world size can load them), load_state() keeps this rank's part, and
+  // pieces only (with an optimizer of the same kind and group options over them) and gathers the rest from
+  // their owners, the state of other ranks' elements is not kept, save_state() is collective and returns
+  // the whole state gathered (the bytes zero_stage 0 would write, so any stage and world size can load
+  // them), load_state() keeps this rank's pieces, zero_grad() drops the pieces' gradients too, and
   // capturable() is Error(Unsupported). nullptr without ZeRO.
   void attach_zero(std::shared_ptr<ZeroShard> shard);
   ZeroShard* zero_shard() const;
+  // The tensors whose gradients the fp16 scaler unscales for a step: parameters(), or under ZeRO stage 2
+  // this rank's pieces (each with its gradient), since a rank holds no other gradients.
+  std::vector<at::Tensor> gradient_holders();
   // Whether the fp16 scaler's overflow (this rank's found_inf) holds on any rank: found_inf itself without
   // ZeRO stage 2; collective with it.
   bool overflow_on_any_rank(bool found_inf);

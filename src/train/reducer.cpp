@@ -71,9 +71,7 @@ void Reducer::Impl::assign_buckets() {
     current.members.push_back(i);
     current.numel += parameter.numel();
     current_bytes += bytes_of(parameter);
-    // Stage 2's chunked buckets start at full size: a small first bucket holds a parameter or two, which
-    // whole-parameter chunks cannot share out, so it would be mostly padding.
-    const int64_t cap = buckets.empty() && !scatter ? config.first_bucket_bytes : config.bucket_bytes;
+    const int64_t cap = buckets.empty() ? config.first_bucket_bytes : config.bucket_bytes;
     if (current_bytes >= cap) close();
   }
   close();
@@ -86,18 +84,10 @@ void Reducer::Impl::assign_buckets() {
     buckets[b].world_size = at::scalar_tensor(static_cast<double>(state->launch().world_size), options);
     if (scatter) {
       // The caller's gradients are views of the bucket, which stays; accel's own bucket lives only while it is
-      // reduce-scattered (launch_scatter), the rank keeping its chunk.
-      const int64_t rank = state->launch().rank;
+      // reduce-scattered (launch_scatter), the rank keeping a copy of its chunk.
       if (config.host_gradients) {
         buckets[b].flat = at::zeros({buckets[b].numel}, options);
-        buckets[b].owned = buckets[b].flat.narrow(0, rank * buckets[b].chunk, buckets[b].chunk);
-      } else {
-        int64_t mine = 0;
-        const ZeroBucketSplit& split = partition.buckets[b];
-        for (size_t m = 0; m < split.owners.size(); ++m) {
-          if (split.owners[m] == rank) mine += parameters[buckets[b].members[m]].second.numel();
-        }
-        buckets[b].owned = at::zeros({mine}, options);
+        buckets[b].owned = buckets[b].flat.narrow(0, state->launch().rank * buckets[b].chunk, buckets[b].chunk);
       }
       continue;
     }
@@ -137,6 +127,7 @@ void Reducer::Impl::reset_for_backward() {
     bucket.pending = bucket.members.size();
     bucket.work.reset();
     bucket.scatter.reset();
+    bucket.landed = false;
   }
   next_bucket = 0;
   finalize_queued = false;
@@ -215,7 +206,7 @@ void Reducer::Impl::account(double backward_end_us, double wait_end_us) {
   std::vector<TimeInterval> reductions;
   for (size_t b = 0; b < next_bucket; ++b) {
     reductions.push_back({buckets[b].launched_us, buckets[b].done_us->load()});
-    const at::Tensor& sent = buckets[b].wire.defined() ? buckets[b].wire : buckets[b].owned.defined() ? buckets[b].owned : buckets[b].flat;
+    const at::Tensor& sent = buckets[b].wire.defined() ? buckets[b].wire : parameters[buckets[b].members.front()].second;
     step.bytes += buckets[b].numel * static_cast<int64_t>(sent.element_size());
   }
   const UnionLength in_flight = union_length(std::move(reductions), backward_end_us);
@@ -328,7 +319,9 @@ void Reducer::Impl::finalize() {
   }
   launch_ready_buckets();
   if (error.empty()) start_use_count(unused);
-  for (size_t b = 0; b < next_bucket; ++b) wait(buckets[b]);
+  for (size_t b = 0; b < next_bucket; ++b) {
+    if (!buckets[b].landed) wait(buckets[b]);
+  }
   if (!error.empty()) fail(Code::InvalidArgument, error);
   const std::vector<bool> keep = gradients_to_keep();
   reached_by_no_rank = keep;
@@ -338,7 +331,7 @@ void Reducer::Impl::finalize() {
   const double wait_end_us = timeline::now_us();
   for (auto& bucket : buckets) {
     if (scatter) {
-      place_zero_gradients(bucket);
+      if (!bucket.landed) place_zero_gradients(bucket);
       continue;
     }
     for (size_t m = 0; m < bucket.members.size(); ++m) {

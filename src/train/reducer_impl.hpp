@@ -30,12 +30,13 @@ struct Reducer::Impl {
     size_t pending = 0;
     std::unique_ptr<distributed::PendingAverage> work;
     // zero_stage 2: elements per rank's chunk; where this rank's averaged gradients stay between
-    // backwards (its members' elements, or with host_gradients its chunk of the bucket); the chunk the
-    // reduce-scatter writes (while it runs, unless the bucket's own) and the reduce-scatter in flight.
+    // backwards (a copy of its chunk, or with host_gradients its chunk of the bucket); the chunk of flat
+    // the reduce-scatter writes, while it runs, and the reduce-scatter in flight.
     int64_t chunk = 0;
     at::Tensor owned;
     at::Tensor received;
     std::unique_ptr<distributed::PendingCollective> scatter;
+    bool landed = false;  // this backward's reduce-scatter waited for and its chunk placed already
     double launched_us = 0;
     // Written by the transport's thread when the all-reduce ends; shared, since a broken group may end it
     // after the reducer is gone.
@@ -81,6 +82,7 @@ struct Reducer::Impl {
   void split_for_zero();
   void refuse_what_zero_cannot_do() const;
   void launch_scatter(Bucket& bucket, distributed::BucketAverage average);
+  void land_scatters_before(size_t bucket);
   void wait(Bucket& bucket);
   void place_zero_gradients(Bucket& bucket);
   void drop_gradients_of_others();

@@ -17,13 +17,14 @@ bool Reducer::Impl::scatters_bit_identically() {
          !parameters.empty() && parameters.front().second.device().is_cpu();
 }
 
-// Stage 2 without the reduce-scatter: every gradient was averaged; the rank keeps its own (accel's
-// gradients: the caller's stay its storage).
+// Stage 2 without the reduce-scatter: every gradient was averaged; the rank keeps those of the parameters it
+// owns a piece of (accel's gradients: the caller's stay its storage).
 void Reducer::Impl::drop_gradients_of_others() {
   if (config.host_gradients) return;
-  const auto owners = partition.owner_of(parameters.size());
+  std::vector<bool> keep(parameters.size(), false);
+  for (const ZeroPiece& piece : partition.pieces_of(partition.rank)) keep[piece.parameter] = true;
   for (size_t i = 0; i < parameters.size(); ++i) {
-    if (owners[i] != partition.rank) parameters[i].second.mutable_grad() = at::Tensor();
+    if (!keep[i]) parameters[i].second.mutable_grad() = at::Tensor();
   }
 }
 
@@ -64,23 +65,49 @@ void Reducer::Impl::refuse_what_zero_cannot_do() const {
 // average, then reduce-scattered: each element summed in rank order as the all-reduce sums it, so that a
 // rank's chunk holds exactly what stage 0's average would.
 void Reducer::Impl::launch_scatter(Bucket& bucket, distributed::BucketAverage average) {
-  const ZeroBucketSplit& split = partition.buckets[static_cast<size_t>(&bucket - buckets.data())];
+  const size_t index = static_cast<size_t>(&bucket - buckets.data());
+  const ZeroBucketSplit& split = partition.buckets[index];
   if (!bucket.flat.defined()) {
-    bucket.flat = at::empty({bucket.numel}, bucket.owned.options());
+    land_scatters_before(index);
+    bucket.flat = at::empty({bucket.numel}, parameters[bucket.members.front()].second.options().requires_grad(false));
     average.bucket = bucket.flat;
-    // The chunks' padding travels too: zeros rather than whatever the memory held.
-    for (int64_t r = 0; r < partition.world; ++r) {
-      const int64_t begin = r * bucket.chunk + split.filled[static_cast<size_t>(r)];
-      if (begin < (r + 1) * bucket.chunk) bucket.flat.narrow(0, begin, (r + 1) * bucket.chunk - begin).zero_();
+    // The gaps between members travel too: zeros rather than whatever the memory held.
+    for (size_t m = 0; m <= split.offsets.size(); ++m) {
+      const int64_t begin = m == 0 ? 0 : split.offsets[m - 1] + split.numels[m - 1];
+      const int64_t end = m == split.offsets.size() ? bucket.numel : split.offsets[m];
+      if (begin < end) bucket.flat.narrow(0, begin, end - begin).zero_();
     }
   }
   copied_bytes += distributed::fill_bucket(average);
+  // The bucket holds them now: accel's own gradients go at once, so that backward never holds every
+  // gradient twice.
+  if (!config.host_gradients) {
+    for (size_t member : bucket.members) parameters[member].second.mutable_grad() = at::Tensor();
+  }
   if (average.on_filled) average.on_filled();
   at::Tensor& output = config.host_gradients ? bucket.owned : bucket.received;
-  if (!config.host_gradients) bucket.received = at::empty({bucket.chunk}, bucket.owned.options());
+  if (!config.host_gradients) bucket.received = bucket.flat.narrow(0, partition.rank * bucket.chunk, bucket.chunk);
   bucket.scatter = transport("ZeRO gradient reduce-scatter")
                        .reduce_scatter_async(output, bucket.flat, distributed::ReduceKind::Sum,
                                              "ZeRO gradient reduce-scatter");
+}
+
+// accel's own buckets of one backward would otherwise all live until its end, a second copy of the
+// gradients: before making another, backward waits for the oldest in flight to land (its chunk copied
+// out, the bucket freed) while kScattersInFlight are. With the reduce-scatter far quicker than the
+// backward of a bucket's layers, the wait is mostly over already.
+void Reducer::Impl::land_scatters_before(size_t bucket) {
+  if (config.host_gradients) return;  // the caller's bucket stays: its gradients are views of it
+  constexpr size_t kScattersInFlight = 2;
+  size_t in_flight = 0;
+  for (size_t b = 0; b < bucket; ++b) in_flight += buckets[b].scatter && !buckets[b].landed ? 1 : 0;
+  for (size_t b = 0; b < bucket && in_flight >= kScattersInFlight; ++b) {
+    if (!buckets[b].scatter || buckets[b].landed) continue;
+    wait(buckets[b]);
+    place_zero_gradients(buckets[b]);
+    buckets[b].landed = true;
+    --in_flight;
+  }
 }
 
 void Reducer::Impl::wait(Bucket& bucket) {
@@ -92,23 +119,40 @@ void Reducer::Impl::wait(Bucket& bucket) {
   }
 }
 
-// Stage 2 after the reduce-scatter: an owned parameter's gradient is its place in the chunk; the others'
-// are dropped, with the bucket (the caller's gradients stay the bucket's views, unaveraged where not owned).
+// Stage 2 after the reduce-scatter: a copy of the chunk the reduce-scatter wrote becomes the rank's, and
+// the bucket goes; a parameter it owns whole gets its place in the chunk as its gradient, one it owns a
+// piece of keeps no gradient (its piece is held for the optimizer), the others' are dropped (the caller's
+// gradients stay the bucket's views, unaveraged outside the rank's chunk).
 void Reducer::Impl::place_zero_gradients(Bucket& bucket) {
   if (config.host_gradients) return;
-  const ZeroBucketSplit& split = partition.buckets[static_cast<size_t>(&bucket - buckets.data())];
-  bucket.owned.copy_(bucket.received.narrow(0, 0, bucket.owned.numel()));
-  for (size_t m = 0; m < bucket.members.size(); ++m) {
-    at::Tensor& parameter = parameters[bucket.members[m]].second;
-    if (split.owners[m] != partition.rank) {
-      parameter.mutable_grad() = at::Tensor();
-      continue;
-    }
-    parameter.mutable_grad() = bucket.owned.narrow(0, split.offset_in_chunk(m), parameter.numel()).view(parameter.sizes());
+  const size_t index = static_cast<size_t>(&bucket - buckets.data());
+  // The last step's chunk is reused when nothing else holds it (its gradients were dropped when the bucket
+  // was filled, zero_grad dropped its held pieces): a fresh one each step fragments the allocator's heap,
+  // which costs more resident memory than the chunk itself.
+  if (bucket.owned.defined() && bucket.owned.storage().use_count() == 1) {
+    bucket.owned.copy_(bucket.received);
+  } else {
+    bucket.owned = bucket.received.clone();
   }
   copied_bytes += bytes_of(bucket.owned);
-  bucket.flat = at::Tensor();
   bucket.received = at::Tensor();
+  bucket.flat = at::Tensor();
+  for (size_t m = 0; m < bucket.members.size(); ++m) parameters[bucket.members[m]].second.mutable_grad() = at::Tensor();
+  const auto pieces = partition.pieces_of(partition.rank);
+  auto& held = *partition.held_pieces;
+  held.resize(pieces.size());
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    const ZeroPiece& piece = pieces[k];
+    if (piece.bucket != index) continue;
+    const at::Tensor elements = bucket.owned.narrow(0, piece.in_chunk, piece.numel);
+    at::Tensor& parameter = parameters[piece.parameter].second;
+    if (piece.whole) {
+      parameter.mutable_grad() = elements.view(parameter.sizes());
+      held[k] = at::Tensor();
+    } else {
+      held[k] = elements;
+    }
+  }
 }
 
 // The storages of the gradients and of the buckets, each once (a gradient that is its bucket's view is

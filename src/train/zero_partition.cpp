@@ -1,56 +1,65 @@
 #include "train/zero_partition.hpp"
 
 #include <algorithm>
-#include <numeric>
 
 #include "core/error.hpp"
 
 namespace accel::train {
 
 namespace {
-constexpr int64_t kChunkAlignment = 16;
+constexpr int64_t kAlignment = 64;
+
+int64_t aligned(int64_t elements) { return (elements + kAlignment - 1) / kAlignment * kAlignment; }
 }  // namespace
+
+std::pair<int64_t, int64_t> ZeroBucketSplit::part(size_t member, int64_t rank) const {
+  const int64_t begin = std::clamp(rank * chunk - offsets[member], int64_t{0}, numels[member]);
+  const int64_t end = std::clamp((rank + 1) * chunk - offsets[member], int64_t{0}, numels[member]);
+  return {begin, end};
+}
 
 std::vector<ZeroBucketSplit> split_buckets(const std::vector<std::vector<int64_t>>& numels, int32_t world) {
   require_argument(world >= 1, "ZeRO: the number of processes must be >= 1, got " + std::to_string(world));
-  std::vector<std::pair<size_t, size_t>> order;  // (bucket, member)
-  for (size_t b = 0; b < numels.size(); ++b) {
-    for (size_t m = 0; m < numels[b].size(); ++m) order.emplace_back(b, m);
-  }
-  std::stable_sort(order.begin(), order.end(), [&](const auto& x, const auto& y) {
-    return numels[x.first][x.second] > numels[y.first][y.second];
-  });
-  std::vector<ZeroBucketSplit> splits(numels.size());
-  for (size_t b = 0; b < numels.size(); ++b) splits[b].owners.assign(numels[b].size(), 0);
-  std::vector<int64_t> load(static_cast<size_t>(world), 0);
-  for (const auto& [b, m] : order) {
-    const auto lightest = std::min_element(load.begin(), load.end()) - load.begin();
-    splits[b].owners[m] = static_cast<int32_t>(lightest);
-    load[static_cast<size_t>(lightest)] += numels[b][m];
-  }
-  for (size_t b = 0; b < numels.size(); ++b) {
-    ZeroBucketSplit& split = splits[b];
-    // Within a rank's chunk, its members in bucket order.
-    split.filled.assign(static_cast<size_t>(world), 0);
-    split.offsets.assign(numels[b].size(), 0);
-    for (size_t m = 0; m < numels[b].size(); ++m) {
-      const auto owner = static_cast<size_t>(split.owners[m]);
-      split.offsets[m] = split.filled[owner];
-      split.filled[owner] += numels[b][m];
+  std::vector<ZeroBucketSplit> splits;
+  for (const auto& bucket : numels) {
+    ZeroBucketSplit split;
+    split.numels = bucket;
+    int64_t end = 0;
+    for (int64_t numel : bucket) {
+      split.offsets.push_back(aligned(end));
+      end = split.offsets.back() + numel;
     }
-    const int64_t heaviest = *std::max_element(split.filled.begin(), split.filled.end());
-    split.chunk = std::max<int64_t>(kChunkAlignment, (heaviest + kChunkAlignment - 1) / kChunkAlignment * kChunkAlignment);
-    for (size_t m = 0; m < numels[b].size(); ++m) split.offsets[m] += split.owners[m] * split.chunk;
+    split.chunk = std::max(kAlignment, aligned((end + world - 1) / world));
+    splits.push_back(std::move(split));
   }
   return splits;
 }
 
-std::vector<int32_t> ZeroPartition::owner_of(size_t parameters) const {
-  std::vector<int32_t> owners(parameters, 0);
-  for (size_t b = 0; b < members.size(); ++b) {
-    for (size_t m = 0; m < members[b].size(); ++m) owners[members[b][m]] = buckets[b].owners[m];
+std::vector<ZeroPiece> ZeroPartition::pieces_of(int32_t owner) const {
+  std::vector<ZeroPiece> pieces;
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const ZeroBucketSplit& split = buckets[b];
+    for (size_t m = 0; m < members[b].size(); ++m) {
+      const auto [begin, end] = split.part(m, owner);
+      if (begin == end) continue;
+      pieces.push_back({members[b][m], b, begin, end - begin, split.offsets[m] + begin - owner * split.chunk,
+                        end - begin == split.numels[m]});
+    }
   }
-  return owners;
+  return pieces;
+}
+
+int32_t ZeroPartition::whole_owner(size_t parameter) const {
+  for (size_t b = 0; b < members.size(); ++b) {
+    for (size_t m = 0; m < members[b].size(); ++m) {
+      if (members[b][m] != parameter) continue;
+      const ZeroBucketSplit& split = buckets[b];
+      const int64_t first = split.offsets[m] / split.chunk;
+      const int64_t last = (split.offsets[m] + std::max<int64_t>(split.numels[m], 1) - 1) / split.chunk;
+      return first == last ? static_cast<int32_t>(first) : -1;
+    }
+  }
+  fail(Code::InvalidArgument, "ZeRO: parameter index " + std::to_string(parameter) + " is in no bucket");
 }
 
 }  // namespace accel::train

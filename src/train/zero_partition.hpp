@@ -1,45 +1,68 @@
-// How ZeRO (zero_stage 1 and 2) splits a data-parallel model's parameters between the ranks: whole
-// parameters, never slices of one, so that each rank steps its parameters with the very kernels, on the
-// very tensors, that data parallelism steps them with (the same bits). The parameters are shared out over
-// the whole model by elements, largest first; each of the reducer's gradient buckets is then laid out as one
-// equal-sized chunk per rank, rank r's chunk holding the bucket's members r owns (then padding). A
-// reduce-scatter of such a bucket hands each rank exactly the gradients of its own parameters, and an
-// all-gather of the chunks gives every rank every updated parameter. The price of whole parameters: a model
-// of a few large ones splits unevenly, and a bucket whose members mostly fall to one rank is padded.
+// How ZeRO (zero_stage 1 and 2) splits a data-parallel model's parameters between the ranks: by elements,
+// as DeepSpeed does, so that every rank holds an equal share of the optimizer state however unequal the
+// parameters are. Each of the reducer's gradient buckets is laid out with its members at offsets that are
+// multiples of 64 elements, then cut into one equal chunk per rank (a multiple of 64 elements too): rank r
+// owns the elements of chunk r, so a member may be owned in pieces by consecutive ranks. A reduce-scatter of
+// such a bucket hands each rank exactly the gradients of its own elements, and an all-gather of the chunks
+// gives every rank every updated element.
+//
+// Why 64: a piece then starts at a multiple of 64 elements of its parameter and ends at a multiple of 64 or at
+// the parameter's end, so that the vectorised elementwise kernels of the optimizer step cover each element
+// in the same lane and loop part as over the whole parameter; pieces cut elsewhere were seen to step a few
+// elements to different bits (AdamW on LibTorch 1.13).
 #pragma once
+
+#include <ATen/core/Tensor.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
 
 namespace accel::train {
 
 // One bucket, split.
 struct ZeroBucketSplit {
-  std::vector<int32_t> owners;   // per member: the rank that owns it
-  std::vector<int64_t> offsets;  // per member: its first element in the chunked layout
-  std::vector<int64_t> filled;   // per rank: the elements of its chunk its members take (padding follows)
-  int64_t chunk = 0;             // elements per rank's chunk; the layout holds world * chunk
-  // A member's first element within its owner's chunk.
-  int64_t offset_in_chunk(size_t member) const { return offsets[member] - owners[member] * chunk; }
+  std::vector<int64_t> numels;   // per member: its elements
+  std::vector<int64_t> offsets;  // per member: its first element in the bucket's layout (a multiple of 64)
+  int64_t chunk = 0;             // elements per rank's chunk (a multiple of 64); the layout holds world * chunk
+  // The member's elements that fall in `rank`'s chunk, as [begin, end) of the member's own elements (empty:
+  // begin == end).
+  std::pair<int64_t, int64_t> part(size_t member, int64_t rank) const;
 };
 
-// Splits the buckets' members (their element counts, bucket by bucket) between `world` ranks: the largest
-// member of the model first, each to the rank with the fewest elements so far (the lowest rank on a tie; equal
-// sizes in bucket order), so the split is the same on every rank. Chunks are rounded up to 16 elements (64
-// bytes of fp32). world < 1: Error(InvalidArgument).
+// Lays the buckets' members (their element counts, bucket by bucket) out and cuts each bucket into `world`
+// chunks. world < 1: Error(InvalidArgument).
 std::vector<ZeroBucketSplit> split_buckets(const std::vector<std::vector<int64_t>>& numels, int32_t world);
 
-// The split of a whole model, for the optimizer's side of ZeRO: per bucket, the reducer's parameter
-// indices (in bucket order) and their split.
+// The elements of one parameter that one rank owns.
+struct ZeroPiece {
+  size_t parameter = 0;  // the reducer's parameter index
+  size_t bucket = 0;
+  int64_t begin = 0;     // the first of the parameter's (flattened) elements
+  int64_t numel = 0;
+  int64_t in_chunk = 0;  // where the piece starts in its rank's chunk of the bucket
+  bool whole = false;    // the piece is the whole parameter
+};
+
+// The split of a whole model, shared by the reducer and the optimizer's side of ZeRO.
 struct ZeroPartition {
   int32_t stage = 0;  // 1 or 2 once prepared for ZeRO; 0 otherwise
   int32_t world = 1;
   int32_t rank = 0;
   std::vector<std::vector<size_t>> members;  // per bucket: parameter indices, as the reducer's bucket
   std::vector<ZeroBucketSplit> buckets;
-  // Per parameter index: its owner.
-  std::vector<int32_t> owner_of(size_t parameters) const;
+  // Stage 2 with reduce-scatter: per piece of pieces_of(rank), its averaged gradient where the parameter has
+  // no gradient of its own (a parameter this rank owns in part), written by the reducer after a
+  // synchronising backward and dropped by the optimizer's zero_grad. Shared, so that the optimizer's copy of
+  // the partition sees the reducer's.
+  std::shared_ptr<std::vector<at::Tensor>> held_pieces = std::make_shared<std::vector<at::Tensor>>();
+
+  // A rank's pieces, bucket by bucket in member order.
+  std::vector<ZeroPiece> pieces_of(int32_t rank) const;
+  // The rank that owns the whole parameter of this index, or -1 where several ranks own pieces of it.
+  int32_t whole_owner(size_t parameter) const;
 };
 
 }  // namespace accel::train

@@ -16,26 +16,29 @@ namespace {
 // Parameters saved from C++ keep their requires_grad flag, so it is set as nn.Parameter would.
 at::Tensor parameter(at::Tensor value) { return value.set_requires_grad(true); }
 
-torch::jit::Module mlp_module(int seed) {
+torch::jit::Module mlp_module(int seed, int64_t hidden = 16) {
   torch::manual_seed(seed);
   torch::jit::Module module("Mlp");
-  module.register_parameter("w1", parameter(torch::randn({8, 16}) * 0.3), false);
-  module.register_parameter("b1", parameter(torch::randn({16}) * 0.1), false);
-  module.register_parameter("w2", parameter(torch::randn({16, 4}) * 0.3), false);
+  module.register_parameter("w1", parameter(torch::randn({8, hidden}) * 0.3), false);
+  module.register_parameter("b1", parameter(torch::randn({hidden}) * 0.1), false);
+  module.register_parameter("w2", parameter(torch::randn({hidden, 4}) * 0.3), false);
   module.register_parameter("b2", parameter(torch::randn({4}) * 0.1), false);
   return module;
 }
 
 constexpr const char* kHidden = "torch.relu(torch.matmul(x, self.w1) + self.b1)";
 
-}  // namespace
-
-std::string mlp(const std::string& path, int seed) {
-  auto module = mlp_module(seed);
+std::string saved_mlp(torch::jit::Module module, const std::string& path) {
   module.define(std::string("def forward(self, x):\n  h = ") + kHidden + "\n  return torch.matmul(h, self.w2) + self.b2\n");
   module.save(path);
   return path;
 }
+
+}  // namespace
+
+std::string mlp(const std::string& path, int seed) { return saved_mlp(mlp_module(seed), path); }
+
+std::string wide_mlp(const std::string& path, int64_t hidden) { return saved_mlp(mlp_module(0, hidden), path); }
 
 std::string mlp_with_unused_parameter(const std::string& path) {
   auto module = mlp_module(0);

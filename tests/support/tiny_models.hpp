@@ -2,12 +2,15 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace tiny_models {
 
 // forward(x [N, 8]) -> [N, 4]: an MLP 8-16-4 with a ReLU, weights from a fixed seed.
 std::string mlp(const std::string& path, int seed = 0);
+// Like mlp with `hidden` units instead of 16 (sizes that are no multiple of 16 leave kernels' tails).
+std::string wide_mlp(const std::string& path, int64_t hidden);
 // Like mlp, plus a parameter `unused` that forward never touches.
 std::string mlp_with_unused_parameter(const std::string& path);
 // forward(x) -> {"logits": [N, 4], "hidden": [N, 16]}, and a second method-less tuple variant.

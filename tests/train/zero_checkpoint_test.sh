@@ -1,7 +1,7 @@
 #!/bin/sh
 # A checkpoint saved under ZeRO stage 2 on 2 processes resumes under stage 0 on 1 process, and the reverse,
-# with the same continuation as the run that never stopped (tests/train/zero_worker.cpp, ZeroCheckpoint);
-# `accel checkpoint inspect` shows the split. Usage: zero_checkpoint_test.sh ACCEL_CLI ZERO_WORKER
+# with the same continuation as the run that never stopped (tests/train/zero_worker.cpp, ZeroCheckpoint); `accel checkpoint inspect` shows the
+# split, pieces of parameters included. Usage: zero_checkpoint_test.sh ACCEL_CLI ZERO_WORKER
 set -eu
 accel=$1
 worker=$2
@@ -15,6 +15,7 @@ run 2 2 save
 "$accel" checkpoint inspect "$directory/checkpoint" > "$directory/inspect.txt"
 grep -q '"zero_stage": 2' "$directory/inspect.txt" || { cat "$directory/inspect.txt"; echo "inspect shows no zero_stage"; exit 1; }
 grep -q '"zero_split": \[\[' "$directory/inspect.txt" || { cat "$directory/inspect.txt"; echo "inspect shows no split"; exit 1; }
+grep -q '"w1\[0:[0-9]*\]"' "$directory/inspect.txt" || { cat "$directory/inspect.txt"; echo "inspect shows no piece of w1"; exit 1; }
 run 1 0 resume
 rm -rf "$directory/checkpoint" "$directory/never_stopped.bin"
 run 1 0 save

@@ -1,7 +1,7 @@
 // ZeRO stages 1 and 2 on every rank under `accel launch`, through the C++ core: the same 50 optimizer
 // steps taken by zero_stage 0, 1 and 2 models side by side give bit-identical weights (SGD with momentum
 // and AdamW, gradient clipping on, accumulation as ACCEL_GRADIENT_ACCUMULATION_STEPS says), every
-// parameter is stepped by exactly one rank, and stage 2 keeps only a rank's own gradients. Run by
+// element is stepped by exactly one rank, and stage 2 keeps only a rank's own gradients. Run by
 // tests/CMakeLists.txt on 1, 2 and 3 processes with accumulation 1 and 3, and on 2 and 3 through Gloo.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -22,6 +22,7 @@
 #include "expect_error.hpp"
 #include "train/accelerator.hpp"
 #include "train/training_options.hpp"
+#include "tiny_models.hpp"
 
 namespace {
 
@@ -69,9 +70,13 @@ struct Trained {
   std::shared_ptr<AcceleratedOptimizer> optimizer;
 };
 
+// hidden: the MLP's width; 16 is core_worker's tiny MLP, 131 one whose parameters are cut into pieces of
+// odd lengths (kernels' tails inside a piece).
 Trained make(const std::shared_ptr<Accelerator>& accelerator, const std::string& tag, int32_t zero_stage,
-             const std::string& kind, bool bucket_per_parameter) {
-  Trained trained{load_mlp(tag), nullptr};
+             const std::string& kind, bool bucket_per_parameter, int64_t hidden = 16) {
+  Trained trained{hidden == 16 ? load_mlp(tag)
+                               : Model::load_file(tiny_models::wide_mlp(tiny_models::temp_file(tag + ".pt"), hidden)),
+                  nullptr};
   trained.model->prepare(state, layout(zero_stage, bucket_per_parameter));
   trained.optimizer = prepare_optimizer(accelerator, *trained.model, kind, optimizer_config_for(kind));
   return trained;
@@ -108,15 +113,15 @@ void expect_bit_identical(const Model& expected, const Model& actual, const std:
   }
 }
 
-class BitIdentical : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+class BitIdentical : public ::testing::TestWithParam<std::tuple<std::string, bool, int64_t>> {};
 
 TEST_P(BitIdentical, StagesOneAndTwoGiveStageZerosWeights) {
   auto accelerator = std::make_shared<Accelerator>(state);
-  const auto& [kind, bucket_per_parameter] = GetParam();
+  const auto& [kind, bucket_per_parameter, hidden] = GetParam();
   std::vector<Trained> models;
   for (int32_t stage = 0; stage <= 2; ++stage) {
-    models.push_back(make(accelerator, kind + std::to_string(stage) + (bucket_per_parameter ? "p" : "b"), stage, kind,
-                          bucket_per_parameter));
+    models.push_back(make(accelerator, kind + std::to_string(stage) + (bucket_per_parameter ? "p" : "b") + std::to_string(hidden),
+                          stage, kind, bucket_per_parameter, hidden));
   }
   train_side_by_side(accelerator, models);
   // The weights moved (a test where nothing steps would pass trivially).
@@ -136,46 +141,43 @@ TEST_P(BitIdentical, StagesOneAndTwoGiveStageZerosWeights) {
 
 INSTANTIATE_TEST_SUITE_P(Zero, BitIdentical,
                          ::testing::Combine(::testing::Values(std::string("sgd"), std::string("adamw")),
-                                            ::testing::Bool()));
+                                            ::testing::Bool(), ::testing::Values(int64_t{16}, int64_t{131})));
 
 int64_t bytes_of(const at::Tensor& tensor) { return tensor.numel() * static_cast<int64_t>(tensor.element_size()); }
 
-// Each parameter's state lives on exactly one rank, its owner: the ranks' state bytes add up to stage 0's,
-// and each rank holds exactly its own parameters' moments. A parameter stepped by two ranks (or by none)
-// breaks the sum.
-TEST(Zero, EveryParameterIsSteppedByExactlyOneRank) {
+// Each element's state lives on exactly one rank, its owner: the ranks' state bytes add up to stage 0's,
+// and each rank holds exactly its own pieces' moments. An element stepped by two ranks (or by none) breaks
+// the sum.
+TEST(Zero, EveryElementIsSteppedByExactlyOneRank) {
   auto accelerator = std::make_shared<Accelerator>(state);
   for (int32_t stage = 1; stage <= 2; ++stage) {
-    std::vector<Trained> models{make(accelerator, "once0_" + std::to_string(stage), 0, "adamw", false),
-                                make(accelerator, "once_" + std::to_string(stage), stage, "adamw", false)};
+    std::vector<Trained> models{make(accelerator, "once0_" + std::to_string(stage), 0, "adamw", true),
+                                make(accelerator, "once_" + std::to_string(stage), stage, "adamw", true)};
     train_side_by_side(accelerator, models);
     const int64_t whole = models[0].optimizer->optimizer().state_bytes();
     const int64_t mine = models[1].optimizer->optimizer().state_bytes();
     const auto all = distributed::gather(*state, at::full({1}, mine, at::kLong));
     EXPECT_EQ(all.sum().item<int64_t>(), whole) << "zero_stage " << stage << ": the ranks' state bytes " << all;
     const Model& model = *models[1].model;
-    const auto trainable = model.trainable_parameters();
     int64_t owned = 0;
     if (world() == 1) {
       EXPECT_EQ(model.zero_partition(), nullptr);  // one process: zero_stage means nothing
       owned = whole / 2;
     } else {
-      const auto owners = model.zero_partition()->owner_of(trainable.size());
-      for (size_t i = 0; i < trainable.size(); ++i) {
-        if (owners[i] == rank()) owned += bytes_of(trainable[i].second);
-      }
+      for (const auto& piece : model.zero_partition()->pieces_of(rank())) owned += piece.numel * 4;
     }
-    EXPECT_EQ(mine, 2 * owned) << "AdamW keeps two moments of each parameter it steps";
+    EXPECT_EQ(mine, 2 * owned) << "AdamW keeps two moments of each element it steps";
   }
 }
 
 // Between a synchronising backward and the step, a stage 2 rank holds the averaged gradients of its own
-// parameters, and no others.
+// elements, and no others: a parameter it owns whole has its gradient, one it owns a piece of has the
+// piece held for the optimizer, the others none.
 TEST(Zero, StageTwoKeepsOnlyItsOwnGradients) {
   auto accelerator = std::make_shared<Accelerator>(state);
   if (world() == 1) GTEST_SKIP() << "one process has nothing to split";
-  auto reference = make(accelerator, "grads0", 0, "sgd", false);
-  auto split = make(accelerator, "grads2", 2, "sgd", false);
+  auto reference = make(accelerator, "grads0", 0, "sgd", true);
+  auto split = make(accelerator, "grads2", 2, "sgd", true);
   state->gradient_state().reset();
   // One synchronising backward of each.
   for (int64_t micro = 0; micro < accelerator->gradient_accumulation_steps(); ++micro) {
@@ -186,28 +188,45 @@ TEST(Zero, StageTwoKeepsOnlyItsOwnGradients) {
     }
   }
   ASSERT_TRUE(state->sync_gradients());
-  const auto owners = split.model->zero_partition()->owner_of(split.model->trainable_parameters().size());
+  const ZeroPartition& partition = *split.model->zero_partition();
   const auto expected = reference.model->trainable_parameters();
   const auto actual = split.model->trainable_parameters();
+  // Through Gloo the buckets are all-reduced as under stage 0 (for the same sums) and stay, with the whole
+  // gradients of the parameters the rank owns a piece of.
+  const bool scattered = state->group("test")->uses_shared_memory();
+  const auto pieces = partition.pieces_of(rank());
+  std::vector<bool> has_piece(actual.size(), false);
+  for (const auto& piece : pieces) has_piece[piece.parameter] = true;
+  bool some_split = false;
   for (size_t i = 0; i < actual.size(); ++i) {
-    if (owners[i] == rank()) {
+    const int32_t owner = partition.whole_owner(i);
+    some_split = some_split || owner == -1;
+    if (owner == rank() || (!scattered && has_piece[i])) {
       ASSERT_TRUE(actual[i].second.grad().defined()) << actual[i].first;
       EXPECT_TRUE(at::equal(actual[i].second.grad(), expected[i].second.grad())) << actual[i].first;
     } else {
-      EXPECT_FALSE(actual[i].second.grad().defined()) << actual[i].first << " is another rank's";
+      EXPECT_FALSE(actual[i].second.grad().defined()) << actual[i].first << " is not this rank's whole";
     }
   }
+  EXPECT_TRUE(some_split) << "the one-bucket-per-parameter layout cuts w1 between the ranks";
+  const auto& held = *partition.held_pieces;
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    if (pieces[k].whole || !scattered) continue;
+    ASSERT_LT(k, held.size());
+    ASSERT_TRUE(held[k].defined()) << actual[pieces[k].parameter].first << "'s piece";
+    const auto reference_piece = expected[pieces[k].parameter].second.grad().reshape({-1}).narrow(0, pieces[k].begin, pieces[k].numel);
+    EXPECT_TRUE(at::equal(held[k], reference_piece)) << actual[pieces[k].parameter].first << "'s piece";
+  }
   // The figures of accel_model_grad_sync_stat: stage 0 holds every gradient and a bucket copy of each;
-  // stage 2 the gradients of its own parameters alone.
-  int64_t parameter_bytes = 0, owned_bytes = 0;
+  // stage 2 its chunk of each bucket.
+  int64_t parameter_bytes = 0, kept_bytes = 0, chunk_bytes = 0;
   for (size_t i = 0; i < expected.size(); ++i) {
     parameter_bytes += bytes_of(expected[i].second);
-    if (owners[i] == rank()) owned_bytes += bytes_of(expected[i].second);
+    if (has_piece[i]) kept_bytes += bytes_of(expected[i].second);
   }
+  for (const auto& bucket : partition.buckets) chunk_bytes += bucket.chunk * 4;
   EXPECT_EQ(reference.model->grad_sync_report().gradient_bytes, 2 * parameter_bytes);
-  // Through Gloo the buckets are all-reduced as under stage 0 (for the same sums) and stay.
-  const bool scattered = state->group("test")->uses_shared_memory();
-  EXPECT_EQ(split.model->grad_sync_report().gradient_bytes, owned_bytes + (scattered ? 0 : parameter_bytes));
+  EXPECT_EQ(split.model->grad_sync_report().gradient_bytes, scattered ? chunk_bytes : kept_bytes + parameter_bytes);
   reference.optimizer->step();
   split.optimizer->step();
   EXPECT_EQ(reference.model->grad_sync_report().optimizer_state_bytes, parameter_bytes);  // SGD's momentum
@@ -215,6 +234,7 @@ TEST(Zero, StageTwoKeepsOnlyItsOwnGradients) {
   EXPECT_LT(split.optimizer->optimizer().state_bytes(), parameter_bytes);
   reference.optimizer->zero_grad();
   split.optimizer->zero_grad();
+  for (const auto& piece : held) EXPECT_FALSE(piece.defined()) << "zero_grad drops the held pieces";
 }
 
 // A model of the caller's tensors (LibTorch's autograd standing in for an eager runtime), stepped by accel's
@@ -304,9 +324,10 @@ TEST(Zero, AnOverflowOnOneRankSkipsEveryRanksStep) {
     accelerator->backward(at::mse_loss(output, rows(micro, 4, 1)));
   }
   const auto trainable = trained.model->trainable_parameters();
-  const auto owners = trained.model->zero_partition()->owner_of(trainable.size());
-  const size_t poisoned = trainable.size() - 1;  // owned by one rank only
-  if (owners[poisoned] == rank()) trainable[poisoned].second.grad().view({-1})[0] = INFINITY;
+  const size_t poisoned = trainable.size() - 1;
+  const int32_t owner = trained.model->zero_partition()->whole_owner(poisoned);
+  ASSERT_NE(owner, -1) << "the poisoned parameter is owned whole by one rank";
+  if (owner == rank()) trainable[poisoned].second.grad().view({-1})[0] = INFINITY;
   std::vector<at::Tensor> before;
   for (const auto& parameter : trainable) before.push_back(parameter.second.detach().clone());
   trained.optimizer->step();
@@ -377,7 +398,7 @@ TEST(ZeroCheckpoint, ResumesUnderAnotherStageAndWorldSize) {
   const std::string phase = env("ZERO_CKPT_PHASE"), directory = env("ZERO_CKPT_DIR");
   if (phase.empty()) GTEST_SKIP() << "run by zero_checkpoint_test.sh";
   ASSERT_EQ(accelerator->gradient_accumulation_steps(), 1);
-  Trained trained = make(accelerator, "checkpointed", std::stoi(env("ZERO_CKPT_STAGE")), "adamw", false);
+  Trained trained = make(accelerator, "checkpointed", std::stoi(env("ZERO_CKPT_STAGE")), "adamw", false, 131);
   ckpt::CheckpointObjects objects;
   objects.models = {trained.model.get()};
   objects.optimizers = {trained.optimizer.get()};
