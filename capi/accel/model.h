@@ -30,17 +30,20 @@
  * bfloat16 sum, is ACCEL_ERR_UNSUPPORTED from accel_state_prepare_model: the shared-memory transport of
  * ranks on one host carries it), zero_stage (0; DeepSpeed's ZeRO stages, Accelerate's
  * DeepSpeedPlugin(zero_stage=...), for a model whose optimizer is accel's: 1 gives each process the optimizer
- * state of, and the step of, only its share of the parameters (whole parameters, shared out by size), the
- * updated parameters then gathered to every process; 2 also reduce-scatters the gradient buckets, so a
- * process holds only its own parameters' averaged gradients (the others' are dropped; a model of the
- * caller's tensors keeps its gradient storage, unaveraged outside its share). Both take the same steps as 0,
+ * state of, and the step of, only its share of the parameters' elements (each gradient bucket cut into
+ * equal chunks, so a large parameter is owned in pieces by consecutive processes), the updated elements then
+ * gathered to every process; 2 also reduce-scatters the gradient buckets, so a process holds only its own
+ * elements' averaged gradients (a parameter it owns whole keeps its gradient, one it owns in part has none,
+ * its piece being held for the optimizer, the others' are dropped; a model of the caller's tensors keeps its
+ * gradient storage, unaveraged outside its share). Both take the same steps as 0,
  * bit for bit, clipping (the norm is shared) and the fp16 scaler (an overflow anywhere skips every process's
  * step) included; checkpoints hold the optimizer state gathered, so any stage and number of processes
  * resumes them. Another value is ACCEL_ERR_BAD_OPTION_VALUE; 2 with find_unused_parameters, static_graph,
  * grad_compression or gradient_as_bucket_view is ACCEL_ERR_UNSUPPORTED from accel_state_prepare_model, as
  * is a CUDA-graph step (accel_train_step_new with cuda_graph) of such a model; a model of the caller's
  * tensors under 1 or 2 whose backward ends (accel_model_end_backward) without an accel optimizer made over
- * it is ACCEL_ERR_UNSUPPORTED. On one process the option changes nothing).
+ * it is ACCEL_ERR_UNSUPPORTED, as is accel_optimizer_new over such a model with a non-contiguous parameter
+ * (its pieces are views of its memory). On one process the option changes nothing).
  * The model is always moved to the state's device (Accelerate's device_placement applies to loaders
  * here): its buckets and autocast are the device's.
  *
