@@ -351,6 +351,12 @@ TEST(Zero, RefusesWhatItCannotDo) {
                [&] { load_mlp("refused2")->prepare(state, compressed); });
   auto trained = make(accelerator, "capture", 1, "adamw", false);
   expect_error(Code::Unsupported, "CUDA graph", [&] { trained.optimizer->optimizer().capturable(); });
+  // A piece is a view of its parameter's memory, which a transposed tensor does not lay out in order.
+  NamedTensors transposed{{"w", at::randn({8, 4}).t().requires_grad_()}};
+  auto caller = Model::from_tensors(transposed, {true}, {});
+  caller->prepare(state, layout(1, false));
+  expect_error(Code::Unsupported, "parameter 'w' is not contiguous",
+               [&] { prepare_optimizer(accelerator, *caller, "sgd", optimizer_config_for("sgd")); });
 }
 
 TEST(Zero, StageIsAnOptionOfZeroToTwo) {
