@@ -25,7 +25,7 @@ from .config import (DataLoaderConfiguration, DeepSpeedPlugin, DistributedDataPa
                      GradientAccumulationPlugin, GradScalerKwargs, InitProcessGroupKwargs, ProjectConfiguration)
 from .data_loader import DataLoader
 from .dataset import Dataset
-from .errors import check
+from .errors import UnsupportedError, check
 from .model import Model
 from .optimizer import Optimizer
 from .train_step import TrainStep
@@ -474,6 +474,13 @@ class Accelerator(Handle):
         return self._torch.prepare_module(module)
 
     def _prepare_torch_optimizer(self, optimizer, _objects, _results):
+        stage = self._model_settings.get("zero_stage", 0)
+        if stage and self.num_processes > 1:
+            # Said here rather than by the library at the first backward, in this package's terms.
+            raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, (
+                f"prepare: under zero_stage {stage} (DeepSpeedPlugin) each process steps only its share of the "
+                f"parameters, which a {type(optimizer).__name__} would not: give accel.OptimizerSpec(kind, ...) "
+                "(kind 'sgd', 'adam' or 'adamw', with its settings) instead, or zero_stage 0"))
         return self._torch.prepare_optimizer(optimizer)
 
     def _prepare_torch_scheduler(self, scheduler, _objects, _results):

@@ -1,7 +1,8 @@
 """An eager nn.Module trained on 2 processes with accel's AdamW under ZeRO (`zero_identity.py STAGE OUT`:
 Accelerate's DeepSpeedPlugin(zero_stage=STAGE)), clipping on: layers of 131 units, so that the processes own
 pieces of parameters. Writes rank 0's final weights and optimizer state bytes to OUT; the test compares
-stages 1 and 2 with stage 0: the same weights bit for bit, about half the state."""
+stages 1 and 2 with stage 0: the same weights bit for bit, about half the state. Under stages 1 and 2 a
+torch optimizer is refused at prepare."""
 import sys
 
 import torch
@@ -15,6 +16,13 @@ accelerator = accel.Accelerator(cpu=True, deepspeed_plugin=accel.DeepSpeedPlugin
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(6, 131), torch.nn.ReLU(), torch.nn.Linear(131, 3))
 initial = [parameter.detach().clone() for parameter in model.parameters()]
+if STAGE:
+    # A torch optimizer would step every parameter on every process: refused at prepare, naming the way out.
+    try:
+        accelerator.prepare(torch.optim.AdamW(model.parameters()))
+        raise AssertionError("a torch optimizer was prepared under ZeRO")
+    except accel.UnsupportedError as error:
+        assert "accel.OptimizerSpec" in str(error), error
 model, optimizer = accelerator.prepare(model, accel.OptimizerSpec("adamw", lr=0.01))
 generator = torch.Generator().manual_seed(1 + accelerator.process_index)
 for step in range(20):
