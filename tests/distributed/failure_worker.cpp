@@ -7,7 +7,8 @@
 //                       and optimizer step must fail too and leave the parameters as they were.
 //   stall-in-backward   rank 1 sleeps after its forward: rank 0's gradient all-reduce (through shared
 //                       memory by default) must time out within the timeout, naming rank 1.
-//   Both backward scenarios also run with FAILURE_ZERO_STAGE=2 (the buckets reduce-scattered).
+//   Both backward scenarios also run with FAILURE_ZERO_STAGE=2 (the buckets reduce-scattered), with and
+//                       without FAILURE_BUCKET_MB=0.0001 (a bucket per parameter).
 //   stall-report        (3 processes) rank 2 sleeps instead of joining a gather: ranks 0 and 1 must time
 //                       out with a message naming rank 2 and the last collective it started.
 //   rendezvous-report   (3 processes) rank 2 never creates its state: ranks 0 and 1 must time out naming it.
@@ -155,13 +156,17 @@ const char* gradient_collective() {
 }
 
 // The model prepared with zero_stage FAILURE_ZERO_STAGE when that is set (the ZeRO variants of the
-// backward scenarios: stage 2 reduce-scatters the buckets instead of all-reducing them).
+// backward scenarios: stage 2 reduce-scatters the buckets instead of all-reducing them), and with buckets of
+// FAILURE_BUCKET_MB (one parameter each when tiny: stage 2 then waits for older buckets inside backward).
 bool set_up(accel_state_t* state, TrainingStep& step) {
   const std::string path = tiny_models::mlp(tiny_models::temp_file("peer_exit_in_backward.pt"));
   const char* zero_stage = std::getenv("FAILURE_ZERO_STAGE");
+  const char* bucket_mb = std::getenv("FAILURE_BUCKET_MB");
   accel_options_t* options = nullptr;
   bool ok = accel_options_new(&options) == ACCEL_OK &&
             (zero_stage == nullptr || accel_options_set(options, "zero_stage", zero_stage) == ACCEL_OK) &&
+            (bucket_mb == nullptr || (accel_options_set(options, "bucket_cap_mb", bucket_mb) == ACCEL_OK &&
+                                      accel_options_set(options, "first_bucket_mb", bucket_mb) == ACCEL_OK)) &&
             accel_model_load(&step.model, path.c_str()) == ACCEL_OK &&
             accel_state_prepare_model(state, step.model, options) == ACCEL_OK &&
             accel_optimizer_new(&step.optimizer, step.model, "sgd", nullptr) == ACCEL_OK;
