@@ -22,6 +22,8 @@ MODEL_DIR=${2:?usage: bench/run_zero_memory.sh BIN_DIR MODEL_DIR}
 PYTHON=${PYTHON:-/usr/bin/python3}
 STEPS=${ZERO_MEMORY_STEPS:-10}
 CGROUP_ROOT=/sys/fs/cgroup/memory
+# shellcheck source=bench/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 if [ ! -w "$CGROUP_ROOT" ]; then
   echo "zero-memory: skipped: needs root and a writable cgroup v1 memory controller at $CGROUP_ROOT" >&2
   exit 0
@@ -50,7 +52,6 @@ run_in_group() {
   cat "$group/memory.max_usage_in_bytes"
 }
 
-value() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<"$1"; }
 mb() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
 
 # measure MALLOC_NAME [VARIABLE=VALUE...]: parts 1 and 2 above, the variables added to the processes' environment.

@@ -63,6 +63,7 @@ struct Reducer::Impl {
   };
   std::optional<UseCount> use_count;
   ZeroPartition partition;
+  std::vector<ZeroPiece> own_pieces;  // partition.pieces_of(rank), worked out once at prepare
   // zero_stage 2 through shared memory on one node, whose reduce-scatter sums each element in the rank order
   // of its all-reduce: the buckets are laid out in rank chunks and reduce-scattered. Elsewhere (Gloo, whose
   // ring starts an element's sum at a rank that depends on its place in the buffer, or several nodes) the

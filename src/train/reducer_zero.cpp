@@ -22,7 +22,7 @@ bool Reducer::Impl::scatters_bit_identically() {
 void Reducer::Impl::drop_gradients_of_others() {
   if (config.host_gradients) return;
   std::vector<bool> keep(parameters.size(), false);
-  for (const ZeroPiece& piece : partition.pieces_of(partition.rank)) keep[piece.parameter] = true;
+  for (const ZeroPiece& piece : own_pieces) keep[piece.parameter] = true;
   for (size_t i = 0; i < parameters.size(); ++i) {
     if (!keep[i]) parameters[i].second.mutable_grad() = at::Tensor();
   }
@@ -39,6 +39,8 @@ void Reducer::Impl::split_for_zero() {
     partition.members.push_back(bucket.members);
   }
   partition.buckets = split_buckets(numels, partition.world);
+  own_pieces = partition.pieces_of(partition.rank);
+  partition.held_pieces->assign(own_pieces.size(), at::Tensor());
   if (!scatter) return;
   for (size_t b = 0; b < buckets.size(); ++b) {
     buckets[b].offsets = partition.buckets[b].offsets;
@@ -138,11 +140,9 @@ void Reducer::Impl::place_zero_gradients(Bucket& bucket) {
   bucket.received = at::Tensor();
   bucket.flat = at::Tensor();
   for (size_t m = 0; m < bucket.members.size(); ++m) parameters[bucket.members[m]].second.mutable_grad() = at::Tensor();
-  const auto pieces = partition.pieces_of(partition.rank);
   auto& held = *partition.held_pieces;
-  held.resize(pieces.size());
-  for (size_t k = 0; k < pieces.size(); ++k) {
-    const ZeroPiece& piece = pieces[k];
+  for (size_t k = 0; k < own_pieces.size(); ++k) {
+    const ZeroPiece& piece = own_pieces[k];
     if (piece.bucket != index) continue;
     const at::Tensor elements = bucket.owned.narrow(0, piece.in_chunk, piece.numel);
     at::Tensor& parameter = parameters[piece.parameter].second;

@@ -26,8 +26,12 @@ constexpr size_t kGathersInFlight = 2;
 
 ZeroShard::ZeroShard(std::shared_ptr<distributed::State> state, ZeroPartition partition, NamedTensors parameters)
     : state_(std::move(state)), partition_(std::move(partition)), parameters_(std::move(parameters)),
-      pieces_(partition_.pieces_of(partition_.rank)), pieces_by_parameter_(parameters_.size()) {
+      pieces_(partition_.pieces_of(partition_.rank)), pieces_by_parameter_(parameters_.size()),
+      places_(parameters_.size()) {
   at::NoGradGuard no_grad;
+  for (size_t b = 0; b < partition_.members.size(); ++b) {
+    for (size_t m = 0; m < partition_.members[b].size(); ++m) places_[partition_.members[b][m]] = {b, m};
+  }
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const at::Tensor& parameter = parameters_[i].second;
     index_[parameter.unsafeGetTensorImpl()] = i;
@@ -35,6 +39,10 @@ ZeroShard::ZeroShard(std::shared_ptr<distributed::State> state, ZeroPartition pa
       fail(Code::Unsupported, "zero_stage " + std::to_string(partition_.stage) + ": parameter '" + parameters_[i].first +
                                   "' is not contiguous, and ZeRO steps views of its memory; make it contiguous");
     }
+  }
+  if (partition_.held_pieces->size() != pieces_.size()) {
+    fail(Code::Internal, "ZeRO: the reducer holds " + std::to_string(partition_.held_pieces->size()) +
+                             " gradient pieces for this rank's " + std::to_string(pieces_.size()));
   }
   for (size_t k = 0; k < pieces_.size(); ++k) {
     const ZeroPiece& piece = pieces_[k];
@@ -70,9 +78,7 @@ std::vector<at::Tensor> ZeroShard::gradient_pieces(const std::vector<at::Tensor>
     const at::Tensor grad = parameter.grad();
     for (size_t k : pieces_by_parameter_[index]) {
       const ZeroPiece& piece = pieces_[k];
-      views_[k].mutable_grad() = grad.defined() ? grad.view({-1}).narrow(0, piece.begin, piece.numel)
-                                 : k < held.size() ? held[k]
-                                                   : at::Tensor();
+      views_[k].mutable_grad() = grad.defined() ? grad.view({-1}).narrow(0, piece.begin, piece.numel) : held[k];
       pieces.push_back(views_[k]);
     }
   }
@@ -157,13 +163,11 @@ std::vector<at::Tensor> ZeroShard::gathered_split_gradients(const std::vector<si
   std::vector<std::vector<std::pair<int64_t, int64_t>>> parts(split.size());  // per parameter, per rank
   std::vector<int64_t> sent(static_cast<size_t>(partition_.world), 0);
   for (size_t j = 0; j < split.size(); ++j) {
-    for (size_t b = 0; b < partition_.members.size(); ++b) {
-      for (size_t m = 0; m < partition_.members[b].size(); ++m) {
-        if (partition_.members[b][m] != split[j]) continue;
-        for (int64_t r = 0; r < partition_.world; ++r) parts[j].push_back(partition_.buckets[b].part(m, r));
-      }
+    const auto [bucket, member] = places_[split[j]];
+    for (int64_t r = 0; r < partition_.world; ++r) {
+      parts[j].push_back(partition_.buckets[bucket].part(member, r));
+      sent[static_cast<size_t>(r)] += parts[j].back().second - parts[j].back().first;
     }
-    for (int64_t r = 0; r < partition_.world; ++r) sent[static_cast<size_t>(r)] += parts[j][r].second - parts[j][r].first;
   }
   const int64_t longest = *std::max_element(sent.begin(), sent.end());
   const auto options = parameters_[split.front()].second.options().requires_grad(false);
@@ -213,7 +217,7 @@ double ZeroShard::clip_grad_norm(const std::vector<at::Tensor>& parameters, doub
   std::vector<size_t> split, split_positions;
   for (int64_t i = 0; i < count; ++i) {
     const size_t index = index_of(parameters[static_cast<size_t>(i)]);
-    const int32_t owner = partition_.whole_owner(index);
+    const int32_t owner = partition_.buckets[places_[index].first].whole_owner(places_[index].second);
     if (pieces_by_parameter_[index].empty() && owner != -1) continue;
     if (owner == -1) {
       split.push_back(index);

@@ -80,6 +80,9 @@ class ZeroShard {
   std::vector<at::Tensor> views_;  // parallel to pieces_
   std::unordered_map<const c10::TensorImpl*, size_t> index_;
   std::vector<std::vector<size_t>> pieces_by_parameter_;  // per parameter index: positions in pieces_
+  // Per parameter index: its bucket and its place among the bucket's members, looked up once here for
+  // clipping's per-step questions (who owns it whole, which ranks hold which part).
+  std::vector<std::pair<size_t, size_t>> places_;
 };
 
 class Model;

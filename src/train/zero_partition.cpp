@@ -49,14 +49,16 @@ std::vector<ZeroPiece> ZeroPartition::pieces_of(int32_t owner) const {
   return pieces;
 }
 
+int32_t ZeroBucketSplit::whole_owner(size_t member) const {
+  const int64_t first = offsets[member] / chunk;
+  const int64_t last = (offsets[member] + std::max<int64_t>(numels[member], 1) - 1) / chunk;
+  return first == last ? static_cast<int32_t>(first) : -1;
+}
+
 int32_t ZeroPartition::whole_owner(size_t parameter) const {
   for (size_t b = 0; b < members.size(); ++b) {
     for (size_t m = 0; m < members[b].size(); ++m) {
-      if (members[b][m] != parameter) continue;
-      const ZeroBucketSplit& split = buckets[b];
-      const int64_t first = split.offsets[m] / split.chunk;
-      const int64_t last = (split.offsets[m] + std::max<int64_t>(split.numels[m], 1) - 1) / split.chunk;
-      return first == last ? static_cast<int32_t>(first) : -1;
+      if (members[b][m] == parameter) return buckets[b].whole_owner(m);
     }
   }
   fail(Code::InvalidArgument, "ZeRO: parameter index " + std::to_string(parameter) + " is in no bucket");

@@ -30,6 +30,8 @@ struct ZeroBucketSplit {
   // The member's elements that fall in `rank`'s chunk, as [begin, end) of the member's own elements (empty:
   // begin == end).
   std::pair<int64_t, int64_t> part(size_t member, int64_t rank) const;
+  // The rank whose chunk holds the whole member, or -1 where it crosses into another's.
+  int32_t whole_owner(size_t member) const;
 };
 
 // Lays the buckets' members (their element counts, bucket by bucket) out and cuts each bucket into `world`
@@ -53,15 +55,16 @@ struct ZeroPartition {
   int32_t rank = 0;
   std::vector<std::vector<size_t>> members;  // per bucket: parameter indices, as the reducer's bucket
   std::vector<ZeroBucketSplit> buckets;
-  // Stage 2 with reduce-scatter: per piece of pieces_of(rank), its averaged gradient where the parameter has
-  // no gradient of its own (a parameter this rank owns in part), written by the reducer after a
-  // synchronising backward and dropped by the optimizer's zero_grad. Shared, so that the optimizer's copy of
+  // Stage 2 with reduce-scatter: per piece of pieces_of(rank) (one entry each from prepare on), its averaged
+  // gradient where the parameter has no gradient of its own (a parameter this rank owns in part), written
+  // by the reducer after a synchronising backward and dropped by the optimizer's zero_grad. Shared, so that the optimizer's copy of
   // the partition sees the reducer's.
   std::shared_ptr<std::vector<at::Tensor>> held_pieces = std::make_shared<std::vector<at::Tensor>>();
 
   // A rank's pieces, bucket by bucket in member order.
   std::vector<ZeroPiece> pieces_of(int32_t rank) const;
-  // The rank that owns the whole parameter of this index, or -1 where several ranks own pieces of it.
+  // The rank that owns the whole parameter of this index, or -1 where several ranks own pieces of it (a
+  // search of the buckets: code that asks per step keeps split.whole_owner(member) of each parameter).
   int32_t whole_owner(size_t parameter) const;
 };
 
