@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <sstream>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -26,7 +27,9 @@ using ParamState = torch::optim::OptimizerParamState;
 template <typename States>
 typename States::key_type key_of(const States&, const at::Tensor& parameter) {
   if constexpr (std::is_same_v<typename States::key_type, std::string>) {
-    return c10::guts::to_string(parameter.unsafeGetTensorImpl());
+    std::ostringstream address;  // as c10::guts::to_string wrote it in 1.13 (2.x has no such function)
+    address << parameter.unsafeGetTensorImpl();
+    return address.str();
   } else {
     return parameter.unsafeGetTensorImpl();
   }

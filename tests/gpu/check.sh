@@ -3,15 +3,19 @@
 # made .gpu/ (GoogleTest's sources, Gloo's headers, yaml-cpp). It builds accel against the LibTorch of the python3
 # on PATH (pip torch with CUDA, found through torch.utils.cmake_prefix_path), then runs:
 #   1. ctest -L gpu: the CUDA tests (tests/gpu), which skip on machines without a GPU;
-#   2. the rest of the suite on this build (CHECK_FULL=0 leaves it out), since a CUDA LibTorch differs
-#      from Debian's 1.13 in more than CUDA (std::filesystem symbols, API versions, device defaults),
-#      but for the tests labelled python_packages (they need Debian's python3 packages);
+#   2. the Python binding's pytest suites (but the install test) on this python's torch 2.x, whose eager
+#      models take the post-accumulate-grad hooks that Debian's torch 1.13 lacks (CHECK_PYTHON=0 leaves
+#      it out); where this python lacks cffi or pytest, .gpu/'s are used, cffi's C extension compiled
+#      for it first;
 #   3. the demo on the GPU in fp32, bf16 and fp16, counting LibTorch warnings (autocast's deprecation flood);
-#   4. ./dev bench gpu: accel's step against plain LibTorch, eager PyTorch and Hugging Face Accelerate.
+#   4. ./dev bench gpu: accel's step against plain LibTorch, eager PyTorch and Hugging Face Accelerate;
+#   5. the rest of the ctest suite on this build (CHECK_FULL=0 leaves it out), since a CUDA LibTorch differs
+#      from Debian's 1.13 in more than CUDA (std::filesystem symbols, API versions, device defaults),
+#      but for the tests labelled python_packages (they need Debian's python3 packages).
 # Logs go to $OUT (default /tmp/gpu-check). Exit status: 0 when every part passed. About 3-4 minutes on
 # 16 cores, most of it the build.
 # For a short device lease: CHECK_TARGETS="t1 t2 ..." builds only those targets (with what they need),
-# CHECK_CTEST_ARGS="-R ..." narrows part 2, CHECK_FULL=0 / CHECK_BENCH=0 leave parts 2 / 4 out, and
+# CHECK_CTEST_ARGS="-R ..." narrows part 5, CHECK_FULL=0 / CHECK_BENCH=0 leave parts 5 / 4 out, and
 # CHECK_DEADLINE_S=N skips every part that would start more than N seconds after the script did.
 set -u
 root=$(pwd)
@@ -59,13 +63,37 @@ if in_time "ctest -L gpu"; then
   [ $rc = 0 ] || failed+=("ctest -L gpu")
 fi
 
-if [ "${CHECK_FULL:-1}" = 1 ] && in_time "ctest (the rest)"; then
-  # shellcheck disable=SC2086  # the arguments are words
-  timeout 240 ctest --test-dir "$build" -LE "gpu|python_packages" -j"$((jobs / 2))" --timeout 90 --output-on-failure ${CHECK_CTEST_ARGS:-} > "$out/ctest.log" 2>&1
-  rc=$?
-  stamp "ctest (the rest): rc=$rc"
-  grep -E "tests passed|\*\*\*|Failed|Timeout" "$out/ctest.log" | head -60
-  [ $rc = 0 ] || failed+=("ctest")
+# python_module_path: the PYTHONPATH entries that give $python the cffi and pytest it cannot import itself:
+# .gpu/'s copies, cffi's C extension compiled for this python (empty where it has both).
+python_module_path() {
+  local path=()
+  if ! "$python" -c 'import cffi' 2> /dev/null; then
+    local extension_dir=/tmp/accel-cffi-backend suffix include
+    suffix=$("$python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+    include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+    mkdir -p "$extension_dir"
+    gcc -O2 -shared -fPIC -w -I"$include" -I"$root/.gpu/cffi/libffi" "$root/.gpu/cffi/backend-source/_cffi_backend.c" \
+      "$root/.gpu/cffi/libffi/libffi_pic.a" -o "$extension_dir/_cffi_backend$suffix" || return 1
+    path+=("$extension_dir" "$root/.gpu/cffi")
+  fi
+  "$python" -c 'import pytest' 2> /dev/null || path+=("$root/.gpu/pytest")
+  (IFS=:; echo "${path[*]}")
+}
+
+if [ "${CHECK_PYTHON:-1}" = 1 ] && in_time "python tests"; then
+  if modules=$(python_module_path 2> "$out/python.log") && PYTHONPATH="$modules" "$python" -c 'import cffi, pytest, numpy' \
+      >> "$out/python.log" 2>&1; then
+    torch_includes=$("$python" -c 'import os; from torch.utils import cpp_extension; print(os.pathsep.join(cpp_extension.include_paths()))')
+    (cd "$root/bindings/python" && PYTHONPATH="$root/bindings/python${modules:+:$modules}" ACCEL_LIBRARY="$build/lib/libaccel.so" \
+       ACCEL_LAUNCHER="$build/bin/accel" ACCEL_TORCH_INCLUDE_DIRS="$torch_includes" PYTHONDONTWRITEBYTECODE=1 \
+       timeout 300 "$python" -m pytest -q -rfE --tb=short -p no:cacheprovider tests --ignore=tests/test_install.py) >> "$out/python.log" 2>&1
+    rc=$?
+    stamp "python tests on torch $("$python" -c 'import torch; print(torch.__version__)')${modules:+ (with $modules)}: rc=$rc"
+    grep -E "passed|failed|^FAILED|^ERROR" "$out/python.log" | tail -30
+    [ $rc = 0 ] || failed+=("python tests")
+  else
+    stamp "python tests: skipped, $python cannot import cffi, pytest and numpy: $(tail -1 "$out/python.log")"
+  fi
 fi
 
 digits=$("$python" -c 'import sklearn, os; print(os.path.join(os.path.dirname(sklearn.__file__), "datasets", "data", "digits.csv.gz"))' 2>/dev/null)
@@ -91,6 +119,15 @@ if [ "${CHECK_BENCH:-1}" = 1 ] && in_time "bench gpu"; then
   stamp "bench gpu: rc=$rc"
   grep -E "^gpu|targets|median" "$out/bench-gpu.log" | tail -12
   [ $rc = 0 ] || failed+=("bench gpu")
+fi
+
+if [ "${CHECK_FULL:-1}" = 1 ] && in_time "ctest (the rest)"; then
+  # shellcheck disable=SC2086  # the arguments are words
+  timeout 240 ctest --test-dir "$build" -LE "gpu|python_packages" -j"$((jobs / 2))" --timeout 90 --output-on-failure ${CHECK_CTEST_ARGS:-} > "$out/ctest.log" 2>&1
+  rc=$?
+  stamp "ctest (the rest): rc=$rc"
+  grep -E "tests passed|\*\*\*|Failed|Timeout" "$out/ctest.log" | head -60
+  [ $rc = 0 ] || failed+=("ctest")
 fi
 
 if [ ${#failed[@]} = 0 ]; then

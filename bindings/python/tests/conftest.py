@@ -15,6 +15,12 @@ os.environ.setdefault("ACCEL_LIBRARY", str(REPOSITORY / "build" / "lib" / "libac
 import accel  # noqa: E402 - after the path set-up above
 
 
+def child_environment():
+    """os.environ for a process a test starts: this checkout's package first on PYTHONPATH, what was there
+    kept after it (the GPU check puts cffi and pytest there where the python lacks them)."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")])))
+
+
 @pytest.fixture
 def make_accelerator():
     """make_accelerator(**kwargs) -> Accelerator(cpu=True, **kwargs), shut down and closed after the test."""

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import child_environment
 
 HERE = pathlib.Path(__file__).resolve().parent
 SCRIPTS = HERE / "accelerate_scripts"
@@ -19,7 +20,7 @@ ACCELERATE_STYLE = sorted(path for path in SCRIPTS.glob("*.py") if path.name not
 
 
 def launch(processes, script, *arguments):
-    env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    env = child_environment()
     result = subprocess.run([LAUNCHER, "launch", "--nproc-per-node", str(processes), "--cpu", "--master-port", "0",
                              "--", sys.executable, str(script), *map(str, arguments)],
                             env=env, capture_output=True, text=True, timeout=240)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import accel
+from conftest import child_environment
 
 torch = pytest.importorskip("torch")
 
@@ -26,7 +27,7 @@ def torch_draws(seed):
 
 
 def test_two_ranks_draw_torchs_numbers(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    env = child_environment()
     result = subprocess.run([LAUNCHER, "launch", "--nproc-per-node", "2", "--cpu", "--master-port", "0", "--",
                              sys.executable, str(HERE / "set_seed_worker.py"), str(SEED), str(tmp_path)],
                             env=env, capture_output=True, text=True, timeout=120)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import child_environment
 
 torch = pytest.importorskip("torch")
 
@@ -23,7 +24,7 @@ def torch_orders(epochs):
 
 @pytest.mark.parametrize("processes", [1, 2])
 def test_orders_and_resumed_orders_are_torchs(processes, tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    env = child_environment()
     result = subprocess.run([LAUNCHER, "launch", "--nproc-per-node", str(processes), "--cpu", "--master-port", "0",
                              "--", sys.executable, str(HERE / "shuffle_order_worker.py"), str(SAMPLES),
                              str(BATCH_SIZE), str(tmp_path)], env=env, capture_output=True, text=True, timeout=120)

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from conftest import child_environment
 from tiny_models import MLP, WithUnusedParameter, scripted_bytes
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -22,7 +23,7 @@ def ranks(tmp_path_factory):
     for name, module, seed in (("rank0", MLP, 0), ("rank1", MLP, 1), ("unused", WithUnusedParameter, 0)):
         paths.append(directory / f"{name}.pt")
         paths[-1].write_bytes(scripted_bytes(module, seed))
-    env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    env = child_environment()
     result = subprocess.run([LAUNCHER, "launch", "--nproc-per-node", "2", "--cpu", "--master-port", "0", "--",
                              sys.executable, str(HERE / "two_process_worker.py"), *map(str, paths), str(directory)],
                             env=env, capture_output=True, text=True, timeout=120)
