@@ -25,6 +25,7 @@
 #   eager accel 1p   bench/train_torch_eager.py accel: the same module, torch.optim.SGD and loop prepared by
 #                    accel's Python package as an Accelerate script (ACCEL_LIBRARY=BIN_DIR/../lib/libaccel.so)
 #   eager accel 2p   the same through the launcher, gradients all-reduced from autograd's hooks
+#   eager limit      two eager torch 1p runs at once, one per core: the eager side's limit, as the limit above
 # Each run warms up TRAIN_BENCH_WARMUP steps (10), then times TRAIN_BENCH_STEPS steps (200); a 2-process
 # run starts its clock after a barrier and rank 0 reports. The medians are compared. The last line:
 #   train: overhead_vs_libtorch_1proc=R1 accel_vs_torch_ddp_2proc=R2 scaling_2proc=R3 accel_vs_limit_2proc=R4
@@ -32,9 +33,12 @@
 # over DDP's; R3 = accel's 2-process throughput over twice its 1-process throughput; R4 = accel's 2-process
 # throughput over the limit's (two samples per limit step). Targets: R1 <= 1.03, R2 >= 1.5, R3 >= 0.75,
 # R4 >= 0.8. Before it, the eager side:
-#   eager: overhead_vs_torch_1proc=E1 accel_vs_torch_ddp_2proc=E2
+#   eager: overhead_vs_torch_1proc=E1 accel_vs_torch_ddp_2proc=E2 accel_vs_limit_2proc=E3 limit_vs_torch_ddp_2proc=E4
 # E1 = eager accel 1p step time over the eager torch loop's; E2 = eager accel 2p throughput over torch-ddp 2p's
-# (DDP is what Accelerate runs such a module on). Targets: E1 <= 1.05, E2 >= 1.5. The line before those prices the timeline: timeline_overhead_2proc = accel's 2-process step time
+# (DDP is what Accelerate runs such a module on); E3 = eager accel 2p throughput over the eager limit's; E4 =
+# the eager limit's throughput over torch-ddp 2p's: the most E2 can be on this machine, since no 2-process
+# run of the eager loop, whatever carries its gradients, steps faster than two loops that send nothing.
+# Targets: E1 <= 1.05, E2 >= 1.5. The line before those prices the timeline: timeline_overhead_2proc = accel's 2-process step time
 # with the timeline on over without (target <= 1.02). R1 against the optimizer.zero_grad() loop is printed
 # too, as information. The line before those gives the medians of rank 0's gradient all-reduce figures per
 # step (train_accel.c's sync_*: time in flight, the part that overlapped backward, the part exposed after
@@ -102,15 +106,16 @@ launch2() {
     ${PIN2_OPTION[@]+"${PIN2_OPTION[@]}"} -- "$@"
 }
 run1() { timeout "$RUN_TIMEOUT" ${PIN1[@]+"${PIN1[@]}"} "$@"; }
-# run1_twice ARGS...: the same 1-process run twice at once (on CPUs 0 and 1 when pinned); prints the slower
-# run's result line.
+# run1_twice PREFIX ARGS...: the same 1-process run twice at once (on CPUs 0 and 1 when pinned); prints the
+# slower run's result line, the one starting with PREFIX.
 run1_twice() {
-  local other first second
+  local prefix=$1 other first second
+  shift
   other=$(mktemp)
   timeout "$RUN_TIMEOUT" ${PIN_OTHER[@]+"${PIN_OTHER[@]}"} "$@" >"$other" &
-  first=$(run1 "$@" | grep '^accel ' || true)
+  first=$(run1 "$@" | grep "^$prefix " || true)
   wait $!
-  second=$(grep '^accel ' "$other" || true)
+  second=$(grep "^$prefix " "$other" || true)
   rm -f "$other"
   result "limit (the first of two 1p runs at once)" "$first"
   result "limit (the second of two 1p runs at once)" "$second"
@@ -124,14 +129,14 @@ run1_twice() {
 echo "training benchmark: MLP 784-1024-1024-10, batch 64 per process, SGD lr 0.01, cross-entropy, synthetic data"
 echo "threads: OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 for every process, at::set_num_threads(1) in plain LibTorch, torch.set_num_threads(1) in Python"
 echo "machine: $(machine_line); $pinning"
-echo "steps timed: $STEPS after $WARMUP warm-up steps; $ROUNDS rounds of: libtorch 1p (zero_grad), libtorch 1p (set_to_none), accel 1p, torch-ddp 2p, accel 2p, accel 2p with the timeline, accel 2p through Gloo, accel 2p with bf16 gradient compression, eager torch 1p, eager accel 1p, eager accel 2p, limit (accel 1p twice at once); medians compared"
+echo "steps timed: $STEPS after $WARMUP warm-up steps; $ROUNDS rounds of: libtorch 1p (zero_grad), libtorch 1p (set_to_none), accel 1p, torch-ddp 2p, accel 2p, accel 2p with the timeline, accel 2p through Gloo, accel 2p with bf16 gradient compression, eager torch 1p, eager accel 1p, eager accel 2p, eager limit (eager torch 1p twice at once), limit (accel 1p twice at once); medians compared"
 
 if [ "$CHECKPOINT_EVERY" -gt 0 ]; then
   echo "checkpoints: accel 2p also with a blocking and with a background save of the model and optimizer every $CHECKPOINT_EVERY steps"
 fi
 
 lt_zero=() lt_none=() accel1=() ddp2=() accel2=() ddp2_sps=() accel2_sps=() accel1_sps=() accel2_tl=() accel2_gloo=() limit=()
-accel2_bf16=() eager_torch1=() eager_accel1=() eager_accel2_sps=()
+accel2_bf16=() eager_torch1=() eager_accel1=() eager_accel2_sps=() eager_limit=()
 SYNC_FIGURES="reduce_ms overlapped_ms exposed_ms wait_ms helper_cpu_ms"
 declare -A sync_shm sync_gloo  # figure -> the rounds' values, space-separated
 ckpt_blocking=() ckpt_background=()
@@ -225,7 +230,12 @@ for round in $(seq 1 "$ROUNDS"); do
   echo "round $round (eager nn.Module prepared by accel, 2 processes): $line"
   eager_accel2_sps+=("$(value "$line" samples_per_s)") losses+=("2p $(value "$line" first_loss) $(value "$line" last_loss)")
 
-  line=$(run1_twice "$BIN/train_accel" "$MODEL" "$STEPS" "$WARMUP")
+  line=$(run1_twice torch_eager "$PYTHON" "$HERE/train_torch_eager.py" torch "$MODEL" "$STEPS" "$WARMUP")
+  result "eager limit (eager torch 1p twice at once)" "$line"
+  echo "round $round (eager limit, the slower of two eager torch 1p runs at once): $line"
+  eager_limit+=("$(value "$line" step_ms)") losses+=("1p $(value "$line" first_loss) $(value "$line" last_loss)")
+
+  line=$(run1_twice accel "$BIN/train_accel" "$MODEL" "$STEPS" "$WARMUP")
   result "limit (accel 1p twice at once)" "$line"
   echo "round $round (limit, the slower of two 1p runs at once): $line"
   limit+=("$(value "$line" step_ms)")
@@ -249,10 +259,11 @@ for transport in shm gloo; do
 done
 echo "$sync_line"
 eager_line=$(awk -v t="$(median "${eager_torch1[@]}")" -v a="$(median "${eager_accel1[@]}")" \
-    -v a2s="$(median "${eager_accel2_sps[@]}")" -v d2s="$(median "${ddp2_sps[@]}")" 'BEGIN {
-  printf "median eager torch 1p: %.3f ms/step; eager accel 1p: %.3f ms/step; eager accel 2p: %.1f samples/s; targets: overhead_vs_torch_1proc <= 1.05 (%s), accel_vs_torch_ddp_2proc >= 1.5 (%s)\n", \
-    t, a, a2s, (a / t <= 1.05) ? "met" : "missed", (a2s / d2s >= 1.5) ? "met" : "missed"
-  printf "eager: overhead_vs_torch_1proc=%.2f accel_vs_torch_ddp_2proc=%.2f", a / t, a2s / d2s
+    -v a2s="$(median "${eager_accel2_sps[@]}")" -v d2s="$(median "${ddp2_sps[@]}")" -v lim="$(median "${eager_limit[@]}")" 'BEGIN {
+  lims = 128000 / lim
+  printf "median eager torch 1p: %.3f ms/step; eager accel 1p: %.3f ms/step; eager accel 2p: %.1f samples/s; eager limit: %.3f ms/step, %.1f samples/s over both; targets: overhead_vs_torch_1proc <= 1.05 (%s), accel_vs_torch_ddp_2proc >= 1.5 (%s; at most %.2f on this machine: the limit over DDP)\n", \
+    t, a, a2s, lim, lims, (a / t <= 1.05) ? "met" : "missed", (a2s / d2s >= 1.5) ? "met" : "missed", lims / d2s
+  printf "eager: overhead_vs_torch_1proc=%.2f accel_vs_torch_ddp_2proc=%.2f accel_vs_limit_2proc=%.2f limit_vs_torch_ddp_2proc=%.2f", a / t, a2s / d2s, a2s / lims, lims / d2s
 }')
 m_a1_sps=$(median "${accel1_sps[@]}") m_d2_sps=$(median "${ddp2_sps[@]}") m_a2_sps=$(median "${accel2_sps[@]}")
 checkpoint_lines=""
