@@ -15,27 +15,12 @@
 
 #include <cmath>
 #include <limits>
-#include <sstream>
-#include <type_traits>
 
 #include "core/error.hpp"
+#include "train/optimizer_state_key.hpp"
 
 namespace accel::train {
 namespace {
-
-// torch::optim's key of a parameter's state: its TensorImpl's address, printed in LibTorch 1.13, as is in 2.x.
-// A template, so that only the branch of the LibTorch at hand is compiled.
-template <typename StateMap>
-typename StateMap::key_type key_in(const StateMap&, const at::Tensor& parameter) {
-  using Key = typename StateMap::key_type;
-  if constexpr (std::is_same_v<Key, std::string>) {
-    std::ostringstream printed;
-    printed << parameter.unsafeGetTensorImpl();
-    return printed.str();
-  } else {
-    return Key(parameter.unsafeGetTensorImpl());
-  }
-}
 
 // x, or zeros where skip holds (a direction that must move nothing on a skipped step, inf or NaN as it may be).
 at::Tensor unless_skipped(const at::Tensor& x, const at::Tensor& skip) {
@@ -67,7 +52,7 @@ struct CapturableOptimizer::Impl {
   bool adam_family() const { return kind != "sgd"; }
 
   torch::optim::OptimizerParamState* state_of(const at::Tensor& parameter) const {
-    const auto found = optimizer.state().find(key_in(optimizer.state(), parameter));
+    const auto found = optimizer.state().find(optimizer_state_key(optimizer.state(), parameter));
     return found == optimizer.state().end() ? nullptr : found->second.get();
   }
 
@@ -112,7 +97,7 @@ struct CapturableOptimizer::Impl {
           buffer = direction.clone().detach();
           auto made = std::make_unique<torch::optim::SGDParamState>();
           made->momentum_buffer(buffer);
-          optimizer.state()[key_in(optimizer.state(), parameter)] = std::move(made);
+          optimizer.state()[optimizer_state_key(optimizer.state(), parameter)] = std::move(made);
         }
         direction = options.nesterov() ? direction.add(buffer, options.momentum()) : buffer;
       }
@@ -162,7 +147,7 @@ struct CapturableOptimizer::Impl {
         made->exp_avg(at::zeros_like(parameter, at::MemoryFormat::Preserve));
         made->exp_avg_sq(at::zeros_like(parameter, at::MemoryFormat::Preserve));
         state = made.get();
-        optimizer.state()[key_in(optimizer.state(), parameter)] = std::move(made);
+        optimizer.state()[optimizer_state_key(optimizer.state(), parameter)] = std::move(made);
       }
       auto& typed = static_cast<ParamState&>(*state);
       auto grad = parameter.grad();

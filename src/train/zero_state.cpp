@@ -8,32 +8,19 @@
 
 #include <algorithm>
 #include <memory>
-#include <sstream>
 #include <tuple>
 #include <type_traits>
 #include <vector>
 
 #include "core/error.hpp"
 #include "train/archive.hpp"
+#include "train/optimizer_state_key.hpp"
 #include "train/zero_optimizer.hpp"
 
 namespace accel::train {
 namespace {
 
 using ParamState = torch::optim::OptimizerParamState;
-
-// The key torch::optim files a parameter's state under: the TensorImpl's address as a string in LibTorch
-// 1.13, the address itself in 2.x.
-template <typename States>
-typename States::key_type key_of(const States&, const at::Tensor& parameter) {
-  if constexpr (std::is_same_v<typename States::key_type, std::string>) {
-    std::ostringstream address;  // as c10::guts::to_string wrote it in 1.13 (2.x has no such function)
-    address << parameter.unsafeGetTensorImpl();
-    return address.str();
-  } else {
-    return parameter.unsafeGetTensorImpl();
-  }
-}
 
 std::unique_ptr<ParamState> new_state(const std::string& kind) {
   if (kind == "sgd") return std::make_unique<torch::optim::SGDParamState>();
@@ -66,7 +53,7 @@ void gather_piece_states(ZeroShard& shard, const torch::optim::Optimizer& pieces
   const auto& own = pieces.state();
   torch::serialize::OutputArchive archive;
   for (size_t k = 0; k < shard.pieces().size(); ++k) {
-    const auto found = own.find(key_of(own, shard.views()[k]));
+    const auto found = own.find(optimizer_state_key(own, shard.views()[k]));
     if (found == own.end()) continue;
     torch::serialize::OutputArchive piece;
     found->second->serialize(piece);
@@ -106,7 +93,7 @@ void gather_piece_states(ZeroShard& shard, const torch::optim::Optimizer& pieces
       for (auto& [begin, numel, state] : found[i]) full.narrow(0, begin, numel).copy_(slots_of(*state)[s]->reshape({-1}));
       *slots[s] = full.view(parameter.sizes());
     }
-    states[key_of(states, parameter)] = std::move(assembled);
+    states[optimizer_state_key(states, parameter)] = std::move(assembled);
   }
 }
 
@@ -115,13 +102,13 @@ void cut_piece_states(const ZeroShard& shard, const torch::optim::Optimizer& who
   std::remove_const_t<std::remove_reference_t<decltype(pieces.state())>> cut;
   for (size_t k = 0; k < shard.pieces().size(); ++k) {
     const ZeroPiece& piece = shard.pieces()[k];
-    const auto found = saved.find(key_of(saved, shard.parameters()[piece.parameter].second));
+    const auto found = saved.find(optimizer_state_key(saved, shard.parameters()[piece.parameter].second));
     if (found == saved.end()) continue;
     auto state = found->second->clone();
     for (at::Tensor* slot : slots_of(*state)) {
       if (slot->defined()) *slot = slot->reshape({-1}).narrow(0, piece.begin, piece.numel).clone();
     }
-    cut[key_of(cut, shard.views()[k])] = std::move(state);
+    cut[optimizer_state_key(cut, shard.views()[k])] = std::move(state);
   }
   std::swap(pieces.state(), cut);
 }
