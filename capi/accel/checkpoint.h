@@ -87,9 +87,11 @@ ACCEL_API ACCEL_NODISCARD int accel_state_register_for_checkpointing(accel_state
  * oldest ones so that at most total_limit remain (when total_limit > 0; only after the new one is in
  * place, so a failed save removes nothing). Collective: every rank calls it with the same directory.
  * Called on some ranks only (upstream's `if accelerator.is_main_process: save_state(...)`), it does not
- * wait out the timeout: within a few seconds of the other ranks entering any other collective (their next
- * gradient all-reduce, a barrier, ...), it fails on every rank with ACCEL_ERR_INVALID_STATE, "collectives
- * out of step", naming each rank and what it is in, and the state is broken as after a timeout.
+ * wait out the timeout: it fails on every rank with ACCEL_ERR_INVALID_STATE, "collectives out of step",
+ * naming each rank and what it is in. Against a collective of accel/collectives.h or a barrier on the other
+ * ranks that happens at once and the state stays usable (the calls' descriptions were all that was sent);
+ * against a gradient all-reduce (their next backward), within a few seconds, and the state is broken as
+ * after a timeout.
  * The files go to "<directory>.saving" first; once every rank has written its part, the main process
  * moves the folder into place in one atomic step, so a run killed while saving leaves the previous checkpoint intact.
  * Models must be prepared. Errors: ACCEL_ERR_NULL_ARGUMENT (state, an array with a non-zero count, or an

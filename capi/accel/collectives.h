@@ -3,12 +3,20 @@
  * all_gather_into_tensor), named accel_state_<verb>.
  *
  * Every rank must call the same collectives in the same order. With one process they work locally.
- * Shape check: unless the state's check_shapes option is off, every collective first compares the
- * shape and dtype of each rank's tensor (one small all-gather) and, if they differ where they must
- * agree, fails on every rank with ACCEL_ERR_SHAPE_MISMATCH and a message listing each rank's shape:
- * never a hang, never garbage. Switching it off saves that round trip; mismatched input is then
- * undefined. accel_state_gather and accel_state_gather_for_metrics always exchange shapes (they need
- * every rank's row count), so they always check.
+ * The check: unless the state's check_shapes option is off, every collective first exchanges a
+ * description of each rank's call (one small all-gather, of the same size whatever the collective): which
+ * collective it is, its reduction or source process, the shape and dtype of its tensor. Every rank reads
+ * every rank's and reaches the same verdict at once: ranks in different collectives (gather on one,
+ * all_gather on another; one of them inside save_state) fail with ACCEL_ERR_INVALID_STATE, "collectives
+ * out of step", naming each process's call; different reductions or source processes with
+ * ACCEL_ERR_INVALID_ARGUMENT; shapes or dtypes that differ where they must agree with
+ * ACCEL_ERR_SHAPE_MISMATCH listing each rank's shape. Nothing else was sent, so the group stays usable:
+ * never a hang, never garbage, never a crash. Switching it off saves that round trip for
+ * accel_state_reduce, accel_state_reduce_named, accel_state_broadcast, accel_state_reduce_scatter and
+ * accel_state_all_gather; mismatched calls among those are then undefined (a hang until the timeout, or
+ * worse). accel_state_gather, accel_state_gather_for_metrics, accel_state_gather_bytes and
+ * accel_state_pad_across_processes always exchange descriptions (they need every rank's sizes), as does
+ * accel_state_wait_for_everyone (the exchange is its barrier), so they always check.
  * Failures of the process group: ACCEL_ERR_TIMEOUT when a rank does not join within the state's
  * timeout_s, ACCEL_ERR_PEER_FAILED when a rank went away. A timeout's message says which ranks did not
  * join and, for every rank, the collective it is in or last started and for how long. Either leaves the
@@ -54,7 +62,8 @@ ACCEL_API ACCEL_NODISCARD int accel_bytes_list_get(const accel_bytes_list_t *lis
 ACCEL_API void accel_bytes_list_free(accel_bytes_list_t *list);
 
 /* Element-wise reduction over ranks into a new tensor: reduction is "sum", "mean" or "max" (anything
- * else is ACCEL_ERR_INVALID_ARGUMENT naming it; Accelerate silently summed). "mean" needs a floating
+ * else is ACCEL_ERR_INVALID_ARGUMENT naming it; Accelerate silently summed), the same on every rank
+ * (ACCEL_ERR_INVALID_ARGUMENT on every rank otherwise, naming each rank's). "mean" needs a floating
  * dtype (ACCEL_ERR_DTYPE otherwise).
  * Errors: ACCEL_ERR_INVALID_ARGUMENT; ACCEL_ERR_DTYPE; and those of accel_state_gather. */
 ACCEL_API ACCEL_NODISCARD int accel_state_reduce(accel_state_t *state, const accel_tensor_t *input, const char *reduction,
@@ -74,7 +83,8 @@ ACCEL_API ACCEL_NODISCARD int accel_state_reduce_named(accel_state_t *state, con
                                                        const char *reduction, accel_tensor_t **outputs);
 
 /* Overwrites tensor, on every rank, with the values of rank from_process, in place (memory shared with
- * a DLPack producer sees the new values). Errors also: ACCEL_ERR_OUT_OF_RANGE for a bad from_process. */
+ * a DLPack producer sees the new values). Errors also: ACCEL_ERR_OUT_OF_RANGE for a bad from_process;
+ * ACCEL_ERR_INVALID_ARGUMENT when the ranks name different source processes. */
 ACCEL_API ACCEL_NODISCARD int accel_state_broadcast(accel_state_t *state, accel_tensor_t *tensor, int32_t from_process);
 
 /* Reduce-scatter into the caller's tensor (PyTorch's reduce_scatter_tensor): output receives, in place,

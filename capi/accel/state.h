@@ -68,7 +68,9 @@ ACCEL_API void accel_state_free(accel_state_t *state);
  * background save if no call reported it yet (nothing is shut down then: call it again). */
 ACCEL_API ACCEL_NODISCARD int accel_state_shutdown(accel_state_t *state);
 
-/* Blocks until every process reaches this call (a barrier); a no-op with one process.
+/* Blocks until every process reaches this call (a barrier); a no-op with one process. A process in another
+ * collective at this point (accel/collectives.h) fails it and this call on every process at once with
+ * ACCEL_ERR_INVALID_STATE, naming each process's call; the group stays usable.
  * Errors: ACCEL_ERR_NULL_ARGUMENT, ACCEL_ERR_TIMEOUT, ACCEL_ERR_PEER_FAILED, ACCEL_ERR_INVALID_STATE. */
 ACCEL_API ACCEL_NODISCARD int accel_state_wait_for_everyone(accel_state_t *state);
 

@@ -86,7 +86,6 @@ constexpr const char* kAllReduce = "all-reduce";
 constexpr const char* kReduceScatter = "reduce-scatter";
 constexpr const char* kAllGather = "all-gather";
 constexpr const char* kBroadcast = "broadcast";
-constexpr const char* kBarrier = "barrier";
 
 // Work::wait with a timeout throws when the time passes first, and the work goes on, to be waited on again.
 bool work_done(c10d::Work& work, std::chrono::milliseconds slice) {
@@ -178,6 +177,13 @@ class PendingWork final : public PendingCollective {
   std::function<void()> then_;
 };
 
+// A collective of no elements, done as soon as asked: Gloo divides by the element count in some of its
+// algorithms (a zero-element all-gather raised SIGFPE on its thread) and sends nothing anyway.
+class NothingToSend final : public PendingCollective {
+ public:
+  void wait() override {}
+};
+
 }  // namespace
 
 C10dTransport::C10dTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -205,6 +211,10 @@ std::unique_ptr<C10dTransport> C10dTransport::create(GroupHealth& health) {
 std::unique_ptr<PendingCollective> C10dTransport::allreduce_async(at::Tensor& tensor, ReduceKind kind,
                                                                   const char* what,
                                                                   std::function<void()> on_complete) {
+  if (tensor.numel() == 0) {
+    if (on_complete) on_complete();
+    return std::make_unique<NothingToSend>();
+  }
   auto started = impl_->begin(what, kAllReduce, [&] {
     std::vector<at::Tensor> tensors{tensor};
     c10d::AllreduceOptions options;
@@ -223,6 +233,7 @@ std::unique_ptr<PendingCollective> C10dTransport::reduce_scatter_async(at::Tenso
                                                                        ReduceKind kind, const char* what) {
   const int64_t world = impl_->health.config().world_size;
   const int64_t count = output.numel();
+  if (count == 0) return std::make_unique<NothingToSend>();
   if (impl_->health.config().backend == "nccl") {
     auto started = impl_->begin(what, kReduceScatter, [&] {
       std::vector<at::Tensor> outputs{output};
@@ -249,6 +260,7 @@ std::unique_ptr<PendingCollective> C10dTransport::reduce_scatter_async(at::Tenso
 std::unique_ptr<PendingCollective> C10dTransport::all_gather_async(at::Tensor& output, const at::Tensor& input,
                                                                    const char* what) {
   const int64_t world = impl_->health.config().world_size;
+  if (input.numel() == 0) return std::make_unique<NothingToSend>();
   auto started = impl_->begin(what, kAllGather, [&] {
     std::vector<std::vector<at::Tensor>> outputs{pieces(output, world, input.numel())};
     std::vector<at::Tensor> inputs{input};
@@ -262,6 +274,7 @@ bool C10dTransport::carries_bfloat16() const {
 }
 
 void C10dTransport::allgather(std::vector<at::Tensor>& outputs, const at::Tensor& input, const char* what) {
+  if (input.numel() == 0) return;
   impl_->run(what, kAllGather, [&] {
     std::vector<std::vector<at::Tensor>> out{outputs};
     std::vector<at::Tensor> in{input};
@@ -270,6 +283,7 @@ void C10dTransport::allgather(std::vector<at::Tensor>& outputs, const at::Tensor
 }
 
 void C10dTransport::broadcast(at::Tensor& tensor, int32_t root, const char* what) {
+  if (tensor.numel() == 0) return;
   impl_->run(what, kBroadcast, [&] {
     std::vector<at::Tensor> tensors{tensor};
     c10d::BroadcastOptions options;
@@ -278,9 +292,6 @@ void C10dTransport::broadcast(at::Tensor& tensor, int32_t root, const char* what
   });
 }
 
-void C10dTransport::barrier(const char* what) {
-  impl_->run(what, kBarrier, [&] { return impl_->group->barrier(); });
-}
 
 struct LeadersGroup::Impl {
   // Gloo itself: its Backend in 2.x has the same allreduce.
@@ -305,6 +316,7 @@ void LeadersGroup::connect(GroupHealth& health, const NodeLayout& layout) {
 }
 
 void LeadersGroup::allreduce(void* data, int64_t numel, ShmElement type, ReduceKind kind) {
+  if (numel == 0) return;
   std::vector<at::Tensor> tensors{at::from_blob(data, {numel}, at::TensorOptions().dtype(scalar_type(type)))};
   c10d::AllreduceOptions options;
   options.reduceOp = reduce_op(kind);

@@ -38,7 +38,6 @@ class C10dTransport final : public Transport {
   // outputs[r] receives rank r's input; every rank's input must have the same size.
   void allgather(std::vector<at::Tensor>& outputs, const at::Tensor& input, const char* what);
   void broadcast(at::Tensor& tensor, int32_t root, const char* what);
-  void barrier(const char* what);
 
   struct Impl;
 

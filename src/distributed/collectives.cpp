@@ -8,67 +8,18 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <functional>
+#include <optional>
 
 #include "core/error.hpp"
+#include "distributed/call_agreement.hpp"
 
 namespace accel::distributed {
 
 namespace {
 
-// Fixed-size description of a tensor, so that describing costs one all-gather of a small int64 tensor.
-constexpr int64_t kMaxDims = 64;
-constexpr int64_t kHeader = 2;  // ndim, dtype
-
-std::string shape_text(const int64_t* row) {
-  if (row[0] > kMaxDims) return std::to_string(row[0]) + " dimensions";
-  std::string text = "[";
-  for (int64_t d = 0; d < row[0]; ++d) text += (d ? ", " : "") + std::to_string(row[kHeader + d]);
-  return text + "] " + c10::toString(static_cast<c10::ScalarType>(row[1]));
-}
-
-// Bookkeeping tensors travel on the backend's device (NCCL only moves CUDA memory) and are read on the CPU.
-at::Device comm_device(const State& state) { return at::Device(state.backend() == "nccl" ? state.device() : "cpu"); }
-
-// Each rank's (ndim, dtype, sizes...) as rows of one [P, kHeader + kMaxDims] CPU tensor. Every check
-// of a shape happens after this exchange, on every rank alike: a rank that failed before it would leave
-// the others waiting in it until the timeout.
-at::Tensor all_shapes(State& state, ProcessGroup& group, const at::Tensor& tensor, const char* what) {
-  auto mine = at::zeros({kHeader + kMaxDims}, at::kLong);
-  auto* row = mine.data_ptr<int64_t>();
-  row[0] = tensor.dim();
-  row[1] = static_cast<int64_t>(tensor.scalar_type());
-  for (int64_t d = 0; d < std::min(tensor.dim(), kMaxDims); ++d) row[kHeader + d] = tensor.size(d);
-  mine = mine.to(comm_device(state));
-  auto all = at::empty({group.world_size(), kHeader + kMaxDims}, mine.options());
-  std::vector<at::Tensor> rows;
-  for (int64_t r = 0; r < group.world_size(); ++r) rows.push_back(all[r]);
-  group.allgather(rows, mine, what);
-  all = all.cpu();
-  for (int64_t r = 0; r < group.world_size(); ++r) {
-    const int64_t ndim = all[r].data_ptr<int64_t>()[0];
-    if (ndim > kMaxDims) {
-      fail(Code::InvalidArgument, std::string(what) + ": process " + std::to_string(r) + "'s tensor has " +
-                                      std::to_string(ndim) + " dimensions; at most 64 are supported");
-    }
-  }
-  return all;
-}
-
-[[noreturn]] void shape_mismatch(const at::Tensor& shapes, const char* what, const std::string& why) {
-  std::string text = std::string(what) + ": " + why + " across processes:";
-  for (int64_t r = 0; r < shapes.size(0); ++r) {
-    text += "\n  - process " + std::to_string(r) + ": " + shape_text(shapes[r].data_ptr<int64_t>());
-  }
-  fail(Code::ShapeMismatch, text);
-}
-
-// With check_shapes on, every rank learns every rank's shape and all fail together on a difference.
-void check_same_shapes(State& state, ProcessGroup& group, const at::Tensor& tensor, const char* what) {
-  if (!state.check_shapes()) return;
-  auto shapes = all_shapes(state, group, tensor, what);
-  for (int64_t r = 1; r < shapes.size(0); ++r) {
-    if (!shapes[r].equal(shapes[0])) shape_mismatch(shapes, what, "shapes or dtypes differ");
-  }
+[[noreturn]] void shape_mismatch(const Agreement& calls, const char* what, const std::string& why) {
+  fail(Code::ShapeMismatch, calls.inputs_per_process(std::string(what) + ": " + why + " across processes:"));
 }
 
 // Collectives work on CPU or the state's CUDA device; contiguous memory is what c10d sends.
@@ -77,6 +28,8 @@ at::Tensor communicable(const at::Tensor& tensor, const char* what) {
   return tensor.dim() == 0 ? tensor.reshape({1}).contiguous() : tensor.contiguous();
 }
 
+// Bookkeeping tensors travel on the backend's device (NCCL only moves CUDA memory) and are read on the CPU.
+at::Device comm_device(const State& state) { return at::Device(state.backend() == "nccl" ? state.device() : "cpu"); }
 
 // Views of `out` holding one dim-0 slice of `rows` rows per rank, for allgather to fill.
 std::vector<at::Tensor> rank_slices(const at::Tensor& out, int64_t world, int64_t rows) {
@@ -86,29 +39,56 @@ std::vector<at::Tensor> rank_slices(const at::Tensor& out, int64_t world, int64_
 }
 
 // Every rank's dim-0 size, after checking that dtypes and the other dimensions agree (on every rank alike).
-std::vector<int64_t> rows_per_rank(const at::Tensor& shapes, const char* what) {
-  const int64_t* first = shapes[0].data_ptr<int64_t>();
+std::vector<int64_t> rows_per_rank(const Agreement& calls, const char* what) {
   std::vector<int64_t> rows;
-  for (int64_t r = 0; r < shapes.size(0); ++r) {
-    const int64_t* row = shapes[r].data_ptr<int64_t>();
-    if (!std::equal(row, row + kHeader, first) || !std::equal(row + kHeader + 1, row + kHeader + kMaxDims, first + kHeader + 1)) {
-      shape_mismatch(shapes, what, "dtypes or sizes beyond dim 0 differ");
-    }
-    rows.push_back(row[kHeader]);
+  for (int64_t r = 0; r < calls.world(); ++r) {
+    if (!calls.same_input(0, r, /*skip_dim0=*/true)) shape_mismatch(calls, what, "dtypes or sizes beyond dim 0 differ");
+    rows.push_back(calls.size(r, 0));
   }
   return rows;
 }
 
+// With check_shapes on, every rank learns every rank's call and all fail together on a difference.
+void agree_on_same_shapes(State& state, ProcessGroup& group, const Call& call, const char* what) {
+  if (!state.check_shapes()) return;
+  const Agreement calls = agree(state, group, call);
+  for (int64_t r = 1; r < calls.world(); ++r) {
+    if (!calls.same_input(0, r, /*skip_dim0=*/false)) shape_mismatch(calls, what, "shapes or dtypes differ");
+  }
+}
+
+// The exchange behind gather_bytes, once every rank knows every rank's length.
+std::vector<std::string> exchange_bytes(State& state, ProcessGroup& group, const std::string& bytes,
+                                        const std::vector<int64_t>& lengths, const char* what) {
+  const int64_t world = group.world_size();
+  const int64_t longest = std::max<int64_t>(1, *std::max_element(lengths.begin(), lengths.end()));
+  auto mine = at::zeros({longest}, at::kByte);
+  std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(mine.data_ptr<uint8_t>()));
+  mine = mine.to(comm_device(state));
+  auto all = at::empty({world * longest}, mine.options());
+  auto parts = rank_slices(all, world, longest);
+  group.allgather(parts, mine, what);
+  all = all.cpu();
+  std::vector<std::string> result;
+  const auto* base = reinterpret_cast<const char*>(all.data_ptr<uint8_t>());
+  for (int64_t r = 0; r < world; ++r) result.emplace_back(base + r * longest, static_cast<size_t>(lengths[r]));
+  return result;
+}
+
 }  // namespace
+
+namespace {
 
 // Accelerate's gather needs equal shapes; here each rank's rows are padded to the longest, gathered, and
 // the padding cut out again, so ranks with fewer rows (an uneven last batch) need no pad_across_processes.
-at::Tensor gather(State& state, const at::Tensor& input) {
-  const char* what = "gather";
+at::Tensor gather_as(State& state, const at::Tensor& input, CallKind kind) {
+  const char* what = kind == CallKind::Gather ? "gather" : "gather_for_metrics";
   auto tensor = communicable(input, what);
   ProcessGroup* group = state.group(what);
   if (group == nullptr) return tensor.clone();
-  const std::vector<int64_t> rows = rows_per_rank(all_shapes(state, *group, tensor, what), what);
+  Call call(kind);
+  call.input = tensor;
+  const std::vector<int64_t> rows = rows_per_rank(agree(state, *group, call), what);
   const int64_t longest = *std::max_element(rows.begin(), rows.end());
   std::vector<int64_t> sizes = tensor.sizes().vec();
   if (longest == 0) return at::empty(sizes, tensor.options());  // every rank knows: nothing to send
@@ -128,8 +108,12 @@ at::Tensor gather(State& state, const at::Tensor& input) {
   return at::cat(kept, 0);
 }
 
+}  // namespace
+
+at::Tensor gather(State& state, const at::Tensor& input) { return gather_as(state, input, CallKind::Gather); }
+
 at::Tensor gather_for_metrics(State& state, const at::Tensor& input) {
-  auto all = gather(state, input);
+  auto all = gather_as(state, input, CallKind::GatherForMetrics);
   const auto progress = state.gradient_state().active();
   if (progress.end_of_dataloader && progress.remainder > 0 && progress.remainder < all.size(0)) {
     return all.narrow(0, 0, progress.remainder);
@@ -141,26 +125,12 @@ std::vector<std::string> gather_bytes(State& state, const std::string& bytes) {
   const char* what = "gather_bytes";
   ProcessGroup* group = state.group(what);
   if (group == nullptr) return {bytes};
-  const int64_t world = group->world_size();
-  const at::Device device = comm_device(state);
-  auto length = at::full({1}, static_cast<int64_t>(bytes.size()), at::TensorOptions(at::kLong).device(device));
-  auto lengths = at::empty({world}, length.options());
-  auto length_parts = rank_slices(lengths, world, 1);
-  group->allgather(length_parts, length, what);
-  lengths = lengths.cpu();
-  const auto* all_lengths = lengths.data_ptr<int64_t>();
-  const int64_t longest = std::max<int64_t>(1, *std::max_element(all_lengths, all_lengths + world));
-  auto mine = at::zeros({longest}, at::kByte);
-  std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(mine.data_ptr<uint8_t>()));
-  mine = mine.to(device);
-  auto all = at::empty({world * longest}, mine.options());
-  auto parts = rank_slices(all, world, longest);
-  group->allgather(parts, mine, what);
-  all = all.cpu();
-  std::vector<std::string> result;
-  const auto* base = reinterpret_cast<const char*>(all.data_ptr<uint8_t>());
-  for (int64_t r = 0; r < world; ++r) result.emplace_back(base + r * longest, static_cast<size_t>(all_lengths[r]));
-  return result;
+  Call call(CallKind::GatherBytes);
+  call.bytes = static_cast<int64_t>(bytes.size());
+  const Agreement calls = agree(state, *group, call);
+  std::vector<int64_t> lengths;
+  for (int64_t r = 0; r < calls.world(); ++r) lengths.push_back(calls.bytes(r));
+  return exchange_bytes(state, *group, bytes, lengths, what);
 }
 
 void all_or_none(State& state, const std::function<void()>& body, const std::string& what) {
@@ -191,17 +161,17 @@ void broadcast_bytes(State& state, std::string& bytes, int32_t from_process) {
   const char* what = "broadcast_bytes";
   ProcessGroup* group = state.group(what);
   if (group == nullptr) return;
-  const at::Device device = comm_device(state);
-  auto length = at::full({1}, static_cast<int64_t>(bytes.size()), at::TensorOptions(at::kLong).device(device));
-  group->broadcast(length, from_process, what);
-  const int64_t size = length.cpu().data_ptr<int64_t>()[0];
+  Call call(CallKind::BroadcastBytes);
+  call.root = from_process;
+  call.bytes = static_cast<int64_t>(bytes.size());
+  const int64_t size = agree(state, *group, call).bytes(from_process);
   if (size == 0) {
     bytes.clear();
     return;
   }
   auto payload = at::empty({size}, at::kByte);
   if (group->rank() == from_process) std::memcpy(payload.data_ptr<uint8_t>(), bytes.data(), bytes.size());
-  payload = payload.to(device);
+  payload = payload.to(comm_device(state));
   group->broadcast(payload, from_process, what);
   payload = payload.cpu();
   bytes.assign(reinterpret_cast<const char*>(payload.data_ptr<uint8_t>()), static_cast<size_t>(size));
@@ -233,40 +203,69 @@ std::string describe_leaves(const NamedTensors& leaves) {
   return text.empty() ? "nothing" : text.substr(0, text.size() - 2);
 }
 
+// Every rank's text when they are not all the same: the texts' lengths and digests travel in the agreement
+// of `call`, and the texts themselves only when they differ.
+std::optional<std::vector<std::string>> texts_if_different(State& state, ProcessGroup& group, Call call,
+                                                           const std::string& text) {
+  call.bytes = static_cast<int64_t>(text.size());
+  call.digest = static_cast<int64_t>(std::hash<std::string>{}(text));
+  const Agreement calls = agree(state, group, call);
+  bool same = true;
+  std::vector<int64_t> lengths;
+  for (int64_t r = 0; r < calls.world(); ++r) {
+    same = same && calls.bytes(r) == calls.bytes(0) && calls.digest(r) == calls.digest(0);
+    lengths.push_back(calls.bytes(r));
+  }
+  if (same) return std::nullopt;
+  return exchange_bytes(state, group, text, lengths, "texts that differ");
+}
+
+// With check_shapes on, every rank's leaves are compared, failing on every rank alike where they differ.
+void agree_on_same_leaves(State& state, ProcessGroup& group, const NamedTensors& leaves, const std::string& reduction) {
+  if (!state.check_shapes()) return;
+  Call call(CallKind::ReduceNamed, reduction);
+  call.count = static_cast<int64_t>(leaves.size());
+  const auto all = texts_if_different(state, group, call, describe_leaves(leaves));
+  if (!all) return;
+  std::string text = "reduce: the named tensors' names, shapes or dtypes differ across processes:";
+  for (size_t r = 0; r < all->size(); ++r) text += "\n  - process " + std::to_string(r) + ": " + (*all)[r];
+  fail(Code::ShapeMismatch, text);
+}
+
+ReduceKind reduce_kind(const std::string& reduction) { return reduction == "max" ? ReduceKind::Max : ReduceKind::Sum; }
+
 }  // namespace
 
 at::Tensor reduce(State& state, const at::Tensor& input, const std::string& reduction) {
   const char* what = "reduce";
-  require_reduction(reduction);
   if (!input.defined()) fail(Code::InvalidArgument, "reduce: the tensor is undefined");
-  require_reducible(input, reduction, "");
   auto out = input.clone(at::MemoryFormat::Contiguous);
   ProcessGroup* group = state.group(what);
+  if (group != nullptr) {
+    Call call(CallKind::Reduce, reduction);
+    call.input = out;
+    agree_on_same_shapes(state, *group, call, what);
+  }
+  // After the exchange (which refuses an unknown reduction on every rank), so that every rank refuses alike.
+  require_reduction(reduction);
+  require_reducible(input, reduction, "");
   if (group == nullptr) return out;
-  check_same_shapes(state, *group, out, what);
-  group->transport().allreduce(out, reduction == "max" ? ReduceKind::Max : ReduceKind::Sum, what);
+  group->transport().allreduce(out, reduce_kind(reduction), what);
   if (reduction == "mean") out.div_(group->world_size());
   return out;
 }
 
 NamedTensors reduce(State& state, const NamedTensors& inputs, const std::string& reduction) {
   const char* what = "reduce";
-  require_reduction(reduction);
   NamedTensors out;
   for (const auto& [name, tensor] : inputs) {
     if (!tensor.defined()) fail(Code::InvalidArgument, "reduce: '" + name + "' is undefined");
     add_field(out, name, tensor.clone(at::MemoryFormat::Contiguous));
   }
   ProcessGroup* group = state.group(what);
-  if (group != nullptr && state.check_shapes()) {
-    const auto described = gather_bytes(state, describe_leaves(out));
-    if (std::any_of(described.begin(), described.end(), [&](const std::string& d) { return d != described[0]; })) {
-      std::string text = "reduce: the named tensors' names, shapes or dtypes differ across processes:";
-      for (size_t r = 0; r < described.size(); ++r) text += "\n  - process " + std::to_string(r) + ": " + described[r];
-      fail(Code::ShapeMismatch, text);
-    }
-  }
+  if (group != nullptr) agree_on_same_leaves(state, *group, out, reduction);
   // After the exchange, so that every rank refuses alike.
+  require_reduction(reduction);
   for (const auto& [name, tensor] : out) require_reducible(tensor, reduction, name);
   if (group == nullptr) return out;
   // One all-reduce per dtype for all its leaves, in the order of the dtypes' first leaves.
@@ -285,7 +284,7 @@ NamedTensors reduce(State& state, const NamedTensors& inputs, const std::string&
     std::vector<at::Tensor> flat_parts;
     for (const auto* leaf : leaves) flat_parts.push_back(leaf->reshape({-1}));
     auto flat = at::cat(flat_parts);
-    group->transport().allreduce(flat, reduction == "max" ? ReduceKind::Max : ReduceKind::Sum, what);
+    group->transport().allreduce(flat, reduce_kind(reduction), what);
     if (reduction == "mean") flat.div_(group->world_size());
     int64_t offset = 0;
     for (auto* leaf : leaves) {
@@ -296,17 +295,29 @@ NamedTensors reduce(State& state, const NamedTensors& inputs, const std::string&
   return out;
 }
 
+std::optional<std::vector<std::string>> texts_if_different(State& state, CallKind kind, const std::string& text) {
+  ProcessGroup* group = state.group(kind_name(kind));
+  if (group == nullptr) return std::nullopt;
+  return texts_if_different(state, *group, Call(kind), text);
+}
+
 void broadcast(State& state, at::Tensor& tensor, int32_t from_process) {
   const char* what = "broadcast";
   if (!tensor.defined()) fail(Code::InvalidArgument, "broadcast: the tensor is undefined");
+  ProcessGroup* group = state.group(what);
+  if (group != nullptr) {
+    Call call(CallKind::Broadcast);
+    call.root = from_process;
+    call.input = tensor;
+    agree_on_same_shapes(state, *group, call, what);
+  }
+  // After the exchange (which compares the sources and refuses one out of range on every rank alike).
   const int32_t world = state.launch().world_size;
   if (from_process < 0 || from_process >= world) {
     fail(Code::OutOfRange, "broadcast: from_process " + std::to_string(from_process) + " is outside [0, " +
                                std::to_string(world) + ")");
   }
-  ProcessGroup* group = state.group(what);
   if (group == nullptr) return;
-  check_same_shapes(state, *group, tensor, what);
   if (tensor.is_contiguous()) {
     group->broadcast(tensor, from_process, what);
     return;
@@ -320,20 +331,29 @@ at::Tensor pad_across_processes(State& state, const at::Tensor& input, int64_t d
   const char* what = "pad_across_processes";
   if (!input.defined()) fail(Code::InvalidArgument, "pad_across_processes: the tensor is undefined");
   const int64_t ndim = input.dim();
+  // A dim in range is compared in its non-negative form, so that -1 on one rank agrees with ndim - 1 on another.
+  const int64_t asked = dim;
+  if (dim >= -ndim && dim < 0) dim += ndim;
   ProcessGroup* group = state.group(what);
-  // Shapes first, dim after: with the same number of dimensions everywhere, a bad dim fails on every rank.
-  at::Tensor shapes = group != nullptr ? all_shapes(state, *group, input, what) : at::Tensor();
-  for (int64_t r = 0; shapes.defined() && r < shapes.size(0); ++r) {
-    if (shapes[r].data_ptr<int64_t>()[0] != ndim) shape_mismatch(shapes, what, "the number of dimensions differs");
+  std::optional<Agreement> calls;
+  if (group != nullptr) {
+    Call call(CallKind::PadAcrossProcesses);
+    call.dim = dim;
+    call.flag = pad_first ? 1 : 0;
+    call.input = input;
+    calls = agree(state, *group, call);
+    // Shapes first, dim after: with the same number of dimensions everywhere, a bad dim fails on every rank.
+    for (int64_t r = 0; r < calls->world(); ++r) {
+      if (calls->dims(r) != ndim) shape_mismatch(*calls, what, "the number of dimensions differs");
+    }
   }
-  if (dim < -ndim || dim >= ndim) {
-    fail(Code::OutOfRange, "pad_across_processes: dim " + std::to_string(dim) + " is outside [" +
+  if (dim < 0 || dim >= ndim) {
+    fail(Code::OutOfRange, "pad_across_processes: dim " + std::to_string(asked) + " is outside [" +
                                std::to_string(-ndim) + ", " + std::to_string(ndim) + ")");
   }
-  if (dim < 0) dim += ndim;
   if (group == nullptr) return input;
   int64_t longest = 0;
-  for (int64_t r = 0; r < shapes.size(0); ++r) longest = std::max(longest, shapes[r].data_ptr<int64_t>()[kHeader + dim]);
+  for (int64_t r = 0; r < calls->world(); ++r) longest = std::max(longest, calls->size(r, dim));
   if (input.size(dim) == longest) return input;
   std::vector<int64_t> sizes = input.sizes().vec();
   sizes[dim] = longest;

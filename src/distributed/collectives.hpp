@@ -4,10 +4,12 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/named_tensors.hpp"
+#include "distributed/call_agreement.hpp"
 #include "distributed/state.hpp"
 
 namespace accel::distributed {
@@ -37,6 +39,11 @@ at::Tensor reduce(State& state, const at::Tensor& input, const std::string& redu
 // With check_shapes, one exchange compares every rank's names, shapes and dtypes (Error(ShapeMismatch)
 // listing each rank's); then one all-reduce per dtype carries all its leaves.
 NamedTensors reduce(State& state, const NamedTensors& inputs, const std::string& reduction);
+
+// Collective: every rank's `text` in rank order when they are not all the same, else nullopt (with one
+// process too). Cheap when they are the same: their lengths and digests travel in the agreement of a
+// collective of `kind` (call_agreement.hpp), the texts only when they differ.
+std::optional<std::vector<std::string>> texts_if_different(State& state, CallKind kind, const std::string& text);
 
 // In place: every rank ends with from_process's values.
 void broadcast(State& state, at::Tensor& tensor, int32_t from_process);

@@ -77,6 +77,8 @@ class GroupHealth {
   const std::string& first_failure() const { return first_failure_; }
   int64_t started() const { return started_; }
   void announce(const char* operation) { announced_ = operation; }
+  // The operation announced for the next collective; empty when none is.
+  const std::string& announced() const { return announced_; }
 
  private:
   // Breaks the group with `message` (code Timeout: the stall report; otherwise who left).

@@ -86,6 +86,7 @@ Transport& ProcessGroup::transport() { return impl_->transport(); }
 
 int64_t ProcessGroup::collectives_started() const { return impl_->health->started(); }
 void ProcessGroup::announce(const char* operation) { impl_->health->announce(operation); }
+const std::string& ProcessGroup::announced_operation() const { return impl_->health->announced(); }
 
 void ProcessGroup::allgather(std::vector<at::Tensor>& outputs, const at::Tensor& input, const char* what) {
   impl_->backend->allgather(outputs, input, what);
@@ -95,6 +96,5 @@ void ProcessGroup::broadcast(at::Tensor& tensor, int32_t root, const char* what)
   impl_->backend->broadcast(tensor, root, what);
 }
 
-void ProcessGroup::barrier(const char* what) { impl_->backend->barrier(what); }
 
 }  // namespace accel::distributed

@@ -55,10 +55,11 @@ class ProcessGroup {
   // collective at that point, and this one, then fail within seconds (see below) instead of waiting out
   // the timeout.
   void announce(const char* operation);
+  // The operation announced for the next collective ("save_state"), or empty.
+  const std::string& announced_operation() const;
   // outputs[r] receives rank r's input; every rank's input must have the same size.
   void allgather(std::vector<at::Tensor>& outputs, const at::Tensor& input, const char* what);
   void broadcast(at::Tensor& tensor, int32_t root, const char* what);
-  void barrier(const char* what);
 
  private:
   struct Impl;

@@ -26,6 +26,11 @@ namespace accel::distributed {
 
 namespace {
 
+// memcpy's pointers must be valid even for 0 bytes, and an empty tensor's data pointer is null.
+void copy_bytes(void* to, const void* from, size_t bytes) {
+  if (bytes > 0) std::memcpy(to, from, bytes);
+}
+
 constexpr size_t kPage = 4096;
 // Pauses between two looks at the clock while a waiter spins (barrier_spin): under a microsecond.
 constexpr int kPausesPerClockRead = 64;
@@ -304,14 +309,14 @@ void SharedMemoryAllreduce::run_leader_step(char* data, int64_t numel, ShmElemen
 
 uint64_t SharedMemoryAllreduce::copy_in(const void* data, int64_t numel, ShmElement type) {
   const uint64_t half = operations_++ % 2;
-  std::memcpy(segment_->slot(half, rank_), data, static_cast<size_t>(numel) * shm_element_size(type));
+  copy_bytes(segment_->slot(half, rank_), data, static_cast<size_t>(numel) * shm_element_size(type));
   return half;
 }
 
 void SharedMemoryAllreduce::allreduce(void* data, int64_t numel, ShmElement type, ReduceKind kind) {
   const uint64_t half = copy_in(data, numel, type);
   reduce(half, 0, numel, type, kind);
-  std::memcpy(data, segment_->slot(half, 0), static_cast<size_t>(numel) * shm_element_size(type));
+  copy_bytes(data, segment_->slot(half, 0), static_cast<size_t>(numel) * shm_element_size(type));
 }
 
 // One barrier suffices on one node: a rank writes this half again two operations later, once every rank
@@ -322,7 +327,7 @@ void SharedMemoryAllreduce::reduce_scatter(const void* data, int64_t numel, ShmE
   const size_t element = shm_element_size(type);
   if (nodes_ > 1) {
     reduce(half, 0, numel, type, kind);
-    std::memcpy(out, segment_->slot(half, 0) + static_cast<size_t>(begin) * element, static_cast<size_t>(count) * element);
+    copy_bytes(out, segment_->slot(half, 0) + static_cast<size_t>(begin) * element, static_cast<size_t>(count) * element);
     return;
   }
   agree_on_numel(half, numel, "reduce-scatter");
@@ -346,6 +351,7 @@ void SharedMemoryAllreduce::all_gather(const void* data, int64_t numel, ShmEleme
   const uint64_t half = copy_in(data, numel, type);
   agree_on_numel(half, numel, "all-gather");
   const size_t bytes = static_cast<size_t>(numel) * shm_element_size(type);
+  if (bytes == 0) return;
   for (int32_t r = 0; r < world_; ++r) {
     std::memcpy(static_cast<char*>(out) + static_cast<size_t>(r) * bytes, segment_->slot(half, r), bytes);
   }
@@ -373,7 +379,7 @@ void SharedMemoryAllreduce::allreduce_resident(size_t offset, int64_t numel, Shm
   // Across nodes the result is in the leader's slot only (the leader step worked there), which is the
   // leader's own tensor: it may change it only once every rank has copied the result out.
   if (rank_ != 0) {
-    std::memcpy(resident_data() + offset, segment_->slot(0, 0) + offset, static_cast<size_t>(numel) * shm_element_size(type));
+    copy_bytes(resident_data() + offset, segment_->slot(0, 0) + offset, static_cast<size_t>(numel) * shm_element_size(type));
   }
   barrier();
 }

@@ -9,6 +9,7 @@
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/timeline.hpp"
+#include "distributed/call_agreement.hpp"
 #include "distributed/state_options.hpp"
 #include "distributed/transport_plan.hpp"
 
@@ -154,8 +155,10 @@ ProcessGroup* State::group(const char* what) {
   return group_.get();
 }
 
+// An agreement is a barrier (every rank's row must arrive), and one that finds a rank in another
+// collective fails every rank at once instead of leaving them in different collectives.
 void State::wait_for_everyone() {
-  if (auto* pg = group("wait_for_everyone")) pg->barrier("wait_for_everyone");
+  if (auto* pg = group("wait_for_everyone")) agree(*this, *pg, Call(CallKind::WaitForEveryone));
 }
 
 void State::shutdown() {
@@ -166,7 +169,7 @@ void State::shutdown() {
     group = std::move(group_);
     shut_down_ = true;
   }
-  if (group && !group->broken()) group->barrier("shutdown");
+  if (group && !group->broken()) agree(*this, *group, Call(CallKind::Shutdown));
   timeline::stop();
 }
 
