@@ -100,7 +100,7 @@ ACCEL_API ACCEL_NODISCARD int accel_state_register_for_checkpointing(accel_state
  * ACCEL_ERR_CALLBACK naming the registered object whose save callback failed (nothing is written then);
  * ACCEL_ERR_INVALID_STATE (not called on every rank, see above); collective errors. A background save in flight
  * (accel_state_save_state_async) is waited for first, and its failure, if no call reported it yet, is
- * returned instead of saving. */
+ * returned instead of saving. Model states: unprepared host, unprepared torchscript -> ACCEL_ERR_INVALID_STATE. */
 ACCEL_API ACCEL_NODISCARD int accel_state_save_state(accel_state_t *state, const char *directory,
                                                      accel_model_t *const *models, size_t num_models,
                                                      accel_optimizer_t *const *optimizers, size_t num_optimizers,
@@ -141,7 +141,8 @@ ACCEL_API ACCEL_NODISCARD int accel_state_save_state(accel_state_t *state, const
  *
  * Errors (of the call itself, before it returns): as accel_state_save_state, with nothing written; a
  * failure of the previous background save, as above. Thread safety: one thread at a time per state; the
- * background thread touches none of the caller's objects. */
+ * background thread touches none of the caller's objects.
+ * Model states: unprepared host, unprepared torchscript -> ACCEL_ERR_INVALID_STATE. */
 ACCEL_API ACCEL_NODISCARD int accel_state_save_state_async(accel_state_t *state, const char *directory,
                                                            accel_model_t *const *models, size_t num_models,
                                                            accel_optimizer_t *const *optimizers, size_t num_optimizers,

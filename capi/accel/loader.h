@@ -105,7 +105,8 @@ ACCEL_API ACCEL_NODISCARD int accel_loader_new(accel_loader_t **out, accel_state
  * outside the dataset is ACCEL_ERR_OUT_OF_RANGE. As in Accelerate, accel_state_gather_for_metrics then keeps
  * every row (the remainder is -1).
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (see above); ACCEL_ERR_OUT_OF_RANGE;
- * ACCEL_ERR_UNKNOWN_OPTION; ACCEL_ERR_BAD_OPTION_VALUE. */
+ * ACCEL_ERR_OUT_OF_MEMORY (batch sizes that add up to more indices than the machine's memory holds, refused
+ * before anything is allocated); ACCEL_ERR_UNKNOWN_OPTION; ACCEL_ERR_BAD_OPTION_VALUE. */
 ACCEL_API ACCEL_NODISCARD int accel_loader_new_with_batches(accel_loader_t **out, accel_state_t *state,
                                                             accel_dataset_t *dataset, const int64_t *indices,
                                                             const size_t *batch_sizes, size_t num_batches,

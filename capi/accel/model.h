@@ -83,8 +83,13 @@ ACCEL_API ACCEL_NODISCARD int accel_model_load_buffer(accel_model_t **out, const
  * accumulation and no_sync, clipping, the fp16 grad scaler (accel/train.h), save_state / load_state and
  * save_model (the weights read from and written into the caller's tensors), the timeline and
  * accel_model_grad_sync_stat.
+ * A tensor given under several names, or the same memory through several handles (two DLPack imports of
+ * one array), is one parameter held twice (tied weights); tensors that share only part of their memory are
+ * refused, as each would be stepped where they overlap.
  * Errors: ACCEL_ERR_NULL_ARGUMENT (an array with a non-zero count, an element); ACCEL_ERR_INVALID_ARGUMENT
- * (an empty or repeated name, an undefined or sparse tensor, a trainable parameter that is not floating). */
+ * (an empty or repeated name, a name that is not UTF-8 (naming its bytes), an undefined or sparse tensor,
+ * a trainable parameter that is not floating, tensors that overlap in part, a tied tensor trainable under
+ * one name only or given as a parameter and a buffer). */
 ACCEL_API ACCEL_NODISCARD int accel_model_from_tensors(accel_model_t **out, const char *const *names,
                                                        accel_tensor_t *const *parameters, const int *trainable,
                                                        size_t count, const char *const *buffer_names,
@@ -92,23 +97,28 @@ ACCEL_API ACCEL_NODISCARD int accel_model_from_tensors(accel_model_t **out, cons
 /* Releases the handle; the model lives on while an optimizer made from it does. NULL is a no-op. */
 ACCEL_API void accel_model_free(accel_model_t *model);
 
-/* Prepares the model for this process of state (see above). Collective with several processes.
+/* Prepares the model for this process of state (see above). Collective with several processes: every
+ * process's model must have the same parameters and buffers, with the same names, shapes and dtypes and the
+ * same ones frozen (ACCEL_ERR_SHAPE_MISMATCH on every process otherwise, naming the first that differs).
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (already prepared); ACCEL_ERR_UNKNOWN_OPTION (a
  * key of another object, naming it); ACCEL_ERR_BAD_OPTION_VALUE; ACCEL_ERR_UNSUPPORTED (grad_compression
- * "bf16" through LibTorch 1.13's Gloo); collective errors. */
+ * "bf16" through LibTorch 1.13's Gloo); ACCEL_ERR_SHAPE_MISMATCH; collective errors.
+ * Model states: prepared host, prepared torchscript -> ACCEL_ERR_INVALID_STATE. */
 ACCEL_API ACCEL_NODISCARD int accel_state_prepare_model(accel_state_t *state, accel_model_t *model, const accel_options_t *options);
 
 /* forward(inputs...): count positional tensors, and optionally named ones (names may be NULL when
  * named_count is 0). *out holds what forward returned: one tensor, a tuple/list, or a dict of tensors.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_TORCH (the model's own error, e.g. a wrong input shape);
- * ACCEL_ERR_UNSUPPORTED (an output that is not made of tensors). */
+ * ACCEL_ERR_UNSUPPORTED (an output that is not made of tensors; a model of the caller's tensors, whose
+ * forward runs in the caller's runtime). Model states: unprepared host, prepared host -> ACCEL_ERR_UNSUPPORTED. */
 ACCEL_API ACCEL_NODISCARD int accel_model_forward(accel_model_t *model, accel_tensor_t *const *inputs, size_t count,
                                                   const char *const *names, accel_tensor_t *const *named_inputs,
                                                   size_t named_count, accel_output_t **out);
 /* The same without building a graph (Accelerate users write it under torch.no_grad()): for evaluation.
  * On a model prepared on several processes it is collective when it broadcasts the buffers (see
  * broadcast_buffers above), as DDP's forward is; evaluate the unwrapped model (accel_model_unwrap) on some
- * ranks only. Errors: as accel_model_forward. */
+ * ranks only. Errors: as accel_model_forward.
+ * Model states: unprepared host, prepared host -> ACCEL_ERR_UNSUPPORTED. */
 ACCEL_API ACCEL_NODISCARD int accel_model_evaluate(accel_model_t *model, accel_tensor_t *const *inputs, size_t count,
                                                    const char *const *names, accel_tensor_t *const *named_inputs,
                                                    size_t named_count, accel_output_t **out);
@@ -141,7 +151,8 @@ ACCEL_API ACCEL_NODISCARD int accel_model_evaluate(accel_model_t *model, accel_t
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (a TorchScript model, whose backward accel runs
  * itself; a model not prepared); ACCEL_ERR_OUT_OF_RANGE (index); ACCEL_ERR_INVALID_ARGUMENT (a frozen
  * parameter; parameters without gradient, see above); collective errors. Thread safety: as the model's
- * (grad_ready may be called from the caller's autograd threads, one at a time). */
+ * (grad_ready may be called from the caller's autograd threads, one at a time).
+ * Model states: unprepared host, unprepared torchscript, prepared torchscript -> ACCEL_ERR_INVALID_STATE. */
 ACCEL_API ACCEL_NODISCARD int accel_model_begin_forward(accel_model_t *model, int grad_enabled);
 ACCEL_API ACCEL_NODISCARD int accel_model_grad_view(const accel_model_t *model, size_t index, accel_tensor_t **out);
 ACCEL_API ACCEL_NODISCARD int accel_model_grad_ready(accel_model_t *model, size_t index);
@@ -206,7 +217,8 @@ ACCEL_API ACCEL_NODISCARD int accel_model_grad_sync_stat(const accel_model_t *mo
  * Errors: ACCEL_ERR_NULL_ARGUMENT. */
 ACCEL_API ACCEL_NODISCARD int accel_model_unwrap(const accel_model_t *model, accel_model_t **out);
 /* Writes the module as TorchScript (loadable by torch.jit.load). Errors: ACCEL_ERR_NULL_ARGUMENT;
- * ACCEL_ERR_IO (the file cannot be written). */
+ * ACCEL_ERR_IO (the file cannot be written); ACCEL_ERR_UNSUPPORTED (a model of the caller's tensors, which
+ * has no TorchScript). Model states: unprepared host, prepared host -> ACCEL_ERR_UNSUPPORTED. */
 ACCEL_API ACCEL_NODISCARD int accel_model_save_torchscript(const accel_model_t *model, const char *path);
 
 /* Loads the weights that accel_state_save_model wrote into directory (model.safetensors, or

@@ -30,7 +30,8 @@ typedef struct accel_optimizer accel_optimizer_t;
 /* An accelerated optimizer of kind "sgd", "adam" or "adamw" over the trainable parameters of a prepared
  * model. Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (model not prepared);
  * ACCEL_ERR_INVALID_ARGUMENT (unknown kind, listing the known ones; bad values naming the option);
- * ACCEL_ERR_UNKNOWN_OPTION (a key of another object, naming it). */
+ * ACCEL_ERR_UNKNOWN_OPTION (a key of another object, naming it).
+ * Model states: unprepared host, unprepared torchscript -> ACCEL_ERR_INVALID_STATE. */
 ACCEL_API ACCEL_NODISCARD int accel_optimizer_new(accel_optimizer_t **out, accel_model_t *model, const char *kind,
                                                   const accel_options_t *options);
 ACCEL_API void accel_optimizer_free(accel_optimizer_t *optimizer);

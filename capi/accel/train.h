@@ -55,9 +55,11 @@ ACCEL_API ACCEL_NODISCARD int accel_state_backward_with_items(accel_state_t *sta
  * end only accumulates gradients on this process (no all-reduce), whatever accel_state_sync_gradients
  * says; the first synchronising backward after end averages the sum over the ranks. With one process it
  * changes nothing. Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (model not prepared with
- * state); ACCEL_ERR_INVALID_STATE (begin while in the scope, end outside it). */
+ * state); ACCEL_ERR_INVALID_STATE (begin while in the scope, end outside it).
+ * Model states: unprepared host, unprepared torchscript -> ACCEL_ERR_INVALID_ARGUMENT. */
 ACCEL_API ACCEL_NODISCARD int accel_state_no_sync_begin(accel_state_t *state, accel_model_t *model);
-/* Errors: as accel_state_no_sync_begin. */
+/* Errors: as accel_state_no_sync_begin.
+ * Model states: unprepared host, unprepared torchscript -> ACCEL_ERR_INVALID_ARGUMENT. */
 ACCEL_API ACCEL_NODISCARD int accel_state_no_sync_end(accel_state_t *state, accel_model_t *model);
 
 /* Accelerate's autocast() as a scope, for code outside a prepared model's forward (which always runs

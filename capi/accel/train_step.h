@@ -48,10 +48,12 @@ extern "C" {
 typedef struct accel_train_step accel_train_step_t;
 
 /* A step training a prepared model with an optimizer made from it (both kept alive by the step).
- * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (model not prepared); ACCEL_ERR_INVALID_ARGUMENT
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (model not prepared); ACCEL_ERR_UNSUPPORTED (a
+ * model of the caller's tensors, whose forward and backward the step cannot run); ACCEL_ERR_INVALID_ARGUMENT
  * (an optimizer of another model, reduction "none", label_smoothing outside [0, 1] or given to a loss other
  * than cross_entropy, max_grad_norm < 0); ACCEL_ERR_UNKNOWN_OPTION (a key of another object, naming it);
- * ACCEL_ERR_BAD_OPTION_VALUE. */
+ * ACCEL_ERR_BAD_OPTION_VALUE. Model states: unprepared host, unprepared torchscript -> ACCEL_ERR_INVALID_STATE;
+ * prepared host -> ACCEL_ERR_UNSUPPORTED. */
 ACCEL_API ACCEL_NODISCARD int accel_train_step_new(accel_train_step_t **out, accel_model_t *model,
                                                    accel_optimizer_t *optimizer, const accel_options_t *options);
 /* Releases the handle. NULL is a no-op. */
@@ -73,8 +75,9 @@ ACCEL_API ACCEL_NODISCARD int accel_train_step_run(accel_train_step_t *step, acc
  * NULL for a NULL or dead handle. */
 ACCEL_API const char *accel_train_step_eager_reason(const accel_train_step_t *step);
 
-/* A count by name, into *out: "steps", "replays" (steps that ran the captured graph, the capturing one
- * included), "captures", "warmup_steps", "eager_steps" (the rest).
+/* A count by name, into *out: "steps" (runs that succeeded; a failed run counts nowhere), "replays" (steps
+ * that ran the captured graph, the capturing one included), "captures", "warmup_steps", "eager_steps" (the
+ * rest).
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (another name; the message lists them). */
 ACCEL_API ACCEL_NODISCARD int accel_train_step_stat(const accel_train_step_t *step, const char *name, double *out);
 

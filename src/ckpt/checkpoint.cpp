@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/timeline.hpp"
+#include "core/utf8.hpp"
 #include "distributed/collectives.hpp"
 #include "data/loader_state.hpp"
 #include "formats/array_view.hpp"
@@ -136,7 +137,7 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
 
 void check_custom_object_name(const std::string& name) {
   if (name.empty() || name.front() == '.' || !std::all_of(name.begin(), name.end(), name_char)) {
-    fail(Code::InvalidArgument, "the object name '" + name + "' is not usable in a file name (letters, digits, '_', '-', '.', not starting with '.')");
+    fail(Code::InvalidArgument, "the object name '" + escaped_bytes(name) + "' is not usable in a file name (letters, digits, '_', '-', '.', not starting with '.')");
   }
 }
 

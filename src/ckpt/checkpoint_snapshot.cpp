@@ -70,6 +70,12 @@ CheckpointSnapshot take_snapshot(const std::shared_ptr<distributed::State>& stat
                                  bool copy_tensors) {
   CheckpointSnapshot snapshot;
   snapshot.rank = state->launch().rank;
+  for (size_t i = 0; i < objects.models.size(); ++i) {
+    if (!objects.models[i]->prepared()) {
+      fail(Code::InvalidState, "model " + std::to_string(i) + " is not prepared: a checkpoint holds prepared models "
+                               "(accel_state_prepare_model); save an unprepared model's weights with save_model");
+    }
+  }
   // The registered objects first: one that cannot be saved fails the save before anything is captured.
   for (const CustomObject* object : objects.custom) {
     snapshot.custom_files.emplace_back(custom_object_file(object->name), object->save());

@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include <unistd.h>
+
 #include "core/error.hpp"
 
 namespace accel::data {
@@ -84,13 +86,21 @@ std::vector<Batch> make_batches(const std::vector<int64_t>& indices, int64_t bat
 }
 
 std::vector<Batch> batches_of_sizes(const int64_t* indices, const size_t* batch_sizes, size_t num_batches) {
-  const size_t max_indices = std::vector<int64_t>().max_size();
+  // The batches copy every index: more than the machine's memory holds is refused before allocating (a
+  // sanitizer's allocator aborts on such a request where the plain one throws).
+  const auto pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+  const size_t memory = pages > 0 && page_size > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page_size)
+                                                   : std::numeric_limits<size_t>::max();
+  const size_t max_indices = std::min(std::vector<int64_t>().max_size(), memory / sizeof(int64_t));
   size_t total = 0;
   for (size_t b = 0; b < num_batches; ++b) {
-    if (__builtin_add_overflow(total, batch_sizes[b], &total) || total > max_indices) {
-      fail(Code::InvalidArgument, "the batch sizes add up to more than " + std::to_string(max_indices) +
-                                      " indices (at batch " + std::to_string(b) + ", of size " +
-                                      std::to_string(batch_sizes[b]) + ")");
+    const std::string where = " (at batch " + std::to_string(b) + ", of size " + std::to_string(batch_sizes[b]) + ")";
+    if (__builtin_add_overflow(total, batch_sizes[b], &total)) {
+      fail(Code::InvalidArgument, "the batch sizes add up to more than a size_t holds" + where);
+    }
+    if (total > max_indices) {
+      fail(Code::OutOfMemory, "the batch sizes add up to more than " + std::to_string(max_indices) +
+                                  " indices, more than this machine's memory holds" + where);
     }
   }
   if (total > 0 && indices == nullptr) fail(Code::NullArgument, "indices is NULL but the batch sizes add up to " +

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "core/utf8.hpp"
+
 namespace accel::formats {
 
 namespace {
@@ -95,6 +97,7 @@ std::vector<int64_t> read_json_int_array(HeaderReader& in) {
 }
 
 std::string json_quote(std::string_view text) {
+  require_utf8(text, "a JSON string");
   std::string out = "\"";
   for (const char c : text) {
     if (c == '"' || c == '\\') {

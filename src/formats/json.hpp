@@ -32,7 +32,9 @@ void read_json_object(HeaderReader& in, OnMember on_member) {
 }
 
 // `text` as a JSON string literal, quotes included: '"' and '\' escaped, control characters as \u00XX,
-// other bytes as they are (a UTF-8 name stays UTF-8).
+// other bytes as they are (a UTF-8 name stays UTF-8). Error(InvalidArgument) when text is not UTF-8, which
+// no JSON reader would take (the names that reach here are refused where they enter; this is the last
+// guard before a file).
 std::string json_quote(std::string_view text);
 
 }  // namespace accel::formats

@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/utf8.hpp"
 #include "tracking/append_file.hpp"
 
 namespace accel::tracking {
@@ -70,6 +71,7 @@ Trackers::Trackers(bool main_process, const std::string& project_dir, const std:
     : main_process_(main_process), run_name_(run_name) {
   const auto settings = resolve_options(trackers_option_scope(), options, [](const std::string&) { return std::nullopt; });
   require_argument(!project_dir.empty(), "the project directory is empty");
+  require_utf8(run_name, "run name");
   require_argument(!run_name.empty() && run_name != "." && run_name != ".." && run_name.find('/') == std::string::npos,
                    "run name '" + run_name + "' is not a single directory name");
   const std::string& log_with = settings.get_string("log_with");
@@ -98,6 +100,7 @@ void Trackers::log(const std::vector<Scalar>& scalars, int64_t step) {
   std::set<std::string> names;
   for (const auto& scalar : scalars) {
     require_argument(!scalar.name.empty(), "a scalar has an empty name");
+    require_utf8(scalar.name, "scalar name");
     require_argument(names.insert(scalar.name).second, "scalar '" + scalar.name + "' is logged twice in one call");
   }
   if (!main_process_ || scalars.empty() || (resumed_after_ && step <= *resumed_after_)) return;

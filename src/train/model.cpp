@@ -69,6 +69,52 @@ void broadcast_coalesced(distributed::State& state, const std::vector<at::Tensor
   }
 }
 
+// One line per parameter and buffer: what every rank's model must agree on before prepare sends rank 0's
+// values to the others.
+std::vector<std::string> describe_tensors(const NamedTensors& parameters, const NamedTensors& buffers) {
+  std::vector<std::string> lines;
+  for (const auto* list : {&parameters, &buffers}) {
+    for (const auto& [name, tensor] : *list) {
+      const char* kind = list == &buffers ? "buffer" : tensor.requires_grad() ? "parameter" : "frozen parameter";
+      lines.push_back(std::string(kind) + " '" + name + "' " + c10::str(tensor.sizes()) + " " +
+                      c10::toString(tensor.scalar_type()));
+    }
+  }
+  return lines;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const auto& line : lines) text += line + "\n";
+  return text;
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// Fails on every rank alike, naming the first tensor where a process's model differs from process 0's.
+void require_same_models(distributed::State& state, const NamedTensors& parameters, const NamedTensors& buffers) {
+  const auto all = distributed::texts_if_different(state, distributed::CallKind::PrepareModel,
+                                                   joined(describe_tensors(parameters, buffers)));
+  if (!all) return;
+  const auto first = split_lines((*all)[0]);
+  std::string text = "prepare: the processes' models differ (every process must prepare the same model):";
+  for (size_t r = 1; r < all->size(); ++r) {
+    const auto lines = split_lines((*all)[r]);
+    size_t i = 0;
+    while (i < first.size() && i < lines.size() && first[i] == lines[i]) ++i;
+    if (i == first.size() && i == lines.size()) continue;
+    const auto at = [&](const std::vector<std::string>& of) { return i < of.size() ? of[i] : "nothing"; };
+    text += "\n  - tensor " + std::to_string(i) + " (parameters, then buffers) is " + at(first) + " on process 0, " +
+            at(lines) + " on process " + std::to_string(r);
+  }
+  fail(Code::ShapeMismatch, text);
+}
+
 at::Tensor as_output(const at::Tensor& tensor, bool to_fp32) {
   if (to_fp32 && (tensor.scalar_type() == at::kHalf || tensor.scalar_type() == at::kBFloat16)) return tensor.to(at::kFloat);
   return tensor;
@@ -129,6 +175,7 @@ void Model::prepare(std::shared_ptr<distributed::State> state, const PrepareConf
     impl_->config.reducer.gradient_as_bucket_view = true;
   }
   if (state->launch().world_size > 1) {
+    require_same_models(*state, named_parameters(), named_buffers());
     std::vector<at::Tensor> tensors;
     for (const auto& parameter : named_parameters()) tensors.push_back(parameter.second);
     for (const auto& buffer : named_buffers()) tensors.push_back(buffer.second);
@@ -147,6 +194,11 @@ void Model::prepare(std::shared_ptr<distributed::State> state, const PrepareConf
 bool Model::prepared() const { return impl_->state != nullptr; }
 
 void Model::begin_forward(bool grad_enabled) {
+  require_prepared_host_model("begin_forward");
+  start_forward(grad_enabled);
+}
+
+void Model::start_forward(bool grad_enabled) {
   if (!impl_->state || impl_->state->launch().world_size == 1) return;
   // DDP's forward, which looks at the grad mode and not at the module's training flag.
   if (impl_->config.broadcast_buffers && impl_->last_forward_synchronised) {
@@ -166,7 +218,7 @@ ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTenso
   c10::AutoGradMode grad_mode(grad_enabled);
   // A forward accel cannot run is refused before begin_forward's broadcast, which is collective.
   if (impl_->body->host_owned()) impl_->body->forward({}, {});
-  begin_forward(grad_enabled);
+  start_forward(grad_enabled);
   std::vector<c10::IValue> inputs(args.begin(), args.end());
   std::unordered_map<std::string, c10::IValue> named;
   for (const auto& [name, tensor] : kwargs) named.emplace(name, tensor);
@@ -184,17 +236,22 @@ ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTenso
 
 bool Model::host_owned() const { return impl_->body->host_owned(); }
 
+void Model::require_prepared_host_model(const char* what) const {
+  if (!impl_->body->host_owned()) {
+    fail(Code::InvalidState, std::string(what) + ": accel runs this model's forward and backward itself (a "
+                                                 "TorchScript model); only a model made from the caller's tensors is "
+                                                 "told about them");
+  }
+  if (!impl_->state) fail(Code::InvalidState, std::string(what) + ": prepare the model (accel_state_prepare_model) first");
+}
+
 size_t Model::trainable_index(size_t index, const char* what) const {
   const auto& parameters = named_parameters();
   if (index >= parameters.size()) {
     fail(Code::OutOfRange, std::string(what) + ": parameter " + std::to_string(index) + " out of range (the model has " +
                                std::to_string(parameters.size()) + ")");
   }
-  if (!impl_->body->host_owned()) {
-    fail(Code::InvalidState, std::string(what) + ": accel runs this model's backward itself (a TorchScript model); "
-                                                 "only a model made from the caller's tensors has its gradients marked");
-  }
-  if (!impl_->state) fail(Code::InvalidState, std::string(what) + ": prepare the model (accel_state_prepare_model) first");
+  require_prepared_host_model(what);
   if (!parameters[index].second.requires_grad()) {
     fail(Code::InvalidArgument, std::string(what) + ": parameter '" + parameters[index].first + "' is not trainable");
   }
@@ -219,9 +276,7 @@ bool Model::grad_reached_by_no_rank(size_t index) const {
 }
 
 void Model::end_backward() {
-  if (!impl_->body->host_owned()) {
-    fail(Code::InvalidState, "end_backward: accel runs this model's backward itself (a TorchScript model)");
-  }
+  require_prepared_host_model("end_backward");
   if (const ZeroPartition* zero = zero_partition(); zero != nullptr && !has_accel_optimizer()) {
     fail(Code::Unsupported, "zero_stage " + std::to_string(zero->stage) +
                                 " on a model of the caller's tensors needs accel's optimizer over it "

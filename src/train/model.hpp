@@ -58,9 +58,9 @@ class Model {
   // or evaluating, as DDP's forward; the unwrapped model's forward never is.
   ModelOutput forward(const std::vector<at::Tensor>& args, const NamedTensors& kwargs, bool grad_enabled);
 
-  // What DDP's forward does before running the module: on several processes, rank 0's buffers sent when the
-  // forward before synchronised (collective then), and whether the coming backward synchronises decided.
-  // forward() calls it; the caller's runtime calls it before its own forward of a model of its tensors.
+  // The caller's runtime calls it before its own forward of a prepared model of its tensors: what DDP's
+  // forward does before running the module (start_forward). Error(InvalidState) for a TorchScript model
+  // (forward() does this itself) or one not prepared.
   void begin_forward(bool grad_enabled);
 
   // A model of the caller's tensors (from_tensors), whose backward runs in the caller's runtime.
@@ -81,7 +81,7 @@ class Model {
   bool grad_reached_by_no_rank(size_t index) const;
   // grad_view, grad_ready, grad_reached_by_no_rank: index out of range: Error(OutOfRange); a TorchScript model or an unprepared one:
   // Error(InvalidState); a frozen parameter: Error(InvalidArgument). end_backward: Error(InvalidState) for
-  // a TorchScript model, and the reducer's errors.
+  // a TorchScript model or an unprepared one, and the reducer's errors.
 
   void train(bool on);
   bool is_training() const;
@@ -123,6 +123,11 @@ class Model {
 
  private:
   explicit Model(std::shared_ptr<Impl> impl);
+  // What DDP's forward does before running the module: on several processes, rank 0's buffers sent when the
+  // forward before synchronised (collective then), and whether the coming backward synchronises decided.
+  void start_forward(bool grad_enabled);
+  // Error(InvalidState) naming `what` unless this is a prepared model of the caller's tensors.
+  void require_prepared_host_model(const char* what) const;
   // The index among the trainable parameters of parameter index, checked for what (grad_view, ...).
   size_t trainable_index(size_t index, const char* what) const;
   void list_tensors() const;

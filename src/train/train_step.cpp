@@ -369,14 +369,13 @@ at::Tensor TrainStep::run(const std::vector<at::Tensor>& inputs, const NamedTens
     require_argument(target.defined(), "train step: the loss '" + impl.config.loss + "' needs a target");
   }
   const Batch batch{inputs, named_inputs, impl.config.loss == kOutputLoss ? at::Tensor() : target};
-  ++impl.stats.steps;
   impl.accelerator->accumulate();
   const auto eager_only = impl.eager_only();
-  if (!eager_only.empty()) {
-    impl.note(eager_only);
-    return impl.eager_step(batch);
-  }
-  return impl.graph_step(batch);
+  if (!eager_only.empty()) impl.note(eager_only);
+  const at::Tensor loss = eager_only.empty() ? impl.graph_step(batch) : impl.eager_step(batch);
+  // Counted once it has run: a step that failed is no step.
+  ++impl.stats.steps;
+  return loss;
 }
 
 const std::string& TrainStep::eager_reason() const { return impl_->reason; }

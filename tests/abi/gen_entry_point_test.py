@@ -6,6 +6,14 @@ progress bar, or a byte list where a progress bar is expected). No call may die 
 sanitizer build, read past the wrong-kind handle); a fallible function (ACCEL_NODISCARD) must return an
 error.
 
+Then every function that takes a model is called once with a model in each state its header refuses, and
+must return the code the header names. A header says so in the comment before the declarations it
+documents, in a sentence of the form
+    Model states: unprepared host, unprepared torchscript -> ACCEL_ERR_INVALID_STATE; prepared host -> ACCEL_ERR_UNSUPPORTED.
+(host: a model of the caller's tensors, accel_model_from_tensors; torchscript: accel_model_load). The
+other arguments of those calls are valid ones (entry_point_runner.c makes them), chosen by the parameter's
+name: the model's state is then the only thing wrong with the call.
+
 usage: gen_entry_point_test.py CAPI_DIR SYMBOLS_TXT OUT_C
 The prototypes are read from the headers, so a symbol without a declaration fails the generation."""
 import pathlib
@@ -14,14 +22,47 @@ import sys
 
 capi, symbols_path, out_path = map(pathlib.Path, sys.argv[1:4])
 
-text = "\n".join(p.read_text() for p in sorted((capi / "accel").glob("*.h")))
-text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+MODEL_STATES = ("unprepared host", "prepared host", "unprepared torchscript", "prepared torchscript")
+DECLARATION = re.compile(r"ACCEL_API\s+(ACCEL_NODISCARD\s+)?([^;]*?)\b(accel_\w+)\s*\(([^;]*?)\)\s*;", re.S)
+
+
+def refused_states(comment):
+    """{state: code} from the comment's "Model states: ... -> CODE; ..." sentence."""
+    text = " ".join(line.strip().lstrip("*").strip() for line in comment.splitlines())
+    found = re.search(r"Model states:\s*(.*?)\.(\s|$)", text)
+    refused = {}
+    for clause in (found.group(1).split(";") if found else []):
+        states, _, code = clause.partition("->")
+        for state in (s.strip() for s in states.split(",")):
+            if state not in MODEL_STATES or not code.strip().startswith("ACCEL_ERR_"):
+                sys.exit("unreadable model state clause %r in: %s" % (clause, text))
+            refused[state] = code.strip()
+    return refused
+
+
+def takes_model(params):
+    return any(p.split("*")[0].replace("const", "").strip() == "accel_model_t" for p in params)
+
+
+# A comment documents the declarations after it, up to the next comment; its model states apply to those of
+# them that take a model (a run may hold a *_free, say, that takes none), and to one at least.
 prototypes = {}
-for match in re.finditer(r"ACCEL_API\s+(ACCEL_NODISCARD\s+)?([^;]*?)\b(accel_\w+)\s*\(([^;]*?)\)\s*;", text, re.S):
-    nodiscard, result, name, params = match.groups()
-    params = " ".join(params.split())
-    args = [] if params in ("void", "") else [p.strip() for p in params.split(",")]
-    prototypes[name] = (bool(nodiscard), " ".join(result.split()), args)
+states_of = {}
+for header in sorted((capi / "accel").glob("*.h")):
+    comment, applied = "", True
+    for piece in re.finditer(r"/\*.*?\*/|" + DECLARATION.pattern, header.read_text(), re.S):
+        if piece.group(0).startswith("/*"):
+            if not applied:
+                sys.exit("model states named for no function that takes a model: %s" % comment)
+            comment, applied = piece.group(0), not refused_states(piece.group(0))
+            continue
+        match = DECLARATION.match(piece.group(0))
+        nodiscard, result, name, params = match.groups()
+        params = " ".join(params.split())
+        args = [] if params in ("void", "") else [p.strip() for p in params.split(",")]
+        prototypes[name] = (bool(nodiscard), " ".join(result.split()), args)
+        states_of[name] = refused_states(comment) if takes_model(args) else {}
+        applied = applied or bool(states_of[name])
 
 HANDLE = re.compile(r"^(const\s+)?(accel_\w+_t)\s*\*\s*(const\s+)?\w+$")
 FUNCTION_POINTER = re.compile(r"^accel_\w+_fn\s+\w+$")
@@ -90,6 +131,46 @@ for name in symbols:
             lines.append("  return 0;")
         lines.append("}")
         calls.append('  {"%s", "%s", %s},' % (name, mode, function))
+
+
+# The valid value, by parameter name, that a call whose only fault is its model's state passes.
+VALID_BY_NAME = {
+    "models": "(accel_model_t *const *)&a->model", "num_models": "1", "count": "1",
+    "state": "(accel_state_t *)a->state", "optimizer": "(accel_optimizer_t *)a->optimizer",
+    "inputs": "(accel_tensor_t *const *)&a->input", "directory": "a->directory", "path": "a->directory",
+    "kind": '"sgd"', "name": '"syncs"', "found_inf": "(void *)a->scratch", "total_norm": "(void *)a->scratch",
+    "grad_enabled": "1", "on": "1",
+}
+
+
+def valid_argument(param):
+    kind = param.split("*")[0].replace("const", "").strip()
+    name = re.findall(r"\w+", param)[-1]
+    if kind == "accel_model_t" and param.count("*") == 1:
+        return "(accel_model_t *)a->model"
+    if name in VALID_BY_NAME:
+        return VALID_BY_NAME[name]
+    if name == "out" or param.count("*") == 2 and "const" not in param:
+        return "(void *)a->scratch"  # an out-parameter
+    if "*" in param:
+        return "NULL"  # arrays with a count of 0, options
+    return "1.0" if kind == "double" else "0"
+
+
+for name in symbols:
+    for state, code in states_of[name].items():
+        params = prototypes[name][2]
+        function = "call_%s_%s" % (state.replace(" ", "_"), name)
+        lines.append("static int %s(const struct entry_arguments *a) {" % function)
+        lines.append("  int code = %s(%s);" % (name, ", ".join(valid_argument(p) for p in params)))
+        lines.append("  if (code != %s) {" % code)
+        lines.append('    fprintf(stderr, "%s (%s model) returned %%s, not %s: %%s\\n", accel_error_name(code), '
+                     'accel_error_last());' % (name, state, code))
+        lines.append("    return 1;")
+        lines.append("  }")
+        lines.append("  return 0;")
+        lines.append("}")
+        calls.append('  {"%s", "%s", %s},' % (name, state, function))
 lines.append("const struct entry_point entry_points[] = {")
 lines.extend(calls)
 lines.append("};")

@@ -206,6 +206,69 @@ TEST(HostModel, ItsForwardAndBackwardAreTheCallers) {
   NamedTensors integer{{"steps", at::ones({2}, at::kLong)}};
   expect_error(Code::InvalidArgument, "not floating", [&] { Model::from_tensors(integer, {true}, {}); });
   EXPECT_NO_THROW(Model::from_tensors(integer, {false}, {}));
+  NamedTensors not_utf8{{"w\xff", at::ones({2})}};
+  expect_error(Code::InvalidArgument, "'w\\xff' is not UTF-8", [&] { Model::from_tensors(not_utf8, {true}, {}); });
+}
+
+// The caller tells the model about its forward and backward only once prepared (model.h): before, and on
+// a TorchScript model (whose forward and backward accel runs) prepared or not, the calls are refused.
+TEST(HostModel, ForwardAndBackwardNoticesNeedAPreparedModelOfTheCallersTensors) {
+  NamedTensors named{{"w", at::ones({2})}};
+  auto unprepared = Model::from_tensors(named, {true}, {});
+  expect_error(Code::InvalidState, "prepare the model", [&] { unprepared->begin_forward(true); });
+  expect_error(Code::InvalidState, "prepare the model", [&] { unprepared->end_backward(); });
+  auto script = load_mlp("host_notices_script");
+  expect_error(Code::InvalidState, "TorchScript", [&] { script->begin_forward(true); });
+  script->prepare(state, PrepareConfig{});
+  expect_error(Code::InvalidState, "TorchScript", [&] { script->begin_forward(true); });
+}
+
+// One tensor under two names (or the same memory through two tensors, as two DLPack imports of one
+// array) is one parameter held twice, as model.h says of tied weights: one SGD step moves it once.
+// Memory shared in part is refused, naming both.
+TEST(HostModel, ATensorGivenTwiceIsOneParameter) {
+  auto accelerator = std::make_shared<Accelerator>(state);
+  const auto weight = at::full({1}, 0.008f);
+  NamedTensors named{{"encoder.weight", weight}, {"decoder.weight", weight}, {"head.weight", weight.detach()}};
+  auto model = Model::from_tensors(named, {true, true, true}, {});
+  ASSERT_EQ(model->named_parameters().size(), 1u);
+  EXPECT_EQ(model->named_parameters()[0].first, "encoder.weight");
+  EXPECT_EQ(model->parameters_and_buffers().size(), 3u);
+  model->prepare(state, PrepareConfig{});
+  OptimizerConfig config;
+  config.lr = 0.5;
+  auto optimizer = prepare_optimizer(accelerator, *model, "sgd", config);
+  accelerator->accumulate();
+  model->begin_forward(true);
+  model->grad_view(0).fill_(1.0);
+  model->grad_ready(0);
+  model->end_backward();
+  optimizer->step();
+  EXPECT_FLOAT_EQ(weight.item<float>(), 0.008f - 0.5f);
+
+  const auto shared = at::zeros({4});
+  NamedTensors overlapping{{"a", shared.narrow(0, 0, 3)}, {"b", shared.narrow(0, 1, 3)}};
+  expect_error(Code::InvalidArgument, "'a' and 'b' share part of their memory",
+               [&] { Model::from_tensors(overlapping, {true, true}, {}); });
+  NamedTensors mixed{{"a", weight}, {"b", weight}};
+  expect_error(Code::InvalidArgument, "only one of them is trainable", [&] { Model::from_tensors(mixed, {true, false}, {}); });
+  NamedTensors buffer_too{{"a", weight}};
+  NamedTensors buffers{{"running_mean", weight}};
+  expect_error(Code::InvalidArgument, "buffer 'running_mean' is the memory of parameter 'a'",
+               [&] { Model::from_tensors(buffer_too, {true}, buffers); });
+}
+
+// Prepare compares the processes' models before sending rank 0's values: a parameter named otherwise on
+// one process fails every process, naming it, where the counts, shapes and dtypes alone agreed.
+TEST(HostModel, PrepareNamesAParameterThatDiffersAcrossProcesses) {
+  if (world() == 1) GTEST_SKIP() << "needs several processes";
+  NamedTensors named{{"w", at::ones({2})}, {rank() == 1 ? "bias" : "b", at::ones({3})}};
+  auto model = Model::from_tensors(named, {true, true}, {});
+  expect_error(Code::ShapeMismatch, "tensor 1 (parameters, then buffers) is parameter 'b' [3] Float on process 0, "
+                                    "parameter 'bias' [3] Float on process 1",
+               [&] { model->prepare(state, PrepareConfig{}); });
+  EXPECT_FALSE(model->prepared());
+  EXPECT_FALSE(state->broken());
 }
 
 }  // namespace

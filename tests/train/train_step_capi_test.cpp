@@ -247,6 +247,9 @@ TEST(TrainStepCapi, BadSettingsAndBatchesAreRefused) {
   accel_tensor_t* y = classes(labels(0));
   EXPECT_EQ(accel_train_step_run(step, &wide, 1, nullptr, nullptr, 0, y, nullptr), ACCEL_ERR_TORCH);
   EXPECT_EQ(parameters_of(setup.model), before);
+  EXPECT_EQ(stat(step, "steps"), 0) << "a run that failed counted as a step";
+  EXPECT_TRUE(std::isfinite(run_step(step, 0)));
+  EXPECT_EQ(stat(step, "steps"), 1);
   double value = 0;
   EXPECT_EQ(accel_train_step_stat(step, "speed", &value), ACCEL_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("replays"), std::string::npos) << last_error();
