@@ -72,8 +72,9 @@ typedef int (*accel_load_object_fn)(const void *data, size_t size, void *payload
  * in registration order, before restoring models, optimizers, schedulers, loaders and generators (so a
  * failing load leaves those untouched; objects loaded before it stay loaded). Every rank registers the
  * same names in the same order. A save or load callback failing on one rank fails the call on every rank
- * (ACCEL_ERR_PEER_FAILED on the others). The registration lasts until the state handle is freed; there is
- * no unregistering. payload is passed back untouched and must stay valid until accel_state_free(state).
+ * (ACCEL_ERR_PEER_FAILED on the others). The registration lasts until accel_state_free_memory (which
+ * forgets every registered object: register again what the next checkpoints hold) or until the state
+ * handle is freed. payload is passed back untouched and must stay valid until then.
  * name: letters, digits, '_', '-', '.', not starting with '.'; copied.
  * Errors: ACCEL_ERR_NULL_ARGUMENT (state, name, save, load); ACCEL_ERR_INVALID_ARGUMENT (a dead state; a
  * name not usable in a file name; a name already registered on this state, naming it).
@@ -83,9 +84,11 @@ ACCEL_API ACCEL_NODISCARD int accel_state_register_for_checkpointing(accel_state
                                                                      accel_load_object_fn load, void *payload);
 
 /* Saves everything listed into directory (created with its parents; an existing checkpoint there is
- * replaced), or with directory NULL into the next numbered checkpoint of project_dir, then removes the
- * oldest ones so that at most total_limit remain (when total_limit > 0; only after the new one is in
- * place, so a failed save removes nothing). Collective: every rank calls it with the same directory.
+ * replaced), or with directory NULL into the next numbered checkpoint of project_dir, removing the oldest
+ * ones so that at most total_limit remain (when total_limit > 0): once every rank has written its part,
+ * just before the new one moves into place, so a save that fails to write removes nothing and no rank, while
+ * the call runs or after it returns, ever sees more than total_limit. Collective: every rank calls it with
+ * the same directory.
  * Called on some ranks only (upstream's `if accelerator.is_main_process: save_state(...)`), it does not
  * wait out the timeout: it fails on every rank with ACCEL_ERR_INVALID_STATE, "collectives out of step",
  * naming each rank and what it is in. Against a collective of accel/collectives.h or a barrier on the other
@@ -123,8 +126,8 @@ ACCEL_API ACCEL_NODISCARD int accel_state_save_state(accel_state_t *state, const
  *
  * Completion: each rank's thread writes its part of "<directory>.saving" and tells the others through the
  * rendezvous store (a connection of its own: no collective of the process group runs off this thread);
- * the main process moves the folder into place, then removes the numbered checkpoints beyond total_limit,
- * only once every rank's part is written. When any rank's writing fails, nothing is moved (the previous
+ * once every rank's part is written, the main process removes the numbered checkpoints beyond
+ * total_limit - 1, then moves the folder into place. When any rank's writing fails, nothing is moved (the previous
  * checkpoint stays intact), the staging folder is removed, and every rank records the same failure,
  * naming the rank and the path.
  *
@@ -179,6 +182,16 @@ ACCEL_API ACCEL_NODISCARD int accel_state_load_state(accel_state_t *state, const
                                                      accel_optimizer_t *const *optimizers, size_t num_optimizers,
                                                      accel_scheduler_t *const *schedulers, size_t num_schedulers,
                                                      accel_loader_t *const *loaders, size_t num_loaders);
+
+/* The number of the next numbered checkpoint (Accelerate's ProjectConfiguration.iteration): 0 at first, one
+ * more after each numbered save, the loaded checkpoint's number + 1 after a load from a numbered folder.
+ * Each state handle has its own, as it has its own project_dir and total_limit. accel_state_checkpoint_iteration
+ * gives 0 for a NULL or dead state. Set it to resume the numbering in a fresh process, or to overwrite on purpose
+ * (a numbered folder that exists is never overwritten: the save fails instead).
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (a dead state, a negative iteration).
+ * Thread safety: one thread at a time per state, as save_state. */
+ACCEL_API int64_t accel_state_checkpoint_iteration(const accel_state_t *state);
+ACCEL_API ACCEL_NODISCARD int accel_state_set_checkpoint_iteration(accel_state_t *state, int64_t iteration);
 
 #ifdef __cplusplus
 }

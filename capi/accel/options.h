@@ -63,6 +63,8 @@
  *                            ProjectConfiguration with automatic_checkpoint_naming)    default ""
  *   total_limit      int     numbered checkpoints kept in project_dir, the oldest removed first; 0 = all
  *                            (>= 0)                                                    default 0
+ *                   project_dir and total_limit belong to the handle (Accelerate's ProjectConfiguration
+ *                   belongs to the Accelerator): two states of one process may name different projects.
  * Loader keys (accel_loader_new; Accelerate's DataLoaderConfiguration and DataLoader arguments):
  *   batch_size       int     samples per batch (per process unless split_batches) default 1
  *   shuffle          bool    a new random order every epoch                      default false

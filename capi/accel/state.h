@@ -11,9 +11,12 @@
  *
  * Shared state: the first state of a process creates the process group; any further state created in
  * the same process shares it (and its rank, device and timeout), like Accelerate's shared
- * AcceleratorState. A later state whose options ask for a different use_cpu, device, backend or
- * mixed_precision is refused with ACCEL_ERR_INVALID_STATE: restart the process to change them. After
- * accel_state_shutdown the next accel_state_new creates a new group.
+ * AcceleratorState. A later state whose options ask for a different use_cpu, device, backend,
+ * mixed_precision or any other state setting but project_dir and total_limit (the handle's own) is refused
+ * with ACCEL_ERR_INVALID_STATE: reset the state (accel_state_reset) to change them. After
+ * accel_state_shutdown (or accel_state_reset) the next accel_state_new creates a new group. A process forked
+ * from one that has a state (Python's multiprocessing, debug_launcher) does not share it: its first
+ * accel_state_new makes its own, from its own environment.
  * Each handle is one Accelerator over that shared state, as two Accelerate Accelerators in one process
  * are: its own fp16 loss scaler and optimizers (accel_optimizer_new on a model this handle prepared), its
  * registered objects (accel_state_register_for_checkpointing), trackers and background save. The
@@ -67,6 +70,19 @@ ACCEL_API void accel_state_free(accel_state_t *state);
  * Errors: ACCEL_ERR_NULL_ARGUMENT, ACCEL_ERR_TIMEOUT, ACCEL_ERR_PEER_FAILED; the failure of that
  * background save if no call reported it yet (nothing is shut down then: call it again). */
 ACCEL_API ACCEL_NODISCARD int accel_state_shutdown(accel_state_t *state);
+
+/* Accelerate's AcceleratorState._reset_state / PartialState._reset_state, as test suites call them between
+ * tests: once this handle's background save in flight is done, the process state behind it (when it is
+ * still the process's current one; otherwise nothing happens) is retired, and the next accel_state_new
+ * makes a new state with any settings (another device, mixed precision, accumulation, ...). The handles
+ * and objects made before stay valid to free, but every call that needs the retired state fails with
+ * ACCEL_ERR_INVALID_STATE ("the state was reset"); its timeline is written now. With several processes the
+ * next state takes over the retired state's process group when it asks for the same group (backend,
+ * transport, timeout); otherwise the old group is closed first with a barrier: every process must make its
+ * next state at the same point of the program. Not collective itself.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (a dead handle); the failure of that background
+ * save if no call reported it yet (nothing is reset then: call it again). */
+ACCEL_API ACCEL_NODISCARD int accel_state_reset(accel_state_t *state);
 
 /* Blocks until every process reaches this call (a barrier); a no-op with one process. A process in another
  * collective at this point (accel/collectives.h) fails it and this call on every process at once with

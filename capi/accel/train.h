@@ -76,8 +76,10 @@ ACCEL_API ACCEL_NODISCARD int accel_state_autocast_end(accel_state_t *state);
 /* Accelerate's free_memory, for what the state itself holds (models, optimizers, schedulers and loaders
  * are the caller's handles, released with their *_free): the accumulation counter restarts
  * (accel_state_sync_gradients is 1 again), loaders in the middle of an epoch are no longer tracked (so
- * accel_state_gather_for_metrics trims nothing until a loader starts its next epoch), and CUDA's caching
- * allocator returns its unused blocks. Not collective. Errors: ACCEL_ERR_NULL_ARGUMENT. */
+ * accel_state_gather_for_metrics trims nothing until a loader starts its next epoch), the objects registered
+ * for checkpointing (accel_state_register_for_checkpointing) are forgotten, so that objects made afresh
+ * to resume into register under the same names again, and CUDA's caching allocator returns its unused
+ * blocks. Not collective. Errors: ACCEL_ERR_NULL_ARGUMENT. */
 ACCEL_API ACCEL_NODISCARD int accel_state_free_memory(accel_state_t *state);
 
 /* The fp16 grad scaler for gradients whose optimizer is not accel's (a model of the caller's tensors trained

@@ -7,6 +7,7 @@
 #include "shim/handles.hpp"
 
 using accel::capi::guarded;
+using accel::capi::read_handle;
 using accel::capi::require;
 
 namespace {
@@ -70,6 +71,17 @@ extern "C" int accel_state_wait_for_save(accel_state_t* state) {
   return guarded(__func__, [&] {
     require(state, "state");
     state->accelerator->wait_for_save();
+  });
+}
+
+extern "C" int64_t accel_state_checkpoint_iteration(const accel_state_t* state) {
+  return read_handle<int64_t>(__func__, state, 0, [](const accel_state& s) { return s.accelerator->checkpoint_iteration(); });
+}
+
+extern "C" int accel_state_set_checkpoint_iteration(accel_state_t* state, int64_t iteration) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    state->accelerator->set_checkpoint_iteration(iteration);
   });
 }
 

@@ -15,8 +15,7 @@ using accel::capi::settings_of;
 
 extern "C" int accel_state_new(accel_state_t** out, const accel_options_t* options) {
   return guarded_out(__func__, out, [&] {
-    auto state = accel::distributed::State::acquire(settings_of(options), accel::process_env());
-    *out = new accel_state{{}, std::make_shared<accel::Accelerator>(std::move(state))};
+    *out = new accel_state{{}, std::make_shared<accel::Accelerator>(settings_of(options), accel::process_env())};
   });
 }
 
@@ -26,6 +25,14 @@ extern "C" int accel_state_shutdown(accel_state_t* state) {
   return guarded(__func__, [&] {
     require(state, "state");
     state->accelerator->shutdown();
+  });
+}
+
+extern "C" int accel_state_reset(accel_state_t* state) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    state->accelerator->wait_for_save();
+    accel::distributed::State::reset(state->accelerator->state());
   });
 }
 

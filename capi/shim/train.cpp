@@ -74,7 +74,7 @@ extern "C" int accel_state_autocast_end(accel_state_t* state) {
 extern "C" int accel_state_free_memory(accel_state_t* state) {
   return guarded(__func__, [&] {
     require(state, "state");
-    state->accelerator->training()->free_memory();
+    state->accelerator->free_memory();
   });
 }
 

@@ -2,12 +2,14 @@
 
 #include "ckpt/project_checkpoints.hpp"
 #include "core/error.hpp"
+#include "distributed/state_options.hpp"
 
 namespace accel {
 
-Accelerator::Accelerator(std::shared_ptr<distributed::State> state)
-    : state_(std::move(state)),
+Accelerator::Accelerator(const Options* options, const EnvLookup& env)
+    : state_(distributed::State::acquire(options, env)),
       training_(std::make_shared<train::Accelerator>(state_)),
+      project_(ckpt::project_config(resolve_options(distributed::state_option_scope(), options, env))),
       background_saves_(std::make_shared<ckpt::BackgroundSaves>(state_)) {
   // The training half may outlive this object (an optimizer holds it): it reports through a weak link.
   training_->set_before_training([saves = std::weak_ptr<ckpt::BackgroundSaves>(background_saves_)] {
@@ -27,6 +29,11 @@ void Accelerator::register_for_checkpointing(ckpt::CustomObject object) {
   custom_objects_.push_back(std::make_unique<ckpt::CustomObject>(std::move(object)));
 }
 
+void Accelerator::free_memory() {
+  training_->free_memory();
+  custom_objects_.clear();
+}
+
 ckpt::CheckpointObjects Accelerator::with_own(ckpt::CheckpointObjects objects) const {
   for (const auto& object : custom_objects_) objects.custom.push_back(object.get());
   objects.scaler = training_->scaler();
@@ -40,7 +47,7 @@ void Accelerator::save_state(const std::optional<std::string>& directory, ckpt::
   if (directory) {
     ckpt::save_state(state_, *directory, all);
   } else {
-    ckpt::save_project_checkpoint(state_, all);
+    ckpt::save_project_checkpoint(state_, project_, all);
   }
 }
 
@@ -49,7 +56,7 @@ void Accelerator::save_state_async(const std::optional<std::string>& directory, 
   if (directory) {
     background_saves_->start(state_, *directory, all);
   } else {
-    ckpt::save_project_checkpoint_in_background(state_, *background_saves_, all);
+    ckpt::save_project_checkpoint_in_background(state_, project_, *background_saves_, all);
   }
 }
 
@@ -57,13 +64,18 @@ void Accelerator::load_state(const std::optional<std::string>& directory, ckpt::
   background_saves_->wait();  // a save in flight may be the checkpoint to load
   const auto all = with_own(std::move(objects));
   if (directory) {
-    ckpt::load_checkpoint(state_, *directory, all);
+    ckpt::load_checkpoint(state_, project_, *directory, all);
   } else {
-    ckpt::load_latest_checkpoint(state_, all);
+    ckpt::load_latest_checkpoint(state_, project_, all);
   }
 }
 
 void Accelerator::wait_for_save() { background_saves_->wait(); }
+
+void Accelerator::set_checkpoint_iteration(int64_t iteration) {
+  require_argument(iteration >= 0, "the checkpoint iteration must be >= 0, got " + std::to_string(iteration));
+  project_.iteration = iteration;
+}
 
 void Accelerator::shutdown() {
   background_saves_->wait();  // rank 0's store goes with the group

@@ -19,6 +19,8 @@
 
 #include "ckpt/background_save.hpp"
 #include "ckpt/checkpoint.hpp"
+#include "ckpt/project_checkpoints.hpp"
+#include "core/env.hpp"
 #include "core/options.hpp"
 #include "distributed/state.hpp"
 #include "tracking/trackers.hpp"
@@ -28,7 +30,9 @@ namespace accel {
 
 class Accelerator {
  public:
-  explicit Accelerator(std::shared_ptr<distributed::State> state);
+  // Joins (or makes) the process state (distributed::State::acquire) with these options; the project
+  // (project_dir, total_limit) is this Accelerator's own, as Accelerate's ProjectConfiguration.
+  Accelerator(const Options* options, const EnvLookup& env);
   // Waits for the background save in flight while the process group still lives (rank 0 serves the
   // store its writer reports to); a failure no call reported goes to stderr.
   ~Accelerator();
@@ -45,6 +49,10 @@ class Accelerator {
   // in registration order. Error(InvalidArgument) for a name unusable in a file name
   // (ckpt::check_custom_object_name) or already registered.
   void register_for_checkpointing(ckpt::CustomObject object);
+  // Accelerate's free_memory for what this Accelerator holds: the training half's (train::Accelerator::
+  // free_memory) and the objects registered for checkpointing, so that the objects a program prepares and
+  // registers afresh afterwards (to resume into new objects) take the same names again.
+  void free_memory();
 
   // Collective save_state / load_state of the caller's objects plus this Accelerator's own (registered
   // objects, the scaler, the tracker run). Each first waits for the background save in flight, throwing
@@ -58,6 +66,10 @@ class Accelerator {
   void save_state_async(const std::optional<std::string>& directory, ckpt::CheckpointObjects objects);
   // Waits for the background save in flight, then throws its failure if no call reported it yet.
   void wait_for_save();
+  // The number of the next numbered checkpoint (ckpt/project_checkpoints.hpp); set: Error(InvalidArgument)
+  // when negative.
+  int64_t checkpoint_iteration() const { return project_.iteration; }
+  void set_checkpoint_iteration(int64_t iteration);
   // Collective teardown of the process group (distributed::State::shutdown), after the background save.
   void shutdown();
 
@@ -74,6 +86,7 @@ class Accelerator {
 
   std::shared_ptr<distributed::State> state_;
   std::shared_ptr<train::Accelerator> training_;
+  ckpt::ProjectConfig project_;
   std::vector<std::unique_ptr<ckpt::CustomObject>> custom_objects_;
   std::unique_ptr<tracking::Trackers> trackers_;
   // Declared last, so that it goes first: destroying it waits for the save in flight.

@@ -59,7 +59,7 @@ struct BackgroundSaves::Job {
   CheckpointSnapshot snapshot;
   std::string directory;
   int64_t sequence = 0;
-  std::function<void()> after_move;
+  std::function<void()> before_move;
 };
 
 BackgroundSaves::BackgroundSaves(const std::shared_ptr<distributed::State>& state)
@@ -103,7 +103,7 @@ void BackgroundSaves::finish_unheard(const char* when) {
 }
 
 void BackgroundSaves::start(const std::shared_ptr<distributed::State>& state, const std::string& requested_directory,
-                            const CheckpointObjects& objects, std::function<void()> after_move) {
+                            const CheckpointObjects& objects, std::function<void()> before_move) {
   const std::string directory = checkpoint_directory(requested_directory);
   wait();
   const timeline::Span span("save_state_async");
@@ -112,7 +112,7 @@ void BackgroundSaves::start(const std::shared_ptr<distributed::State>& state, co
   // Counted only once every rank took its snapshot (begin_save is all or none): the same on every rank.
   job->sequence = state->next_background_save();
   job->directory = directory;
-  job->after_move = std::move(after_move);
+  job->before_move = std::move(before_move);
   static std::once_flag exit_hook;
   std::call_once(exit_hook, [] { std::atexit(finish_every_save_at_exit); });
   std::call_once(listed_, [this] {
@@ -203,16 +203,11 @@ std::string BackgroundSaves::conclude(Job& job, const std::string& failures) {
     return failures + "; nothing was moved into place, so the previous checkpoint there, if any, is intact";
   }
   try {
+    if (job.before_move) job.before_move();
     move_into_place(staging, job.directory);
   } catch (const std::exception& error) {
     discard_staging(staging);
     return encode(code_of(error, Code::Io), "rank 0: " + message_of(error));
-  }
-  if (!job.after_move) return "";
-  try {
-    job.after_move();
-  } catch (const std::exception& error) {
-    return encode(code_of(error, Code::Io), "rank 0: the checkpoint is in place, but " + message_of(error));
   }
   return "";
 }

@@ -44,11 +44,11 @@ class BackgroundSaves : public std::enable_shared_from_this<BackgroundSaves> {
   // Collective, on the thread that trains. Waits for the previous save (throwing its failure, if no call
   // reported it, instead of saving), takes the snapshot (begin_save: a failure there fails the call on every
   // rank and changes nothing), then returns while a thread writes "<directory>.saving" and moves it to
-  // directory once every rank's part is written. after_move runs on rank 0's writer, once the checkpoint is
-  // in place (project rotation). The failures of the writing are recorded for a later call to throw, and
+  // directory once every rank's part is written. before_move runs on rank 0's writer just before that move
+  // (project rotation; a failure there moves nothing). The failures of the writing are recorded for a later call to throw, and
   // leave no staging folder. `directory` is checked first, as save_state checks it.
   void start(const std::shared_ptr<distributed::State>& state, const std::string& directory,
-             const CheckpointObjects& objects, std::function<void()> after_move = {});
+             const CheckpointObjects& objects, std::function<void()> before_move = {});
   // Waits for the save in flight, if any; then throws the failure of the last one if no call reported it
   // yet (once: the next call finds none).
   void wait();

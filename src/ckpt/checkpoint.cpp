@@ -142,7 +142,7 @@ void check_custom_object_name(const std::string& name) {
 }
 
 void save_state(const std::shared_ptr<distributed::State>& state, const std::string& requested_directory,
-                const CheckpointObjects& objects) {
+                const CheckpointObjects& objects, const std::function<void()>& before_move) {
   const std::string directory = checkpoint_directory(requested_directory);
   const timeline::Span span("save_state");
   // The model's own tensors: nothing changes them before this call returns.
@@ -152,6 +152,7 @@ void save_state(const std::shared_ptr<distributed::State>& state, const std::str
   try {
     write_snapshot(snapshot, staging);
     state->wait_for_everyone();
+    if (main && before_move) before_move();
     if (main) move_into_place(staging, directory);
   } catch (...) {
     if (main) discard_staging(staging);

@@ -61,8 +61,11 @@ struct CheckpointObjects {
 // failure to write or to move into place. `directory` is checked first (checkpoint_directory,
 // ckpt/save_directory.hpp: a trailing slash is the same directory; "" and "./" are refused with
 // Error(InvalidArgument) before anything is written). Throws Error(Io) naming the path on any file-system
-// failure.
-void save_state(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects);
+// failure. before_move (optional) runs on the main process once every rank's part is written, just before
+// the move into place (the rotation of numbered checkpoints: never more than total_limit of them at any
+// moment, and none removed for a save that failed to write); every rank returns after it.
+void save_state(const std::shared_ptr<distributed::State>& state, const std::string& directory, const CheckpointObjects& objects,
+                const std::function<void()>& before_move = {});
 
 // The caller waits for its background save in flight first, as for save_state. Reads and checks every
 // file this rank needs (the manifest's world size and object counts, each model tensor's name, shape and dtype,

@@ -14,12 +14,11 @@ namespace {
 
 constexpr const char* kPrefix = "checkpoint_";
 
-std::string checkpoints_dir(const distributed::State& state) {
-  const std::string& project = state.options().get_string("project_dir");
-  if (project.empty()) {
+std::string checkpoints_dir(const ProjectConfig& project) {
+  if (project.project_dir.empty()) {
     fail(Code::InvalidArgument, "no checkpoint directory given and the state has no project_dir to name one");
   }
-  return join_path(project, "checkpoints");
+  return join_path(project.project_dir, "checkpoints");
 }
 
 // The numbered checkpoints (finished ones: staging folders end in .saving), lowest number first.
@@ -42,23 +41,30 @@ void remove_beyond_limit(const std::string& directory, int64_t total_limit) {
 
 struct NextCheckpoint {
   std::string directory;
-  std::function<void()> rotate;  // the main process's rotation once the checkpoint is in place; empty elsewhere
+  // The main process's rotation, just before the new checkpoint moves into place; empty elsewhere.
+  std::function<void()> rotate;
 };
 
 // The folder of the next numbered save, refused when it exists, with what to remove after it.
-NextCheckpoint next_checkpoint(const distributed::State& state) {
-  const std::string directory = checkpoints_dir(state);
-  const int64_t total_limit = state.options().get_int("total_limit");
+NextCheckpoint next_checkpoint(const distributed::State& state, const ProjectConfig& project) {
+  const std::string directory = checkpoints_dir(project);
+  const int64_t total_limit = project.total_limit;
   if (total_limit < 0) fail(Code::InvalidArgument, "total_limit must be >= 0, got " + std::to_string(total_limit));
-  NextCheckpoint next{join_path(directory, kPrefix + std::to_string(state.checkpoint_iteration())), {}};
+  NextCheckpoint next{join_path(directory, kPrefix + std::to_string(project.iteration)), {}};
   if (path_exists(next.directory)) {
     fail(Code::Io, "checkpoint '" + next.directory + "' already exists; a numbered checkpoint is never overwritten");
   }
-  if (state.launch().rank == 0 && total_limit > 0) next.rotate = [directory, total_limit] { remove_beyond_limit(directory, total_limit); };
+  if (state.launch().rank == 0 && total_limit > 0) {
+    next.rotate = [directory, total_limit] { remove_beyond_limit(directory, total_limit - 1); };
+  }
   return next;
 }
 
 }  // namespace
+
+ProjectConfig project_config(const ResolvedOptions& options) {
+  return ProjectConfig{options.get_string("project_dir"), options.get_int("total_limit"), 0};
+}
 
 std::optional<int64_t> checkpoint_number(const std::string& folder_name) {
   const std::string prefix(kPrefix);
@@ -70,36 +76,38 @@ std::optional<int64_t> checkpoint_number(const std::string& folder_name) {
   return std::stoll(digits);
 }
 
-void save_project_checkpoint(const std::shared_ptr<distributed::State>& state, const CheckpointObjects& objects) {
-  const NextCheckpoint next = next_checkpoint(*state);
-  save_state(state, next.directory, objects);
-  state->set_checkpoint_iteration(state->checkpoint_iteration() + 1);
-  // Only once the new checkpoint is in place (save_state returns after every rank's part is renamed into
-  // it): a save that fails never costs an older one. Accelerate rotates before saving.
-  if (next.rotate) next.rotate();
+void save_project_checkpoint(const std::shared_ptr<distributed::State>& state, ProjectConfig& project,
+                             const CheckpointObjects& objects) {
+  const NextCheckpoint next = next_checkpoint(*state, project);
+  // Once every rank's part is written, before the new one moves into place: a save that fails to write never
+  // costs an older one (Accelerate rotates before saving), and no rank, during the save or after it, sees
+  // more than total_limit checkpoints (rotating after the move let one see total_limit + 1).
+  save_state(state, next.directory, objects, next.rotate);
+  ++project.iteration;
 }
 
-void save_project_checkpoint_in_background(const std::shared_ptr<distributed::State>& state, BackgroundSaves& saves,
-                                           const CheckpointObjects& objects) {
+void save_project_checkpoint_in_background(const std::shared_ptr<distributed::State>& state, ProjectConfig& project,
+                                           BackgroundSaves& saves, const CheckpointObjects& objects) {
   // The previous save's folder and rotation are done before this one is numbered and checked.
   saves.wait();
-  NextCheckpoint next = next_checkpoint(*state);
+  NextCheckpoint next = next_checkpoint(*state, project);
   saves.start(state, next.directory, objects, std::move(next.rotate));
-  state->set_checkpoint_iteration(state->checkpoint_iteration() + 1);
+  ++project.iteration;
 }
 
-void load_latest_checkpoint(const std::shared_ptr<distributed::State>& state, const CheckpointObjects& objects) {
-  const std::string directory = checkpoints_dir(*state);
+void load_latest_checkpoint(const std::shared_ptr<distributed::State>& state, ProjectConfig& project,
+                            const CheckpointObjects& objects) {
+  const std::string directory = checkpoints_dir(project);
   const auto existing = numbered_checkpoints(directory);
   if (existing.empty()) fail(Code::Io, "no checkpoint_<i> folder in '" + directory + "' to load");
-  load_checkpoint(state, existing.back().second, objects);
+  load_checkpoint(state, project, existing.back().second, objects);
 }
 
-void load_checkpoint(const std::shared_ptr<distributed::State>& state, const std::string& directory,
-                     const CheckpointObjects& objects) {
+void load_checkpoint(const std::shared_ptr<distributed::State>& state, ProjectConfig& project,
+                     const std::string& directory, const CheckpointObjects& objects) {
   load_state(state, directory, objects);
   const auto number = checkpoint_number(last_name_in_path(directory));  // "checkpoint_3/" too
-  if (number) state->set_checkpoint_iteration(*number + 1);
+  if (number) project.iteration = *number + 1;
 }
 
 }  // namespace accel::ckpt

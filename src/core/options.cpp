@@ -269,8 +269,9 @@ std::string ResolvedOptions::dump() const {
   return out;
 }
 
-std::string ResolvedOptions::first_difference(const ResolvedOptions& other) const {
+std::string ResolvedOptions::first_difference(const ResolvedOptions& other, const std::vector<std::string>& ignored) const {
   for (const auto& key : order_) {
+    if (std::find(ignored.begin(), ignored.end(), key) != ignored.end()) continue;
     const auto theirs = other.entries_.find(key);
     if (theirs == other.entries_.end() || theirs->second.first != entries_.at(key).first) return key;
   }

@@ -93,8 +93,9 @@ class ResolvedOptions {
   OptionSource source(const std::string& key) const;
   // "key=value (source)" lines in the scope's order.
   std::string dump() const;
-  // The first key whose value differs from other's, or "" when they agree (same scope expected).
-  std::string first_difference(const ResolvedOptions& other) const;
+  // The first key whose value differs from other's, but for the ignored ones, or "" when they agree (same scope
+  // expected).
+  std::string first_difference(const ResolvedOptions& other, const std::vector<std::string>& ignored = {}) const;
 
  private:
   friend ResolvedOptions resolve_options(const OptionScope& scope, const Options* explicit_options, const EnvLookup& env);

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include <unistd.h>
+
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/timeline.hpp"
@@ -28,10 +30,22 @@ namespace {
 
 std::mutex shared_mutex;
 std::weak_ptr<State> shared_state;
+// The process that made shared_state: a child forked after it (Python's debug_launcher, multiprocessing)
+// inherits the pointer but not the process group's threads and sockets, and makes a state of its own.
+pid_t shared_state_pid = 0;
+// The last state reset() retired, whose process group the next state may take over.
+std::weak_ptr<State> retired_state;
+
+bool same_group(const GroupConfig& a, const GroupConfig& b) {
+  return a.rank == b.rank && a.world_size == b.world_size && a.master_addr == b.master_addr &&
+         a.master_port == b.master_port && a.job_key == b.job_key && a.timeout == b.timeout && a.backend == b.backend &&
+         a.shared_memory == b.shared_memory && a.group_rank == b.group_rank &&
+         a.shared_memory_required == b.shared_memory_required;
+}
 
 // Like Accelerate, a process has one state: a second one may not ask for other settings.
 void refuse_change(const ResolvedOptions& existing, const ResolvedOptions& wanted) {
-  const std::string key = existing.first_difference(wanted);
+  const std::string key = existing.first_difference(wanted, per_handle_options());
   if (key.empty()) return;
   fail(Code::InvalidState, "this process already has a state with " + key + "=" +
                                format_option_value(existing.value(key)) + ", which a second state cannot change to " +
@@ -75,6 +89,10 @@ std::shared_ptr<State> State::acquire(const Options* options, const EnvLookup& e
   std::lock_guard<std::mutex> lock(shared_mutex);
   const auto wanted = resolve_options(state_option_scope(), options, env);
   refuse_unsupported(wanted);
+  if (shared_state_pid != getpid()) {
+    shared_state.reset();
+    retired_state.reset();
+  }
   if (auto existing = shared_state.lock(); existing && !existing->shut_down()) {
     refuse_change(existing->options_, wanted);
     return existing;
@@ -83,6 +101,7 @@ std::shared_ptr<State> State::acquire(const Options* options, const EnvLookup& e
   std::call_once(warned, warn_about_unknown_variables);
   std::shared_ptr<State> created(new State(wanted, env));
   shared_state = created;
+  shared_state_pid = getpid();
   return created;
 }
 
@@ -128,10 +147,40 @@ State::State(ResolvedOptions options, const EnvLookup& env)
   config.shared_memory = plan.shared_memory;
   config.shared_memory_required = plan.required;
   config.group_rank = launch_.group_rank;
-  group_ = ProcessGroup::create(config);
+  group_config_ = config;
+  group_ = group_for(config);
   backend_name_ = !group_->uses_shared_memory()        ? backend_
                   : group_->shared_memory_spans_nodes() ? backend_ + "+hier-shm"
                                                         : backend_ + "+shm";
+}
+
+void State::reset(const std::shared_ptr<State>& state) {
+  std::lock_guard<std::mutex> lock(shared_mutex);
+  if (shared_state.lock() != state) return;  // reset already: another state is the process's
+  {
+    std::lock_guard<std::mutex> group_lock(state->group_mutex_);
+    state->retired_ = true;
+  }
+  // The timeline is the process's: the retired state writes its part now, the next one starts its own.
+  timeline::stop();
+  shared_state.reset();
+  retired_state = state;
+}
+
+std::unique_ptr<ProcessGroup> State::group_for(const GroupConfig& config) {
+  if (auto retired = retired_state.lock()) {
+    std::unique_ptr<ProcessGroup> group;
+    {
+      std::lock_guard<std::mutex> lock(retired->group_mutex_);
+      group = std::move(retired->group_);
+    }
+    if (group && !group->broken()) {
+      if (same_group(config, retired->group_config_)) return group;
+      // Every rank is here, making its next state: none uses the old group (and rank 0's store) after this.
+      agree(*retired, *group, Call(CallKind::Shutdown));
+    }
+  }
+  return ProcessGroup::create(config);
 }
 
 bool State::broken() const {
@@ -152,6 +201,10 @@ std::string State::group_failure() const {
 ProcessGroup* State::group(const char* what) {
   std::lock_guard<std::mutex> lock(group_mutex_);
   if (shut_down_) fail(Code::InvalidState, std::string(what) + ": the state was shut down");
+  if (retired_) {
+    fail(Code::InvalidState, std::string(what) + ": the state was reset (AcceleratorState._reset_state): objects "
+                                                 "made before the reset cannot be used; make them again");
+  }
   return group_.get();
 }
 
@@ -170,11 +223,13 @@ void State::shutdown() {
     shut_down_ = true;
   }
   if (group && !group->broken()) agree(*this, *group, Call(CallKind::Shutdown));
-  timeline::stop();
+  if (!retired_) timeline::stop();
 }
 
 State::~State() {
-  // A state freed without shutdown still leaves its trace; a destructor cannot report a failed write.
+  // A state freed without shutdown still leaves its trace; a destructor cannot report a failed write. A
+  // retired state wrote its part when reset, and the timeline is its successor's now.
+  if (retired_) return;
   try {
     timeline::stop();
   } catch (const std::exception& error) {

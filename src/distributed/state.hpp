@@ -10,6 +10,7 @@
 #include "core/env.hpp"
 #include "core/gradient_state.hpp"
 #include "core/options.hpp"
+#include "distributed/group_config.hpp"
 #include "distributed/process_group.hpp"
 
 namespace accel::distributed {
@@ -23,6 +24,14 @@ class State {
   // Returns the state this process already has (after checking that `options` do not contradict it) or
   // creates it, joining the process group when there are several processes. Thread-safe.
   static std::shared_ptr<State> acquire(const Options* options, const EnvLookup& env);
+  // Accelerate's AcceleratorState._reset_state / PartialState._reset_state: `state`, when it is still this
+  // process's current one, is retired (the calls of its handles that need it fail with Error(InvalidState)
+  // "the state was reset"; its timeline is written now), and the next acquire() makes a new state with any
+  // settings. With several processes that state takes over the retired one's process group when it asks for
+  // the same group (rank, rendezvous, backend, transport, timeout); otherwise the retired group is closed
+  // first, with a barrier, so every rank must make its next state at the same point of the program, as
+  // Accelerate's tests do. Not collective itself. Thread-safe.
+  static void reset(const std::shared_ptr<State>& state);
 
   // Writes the timeline, if one is recorded.
   ~State();
@@ -43,10 +52,6 @@ class State {
   // Why the process group broke; empty while it works (or with one process).
   std::string group_failure() const;
   GradientState& gradient_state() { return gradient_state_; }
-  // Accelerate's ProjectConfiguration.iteration: the number of the next automatically named checkpoint
-  // (ckpt/project_checkpoints.hpp). One thread at a time, as save_state and load_state.
-  int64_t checkpoint_iteration() const { return checkpoint_iteration_; }
-  void set_checkpoint_iteration(int64_t iteration) { checkpoint_iteration_ = iteration; }
   // The number of the next background save (0, 1, ...): its keys in the rendezvous store. Counted here, by
   // the state every handle of the process shares, so that it is the same on every rank whichever
   // Accelerator started each save. Thread-safe.
@@ -61,6 +66,9 @@ class State {
 
  private:
   State(ResolvedOptions options, const EnvLookup& env);
+  // The group a new state with `config` uses: the retired state's when it is the same group, else a new one
+  // (the retired group closed first). Called with the process's state lock held.
+  static std::unique_ptr<ProcessGroup> group_for(const GroupConfig& config);
 
   LaunchInfo launch_;
   ResolvedOptions options_;
@@ -72,9 +80,10 @@ class State {
   // Guards group_ and shut_down_: shutdown() moves the group out while accessors may read it.
   mutable std::mutex group_mutex_;
   std::unique_ptr<ProcessGroup> group_;
+  GroupConfig group_config_;  // what group_ was made with
   bool shut_down_ = false;
+  bool retired_ = false;  // reset(): another state is (or will be) the process's
   GradientState gradient_state_;
-  int64_t checkpoint_iteration_ = 0;
   std::atomic<int64_t> background_saves_started_{0};
 };
 

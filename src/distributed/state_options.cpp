@@ -43,6 +43,11 @@ const OptionScope& state_option_scope() {
   return scope;
 }
 
+const std::vector<std::string>& per_handle_options() {
+  static const std::vector<std::string> keys{"project_dir", "total_limit"};
+  return keys;
+}
+
 const std::vector<std::string>& non_option_variables() {
   static const std::vector<std::string> names{"ACCEL_LIBRARY", "ACCEL_LIB_DIR", "ACCEL_PYTHON", "ACCEL_LAUNCHER",
                                               "ACCEL_RESTART_COUNT", "ACCEL_JOB_KEY"};

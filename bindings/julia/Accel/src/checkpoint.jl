@@ -111,6 +111,14 @@ function load_state!(state::State, directory::AbstractString; models=Model[], op
     end
 end
 
+"""The number of the next numbered checkpoint (Accelerate's ProjectConfiguration.iteration): one more after
+each numbered save, the loaded checkpoint's number + 1 after a load from a numbered folder."""
+checkpoint_iteration(state::State) = ccall((:accel_state_checkpoint_iteration, libaccel), Int64, (Ptr{accel_state_t},), state)
+
+"""Sets the number of the next numbered checkpoint (to resume the numbering in a fresh process)."""
+set_checkpoint_iteration!(state::State, iteration::Integer) =
+    @check ccall((:accel_state_set_checkpoint_iteration, libaccel), Cint, (Ptr{accel_state_t}, Int64), state, iteration)
+
 checkpoint_pointers(models, optimizers, schedulers, loaders) =
     (handle_pointers(accel_model_t, models), handle_pointers(accel_optimizer_t, optimizers),
      handle_pointers(accel_scheduler_t, schedulers), handle_pointers(accel_loader_t, loaders))

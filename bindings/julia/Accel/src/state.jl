@@ -45,6 +45,10 @@ end
 """Collective teardown of the process group of every state of this process; a second call does nothing."""
 shutdown(state::State) = @check ccall((:accel_state_shutdown, libaccel), Cint, (Ptr{accel_state_t},), state)
 
+"""Retires the process state behind `state` (Accelerate's `_reset_state`): the next State may choose any
+settings; objects made before can only be freed."""
+reset!(state::State) = @check ccall((:accel_state_reset, libaccel), Cint, (Ptr{accel_state_t},), state)
+
 """A barrier across every process."""
 wait_for_everyone(state::State) = @check ccall((:accel_state_wait_for_everyone, libaccel), Cint, (Ptr{accel_state_t},), state)
 

@@ -57,4 +57,6 @@ extern "C" {
         loaders: *const *mut accel_loader_t,
         num_loaders: usize,
     ) -> c_int;
+    pub fn accel_state_checkpoint_iteration(state: *const accel_state_t) -> i64;
+    pub fn accel_state_set_checkpoint_iteration(state: *mut accel_state_t, iteration: i64) -> c_int;
 }

@@ -13,6 +13,7 @@ extern "C" {
     pub fn accel_state_new(out: *mut *mut accel_state_t, options: *const accel_options_t) -> c_int;
     pub fn accel_state_free(state: *mut accel_state_t);
     pub fn accel_state_shutdown(state: *mut accel_state_t) -> c_int;
+    pub fn accel_state_reset(state: *mut accel_state_t) -> c_int;
     pub fn accel_state_wait_for_everyone(state: *mut accel_state_t) -> c_int;
     pub fn accel_state_set_seed(state: *mut accel_state_t, seed: u64, device_specific: c_int) -> c_int;
     pub fn accel_state_num_processes(state: *const accel_state_t) -> i32;

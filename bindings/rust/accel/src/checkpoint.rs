@@ -94,6 +94,17 @@ impl State {
         one_at_a_time(|| check(unsafe { sys::accel_state_wait_for_save(self.as_ptr()) }))
     }
 
+    /// The number of the next numbered checkpoint (Accelerate's ProjectConfiguration.iteration): one more
+    /// after each numbered save, the loaded checkpoint's number + 1 after a load from a numbered folder.
+    pub fn checkpoint_iteration(&self) -> i64 {
+        unsafe { sys::accel_state_checkpoint_iteration(self.as_ptr()) }
+    }
+
+    /// Sets the number of the next numbered checkpoint (to resume the numbering in a fresh process).
+    pub fn set_checkpoint_iteration(&self, iteration: i64) -> Result<()> {
+        one_at_a_time(|| check(unsafe { sys::accel_state_set_checkpoint_iteration(self.as_ptr(), iteration) }))
+    }
+
     /// Restores what save_state wrote into the same objects; everything is checked first, so on an
     /// error nothing has changed.
     pub fn load_state(&self, directory: impl AsRef<Path>, objects: &Checkpointed) -> Result<()> {

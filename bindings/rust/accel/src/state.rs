@@ -48,6 +48,12 @@ impl State {
         one_at_a_time(|| check(unsafe { sys::accel_state_shutdown(self.as_ptr()) }))
     }
 
+    /// Retires the process state behind this handle (Accelerate's `_reset_state`): the next `State::new`
+    /// may choose any settings; objects made before can only be dropped.
+    pub fn reset(&self) -> Result<()> {
+        one_at_a_time(|| check(unsafe { sys::accel_state_reset(self.as_ptr()) }))
+    }
+
     /// A barrier across every process.
     pub fn wait_for_everyone(&self) -> Result<()> {
         one_at_a_time(|| check(unsafe { sys::accel_state_wait_for_everyone(self.as_ptr()) }))
