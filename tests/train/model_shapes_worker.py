@@ -1,14 +1,15 @@
 """One rank of the model-shapes suite (model_shapes_test.py), started by `accel launch --nproc-per-node 2`:
 trains every run of RUNS_JSON with accel (the Python binding over libaccel) on the TorchScript module,
 with accel on the eager torch module (a host-owned model: forward and backward stay torch's, accel syncs
-the gradients) or with torch's DistributedDataParallel over Gloo on either module, the way Accelerate
-drives it, and writes
-each run's parameters and buffers to OUT_DIR/<side>-<run>-rank<r>.npz.
+the gradients), the same with the batches from a torch DataLoader prepared by accel ("loader", as a user
+writes it), or with torch's DistributedDataParallel over Gloo on either module, the way Accelerate drives
+it, and writes each run's parameters and buffers to OUT_DIR/<side>-<run>-rank<r>.npz.
 
-usage: model_shapes_worker.py accel|eager|torch|torch_eager RUNS_JSON OUT_DIR
+usage: model_shapes_worker.py accel|eager|loader|eager,loader|torch|torch_eager RUNS_JSON OUT_DIR
+(eager,loader: both, one launch)
 
-The accel and eager sides make one state for all their runs, which must then share their state settings
-(mixed precision, gradient accumulation steps).
+The accel, eager and loader sides make one state for all their runs, which must then share their state
+settings (mixed precision, gradient accumulation steps).
 
 Every side starts from the weights of the same TorchScript file (the eager side loads them into the case's
 torch module) and takes the same batches (RUNS_JSON names them). A step, as in
@@ -38,12 +39,13 @@ def synchronises(run, step):
     return (step + 1) % run["accumulation"] == 0 and not in_explicit_no_sync(run, step)
 
 
-def train_accel(runs, out_dir, side="accel"):
+def train_accel(runs, out_dir, sides=("accel",)):
     """Every run shares the state settings (mixed precision, accumulation): the driver launches a group
-    of runs per setting. side: "accel" trains the TorchScript module, "eager" the torch module."""
+    of runs per setting. sides: "accel" trains the TorchScript module, "eager" the torch module, "loader"
+    the torch module on a prepared DataLoader's batches."""
     import accel
 
-    train_one = {"accel": train_one_accel_run, "eager": train_one_eager_run}[side]
+    trainers = {"accel": train_one_accel_run, "eager": train_one_eager_run, "loader": train_one_loader_run}
     settings = {"cpu": True, "mixed_precision": runs[0]["mixed_precision"],
                 "gradient_accumulation_steps": runs[0]["accumulation"]}
     assert all((run["mixed_precision"], run["accumulation"]) == (runs[0]["mixed_precision"], runs[0]["accumulation"])
@@ -51,16 +53,17 @@ def train_accel(runs, out_dir, side="accel"):
     accelerator = accel.Accelerator(**settings)
     rank = accelerator.process_index
     for run in runs:
-        # Another Accelerator object on the same state, for this run's model options.
-        run_accelerator = accel.Accelerator(**settings, kwargs_handlers=[accel.DistributedDataParallelKwargs(
-            broadcast_buffers=run["broadcast_buffers"], find_unused_parameters=run["find_unused_parameters"])])
-        try:
-            train_one(accel, run_accelerator, run, rank, out_dir)
-        except accel.AccelError as error:  # refused alike on every rank (a model accel cannot train): the next run
-            with open(os.path.join(out_dir, f"{side}-{run['run']}-rank{rank}.error"), "w") as file:
-                file.write(str(error))
-        run_accelerator.free_memory()  # also restarts the accumulation counter for the next run
-        run_accelerator.close()
+        for side in sides:
+            # Another Accelerator object on the same state, for this run's model options.
+            run_accelerator = accel.Accelerator(**settings, kwargs_handlers=[accel.DistributedDataParallelKwargs(
+                broadcast_buffers=run["broadcast_buffers"], find_unused_parameters=run["find_unused_parameters"])])
+            try:
+                trainers[side](accel, run_accelerator, run, rank, out_dir)
+            except accel.AccelError as error:  # refused alike on every rank (a model accel cannot train): go on
+                with open(os.path.join(out_dir, f"{side}-{run['run']}-rank{rank}.error"), "w") as file:
+                    file.write(str(error))
+            run_accelerator.free_memory()  # also restarts the accumulation counter for the next run
+            run_accelerator.close()
     accelerator.end_training()
 
 
@@ -74,26 +77,32 @@ def loss_of(run, output, cross_entropy):
     return cross_entropy(output)
 
 
-def train_prepared(run_accelerator, run, model, optimizer, data, as_input, cross_entropy):
-    """Accelerate's loop over a prepared model and optimizer: as_input(array) makes a forward argument,
-    cross_entropy(output, labels array) the built-in loss."""
+def train_prepared(run_accelerator, run, model, optimizer, steps, cross_entropy):
+    """Accelerate's loop over a prepared model and optimizer: steps gives each micro-step's forward
+    arguments and labels, cross_entropy(output, labels) is the built-in loss."""
     model.train()
-    for step in range(micro_steps(run)):
-        inputs = [as_input(data[f"input{i}"][step]) for i in range(len(run["inputs"]))]
+    for step, (inputs, labels) in enumerate(steps):
         with run_accelerator.accumulate(model):
             scope = run_accelerator.no_sync(model) if in_explicit_no_sync(run, step) else contextlib.nullcontext()
             with scope:
                 output = model(*inputs)
-                run_accelerator.backward(loss_of(run, output, lambda out: cross_entropy(out, data["target"][step])))
+                run_accelerator.backward(loss_of(run, output, lambda out: cross_entropy(out, labels)))
             if not in_explicit_no_sync(run, step):
                 optimizer.step()
                 optimizer.zero_grad()
 
 
+def steps_of(run, data, as_input):
+    """Each micro-step's forward arguments and labels, from this rank's arrays; as_input(array) makes an
+    argument."""
+    for step in range(micro_steps(run)):
+        yield [as_input(data[f"input{i}"][step]) for i in range(len(run["inputs"]))], as_input(data["target"][step])
+
+
 def train_one_accel_run(accel, run_accelerator, run, rank, out_dir):
     data = np.load(run["data"][rank])
     model, optimizer = run_accelerator.prepare(run["model"], accel.OptimizerSpec(run["optimizer"], **run["options"]))
-    train_prepared(run_accelerator, run, model, optimizer, data, lambda array: array,
+    train_prepared(run_accelerator, run, model, optimizer, steps_of(run, data, lambda array: array),
                    lambda output, labels: accel.compute_loss("cross_entropy", output, labels))
     save(out_dir, "accel", run, rank, model.named_parameters(), model.named_buffers(), lambda t: t.numpy())
 
@@ -124,9 +133,38 @@ def train_one_eager_run(accel, run_accelerator, run, rank, out_dir):
     data = np.load(run["data"][rank])
     module = eager_module(run)
     model, optimizer = run_accelerator.prepare(module, torch_optimizer(run, module.parameters()))
-    train_prepared(run_accelerator, run, model, optimizer, data, torch.from_numpy,
-                   lambda output, labels: F.cross_entropy(output, torch.from_numpy(labels)))
+    train_prepared(run_accelerator, run, model, optimizer, steps_of(run, data, torch.from_numpy), F.cross_entropy)
     save(out_dir, "eager", run, rank, module.named_parameters(), module.named_buffers(),
+         lambda t: t.detach().numpy())
+
+
+def train_one_loader_run(accel, run_accelerator, run, rank, out_dir):
+    """As train_one_eager_run, the batches from a torch DataLoader over every rank's arrays, prepared with the
+    model as a user writes it: one TensorDataset field per input and the labels, its rows micro-step by
+    micro-step and rank by rank, so that the prepared loader deals each rank its own batch of every step
+    (batches go to the ranks in turn). A route (one value a step) is a column repeated over the step's rows,
+    of which forward takes the first."""
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader, TensorDataset
+
+    ranks = [np.load(path) for path in run["data"]]
+    names = [f"input{i}" for i in range(len(run["inputs"]))] + ["target"]
+    rows = ranks[0]["target"].shape[1]
+    columns = []
+    for name, spec in zip(names, run["inputs"] + ["labels"]):
+        per_rank = [data[name] if spec != "route" else np.repeat(data[name], rows, axis=1) for data in ranks]
+        interleaved = np.stack(per_rank, axis=1)  # [micro-step, rank, row, ...]
+        columns.append(torch.from_numpy(interleaved.reshape(-1, *interleaved.shape[3:])))
+    module = eager_module(run)
+    model, optimizer, loader = run_accelerator.prepare(module, torch_optimizer(run, module.parameters()),
+                                                       DataLoader(TensorDataset(*columns), batch_size=rows))
+    assert len(loader) == micro_steps(run)
+    routes = [i for i, spec in enumerate(run["inputs"]) if spec == "route"]
+    steps = (([column[:1] if i in routes else column for i, column in enumerate(batch[:-1])], batch[-1])
+             for batch in loader)
+    train_prepared(run_accelerator, run, model, optimizer, steps, F.cross_entropy)
+    save(out_dir, "loader", run, rank, module.named_parameters(), module.named_buffers(),
          lambda t: t.detach().numpy())
 
 
@@ -183,7 +221,7 @@ def main():
     if side in ("torch", "torch_eager"):
         train_torch(runs, out_dir, side)
     else:
-        train_accel(runs, out_dir, side)
+        train_accel(runs, out_dir, side.split(","))
 
 
 if __name__ == "__main__":

@@ -65,6 +65,7 @@ typedef struct accel_state accel_state_t;
 int accel_state_new(accel_state_t **out, const accel_options_t *options);
 void accel_state_free(accel_state_t *state);
 int accel_state_shutdown(accel_state_t *state);
+int accel_state_reset(accel_state_t *state);
 int accel_state_wait_for_everyone(accel_state_t *state);
 int accel_state_set_seed(accel_state_t *state, uint64_t seed, int device_specific);
 int32_t accel_state_num_processes(const accel_state_t *state);
@@ -272,6 +273,8 @@ int accel_state_save_state(accel_state_t *state, const char *directory, accel_mo
 int accel_state_save_state_async(accel_state_t *state, const char *directory, accel_model_t *const *models, size_t num_models, accel_optimizer_t *const *optimizers, size_t num_optimizers, accel_scheduler_t *const *schedulers, size_t num_schedulers, accel_loader_t *const *loaders, size_t num_loaders);
 int accel_state_wait_for_save(accel_state_t *state);
 int accel_state_load_state(accel_state_t *state, const char *directory, accel_model_t *const *models, size_t num_models, accel_optimizer_t *const *optimizers, size_t num_optimizers, accel_scheduler_t *const *schedulers, size_t num_schedulers, accel_loader_t *const *loaders, size_t num_loaders);
+int64_t accel_state_checkpoint_iteration(const accel_state_t *state);
+int accel_state_set_checkpoint_iteration(accel_state_t *state, int64_t iteration);
 """),
     ("ATen/dlpack.h", """
 typedef enum {

@@ -1,8 +1,9 @@
 """Accelerate's samplers and dataset shards over torch's own samplers and datasets, for accel.data_loader:
-SeedableRandomSampler, BatchSamplerShard, IterableDatasetShard, SkipBatchSampler, SkipDataLoader. They give Accelerate's
-answers (the same indices on the same ranks; docs: /work/shared/reference/accelerate-semantics.md 1.2-1.11,
-the same rules src/data/sharding.cpp follows in the library) for any num_processes and process_index, so
-they also serve where the library's loader cannot see the sampler (a sampler of the user's own).
+SeedableRandomSampler, BatchSamplerShard, IterableDatasetShard, SkipBatchSampler, and the batches
+DataLoaderDispatcher deals (dispatched_batches). They give Accelerate's answers (the same indices on the
+same ranks; docs: /work/shared/reference/accelerate-semantics.md 1.2-1.11, the same rules
+src/data/sharding.cpp follows in the library) for any num_processes and process_index, so they also
+serve where the library's loader cannot see the sampler (a sampler of the user's own).
 """
 import math
 
@@ -206,30 +207,23 @@ class SkipBatchSampler(BatchSampler):
         return len(self.batch_sampler) - self.skip_batches
 
 
-class SkipDataLoader:
-    """A loader whose every epoch skips the first skip_batches batches of dataloader (read, then dropped)."""
-
-    def __init__(self, dataloader, skip_batches=0):
-        self.dataloader, self.skip_batches = dataloader, skip_batches
-
-    def __iter__(self):
-        for index, batch in enumerate(self.dataloader):
-            if index >= self.skip_batches:
-                yield batch
-
-    def __len__(self):
-        return len(self.dataloader) - self.skip_batches
-
-
-class ListBatchSampler:
-    """Batches already drawn (one epoch of a batch sampler), read again with the sampler's batch_size and
-    drop_last: what BatchSamplerShard deals for each process from one draw."""
-
-    def __init__(self, batches, batch_size, drop_last):
-        self.batches, self.batch_size, self.drop_last = batches, batch_size, drop_last
-
-    def __iter__(self):
-        return iter(self.batches)
-
-    def __len__(self):
-        return len(self.batches)
+def dispatched_batches(base_batches, num_processes, process_index, split_batches=False, drop_last=False):
+    """What DataLoaderDispatcher gives process process_index from these base batches (lists of dataset
+    indices), as Accelerate's deals them: each step joins num_processes base batches (one with
+    split_batches; a last round short of batches too, unless drop_last) and every process takes its equal
+    contiguous part; without drop_last, a last step whose rows do not divide evenly is first completed
+    with the first num_processes rows of the first step. Returns (this process's batches, the rows of the
+    last step before completion: the loader's remainder; -1 when there is no step)."""
+    per_step = 1 if split_batches else num_processes
+    steps = [[index for batch in base_batches[start:start + per_step] for index in batch]
+             for start in range(0, len(base_batches), per_step)]
+    if drop_last and not split_batches and len(base_batches) % per_step:
+        steps.pop()
+    mine = []
+    for number, step in enumerate(steps):
+        share = len(step) // num_processes
+        if number == len(steps) - 1 and not drop_last and len(step) % num_processes:
+            step = step + steps[0][:num_processes]
+            share += 1
+        mine.append(step[share * process_index:share * (process_index + 1)])
+    return mine, len(steps[-1]) if steps else -1

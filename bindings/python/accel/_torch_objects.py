@@ -64,7 +64,8 @@ class TorchObjects:
         dtype = _low_precision_dtype(accelerator.mixed_precision, device.type)
         if dtype is not None:
             to_fp32 = accelerator._model_settings.get("convert_outputs_to_fp32")
-            patch_forward_for_mixed_precision(module, device.type, dtype, to_fp32 is None or to_fp32)
+            patch_forward_for_mixed_precision(module, device.type, dtype, to_fp32 is None or to_fp32,
+                                              accelerator.autocast_handler)
         prepared = module
         if accelerator.num_processes > 1:
             prepared = DataParallelModule(module, hosted, lambda: accelerator.no_sync(hosted.model))

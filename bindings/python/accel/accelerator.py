@@ -8,16 +8,17 @@ import contextlib
 import enum
 import io
 import itertools
-import json
 import os
 import pickle
 import shutil
 import sys
+import warnings
 
 import numpy as np
 
 from . import _nested
 from . import state as state_module
+from . import tracking
 from ._callbacks import Callbacks
 from ._handle import Handle
 from ._library import ffi, lib
@@ -26,6 +27,7 @@ from .config import (DataLoaderConfiguration, DeepSpeedPlugin, DistributedDataPa
 from .data_loader import DataLoader
 from .dataset import Dataset
 from .errors import UnsupportedError, check
+from .kwargs_handlers import AutocastKwargs, ProfileKwargs
 from .model import Model
 from .optimizer import Optimizer
 from .train_step import TrainStep
@@ -33,25 +35,15 @@ from .options import Options, resolved_value
 from .scheduler import Scheduler
 from .specs import DataLoaderSpec, OptimizerSpec, SchedulerSpec
 from .tensor import Tensor, _is_torch_tensor, lent, lent_all, returned_like
-
-
-_SIZE_UNITS = {"GIB": 2**30, "MIB": 2**20, "KIB": 2**10, "GB": 10**9, "MB": 10**6, "KB": 10**3}
+from ._sizes import convert_file_size_to_int
 
 
 def _size_in_bytes(size):
-    """Accelerate's convert_file_size_to_int: an int is bytes; "5GB" is 5 * 10**9 bytes, "5GiB" 5 * 2**30,
-    and a lowercase final b ("5Gb") counts bits."""
-    if isinstance(size, int) and not isinstance(size, bool):
-        value = size
-    else:
-        text = str(size).strip()
-        unit = next((unit for unit in _SIZE_UNITS if text.upper().endswith(unit)), None)
-        try:
-            value = int(float(text[:-len(unit)]) * _SIZE_UNITS[unit]) if unit else -1
-        except ValueError:
-            value = -1
-        if unit and not unit.endswith("IB") and text.endswith("b"):
-            value //= 8
+    """max_shard_size in bytes (accel._sizes), refusing 0."""
+    try:
+        value = convert_file_size_to_int(size)
+    except ValueError:
+        value = 0
     if value < 1:
         raise ValueError(f"max_shard_size {size!r} is not a positive number of bytes: give an int or a string "
                          "with a unit, such as '10GB' or '500MiB'")
@@ -80,9 +72,21 @@ def _writable(value, what):
 
 
 class DistributedType(str, enum.Enum):
+    """Accelerate's kinds of distributed run. accel's own runs are NO, MULTI_CPU or MULTI_GPU; the others
+    name what Accelerate runs on (other devices, DeepSpeed itself, FSDP, TPUs, Megatron-LM), for code that
+    compares with them."""
+
     NO = "NO"
     MULTI_CPU = "MULTI_CPU"
     MULTI_GPU = "MULTI_GPU"
+    MULTI_NPU = "MULTI_NPU"
+    MULTI_MLU = "MULTI_MLU"
+    MULTI_MUSA = "MULTI_MUSA"
+    MULTI_XPU = "MULTI_XPU"
+    DEEPSPEED = "DEEPSPEED"
+    FSDP = "FSDP"
+    XLA = "XLA"
+    MEGATRON_LM = "MEGATRON_LM"
 
 
 _DISTRIBUTED_TYPES = {
@@ -140,13 +144,38 @@ def describe_kind(value):
     return f"{_public_name(type(value))} ({what})" if what else f"a {_public_name(type(value))}"
 
 
+def _with_deprecated_loader_flags(dataloader_config, **flags):
+    """Accelerate's deprecated Accelerator arguments for the loaders, moved into a DataLoaderConfiguration."""
+    given = {name: value for name, value in flags.items() if value is not None}
+    if not given:
+        return dataloader_config
+    if dataloader_config is not None:
+        raise ValueError(f"Passing {', '.join(given)} to the Accelerator beside a dataloader_config is not "
+                         "supported: set them in the DataLoaderConfiguration")
+    warnings.warn(f"Passing {', '.join(given)} to the Accelerator is deprecated: pass an "
+                  "`accelerate.DataLoaderConfiguration` instead", FutureWarning)
+    return DataLoaderConfiguration(**given)
+
+
+def _unpickled_accelerator(arguments):
+    """An Accelerator made again from a pickled one's arguments. The process's current Accelerator (if one
+    lives) stays the one PartialState() answers for: the copy may go away sooner."""
+    current = state_module._live_accelerator()
+    accelerator = Accelerator(**arguments)
+    if current is not None:
+        state_module._register(current)
+    return accelerator
+
+
 class Accelerator(Handle):
     _free = lib.accel_state_free
 
-    def __init__(self, mixed_precision=None, gradient_accumulation_steps=None, cpu=None, device=None,
-                 dataloader_config=None, gradient_accumulation_plugin=None, kwargs_handlers=(), project_dir=None,
-                 project_config=None, step_scheduler_with_optimizer=None, device_placement=None, rng_types=None,
-                 dynamo_backend=None, deepspeed_plugin=None):
+    def __init__(self, device_placement=None, split_batches=None, mixed_precision=None,
+                 gradient_accumulation_steps=None, cpu=None, dataloader_config=None, deepspeed_plugin=None,
+                 fsdp_plugin=None, megatron_lm_plugin=None, rng_types=None, log_with=None, project_dir=None,
+                 project_config=None, gradient_accumulation_plugin=None, dispatch_batches=None, even_batches=None,
+                 use_seedable_sampler=None, step_scheduler_with_optimizer=None, kwargs_handlers=None,
+                 dynamo_backend=None, *, device=None):
         """Joins (or creates) the process state: reads how the process was launched and, with several
         processes, meets the others. None leaves a setting to the ACCEL_* environment, then the default.
 
@@ -164,10 +193,30 @@ class Accelerator(Handle):
         dynamo_backend: only "no" (LibTorch has no TorchDynamo; anything else is UnsupportedError).
         deepspeed_plugin: a DeepSpeedPlugin (or a dict of its fields), whose zero_stage every prepared model
         takes (ZeRO stages 1 and 2; refused for a model trained by torch's own optimizer).
-        kwargs_handlers also takes GradScalerKwargs.
+        kwargs_handlers also takes GradScalerKwargs. log_with: the trackers init_trackers starts
+        (accel.tracking: "tensorboard", "jsonl", "csv", "all", LoggerType values, GeneralTracker objects or a
+        list of them; None: none), writing under logging_dir (project_config's, else project_dir).
+
+        Accelerate's order of arguments; its deprecated split_batches, dispatch_batches, even_batches and
+        use_seedable_sampler go into the DataLoaderConfiguration (a FutureWarning; a ValueError beside a
+        dataloader_config). fsdp_plugin and megatron_lm_plugin: UnsupportedError (this library has no FSDP
+        or Megatron-LM yet). device (accel's, keyword only): an explicit device.
 
         A process has one state: while one lives, another Accelerator must ask for the same settings
-        (InvalidStateError otherwise); after end_training() a new one may change them."""
+        (InvalidStateError otherwise); after end_training() or AcceleratorState._reset_state() a new one may
+        change them."""
+        # What unpickling makes an Accelerator again from (see __reduce__).
+        self._arguments = {name: value for name, value in locals().items() if name not in ("self", "__class__")}
+        for name, plugin in (("fsdp_plugin", fsdp_plugin), ("megatron_lm_plugin", megatron_lm_plugin)):
+            if plugin is not None:
+                raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED,
+                                       f"{name}: this library has no {name[:-7].replace('_', '-').upper()} "
+                                       "engine; DeepSpeedPlugin(zero_stage=1|2) shards optimizer state and "
+                                       "gradients")
+        dataloader_config = _with_deprecated_loader_flags(dataloader_config, split_batches=split_batches,
+                                                          dispatch_batches=dispatch_batches, even_batches=even_batches,
+                                                          use_seedable_sampler=use_seedable_sampler)
+        kwargs_handlers = kwargs_handlers or ()
         settings = {"mixed_precision": mixed_precision, "use_cpu": cpu, "device": device,
                     "gradient_accumulation_steps": gradient_accumulation_steps,
                     "step_scheduler_with_optimizer": step_scheduler_with_optimizer, "dynamo_backend": dynamo_backend,
@@ -176,22 +225,31 @@ class Accelerator(Handle):
             if gradient_accumulation_steps is not None:
                 raise ValueError("give gradient_accumulation_steps or gradient_accumulation_plugin, not both")
             settings.update(gradient_accumulation_plugin.options())
-        if project_config is not None:
-            settings.update(project_config.options())
-        if project_dir is not None:
-            settings["project_dir"] = str(project_dir)
+        # As Accelerate: project_dir names the project when project_config does not.
+        self.project_configuration = project_config if project_config is not None else ProjectConfiguration()
+        if project_dir is not None and self.project_configuration.project_dir is None:
+            self.project_configuration.set_directories(project_dir)
+        settings.update(self.project_configuration.options())
         self._model_settings = {}
+        self.autocast_handler = self.profile_handler = None  # for torch code: autocast() and profile()
         for handler in kwargs_handlers:
             if isinstance(handler, (InitProcessGroupKwargs, GradScalerKwargs)):
                 settings.update(handler.options())
             elif isinstance(handler, DistributedDataParallelKwargs):
                 self._model_settings.update(handler.options())
+            elif isinstance(handler, (AutocastKwargs, ProfileKwargs)):
+                slot = "autocast_handler" if isinstance(handler, AutocastKwargs) else "profile_handler"
+                if getattr(self, slot) is not None:
+                    raise ValueError(f"You can only pass one `{type(handler).__name__}` in `kwargs_handler`.")
+                setattr(self, slot, handler)
             else:
                 raise TypeError(f"unsupported kwargs handler {type(handler).__name__}")
         if deepspeed_plugin is not None:
             if isinstance(deepspeed_plugin, dict):
                 deepspeed_plugin = DeepSpeedPlugin(**deepspeed_plugin)
             self._model_settings.update(deepspeed_plugin.options())
+        self._logging_dir = tracking.logging_dir_of(project_config, project_dir)
+        self.log_with, self.trackers = tracking.filter_trackers(log_with, self._logging_dir), []
         # Kept: the settings the library has no getter for (step_scheduler_with_optimizer, rng_types, ...)
         # are read back from what these options resolve to.
         self._state_options = Options(settings)
@@ -201,6 +259,7 @@ class Accelerator(Handle):
         self._loader_settings = {**(dataloader_config or DataLoaderConfiguration()).options(),
                                  "device_placement": device_placement}
         self._models, self._loaders, self._optimizers, self._schedulers = [], [], [], []
+        self._dataloaders = []  # what prepare gave for each data loader, in order (Accelerate's list)
         self._custom_objects = []  # register_for_checkpointing's, in registration order
         self._save_state_pre_hooks, self._load_state_pre_hooks = {}, {}  # handle id -> hook, in registration order
         self._trigger = False  # set_trigger's flag until check_trigger reads it
@@ -395,26 +454,38 @@ class Accelerator(Handle):
 
     # --- trackers ---------------------------------------------------------------------------------------
 
-    def init_trackers(self, project_name, config=None, project_dir=".", log_with="jsonl,csv,tensorboard",
-                      overwrite=False):
-        """Starts logging into project_dir/project_name on the main process: metrics.jsonl, metrics.csv
-        and a TensorBoard event file, as log_with chooses; config (a dict) is saved as config.json. A run
-        started again in the same directory continues after its last logged step unless overwrite."""
-        with Options({"log_with": log_with, "overwrite": overwrite}) as options:
-            check(lib.accel_state_init_trackers(self.pointer, str(project_dir).encode(), project_name.encode(),
-                                                json.dumps(config or {}).encode(), options.pointer))
+    @property
+    def logging_dir(self):
+        """Where the trackers that write files write (in logging_dir/project_name): the ProjectConfiguration's
+        logging_dir, which defaults to its project_dir, else project_dir."""
+        return self._logging_dir
 
-    def log(self, values, step):
-        """Logs a dict of name -> number at step (Accelerate's log)."""
-        names = [ffi.new("char[]", str(name).encode()) for name in values]
-        check(lib.accel_state_log(self.pointer, ffi.new("const char *[]", names),
-                                  ffi.new("double[]", [float(value) for value in values.values()]), len(names), step))
+    def init_trackers(self, project_name, config=None, init_kwargs={}):
+        """Starts every tracker log_with chose (accel.tracking): the library's files (tensorboard, jsonl,
+        csv) in logging_dir/project_name, on the main process; config (a dict) goes to each tracker's
+        store_init_configuration (the library writes config.json); init_kwargs[name]: keywords for the
+        tracker called name (the library's take overwrite=True: remove what an earlier run logged there,
+        instead of resuming after its last step)."""
+        self.trackers = tracking.start_trackers(self, project_name, config, init_kwargs)
+
+    def get_tracker(self, name, unwrap=False):
+        """The tracker called name (its .tracker when unwrap; for the library's trackers, the run that writes
+        their files); ValueError if there is none of that name. Off the main process, where there are no
+        trackers, a GeneralTracker that does nothing."""
+        return tracking.find_tracker(self.trackers, name, unwrap)
+
+    def log(self, values, step=None, log_kwargs={}):
+        """Logs values (a dict of name to number) at step to every tracker, on the main process;
+        log_kwargs[name]: keywords for the log of the tracker called name."""
+        if self.is_main_process:
+            for tracker in self.trackers:
+                tracker.log(values, step=step, **(log_kwargs or {}).get(tracker.name, {}))
 
     def end_training(self):
-        """Closes the trackers, then the collective shutdown: waits for every process and tears the process
+        """Finishes every tracker, then the collective shutdown: waits for every process and tears the process
         group down. Afterwards collectives fail with InvalidStateError, and a new Accelerator may choose
         other settings."""
-        check(lib.accel_state_finish_trackers(self.pointer))
+        tracking.end_trackers(self)
         check(lib.accel_state_shutdown(self.pointer))
 
     def close(self):
@@ -424,8 +495,16 @@ class Accelerator(Handle):
         for prepared in (self._schedulers, self._optimizers, self._loaders, self._models):
             while prepared:
                 prepared.pop().close()
+        self._dataloaders.clear()
         self._state_options.close()
         super().close()
+
+    def __reduce__(self):
+        """Pickling, as Accelerate's Accelerator allows: unpickled, it is an Accelerator made with the same
+        arguments (joining the process's state, so the settings must agree with it, as for any second
+        Accelerator), carrying the pickled loaders this one prepared (_dataloaders; the library's own
+        DataLoaders do not pickle). The models, optimizers and schedulers stay with this one."""
+        return _unpickled_accelerator, (self._arguments,), {"_dataloaders": list(self._dataloaders)}
 
     def __del__(self):
         # Only the state handle: prepared objects may well outlive the Accelerator object.
@@ -491,8 +570,12 @@ class Accelerator(Handle):
         if isinstance(loader, _torch_loader.PreparedLoader):
             return loader
         prepared = _torch_loader.prepare(self, loader)
-        if not prepared._python_plan:  # a loader planned in Python gets a library loader per epoch
+        # As in Accelerate, checkpoints hold a DataLoader's place only with use_stateful_dataloader: a script
+        # that resumes mid-epoch otherwise calls skip_first_batches itself, which would then skip twice. (A
+        # loader planned in Python gets a library loader per epoch, and has no place in checkpoints.)
+        if self.dataloader_config.use_stateful_dataloader and not prepared._python_plan:
             self._loaders.append(prepared.accel_loader)
+        self._dataloaders.append(prepared)
         return prepared
 
     def prepare_model(self, model, device_placement=None, evaluation_mode=False):
@@ -542,6 +625,7 @@ class Accelerator(Handle):
         with Options({**self._loader_settings, **spec.options()}) as options:
             loader = DataLoader(self.pointer, spec.dataset, options, spec.batches)
         self._loaders.append(loader)
+        self._dataloaders.append(loader)
         return loader
 
     def _prepare_optimizer(self, spec, objects, results):
@@ -670,13 +754,29 @@ class Accelerator(Handle):
         return accel_skipped or (self._torch_objects is not None and self._torch_objects.optimizer_step_was_skipped())
 
     @contextlib.contextmanager
-    def autocast(self, autocast_handler=None):
+    def autocast(self, cache_enabled=False, autocast_handler=None):
         """Prepared models always run forward under the state's mixed precision, with or without this
         block. The block adds the same for code outside forward: the library's own operations in it (a loss
         from compute_loss), and torch code when torch is loaded: autocast to bf16 (CPU or CUDA) or fp16
         (CUDA). fp16 on the CPU is the loss scaler alone (LibTorch 1.13 has no fp16 CPU autocast): nothing
-        then."""
-        check(lib.accel_state_autocast_begin(self.pointer))
+        then.
+
+        autocast_handler: an AutocastKwargs for this block (default: the one given in kwargs_handlers), whose
+        enabled and cache_enabled go to torch.autocast. enabled=False runs the block's torch code in float32,
+        inside an outer autocast too; the library's operations in it then stay as the enclosing block has
+        them (the library's scope cannot be switched off inside another). cache_enabled=True is
+        Accelerate's deprecated spelling of AutocastKwargs(cache_enabled=True) (a FutureWarning)."""
+        if cache_enabled:
+            warnings.warn("Passing `cache_enabled=True` to `accelerator.autocast` is deprecated and will be removed "
+                          "in v0.23.0. Please use the `AutocastKwargs` class instead and pass it to the `Accelerator` "
+                          "as a `kwarg_handler`.", FutureWarning)
+            if self.autocast_handler is None:
+                self.autocast_handler = AutocastKwargs()
+            self.autocast_handler.cache_enabled = True
+        handler = self.autocast_handler if autocast_handler is None else autocast_handler
+        enabled = handler is None or handler.enabled
+        if enabled:
+            check(lib.accel_state_autocast_begin(self.pointer))
         try:
             torch = sys.modules.get("torch")
             device_type = self.device.split(":")[0]
@@ -684,10 +784,40 @@ class Accelerator(Handle):
             if torch is None or dtype is None or (device_type == "cpu" and dtype != "bfloat16"):
                 yield
             else:
-                with torch.autocast(device_type=device_type, dtype=getattr(torch, dtype)):
+                with torch.autocast(device_type=device_type, dtype=getattr(torch, dtype), enabled=enabled,
+                                    cache_enabled=None if handler is None else handler.cache_enabled):
                     yield
         finally:
-            check(lib.accel_state_autocast_end(self.pointer))
+            if enabled:
+                check(lib.accel_state_autocast_end(self.pointer))
+
+    @contextlib.contextmanager
+    def profile(self, profile_handler=None):
+        """Accelerate's profile: the block runs under torch.profiler, and the torch.profiler.profile is what
+        the with statement gives (call its step() per iteration when a schedule is set). profile_handler: a
+        ProfileKwargs (default: the one given in kwargs_handlers, else ProfileKwargs()). With its
+        output_trace_dir, each process then writes its Chrome trace there as profile_<process index>.json,
+        and waits for the others."""
+        handler = profile_handler or self.profile_handler or ProfileKwargs()
+        with handler.build() as profiler:
+            yield profiler
+        if handler.output_trace_dir is None:
+            return
+        os.makedirs(handler.output_trace_dir, exist_ok=True)
+        profiler.export_chrome_trace(os.path.join(handler.output_trace_dir, f"profile_{self.process_index}.json"))
+        self.wait_for_everyone()
+
+    @contextlib.contextmanager
+    def trigger_sync_in_backward(self, model):
+        """Accelerate's trigger_sync_in_backward: the next backward of model (a prepared torch module)
+        synchronises its gradients, averaging over the processes what it and the backwards under no_sync
+        accumulated, although model's forward ran under no_sync. Use it around that backward, outside
+        no_sync. With one process it does nothing. An accel Model decides at its own forward: it is refused
+        (InvalidStateError) with several processes."""
+        if self.num_processes > 1:
+            # As a new forward would: outside no_sync, the coming backward synchronises.
+            self._accel_model(model, "trigger_sync_in_backward").begin_forward(True)
+        yield
 
     @contextlib.contextmanager
     def no_sync(self, model):
@@ -701,15 +831,22 @@ class Accelerator(Handle):
             check(lib.accel_state_no_sync_end(self.pointer, handle.pointer))
 
     def free_memory(self, *objects):
-        """Accelerate's free_memory: forgets the objects this Accelerator prepared (they are freed once
-        nothing else refers to them), restarts the accumulation counter, stops tracking loaders in an epoch
-        and returns CUDA's cached blocks. Returns a None for each object given, to assign back."""
+        """Accelerate's free_memory: forgets the objects this Accelerator prepared and those registered for
+        checkpointing (they are freed once nothing else refers to them), restarts the accumulation counter,
+        stops tracking loaders in an epoch and returns CUDA's cached blocks, so that objects made afresh,
+        prepared and registered again resume from a checkpoint (load_state) as the first ones would. Returns
+        a None for each object given, to assign back."""
         if self._torch_objects is not None:
             self._torch_objects.forget()
-        for prepared in (self._schedulers, self._optimizers, self._loaders, self._models):
+        for prepared in (self._schedulers, self._optimizers, self._loaders, self._models, self._custom_objects,
+                         self._dataloaders):
             prepared.clear()
         check(lib.accel_state_free_memory(self.pointer))
         return [None] * len(objects)
+
+    def clear(self, *objects):
+        """Accelerate's clear: the same as free_memory."""
+        return self.free_memory(*objects)
 
     def grad_scale(self):
         """The fp16 loss scale as an accel.Tensor (0-d float32 on the device, updated in place; 1 without
@@ -806,23 +943,62 @@ class Accelerator(Handle):
             arguments += [ffi.new(array_type, [prepared.pointer for prepared in objects]), len(objects)]
         return arguments
 
-    def save_state(self, output_dir=None):
+    def save_state(self, output_dir=None, safe_serialization=True, **save_model_func_kwargs):
         """Accelerate's save_state: every prepared model, optimizer, scheduler and data loader, the grad
         scaler, each rank's random generators and the accumulation step, into output_dir (collective;
-        written to a temporary folder, then moved into place). Without output_dir: the next numbered
-        checkpoint of project_dir, project_dir/checkpoints/checkpoint_<i>, keeping at most total_limit.
-        Call it on every process: under `if accelerator.is_main_process:` it fails on every rank within
-        seconds ("collectives out of step") rather than hanging until the timeout."""
-        directory = ffi.NULL if output_dir is None else str(output_dir).encode()
+        written to a temporary folder, then moved into place); returns the folder. The next numbered
+        checkpoint of the project, project_dir/checkpoints/checkpoint_<project_configuration.iteration>,
+        when project_configuration.automatic_checkpoint_naming is on (output_dir is then ignored, as in
+        Accelerate) or output_dir is None, keeping at most total_limit of them. Call it on every process:
+        under `if accelerator.is_main_process:` it fails on every rank within seconds ("collectives out of
+        step") rather than hanging until the timeout. Models are always stored as safetensors, whatever
+        safe_serialization says (the checkpoint's format is the library's); save_model_func_kwargs are
+        DeepSpeed's and FSDP's savers' and are refused (TypeError)."""
+        if save_model_func_kwargs:
+            raise TypeError(f"save_state() got unexpected keyword arguments {sorted(save_model_func_kwargs)} "
+                            "(they go to DeepSpeed's or FSDP's own savers, which accel does not use)")
+        numbered = output_dir is None or self.project_configuration.automatic_checkpoint_naming
+        directory = self._numbered_checkpoint() if numbered else str(output_dir)
         if not self._save_state_pre_hooks:
-            check(lib.accel_state_save_state(self.pointer, directory, *self._prepared_arrays()),
-                  self._checkpoint_callbacks)
-            return
-        hook_files = _HookFiles(self, output_dir)
+            self._checkpoint_call(lib.accel_state_save_state, None if numbered else directory)
+            return directory
+        hook_files = _HookFiles(self, directory)
         models = self._models_after_save_hooks(hook_files.directory)
         with hook_files:
-            check(lib.accel_state_save_state(self.pointer, directory, *self._prepared_arrays(models)),
-                  self._checkpoint_callbacks)
+            self._checkpoint_call(lib.accel_state_save_state, None if numbered else directory, models)
+        return directory
+
+    def _numbered_checkpoint(self):
+        """The folder of the next numbered checkpoint, after giving the library project_configuration's
+        iteration (which a user may have set)."""
+        if not self.project_configuration.project_dir:
+            raise ValueError("save_state() without a folder (or with automatic_checkpoint_naming) writes the "
+                             "project's next numbered checkpoint, and this Accelerator has no project_dir: give "
+                             "Accelerator(project_dir=...) or a ProjectConfiguration with one")
+        check(lib.accel_state_set_checkpoint_iteration(self.pointer, int(self.project_configuration.iteration)))
+        return os.path.join(self.project_configuration.project_dir, "checkpoints",
+                            f"checkpoint_{self.project_configuration.iteration}")
+
+    def _checkpoint_call(self, function, directory, models=None):
+        """A save or load of the prepared objects (folder None: the library's numbered one), then
+        project_configuration.iteration brought level with the library's."""
+        try:
+            check(function(self.pointer, ffi.NULL if directory is None else str(directory).encode(),
+                           *self._prepared_arrays(models)), self._checkpoint_callbacks)
+        finally:
+            self.project_configuration.iteration = lib.accel_state_checkpoint_iteration(self.pointer)
+
+    @property
+    def project_dir(self):
+        return self.project_configuration.project_dir
+
+    @property
+    def logging_dir(self):
+        return self.project_configuration.logging_dir
+
+    @property
+    def save_iteration(self):
+        return self.project_configuration.iteration
 
     def save_state_async(self, output_dir=None):
         """save_state in the background: the objects are captured before it returns (the models' tensors
@@ -834,22 +1010,31 @@ class Accelerator(Handle):
         if self._save_state_pre_hooks:
             raise ValueError("save_state pre-hooks run with save_state only: the files they write join a "
                              "checkpoint once it is in place, which save_state_async does later")
-        directory = ffi.NULL if output_dir is None else str(output_dir).encode()
-        check(lib.accel_state_save_state_async(self.pointer, directory, *self._prepared_arrays()),
-              self._checkpoint_callbacks)
+        numbered = output_dir is None or self.project_configuration.automatic_checkpoint_naming
+        directory = self._numbered_checkpoint() if numbered else str(output_dir)
+        self._checkpoint_call(lib.accel_state_save_state_async, None if numbered else directory)
+        return directory
 
     def wait_for_save(self):
         """Waits for the background save in flight, if any; raises its failure if nothing reported it."""
         check(lib.accel_state_wait_for_save(self.pointer))
 
-    def load_state(self, input_dir=None):
+    def load_state(self, input_dir=None, **load_model_func_kwargs):
         """Restores what save_state wrote (without input_dir: project_dir's highest-numbered checkpoint)
         into the objects prepared in the same order; everything is checked first, so on an error nothing
-        has changed."""
-        directory = ffi.NULL if input_dir is None else str(input_dir).encode()
+        has changed. project_configuration.iteration then follows the loaded numbered checkpoint (its number
+        + 1), where Accelerate leaves it. load_model_func_kwargs: Accelerate's map_location (None, "cpu" or
+        "on_device") changes nothing, as tensors go where the prepared objects are; anything else is
+        refused (TypeError)."""
+        map_location = load_model_func_kwargs.pop("map_location", None)
+        if map_location not in (None, "cpu", "on_device"):
+            raise TypeError(f"Unsupported optimizer map location passed, please choose one of `None`, "
+                            f"`'cpu'`, or `'on_device'`. Got {map_location!r}")
+        if load_model_func_kwargs:
+            raise TypeError(f"load_state() got unexpected keyword arguments {sorted(load_model_func_kwargs)} "
+                            "(they go to DeepSpeed's or FSDP's own loaders, which accel does not use)")
         models = self._models_after_load_hooks(input_dir)
-        check(lib.accel_state_load_state(self.pointer, directory, *self._prepared_arrays(models)),
-              self._checkpoint_callbacks)
+        self._checkpoint_call(lib.accel_state_load_state, input_dir, models)
 
     def register_save_state_pre_hook(self, hook):
         """Accelerate's register_save_state_pre_hook: save_state first calls hook(models, weights,
@@ -860,8 +1045,7 @@ class Accelerator(Handle):
         Editing a state_dict in place changes nothing saved: the model's tensors are. output_dir is a folder
         beside the checkpoint ("<folder>.hook_files"): what the hooks write there is moved into the
         checkpoint once it is in place (the checkpoint itself goes into place whole, so it cannot be written
-        into before); a name that clashes with a checkpoint file is a ValueError. The hooks need save_state's
-        output_dir (ValueError without one: the numbered folder is named by the library) and do not run with
+        into before); a name that clashes with a checkpoint file is a ValueError. The hooks do not run with
         save_state_async (ValueError). Returns a handle whose remove() unregisters the hook."""
         return _HookHandle(self._save_state_pre_hooks, hook)
 
@@ -910,12 +1094,15 @@ class Accelerator(Handle):
         Unpickling runs arbitrary code: load only checkpoints you trust. A checkpoint must hold exactly the
         registered objects (InvalidArgumentError naming the missing or extra one). An exception raised by
         state_dict() or load_state_dict() comes out of save_state / load_state. The objects are kept
-        alive as long as the accelerator; there is no unregistering."""
+        alive as long as the accelerator, until free_memory() forgets them."""
         invalid = [i for i, obj in enumerate(objects)
                    if not (callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None)))]
         if invalid:
-            raise ValueError("all objects must have state_dict() and load_state_dict(); items "
-                             f"{invalid} of register_for_checkpointing do not")
+            # Accelerate's wording, which its tests (and so users' checks) read: the index among the invalid ones.
+            raise ValueError("All `objects` must include a `state_dict` and `load_state_dict` function to be stored. "
+                             "The following inputs are invalid:" +
+                             "".join(f"\n\t- Item at index {index}, `{type(objects[i]).__name__}`"
+                                     for index, i in enumerate(invalid)))
         for obj in objects:
             self._register_bytes_object(str(len(self._custom_objects)), lambda obj=obj: pickle.dumps(obj.state_dict()),
                                         lambda data, obj=obj: obj.load_state_dict(pickle.loads(data)))
@@ -1029,10 +1216,19 @@ class Accelerator(Handle):
         return _nested.apply(lambda _: next(results), tensor, "reduce")
 
     def pad_across_processes(self, tensor, dim=0, pad_index=0, pad_first=False):
-        """Pads dim to the largest size any process has there, with pad_index, at the end (or start)."""
-        return self._each_tensor(tensor, "pad_across_processes",
-                                 lambda t, out: lib.accel_state_pad_across_processes(
-                                     self.pointer, t, dim, pad_index, int(bool(pad_first)), out))
+        """Pads dim to the largest size any process has there, with pad_index, at the end (or start). A
+        torch nested tensor is left as it is, with a CannotPadNestedTensorWarning (as Accelerate does)."""
+        def one(value):
+            if getattr(value, "is_nested", False):
+                from .utils.operations import CannotPadNestedTensorWarning
+                warnings.warn("Cannot pad nested tensors without more information. Leaving unprocessed.",
+                              CannotPadNestedTensorWarning)
+                return value
+            return self._each_tensor(value, "pad_across_processes",
+                                     lambda t, out: lib.accel_state_pad_across_processes(
+                                         self.pointer, t, dim, pad_index, int(bool(pad_first)), out))
+
+        return _nested.apply(one, tensor, "pad_across_processes")
 
     def broadcast(self, tensor, from_process=0):
         """Overwrites the tensors, on every process, with those of from_process, in place; returns them."""
@@ -1107,8 +1303,6 @@ class _HookFiles:
     folder removed, also when the save failed; kept, with a ValueError, when a name clashes)."""
 
     def __init__(self, accelerator, output_dir):
-        if output_dir is None:
-            raise ValueError("save_state pre-hooks need an output_dir: accel names the numbered folder itself")
         self._accelerator, self._target = accelerator, str(output_dir).rstrip("/")
         self.directory = self._target + ".hook_files"
         failure = None

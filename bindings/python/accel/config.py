@@ -7,9 +7,10 @@ import datetime
 @dataclasses.dataclass
 class DataLoaderConfiguration:
     """How every loader the Accelerator prepares deals its batches (loader options of capi/accel/options.h).
-    dispatch_batches None is "auto": dispatch for iterable datasets only. use_stateful_dataloader is
-    accepted and changes nothing: every loader saves and restores its position (torchdata's
-    StatefulDataLoader is what Accelerate needs for that)."""
+    dispatch_batches None is "auto": dispatch for iterable datasets only. use_stateful_dataloader: save_state
+    also holds each prepared torch DataLoader's place in its epoch, and load_state resumes there (every
+    library loader can; Accelerate needs torchdata's StatefulDataLoader). Without it, as in Accelerate, a
+    script resumes mid-epoch with skip_first_batches."""
 
     split_batches: bool = None
     dispatch_batches: bool = None
@@ -21,7 +22,7 @@ class DataLoaderConfiguration:
 
     def options(self):
         settings = dataclasses.asdict(self)
-        # Every loader is stateful already (save_state / load_state resume mid-epoch): nothing to set.
+        # Not a library setting: the Accelerator decides which loaders its checkpoints hold.
         del settings["use_stateful_dataloader"]
         if self.dispatch_batches is not None:  # a string key: "auto", "true" or "false"
             settings["dispatch_batches"] = "true" if self.dispatch_batches else "false"
@@ -30,13 +31,31 @@ class DataLoaderConfiguration:
 
 @dataclasses.dataclass
 class ProjectConfiguration:
-    """Where numbered checkpoints go: save_state() without a folder writes
-    project_dir/checkpoints/checkpoint_<i>, keeping at most total_limit of them (None or 0: all); load_state()
-    without a folder loads the highest-numbered one. Naming is always automatic when no folder is given,
-    so Accelerate's automatic_checkpoint_naming has no counterpart."""
+    """Accelerate's ProjectConfiguration. project_dir: where numbered checkpoints go,
+    project_dir/checkpoints/checkpoint_<iteration>; logging_dir: where file-writing trackers write
+    (accel.tracking; default project_dir). automatic_checkpoint_naming: save_state() writes the next numbered
+    checkpoint whatever folder it is given, as in Accelerate (without it, save_state() with no folder does
+    the same, where Accelerate fails). total_limit: numbered checkpoints kept (None or 0: all), the oldest
+    removed just before the new one moves into place, so that no process ever sees more. iteration: the
+    number of the next numbered checkpoint, which the Accelerator keeps current (one more after each numbered
+    save, the loaded one's + 1 after a load from a numbered folder). save_on_each_node: Accelerate's flag for
+    node-local disks; accel writes each checkpoint once, into one folder every node must see."""
 
     project_dir: str = None
+    logging_dir: str = None
+    automatic_checkpoint_naming: bool = False
     total_limit: int = None
+    iteration: int = 0
+    save_on_each_node: bool = False
+
+    def set_directories(self, project_dir=None):
+        """Sets project_dir, and logging_dir to it unless logging_dir is set."""
+        self.project_dir = project_dir
+        if self.logging_dir is None:
+            self.logging_dir = project_dir
+
+    def __post_init__(self):
+        self.set_directories(self.project_dir)
 
     def options(self):
         return {"project_dir": None if self.project_dir is None else str(self.project_dir),

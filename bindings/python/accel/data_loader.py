@@ -4,7 +4,14 @@ batches, on the state's device, as Accelerate would deal them.
 Iterating yields one epoch of batches, each a dict of field name to accel.Tensor (zero-copy; .numpy(),
 .torch(), or pass them straight to a model). Unlike a torch DataLoader, a loop left early does not
 restart the epoch: the next iteration continues it, as accel_loader_next does.
+
+Also Accelerate's accelerate.data_loader names: DataLoaderStateMixin, prepare_data_loader and
+skip_first_batches here; the samplers, shards and loader classes over torch's objects in the modules
+_TORCH_NAMES lists.
 """
+import contextlib
+import importlib
+
 from ._handle import Handle
 from ._library import ffi, lib
 from .errors import check
@@ -100,17 +107,54 @@ class DataLoader(Handle):
         check(lib.accel_loader_load_state(self.pointer, ffi.from_buffer(state), len(state)))
 
 
+class DataLoaderStateMixin:
+    """Accelerate's DataLoaderStateMixin: end_of_dataloader (True while the last batch of the epoch is in
+    use) and remainder (the real samples of the last global batch, what gather_for_metrics keeps of it;
+    -1 when unknown), and begin() / end() around each epoch, between which the loader is GradientState's
+    active_dataloader. A subclass has gradient_state (a GradientState), dataset, _drop_last and
+    total_batch_size, as Accelerate's have."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.end_of_dataloader = False
+        cls.remainder = -1
+
+    def reset(self):
+        self.end_of_dataloader = False
+        self.remainder = -1
+
+    def begin(self):
+        """Starts an epoch: reset(), the remainder of a sized dataset (unless _drop_last), and the loader
+        becomes the active one."""
+        self.reset()
+        with contextlib.suppress(Exception):  # an unsized dataset, a batch sampler without batch_size: -1
+            if not self._drop_last:
+                length = getattr(self.dataset, "total_dataset_length", len(self.dataset))
+                self.remainder = length % self.total_batch_size
+        self._tracking_accelerator()._loader_began(self)
+
+    def end(self):
+        """Ends an epoch: the loader is no longer the active one."""
+        self._tracking_accelerator()._loader_ended(self)
+
+    def _tracking_accelerator(self):
+        """The Accelerator whose GradientState lists the loader in an epoch: the one that prepared it, else
+        the process's."""
+        accelerator = self.__dict__.get("_accelerator")
+        return accelerator if accelerator is not None else self.gradient_state._accelerator
+
+
 # Accelerate's accel.data_loader names over torch samplers, datasets and DataLoaders: defined in modules
 # that import torch, loaded when first asked for, so that numpy-only programs never import torch.
 _TORCH_NAMES = {
     "SeedableRandomSampler": "_torch_data", "BatchSamplerShard": "_torch_data", "IterableDatasetShard": "_torch_data",
-    "SkipBatchSampler": "_torch_data", "DataLoaderShard": "_torch_loader", "DataLoaderDispatcher": "_torch_loader",
+    "SkipBatchSampler": "_torch_data", "DataLoaderAdapter": "_torch_adapter", "SkipDataLoader": "_torch_adapter",
+    "DataLoaderShard": "_torch_loader", "DataLoaderDispatcher": "_torch_loader",
 }
 
 
 def __getattr__(name):
     if name in _TORCH_NAMES:
-        import importlib
         return getattr(importlib.import_module(f".{_TORCH_NAMES[name]}", __package__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -119,53 +163,34 @@ def prepare_data_loader(dataloader, device=None, num_processes=None, process_ind
                         put_on_device=False, rng_types=None, dispatch_batches=None, even_batches=True,
                         slice_fn_for_dispatch=None, use_seedable_sampler=False, data_seed=None, non_blocking=False,
                         use_stateful_dataloader=False):
-    """Accelerate's prepare_data_loader: the process's share of a torch DataLoader. For this process of the
-    running state (num_processes and process_index None or the state's own) it is the Accelerator's
-    prepared loader (accel's planning, the state's loader bookkeeping) with these settings; for another
-    num_processes or process_index, a torch DataLoader over BatchSamplerShard or IterableDatasetShard (what
-    that process would get), without device placement."""
+    """Accelerate's prepare_data_loader: the DataLoaderShard (or DataLoaderDispatcher: dispatch_batches,
+    by default for an IterableDataset when put_on_device) giving process process_index of num_processes
+    (by default this process of the running state) its share of a torch DataLoader's batches, on device
+    with put_on_device. slice_fn_for_dispatch must be None (accel slices the rows itself)."""
+    from . import _torch_loader
     from .state import PartialState
-    state = PartialState()
-    accelerator = state._accelerator
-    if num_processes in (None, state.num_processes) and process_index in (None, state.process_index):
-        from . import _torch_loader
-        from .config import DataLoaderConfiguration
-        config = DataLoaderConfiguration(split_batches=split_batches, dispatch_batches=dispatch_batches,
-                                         even_batches=even_batches, use_seedable_sampler=use_seedable_sampler,
-                                         data_seed=data_seed, non_blocking=non_blocking)
-        saved = accelerator._loader_settings
-        accelerator._loader_settings = {**config.options(), "device_placement": bool(put_on_device)}
-        try:
-            return _torch_loader.prepare(accelerator, dataloader)
-        finally:
-            accelerator._loader_settings = saved
-    from . import _torch_data
-    import torch
-    num_processes = state.num_processes if num_processes is None else num_processes
-    process_index = state.process_index if process_index is None else process_index
-    kwargs = {"collate_fn": dataloader.collate_fn, "num_workers": dataloader.num_workers,
-              "pin_memory": dataloader.pin_memory}
-    if isinstance(dataloader.dataset, torch.utils.data.IterableDataset):
-        shard = _torch_data.IterableDatasetShard(dataloader.dataset, dataloader.batch_size, dataloader.drop_last,
-                                                 num_processes, process_index, split_batches)
-        batch_size = dataloader.batch_size // num_processes if split_batches else dataloader.batch_size
-        return torch.utils.data.DataLoader(shard, batch_size=batch_size, drop_last=dataloader.drop_last, **kwargs)
-    sampler = _torch_data.BatchSamplerShard(dataloader.batch_sampler, num_processes, process_index, split_batches,
-                                            even_batches)
-    return torch.utils.data.DataLoader(dataloader.dataset, batch_sampler=sampler, **kwargs)
+    return _torch_loader.prepare_data_loader(
+        PartialState()._accelerator, dataloader, device=device, num_processes=num_processes,
+        process_index=process_index, split_batches=split_batches, put_on_device=put_on_device, rng_types=rng_types,
+        dispatch_batches=dispatch_batches, even_batches=even_batches, slice_fn_for_dispatch=slice_fn_for_dispatch,
+        use_seedable_sampler=use_seedable_sampler, data_seed=data_seed, non_blocking=non_blocking,
+        use_stateful_dataloader=use_stateful_dataloader)
 
 
 def skip_first_batches(dataloader, num_batches=0):
-    """A loader whose next epoch skips its first num_batches batches: a prepared loader itself (in place), or
-    a torch DataLoader over SkipBatchSampler (an IterableDataset's: the batches read and dropped)."""
+    """A loader whose next epoch skips its first num_batches batches: a prepared loader itself (in place);
+    for a torch DataLoader, one over SkipBatchSampler (an IterableDataset's: a SkipDataLoader, which reads
+    and drops them)."""
     if hasattr(dataloader, "skip_first_batches"):
         dataloader.skip_first_batches(num_batches)
         return dataloader
     import torch
-    from . import _torch_data
+    from . import _torch_adapter, _torch_data, _torch_loader
+    kwargs = _torch_loader._kept_kwargs(dataloader)
     if isinstance(dataloader.dataset, torch.utils.data.IterableDataset):
-        return _torch_data.SkipDataLoader(dataloader, num_batches)
+        return _torch_adapter.SkipDataLoader(dataloader.dataset, skip_batches=num_batches,
+                                             batch_size=dataloader.batch_size, drop_last=dataloader.drop_last, **kwargs)
+    sampler_is_batch_sampler = isinstance(dataloader.sampler, torch.utils.data.BatchSampler)
+    batch_sampler = dataloader.sampler if sampler_is_batch_sampler else dataloader.batch_sampler
     return torch.utils.data.DataLoader(dataloader.dataset,
-                                       batch_sampler=_torch_data.SkipBatchSampler(dataloader.batch_sampler, num_batches),
-                                       collate_fn=dataloader.collate_fn, num_workers=dataloader.num_workers,
-                                       pin_memory=dataloader.pin_memory)
+                                       batch_sampler=_torch_data.SkipBatchSampler(batch_sampler, num_batches), **kwargs)

@@ -25,6 +25,9 @@ class MultiProcessAdapter(logging.LoggerAdapter):
     def log(self, level, msg, *args, **kwargs):
         main_process_only = kwargs.pop("main_process_only", True)
         in_order = kwargs.pop("in_order", False)
+        # The record names the caller of logger.info(...) and the like, not this method (logging skips its
+        # own frames but not ours); a stacklevel the caller gives still wins.
+        kwargs.setdefault("stacklevel", 2)
         if not self.isEnabledFor(level):
             return
         state = self._state()
@@ -47,7 +50,7 @@ class MultiProcessAdapter(logging.LoggerAdapter):
         key = repr((args, sorted(kwargs.items())))
         if key not in _warned:
             _warned.add(key)
-            self.warning(*args, **kwargs)
+            self.warning(*args, **{"stacklevel": 3, **kwargs})  # the record names warning_once's caller
 
 
 _warned = set()

@@ -7,6 +7,9 @@ argument); an Accelerator made later must then ask for the same settings (a proc
 import functools
 import weakref
 
+from ._library import lib
+from .errors import check
+
 _current = {"accelerator": None}  # a weak reference to the Accelerator whose state the process uses
 
 
@@ -18,6 +21,17 @@ def _live_accelerator():
     reference = _current["accelerator"]
     accelerator = reference() if reference is not None else None
     return accelerator if accelerator is not None and not accelerator.closed else None
+
+
+def _reset():
+    """Retires the process's library state (accel_state_reset: the next Accelerator may choose any settings,
+    and every object made before can only be freed) and forgets the Accelerator it came from."""
+    accelerator = _live_accelerator()
+    if accelerator is not None:
+        check(lib.accel_state_reset(accelerator.pointer))
+    _current["accelerator"] = None
+    PartialState._shared_state.clear()
+    GradientState._shared_state.clear()
 
 
 class PartialState:
@@ -103,6 +117,15 @@ class PartialState:
     def destroy_process_group(self, group=None):
         self._accelerator.end_training()
 
+    @staticmethod
+    def _reset_state():
+        """Accelerate's PartialState._reset_state, as test suites call it between tests: a new Accelerator
+        (or PartialState) may then choose other settings (CPU or not, mixed precision, accumulation) in the
+        same process. Objects made before the reset keep working only as far as being freed: calling them
+        raises InvalidStateError ("the state was reset"). With several processes, every process resets at
+        the same point (see accel_state_reset in capi/accel/state.h)."""
+        _reset()
+
     def __repr__(self):
         return (f"Distributed environment: {self.distributed_type.value}\nNum processes: {self.num_processes}\n"
                 f"Process index: {self.process_index}\nLocal process index: {self.local_process_index}\n"
@@ -125,6 +148,13 @@ class AcceleratorState(PartialState):
     def use_fp16(self):
         return self.mixed_precision != "no"
 
+    @staticmethod
+    def _reset_state(reset_partial_state=False):
+        """Accelerate's AcceleratorState._reset_state. The library keeps the process and the Accelerator's
+        settings in one state, so the reset is PartialState._reset_state's, whatever reset_partial_state
+        says."""
+        _reset()
+
     def __repr__(self):
         return super().__repr__() + f"Mixed precision type: {self.mixed_precision}\n"
 
@@ -138,6 +168,12 @@ class GradientState:
 
     def __init__(self, gradient_accumulation_plugin=None):
         self.__dict__ = self._shared_state
+
+    @staticmethod
+    def _reset_state():
+        """Accelerate's GradientState._reset_state: the accumulation and loader progress live in the process
+        state, which PartialState._reset_state resets; this forgets nothing more."""
+        GradientState._shared_state.clear()
 
     @property
     def _accelerator(self):

@@ -49,14 +49,17 @@ def convert_to_fp32(data):
     return data
 
 
-def patch_forward_for_mixed_precision(module, device_type, dtype, outputs_to_fp32=True):
-    """Accelerate's prepare_model under mixed precision: forward runs under torch.autocast and its low
-    precision outputs come back as float32; the original stays as module._original_forward."""
+def patch_forward_for_mixed_precision(module, device_type, dtype, outputs_to_fp32=True, autocast_handler=None):
+    """Accelerate's prepare_model under mixed precision: forward runs under torch.autocast (with
+    autocast_handler's enabled and cache_enabled, an AutocastKwargs, when given) and its low precision
+    outputs come back as float32; the original stays as module._original_forward."""
     original = module.forward
+    enabled = autocast_handler is None or autocast_handler.enabled
+    cache_enabled = None if autocast_handler is None else autocast_handler.cache_enabled
 
     @functools.wraps(original)
     def forward(*args, **kwargs):
-        with torch.autocast(device_type=device_type, dtype=dtype):
+        with torch.autocast(device_type=device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled):
             outputs = original(*args, **kwargs)
         return convert_to_fp32(outputs) if outputs_to_fp32 else outputs
 

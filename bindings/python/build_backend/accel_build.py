@@ -7,6 +7,13 @@ else from build/lib/ of the checkout this directory sits in (what `./dev build` 
 asked of the library itself, is the package's: the wheel carries that library and no other. LibTorch is
 not bundled: libaccel goes on linking the one it was built against, where it is installed.
 
+The wheel also carries the built launcher (the `accel` command: accel launch, accel config, ...) as
+accel/bin/accel, from ACCEL_LAUNCHER at build time, else build/bin/accel of the checkout; it must be of
+the library's version. Its script, accel_command.py, becomes the environment's `accel` command (the
+wheel's scripts), which runs that launcher with .py programs run by the environment's Python. The
+launcher links no libaccel and no LibTorch, only the C++ runtime and libyaml-cpp, where they are
+installed.
+
 Names are those of PEP 517: get_requires_for_build_wheel / _sdist, prepare_metadata_for_build_wheel,
 build_wheel, build_sdist.
 """
@@ -17,14 +24,19 @@ import hashlib
 import io
 import os
 import pathlib
+import subprocess
+import sys
 import sysconfig
 import tarfile
+import tempfile
 import tomllib
 import zipfile
 
 SOURCE = pathlib.Path(__file__).resolve().parents[1]  # bindings/python
 PACKAGE = "accel"
 SONAME = "libaccel.so.0"
+LAUNCHER = "bin/accel"  # in the package
+COMMAND = "accel"  # the script's name in the environment's bin directory
 # Zip entries carry a date; a fixed one keeps two builds of the same inputs byte-identical.
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
@@ -54,10 +66,14 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     library = _library()
     version = _version(library)
+    launcher = _launcher(version)
     name = f"{PACKAGE}-{version}-py3-none-{_platform_tag()}.whl"
     dist_info = _dist_info_name(version)
     entries = [(path.relative_to(SOURCE).as_posix(), path.read_bytes(), 0o644) for path in _package_files()]
     entries.append((f"{PACKAGE}/{SONAME}", library.read_bytes(), 0o755))
+    entries.append((f"{PACKAGE}/{LAUNCHER}", launcher.read_bytes(), 0o755))
+    entries.append((f"{PACKAGE}-{version}.data/scripts/{COMMAND}",
+                    (SOURCE / "build_backend" / "accel_command.py").read_bytes(), 0o755))
     entries += [(f"{dist_info}/{file}", data, 0o644) for file, data in _dist_info_files(version).items()]
     record = io.StringIO()
     writer = csv.writer(record, lineterminator="\n")
@@ -76,8 +92,8 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 
 
 def build_sdist(sdist_directory, config_settings=None):
-    """The binding's sources, no library: a wheel built from it needs ACCEL_LIBRARY. Its version is that
-    of the library found now, as the wheel's would be."""
+    """The binding's sources, no library and no launcher: a wheel built from it needs ACCEL_LIBRARY and
+    ACCEL_LAUNCHER. Its version is that of the library found now, as the wheel's would be."""
     version = _version(_library())
     top = f"{PACKAGE}-{version}"
     files = [SOURCE / "pyproject.toml", SOURCE / "README.md", *_package_files(),
@@ -121,6 +137,52 @@ def _library():
                          f"in {repository}, or `cmake --build build --target accel`), or set ACCEL_LIBRARY to the "
                          "path of a built libaccel.so")
     return built.resolve()
+
+
+def _launcher(version):
+    """The built accel launcher to bundle, its symbolic links resolved, once it has run here and said it is
+    of the library's version."""
+    explicit = os.environ.get("ACCEL_LAUNCHER")
+    if explicit:
+        path = pathlib.Path(explicit)
+        if not path.is_file():
+            raise BuildError(f"ACCEL_LAUNCHER is {explicit}, which is not a file: set it to a built accel launcher, "
+                             "or unset it to bundle build/bin/accel of this checkout")
+    else:
+        repository = SOURCE.parents[1]
+        path = repository / "build" / "bin" / "accel"
+        if not (repository / "capi" / "accel" / "version.h").is_file():
+            raise BuildError(f"no accel launcher to bundle: {SOURCE} is not inside an accel checkout, and "
+                             "ACCEL_LAUNCHER is unset; set ACCEL_LAUNCHER to the path of a built accel launcher")
+        if not path.is_file():
+            raise BuildError(f"no accel launcher to bundle: {path} does not exist. Build it first (`./dev build` in "
+                             f"{repository}, or `cmake --build build --target accel_cli`), or set ACCEL_LAUNCHER "
+                             "to the path of a built accel launcher")
+    path = path.resolve()
+    launched = _launcher_version(path)
+    if launched != version:
+        raise BuildError(f"the launcher {path} is accel {launched}, the library {version}: bundle a launcher and a "
+                         "library of the same build")
+    return path
+
+
+def _launcher_version(launcher):
+    """The version `accel env` prints: running it also proves that the launcher runs here, with its shared
+    libraries. It is given a Python (so that it does not look for one) and no config file to read."""
+    with tempfile.TemporaryDirectory() as no_config:
+        environment = {"PATH": os.environ.get("PATH", os.defpath), "ACCEL_PYTHON": sys.executable,
+                       "XDG_CONFIG_HOME": no_config, "HOME": no_config}
+        try:
+            result = subprocess.run([str(launcher), "env"], env=environment, capture_output=True, text=True,
+                                    timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise BuildError(f"{launcher} cannot be run, so it cannot be bundled: {error}") from None
+    prefix = "- accel version: "
+    versions = [line[len(prefix):].strip() for line in result.stdout.splitlines() if line.startswith(prefix)]
+    if result.returncode != 0 or len(versions) != 1:
+        raise BuildError(f"{launcher} env did not say its version (exit code {result.returncode}), so it is not a "
+                         f"launcher to bundle: {result.stderr.strip() or result.stdout.strip()}")
+    return versions[0]
 
 
 def _version(library):

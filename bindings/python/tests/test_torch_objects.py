@@ -180,7 +180,7 @@ def test_save_state_pre_hook_files_are_kept_on_a_clash_and_gone_when_the_save_fa
         with pytest.raises(ValueError, match="cannot be saved"):
             accelerator.save_state(tmp_path / "failed")
         assert not (tmp_path / "failed.hook_files").exists() and not (tmp_path / "failed").exists()
-        with pytest.raises(ValueError, match="need an output_dir"):
+        with pytest.raises(ValueError, match="has no project_dir"):
             accelerator.save_state()
         with pytest.raises(ValueError, match="save_state only"):
             accelerator.save_state_async(tmp_path / "later")

@@ -5,6 +5,8 @@ import enum
 from ..accelerator import DistributedType
 from ..config import (DataLoaderConfiguration, DistributedDataParallelKwargs, GradientAccumulationPlugin,
                       GradScalerKwargs, InitProcessGroupKwargs, ProjectConfiguration)
+from ..kwargs_handlers import (AutocastKwargs, DynamoBackend, FP8RecipeKwargs, KwargsHandler, ProfileKwargs,
+                               TorchDynamoPlugin)
 
 
 class RNGType(str, enum.Enum):
@@ -20,6 +22,43 @@ class PrecisionType(str, enum.Enum):
     BF16 = "bf16"
 
 
+class _NamesMembers(enum.EnumMeta):
+    """`"tensorboard" in LoggerType`: whether a value names a member (as Accelerate's enums answer), where
+    a plain Enum refuses anything but a member."""
+
+    def __contains__(cls, item):
+        try:
+            cls(item)
+        except ValueError:
+            return False
+        return True
+
+
+class LoggerType(str, enum.Enum, metaclass=_NamesMembers):
+    """The trackers Accelerator(log_with=...) may name (accel.tracking): ALL (every one available here),
+    TENSORBOARD and accel's own JSONL and CSV, whose files the library writes; Accelerate's others (AIM,
+    WANDB, COMETML, MLFLOW, CLEARML, DVCLIVE) are refused with UnsupportedError."""
+
+    ALL = "all"
+    AIM = "aim"
+    TENSORBOARD = "tensorboard"
+    WANDB = "wandb"
+    COMETML = "comet_ml"
+    MLFLOW = "mlflow"
+    CLEARML = "clearml"
+    DVCLIVE = "dvclive"
+    JSONL = "jsonl"
+    CSV = "csv"
+
+    def __str__(self):
+        return self.value
+
+    @classmethod
+    def list(cls):
+        """Every member's value."""
+        return [str(member) for member in cls]
+
+
 class DDPCommunicationHookType(str, enum.Enum):
     """DistributedDataParallelKwargs(comm_hook=...): the gradient all-reduce in 16 bits, or not."""
     NO = "no"
@@ -28,5 +67,6 @@ class DDPCommunicationHookType(str, enum.Enum):
 
 
 __all__ = ["DataLoaderConfiguration", "DDPCommunicationHookType", "DistributedDataParallelKwargs", "DistributedType",
-           "GradientAccumulationPlugin", "GradScalerKwargs", "InitProcessGroupKwargs", "PrecisionType",
-           "ProjectConfiguration", "RNGType"]
+           "GradientAccumulationPlugin", "GradScalerKwargs", "InitProcessGroupKwargs", "LoggerType",
+           "PrecisionType", "ProjectConfiguration", "RNGType", "AutocastKwargs", "DynamoBackend", "FP8RecipeKwargs",
+           "KwargsHandler", "ProfileKwargs", "TorchDynamoPlugin"]

@@ -1,6 +1,9 @@
 """accel.utils.operations: Accelerate's collectives and structure helpers as functions of the process's
 state (accel.state), on torch tensors, numpy arrays and accel.Tensors in nested lists, tuples and dicts;
 results of the inputs' kind."""
+import collections.abc
+import functools
+
 from ..state import PartialState
 
 
@@ -14,9 +17,20 @@ def _accelerator():
     return PartialState()._accelerator
 
 
+class CannotPadNestedTensorWarning(UserWarning):
+    """pad_across_processes met a torch nested tensor, whose rows have no common size to pad: it is left as it
+    is."""
+
+
 def is_torch_tensor(value):
     from ..tensor import _is_torch_tensor
     return _is_torch_tensor(value)
+
+
+def is_namedtuple(data):
+    """Whether data is a named tuple (a tuple with _fields and _asdict, as collections.namedtuple and
+    typing.NamedTuple make, subclasses included)."""
+    return isinstance(data, tuple) and hasattr(data, "_asdict") and hasattr(data, "_fields")
 
 
 def recursively_apply(func, data, *args, test_type=is_torch_tensor, error_on_other_type=False, **kwargs):
@@ -131,3 +145,68 @@ def copy_tensor_to_devices(tensor=None):
     if not accelerator.is_main_process:
         tensor = torch.zeros(shape, dtype=dtype, device=accelerator.device)
     return accelerator.broadcast(tensor.contiguous(), from_process=0)
+
+
+class ConvertOutputsToFp32:
+    """A forward whose fp16 and bf16 tensor outputs come back as float32 (Accelerate's wrapper of a model's
+    forward under mixed precision). Refuses to be pickled, as Accelerate's does: a model carrying it must be
+    unwrapped first (extract_model_from_parallel(model, keep_fp32_wrapper=False))."""
+
+    def __init__(self, model_forward):
+        self.model_forward = model_forward
+        functools.update_wrapper(self, model_forward)
+
+    def __call__(self, *args, **kwargs):
+        return convert_to_fp32(self.model_forward(*args, **kwargs))
+
+    def __getstate__(self):
+        import pickle
+        raise pickle.PicklingError("Cannot pickle a prepared model with automatic mixed precision, please unwrap the "
+                                   "model with `Accelerator.unwrap_model(model)` before pickling it.")
+
+
+def convert_outputs_to_fp32(model_forward):
+    """model_forward wrapped so that its fp16 and bf16 outputs come back as float32. The wrapper's
+    __wrapped__ leads back to model_forward, which is how extract_model_from_parallel(...,
+    keep_fp32_wrapper=False) finds the model's own forward again."""
+    converting = ConvertOutputsToFp32(model_forward)
+
+    def forward(*args, **kwargs):
+        return converting(*args, **kwargs)
+
+    forward.__wrapped__ = converting
+    return forward
+
+
+def find_device(data):
+    """The device of the first torch tensor in nested mappings, lists and tuples; None when there is none."""
+    if isinstance(data, collections.abc.Mapping):
+        data = list(data.values())
+    if isinstance(data, (list, tuple)):
+        return next((device for device in map(find_device, data) if device is not None), None)
+    return data.device if is_torch_tensor(data) else None
+
+
+def listify(data):
+    """Every torch tensor of nested lists, tuples and dicts as Python numbers in nested lists (tolist();
+    bf16 through float32, which tolist() needs)."""
+    def to_list(tensor):
+        import torch
+        tensor = tensor.detach().cpu()
+        return (tensor.float() if tensor.dtype == torch.bfloat16 else tensor).tolist()
+
+    return recursively_apply(to_list, data)
+
+
+def pad_input_tensors(tensor, batch_size, num_processes, dim=0):
+    """Every torch tensor of nested lists, tuples and dicts padded with zeros along dim, from batch_size
+    rows to the next multiple of num_processes (at least num_processes), so that it splits evenly between
+    the processes."""
+    def pad(leaf):
+        import torch
+        padded_size = max(num_processes, -(-batch_size // num_processes) * num_processes)
+        padding = list(leaf.shape)
+        padding[dim] = padded_size - leaf.shape[dim]
+        return torch.cat([leaf, leaf.new_zeros(padding)], dim=dim)
+
+    return recursively_apply(pad, tensor, error_on_other_type=True)
