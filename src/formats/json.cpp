@@ -75,7 +75,13 @@ std::string read_json_string(HeaderReader& in) {
   while (true) {
     const auto c = in.next_char();
     if (!c) in.error("unterminated string");
-    if (*c == '"') return out;
+    if (*c == '"') {
+      // JSON text is UTF-8 (RFC 8259): what the writer would refuse is refused here too.
+      if (const auto bad = first_invalid_utf8(out)) {
+        in.error("string '" + escaped_bytes(out) + "' is not UTF-8 (byte " + std::to_string(*bad) + " of it)");
+      }
+      return out;
+    }
     if (static_cast<unsigned char>(*c) < 0x20) in.error("raw control character in a string");
     if (*c == '\\') {
       append_escape(in, out);

@@ -2,7 +2,7 @@
 // so that any name the writer quotes, the reader decodes back (tests/formats/safetensors_test.cpp).
 //
 // Reading covers what a safetensors header holds: objects, strings (every escape, surrogate pairs
-// included), arrays of integers. Floats, booleans, null and nested arrays are refused, as no safetensors
+// included; UTF-8 only, as JSON text is and as the writer quotes), arrays of integers. Floats, booleans, null and nested arrays are refused, as no safetensors
 // key takes them.
 #pragma once
 

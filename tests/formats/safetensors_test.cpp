@@ -130,6 +130,9 @@ TEST_F(SafetensorsTest, RefusesMalformedJson) {
       {R"({"__metadata__": {"k": 1}})", "must be strings"},
       {R"({"__metadata__": {}, "__metadata__": {}})", "twice"},
       {"{" + tensor + "," + tensor + "}", "'a' appears twice"},
+      // JSON text is UTF-8: raw bytes that are not (which the writer refuses to quote) are refused too.
+      {"{\"__metadata__\": {\"fo\x8e\x94" "at\": \"pt\"}}", "'fo\\x8e\\x94at' is not UTF-8"},
+      {"{\"a\xff\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [0, 1]}}", "is not UTF-8"},
   };
   for (const auto& [json, problem] : cases) {
     SCOPED_TRACE(json);
