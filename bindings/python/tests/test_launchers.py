@@ -214,3 +214,11 @@ def test_clear_environment_empties_the_environment_and_puts_it_back(monkeypatch)
         os.environ["ACCEL_TEST_KEPT"] = "changed"
         os.environ["ACCEL_TEST_ADDED"] = "added"
     assert dict(os.environ) == before
+
+
+def test_convert_dict_to_env_variables_keeps_the_lines_an_environment_file_can_hold(caplog):
+    from accel.utils import convert_dict_to_env_variables
+    env = {"KEPT": "1", "SPACED": "a b", "REDIRECTED": "<file", "EMPTY": "", "ALSO_KEPT": "2"}
+    with caplog.at_level("WARNING"):
+        assert convert_dict_to_env_variables(env) == ["KEPT=1\n", "ALSO_KEPT=2\n"]
+    assert [name for name in ("SPACED", "REDIRECTED", "EMPTY") if name in caplog.text] == ["SPACED", "REDIRECTED", "EMPTY"]

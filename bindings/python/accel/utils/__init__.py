@@ -23,7 +23,7 @@ from .versions import compare_versions, is_torch_version
 from .operations import (DistributedOperationException, broadcast, broadcast_object_list, concatenate,
                          convert_to_fp32, copy_tensor_to_devices, find_batch_size, gather, gather_object,
                          is_torch_tensor, pad_across_processes, recursively_apply, reduce, send_to_device)
-from .environment import clear_environment, patch_environment, str_to_bool
+from .environment import clear_environment, convert_dict_to_env_variables, patch_environment, str_to_bool
 from .memory import find_executable_batch_size, release_memory, should_reduce_batch_size
 from .other import extract_model_from_parallel
 from .random import set_seed, synchronize_rng_state, synchronize_rng_states
@@ -62,7 +62,7 @@ __all__ = ["DataLoaderConfiguration", "DDPCommunicationHookType", "DistributedDa
            "convert_to_fp32", "copy_tensor_to_devices", "extract_model_from_parallel", "find_batch_size",
            "find_executable_batch_size", "gather", "gather_object",
            "is_torch_tensor", "pad_across_processes", "recursively_apply", "reduce", "release_memory", "send_to_device",
-           "set_seed", "should_reduce_batch_size", "clear_environment", "patch_environment", "str_to_bool",
+           "set_seed", "should_reduce_batch_size", "clear_environment", "convert_dict_to_env_variables", "patch_environment", "str_to_bool",
            "synchronize_rng_state", "synchronize_rng_states", "wait_for_everyone",
            # Accelerate's public names of issue 30: kwargs handlers, is_*_available, helpers
            "AutocastKwargs", "DynamoBackend", "FP8RecipeKwargs", "KwargsHandler", "ProfileKwargs", "TorchDynamoPlugin",

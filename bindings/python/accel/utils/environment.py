@@ -1,7 +1,14 @@
 """accel.utils.environment: Accelerate's patch_environment and clear_environment, context managers that
-change os.environ for the length of a block and put it back as it was afterwards."""
+change os.environ for the length of a block and put it back as it was afterwards, and the helpers that read
+and write environment settings."""
 import contextlib
+import logging
 import os
+
+logger = logging.getLogger(__name__)
+
+# What would break a line of an environment file (or a shell reading it).
+_FORBIDDEN_IN_ENVIRONMENT_FILES = (";", "\n", "<", ">", " ")
 
 
 @contextlib.contextmanager
@@ -51,3 +58,16 @@ def str_to_bool(value):
     if value in ("n", "no", "f", "false", "off", "0"):
         return 0
     raise ValueError(f"invalid truth value {value}")
+
+
+def convert_dict_to_env_variables(current_env):
+    """Accelerate's convert_dict_to_env_variables: "KEY=value\\n" lines for an environment file, one per entry
+    with a non-empty key and value free of ';', newlines, '<', '>' and spaces; the others are left out with a
+    warning naming them."""
+    lines = []
+    for key, value in current_env.items():
+        if key and value and not any(char in key + value for char in _FORBIDDEN_IN_ENVIRONMENT_FILES):
+            lines.append(f"{key}={value}\n")
+        else:
+            logger.warning(f"WARNING: Skipping {key}={value} as it contains forbidden characters or missing values.")
+    return lines
