@@ -1,7 +1,8 @@
 # The demo's training (examples/train_digits.c) in Julia over the Accel package: the same MLP
 # (64-128-128-10, TorchScript from examples/make_mlp.py), the same digits, split, batches, AdamW with a
 # cosine schedule and clipping, evaluation through gather_for_metrics. With a Julia toolchain (not on this
-# project's machines, where bindings/julia/check_ccalls.py checks the package against the headers instead):
+# project's machines, where the package's calls are generated from the headers and check_wrappers.py checks
+# the wrappers instead):
 #
 #   LD_LIBRARY_PATH=build/lib build/bin/accel launch --nproc-per-node 2 --cpu --master-port 0 -- \
 #       julia --project=bindings/julia/Accel bindings/julia/examples/train_digits.jl MODEL.pt DIGITS.csv.gz [EPOCHS]

@@ -10,7 +10,8 @@ SYMBOLS = pathlib.Path(__file__).resolve().parents[3] / "capi" / "symbols.txt"
 
 
 def _exported():
-    return [symbol for symbol in SYMBOLS.read_text().split() if symbol]
+    """The names of capi/symbols.txt, one a line after its `#` comment saying it is generated."""
+    return [line.strip() for line in SYMBOLS.read_text().splitlines() if line.strip() and not line.startswith("#")]
 
 
 def _called_in_package():

@@ -1,7 +1,7 @@
 """
-Hugging Face Accelerate's training loop on libaccel, from Julia: a `ccall` per C function, one file per
-header of capi/accel/, handles freed by their finalizers (or `close`), failures thrown as
-[`AccelError`](@ref) with the library's code and message.
+Hugging Face Accelerate's training loop on libaccel, from Julia: wrappers over raw.jl (a `ccall` per C
+function, generated from the headers by `./dev gen`), one file per header of capi/accel/, handles freed by
+their finalizers (or `close`), failures thrown as [`AccelError`](@ref) with the library's code and message.
 
 Indices are 1-based on the Julia side (parameters, outputs, groups, dataset items); process ranks are
 ranks, 0-based as everywhere else.
@@ -22,6 +22,8 @@ function __init__()
     return nothing
 end
 
+include("dlpack_structs.jl")
+include("raw.jl")
 include("common.jl")
 include("handles.jl")
 include("version.jl")

@@ -2,14 +2,11 @@
 # load_state!. The objects' order is part of the checkpoint: load with the same lists, in the same order,
 # as at save.
 
-"""Opaque C type `accel_sink_t`, only pointed to: where a save callback hands its bytes over."""
-mutable struct accel_sink_t end
-
 function save_object_trampoline(sink::Ptr{accel_sink_t}, context::Ptr{Cvoid})::Cint
     callbacks = unsafe_pointer_to_objref(context)::Callbacks
     return run_callback(callbacks) do
         bytes = Vector{UInt8}(callbacks.functions.save())
-        @check ccall((:accel_sink_write, libaccel), Cint, (Ptr{accel_sink_t}, Ptr{Cvoid}, Csize_t), sink, bytes, length(bytes))
+        @check accel_sink_write(sink, bytes, length(bytes))
     end
 end
 
@@ -33,9 +30,7 @@ function register_for_checkpointing!(save::Function, load::Function, state::Stat
     callbacks = Callbacks((save = save, load = load))
     save_trampoline = @cfunction(save_object_trampoline, Cint, (Ptr{accel_sink_t}, Ptr{Cvoid}))
     load_trampoline = @cfunction(load_object_trampoline, Cint, (Ptr{Cvoid}, Csize_t, Ptr{Cvoid}))
-    code = ccall((:accel_state_register_for_checkpointing, libaccel), Cint,
-        (Ptr{accel_state_t}, Cstring, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}),
-        state, name, save_trampoline, load_trampoline, payload(callbacks))
+    code = accel_state_register_for_checkpointing(state, name, save_trampoline, load_trampoline, payload(callbacks))
     check_callback_call(callbacks, code)
     push!(state.registered, callbacks)
     return nothing
@@ -63,10 +58,7 @@ function save_state(state::State, directory::AbstractString; models=Model[], opt
     handles = (models, optimizers, schedulers, loaders)
     model_ptrs, optimizer_ptrs, scheduler_ptrs, loader_ptrs = checkpoint_pointers(handles...)
     GC.@preserve handles begin
-        code = ccall((:accel_state_save_state, libaccel), Cint,
-            (Ptr{accel_state_t}, Cstring, Ptr{Ptr{accel_model_t}}, Csize_t, Ptr{Ptr{accel_optimizer_t}}, Csize_t,
-             Ptr{Ptr{accel_scheduler_t}}, Csize_t, Ptr{Ptr{accel_loader_t}}, Csize_t),
-            state, directory, model_ptrs, length(model_ptrs), optimizer_ptrs, length(optimizer_ptrs),
+        code = accel_state_save_state(state, directory, model_ptrs, length(model_ptrs), optimizer_ptrs, length(optimizer_ptrs),
             scheduler_ptrs, length(scheduler_ptrs), loader_ptrs, length(loader_ptrs))
         check_checkpoint_call(state, code)
     end
@@ -83,17 +75,14 @@ function save_state_async(state::State, directory::AbstractString; models=Model[
     handles = (models, optimizers, schedulers, loaders)
     model_ptrs, optimizer_ptrs, scheduler_ptrs, loader_ptrs = checkpoint_pointers(handles...)
     GC.@preserve handles begin
-        code = ccall((:accel_state_save_state_async, libaccel), Cint,
-            (Ptr{accel_state_t}, Cstring, Ptr{Ptr{accel_model_t}}, Csize_t, Ptr{Ptr{accel_optimizer_t}}, Csize_t,
-             Ptr{Ptr{accel_scheduler_t}}, Csize_t, Ptr{Ptr{accel_loader_t}}, Csize_t),
-            state, directory, model_ptrs, length(model_ptrs), optimizer_ptrs, length(optimizer_ptrs),
+        code = accel_state_save_state_async(state, directory, model_ptrs, length(model_ptrs), optimizer_ptrs, length(optimizer_ptrs),
             scheduler_ptrs, length(scheduler_ptrs), loader_ptrs, length(loader_ptrs))
         check_checkpoint_call(state, code)
     end
 end
 
 """Waits for the background save in flight, if any; throws its failure if nothing reported it yet."""
-wait_for_save(state::State) = @check ccall((:accel_state_wait_for_save, libaccel), Cint, (Ptr{accel_state_t},), state)
+wait_for_save(state::State) = @check accel_state_wait_for_save(state)
 
 """Restores what save_state wrote into the same objects; everything is checked first, so on an error
 nothing has changed."""
@@ -102,10 +91,7 @@ function load_state!(state::State, directory::AbstractString; models=Model[], op
     handles = (models, optimizers, schedulers, loaders)
     model_ptrs, optimizer_ptrs, scheduler_ptrs, loader_ptrs = checkpoint_pointers(handles...)
     GC.@preserve handles begin
-        code = ccall((:accel_state_load_state, libaccel), Cint,
-            (Ptr{accel_state_t}, Cstring, Ptr{Ptr{accel_model_t}}, Csize_t, Ptr{Ptr{accel_optimizer_t}}, Csize_t,
-             Ptr{Ptr{accel_scheduler_t}}, Csize_t, Ptr{Ptr{accel_loader_t}}, Csize_t),
-            state, directory, model_ptrs, length(model_ptrs), optimizer_ptrs, length(optimizer_ptrs),
+        code = accel_state_load_state(state, directory, model_ptrs, length(model_ptrs), optimizer_ptrs, length(optimizer_ptrs),
             scheduler_ptrs, length(scheduler_ptrs), loader_ptrs, length(loader_ptrs))
         check_checkpoint_call(state, code)
     end
@@ -113,11 +99,11 @@ end
 
 """The number of the next numbered checkpoint (Accelerate's ProjectConfiguration.iteration): one more after
 each numbered save, the loaded checkpoint's number + 1 after a load from a numbered folder."""
-checkpoint_iteration(state::State) = ccall((:accel_state_checkpoint_iteration, libaccel), Int64, (Ptr{accel_state_t},), state)
+checkpoint_iteration(state::State) = accel_state_checkpoint_iteration(state)
 
 """Sets the number of the next numbered checkpoint (to resume the numbering in a fresh process)."""
 set_checkpoint_iteration!(state::State, iteration::Integer) =
-    @check ccall((:accel_state_set_checkpoint_iteration, libaccel), Cint, (Ptr{accel_state_t}, Int64), state, iteration)
+    @check accel_state_set_checkpoint_iteration(state, iteration)
 
 checkpoint_pointers(models, optimizers, schedulers, loaders) =
     (handle_pointers(accel_model_t, models), handle_pointers(accel_optimizer_t, optimizers),

@@ -1,24 +1,5 @@
-# capi/accel/common.h: error codes, the last error message, strings handed to the caller.
-
-# Codes of failed calls, pinned forever by the C ABI.
-const ACCEL_OK = Cint(0)
-const ACCEL_ERR_INVALID_ARGUMENT = Cint(-1)
-const ACCEL_ERR_NULL_ARGUMENT = Cint(-2)
-const ACCEL_ERR_UNKNOWN_OPTION = Cint(-3)
-const ACCEL_ERR_BAD_OPTION_VALUE = Cint(-4)
-const ACCEL_ERR_DTYPE = Cint(-5)
-const ACCEL_ERR_SHAPE_MISMATCH = Cint(-6)
-const ACCEL_ERR_TIMEOUT = Cint(-7)
-const ACCEL_ERR_PEER_FAILED = Cint(-8)
-const ACCEL_ERR_INVALID_STATE = Cint(-9)
-const ACCEL_ERR_ENVIRONMENT = Cint(-10)
-const ACCEL_ERR_IO = Cint(-11)
-const ACCEL_ERR_CALLBACK = Cint(-12)
-const ACCEL_ERR_UNSUPPORTED = Cint(-13)
-const ACCEL_ERR_OUT_OF_RANGE = Cint(-14)
-const ACCEL_ERR_TORCH = Cint(-15)
-const ACCEL_ERR_OUT_OF_MEMORY = Cint(-16)
-const ACCEL_ERR_INTERNAL = Cint(-17)
+# capi/accel/common.h: error codes (raw.jl's ACCEL_ERR_* constants), the last error message, strings handed
+# to the caller.
 
 """
     AccelError(code, name, message)
@@ -35,10 +16,10 @@ end
 Base.showerror(io::IO, error::AccelError) = print(io, error.name, ": ", error.message)
 
 """The symbolic name of an error code ("ACCEL_ERR_UNKNOWN_CODE" for others)."""
-error_name(code::Integer) = unsafe_string(ccall((:accel_error_name, libaccel), Cstring, (Cint,), code))
+error_name(code::Integer) = unsafe_string(accel_error_name(code))
 
 """The message of the last failed accel call on this thread; "" when none has failed."""
-error_last() = unsafe_string(ccall((:accel_error_last, libaccel), Cstring, ()))
+error_last() = unsafe_string(accel_error_last())
 
 # Read on the thread of the failed call, before anything else calls the library (the message is
 # thread-local and lives until the next accel call there).
@@ -48,9 +29,9 @@ function throw_last_error(code::Cint)
 end
 
 """
-    @check ccall(...)
+    @check accel_...(...)
 
-Runs a fallible ccall (returning `ACCEL_OK` or an `ACCEL_ERR_*` code) and throws its
+Runs a fallible call of the raw layer (returning `ACCEL_OK` or an `ACCEL_ERR_*` code) and throws its
 [`AccelError`](@ref) when it fails.
 """
 macro check(call)
@@ -69,6 +50,6 @@ end
 """A copy of a string the library handed over (`accel_options_dump`), which is then released."""
 function take_string(text::Ptr{UInt8})
     copy = unsafe_string(text)
-    ccall((:accel_string_free, libaccel), Cvoid, (Ptr{UInt8},), text)
+    accel_string_free(text)
     return copy
 end

@@ -2,36 +2,8 @@
 # forward-declares. Out: `unsafe_array` shows a tensor's memory as a Julia array; `to_dlpack` hands a
 # DLManagedTensor to another framework. In: `from_dlpack` takes one another framework made. Julia arrays
 # are not lent to the library: it may call a DLPack deleter from one of its own threads, where Julia code
-# cannot run before Julia 1.9.
+# cannot run before Julia 1.9. The structs are in dlpack_structs.jl.
 
-struct DLDevice
-    device_type::Cint
-    device_id::Cint
-end
-
-struct DLDataType
-    code::UInt8
-    bits::UInt8
-    lanes::UInt16
-end
-
-struct DLTensor
-    data::Ptr{Cvoid}
-    device::DLDevice
-    ndim::Cint
-    dtype::DLDataType
-    shape::Ptr{Int64}
-    strides::Ptr{Int64}  # in elements; NULL means compact and row-major
-    byte_offset::UInt64
-end
-
-struct DLManagedTensor
-    dl_tensor::DLTensor
-    manager_ctx::Ptr{Cvoid}
-    deleter::Ptr{Cvoid}
-end
-
-const kDLCPU = Cint(1)
 const DLPACK_TYPES = Dict{Tuple{UInt8,UInt8},DataType}(
     (2, 16) => Float16, (2, 32) => Float32, (2, 64) => Float64,
     (0, 8) => Int8, (0, 16) => Int16, (0, 32) => Int32, (0, 64) => Int64,
@@ -45,7 +17,7 @@ tensors, or call its deleter once ([`delete_dlpack`](@ref)). Bool tensors cannot
 """
 function to_dlpack(tensor::Tensor)
     out = Ref{Ptr{DLManagedTensor}}(C_NULL)
-    @check ccall((:accel_tensor_to_dlpack, libaccel), Cint, (Ptr{Ptr{DLManagedTensor}}, Ptr{accel_tensor_t}), out, tensor)
+    @check accel_tensor_to_dlpack(out, tensor)
     return out[]
 end
 
@@ -57,7 +29,7 @@ calls its deleter when the memory is no longer used); on failure it stays the ca
 """
 function from_dlpack(managed::Ptr{DLManagedTensor})
     return new_tensor() do out
-        ccall((:accel_tensor_from_dlpack, libaccel), Cint, (Ptr{Ptr{accel_tensor_t}}, Ptr{DLManagedTensor}), out, managed)
+        accel_tensor_from_dlpack(out, managed)
     end
 end
 

@@ -1,6 +1,6 @@
 # What every wrapper of a library handle shares. A wrapper is a mutable struct with a `ptr` field: its
 # finalizer only frees the handle (the C ABI keeps parents alive, so finalizers may run in any order, and
-# *_free never communicates); `close` frees it earlier. Passed to ccall, a wrapper gives its pointer
+# *_free never communicates); `close` frees it earlier. Passed to a raw call, a wrapper gives its pointer
 # (Base.unsafe_convert) and stays rooted for the call.
 
 """Calls `free` once on the handle's pointer and forgets it; a closed handle is left alone."""
@@ -17,7 +17,7 @@ function live_pointer(handle)
     return handle.ptr
 end
 
-"""Runs a constructor's ccall with an out-parameter of type Ptr{T}; the new pointer when it succeeded."""
+"""Runs a constructor's raw call with an out-parameter of type Ptr{T}; the new pointer when it succeeded."""
 function new_pointer(call, ::Type{T}) where {T}
     out = Ref{Ptr{T}}(C_NULL)
     @check call(out)

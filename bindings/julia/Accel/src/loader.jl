@@ -4,12 +4,6 @@
 # Thread safety (loader.h): a loader is used by one task at a time; starting an epoch with shuffle is
 # collective.
 
-"""Opaque C types of loader.h, only pointed to."""
-mutable struct accel_dataset_t end
-mutable struct accel_loader_t end
-mutable struct accel_batch_t end
-mutable struct accel_sample_t end
-
 """
     Dataset(; name = array_or_tensor, ...)
     Dataset(get_item, length)
@@ -29,7 +23,7 @@ end
 Base.unsafe_convert(::Type{Ptr{accel_dataset_t}}, dataset::Dataset) = live_pointer(dataset)
 
 Base.close(dataset::Dataset) = release!(dataset) do ptr
-    ccall((:accel_dataset_free, libaccel), Cvoid, (Ptr{accel_dataset_t},), ptr)
+    accel_dataset_free(ptr)
 end
 
 owned_dataset(ptr::Ptr{accel_dataset_t}, callbacks) = finalizer(close, Dataset(ptr, callbacks))
@@ -41,8 +35,7 @@ function Dataset(; fields...)
     ptr = GC.@preserve tensors begin
         with_cstrings(names) do name_pointers
             new_pointer(accel_dataset_t) do out
-                ccall((:accel_dataset_from_tensors, libaccel), Cint, (Ptr{Ptr{accel_dataset_t}}, Ptr{Ptr{UInt8}}, Ptr{Ptr{accel_tensor_t}}, Csize_t),
-                    out, name_pointers, pointers, length(pointers))
+                accel_dataset_from_tensors(out, name_pointers, pointers, length(pointers))
             end
         end
     end
@@ -53,7 +46,7 @@ end
 function add_fields!(sample::Ptr{accel_sample_t}, item)
     for (name, value) in pairs(item)
         tensor = value isa Tensor ? value : Tensor(value)
-        @check ccall((:accel_sample_add, libaccel), Cint, (Ptr{accel_sample_t}, Cstring, Ptr{accel_tensor_t}), sample, String(name), tensor)
+        @check accel_sample_add(sample, String(name), tensor)
     end
 end
 
@@ -66,8 +59,7 @@ function Dataset(get_item::Function, count::Integer)
     callbacks = Callbacks((get_item = get_item,))
     trampoline = @cfunction(get_item_trampoline, Cint, (Int64, Ptr{accel_sample_t}, Ptr{Cvoid}))
     ptr = new_pointer(accel_dataset_t) do out
-        ccall((:accel_dataset_from_callback, libaccel), Cint, (Ptr{Ptr{accel_dataset_t}}, Int64, Ptr{Cvoid}, Ptr{Cvoid}),
-            out, count, trampoline, payload(callbacks))
+        accel_dataset_from_callback(out, count, trampoline, payload(callbacks))
     end
     return owned_dataset(ptr, callbacks)
 end
@@ -94,8 +86,7 @@ function Dataset(items_of_epoch::Function)
     start_epoch = @cfunction(start_epoch_trampoline, Cint, (Int64, Ptr{Cvoid}))
     next_item = @cfunction(next_item_trampoline, Cint, (Ptr{accel_sample_t}, Ptr{Cint}, Ptr{Cvoid}))
     ptr = new_pointer(accel_dataset_t) do out
-        ccall((:accel_dataset_from_iterable, libaccel), Cint, (Ptr{Ptr{accel_dataset_t}}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}),
-            out, start_epoch, next_item, payload(callbacks))
+        accel_dataset_from_iterable(out, start_epoch, next_item, payload(callbacks))
     end
     return owned_dataset(ptr, callbacks)
 end
@@ -103,7 +94,7 @@ end
 """A dataset over a memory-mapped .safetensors file: a field per tensor in it."""
 function safetensors_dataset(path::AbstractString)
     ptr = new_pointer(accel_dataset_t) do out
-        ccall((:accel_dataset_from_safetensors, libaccel), Cint, (Ptr{Ptr{accel_dataset_t}}, Cstring), out, path)
+        accel_dataset_from_safetensors(out, path)
     end
     return owned_dataset(ptr, nothing)
 end
@@ -115,8 +106,7 @@ function npy_dataset(; files...)
     ptr = with_cstrings(names) do name_pointers
         with_cstrings(paths) do path_pointers
             new_pointer(accel_dataset_t) do out
-                ccall((:accel_dataset_from_npy, libaccel), Cint, (Ptr{Ptr{accel_dataset_t}}, Ptr{Ptr{UInt8}}, Ptr{Ptr{UInt8}}, Csize_t),
-                    out, name_pointers, path_pointers, length(names))
+                accel_dataset_from_npy(out, name_pointers, path_pointers, length(names))
             end
         end
     end
@@ -125,7 +115,7 @@ end
 
 """The number of samples; `nothing` for an iterable dataset."""
 function num_samples(dataset::Dataset)
-    count = ccall((:accel_dataset_length, libaccel), Int64, (Ptr{accel_dataset_t},), dataset)
+    count = accel_dataset_length(dataset)
     return count < 0 ? nothing : Int(count)
 end
 
@@ -144,7 +134,7 @@ end
 Base.unsafe_convert(::Type{Ptr{accel_loader_t}}, loader::Loader) = live_pointer(loader)
 
 Base.close(loader::Loader) = release!(loader) do ptr
-    ccall((:accel_loader_free, libaccel), Cvoid, (Ptr{accel_loader_t},), ptr)
+    accel_loader_free(ptr)
 end
 
 function Loader(state::State, dataset::Dataset; batches = nothing, settings...)
@@ -162,8 +152,7 @@ end
 
 function new_loader(state::State, dataset::Dataset, options::Options)
     return new_pointer(accel_loader_t) do out
-        ccall((:accel_loader_new, libaccel), Cint, (Ptr{Ptr{accel_loader_t}}, Ptr{accel_state_t}, Ptr{accel_dataset_t}, Ptr{accel_options_t}),
-            out, state, dataset, options)
+        accel_loader_new(out, state, dataset, options)
     end
 end
 
@@ -171,9 +160,7 @@ function new_loader(state::State, dataset::Dataset, batches, options::Options)
     indices = Int64[index - 1 for batch in batches for index in batch]
     sizes = Csize_t[length(batch) for batch in batches]
     return new_pointer(accel_loader_t) do out
-        ccall((:accel_loader_new_with_batches, libaccel), Cint,
-            (Ptr{Ptr{accel_loader_t}}, Ptr{accel_state_t}, Ptr{accel_dataset_t}, Ptr{Int64}, Ptr{Csize_t}, Csize_t, Ptr{accel_options_t}),
-            out, state, dataset, indices, sizes, length(sizes), options)
+        accel_loader_new_with_batches(out, state, dataset, indices, sizes, length(sizes), options)
     end
 end
 
@@ -183,7 +170,7 @@ Base.iterate(loader::Loader, ::Nothing) = next_batch(loader)
 """The next batch of the epoch and no iteration state, or `nothing` at its end."""
 function next_batch(loader::Loader)
     out = Ref{Ptr{accel_batch_t}}(C_NULL)
-    code = ccall((:accel_loader_next, libaccel), Cint, (Ptr{accel_loader_t}, Ptr{Ptr{accel_batch_t}}), loader, out)
+    code = accel_loader_next(loader, out)
     check_callback_call(loader.dataset_callbacks, code)
     out[] == C_NULL && return nothing
     return (finalizer(close, Batch(out[])), nothing)
@@ -195,39 +182,39 @@ Base.eltype(::Type{Loader}) = Batch
 """Batches this rank yields in a full epoch; `nothing` for an iterable dataset."""
 function num_batches(loader::Loader)
     count = Ref{Int64}(0)
-    @check ccall((:accel_loader_length, libaccel), Cint, (Ptr{accel_loader_t}, Ptr{Int64}), loader, count)
+    @check accel_loader_length(loader, count)
     return count[] < 0 ? nothing : Int(count[])
 end
 
 """Whether the batch last returned is the last of the epoch."""
-end_of_dataloader(loader::Loader) = ccall((:accel_loader_end_of_dataloader, libaccel), Cint, (Ptr{accel_loader_t},), loader) != 0
+end_of_dataloader(loader::Loader) = accel_loader_end_of_dataloader(loader) != 0
 
 """Real samples in the last global batch; `nothing` when unknown (drop_last, given batches)."""
 function remainder(loader::Loader)
-    count = ccall((:accel_loader_remainder, libaccel), Int64, (Ptr{accel_loader_t},), loader)
+    count = accel_loader_remainder(loader)
     return count < 0 ? nothing : Int(count)
 end
 
 """The epoch the loader is in, or starts next."""
-epoch(loader::Loader) = Int(ccall((:accel_loader_epoch, libaccel), Int64, (Ptr{accel_loader_t},), loader))
+epoch(loader::Loader) = Int(accel_loader_epoch(loader))
 
 """Between epochs: the number of the next one."""
-set_epoch!(loader::Loader, epoch::Integer) = @check ccall((:accel_loader_set_epoch, libaccel), Cint, (Ptr{accel_loader_t}, Int64), loader, epoch)
+set_epoch!(loader::Loader, epoch::Integer) = @check accel_loader_set_epoch(loader, epoch)
 
 """Between epochs: the next epoch skips its first `n` batches of this rank."""
-skip_first_batches!(loader::Loader, n::Integer) = @check ccall((:accel_loader_skip_first_batches, libaccel), Cint, (Ptr{accel_loader_t}, Int64), loader, n)
+skip_first_batches!(loader::Loader, n::Integer) = @check accel_loader_skip_first_batches(loader, n)
 
 """The loader's position (epoch, generator, batches yielded), to resume exactly there."""
 function save_state(loader::Loader)
     data = Ref{Ptr{Cvoid}}(C_NULL)
     size = Ref{Csize_t}(0)
-    @check ccall((:accel_loader_save_state, libaccel), Cint, (Ptr{accel_loader_t}, Ptr{Ptr{Cvoid}}, Ptr{Csize_t}), loader, data, size)
+    @check accel_loader_save_state(loader, data, size)
     return size[] == 0 ? UInt8[] : copy(unsafe_wrap(Array, Ptr{UInt8}(data[]), Int(size[])))
 end
 
 """Between epochs: restores a position `save_state` gave, over the same dataset and settings."""
 function load_state!(loader::Loader, saved::Vector{UInt8})
-    @check ccall((:accel_loader_load_state, libaccel), Cint, (Ptr{accel_loader_t}, Ptr{Cvoid}, Csize_t), loader, saved, length(saved))
+    @check accel_loader_load_state(loader, saved, length(saved))
 end
 
 """A batch: named tensors sharing their first dimension. `batch["x"]`, `keys(batch)`."""
@@ -238,18 +225,18 @@ end
 Base.unsafe_convert(::Type{Ptr{accel_batch_t}}, batch::Batch) = live_pointer(batch)
 
 Base.close(batch::Batch) = release!(batch) do ptr
-    ccall((:accel_batch_free, libaccel), Cvoid, (Ptr{accel_batch_t},), ptr)
+    accel_batch_free(ptr)
 end
 
-Base.length(batch::Batch) = Int(ccall((:accel_batch_count, libaccel), Csize_t, (Ptr{accel_batch_t},), batch))
+Base.length(batch::Batch) = Int(accel_batch_count(batch))
 
 function Base.keys(batch::Batch)
-    return String[string_or_nothing(ccall((:accel_batch_name, libaccel), Cstring, (Ptr{accel_batch_t}, Csize_t), batch, index))
+    return String[string_or_nothing(accel_batch_name(batch, index))
                   for index in 0:length(batch)-1]
 end
 
 function Base.getindex(batch::Batch, name::AbstractString)
     return new_tensor() do out
-        ccall((:accel_batch_get, libaccel), Cint, (Ptr{accel_batch_t}, Cstring, Ptr{Ptr{accel_tensor_t}}), batch, name, out)
+        accel_batch_get(batch, name, out)
     end
 end

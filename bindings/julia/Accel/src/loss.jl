@@ -10,8 +10,7 @@ function compute_loss(name::AbstractString, input::Tensor, target::Tensor; setti
     options = Options(; settings...)
     try
         return new_tensor() do out
-            ccall((:accel_loss_compute, libaccel), Cint, (Ptr{Ptr{accel_tensor_t}}, Cstring, Ptr{accel_tensor_t}, Ptr{accel_tensor_t}, Ptr{accel_options_t}),
-                out, name, input, target, options)
+            accel_loss_compute(out, name, input, target, options)
         end
     finally
         close(options)

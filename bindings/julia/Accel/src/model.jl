@@ -3,10 +3,6 @@
 #
 # Thread safety (model.h): a model is used by one task at a time.
 
-"""Opaque C types of model.h, only pointed to."""
-mutable struct accel_model_t end
-mutable struct accel_output_t end
-
 """
     Model(path)
     Model(archive::Vector{UInt8})
@@ -20,20 +16,20 @@ end
 Base.unsafe_convert(::Type{Ptr{accel_model_t}}, model::Model) = live_pointer(model)
 
 Base.close(model::Model) = release!(model) do ptr
-    ccall((:accel_model_free, libaccel), Cvoid, (Ptr{accel_model_t},), ptr)
+    accel_model_free(ptr)
 end
 
 owned_model(ptr::Ptr{accel_model_t}) = finalizer(close, Model(ptr))
 
 function Model(path::AbstractString)
     return owned_model(new_pointer(accel_model_t) do out
-        ccall((:accel_model_load, libaccel), Cint, (Ptr{Ptr{accel_model_t}}, Cstring), out, path)
+        accel_model_load(out, path)
     end)
 end
 
 function Model(archive::Vector{UInt8})
     return owned_model(new_pointer(accel_model_t) do out
-        ccall((:accel_model_load_buffer, libaccel), Cint, (Ptr{Ptr{accel_model_t}}, Ptr{Cvoid}, Csize_t), out, archive, length(archive))
+        accel_model_load_buffer(out, archive, length(archive))
     end)
 end
 
@@ -62,9 +58,8 @@ function Model(parameters::AbstractVector{<:Pair{<:AbstractString,Tensor}};
         with_cstrings([first(pair) for pair in parameters]) do names
             with_cstrings([first(pair) for pair in buffers]) do buffer_names
                 new_pointer(accel_model_t) do out
-                    ccall((:accel_model_from_tensors, libaccel), Cint,
-                        (Ptr{Ptr{accel_model_t}}, Ptr{Ptr{UInt8}}, Ptr{Ptr{accel_tensor_t}}, Ptr{Cint}, Csize_t, Ptr{Ptr{UInt8}}, Ptr{Ptr{accel_tensor_t}}, Csize_t),
-                        out, names, tensor_pointers, flags, length(tensor_pointers), buffer_names, buffer_pointers, length(buffer_pointers))
+                    accel_model_from_tensors(out, names, tensor_pointers, flags, length(tensor_pointers), buffer_names,
+                        buffer_pointers, length(buffer_pointers))
                 end
             end
         end
@@ -81,7 +76,7 @@ the ranks (collective), with the model keys as keywords (`find_unused_parameters
 function prepare_model!(state::State, model::Model; settings...)
     options = Options(; settings...)
     try
-        @check ccall((:accel_state_prepare_model, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_model_t}, Ptr{accel_options_t}), state, model, options)
+        @check accel_state_prepare_model(state, model, options)
     finally
         close(options)
     end
@@ -96,7 +91,7 @@ evaluation): with several processes it may send rank 0's buffers (collective, on
 decides whether the coming backward synchronises.
 """
 begin_forward!(model::Model; grad_enabled::Bool = true) =
-    @check ccall((:accel_model_begin_forward, libaccel), Cint, (Ptr{accel_model_t}, Cint), model, grad_enabled)
+    @check accel_model_begin_forward(model, grad_enabled)
 
 """
     grad_view(model, index)
@@ -107,26 +102,25 @@ into its gradient bucket): the program's backward accumulates the gradient there
 """
 function grad_view(model::Model, index::Integer)
     return new_tensor() do out
-        ccall((:accel_model_grad_view, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{Ptr{accel_tensor_t}}), model, index - 1, out)
+        accel_model_grad_view(model, index - 1, out)
     end
 end
 
 """Parameter `index`'s (1-based) gradient of this backward is final: once its bucket is, the bucket's
 all-reduce starts, overlapping the rest of the backward. Repeats are ignored."""
 grad_ready!(model::Model, index::Integer) =
-    @check ccall((:accel_model_grad_ready, libaccel), Cint, (Ptr{accel_model_t}, Csize_t), model, index - 1)
+    @check accel_model_grad_ready(model, index - 1)
 
 """The program's backward is over: on a synchronising one, waits for the all-reduces, after which every
 gradient holds the average over the ranks. A parameter never marked ready is an error naming it, unless
 the model was prepared with `find_unused_parameters = true`."""
-end_backward!(model::Model) = @check ccall((:accel_model_end_backward, libaccel), Cint, (Ptr{accel_model_t},), model)
+end_backward!(model::Model) = @check accel_model_end_backward(model)
 
 """Whether no rank's backward reached parameter `index` (1-based) in the last synchronising backward
 (`find_unused_parameters`): its gradient was left as it was."""
 function grad_reached_by_no_rank(model::Model, index::Integer)
     out = Ref{Cint}(0)
-    @check ccall((:accel_model_grad_reached_by_no_rank, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ref{Cint}),
-                 model, index - 1, out)
+    @check accel_model_grad_reached_by_no_rank(model, index - 1, out)
     out[] != 0
 end
 
@@ -138,7 +132,7 @@ end
 Base.unsafe_convert(::Type{Ptr{accel_output_t}}, output::Output) = live_pointer(output)
 
 Base.close(output::Output) = release!(output) do ptr
-    ccall((:accel_output_free, libaccel), Cvoid, (Ptr{accel_output_t},), ptr)
+    accel_output_free(ptr)
 end
 
 """
@@ -148,18 +142,14 @@ The model's forward on positional and named tensors (arrays are copied into tens
 """
 function forward(model::Model, inputs...; named...)
     return run_forward(model, inputs, named) do out, positional, count, names, named_pointers, named_count
-        ccall((:accel_model_forward, libaccel), Cint,
-            (Ptr{accel_model_t}, Ptr{Ptr{accel_tensor_t}}, Csize_t, Ptr{Ptr{UInt8}}, Ptr{Ptr{accel_tensor_t}}, Csize_t, Ptr{Ptr{accel_output_t}}),
-            model, positional, count, names, named_pointers, named_count, out)
+        accel_model_forward(model, positional, count, names, named_pointers, named_count, out)
     end
 end
 
 """`forward` without building a graph, for evaluation (Accelerate users write it under torch.no_grad())."""
 function evaluate(model::Model, inputs...; named...)
     return run_forward(model, inputs, named) do out, positional, count, names, named_pointers, named_count
-        ccall((:accel_model_evaluate, libaccel), Cint,
-            (Ptr{accel_model_t}, Ptr{Ptr{accel_tensor_t}}, Csize_t, Ptr{Ptr{UInt8}}, Ptr{Ptr{accel_tensor_t}}, Csize_t, Ptr{Ptr{accel_output_t}}),
-            model, positional, count, names, named_pointers, named_count, out)
+        accel_model_evaluate(model, positional, count, names, named_pointers, named_count, out)
     end
 end
 
@@ -181,61 +171,61 @@ function run_forward(call, model::Model, inputs, named)
     return finalizer(close, Output(ptr))
 end
 
-Base.length(output::Output) = Int(ccall((:accel_output_count, libaccel), Csize_t, (Ptr{accel_output_t},), output))
+Base.length(output::Output) = Int(accel_output_count(output))
 
 """The keys of a dict output, in order; `nothing` for a tensor, tuple or list."""
 function Base.keys(output::Output)
-    names = [string_or_nothing(ccall((:accel_output_name, libaccel), Cstring, (Ptr{accel_output_t}, Csize_t), output, index))
+    names = [string_or_nothing(accel_output_name(output, index))
              for index in 0:length(output)-1]
     return any(name -> name === nothing, names) ? nothing : String[name for name in names]
 end
 
 function Base.getindex(output::Output, index::Integer)
     return new_tensor() do out
-        ccall((:accel_output_get, libaccel), Cint, (Ptr{accel_output_t}, Csize_t, Ptr{Ptr{accel_tensor_t}}), output, index - 1, out)
+        accel_output_get(output, index - 1, out)
     end
 end
 
 function Base.getindex(output::Output, name::AbstractString)
     return new_tensor() do out
-        ccall((:accel_output_get_named, libaccel), Cint, (Ptr{accel_output_t}, Cstring, Ptr{Ptr{accel_tensor_t}}), output, name, out)
+        accel_output_get_named(output, name, out)
     end
 end
 
 """Training (`true`) or evaluation mode."""
 function train!(model::Model, on::Bool = true)
-    @check ccall((:accel_model_train, libaccel), Cint, (Ptr{accel_model_t}, Cint), model, on)
+    @check accel_model_train(model, on)
     return model
 end
 
-is_training(model::Model) = ccall((:accel_model_is_training, libaccel), Cint, (Ptr{accel_model_t},), model) != 0
+is_training(model::Model) = accel_model_is_training(model) != 0
 
 """The parameters' names in registration order; a tensor several modules hold (tied weights) once, under its
 first name."""
 function parameter_names(model::Model)
-    count = ccall((:accel_model_num_parameters, libaccel), Csize_t, (Ptr{accel_model_t},), model)
-    return String[unsafe_string(ccall((:accel_model_parameter_name, libaccel), Cstring, (Ptr{accel_model_t}, Csize_t), model, index))
+    count = accel_model_num_parameters(model)
+    return String[unsafe_string(accel_model_parameter_name(model, index))
                   for index in 0:Int(count)-1]
 end
 
 """Parameter `index` (1-based), sharing the model's memory."""
 function parameter(model::Model, index::Integer)
     return new_tensor() do out
-        ccall((:accel_model_parameter, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{Ptr{accel_tensor_t}}), model, index - 1, out)
+        accel_model_parameter(model, index - 1, out)
     end
 end
 
 """The buffers' names in registration order."""
 function buffer_names(model::Model)
-    count = ccall((:accel_model_num_buffers, libaccel), Csize_t, (Ptr{accel_model_t},), model)
-    return String[unsafe_string(ccall((:accel_model_buffer_name, libaccel), Cstring, (Ptr{accel_model_t}, Csize_t), model, index))
+    count = accel_model_num_buffers(model)
+    return String[unsafe_string(accel_model_buffer_name(model, index))
                   for index in 0:Int(count)-1]
 end
 
 """Buffer `index` (1-based), sharing the model's memory."""
 function buffer(model::Model, index::Integer)
     return new_tensor() do out
-        ccall((:accel_model_buffer, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{Ptr{accel_tensor_t}}), model, index - 1, out)
+        accel_model_buffer(model, index - 1, out)
     end
 end
 
@@ -245,22 +235,22 @@ overlapped_ms, exposed_ms, wait_ms, helper_cpu_ms (totals since prepare), each a
 zero_stage splits, on this process). 0 when the model is not data-parallel."""
 function grad_sync_stat(model::Model, name::AbstractString)
     value = Ref{Cdouble}(0)
-    @check ccall((:accel_model_grad_sync_stat, libaccel), Cint, (Ptr{accel_model_t}, Cstring, Ptr{Cdouble}), model, name, value)
+    @check accel_model_grad_sync_stat(model, name, value)
     return value[]
 end
 
 """The plain module without the data-parallel wrapper (same parameters)."""
 function unwrap_model(model::Model)
     return owned_model(new_pointer(accel_model_t) do out
-        ccall((:accel_model_unwrap, libaccel), Cint, (Ptr{accel_model_t}, Ptr{Ptr{accel_model_t}}), model, out)
+        accel_model_unwrap(model, out)
     end)
 end
 
 """Writes the module as TorchScript (loadable by torch.jit.load)."""
 save_torchscript(model::Model, path::AbstractString) =
-    @check ccall((:accel_model_save_torchscript, libaccel), Cint, (Ptr{accel_model_t}, Cstring), model, path)
+    @check accel_model_save_torchscript(model, path)
 
 """Loads what `save_model` wrote into directory (model.safetensors, or the index and its shards) onto each
 tensor's device; everything is checked first, so on an error the model is unchanged."""
 load_weights!(model::Model, directory::AbstractString) =
-    @check ccall((:accel_model_load_weights, libaccel), Cint, (Ptr{accel_model_t}, Cstring), model, directory)
+    @check accel_model_load_weights(model, directory)

@@ -3,9 +3,6 @@
 #
 # Thread safety (optimizer.h): one task at a time per optimizer and its schedulers.
 
-"""Opaque C type `accel_optimizer_t`, only pointed to."""
-mutable struct accel_optimizer_t end
-
 """
     Optimizer(model, kind; options...)
 
@@ -19,15 +16,14 @@ end
 Base.unsafe_convert(::Type{Ptr{accel_optimizer_t}}, optimizer::Optimizer) = live_pointer(optimizer)
 
 Base.close(optimizer::Optimizer) = release!(optimizer) do ptr
-    ccall((:accel_optimizer_free, libaccel), Cvoid, (Ptr{accel_optimizer_t},), ptr)
+    accel_optimizer_free(ptr)
 end
 
 function Optimizer(model::Model, kind::AbstractString; settings...)
     options = Options(; settings...)
     ptr = try
         new_pointer(accel_optimizer_t) do out
-            ccall((:accel_optimizer_new, libaccel), Cint, (Ptr{Ptr{accel_optimizer_t}}, Ptr{accel_model_t}, Cstring, Ptr{accel_options_t}),
-                out, model, kind, options)
+            accel_optimizer_new(out, model, kind, options)
         end
     finally
         close(options)
@@ -36,31 +32,31 @@ function Optimizer(model::Model, kind::AbstractString; settings...)
 end
 
 """Steps on a sync step (waiting for the gradients' all-reduce)."""
-step!(optimizer::Optimizer) = @check ccall((:accel_optimizer_step, libaccel), Cint, (Ptr{accel_optimizer_t},), optimizer)
+step!(optimizer::Optimizer) = @check accel_optimizer_step(optimizer)
 
 """Clears the gradients on a sync step."""
-zero_grad!(optimizer::Optimizer) = @check ccall((:accel_optimizer_zero_grad, libaccel), Cint, (Ptr{accel_optimizer_t},), optimizer)
+zero_grad!(optimizer::Optimizer) = @check accel_optimizer_zero_grad(optimizer)
 
 """Whether the last sync step was skipped because of an fp16 overflow."""
-step_was_skipped(optimizer::Optimizer) = ccall((:accel_optimizer_step_was_skipped, libaccel), Cint, (Ptr{accel_optimizer_t},), optimizer) != 0
+step_was_skipped(optimizer::Optimizer) = accel_optimizer_step_was_skipped(optimizer) != 0
 
-num_groups(optimizer::Optimizer) = Int(ccall((:accel_optimizer_num_groups, libaccel), Csize_t, (Ptr{accel_optimizer_t},), optimizer))
+num_groups(optimizer::Optimizer) = Int(accel_optimizer_num_groups(optimizer))
 
 """The learning rate of parameter group `group` (1-based)."""
 function lr(optimizer::Optimizer, group::Integer = 1)
     rate = Ref{Cdouble}(0)
-    @check ccall((:accel_optimizer_lr, libaccel), Cint, (Ptr{accel_optimizer_t}, Csize_t, Ptr{Cdouble}), optimizer, group - 1, rate)
+    @check accel_optimizer_lr(optimizer, group - 1, rate)
     return rate[]
 end
 
 """Sets the learning rate of parameter group `group` (1-based)."""
 set_lr!(optimizer::Optimizer, rate::Real, group::Integer = 1) =
-    @check ccall((:accel_optimizer_set_lr, libaccel), Cint, (Ptr{accel_optimizer_t}, Csize_t, Cdouble), optimizer, group - 1, rate)
+    @check accel_optimizer_set_lr(optimizer, group - 1, rate)
 
 """SGD's momentum or Adam's beta1 of parameter group `group` (1-based): what one_cycle cycles."""
 function momentum(optimizer::Optimizer, group::Integer = 1)
     value = Ref{Cdouble}(0)
-    @check ccall((:accel_optimizer_momentum, libaccel), Cint, (Ptr{accel_optimizer_t}, Csize_t, Ptr{Cdouble}), optimizer, group - 1, value)
+    @check accel_optimizer_momentum(optimizer, group - 1, value)
     return value[]
 end
 
@@ -68,14 +64,13 @@ end
 function betas(optimizer::Optimizer, group::Integer = 1)
     beta1 = Ref{Cdouble}(0)
     beta2 = Ref{Cdouble}(0)
-    @check ccall((:accel_optimizer_betas, libaccel), Cint, (Ptr{accel_optimizer_t}, Csize_t, Ptr{Cdouble}, Ptr{Cdouble}),
-        optimizer, group - 1, beta1, beta2)
+    @check accel_optimizer_betas(optimizer, group - 1, beta1, beta2)
     return (beta1[], beta2[])
 end
 
 """The fp16 loss scale (1 without fp16); waits for the device."""
 function loss_scale(optimizer::Optimizer)
     scale = Ref{Cdouble}(0)
-    @check ccall((:accel_optimizer_loss_scale, libaccel), Cint, (Ptr{accel_optimizer_t}, Ptr{Cdouble}), optimizer, scale)
+    @check accel_optimizer_loss_scale(optimizer, scale)
     return scale[]
 end

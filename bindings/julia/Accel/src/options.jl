@@ -1,8 +1,5 @@
 # capi/accel/options.h: the key/value settings handed to constructors (keys and defaults in the header).
 
-"""Opaque C type `accel_options_t`, only pointed to."""
-mutable struct accel_options_t end
-
 """
     Options(; key = value, ...)
 
@@ -16,12 +13,12 @@ end
 Base.unsafe_convert(::Type{Ptr{accel_options_t}}, options::Options) = live_pointer(options)
 
 Base.close(options::Options) = release!(options) do ptr
-    ccall((:accel_options_free, libaccel), Cvoid, (Ptr{accel_options_t},), ptr)
+    accel_options_free(ptr)
 end
 
 function Options(; settings...)
     ptr = new_pointer(accel_options_t) do out
-        ccall((:accel_options_new, libaccel), Cint, (Ptr{Ptr{accel_options_t}},), out)
+        accel_options_new(out)
     end
     options = finalizer(close, Options(ptr))
     for (key, value) in settings
@@ -37,22 +34,22 @@ Sets a key: Bool, Integer and AbstractFloat values through the typed setters, a 
 (`accel_options_set`, parsed by the key's type). Returns the options.
 """
 function set!(options::Options, key::AbstractString, value::Bool)
-    @check ccall((:accel_options_set_bool, libaccel), Cint, (Ptr{accel_options_t}, Cstring, Cint), options, key, value)
+    @check accel_options_set_bool(options, key, value)
     return options
 end
 
 function set!(options::Options, key::AbstractString, value::Integer)
-    @check ccall((:accel_options_set_int, libaccel), Cint, (Ptr{accel_options_t}, Cstring, Int64), options, key, value)
+    @check accel_options_set_int(options, key, value)
     return options
 end
 
 function set!(options::Options, key::AbstractString, value::AbstractFloat)
-    @check ccall((:accel_options_set_double, libaccel), Cint, (Ptr{accel_options_t}, Cstring, Cdouble), options, key, value)
+    @check accel_options_set_double(options, key, value)
     return options
 end
 
 function set!(options::Options, key::AbstractString, value::AbstractString)
-    @check ccall((:accel_options_set, libaccel), Cint, (Ptr{accel_options_t}, Cstring, Cstring), options, key, value)
+    @check accel_options_set(options, key, value)
     return options
 end
 
@@ -63,7 +60,7 @@ Sets a string-typed key (`mixed_precision`, `backend`, `no_decay`, ...) to exact
 parsing it as another type.
 """
 function set!(options::Options, key::AbstractString, value::Symbol)
-    @check ccall((:accel_options_set_string, libaccel), Cint, (Ptr{accel_options_t}, Cstring, Cstring), options, key, String(value))
+    @check accel_options_set_string(options, key, String(value))
     return options
 end
 
@@ -74,7 +71,7 @@ The configuration the options resolve to now: one "key=value (source)" line per 
 """
 function dump_options(options::Options)
     text = Ref{Ptr{UInt8}}(C_NULL)
-    @check ccall((:accel_options_dump, libaccel), Cint, (Ptr{accel_options_t}, Ptr{Ptr{UInt8}}), options, text)
+    @check accel_options_dump(options, text)
     return take_string(text[])
 end
 

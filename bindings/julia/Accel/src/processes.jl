@@ -10,16 +10,14 @@ function split_range(state::State, length::Integer)
     first = Ref{Int64}(0)
     count = Ref{Int64}(0)
     padded_count = Ref{Int64}(0)
-    @check ccall((:accel_state_split_range, libaccel), Cint, (Ptr{accel_state_t}, Int64, Ptr{Int64}, Ptr{Int64}, Ptr{Int64}),
-        state, length, first, count, padded_count)
+    @check accel_state_split_range(state, length, first, count, padded_count)
     return (indices = (first[] + 1):(first[] + count[]), padded_count = Int(padded_count[]))
 end
 
 """This process's rows (first dimension) of `input`, sharing its memory unless padding adds rows."""
 function split_tensor(state::State, input::Tensor; apply_padding::Bool = false)
     return new_tensor() do out
-        ccall((:accel_state_split_tensor, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_tensor_t}, Cint, Ptr{Ptr{accel_tensor_t}}),
-            state, input, apply_padding, out)
+        accel_state_split_tensor(state, input, apply_padding, out)
     end
 end
 
@@ -30,34 +28,33 @@ Runs `work()` on the main process first, then on the others (collective): `main_
 do ... end`. The section is ended even when `work` throws, so the other ranks do not wait in vain.
 """
 function main_process_first(work, state::State)
-    @check ccall((:accel_state_main_process_first_begin, libaccel), Cint, (Ptr{accel_state_t},), state)
+    @check accel_state_main_process_first_begin(state)
     result = try
         work()
     catch
-        ccall((:accel_state_main_process_first_end, libaccel), Cint, (Ptr{accel_state_t},), state)
+        accel_state_main_process_first_end(state)
         rethrow()
     end
-    @check ccall((:accel_state_main_process_first_end, libaccel), Cint, (Ptr{accel_state_t},), state)
+    @check accel_state_main_process_first_end(state)
     return result
 end
 
 """`main_process_first` with the main process of each machine going first."""
 function local_main_process_first(work, state::State)
-    @check ccall((:accel_state_local_main_process_first_begin, libaccel), Cint, (Ptr{accel_state_t},), state)
+    @check accel_state_local_main_process_first_begin(state)
     result = try
         work()
     catch
-        ccall((:accel_state_local_main_process_first_end, libaccel), Cint, (Ptr{accel_state_t},), state)
+        accel_state_local_main_process_first_end(state)
         rethrow()
     end
-    @check ccall((:accel_state_local_main_process_first_end, libaccel), Cint, (Ptr{accel_state_t},), state)
+    @check accel_state_local_main_process_first_end(state)
     return result
 end
 
 """`input` on the state's device: the same tensor when it is already there, else a copy."""
 function send_to_device(state::State, input::Tensor; non_blocking::Bool = false)
     return new_tensor() do out
-        ccall((:accel_state_send_to_device, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_tensor_t}, Cint, Ptr{Ptr{accel_tensor_t}}),
-            state, input, non_blocking, out)
+        accel_state_send_to_device(state, input, non_blocking, out)
     end
 end

@@ -2,9 +2,6 @@
 #
 # Thread safety (scheduler.h): one task at a time per optimizer and its schedulers.
 
-"""Opaque C type `accel_scheduler_t`, only pointed to."""
-mutable struct accel_scheduler_t end
-
 """
     Scheduler(optimizer, name; options...)
     Scheduler(multiplier, optimizer)
@@ -22,15 +19,14 @@ end
 Base.unsafe_convert(::Type{Ptr{accel_scheduler_t}}, scheduler::Scheduler) = live_pointer(scheduler)
 
 Base.close(scheduler::Scheduler) = release!(scheduler) do ptr
-    ccall((:accel_scheduler_free, libaccel), Cvoid, (Ptr{accel_scheduler_t},), ptr)
+    accel_scheduler_free(ptr)
 end
 
 function Scheduler(optimizer::Optimizer, name::AbstractString; settings...)
     options = Options(; settings...)
     ptr = try
         new_pointer(accel_scheduler_t) do out
-            ccall((:accel_scheduler_new, libaccel), Cint, (Ptr{Ptr{accel_scheduler_t}}, Ptr{accel_optimizer_t}, Cstring, Ptr{accel_options_t}),
-                out, optimizer, name, options)
+            accel_scheduler_new(out, optimizer, name, options)
         end
     finally
         close(options)
@@ -47,29 +43,28 @@ function Scheduler(multiplier::Function, optimizer::Optimizer)
     callbacks = Callbacks((multiplier = multiplier,))
     trampoline = @cfunction(multiplier_trampoline, Cint, (Int64, Ptr{Cdouble}, Ptr{Cvoid}))
     out = Ref{Ptr{accel_scheduler_t}}(C_NULL)
-    code = ccall((:accel_scheduler_from_callback, libaccel), Cint, (Ptr{Ptr{accel_scheduler_t}}, Ptr{accel_optimizer_t}, Ptr{Cvoid}, Ptr{Cvoid}),
-        out, optimizer, trampoline, payload(callbacks))
+    code = accel_scheduler_from_callback(out, optimizer, trampoline, payload(callbacks))
     check_callback_call(callbacks, code)
     return finalizer(close, Scheduler(out[], callbacks))
 end
 
 """Accelerate's AcceleratedScheduler.step."""
 function step!(scheduler::Scheduler)
-    code = ccall((:accel_scheduler_step, libaccel), Cint, (Ptr{accel_scheduler_t},), scheduler)
+    code = accel_scheduler_step(scheduler)
     check_callback_call(scheduler.callbacks, code)
 end
 
 """Accelerate's AcceleratedScheduler.step(metric), for reduce_on_plateau."""
 function step!(scheduler::Scheduler, metric::Real)
-    code = ccall((:accel_scheduler_step_with_metric, libaccel), Cint, (Ptr{accel_scheduler_t}, Cdouble), scheduler, metric)
+    code = accel_scheduler_step_with_metric(scheduler, metric)
     check_callback_call(scheduler.callbacks, code)
 end
 
 """The learning rate of group `group` (1-based) after the last step."""
 function last_lr(scheduler::Scheduler, group::Integer = 1)
     rate = Ref{Cdouble}(0)
-    @check ccall((:accel_scheduler_last_lr, libaccel), Cint, (Ptr{accel_scheduler_t}, Csize_t, Ptr{Cdouble}), scheduler, group - 1, rate)
+    @check accel_scheduler_last_lr(scheduler, group - 1, rate)
     return rate[]
 end
 
-step_count(scheduler::Scheduler) = Int(ccall((:accel_scheduler_step_count, libaccel), Int64, (Ptr{accel_scheduler_t},), scheduler))
+step_count(scheduler::Scheduler) = Int(accel_scheduler_step_count(scheduler))

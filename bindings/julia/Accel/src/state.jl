@@ -4,13 +4,6 @@
 # Thread safety (state.h): the accessors may be called from any thread; collectives must be called by one
 # thread at a time, in the same order on every rank.
 
-"""Opaque C type `accel_state_t`, only pointed to."""
-mutable struct accel_state_t end
-
-const ACCEL_DISTRIBUTED_NO = Cint(0)
-const ACCEL_DISTRIBUTED_MULTI_CPU = Cint(1)
-const ACCEL_DISTRIBUTED_MULTI_GPU = Cint(2)
-
 """
     State(; options...)
 
@@ -27,14 +20,14 @@ end
 Base.unsafe_convert(::Type{Ptr{accel_state_t}}, state::State) = live_pointer(state)
 
 Base.close(state::State) = release!(state) do ptr
-    ccall((:accel_state_free, libaccel), Cvoid, (Ptr{accel_state_t},), ptr)
+    accel_state_free(ptr)
 end
 
 function State(; settings...)
     options = isempty(settings) ? nothing : Options(; settings...)
     ptr = try
         new_pointer(accel_state_t) do out
-            ccall((:accel_state_new, libaccel), Cint, (Ptr{Ptr{accel_state_t}}, Ptr{accel_options_t}), out, options_pointer(options))
+            accel_state_new(out, options_pointer(options))
         end
     finally
         options === nothing || close(options)
@@ -43,31 +36,31 @@ function State(; settings...)
 end
 
 """Collective teardown of the process group of every state of this process; a second call does nothing."""
-shutdown(state::State) = @check ccall((:accel_state_shutdown, libaccel), Cint, (Ptr{accel_state_t},), state)
+shutdown(state::State) = @check accel_state_shutdown(state)
 
 """Retires the process state behind `state` (Accelerate's `_reset_state`): the next State may choose any
 settings; objects made before can only be freed."""
-reset!(state::State) = @check ccall((:accel_state_reset, libaccel), Cint, (Ptr{accel_state_t},), state)
+reset!(state::State) = @check accel_state_reset(state)
 
 """A barrier across every process."""
-wait_for_everyone(state::State) = @check ccall((:accel_state_wait_for_everyone, libaccel), Cint, (Ptr{accel_state_t},), state)
+wait_for_everyone(state::State) = @check accel_state_wait_for_everyone(state)
 
 """Accelerate's set_seed: LibTorch's default CPU (and CUDA) generators of this process, seeded with `seed`,
 plus the process index when `device_specific`."""
 set_seed(state::State, seed::Integer; device_specific::Bool = false) =
-    @check ccall((:accel_state_set_seed, libaccel), Cint, (Ptr{accel_state_t}, UInt64, Cint), state, seed, device_specific)
+    @check accel_state_set_seed(state, seed, device_specific)
 
-num_processes(state::State) = Int(ccall((:accel_state_num_processes, libaccel), Int32, (Ptr{accel_state_t},), state))
-process_index(state::State) = Int(ccall((:accel_state_process_index, libaccel), Int32, (Ptr{accel_state_t},), state))
-local_process_index(state::State) = Int(ccall((:accel_state_local_process_index, libaccel), Int32, (Ptr{accel_state_t},), state))
-num_local_processes(state::State) = Int(ccall((:accel_state_num_local_processes, libaccel), Int32, (Ptr{accel_state_t},), state))
-is_main_process(state::State) = ccall((:accel_state_is_main_process, libaccel), Cint, (Ptr{accel_state_t},), state) != 0
-is_local_main_process(state::State) = ccall((:accel_state_is_local_main_process, libaccel), Cint, (Ptr{accel_state_t},), state) != 0
-is_last_process(state::State) = ccall((:accel_state_is_last_process, libaccel), Cint, (Ptr{accel_state_t},), state) != 0
+num_processes(state::State) = Int(accel_state_num_processes(state))
+process_index(state::State) = Int(accel_state_process_index(state))
+local_process_index(state::State) = Int(accel_state_local_process_index(state))
+num_local_processes(state::State) = Int(accel_state_num_local_processes(state))
+is_main_process(state::State) = accel_state_is_main_process(state) != 0
+is_local_main_process(state::State) = accel_state_is_local_main_process(state) != 0
+is_last_process(state::State) = accel_state_is_last_process(state) != 0
 
 """`:no`, `:multi_cpu` or `:multi_gpu` (`:unknown` for a value of a newer library)."""
 function distributed_type(state::State)
-    kind = ccall((:accel_state_distributed_type, libaccel), Cint, (Ptr{accel_state_t},), state)
+    kind = accel_state_distributed_type(state)
     kind == ACCEL_DISTRIBUTED_NO && return :no
     kind == ACCEL_DISTRIBUTED_MULTI_CPU && return :multi_cpu
     kind == ACCEL_DISTRIBUTED_MULTI_GPU && return :multi_gpu
@@ -75,17 +68,17 @@ function distributed_type(state::State)
 end
 
 """"NO", "MULTI_CPU" or "MULTI_GPU"."""
-distributed_type_name(state::State) = unsafe_string(ccall((:accel_state_distributed_type_name, libaccel), Cstring, (Ptr{accel_state_t},), state))
+distributed_type_name(state::State) = unsafe_string(accel_state_distributed_type_name(state))
 
 """The state's device: "cpu" or "cuda:<n>"."""
-device(state::State) = unsafe_string(ccall((:accel_state_device, libaccel), Cstring, (Ptr{accel_state_t},), state))
+device(state::State) = unsafe_string(accel_state_device(state))
 
 """"no", "fp16" or "bf16"."""
-mixed_precision(state::State) = unsafe_string(ccall((:accel_state_mixed_precision, libaccel), Cstring, (Ptr{accel_state_t},), state))
+mixed_precision(state::State) = unsafe_string(accel_state_mixed_precision(state))
 
 """"gloo", "nccl", or "" with one process; "gloo+shm" when all-reduces go through shared memory,
 "gloo+hier-shm" when through each node's and then between the nodes' leaders."""
-backend(state::State) = unsafe_string(ccall((:accel_state_backend, libaccel), Cstring, (Ptr{accel_state_t},), state))
+backend(state::State) = unsafe_string(accel_state_backend(state))
 
 """Whether a failed collective has left the process group unusable."""
-is_broken(state::State) = ccall((:accel_state_is_broken, libaccel), Cint, (Ptr{accel_state_t},), state) != 0
+is_broken(state::State) = accel_state_is_broken(state) != 0

@@ -2,21 +2,6 @@
 #
 # Thread safety (tensor.h): a tensor may be read from several threads; writes to its data must not race.
 
-"""Opaque C type `accel_tensor_t`, only pointed to."""
-mutable struct accel_tensor_t end
-
-const ACCEL_DTYPE_FLOAT32 = Int32(1)
-const ACCEL_DTYPE_FLOAT64 = Int32(2)
-const ACCEL_DTYPE_FLOAT16 = Int32(3)
-const ACCEL_DTYPE_BFLOAT16 = Int32(4)
-const ACCEL_DTYPE_INT8 = Int32(5)
-const ACCEL_DTYPE_INT16 = Int32(6)
-const ACCEL_DTYPE_INT32 = Int32(7)
-const ACCEL_DTYPE_INT64 = Int32(8)
-const ACCEL_DTYPE_UINT8 = Int32(9)
-const ACCEL_DTYPE_BOOL = Int32(10)
-const ACCEL_TENSOR_MAX_DIMS = 64
-
 """The Julia element types that cross the ABI (bfloat16 has none)."""
 const Element = Union{Float32,Float64,Float16,Int8,Int16,Int32,Int64,UInt8,Bool}
 
@@ -45,13 +30,13 @@ end
 Base.unsafe_convert(::Type{Ptr{accel_tensor_t}}, tensor::Tensor) = live_pointer(tensor)
 
 Base.close(tensor::Tensor) = release!(tensor) do ptr
-    ccall((:accel_tensor_free, libaccel), Cvoid, (Ptr{accel_tensor_t},), ptr)
+    accel_tensor_free(ptr)
 end
 
 """Takes ownership of a tensor handle the library made."""
 owned_tensor(ptr::Ptr{accel_tensor_t}) = finalizer(close, Tensor(ptr))
 
-"""Runs a ccall that writes a new tensor handle to its out-parameter; the tensor."""
+"""Runs a raw call that writes a new tensor handle to its out-parameter; the tensor."""
 new_tensor(call) = owned_tensor(new_pointer(call, accel_tensor_t))
 
 """The elements of `array` in C (row-major) order."""
@@ -64,33 +49,32 @@ function Tensor(array::AbstractArray{T}) where {T<:Element}
     shape = Int64[size(array)...]
     data = row_major(array)
     return new_tensor() do out
-        ccall((:accel_tensor_from_buffer, libaccel), Cint, (Ptr{Ptr{accel_tensor_t}}, Ptr{Cvoid}, Int32, Ptr{Int64}, Csize_t),
-            out, data, DTYPE_CODES[T], shape, length(shape))
+        accel_tensor_from_buffer(out, data, DTYPE_CODES[T], shape, length(shape))
     end
 end
 
 """A 0-dimensional tensor holding `value`."""
 Tensor(value::Element) = Tensor(fill(value))
 
-Base.ndims(tensor::Tensor) = Int(ccall((:accel_tensor_ndim, libaccel), Csize_t, (Ptr{accel_tensor_t},), tensor))
+Base.ndims(tensor::Tensor) = Int(accel_tensor_ndim(tensor))
 
 function Base.size(tensor::Tensor)
     rank = ndims(tensor)
     # The sizes belong to the handle: read them while it is certainly alive.
     return GC.@preserve tensor begin
-        sizes = ccall((:accel_tensor_shape, libaccel), Ptr{Int64}, (Ptr{accel_tensor_t},), tensor)
+        sizes = accel_tensor_shape(tensor)
         ntuple(i -> Int(unsafe_load(sizes, i)), rank)
     end
 end
 
-Base.length(tensor::Tensor) = Int(ccall((:accel_tensor_numel, libaccel), Int64, (Ptr{accel_tensor_t},), tensor))
+Base.length(tensor::Tensor) = Int(accel_tensor_numel(tensor))
 
 """`:float32`, `:int64`, ... (`:unknown` for a type without an ACCEL_DTYPE_* constant)."""
-dtype(tensor::Tensor) = get(DTYPE_NAMES, ccall((:accel_tensor_dtype, libaccel), Int32, (Ptr{accel_tensor_t},), tensor), :unknown)
+dtype(tensor::Tensor) = get(DTYPE_NAMES, accel_tensor_dtype(tensor), :unknown)
 
 """The Julia type of the elements; an error for bfloat16."""
 function Base.eltype(tensor::Tensor)
-    code = ccall((:accel_tensor_dtype, libaccel), Int32, (Ptr{accel_tensor_t},), tensor)
+    code = accel_tensor_dtype(tensor)
     for (type, type_code) in DTYPE_CODES
         type_code == code && return type
     end
@@ -98,15 +82,15 @@ function Base.eltype(tensor::Tensor)
 end
 
 """Bytes of one element."""
-element_size(tensor::Tensor) = Int(ccall((:accel_tensor_element_size, libaccel), Csize_t, (Ptr{accel_tensor_t},), tensor))
+element_size(tensor::Tensor) = Int(accel_tensor_element_size(tensor))
 
 """The tensor's device: "cpu" or "cuda:<n>"."""
-device(tensor::Tensor) = unsafe_string(ccall((:accel_tensor_device, libaccel), Cstring, (Ptr{accel_tensor_t},), tensor))
+device(tensor::Tensor) = unsafe_string(accel_tensor_device(tensor))
 
 """The address of a contiguous CPU tensor's memory, valid while the handle (or a DLPack export) lives."""
 function Base.pointer(tensor::Tensor)
     data = Ref{Ptr{Cvoid}}(C_NULL)
-    @check ccall((:accel_tensor_data, libaccel), Cint, (Ptr{accel_tensor_t}, Ptr{Ptr{Cvoid}}), tensor, data)
+    @check accel_tensor_data(tensor, data)
     return data[]
 end
 
@@ -119,7 +103,7 @@ function Base.Array(tensor::Tensor)
     T = eltype(tensor)
     shape = size(tensor)
     data = Vector{T}(undef, prod(shape))
-    @check ccall((:accel_tensor_copy_to_buffer, libaccel), Cint, (Ptr{accel_tensor_t}, Ptr{Cvoid}, Csize_t), tensor, data, sizeof(data))
+    @check accel_tensor_copy_to_buffer(tensor, data, sizeof(data))
     length(shape) <= 1 && return reshape(data, shape)
     return permutedims(reshape(data, reverse(shape)), length(shape):-1:1)
 end

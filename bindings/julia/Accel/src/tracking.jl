@@ -2,9 +2,6 @@
 #
 # Thread safety (tracking.h): one task at a time per state.
 
-"""Opaque C type `accel_progress_t`, only pointed to."""
-mutable struct accel_progress_t end
-
 """
     init_trackers(state, project_dir, run_name; config_json = nothing, options...)
 
@@ -14,8 +11,7 @@ verbatim to config.json; keywords: `log_with`, `overwrite`.
 function init_trackers(state::State, project_dir::AbstractString, run_name::AbstractString; config_json = nothing, settings...)
     options = Options(; settings...)
     try
-        @check ccall((:accel_state_init_trackers, libaccel), Cint, (Ptr{accel_state_t}, Cstring, Cstring, Cstring, Ptr{accel_options_t}),
-            state, project_dir, run_name, nullable_cstring(config_json), options)
+        @check accel_state_init_trackers(state, project_dir, run_name, nullable_cstring(config_json), options)
     finally
         close(options)
     end
@@ -30,16 +26,15 @@ function log_metrics(state::State, metrics, step::Integer)
     names = String[String(name) for (name, _) in pairs(metrics)]
     numbers = Cdouble[value for (_, value) in pairs(metrics)]
     with_cstrings(names) do name_pointers
-        @check ccall((:accel_state_log, libaccel), Cint, (Ptr{accel_state_t}, Ptr{Ptr{UInt8}}, Ptr{Cdouble}, Csize_t, Int64),
-            state, name_pointers, numbers, length(numbers), step)
+        @check accel_state_log(state, name_pointers, numbers, length(numbers), step)
     end
 end
 
 """Closes the trackers' files (Accelerate's end_training without the collective shutdown)."""
-finish_trackers(state::State) = @check ccall((:accel_state_finish_trackers, libaccel), Cint, (Ptr{accel_state_t},), state)
+finish_trackers(state::State) = @check accel_state_finish_trackers(state)
 
 """Prints a line on the local main process (once per machine), above the progress bar."""
-print_main(state::State, text::AbstractString) = @check ccall((:accel_state_print, libaccel), Cint, (Ptr{accel_state_t}, Cstring), state, text)
+print_main(state::State, text::AbstractString) = @check accel_state_print(state, text)
 
 """
     Progress(state, total; description = nothing)
@@ -53,17 +48,16 @@ end
 Base.unsafe_convert(::Type{Ptr{accel_progress_t}}, progress::Progress) = live_pointer(progress)
 
 Base.close(progress::Progress) = release!(progress) do ptr
-    ccall((:accel_progress_free, libaccel), Cvoid, (Ptr{accel_progress_t},), ptr)
+    accel_progress_free(ptr)
 end
 
 function Progress(state::State, total::Integer; description = nothing)
     ptr = new_pointer(accel_progress_t) do out
-        ccall((:accel_progress_new, libaccel), Cint, (Ptr{Ptr{accel_progress_t}}, Ptr{accel_state_t}, Int64, Cstring),
-            out, state, total, nullable_cstring(description))
+        accel_progress_new(out, state, total, nullable_cstring(description))
     end
     return finalizer(close, Progress(ptr))
 end
 
 """Advances the bar by `steps` and shows `loss` (NaN keeps the previous one)."""
 update!(progress::Progress, steps::Integer = 1, loss::Real = NaN) =
-    @check ccall((:accel_progress_update, libaccel), Cint, (Ptr{accel_progress_t}, Int64, Cdouble), progress, steps, loss)
+    @check accel_progress_update(progress, steps, loss)

@@ -3,22 +3,22 @@
 # Thread safety (train.h): one task at a time per state.
 
 """Accelerate's accumulate(model): call at the start of each step; decides whether it synchronises."""
-accumulate!(state::State) = @check ccall((:accel_state_accumulate, libaccel), Cint, (Ptr{accel_state_t},), state)
+accumulate!(state::State) = @check accel_state_accumulate(state)
 
 """Whether the current step synchronises gradients and steps the optimizer."""
-sync_gradients(state::State) = ccall((:accel_state_sync_gradients, libaccel), Cint, (Ptr{accel_state_t},), state) != 0
+sync_gradients(state::State) = accel_state_sync_gradients(state) != 0
 
 """The state's gradient_accumulation_steps: what backward! divides the loss by."""
-gradient_accumulation_steps(state::State) = ccall((:accel_state_gradient_accumulation_steps, libaccel), Int64, (Ptr{accel_state_t},), state)
+gradient_accumulation_steps(state::State) = accel_state_gradient_accumulation_steps(state)
 
 """Backward of loss / gradient_accumulation_steps (scaled under fp16)."""
-backward!(state::State, loss::Tensor) = @check ccall((:accel_state_backward, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_tensor_t}), state, loss)
+backward!(state::State, loss::Tensor) = @check accel_state_backward(state, loss)
 
 """Backward of a loss summed over this micro-batch's items, normalised by `num_items`, the items of the whole
 accumulated global batch (every micro-batch of the optimizer step, on every rank): the gradient is that of
 the full batch's mean loss."""
 backward_with_items!(state::State, loss::Tensor, num_items::Integer) =
-    @check ccall((:accel_state_backward_with_items, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_tensor_t}, Csize_t), state, loss, num_items)
+    @check accel_state_backward_with_items(state, loss, num_items)
 
 """
     no_sync(work, state, model)
@@ -27,11 +27,11 @@ Accelerate's no_sync(model), `no_sync(state, model) do ... end`: backwards of fo
 accumulate gradients on this process (no all-reduce); the next synchronising backward averages the sum.
 """
 function no_sync(work, state::State, model::Model)
-    @check ccall((:accel_state_no_sync_begin, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_model_t}), state, model)
+    @check accel_state_no_sync_begin(state, model)
     result = try
         work()
     finally
-        @check ccall((:accel_state_no_sync_end, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_model_t}), state, model)
+        @check accel_state_no_sync_end(state, model)
     end
     return result
 end
@@ -43,25 +43,25 @@ Accelerate's autocast(), `autocast(state) do ... end`: the library's operations 
 (a loss computed outside the model's forward) run under the state's mixed precision.
 """
 function autocast(work, state::State)
-    @check ccall((:accel_state_autocast_begin, libaccel), Cint, (Ptr{accel_state_t},), state)
+    @check accel_state_autocast_begin(state)
     result = try
         work()
     finally
-        @check ccall((:accel_state_autocast_end, libaccel), Cint, (Ptr{accel_state_t},), state)
+        @check accel_state_autocast_end(state)
     end
     return result
 end
 
 """Accelerate's free_memory for what the state holds: the accumulation counter restarts, loaders in an
 epoch are no longer tracked, and CUDA's cached blocks are returned."""
-free_memory!(state::State) = @check ccall((:accel_state_free_memory, libaccel), Cint, (Ptr{accel_state_t},), state)
+free_memory!(state::State) = @check accel_state_free_memory(state)
 
 """The fp16 loss scale for a model of the program's tensors trained by an optimizer that is not accel's: a
 0-dim float32 tensor on the state's device (the same memory every call; 1 without fp16 loss scaling) to
 multiply the loss by before the program's backward."""
 function grad_scale(state::State)
     return new_tensor() do out
-        ccall((:accel_state_grad_scale, libaccel), Cint, (Ptr{accel_state_t}, Ptr{Ptr{accel_tensor_t}}), state, out)
+        accel_state_grad_scale(state, out)
     end
 end
 
@@ -69,31 +69,29 @@ end
 any holds inf or NaN (skip the step then). Without fp16 loss scaling nothing changes: `false`."""
 function unscale_gradients!(state::State, model::Model)
     found_inf = Ref{Cint}(0)
-    @check ccall((:accel_state_unscale_gradients, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_model_t}, Ptr{Cint}), state, model, found_inf)
+    @check accel_state_unscale_gradients(state, model, found_inf)
     return found_inf[] != 0
 end
 
 """GradScaler.update: the scale grows or backs off after a step that was taken (`found_inf` false) or
 skipped (true). Without fp16 loss scaling, nothing."""
 update_grad_scale!(state::State, found_inf::Bool) =
-    @check ccall((:accel_state_update_grad_scale, libaccel), Cint, (Ptr{accel_state_t}, Cint), state, found_inf)
+    @check accel_state_update_grad_scale(state, found_inf)
 
 """Clips the gradients' total `norm_type`-norm to `max_norm`; returns the norm before clipping."""
 function clip_grad_norm!(state::State, model::Model, max_norm::Real, norm_type::Real = 2.0)
     total = Ref{Cdouble}(0)
-    @check ccall((:accel_state_clip_grad_norm, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_model_t}, Cdouble, Cdouble, Ptr{Cdouble}),
-        state, model, max_norm, norm_type, total)
+    @check accel_state_clip_grad_norm(state, model, max_norm, norm_type, total)
     return total[]
 end
 
 """Clamps every gradient to [-clip_value, clip_value]."""
 clip_grad_value!(state::State, model::Model, clip_value::Real) =
-    @check ccall((:accel_state_clip_grad_value, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_model_t}, Cdouble), state, model, clip_value)
+    @check accel_state_clip_grad_value(state, model, clip_value)
 
 """Accelerate's save_model on the main process (collective): the unwrapped model's weights in
 directory/model.safetensors, or, above `max_shard_size` bytes (0: Accelerate's 10 GB), in
 model-0000i-of-0000N.safetensors shards with model.safetensors.index.json; tied weights once.
 `load_weights!` reads them back."""
 save_model(state::State, model::Model, directory::AbstractString; max_shard_size::Integer=0) =
-    @check ccall((:accel_state_save_model, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_model_t}, Cstring, Csize_t),
-                 state, model, directory, max_shard_size)
+    @check accel_state_save_model(state, model, directory, max_shard_size)

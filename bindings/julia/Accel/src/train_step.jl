@@ -4,9 +4,6 @@
 #
 # Thread safety (train_step.h): one task at a time per step, and not while another task trains its model.
 
-"""Opaque C type `accel_train_step_t`, only pointed to."""
-mutable struct accel_train_step_t end
-
 """
     TrainStep(model, optimizer; options...)
 
@@ -22,15 +19,14 @@ end
 Base.unsafe_convert(::Type{Ptr{accel_train_step_t}}, step::TrainStep) = live_pointer(step)
 
 Base.close(step::TrainStep) = release!(step) do ptr
-    ccall((:accel_train_step_free, libaccel), Cvoid, (Ptr{accel_train_step_t},), ptr)
+    accel_train_step_free(ptr)
 end
 
 function TrainStep(model::Model, optimizer::Optimizer; settings...)
     options = Options(; settings...)
     ptr = try
         new_pointer(accel_train_step_t) do out
-            ccall((:accel_train_step_new, libaccel), Cint, (Ptr{Ptr{accel_train_step_t}}, Ptr{accel_model_t}, Ptr{accel_optimizer_t}, Ptr{accel_options_t}),
-                out, model, optimizer, options)
+            accel_train_step_new(out, model, optimizer, options)
         end
     finally
         close(options)
@@ -56,9 +52,8 @@ function (step::TrainStep)(inputs...; target = nothing, named...)
     return GC.@preserve positional keyword target_tensor begin
         with_cstrings(names) do name_pointers
             new_tensor() do out
-                ccall((:accel_train_step_run, libaccel), Cint,
-                    (Ptr{accel_train_step_t}, Ptr{Ptr{accel_tensor_t}}, Csize_t, Ptr{Ptr{UInt8}}, Ptr{Ptr{accel_tensor_t}}, Csize_t, Ptr{accel_tensor_t}, Ptr{Ptr{accel_tensor_t}}),
-                    step, positional_pointers, length(positional_pointers), name_pointers, keyword_pointers, length(keyword_pointers), target_pointer, out)
+                accel_train_step_run(step, positional_pointers, length(positional_pointers), name_pointers, keyword_pointers,
+                    length(keyword_pointers), target_pointer, out)
             end
         end
     end
@@ -66,11 +61,11 @@ end
 
 """Why the last step did not replay a CUDA graph; "" when it did."""
 eager_reason(step::TrainStep) =
-    unsafe_string(ccall((:accel_train_step_eager_reason, libaccel), Cstring, (Ptr{accel_train_step_t},), step))
+    unsafe_string(accel_train_step_eager_reason(step))
 
 """A count by name: "steps", "replays" (the capturing step included), "captures", "warmup_steps", "eager_steps"."""
 function train_step_stat(step::TrainStep, name::AbstractString)
     value = Ref{Cdouble}(0)
-    @check ccall((:accel_train_step_stat, libaccel), Cint, (Ptr{accel_train_step_t}, Cstring, Ptr{Cdouble}), step, name, value)
+    @check accel_train_step_stat(step, name, value)
     return Int(value[])
 end

@@ -1,30 +1,27 @@
 # capi/accel/version.h: the version of the library loaded at run time and what it was built with.
 
-# The version of the headers this package was written for.
-const ACCEL_VERSION_MAJOR = 0
-const ACCEL_VERSION_MINOR = 2
-const ACCEL_VERSION_PATCH = 0
+# The version of the headers this package was written for: raw.jl's ACCEL_VERSION_* constants.
 
 """(major, minor, patch) of the loaded library."""
 function version_numbers()
-    major = ccall((:accel_version_major, libaccel), Cint, ())
-    minor = ccall((:accel_version_minor, libaccel), Cint, ())
-    patch = ccall((:accel_version_patch, libaccel), Cint, ())
+    major = accel_version_major()
+    minor = accel_version_minor()
+    patch = accel_version_patch()
     return (Int(major), Int(minor), Int(patch))
 end
 
 """The loaded library's version, e.g. v"0.2.0"."""
-library_version() = VersionNumber(unsafe_string(ccall((:accel_version_string, libaccel), Cstring, ())))
+library_version() = VersionNumber(unsafe_string(accel_version_string()))
 
 """The LibTorch version the library was built against, e.g. "1.13.0"."""
-torch_version() = unsafe_string(ccall((:accel_version_torch, libaccel), Cstring, ()))
+torch_version() = unsafe_string(accel_version_torch())
 
 """Whether a feature ("gloo", "nccl", "cuda", "mpi") was compiled in."""
-has_feature(name::AbstractString) = ccall((:accel_version_has_feature, libaccel), Cint, (Cstring,), name) == 1
+has_feature(name::AbstractString) = accel_version_has_feature(name) == 1
 
 """The compiled-in features, e.g. ["gloo"]."""
 function features()
-    list = unsafe_string(ccall((:accel_version_features, libaccel), Cstring, ()))
+    list = unsafe_string(accel_version_features())
     return String[feature for feature in split(list, ',') if !isempty(feature)]
 end
 

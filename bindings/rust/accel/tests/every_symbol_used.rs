@@ -4,9 +4,11 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
 
+/// The names of capi/symbols.txt, one a line after its `#` comment saying it is generated.
 fn exported() -> BTreeSet<String> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../capi/symbols.txt");
-    fs::read_to_string(path).expect("capi/symbols.txt").split_whitespace().map(str::to_string).collect()
+    let list = fs::read_to_string(path).expect("capi/symbols.txt");
+    list.lines().map(str::trim).filter(|line| !line.is_empty() && !line.starts_with('#')).map(str::to_string).collect()
 }
 
 /// The `accel_*` functions the text names through the sys crate (`sys::accel_name`; `sys::accel_*_t`
