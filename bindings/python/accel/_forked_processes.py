@@ -43,6 +43,7 @@ def refuse_existing_state(launcher_name):
     """ValueError when this process has a live Accelerator: a forked process would inherit its state
     (the library's, one per process) and join it instead of meeting the others, each then running alone."""
     from . import state
+    gc.collect()  # an Accelerator only a reference cycle keeps (its prepared torch objects refer to it) is gone
     if state._live_accelerator() is not None:
         raise ValueError(
             f"{launcher_name}: this process already has an Accelerator (or a PartialState), whose state the "

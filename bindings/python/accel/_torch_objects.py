@@ -46,7 +46,9 @@ class TorchObjects:
     def __init__(self, accelerator):
         self._accelerator = accelerator
         self.hosted = []  # HostedModule, in preparation order
-        self._hosted_by_id = {}  # id(module) and id(its prepared wrapper) -> HostedModule
+        # id(module) and id(its prepared wrapper) -> (that object, HostedModule). The object is kept, as
+        # Accelerate's _models keeps the wrapper, so that its id is never another object's while it counts.
+        self._hosted_by_id = {}
         self._owner = {}  # id(parameter) -> HostedModule
         self.optimizers = []
         self.schedulers = []
@@ -55,7 +57,7 @@ class TorchObjects:
     # --- modules ----------------------------------------------------------------------------------------
 
     def prepare_module(self, module):
-        if id(module) in self._hosted_by_id:  # prepared already: as Accelerate, given back as it is
+        if self.hosted_of(module) is not None:  # prepared already: as Accelerate, given back as it is
             return module
         accelerator = self._accelerator
         device = torch.device(accelerator.device)
@@ -70,14 +72,16 @@ class TorchObjects:
         if accelerator.num_processes > 1:
             prepared = DataParallelModule(module, hosted, lambda: accelerator.no_sync(hosted.model))
         self.hosted.append(hosted)
-        self._hosted_by_id[id(module)] = self._hosted_by_id[id(prepared)] = hosted
+        self._hosted_by_id[id(module)] = (module, hosted)
+        self._hosted_by_id[id(prepared)] = (prepared, hosted)
         for parameter in hosted.trainable.values():
             self._owner[id(parameter)] = hosted
         return prepared
 
     def hosted_of(self, value):
         """The HostedModule of a prepared module (or of its wrapper), or None."""
-        return self._hosted_by_id.get(id(value))
+        prepared, hosted = self._hosted_by_id.get(id(value), (None, None))
+        return hosted if prepared is value else None
 
     def owner_of(self, parameter):
         return self._owner.get(id(parameter))

@@ -26,7 +26,7 @@ from .config import (DataLoaderConfiguration, DeepSpeedPlugin, DistributedDataPa
                      GradientAccumulationPlugin, GradScalerKwargs, InitProcessGroupKwargs, ProjectConfiguration)
 from .data_loader import DataLoader
 from .dataset import Dataset
-from .errors import UnsupportedError, check
+from .errors import UnsupportedError, check, check_collective
 from .kwargs_handlers import AutocastKwargs, ProfileKwargs
 from .model import Model
 from .optimizer import Optimizer
@@ -252,7 +252,7 @@ class Accelerator(Handle):
         self.log_with, self.trackers = tracking.filter_trackers(log_with, self._logging_dir), []
         # Kept: the settings the library has no getter for (step_scheduler_with_optimizer, rng_types, ...)
         # are read back from what these options resolve to.
-        self._state_options = Options(settings)
+        self._state_options = Options(state_module._join_live_state(settings))
         out = ffi.new("accel_state_t **")
         check(lib.accel_state_new(out, self._state_options.pointer))
         super().__init__(out[0])
@@ -263,6 +263,7 @@ class Accelerator(Handle):
         self._custom_objects = []  # register_for_checkpointing's, in registration order
         self._save_state_pre_hooks, self._load_state_pre_hooks = {}, {}  # handle id -> hook, in registration order
         self._trigger = False  # set_trigger's flag until check_trigger reads it
+        self._state_was_reset = False  # set by AcceleratorState._reset_state()
         self._checkpoint_callbacks = Callbacks()  # their save and load callbacks, alive as long as self
         self._torch_objects = None  # accel._torch_objects.TorchObjects, once a torch object is prepared
         self._active_loaders = []  # prepared torch DataLoaders in an epoch, innermost last
@@ -524,6 +525,7 @@ class Accelerator(Handle):
           and a Scheduler for each SchedulerSpec;
         - anything else as it is. One object gives one result, several a tuple. device_placement is
           accepted for Accelerate's signature: models always go to the device."""
+        state_module._check_not_reset(self)
         results = list(objects)
         kinds = [_kind_of(value) for value in objects]
         for kind in _PREPARE_ORDER:
@@ -571,10 +573,15 @@ class Accelerator(Handle):
             return loader
         prepared = _torch_loader.prepare(self, loader)
         # As in Accelerate, checkpoints hold a DataLoader's place only with use_stateful_dataloader: a script
-        # that resumes mid-epoch otherwise calls skip_first_batches itself, which would then skip twice. (A
-        # loader planned in Python gets a library loader per epoch, and has no place in checkpoints.)
+        # that resumes mid-epoch otherwise calls skip_first_batches itself, which would then skip twice. A
+        # loader planned in Python gets a library loader per epoch: its state_dict() goes into checkpoints as
+        # a registered object, under the name of Accelerate's file for it.
         if self.dataloader_config.use_stateful_dataloader and not prepared._python_plan:
             self._loaders.append(prepared.accel_loader)
+        elif self.dataloader_config.use_stateful_dataloader:
+            index = len(self._dataloaders)
+            self._register_bytes_object("dl_state_dict" if index == 0 else f"dl_state_dict_{index}",
+                                        prepared.state_dict, prepared.load_state_dict)
         self._dataloaders.append(prepared)
         return prepared
 
@@ -829,6 +836,26 @@ class Accelerator(Handle):
             yield
         finally:
             check(lib.accel_state_no_sync_end(self.pointer, handle.pointer))
+
+    @contextlib.contextmanager
+    def join_uneven_inputs(self, joinables, even_batches=None):
+        """Accelerate's join_uneven_inputs, as Accelerate runs it on this kind of state. One process: nothing.
+        CPU processes (MULTI_CPU): a UserWarning that joining is only supported for multi-GPU training, and
+        nothing else, as Accelerate's does there. Several GPUs: Accelerate overrides the prepared loaders'
+        even_batches and runs torch's Join, in which a process out of batches shadows the others' gradient
+        all-reduces; the library has neither, so that is UnsupportedError, except where Accelerate's does
+        nothing either (even_batches None or True, and the Accelerator's even_batches True)."""
+        if self.distributed_type == DistributedType.MULTI_GPU:
+            if not (self.even_batches and even_batches in (None, True)):
+                raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED,
+                                       "join_uneven_inputs with even_batches=False: the library cannot join uneven "
+                                       "inputs (no process shadows the gradient all-reduces of the others once out "
+                                       "of batches); keep even_batches=True, which gives every process as many "
+                                       "batches")
+        elif self.distributed_type != DistributedType.NO:
+            warnings.warn("Joining uneven inputs is only supported for multi-GPU training, as a result "
+                          "`join_uneven_inputs` will have no effect.")
+        yield
 
     def free_memory(self, *objects):
         """Accelerate's free_memory: forgets the objects this Accelerator prepared and those registered for
@@ -1128,7 +1155,7 @@ class Accelerator(Handle):
         def one(value):
             out = ffi.new("accel_tensor_t **")
             with lent(value) as tensor:
-                check(call(tensor.pointer, out))
+                check_collective(call(tensor.pointer, out))
             return returned_like(Tensor(out[0]), value)
 
         return _nested.apply(one, data, operation)
@@ -1209,9 +1236,9 @@ class Accelerator(Handle):
         names = [ffi.new("char[]", path.encode()) for path, _ in leaves]
         outputs = ffi.new("accel_tensor_t *[]", max(1, len(leaves)))
         with lent_all([leaf for _, leaf in leaves]) as tensors:
-            check(lib.accel_state_reduce_named(self.pointer, ffi.new("const char *[]", names),
-                                               ffi.new("accel_tensor_t *[]", [t.pointer for t in tensors]),
-                                               len(leaves), reduction.encode(), outputs))
+            check_collective(lib.accel_state_reduce_named(self.pointer, ffi.new("const char *[]", names),
+                                                          ffi.new("accel_tensor_t *[]", [t.pointer for t in tensors]),
+                                                          len(leaves), reduction.encode(), outputs))
         results = iter([returned_like(Tensor(outputs[i]), leaf) for i, (_, leaf) in enumerate(leaves)])
         return _nested.apply(lambda _: next(results), tensor, "reduce")
 
@@ -1235,7 +1262,7 @@ class Accelerator(Handle):
         def one(value):
             _writable(value, "broadcast")
             with lent(value) as handle:
-                check(lib.accel_state_broadcast(self.pointer, handle.pointer, from_process))
+                check_collective(lib.accel_state_broadcast(self.pointer, handle.pointer, from_process))
             return value
 
         return _nested.apply(one, tensor, "broadcast")

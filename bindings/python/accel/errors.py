@@ -43,6 +43,18 @@ class ShapeMismatchError(AccelError, ValueError):
     """ACCEL_ERR_SHAPE_MISMATCH: shapes differ across processes (or from what is expected)."""
 
 
+class DistributedOperationException(Exception):
+    """Accelerate's error for a collective that cannot work as called (accel.utils.operations has it under
+    that name). accel raises CollectiveShapeMismatchError, which is one."""
+
+
+class CollectiveShapeMismatchError(ShapeMismatchError, DistributedOperationException):
+    """ACCEL_ERR_SHAPE_MISMATCH from a collective (gather, gather_for_metrics, reduce, broadcast,
+    pad_across_processes) whose tensors differ between the processes: the library compares them before every
+    collective, so code catching Accelerate's DistributedOperationException (which Accelerate raises only in
+    its debug mode) catches it too."""
+
+
 class AccelTimeoutError(AccelError, builtins.TimeoutError):
     """ACCEL_ERR_TIMEOUT: a rendezvous or collective did not complete in time."""
 
@@ -53,6 +65,11 @@ class PeerFailedError(AccelError, ConnectionError):
 
 class InvalidStateError(AccelError, RuntimeError):
     """ACCEL_ERR_INVALID_STATE: the object cannot do this now (shut down, broken group, already prepared)."""
+
+
+class StateResetError(InvalidStateError, AttributeError):
+    """An Accelerator used after AcceleratorState._reset_state() retired the state it was made on. Also an
+    AttributeError, which Accelerate raises there (its shared state object has lost its attributes)."""
 
 
 class AccelEnvironmentError(AccelError, RuntimeError):
@@ -128,3 +145,11 @@ def check(code, *callbacks):
                 raised.add_note(f"(accel: {message})")
                 raise raised
     raise ERROR_CLASSES.get(code, AccelError)(code, message)
+
+
+def check_collective(code):
+    """check() for a collective's return code: a shape mismatch between the processes is a
+    CollectiveShapeMismatchError."""
+    if code == lib.ACCEL_ERR_SHAPE_MISMATCH:
+        raise CollectiveShapeMismatchError(code, last_error_message())
+    check(code)

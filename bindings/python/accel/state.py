@@ -8,19 +8,54 @@ import functools
 import weakref
 
 from ._library import lib
-from .errors import check
+from .errors import StateResetError, check
 
-_current = {"accelerator": None}  # a weak reference to the Accelerator whose state the process uses
+# Weak references to the Accelerators over the process's state, the latest registered last. Every one is a
+# handle to the same state, so any live one answers for it: the latest, or, when it is gone (a function made
+# its own Accelerator and returned), the one before it.
+_accelerators = []
 
 
 def _register(accelerator):
-    _current["accelerator"] = weakref.ref(accelerator)
+    _accelerators[:] = [reference for reference in _accelerators if reference() not in (None, accelerator)]
+    _accelerators.append(weakref.ref(accelerator))
 
 
 def _live_accelerator():
-    reference = _current["accelerator"]
-    accelerator = reference() if reference is not None else None
-    return accelerator if accelerator is not None and not accelerator.closed else None
+    for reference in reversed(_accelerators):
+        accelerator = reference()
+        if accelerator is not None and not accelerator.closed:
+            return accelerator
+    return None
+
+
+# The settings Accelerate keeps in its shared AcceleratorState / PartialState: a later Accelerator that leaves
+# one unset joins the process's value (a different value is still refused). The library's other state
+# settings (accumulation, scheduler stepping, rng_types, grad scaler) are each Accelerator's own in
+# Accelerate, where unset means the default: they are left to it.
+_JOINED_SETTINGS = ("mixed_precision", "use_cpu", "device", "backend", "timeout_s")
+
+
+def _join_live_state(settings):
+    """settings (state options, None where unset) with the live state's value for every unset one of
+    _JOINED_SETTINGS, so that, as in Accelerate, Accelerator() after AcceleratorState._reset_state() and
+    Accelerator(mixed_precision="bf16") is a bf16 one rather than a conflicting request for "no"."""
+    accelerator = _live_accelerator()
+    if accelerator is None:
+        return settings
+    from .options import resolved_value
+    return {**settings, **{key: resolved_value(accelerator._state_options, "state", key)
+                           for key in _JOINED_SETTINGS if settings.get(key) is None}}
+
+
+def _check_not_reset(accelerator):
+    """StateResetError, worded as Accelerate's AttributeError, for an Accelerator whose state was reset."""
+    if accelerator._state_was_reset:
+        raise StateResetError(lib.ACCEL_ERR_INVALID_STATE,
+                              "`AcceleratorState` object has no attribute left for this Accelerator. This happens "
+                              "if `AcceleratorState._reset_state()` was called and an `Accelerator` or "
+                              "`PartialState` was not reinitialized (objects made before the reset cannot be used: "
+                              "make them again).")
 
 
 def _reset():
@@ -29,7 +64,10 @@ def _reset():
     accelerator = _live_accelerator()
     if accelerator is not None:
         check(lib.accel_state_reset(accelerator.pointer))
-    _current["accelerator"] = None
+    for reference in _accelerators:
+        if reference() is not None:
+            reference()._state_was_reset = True
+    _accelerators.clear()
     PartialState._shared_state.clear()
     GradientState._shared_state.clear()
 
@@ -115,7 +153,11 @@ class PartialState:
         return self._on(lambda: self.local_process_index == local_process_index, function)
 
     def destroy_process_group(self, group=None):
-        self._accelerator.end_training()
+        """Ends the process's state (Accelerator.end_training); nothing without one (none made yet, or reset),
+        as Accelerate's does nothing when torch.distributed has no process group."""
+        accelerator = _live_accelerator()
+        if accelerator is not None:
+            accelerator.end_training()
 
     @staticmethod
     def _reset_state():

@@ -180,8 +180,10 @@ def test_kwargs_handlers_are_accelerates(make_accelerator):
     timeout = accel.InitProcessGroupKwargs(timeout=datetime.timedelta(seconds=30))
     accelerator = make_accelerator(kwargs_handlers=[timeout, accel.DistributedDataParallelKwargs(bucket_cap_mb=1)])
     assert isinstance(accelerator.prepare(scripted_bytes(MLP)), accel.Model)
+    accel.Accelerator(cpu=True)  # as in Accelerate, an Accelerator that leaves it unset joins the process's
+    longer = accel.InitProcessGroupKwargs(timeout=datetime.timedelta(seconds=31))
     with pytest.raises(accel.InvalidStateError, match="timeout_s=30"):  # the process's state has it
-        accel.Accelerator(cpu=True)
+        accel.Accelerator(cpu=True, kwargs_handlers=[longer])
     wrong_bucket = accel.DistributedDataParallelKwargs(bucket_cap_mb=-1)
     with pytest.raises(accel.BadOptionValueError, match="bucket_cap_mb"):
         make_accelerator(kwargs_handlers=[timeout, wrong_bucket]).prepare(scripted_bytes(MLP))

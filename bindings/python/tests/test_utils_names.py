@@ -1,14 +1,16 @@
 """Accelerate's public names of issue 30 that accel.utils and the Accelerator gained: the kwargs handlers
 (KwargsHandler, AutocastKwargs, ProfileKwargs, TorchDynamoPlugin, FP8RecipeKwargs), the is_*_available
-checks, the structure helpers (is_namedtuple, find_device, listify, pad_input_tensors,
-convert_outputs_to_fp32), save, check_os_kernel, tqdm, DistributedType's members, the logger's caller
-records, trigger_sync_in_backward on one process (tests/accelerate_scripts/trigger_sync_and_test_ops.py
-runs it on two), and pickling an Accelerator."""
+checks (is_ipex_available by torch's version), the structure helpers (is_namedtuple, find_device, listify,
+pad_input_tensors, convert_outputs_to_fp32), save, check_os_kernel, tqdm, DistributedType's members, the
+logger's caller records, trigger_sync_in_backward on one process
+(tests/accelerate_scripts/trigger_sync_and_test_ops.py runs it on two), and pickling an Accelerator."""
 import collections
 import dataclasses
 import logging
 import pickle
+import shutil
 import typing
+import warnings
 from unittest import mock
 
 import pytest
@@ -117,6 +119,26 @@ def test_the_checks_answer_for_this_machine():
     assert utils.compare_versions("numpy", ">", "1.0")
     with pytest.raises(ValueError, match="must be one of"):
         utils.compare_versions("numpy", "=>", "1.0")
+
+
+def test_ipex_counts_only_for_the_torch_version_it_is_built_for(tmp_path, monkeypatch):
+    import importlib.metadata
+    (tmp_path / "intel_extension_for_pytorch").mkdir()
+    (tmp_path / "intel_extension_for_pytorch" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert not utils.is_ipex_available()  # a folder of that name is not the package
+    torch_minor = ".".join(importlib.metadata.version("torch").split(".")[:2])
+    for version, available in (("0.1.0", False), (f"{torch_minor}.100", True)):
+        info = tmp_path / f"intel_extension_for_pytorch-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: intel_extension_for_pytorch\n"
+                                       f"Version: {version}\n")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert utils.is_ipex_available() == available, version
+        assert any("needs to work with PyTorch" in str(w.message) for w in caught) != available
+        shutil.rmtree(info)
+    assert utils.is_pytest_available()
 
 
 def test_distributed_type_has_accelerates_members():

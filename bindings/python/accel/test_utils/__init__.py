@@ -11,7 +11,7 @@ from .testing import (DEFAULT_LAUNCH_COMMAND, AccelerateTestCase, MockingTestCas
                       require_tpu, require_transformer_engine, require_xpu, skip, slow, torch_device)
 from .training import RegressionDataset, RegressionModel, RegressionModel4XPU
 
-from .scripts import test_ops  # isort: skip (after the names the scripts import from here)
+from .scripts import test_ops, test_script, test_sync  # isort: skip (after the names the scripts import from here)
 
 __all__ = ["DEFAULT_LAUNCH_COMMAND", "AccelerateTestCase", "MockingTestCase", "TempDirTestCase", "are_the_same_tensors",
            "assert_exception", "capture_call_output", "device_count", "execute_subprocess_async", "get_launch_command",
@@ -21,4 +21,4 @@ __all__ = ["DEFAULT_LAUNCH_COMMAND", "AccelerateTestCase", "MockingTestCase", "T
            "require_npu", "require_pippy", "require_single_device", "require_single_gpu", "require_single_xpu",
            "require_torch_min_version", "require_torchvision", "require_tpu", "require_transformer_engine",
            "require_xpu", "skip", "slow", "torch_device", "RegressionDataset", "RegressionModel", "RegressionModel4XPU",
-           "test_ops"]
+           "test_ops", "test_script", "test_sync"]

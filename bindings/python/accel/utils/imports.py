@@ -8,6 +8,7 @@ which accel's Accelerator does not use."""
 import functools
 import importlib.metadata
 import importlib.util
+import warnings
 
 from .versions import compare_versions, is_torch_version
 
@@ -153,6 +154,30 @@ def is_msamp_available():
 def is_fp8_available():
     """Whether an FP8 engine (MS-AMP or TransformerEngine) is installed; accel uses neither."""
     return is_msamp_available() or is_transformer_engine_available()
+
+
+def is_ipex_available():
+    """Whether Intel Extension for PyTorch is installed for this torch (the same major.minor version, as
+    IPEX requires; a mismatch warns and answers False, as Accelerate's). accel does not use it."""
+    if not (_is_package_available("torch") and _is_package_available("intel_extension_for_pytorch")):
+        return False
+    torch_version = importlib.metadata.version("torch")
+    ipex_version = importlib.metadata.version("intel_extension_for_pytorch")
+    if _major_minor(torch_version) != _major_minor(ipex_version):
+        warnings.warn(f"Intel Extension for PyTorch {_major_minor(ipex_version)} needs to work with PyTorch "
+                      f"{_major_minor(ipex_version)}.*, but PyTorch {torch_version} is found. Please switch to the "
+                      "matching version and run again.")
+        return False
+    return True
+
+
+def _major_minor(version):
+    """The major.minor part of a version: "2.3" of "2.3.1+cpu"."""
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
+def is_pytest_available():
+    return _is_package_available("pytest")
 
 
 def is_pippy_available():

@@ -4,13 +4,8 @@ results of the inputs' kind."""
 import collections.abc
 import functools
 
+from ..errors import DistributedOperationException  # noqa: F401 (Accelerate's name, here)
 from ..state import PartialState
-
-
-class DistributedOperationException(Exception):
-    """A collective that cannot work as called (Accelerate's name). accel checks shapes across the processes
-    before every collective, so its own errors are accel.ShapeMismatchError and the like; this class is
-    here for code that catches Accelerate's."""
 
 
 def _accelerator():

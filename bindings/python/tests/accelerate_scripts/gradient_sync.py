@@ -1,6 +1,7 @@
 """Gradient synchronisation, as Accelerate's test_sync checks it: a prepared model's gradients against those
 of a copy trained on the gathered (global) batch. Under no_sync they stay local (they differ from the
-global ones on several processes); without it, and on the steps accumulate() synchronises, they equal them."""
+global ones on several processes); without it, and on the steps accumulate() synchronises, they equal them.
+And a module prepared after an earlier one was dropped comes back prepared."""
 from copy import deepcopy
 
 import torch
@@ -65,4 +66,13 @@ for iteration, (inputs, targets) in enumerate(loader):
             parameter.grad.zero_()
 expected = [(i + 1) % 2 == 0 or i == len(loader) - 1 for i in range(len(loader))]
 assert synced == expected, (synced, expected)
+
+# A module made after a prepared one's wrapper was dropped is prepared too: Python gives a new object the
+# freed one's id, which once made prepare take the new module for the dropped wrapper and hand it back as it
+# was (no gradient sync at all).
+for attempt in range(20):
+    fresh = torch.nn.Linear(3, 1)
+    prepared = accelerator.prepare(fresh)
+    assert accelerator.num_processes == 1 or prepared is not fresh, f"module {attempt} came back unprepared"
+    del prepared, fresh
 accelerator.print(f"gradient_sync: ok on {accelerator.num_processes} processes, syncs {synced}")

@@ -4,7 +4,8 @@ whose shapes differ between the processes. Run as a script (`accel launch --num_
 or through main() (debug_launcher(test_ops.main)); any failure raises."""
 import torch
 
-from accel import AccelError, PartialState
+from accel import PartialState
+from accel.errors import CollectiveShapeMismatchError
 from accel.test_utils.testing import assert_exception
 from accel.utils.dataclasses import DistributedType
 from accel.utils.operations import (broadcast, copy_tensor_to_devices, gather, gather_object, pad_across_processes,
@@ -54,14 +55,14 @@ def check_reduce(state):
 
 def check_mismatched_shapes_are_refused(state):
     """A collective whose shapes differ between the processes fails on every process with an accel error
-    naming them (Accelerate raises DistributedOperationException only in its debug mode; accel always
-    checks). Nothing to refuse with one process."""
+    naming them, which is also Accelerate's DistributedOperationException (Accelerate raises that only in its
+    debug mode; accel always checks). Nothing to refuse with one process."""
     if state.num_processes == 1:
         return
     row = torch.tensor([[0.0, 1, 2, 3, 4]]).to(state.device)
     other_rank = torch.tensor([[[0.0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]]).to(state.device)
     for collective in (pad_across_processes, reduce, broadcast):
-        with assert_exception(AccelError):
+        with assert_exception(CollectiveShapeMismatchError):
             collective({"tensor": row if state.process_index == 0 else other_rank})
 
 

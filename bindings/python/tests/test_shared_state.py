@@ -1,0 +1,93 @@
+"""The process state as Accelerate's test scripts use it, on one process: a later Accelerator joins the
+shared settings it leaves unset; PartialState answers while any Accelerator of the state lives; an
+Accelerator whose state was reset refuses to prepare with Accelerate's AttributeError; destroy_process_group
+without a state does nothing; join_uneven_inputs as Accelerate has it on each kind of state; a collective's
+shape mismatch is Accelerate's DistributedOperationException too (accel.test_utils.scripts.test_ops raises
+one on two processes)."""
+import warnings
+
+import pytest
+import torch
+
+import accel
+from accel.errors import CollectiveShapeMismatchError, StateResetError
+from accel.state import AcceleratorState, PartialState
+from accel.utils import DistributedOperationException, DistributedType
+
+
+@pytest.fixture(autouse=True)
+def no_state_left():
+    """Each test starts and ends without a process state."""
+    AcceleratorState._reset_state()
+    yield
+    AcceleratorState._reset_state()
+
+
+def test_a_later_accelerator_joins_the_shared_settings_it_leaves_unset():
+    first = accel.Accelerator(cpu=True, mixed_precision="bf16")
+    assert accel.Accelerator().mixed_precision == "bf16" == first.mixed_precision
+    with pytest.raises(accel.InvalidStateError, match="mixed_precision"):
+        accel.Accelerator(mixed_precision="no")
+
+
+def test_an_accelerators_own_settings_are_not_joined():
+    # Accelerate gives an Accelerator that leaves gradient_accumulation_steps unset its default, 1; the
+    # library's state cannot change it, so that stays refused rather than silently becoming 2.
+    first = accel.Accelerator(cpu=True, gradient_accumulation_steps=2)
+    with pytest.raises(accel.InvalidStateError, match="gradient_accumulation_steps"):
+        accel.Accelerator(cpu=True)
+    assert first.gradient_accumulation_steps == 2
+
+
+def test_the_state_answers_while_any_accelerator_of_it_lives():
+    outer = accel.Accelerator(cpu=True)
+
+    def make_and_drop():
+        accel.Accelerator(cpu=True).wait_for_everyone()
+
+    make_and_drop()
+    state = PartialState()
+    assert state._accelerator is outer and state.num_processes == 1
+
+
+def test_an_accelerator_whose_state_was_reset_refuses_to_prepare():
+    accelerator = accel.Accelerator(cpu=True)
+    AcceleratorState._reset_state()
+    with pytest.raises(AttributeError, match=r"`AcceleratorState._reset_state\(\)` was called") as raised:
+        accelerator.prepare(torch.nn.Linear(1, 1))
+    assert isinstance(raised.value, StateResetError) and isinstance(raised.value, accel.InvalidStateError)
+
+
+def test_destroy_process_group_without_a_state_does_nothing():
+    accelerator = accel.Accelerator(cpu=True)
+    state = accelerator.state
+    AcceleratorState._reset_state()
+    state.destroy_process_group()
+    assert not state.initialized
+
+
+@pytest.mark.parametrize("kind", [DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU])
+def test_join_uneven_inputs_as_accelerate_has_it_on_each_kind_of_state(kind, monkeypatch):
+    accelerator = accel.Accelerator(cpu=True)
+    model = accelerator.prepare(torch.nn.Linear(1, 1))
+    monkeypatch.setattr(accel.Accelerator, "distributed_type", property(lambda self: kind))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with accelerator.join_uneven_inputs([model]) as joined:
+            model(torch.ones(2, 1)).sum().backward()
+        if kind == DistributedType.MULTI_GPU:  # where Accelerate would join uneven inputs
+            with pytest.raises(accel.UnsupportedError, match="even_batches=False"):
+                with accelerator.join_uneven_inputs([model], even_batches=False):
+                    pass
+        else:
+            with accelerator.join_uneven_inputs([model], even_batches=False):
+                pass
+    assert joined is None
+    said = [str(warning.message) for warning in caught]
+    assert any("only supported for multi-GPU" in message for message in said) == (kind == DistributedType.MULTI_CPU)
+
+
+def test_a_collective_shape_mismatch_is_accelerates_distributed_operation_exception():
+    assert issubclass(CollectiveShapeMismatchError, accel.ShapeMismatchError)
+    assert issubclass(CollectiveShapeMismatchError, DistributedOperationException)
+    assert accel.utils.operations.DistributedOperationException is DistributedOperationException
