@@ -12,6 +12,8 @@ import os
 import time
 import traceback
 
+from . import state
+
 # How long a process asked to stop (SIGTERM) gets before it is killed.
 STOP_GRACE_S = 5.0
 
@@ -42,7 +44,6 @@ class LaunchedProcessError(RuntimeError):
 def refuse_existing_state(launcher_name):
     """ValueError when this process has a live Accelerator: a forked process would inherit its state
     (the library's, one per process) and join it instead of meeting the others, each then running alone."""
-    from . import state
     gc.collect()  # an Accelerator only a reference cycle keeps (its prepared torch objects refer to it) is gone
     if state._live_accelerator() is not None:
         raise ValueError(
@@ -149,6 +150,5 @@ def _release_library_objects():
     ends a forked process with os._exit, and without this a checkpoint still being written in the
     background (save_state_async) would be cut off. PartialState() keeps its Accelerator in the shared
     state, so that goes first."""
-    from . import state
     state.PartialState._shared_state.clear()
     gc.collect()

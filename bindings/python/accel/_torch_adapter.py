@@ -3,7 +3,7 @@ DataLoader that pass for one.
 """
 from torch.utils.data import DataLoader
 
-from .data_loader import DataLoaderStateMixin
+from ._loader_state import DataLoaderStateMixin
 from .state import GradientState
 
 

@@ -2,7 +2,7 @@
 SeedableRandomSampler, BatchSamplerShard, IterableDatasetShard, SkipBatchSampler, and the batches
 DataLoaderDispatcher deals (dispatched_batches). They give Accelerate's answers (the same indices on the
 same ranks; docs: /work/shared/reference/accelerate-semantics.md 1.2-1.11, the same rules
-src/data/sharding.cpp follows in the library) for any num_processes and process_index, so they also
+src/data/dealing.cpp follows in the library) for any num_processes and process_index, so they also
 serve where the library's loader cannot see the sampler (a sampler of the user's own).
 """
 import math

@@ -1,8 +1,8 @@
-"""Accelerate's DataLoaderShard and DataLoaderDispatcher over torch's DataLoader, and prepare_data_loader,
-which makes them as Accelerate's does (a BatchSamplerShard or IterableDatasetShard for the process, the
-sampler's generator kept in step on every process, ...). Every epoch runs on a library loader, which keeps
-the place in the epoch, so that accumulate() forces a sync on the last batch and gather_for_metrics drops
-the padding, as with any accel loader.
+"""PreparedLoader, the base of Accelerate's DataLoaderShard and DataLoaderDispatcher (accel._torch_shards)
+over torch's DataLoader, which accel._torch_prepare makes as Accelerate's prepare_data_loader does (a
+BatchSamplerShard or IterableDatasetShard for the process, the sampler's generator kept in step on every
+process, ...). Every epoch runs on a library loader, which keeps the place in the epoch, so that accumulate()
+forces a sync on the last batch and gather_for_metrics drops the padding, as with any accel loader.
 
 Who plans which indices a process gets:
 - the library (src/data/sharding, its own sampler), for a loader prepared for this process whose sampler is
@@ -29,19 +29,20 @@ import numbers
 
 import numpy as np
 import torch
-from torch.utils.data import BatchSampler, IterableDataset, RandomSampler, SequentialSampler, TensorDataset
+from torch.utils.data import BatchSampler, IterableDataset, TensorDataset
 from torch.utils.data._utils.collate import default_collate, default_convert
 
 from ._library import lib
+from ._library_loader import DataLoader as AccelLoader
+from ._loader_state import DataLoaderStateMixin
 from ._torch_adapter import DataLoaderAdapter
 from ._torch_batches import Fields
-from ._torch_data import BatchSamplerShard, IterableDatasetShard, SeedableRandomSampler, dispatched_batches
-from .data_loader import DataLoader as AccelLoader
-from .data_loader import DataLoaderStateMixin
+from ._torch_data import IterableDatasetShard
 from .dataset import Dataset
 from .errors import InvalidStateError
 from .options import Options
 from .state import GradientState, PartialState
+from .utils.operations import send_to_device
 
 # torch DataLoader arguments a prepared loader takes over from the DataLoader it replaces, with their
 # defaults (Accelerate 0.34.2's _PYTORCH_DATALOADER_KWARGS less the batching ones, which it rebuilds).
@@ -52,11 +53,12 @@ _KEPT_KWARGS = {"num_workers": 0, "collate_fn": None, "pin_memory": False, "time
 _GIVEN_BATCHES = {"even_batches": False, "split_batches": False, "dispatch_batches": "false", "shuffle": False,
                   "drop_last": False}
 
+
 _preparing = []  # the Accelerator whose prepare_data_loader is making loaders now
 
 
 @contextlib.contextmanager
-def _prepared_by(accelerator):
+def prepared_by(accelerator):
     _preparing.append(accelerator)
     try:
         yield
@@ -64,7 +66,7 @@ def _prepared_by(accelerator):
         _preparing.pop()
 
 
-def _kept_kwargs(dataloader):
+def kept_kwargs(dataloader):
     return {key: getattr(dataloader, key, default) for key, default in _KEPT_KWARGS.items()}
 
 
@@ -291,7 +293,6 @@ class PreparedLoader(DataLoaderAdapter, DataLoaderStateMixin):
             batch, placed = structure.rebuild(fields, self._unbatched), self._library_places()
         device = self._target_device()
         if device is not None and not placed:
-            from .utils.operations import send_to_device
             batch = send_to_device(batch, device, non_blocking=self._non_blocking)
         return batch
 
@@ -378,218 +379,3 @@ class PreparedLoader(DataLoaderAdapter, DataLoaderStateMixin):
         self._iterable_source = _IterableSource(dataset)
         self._use_library_plan({"batch_size": self.base_dataloader.batch_size or 1,
                                 "drop_last": self.base_dataloader.drop_last, **settings})
-
-
-class DataLoaderShard(PreparedLoader):
-    """Each process reads its own batches (Accelerate's DataLoaderShard): those of
-    DataLoader(dataset, **kwargs), on device when one is given; rng_types ("generator", "torch", "cuda")
-    are taken from the main process at the start of each epoch (synchronized_generator is the "generator");
-    every epoch skips its first skip_batches batches."""
-
-    def __init__(self, dataset, device=None, rng_types=None, synchronized_generator=None, skip_batches=0,
-                 use_stateful_dataloader=False, _drop_last=False, _non_blocking=False, **kwargs):
-        super().__init__(dataset, skip_batches, use_stateful_dataloader, _drop_last, _non_blocking, **kwargs)
-        self.device = device
-        self.rng_types = rng_types
-        self.synchronized_generator = synchronized_generator
-        if isinstance(self.dataset, IterableDataset):
-            self._plan_iterable(dispatch=False)
-
-    @property
-    def total_batch_size(self):
-        batch_sampler = self.sampler if isinstance(self.sampler, BatchSampler) else self.batch_sampler
-        if getattr(batch_sampler, "split_batches", False):
-            return batch_sampler.batch_size
-        return batch_sampler.batch_size * getattr(batch_sampler, "num_processes", 1)
-
-    def _target_device(self):
-        return None if self.device is None else torch.device(self.device)
-
-    def _synchronize_rngs(self):
-        # The library takes the main process's generators itself for the epochs it plans.
-        if self.rng_types is not None and self._library_plan is None:
-            from .utils.random import synchronize_rng_states
-            synchronize_rng_states(self.rng_types, self.synchronized_generator)
-
-    def _draw(self):
-        return self._keys()
-
-
-class DataLoaderDispatcher(PreparedLoader):
-    """Rank 0 reads the batches of DataLoader(dataset, **kwargs) and every process gets its part
-    (Accelerate's DataLoaderDispatcher): num_processes base batches a step, or one with split_batches,
-    each process taking its equal contiguous rows, on the state's device. accel slices the rows itself:
-    slice_fn must be None."""
-
-    def __init__(self, dataset, split_batches=False, skip_batches=0, use_stateful_dataloader=False,
-                 _drop_last=False, _non_blocking=False, slice_fn=None, **kwargs):
-        if slice_fn is not None:
-            raise ValueError("DataLoaderDispatcher: accel slices each process's rows itself; a slice_fn of one's own "
-                             "is not supported")
-        super().__init__(dataset, skip_batches, use_stateful_dataloader, _drop_last, _non_blocking, **kwargs)
-        self.split_batches = split_batches
-        self.slice_fn = slice_fn
-        self._structure_shared = False
-        if isinstance(self.dataset, IterableDataset):
-            self._plan_iterable(dispatch=True)
-        elif self.base_dataloader.batch_sampler is None and not isinstance(self.sampler, BatchSampler):
-            raise ValueError("DataLoaderDispatcher over a map-style dataset needs batches to dispatch: a batch_size, "
-                             "a batch_sampler, or a BatchSampler as sampler")
-
-    @property
-    def total_batch_size(self):
-        if self.split_batches:
-            return self.dataset.batch_size
-        return self.dataset.batch_size * self.dataset.num_processes
-
-    @property
-    def total_dataset_length(self):
-        return len(self.dataset)
-
-    def _length(self):
-        whole = len(self.base_dataloader)
-        if self.split_batches:
-            return whole
-        processes = self._accelerator.num_processes
-        return whole // processes if self._drop_last else -(-whole // processes)
-
-    def _target_device(self):
-        return torch.device(self._accelerator.device)
-
-    def _draw(self):
-        accelerator = self._accelerator
-        # As Accelerate's, only rank 0 draws the base batches.
-        base = self._keys() if accelerator.process_index == 0 else None
-        if accelerator.num_processes > 1:
-            base, self._index_keys = accelerator._broadcast_object((base, self._index_keys))
-        mine, self._last_rows = dispatched_batches(base, accelerator.num_processes, accelerator.process_index,
-                                                   self.split_batches, self._drop_last)
-        return mine
-
-    def _planned_remainder(self):
-        self.remainder = self._last_rows
-
-    def _structure(self):
-        source = self._iterable_source
-        if source is not None and not self._structure_shared:
-            # Under dispatch only rank 0 reads the stream: at the first batch, every process takes its structure.
-            source.fields = self._accelerator._broadcast_object(source.fields)
-            self._structure_shared = True
-        return super()._structure()
-
-
-def _library_plans(dataloader, num_processes, use_seedable_sampler):
-    """Whether the library's own sampler gives this map-style loader's orders (see the module's docstring)."""
-    batch_sampler = dataloader.batch_sampler
-    if type(batch_sampler) is not BatchSampler:
-        return False
-    sampler = batch_sampler.sampler
-    if type(sampler) is SequentialSampler:
-        return True
-    if type(sampler) is not RandomSampler or sampler.replacement or sampler._num_samples is not None:
-        return False
-    return use_seedable_sampler or (sampler.generator is None and num_processes > 1)
-
-
-def prepare_data_loader(accelerator, dataloader, device=None, num_processes=None, process_index=None,
-                        split_batches=False, put_on_device=False, rng_types=None, dispatch_batches=None,
-                        even_batches=True, slice_fn_for_dispatch=None, use_seedable_sampler=False, data_seed=None,
-                        non_blocking=False, use_stateful_dataloader=False):
-    """accel.data_loader.prepare_data_loader, for accelerator's state: Accelerate's loader for process
-    process_index of num_processes, its epochs on accelerator's library loaders."""
-    dataset = dataloader.dataset
-    iterable = isinstance(dataset, IterableDataset)
-    if dispatch_batches is None:
-        dispatch_batches = put_on_device and iterable
-    if dispatch_batches and not put_on_device:
-        raise ValueError("Using `dispatch_batches=True` requires `put_on_device=True`.")
-    num_processes = accelerator.num_processes if num_processes is None else num_processes
-    process_index = accelerator.process_index if process_index is None else process_index
-    if split_batches:
-        _check_split_batch_size(dataloader, num_processes)
-    sampler_is_batch_sampler = isinstance(dataloader.sampler, BatchSampler)
-    if not iterable and dataloader.batch_sampler is None and not sampler_is_batch_sampler:
-        raise ValueError("a DataLoader with batch_size=None (no automatic batching) over a map-style dataset cannot "
-                         "be prepared: give it a batch_size, or a BatchSampler as its sampler")
-    library = (not iterable and not dispatch_batches and _library_plans(dataloader, num_processes, use_seedable_sampler)
-               and (num_processes, process_index) == (accelerator.num_processes, accelerator.process_index))
-    batch_sampler = None if iterable else dataloader.sampler if sampler_is_batch_sampler else dataloader.batch_sampler
-    sampler = getattr(batch_sampler, "sampler", None)
-    if isinstance(sampler, RandomSampler) and use_seedable_sampler:
-        sampler = SeedableRandomSampler(sampler.data_source, replacement=sampler.replacement,
-                                        num_samples=sampler._num_samples,
-                                        generator=getattr(sampler, "generator", torch.Generator()), data_seed=data_seed)
-    synchronized_generator = None
-    if num_processes != 1 and not dispatch_batches:
-        if iterable:
-            synchronized_generator = getattr(dataset, "generator", None)
-            dataset = IterableDatasetShard(dataset, dataloader.batch_size, dataloader.drop_last, num_processes,
-                                           process_index, split_batches)
-        else:
-            if not use_seedable_sampler and hasattr(sampler, "generator"):
-                if sampler.generator is None:
-                    sampler.generator = torch.Generator()
-                synchronized_generator = sampler.generator
-            batch_sampler = BatchSamplerShard(batch_sampler, num_processes, process_index, split_batches, even_batches)
-    if rng_types is not None and synchronized_generator is None:
-        rng_types = [name for name in rng_types if getattr(name, "value", name) != "generator"]
-    kwargs = _kept_kwargs(dataloader)
-    if iterable:
-        kwargs["drop_last"] = dataloader.drop_last
-        kwargs["batch_size"] = (dataloader.batch_size // num_processes if split_batches and not dispatch_batches
-                                else dataloader.batch_size)
-    common = {"_drop_last": dataloader.drop_last, "_non_blocking": non_blocking,
-              "use_stateful_dataloader": use_stateful_dataloader}
-    with _prepared_by(accelerator):
-        if dispatch_batches:
-            del kwargs["generator"]
-            loader = DataLoaderDispatcher(dataset, split_batches=split_batches, batch_sampler=batch_sampler,
-                                          slice_fn=slice_fn_for_dispatch, **common, **kwargs)
-        else:
-            shard = {"device": device if put_on_device else None, "rng_types": rng_types,
-                     "synchronized_generator": synchronized_generator, **common}
-            if sampler_is_batch_sampler:
-                loader = DataLoaderShard(dataset, sampler=batch_sampler, batch_size=dataloader.batch_size, **shard,
-                                         **kwargs)
-            else:
-                loader = DataLoaderShard(dataset, batch_sampler=batch_sampler, **shard, **kwargs)
-    if isinstance(sampler, SeedableRandomSampler):
-        loader.set_sampler(sampler)
-    if library:
-        original = dataloader.batch_sampler
-        loader._use_library_plan({"batch_size": original.batch_size, "drop_last": original.drop_last,
-                                  "shuffle": isinstance(original.sampler, RandomSampler),
-                                  "dispatch_batches": "false", "split_batches": split_batches,
-                                  "even_batches": even_batches, "use_seedable_sampler": use_seedable_sampler,
-                                  "data_seed": data_seed})
-    return loader
-
-
-def _check_split_batch_size(dataloader, num_processes):
-    """Accelerate's checks that split_batches can split the loader's batches over the processes."""
-    batch_size = dataloader.batch_size
-    if batch_size is None:
-        batch_size = getattr(dataloader.batch_sampler, "batch_size", None)
-        if batch_size is None:
-            raise ValueError("In order to use `split_batches==True` you must have a `batch_size` attribute either in "
-                             "the passed `dataloader` or `dataloader.batch_sampler` objects, and it has to return a "
-                             "natural number. Your `dataloader.batch_size` is None and `dataloader.batch_sampler` "
-                             f"(`{type(dataloader.batch_sampler)}`) does not have the `batch_size` attribute set.")
-    if batch_size > 1 and batch_size % num_processes != 0:
-        raise ValueError(f"To use a `DataLoader` in `split_batches` mode, the batch size ({dataloader.batch_size}) "
-                         f"needs to be a round multiple of the number of processes ({num_processes}).")
-
-
-def prepare(accelerator, dataloader):
-    """The prepared form of a torch DataLoader: prepare_data_loader with the Accelerator's
-    DataLoaderConfiguration, device placement and rng_types, as Accelerator.prepare_data_loader."""
-    settings = {key: value for key, value in accelerator._loader_settings.items() if value is not None}
-    dispatch = settings.get("dispatch_batches")
-    loader = prepare_data_loader(
-        accelerator, dataloader, device=accelerator.device, put_on_device=settings.get("device_placement", True),
-        rng_types=accelerator._rng_types, dispatch_batches=None if dispatch in (None, "auto") else dispatch == "true",
-        split_batches=settings.get("split_batches", False), even_batches=settings.get("even_batches", True),
-        use_seedable_sampler=settings.get("use_seedable_sampler", False), data_seed=settings.get("data_seed"),
-        non_blocking=settings.get("non_blocking", False))
-    loader._is_accelerate_prepared = True  # Accelerate's mark of what its Accelerator prepared
-    return loader

@@ -10,7 +10,7 @@ import io
 
 import torch
 
-from . import _torch_optim
+from . import _torch_loader, _torch_optim
 from .torch_model import DataParallelModule, HostedModule, _low_precision_dtype, patch_forward_for_mixed_precision
 
 TORCH_KINDS = ("torch_model", "torch_loader", "torch_optimizer", "torch_scheduler")
@@ -36,7 +36,6 @@ def kind_of(value):
         return "torch_loader"
     if _is_scheduler(value):
         return "torch_scheduler"
-    from . import _torch_loader
     if isinstance(value, _torch_loader.PreparedLoader):
         return "torch_loader"
     return None

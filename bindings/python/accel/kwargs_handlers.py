@@ -8,6 +8,7 @@ import enum
 import os
 import typing
 
+from ._environment import clear_environment, str_to_bool
 from ._library import lib
 from .errors import UnsupportedError
 
@@ -24,7 +25,6 @@ class KwargsHandler:
         """{field: value} for the fields that differ from the defaults. The defaults are those of an instance
         made with the environment cleared, so that a handler reading ACCELERATE_* variables (as
         TorchDynamoPlugin does) reports the values they set."""
-        from .utils import clear_environment
         with clear_environment():
             defaults = self.__class__().to_dict()
         return {key: value for key, value in self.to_dict().items() if defaults[key] != value}
@@ -129,7 +129,6 @@ class DynamoBackend(str, enum.Enum):
 
 def _flag(name):
     """An ACCELERATE_DYNAMO_* variable read as a bool (unset: False)."""
-    from .utils import str_to_bool
     return str_to_bool(os.environ.get(name, "False")) == 1
 
 

@@ -8,6 +8,8 @@
 import logging
 import os
 
+from . import state
+
 
 class MultiProcessAdapter(logging.LoggerAdapter):
     """A logging.LoggerAdapter whose calls take two more keywords: main_process_only (default True: only the
@@ -16,7 +18,6 @@ class MultiProcessAdapter(logging.LoggerAdapter):
 
     @staticmethod
     def _state():
-        from . import state
         if state._live_accelerator() is None:
             raise RuntimeError("You must initialize the accelerate state by calling either `PartialState()` or "
                                "`Accelerator()` before using the logging utility.")

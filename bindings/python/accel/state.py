@@ -9,6 +9,7 @@ import weakref
 
 from ._library import lib
 from .errors import StateResetError, check
+from .options import resolved_value
 
 # Weak references to the Accelerators over the process's state, the latest registered last. Every one is a
 # handle to the same state, so any live one answers for it: the latest, or, when it is gone (a function made
@@ -19,6 +20,16 @@ _accelerators = []
 def _register(accelerator):
     _accelerators[:] = [reference for reference in _accelerators if reference() not in (None, accelerator)]
     _accelerators.append(weakref.ref(accelerator))
+
+
+# The Accelerator class, installed by accel.accelerator (which this module sits below) when it is imported:
+# what PartialState() makes when no Accelerator lives.
+_accelerator_class = None
+
+
+def _install_accelerator_class(cls):
+    global _accelerator_class
+    _accelerator_class = cls
 
 
 def _live_accelerator():
@@ -43,7 +54,6 @@ def _join_live_state(settings):
     accelerator = _live_accelerator()
     if accelerator is None:
         return settings
-    from .options import resolved_value
     return {**settings, **{key: resolved_value(accelerator._state_options, "state", key)
                            for key in _JOINED_SETTINGS if settings.get(key) is None}}
 
@@ -82,8 +92,7 @@ class PartialState:
     def __init__(self, cpu=False, **kwargs):
         self.__dict__ = self._shared_state
         if _live_accelerator() is None:
-            from .accelerator import Accelerator
-            self._own = Accelerator(cpu=True if cpu else None)  # kept alive by the shared state
+            self._own = _accelerator_class(cpu=True if cpu else None)  # kept alive by the shared state
 
     @property
     def _accelerator(self):
@@ -227,12 +236,10 @@ class GradientState:
 
     @property
     def sync_with_dataloader(self):
-        from .options import resolved_value
         return resolved_value(self._accelerator._state_options, "state", "sync_with_dataloader") == "true"
 
     @property
     def sync_each_batch(self):
-        from .options import resolved_value
         return resolved_value(self._accelerator._state_options, "state", "sync_each_batch") == "true"
 
     @property

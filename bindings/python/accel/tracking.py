@@ -13,6 +13,7 @@ from . import state as state_module
 from ._library import lib
 from ._tracker_run import TrackerRun, finish_open_runs
 from .errors import UnsupportedError
+from .utils.dataclasses import LoggerType
 
 # The trackers whose files the library writes: what "all" means here.
 LIBRARY_TRACKERS = ("tensorboard", "jsonl", "csv")
@@ -33,7 +34,6 @@ def on_main_process(function):
 
 def get_available_trackers():
     """The trackers that log_with may name here: the library's (LoggerType values)."""
-    from .utils.dataclasses import LoggerType
     return [LoggerType(name) for name in LIBRARY_TRACKERS]
 
 
@@ -198,8 +198,6 @@ def filter_trackers(log_with, logging_dir=None):
     "all" stands for every tracker available here (the objects given are kept). ValueError for what is not
     a tracker, and for a library tracker without logging_dir; UnsupportedError for Accelerate's trackers
     that accel has not."""
-    # Imported here: accel.utils imports the Accelerator, which imports this module.
-    from .utils.dataclasses import LoggerType
     if log_with is None:
         return []
     chosen = list(log_with) if isinstance(log_with, (list, tuple)) else [log_with]

@@ -93,13 +93,13 @@ def test_save_model_shards_and_load_weights_reads_them_back(tmp_path, accelerato
 @pytest.mark.parametrize("size,expected", [(1000, 1000), ("10GB", 10**10), ("500MB", 5 * 10**8), ("2GiB", 2 * 2**30),
                                            ("1.5KiB", 1536), ("8Kb", 1000)])
 def test_shard_sizes_are_read_as_accelerate_reads_them(size, expected):
-    assert accel.accelerator._size_in_bytes(size) == expected
+    assert accel._accelerator_checkpointing._size_in_bytes(size) == expected
 
 
 @pytest.mark.parametrize("size", [0, -5, "ten GB", "10TB", True])
 def test_a_shard_size_that_is_no_positive_size_is_refused(size):
     with pytest.raises(ValueError, match="max_shard_size"):
-        accel.accelerator._size_in_bytes(size)
+        accel._accelerator_checkpointing._size_in_bytes(size)
 
 
 def test_compute_loss_takes_options(accelerator):

@@ -1,5 +1,6 @@
 """accel.utils: Accelerate's utilities (accelerate.utils) that accel has: configuration classes, the
 collectives and structure helpers as functions (accel.utils.operations) and seeding (accel.utils.random)."""
+from ..state import PartialState
 from .dataclasses import (DataLoaderConfiguration, DDPCommunicationHookType, DistributedDataParallelKwargs,
                           DistributedType, GradientAccumulationPlugin, GradScalerKwargs, InitProcessGroupKwargs,
                           LoggerType, PrecisionType, ProjectConfiguration, RNGType)
@@ -52,7 +53,6 @@ def __getattr__(name):
 
 def wait_for_everyone():
     """A barrier across every process."""
-    from ..state import PartialState
     PartialState().wait_for_everyone()
 
 

@@ -2,11 +2,28 @@
 accel.config for what each carries to the library)."""
 import enum
 
-from ..accelerator import DistributedType
 from ..config import (DataLoaderConfiguration, DistributedDataParallelKwargs, GradientAccumulationPlugin,
                       GradScalerKwargs, InitProcessGroupKwargs, ProjectConfiguration)
 from ..kwargs_handlers import (AutocastKwargs, DynamoBackend, FP8RecipeKwargs, KwargsHandler, ProfileKwargs,
                                TorchDynamoPlugin)
+
+
+class DistributedType(str, enum.Enum):
+    """Accelerate's kinds of distributed run. accel's own runs are NO, MULTI_CPU or MULTI_GPU; the others
+    name what Accelerate runs on (other devices, DeepSpeed itself, FSDP, TPUs, Megatron-LM), for code that
+    compares with them."""
+
+    NO = "NO"
+    MULTI_CPU = "MULTI_CPU"
+    MULTI_GPU = "MULTI_GPU"
+    MULTI_NPU = "MULTI_NPU"
+    MULTI_MLU = "MULTI_MLU"
+    MULTI_MUSA = "MULTI_MUSA"
+    MULTI_XPU = "MULTI_XPU"
+    DEEPSPEED = "DEEPSPEED"
+    FSDP = "FSDP"
+    XLA = "XLA"
+    MEGATRON_LM = "MEGATRON_LM"
 
 
 class RNGType(str, enum.Enum):

@@ -5,6 +5,8 @@ import contextlib
 import logging
 import os
 
+from .._environment import clear_environment, str_to_bool  # noqa: F401 (accel.utils names)
+
 logger = logging.getLogger(__name__)
 
 # What would break a line of an environment file (or a shell reading it).
@@ -34,30 +36,6 @@ def patch_environment(**kwargs):
                 os.environ[key] = previous[key]
             else:
                 os.environ.pop(key, None)
-
-
-@contextlib.contextmanager
-def clear_environment():
-    """Empties os.environ for the block; afterwards the environment is exactly what it was before (what
-    the block added is gone, what it removed or changed is back)."""
-    saved = os.environ.copy()
-    os.environ.clear()
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
-def str_to_bool(value):
-    """Accelerate's str_to_bool: 1 for "y", "yes", "t", "true", "on", "1"; 0 for "n", "no", "f", "false",
-    "off", "0" (any case); ValueError otherwise."""
-    value = value.lower()
-    if value in ("y", "yes", "t", "true", "on", "1"):
-        return 1
-    if value in ("n", "no", "f", "false", "off", "0"):
-        return 0
-    raise ValueError(f"invalid truth value {value}")
 
 
 def convert_dict_to_env_variables(current_env):

@@ -10,6 +10,7 @@ import importlib.metadata
 import importlib.util
 import warnings
 
+from ..version import has_feature
 from .versions import compare_versions, is_torch_version
 
 
@@ -53,7 +54,6 @@ def is_torch_distributed_available():
 
 def is_cuda_available():
     """Whether accel can run on CUDA here: the loaded library was built with CUDA and torch sees a GPU."""
-    from ..version import has_feature
     torch = _torch()
     return has_feature("cuda") and torch is not None and torch.cuda.is_available()
 

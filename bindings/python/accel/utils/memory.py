@@ -3,6 +3,8 @@ import functools
 import gc
 import inspect
 
+from ..errors import OutOfMemoryError
+
 _OUT_OF_MEMORY_MESSAGES = (
     "CUDA out of memory.",
     "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED.",
@@ -23,7 +25,6 @@ def should_reduce_batch_size(exception):
     Accelerate decides: a torch.cuda.OutOfMemoryError, an accel.OutOfMemoryError, or a RuntimeError with one
     argument naming one of those failures."""
     import torch
-    from ..errors import OutOfMemoryError
     if isinstance(exception, (OutOfMemoryError, getattr(torch.cuda, "OutOfMemoryError", OutOfMemoryError))):
         return True
     return (isinstance(exception, RuntimeError) and len(exception.args) == 1 and isinstance(exception.args[0], str)

@@ -6,6 +6,7 @@ import functools
 
 from ..errors import DistributedOperationException  # noqa: F401 (Accelerate's name, here)
 from ..state import PartialState
+from ..tensor import _is_torch_tensor
 
 
 def _accelerator():
@@ -18,7 +19,6 @@ class CannotPadNestedTensorWarning(UserWarning):
 
 
 def is_torch_tensor(value):
-    from ..tensor import _is_torch_tensor
     return _is_torch_tensor(value)
 
 

@@ -4,6 +4,7 @@ import re
 import sys
 
 from ..logging import get_logger
+from ..state import PartialState, _live_accelerator
 
 logger = get_logger(__name__)
 
@@ -14,12 +15,11 @@ def extract_model_from_parallel(model, keep_fp32_wrapper=True, keep_torch_compil
     that is a prepared model's wrapper is replaced by its module, in place, as Accelerate does. torch's own
     DataParallel and DistributedDataParallel wrappers come off too; keep_fp32_wrapper False also takes off
     a forward wrapped by hand as prepare wraps it (model._original_forward, convert_outputs_to_fp32)."""
-    from .. import state
     torch = sys.modules.get("torch")
     if torch is not None:
         while isinstance(model, (torch.nn.DataParallel, torch.nn.parallel.DistributedDataParallel)):
             model = model.module
-    accelerator = state._live_accelerator()
+    accelerator = _live_accelerator()
     if accelerator is not None:
         unwrap = accelerator.unwrap_model
         model = unwrap(model, keep_fp32_wrapper=keep_fp32_wrapper, keep_torch_compile=keep_torch_compile)
@@ -58,7 +58,6 @@ def save(obj, f, save_on_each_node=False, safe_serialization=False):
     save_on_each_node). safe_serialization: obj is a dict of name to torch tensor, written as a safetensors
     file (accel's own writer, accel.utils.safetensors_io; metadata {"format": "pt"}), tensors sharing
     memory once."""
-    from ..state import PartialState
     state = PartialState()
     if not (state.is_local_main_process if save_on_each_node else state.is_main_process):
         return

@@ -2,6 +2,7 @@
 the tqdm package; accel.ProgressBar is the library's own bar)."""
 import warnings
 
+from ..state import PartialState
 from .imports import is_tqdm_available
 
 
@@ -17,7 +18,6 @@ def tqdm(*args, main_process_only=True, **kwargs):
                       FutureWarning)
         main_process_only, args = args[0], args[1:]
     from tqdm.auto import tqdm as progress_bar
-    from ..state import PartialState
     disable = kwargs.pop("disable", False)
     if main_process_only and not disable:
         disable = PartialState().local_process_index != 0

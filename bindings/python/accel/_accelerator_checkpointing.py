@@ -1,0 +1,234 @@
+"""The Accelerator's checkpoints: save_state / load_state, their pre-hooks, register_for_checkpointing."""
+import os
+import pickle
+
+from ._checkpoint_hooks import HookFiles, HookHandle
+from ._library import ffi, lib
+from ._sizes import convert_file_size_to_int
+from .errors import check
+
+
+def _size_in_bytes(size):
+    """max_shard_size in bytes (accel._sizes), refusing 0."""
+    try:
+        value = convert_file_size_to_int(size)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"max_shard_size {size!r} is not a positive number of bytes: give an int or a string "
+                         "with a unit, such as '10GB' or '500MiB'")
+    return value
+
+
+class CheckpointingMixin:
+    """The Accelerator's save and load methods."""
+
+    def save(self, obj, f, safe_serialization=False):
+        """torch.save(obj, f) on the main process only (Accelerate's save; safetensors is save_model's)."""
+        if safe_serialization:
+            raise ValueError("save writes torch.save's format only: use save_model for safetensors")
+        if self.is_main_process:
+            import torch
+            torch.save(obj, f)
+
+    def save_model(self, model, save_directory, max_shard_size="10GB", safe_serialization=True):
+        """Accelerate's save_model: the unwrapped model's weights as safetensors in save_directory, from the
+        main process (collective: the others wait for it). Up to max_shard_size (bytes, or a string such as
+        "10GB", "500MB", "2GiB") they go into model.safetensors; above it into model-0000i-of-0000N shards
+        with model.safetensors.index.json. Tied weights are stored once. Model.load_weights reads them back."""
+        if not safe_serialization:
+            raise ValueError("save_model writes safetensors only (safe_serialization=False is not supported)")
+        handle = self._accel_model(model, "save_model")
+        check(lib.accel_state_save_model(self.pointer, handle.pointer, str(save_directory).encode(),
+                                         _size_in_bytes(max_shard_size)))
+
+    # --- checkpoints: every object prepared by this accelerator, in preparation order -------------------
+
+    def _prepared_arrays(self, models=None):
+        """The prepared objects as the C arrays accel_state_save_state and load_state take, with counts;
+        models: the accel Models to carry when not all (a pre-hook took some out)."""
+        arguments = []
+        models = self._models if models is None else models
+        for objects, array_type in ((models, "accel_model_t *[]"), (self._optimizers, "accel_optimizer_t *[]"),
+                                    (self._schedulers, "accel_scheduler_t *[]"), (self._loaders, "accel_loader_t *[]")):
+            arguments += [ffi.new(array_type, [prepared.pointer for prepared in objects]), len(objects)]
+        return arguments
+
+    def save_state(self, output_dir=None, safe_serialization=True, **save_model_func_kwargs):
+        """Accelerate's save_state: every prepared model, optimizer, scheduler and data loader, the grad
+        scaler, each rank's random generators and the accumulation step, into output_dir (collective;
+        written to a temporary folder, then moved into place); returns the folder. The next numbered
+        checkpoint of the project, project_dir/checkpoints/checkpoint_<project_configuration.iteration>,
+        when project_configuration.automatic_checkpoint_naming is on (output_dir is then ignored, as in
+        Accelerate) or output_dir is None, keeping at most total_limit of them. Call it on every process:
+        under `if accelerator.is_main_process:` it fails on every rank within seconds ("collectives out of
+        step") rather than hanging until the timeout. Models are always stored as safetensors, whatever
+        safe_serialization says (the checkpoint's format is the library's); save_model_func_kwargs are
+        DeepSpeed's and FSDP's savers' and are refused (TypeError)."""
+        if save_model_func_kwargs:
+            raise TypeError(f"save_state() got unexpected keyword arguments {sorted(save_model_func_kwargs)} "
+                            "(they go to DeepSpeed's or FSDP's own savers, which accel does not use)")
+        numbered = output_dir is None or self.project_configuration.automatic_checkpoint_naming
+        directory = self._numbered_checkpoint() if numbered else str(output_dir)
+        if not self._save_state_pre_hooks:
+            self._checkpoint_call(lib.accel_state_save_state, None if numbered else directory)
+            return directory
+        hook_files = HookFiles(self, directory)
+        models = self._models_after_save_hooks(hook_files.directory)
+        with hook_files:
+            self._checkpoint_call(lib.accel_state_save_state, None if numbered else directory, models)
+        return directory
+
+    def _numbered_checkpoint(self):
+        """The folder of the next numbered checkpoint, after giving the library project_configuration's
+        iteration (which a user may have set)."""
+        if not self.project_configuration.project_dir:
+            raise ValueError("save_state() without a folder (or with automatic_checkpoint_naming) writes the "
+                             "project's next numbered checkpoint, and this Accelerator has no project_dir: give "
+                             "Accelerator(project_dir=...) or a ProjectConfiguration with one")
+        check(lib.accel_state_set_checkpoint_iteration(self.pointer, int(self.project_configuration.iteration)))
+        return os.path.join(self.project_configuration.project_dir, "checkpoints",
+                            f"checkpoint_{self.project_configuration.iteration}")
+
+    def _checkpoint_call(self, function, directory, models=None):
+        """A save or load of the prepared objects (folder None: the library's numbered one), then
+        project_configuration.iteration brought level with the library's."""
+        try:
+            check(function(self.pointer, ffi.NULL if directory is None else str(directory).encode(),
+                           *self._prepared_arrays(models)), self._checkpoint_callbacks)
+        finally:
+            self.project_configuration.iteration = lib.accel_state_checkpoint_iteration(self.pointer)
+
+    @property
+    def project_dir(self):
+        return self.project_configuration.project_dir
+
+    @property
+    def logging_dir(self):
+        return self.project_configuration.logging_dir
+
+    @property
+    def save_iteration(self):
+        return self.project_configuration.iteration
+
+    def save_state_async(self, output_dir=None):
+        """save_state in the background: the objects are captured before it returns (the models' tensors
+        copied to host memory, about one checkpoint's size), then a thread writes them and moves the
+        checkpoint into place once every rank's part is written, while training goes on. A save already in
+        flight is waited for first. A failure in the background is raised once, by the next save_state,
+        save_state_async, load_state or wait_for_save (which wait for it), or by backward or an optimizer
+        step, which then do nothing else; the previous checkpoint stays."""
+        if self._save_state_pre_hooks:
+            raise ValueError("save_state pre-hooks run with save_state only: the files they write join a "
+                             "checkpoint once it is in place, which save_state_async does later")
+        numbered = output_dir is None or self.project_configuration.automatic_checkpoint_naming
+        directory = self._numbered_checkpoint() if numbered else str(output_dir)
+        self._checkpoint_call(lib.accel_state_save_state_async, None if numbered else directory)
+        return directory
+
+    def wait_for_save(self):
+        """Waits for the background save in flight, if any; raises its failure if nothing reported it."""
+        check(lib.accel_state_wait_for_save(self.pointer))
+
+    def load_state(self, input_dir=None, **load_model_func_kwargs):
+        """Restores what save_state wrote (without input_dir: project_dir's highest-numbered checkpoint)
+        into the objects prepared in the same order; everything is checked first, so on an error nothing
+        has changed. project_configuration.iteration then follows the loaded numbered checkpoint (its number
+        + 1), where Accelerate leaves it. load_model_func_kwargs: Accelerate's map_location (None, "cpu" or
+        "on_device") changes nothing, as tensors go where the prepared objects are; anything else is
+        refused (TypeError)."""
+        map_location = load_model_func_kwargs.pop("map_location", None)
+        if map_location not in (None, "cpu", "on_device"):
+            raise TypeError(f"Unsupported optimizer map location passed, please choose one of `None`, "
+                            f"`'cpu'`, or `'on_device'`. Got {map_location!r}")
+        if load_model_func_kwargs:
+            raise TypeError(f"load_state() got unexpected keyword arguments {sorted(load_model_func_kwargs)} "
+                            "(they go to DeepSpeed's or FSDP's own loaders, which accel does not use)")
+        models = self._models_after_load_hooks(input_dir)
+        self._checkpoint_call(lib.accel_state_load_state, input_dir, models)
+
+    def register_save_state_pre_hook(self, hook):
+        """Accelerate's register_save_state_pre_hook: save_state first calls hook(models, weights,
+        output_dir), models being the prepared models in preparation order (a torch module as the user made
+        it, or an accel.Model) and weights their state_dicts. A model whose entry the hook removes from
+        weights (weights.pop(), when it saves the model its own way) is left out of the checkpoint, as
+        Accelerate leaves it out; load it back with a load_state pre-hook that removes it from models.
+        Editing a state_dict in place changes nothing saved: the model's tensors are. output_dir is a folder
+        beside the checkpoint ("<folder>.hook_files"): what the hooks write there is moved into the
+        checkpoint once it is in place (the checkpoint itself goes into place whole, so it cannot be written
+        into before); a name that clashes with a checkpoint file is a ValueError. The hooks do not run with
+        save_state_async (ValueError). Returns a handle whose remove() unregisters the hook."""
+        return HookHandle(self._save_state_pre_hooks, hook)
+
+    def register_load_state_pre_hook(self, hook):
+        """Accelerate's register_load_state_pre_hook: load_state first calls hook(models, input_dir); a model
+        the hook removes from models (models.pop(), when it loads the model its own way) is not restored from
+        the checkpoint. Needs an input_dir, as the save hooks. Returns a handle whose remove() unregisters it."""
+        return HookHandle(self._load_state_pre_hooks, hook)
+
+    def _user_models(self):
+        """The prepared models as the user knows them (a torch module for a prepared nn.Module)."""
+        hosted = {id(h.model): h.module for h in (self._torch_objects.hosted if self._torch_objects else [])}
+        return [hosted.get(id(model), model) for model in self._models]
+
+    def _kept_models(self, models, remaining, what):
+        """The accel Models whose entries (by identity) are still in remaining, in preparation order."""
+        kept = {id(entry) for entry in remaining}
+        if len(kept) != len(remaining) or not kept <= {id(entry) for entry in models}:
+            raise ValueError(f"a {what} pre-hook may remove entries, not add or replace them")
+        return [model for model, entry in zip(self._models, models) if id(entry) in kept]
+
+    def _models_after_save_hooks(self, output_dir):
+        models = self._user_models()
+        weights = [model.state_dict() for model in models]
+        originals = list(weights)
+        for hook in list(self._save_state_pre_hooks.values()):
+            hook(models, weights, str(output_dir))
+        return self._kept_models(originals, weights, "save_state")
+
+    def _models_after_load_hooks(self, input_dir):
+        if not self._load_state_pre_hooks:
+            return self._models
+        if input_dir is None:
+            raise ValueError("load_state pre-hooks need an input_dir: accel finds the numbered folder itself")
+        models = self._user_models()
+        originals = list(models)
+        for hook in list(self._load_state_pre_hooks.values()):
+            hook(models, str(input_dir))
+        return self._kept_models(originals, models, "load_state")
+
+    def register_for_checkpointing(self, *objects):
+        """Accelerate's register_for_checkpointing: objects with state_dict() and load_state_dict(state)
+        that every later save_state saves and load_state restores, in registration order. Each is stored
+        as the pickle of its state_dict() (Accelerate uses torch.save, a pickle too), in each rank's own
+        folder: rank<r>/custom_checkpoint_<i>.bin, i counting this accelerator's registrations from 0.
+        Unpickling runs arbitrary code: load only checkpoints you trust. A checkpoint must hold exactly the
+        registered objects (InvalidArgumentError naming the missing or extra one). An exception raised by
+        state_dict() or load_state_dict() comes out of save_state / load_state. The objects are kept
+        alive as long as the accelerator, until free_memory() forgets them."""
+        invalid = [i for i, obj in enumerate(objects)
+                   if not (callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None)))]
+        if invalid:
+            # Accelerate's wording, which its tests (and so users' checks) read: the index among the invalid ones.
+            raise ValueError("All `objects` must include a `state_dict` and `load_state_dict` function to be stored. "
+                             "The following inputs are invalid:" +
+                             "".join(f"\n\t- Item at index {index}, `{type(objects[i]).__name__}`"
+                                     for index, i in enumerate(invalid)))
+        for obj in objects:
+            self._register_bytes_object(str(len(self._custom_objects)), lambda obj=obj: pickle.dumps(obj.state_dict()),
+                                        lambda data, obj=obj: obj.load_state_dict(pickle.loads(data)))
+            self._custom_objects.append(obj)
+
+    def _register_bytes_object(self, name, save, load):
+        """Registers, under name, an object every save_state and load_state carries: save() gives its
+        bytes, load(bytes) restores it."""
+        def save_callback(sink, _payload):
+            data = save()
+            check(lib.accel_sink_write(sink, data, len(data)))
+
+        def load_callback(data, size, _payload):
+            load(ffi.buffer(data, size)[:])
+
+        check(lib.accel_state_register_for_checkpointing(
+            self.pointer, name.encode(), self._checkpoint_callbacks.make("accel_save_object_fn", save_callback),
+            self._checkpoint_callbacks.make("accel_load_object_fn", load_callback), ffi.NULL))

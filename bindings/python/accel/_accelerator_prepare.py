@@ -1,0 +1,249 @@
+"""Accelerator.prepare: what each object becomes, and the models, loaders, optimizers and schedulers made."""
+import os
+import sys
+
+from . import state as state_module
+from ._library import lib
+from ._library_loader import DataLoader
+from .dataset import Dataset
+from .errors import UnsupportedError, check
+from .model import Model
+from .optimizer import Optimizer
+from .options import Options
+from .scheduler import Scheduler
+from .specs import DataLoaderSpec, OptimizerSpec, SchedulerSpec
+from .train_step import TrainStep
+
+
+# prepare() builds in this order whatever the argument order: optimizers need their prepared model,
+# schedulers their optimizer.
+_PREPARE_ORDER = ("model", "torch_model", "loader", "torch_loader", "optimizer", "torch_optimizer", "scheduler",
+                  "torch_scheduler")
+
+
+def _kind_of(value):
+    """What prepare makes of value: one of _PREPARE_ORDER, or None for what it gives back untouched."""
+    if isinstance(value, (DataLoaderSpec, Dataset)):
+        return "loader"
+    if isinstance(value, OptimizerSpec):
+        return "optimizer"
+    if isinstance(value, SchedulerSpec):
+        return "scheduler"
+    if isinstance(value, (Model, str, bytes, bytearray, memoryview, os.PathLike)):
+        return "model"
+    if "torch" in sys.modules:
+        from . import _torch_objects
+        return _torch_objects.kind_of(value)
+    return None
+
+
+_KIND_WORDS = {"model": "a model", "torch_model": "a model", "loader": "a data loader", "torch_loader": "a data loader",
+               "optimizer": "an optimizer", "torch_optimizer": "an optimizer", "scheduler": "a scheduler",
+               "torch_scheduler": "a scheduler"}
+# Where torch's public names for its classes live, to name a class as users write it (torch.optim.SGD).
+_TORCH_NAMESPACES = ("torch.optim", "torch.optim.lr_scheduler", "torch.nn", "torch.utils.data")
+
+
+def _public_name(cls):
+    if cls.__module__.split(".")[0] == "torch":
+        for namespace in _TORCH_NAMESPACES:
+            if getattr(sys.modules.get(namespace), cls.__name__, None) is cls:
+                return f"{namespace}.{cls.__name__}"
+    if cls.__module__.split(".")[0] == "accel":
+        return f"accel.{cls.__name__}"
+    return cls.__qualname__
+
+
+def describe_kind(value):
+    """What value is, for messages: "torch.optim.SGD (an optimizer)", "accel.Model (a model)"."""
+    kind = _kind_of(value)
+    for cls, accel_kind in ((Optimizer, "optimizer"), (Scheduler, "scheduler"), (DataLoader, "loader")):
+        if isinstance(value, cls):
+            kind = accel_kind
+    what = _KIND_WORDS.get(kind)
+    return f"{_public_name(type(value))} ({what})" if what else f"a {_public_name(type(value))}"
+
+
+class PrepareMixin:
+    """Accelerator.prepare and the prepare_* methods, and the way back from a prepared object."""
+
+    def prepare(self, *objects, device_placement=None):
+        """Returns, in the same order (whatever the order, as Accelerate):
+        - for a torch.nn.Module, the module prepared (accel.torch_model: on the device, rank 0's weights,
+          gradients averaged over the processes by accel; with several processes wrapped as DDP would be);
+        - for a torch.optim.Optimizer, an AcceleratedOptimizer; for a torch LR scheduler, an
+          AcceleratedScheduler; for a torch.utils.data.DataLoader, a loader dealing this process's batches as
+          Accelerate would (accel.data_loader.DataLoaderShard / DataLoaderDispatcher);
+        - a prepared accel Model for each TorchScript path, bytes, torch.jit.ScriptModule or Model; a
+          DataLoader for each DataLoaderSpec or Dataset (batch size 1); an Optimizer for each OptimizerSpec
+          and a Scheduler for each SchedulerSpec;
+        - anything else as it is. One object gives one result, several a tuple. device_placement is
+          accepted for Accelerate's signature: models always go to the device."""
+        state_module._check_not_reset(self)
+        results = list(objects)
+        kinds = [_kind_of(value) for value in objects]
+        for kind in _PREPARE_ORDER:
+            for index, value in enumerate(objects):
+                if kinds[index] == kind:
+                    results[index] = getattr(self, f"_prepare_{kind}")(value, objects, results)
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def _prepare_model(self, source, _objects, _results):
+        model = source if isinstance(source, Model) else Model.load(source)
+        self._prepare_host_model(model)
+        return model
+
+    def _prepare_host_model(self, model):
+        with Options(self._model_settings) as options:
+            check(lib.accel_state_prepare_model(self.pointer, model.pointer, options.pointer))
+        self._models.append(model)
+
+    @property
+    def _torch(self):
+        if self._torch_objects is None:
+            from ._torch_objects import TorchObjects
+            self._torch_objects = TorchObjects(self)
+        return self._torch_objects
+
+    def _prepare_torch_model(self, module, _objects, _results):
+        return self._torch.prepare_module(module)
+
+    def _prepare_torch_optimizer(self, optimizer, _objects, _results):
+        stage = self._model_settings.get("zero_stage", 0)
+        if stage and self.num_processes > 1:
+            # Said here rather than by the library at the first backward, in this package's terms.
+            raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, (
+                f"prepare: under zero_stage {stage} (DeepSpeedPlugin) each process steps only its share of the "
+                f"parameters, which a {type(optimizer).__name__} would not: give accel.OptimizerSpec(kind, ...) "
+                "(kind 'sgd', 'adam' or 'adamw', with its settings) instead, or zero_stage 0"))
+        return self._torch.prepare_optimizer(optimizer)
+
+    def _prepare_torch_scheduler(self, scheduler, _objects, _results):
+        return self._torch.prepare_scheduler(scheduler)
+
+    def _prepare_torch_loader(self, loader, _objects, _results):
+        from . import _torch_loader, _torch_prepare
+        if isinstance(loader, _torch_loader.PreparedLoader):
+            return loader
+        prepared = _torch_prepare.prepare(self, loader)
+        # As in Accelerate, checkpoints hold a DataLoader's place only with use_stateful_dataloader: a script
+        # that resumes mid-epoch otherwise calls skip_first_batches itself, which would then skip twice. A
+        # loader planned in Python gets a library loader per epoch: its state_dict() goes into checkpoints as
+        # a registered object, under the name of Accelerate's file for it.
+        if self.dataloader_config.use_stateful_dataloader and not prepared._python_plan:
+            self._loaders.append(prepared.accel_loader)
+        elif self.dataloader_config.use_stateful_dataloader:
+            index = len(self._dataloaders)
+            self._register_bytes_object("dl_state_dict" if index == 0 else f"dl_state_dict_{index}",
+                                        prepared.state_dict, prepared.load_state_dict)
+        self._dataloaders.append(prepared)
+        return prepared
+
+    def prepare_model(self, model, device_placement=None, evaluation_mode=False):
+        """prepare() of one model (Accelerate's prepare_model)."""
+        return self.prepare(model)
+
+    def prepare_optimizer(self, optimizer, device_placement=None):
+        return self.prepare(optimizer)
+
+    def prepare_scheduler(self, scheduler):
+        return self.prepare(scheduler)
+
+    def prepare_data_loader(self, data_loader, device_placement=None, slice_fn_for_dispatch=None):
+        return self.prepare(data_loader)
+
+    def _hosted_owning(self, parameter):
+        """The prepared torch module a parameter belongs to (accel.torch_model.HostedModule), or None."""
+        return None if self._torch_objects is None else self._torch_objects.owner_of(parameter)
+
+    def _accel_model(self, model, what):
+        """The accel Model behind a model argument: an accel.Model, or a prepared torch module (or its
+        wrapper). TypeError naming both kinds otherwise."""
+        if isinstance(model, Model):
+            return model
+        hosted = None if self._torch_objects is None else self._torch_objects.hosted_of(model)
+        if hosted is not None:
+            return hosted.model
+        if _kind_of(model) == "torch_model":
+            raise ValueError(f"{what}: this {type(model).__name__} was not prepared by this Accelerator "
+                             "(accelerator.prepare(model) first)")
+        raise TypeError(f"{what} takes a model (a prepared torch.nn.Module or accel.Model), not "
+                        f"{describe_kind(model)}")
+
+    def prepare_train_step(self, model, optimizer, **settings):
+        """A TrainStep: the whole step (forward, loss, backward, clipping, optimizer step, zero_grad) as one
+        call, step(*inputs, target=y) -> loss. Settings (capi/accel/train_step.h): loss ("cross_entropy",
+        "nll", "mse", "l1", "bce_with_logits", or "output" for a model whose forward returns the loss),
+        reduction, label_smoothing, ignore_index, max_grad_norm, norm_type, and cuda_graph=True to capture the
+        step as one CUDA graph on a GPU (Accelerate's nearest: dynamo_backend with torch.compile's
+        "reduce-overhead" mode) after cuda_graph_warmup eager steps."""
+        with Options(settings) as options:
+            return TrainStep(model, optimizer, options)
+
+    def _prepare_loader(self, spec, _objects, _results):
+        if isinstance(spec, Dataset):
+            spec = DataLoaderSpec(spec)
+        with Options({**self._loader_settings, **spec.options()}) as options:
+            loader = DataLoader(self.pointer, spec.dataset, options, spec.batches)
+        self._loaders.append(loader)
+        self._dataloaders.append(loader)
+        return loader
+
+    def _prepare_optimizer(self, spec, objects, results):
+        model = self._resolve(spec.model, self._models, "model", objects, results)
+        with Options(spec.settings) as options:
+            optimizer = Optimizer(model, spec.kind, options)
+        self._optimizers.append(optimizer)
+        return optimizer
+
+    def _prepare_scheduler(self, spec, objects, results):
+        optimizer = self._resolve(spec.optimizer, self._optimizers, "optimizer", objects, results)
+        if callable(spec.schedule) and spec.settings:
+            raise ValueError("a schedule given as a function takes no options")
+        settings = dict(spec.settings)
+        if self._loader_settings["split_batches"] and not callable(spec.schedule):
+            settings.setdefault("split_batches", True)  # the schedule then counts global batches
+        with Options(settings) as options:
+            scheduler = Scheduler(optimizer, spec.schedule, options)
+        self._schedulers.append(scheduler)
+        return scheduler
+
+    @staticmethod
+    def _resolve(named, prepared, what, objects, results):
+        """The object a spec refers to: one prepared in the same call (by the argument given to prepare),
+        a prepared one, or, when the spec names none, the only one this Accelerator prepared."""
+        for value, result in zip(objects, results):
+            if named is not None and value is named:
+                return result
+        if named is not None:
+            return named
+        if len(prepared) != 1:
+            raise ValueError(f"the spec names no {what}, and this Accelerator has prepared {len(prepared)} "
+                             f"{what}s: pass {what}=...")
+        return prepared[0]
+
+    def unwrap_model(self, model, keep_fp32_wrapper=True, keep_torch_compile=True):
+        """The model without what prepare put around it: an accel Model's plain module, or a torch
+        module's own object (not the DDP-like wrapper of several processes); keep_fp32_wrapper False also
+        gives the module its forward from before the mixed-precision patch back."""
+        if isinstance(model, Model):
+            return model.unwrap()
+        if self._torch_objects is None or self._torch_objects.hosted_of(model) is None:
+            return model
+        module = self._torch_objects.unwrap(model)
+        if not keep_fp32_wrapper:
+            from .torch_model import restore_forward
+            restore_forward(module)
+        return module
+
+    def get_state_dict(self, model, unwrap=True):
+        """The model's state_dict: of the unwrapped model (no "module." prefix) unless unwrap is False."""
+        return (self.unwrap_model(model) if unwrap else model).state_dict()
+
+    def skip_first_batches(self, dataloader, num_batches=0):
+        """The next epoch of dataloader skips its first num_batches batches (in place; returned for
+        Accelerate's `dataloader = accelerator.skip_first_batches(dataloader, n)`)."""
+        if not hasattr(dataloader, "skip_first_batches"):
+            raise TypeError(f"skip_first_batches takes a prepared data loader, not {describe_kind(dataloader)}")
+        dataloader.skip_first_batches(num_batches)
+        return dataloader
