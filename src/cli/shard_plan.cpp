@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "data/sharding.hpp"
+#include "data/epoch_plan.hpp"
 
 namespace accel::cli {
 
@@ -44,8 +44,10 @@ constexpr const char kUsage[] =
     "  --dispatch           DataLoaderDispatcher: rank 0 reads the batches, every rank keeps its slice\n"
     "  --no-dispatch        every rank reads its own batches: BatchSamplerShard, or IterableDatasetShard\n"
     "                       with --iterable (the default for map-style datasets)\n"
-    "  --skip-batches K     skip_first_batches(loader, K): K of this rank's batches, but K base batches\n"
-    "                       of B for a map-style dispatcher and K steps for an iterable one\n"
+    "  --already-sharded    with --iterable: each rank's dataset yields only its own share (N samples\n"
+    "                       each); every rank batches its own stream, nothing is dispatched or padded\n"
+    "  --skip-batches K     skip_first_batches(loader, K): K of this rank's batches, in every mode (the\n"
+    "                       loader's rule; Accelerate skipped K base batches for a map-style dispatcher)\n"
     "  -h, --help           show this help\n"
     "\n"
     "The plan is held in memory and every rank walks the whole epoch, so it is refused when\n"
@@ -89,6 +91,8 @@ bool apply_switch(data::PlanOptions& plan, const std::string& flag) {
     plan.dispatch_batches = true;
   } else if (flag == "--no-dispatch") {
     plan.dispatch_batches = false;
+  } else if (flag == "--already-sharded") {
+    plan.already_sharded = true;
   } else {
     return false;
   }

@@ -1,4 +1,4 @@
-#include "data/sharding.hpp"
+#include "data/dealing.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -443,82 +443,6 @@ std::vector<Batch> skip_first_batches(std::vector<Batch> batches, int64_t num_ba
       static_cast<std::ptrdiff_t>(std::min<int64_t>(num_batches, static_cast<int64_t>(batches.size())));
   batches.erase(batches.begin(), batches.begin() + skipped);
   return batches;
-}
-
-// ---- plan_epoch ----
-
-namespace {
-
-int64_t skipped_length(int64_t length, int64_t skip) { return std::max<int64_t>(0, length - skip); }
-
-void validate_plan(const PlanOptions& o) {
-  check_dataset_len(o.dataset_len);
-  validate_sharding(o.batch_size, o.num_processes, o.split_batches);
-  check_skip(o.skip_batches);
-  int64_t work = 0;
-  const bool overflows = __builtin_add_overflow(o.dataset_len, o.batch_size * o.num_processes, &work) ||
-                         __builtin_mul_overflow(work, o.num_processes, &work);
-  require_argument(!overflows && work <= kMaxPlanWork,
-          "the plan is too large to compute: num_processes * (dataset_len + batch_size * num_processes) is " +
-              (overflows ? "more than " + std::to_string(std::numeric_limits<int64_t>::max()) : std::to_string(work)) +
-              ", the limit is " + std::to_string(kMaxPlanWork));
-}
-
-// Rank 0 reads the base loader; a map-style dispatcher skips base batches, an iterable one skips steps.
-EpochPlan plan_dispatch(const PlanOptions& o, const std::vector<int64_t>& indices) {
-  auto base = make_batches(indices, o.batch_size, o.drop_last);
-  const int64_t map_skip = o.iterable ? 0 : o.skip_batches;
-  const int64_t step_skip = o.iterable ? o.skip_batches : 0;
-  base = skip_first_batches(std::move(base), map_skip);
-  const int64_t steps = dispatch_len(static_cast<int64_t>(base.size()), o.num_processes, o.split_batches, o.drop_last);
-  EpochPlan plan;
-  for (int64_t rank = 0; rank < o.num_processes; ++rank) {
-    auto batches = dispatch_batches(base, DispatchSpec{o.num_processes, rank, o.split_batches, o.drop_last});
-    plan.ranks.push_back(
-        RankPlan{rank, skipped_length(steps, step_skip), skip_first_batches(std::move(batches), step_skip)});
-  }
-  plan.remainder = dispatch_remainder(base, o.num_processes, o.split_batches, o.drop_last);
-  return plan;
-}
-
-// DataLoaderShard's remainder comes from len(dataset), which for an IterableDatasetShard is the per-rank
-// padded length: a multiple of the rank's batch size, so the remainder is 0 and duplicates stay.
-EpochPlan plan_iterable_shard(const PlanOptions& o, const std::vector<int64_t>& indices) {
-  EpochPlan plan;
-  for (int64_t rank = 0; rank < o.num_processes; ++rank) {
-    const IterableShardSpec spec{o.batch_size, o.drop_last, o.num_processes, rank, o.split_batches};
-    const int64_t length = IterableDatasetShard(spec).length(o.dataset_len);
-    plan.ranks.push_back(RankPlan{rank, skipped_length(length, o.skip_batches),
-                                  skip_first_batches(iterable_shard_batches(indices, spec), o.skip_batches)});
-  }
-  plan.remainder = o.drop_last ? -1 : 0;
-  return plan;
-}
-
-EpochPlan plan_map_shard(const PlanOptions& o, const std::vector<int64_t>& indices) {
-  const auto base = make_batches(indices, o.batch_size, o.drop_last);
-  EpochPlan plan;
-  for (int64_t rank = 0; rank < o.num_processes; ++rank) {
-    const int64_t length = sharded_length(o.dataset_len, o.batch_size, o.drop_last, o.num_processes, rank,
-                                          o.split_batches, o.even_batches);
-    auto batches =
-        shard_batches(base, o.batch_size, o.drop_last, o.num_processes, rank, o.split_batches, o.even_batches);
-    plan.ranks.push_back(
-        RankPlan{rank, skipped_length(length, o.skip_batches), skip_first_batches(std::move(batches), o.skip_batches)});
-  }
-  plan.remainder = shard_remainder(o.dataset_len, o.batch_size, o.num_processes, o.split_batches, o.drop_last);
-  return plan;
-}
-
-}  // namespace
-
-EpochPlan plan_epoch(const PlanOptions& options) {
-  validate_plan(options);
-  std::vector<int64_t> indices(static_cast<size_t>(options.dataset_len));
-  for (int64_t i = 0; i < options.dataset_len; ++i) indices[static_cast<size_t>(i)] = i;
-  if (options.dispatch_batches.value_or(options.iterable)) return plan_dispatch(options, indices);
-  if (options.iterable) return plan_iterable_shard(options, indices);
-  return plan_map_shard(options, indices);
 }
 
 }  // namespace accel::data

@@ -110,6 +110,7 @@ class IterableDatasetShard {
 
   int64_t global_batch_size() const;   // batch_size with split, batch_size * P without
   int64_t process_batch_size() const;  // batch_size / P with split, batch_size without
+  bool drop_last() const { return spec_.drop_last; }
 
   // Feeds the next item; returns this rank's batch when the item completes a global batch.
   std::optional<Batch> push(int64_t item);
@@ -177,45 +178,8 @@ int64_t dispatch_remainder(const std::vector<Batch>& base_batches, int64_t num_p
                            bool drop_last);
 
 // ---- skip_first_batches ----
-// Drops the first `num_batches` batches of a list (all of them when it has fewer). What the list is depends on
-// the loader: a rank's batches for DataLoaderShard (map-style or iterable) and for an iterable dispatcher, but
-// the base batches, before grouping into steps, for a map-style dispatcher (plan_epoch below does this).
+// Drops the first `num_batches` batches of a list (all of them when it has fewer): a rank's batches, in every
+// mode (Accelerate dropped base batches, before grouping into steps, for a map-style dispatcher).
 std::vector<Batch> skip_first_batches(std::vector<Batch> batches, int64_t num_batches);
-
-// ---- A whole epoch over the sequential sampler 0..N-1, every rank (accel shard-plan) ----
-
-struct PlanOptions {
-  int64_t dataset_len = 0;
-  int64_t batch_size = 1;
-  int64_t num_processes = 1;
-  bool split_batches = false;
-  bool even_batches = true;
-  bool drop_last = false;
-  bool iterable = false;                 // an iterable dataset rather than a map-style one
-  std::optional<bool> dispatch_batches;  // unset: Accelerate's default, dispatch exactly when iterable
-  int64_t skip_batches = 0;              // skip_first_batches(loader, skip_batches)
-};
-
-struct RankPlan {
-  int64_t rank = 0;
-  int64_t length = 0;  // the closed-form length the loader reports
-  std::vector<Batch> batches;
-};
-
-struct EpochPlan {
-  std::vector<RankPlan> ranks;
-  // gather_for_metrics' remainder on the last batch: the dispatcher's last step row count, else the
-  // DataLoaderShard one (0 for an iterable shard, whose length is per rank; -1 with drop_last). Upstream
-  // loses it (-1) on a map-style loader rebuilt by skip_first_batches; here skipping leaves it unchanged,
-  // since the last step is the same.
-  int64_t remainder = -1;
-};
-
-// A plan holds every index it deals, and each rank walks the whole epoch: plan_epoch refuses with
-// Error(InvalidArgument) settings where num_processes * (dataset_len + batch_size * num_processes), the
-// indices walked with at most one global batch of padding, is more than this (a few seconds, about a GB).
-constexpr int64_t kMaxPlanWork = 10'000'000;
-
-EpochPlan plan_epoch(const PlanOptions& options);
 
 }  // namespace accel::data

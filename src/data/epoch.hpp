@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "data/dataset.hpp"
-#include "data/sharding.hpp"
+#include "data/dealing.hpp"
 #include "distributed/state.hpp"
 
 namespace accel::data {
@@ -103,8 +103,9 @@ class IterableShardEpoch final : public EpochBatches {
  public:
   IterableShardEpoch(std::shared_ptr<IterableDataset> dataset, IterableShardSpec spec);
   std::optional<NamedTensors> next(bool& last) override;
-  // Accelerate keeps the duplicates of an iterable shard: its length is per rank.
-  int64_t remainder() const override { return 0; }
+  // Accelerate keeps the duplicates of an iterable shard (its length is per rank, a multiple of the rank's
+  // batch size); with drop_last it sets no remainder (-1).
+  int64_t remainder() const override { return shard_.drop_last() ? -1 : 0; }
 
  private:
   std::optional<NamedTensors> produce();

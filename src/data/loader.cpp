@@ -19,7 +19,8 @@ namespace accel::data {
 Loader::Loader(std::shared_ptr<distributed::State> state, LoaderConfig config, bool iterable)
     : state_(std::move(state)),
       config_(config),
-      dispatch_(config.dispatch_batches.value_or(iterable && !config.already_sharded)),
+      kind_(choose_epoch_kind(
+          EpochSource{iterable, config.dispatch_batches, config.already_sharded, state_->launch().world_size})),
       // Accelerate hands the sampler a fresh torch.Generator(), whose seed is torch's default: the order is the
       // same from run to run unless data_seed picks another.
       generator_(at::make_generator<at::CPUGeneratorImpl>(config.data_seed.value_or(c10::default_rng_seed_val))),
@@ -37,10 +38,6 @@ Loader::Loader(std::shared_ptr<distributed::State> state, LoaderConfig config, b
 Loader::Loader(std::shared_ptr<distributed::State> state, std::shared_ptr<Dataset> dataset, LoaderConfig config)
     : Loader(std::move(state), config, /*iterable=*/false) {
   map_dataset_ = std::move(dataset);
-  if (config_.already_sharded) {
-    fail(Code::InvalidArgument, "already_sharded declares an iterable dataset split per process; a map-style "
-                                "dataset is dealt by index (shard its indices instead)");
-  }
   if (config_.batches) {
     if (config_.shuffle) fail(Code::InvalidArgument, "shuffle cannot reorder a given list of batches");
     if (config_.split_batches) fail(Code::InvalidArgument, "split_batches needs a batch size; a given list of batches has none");
@@ -63,10 +60,6 @@ Loader::Loader(std::shared_ptr<distributed::State> state, std::shared_ptr<Datase
 Loader::Loader(std::shared_ptr<distributed::State> state, std::shared_ptr<IterableDataset> dataset, LoaderConfig config)
     : Loader(std::move(state), config, /*iterable=*/true) {
   if (config_.shuffle) fail(Code::InvalidArgument, "shuffle needs a map-style dataset; an iterable one sets its own order");
-  if (config_.already_sharded && dispatch_) {
-    fail(Code::InvalidArgument, "dispatch_batches sends rank 0's batches to every rank; an already_sharded dataset "
-                                "is read by each rank itself");
-  }
   iterable_dataset_ = std::move(dataset);
 }
 
@@ -86,7 +79,7 @@ std::vector<int64_t> Loader::epoch_order() {
       generator_.set_state(epoch_generator_state_);
     } else if (config_.use_seedable_sampler) {
       generator_.set_current_seed(seedable_seed_ + static_cast<uint64_t>(epoch_));
-    } else if (state_->launch().world_size > 1 && !dispatch_ && rng_.generator) {
+    } else if (state_->launch().world_size > 1 && !is_dispatched(kind_) && rng_.generator) {
       // Accelerate's synchronized generator: every rank draws rank 0's permutation.
       distributed::synchronize_generator(*state_, generator_);
     }
@@ -161,33 +154,34 @@ std::unique_ptr<EpochBatches> Loader::start_epoch() {
   const int64_t rank = state_->launch().rank;
   const bool root = rank == 0;
   // As DataLoaderShard.__iter__ does (a dispatcher synchronises nothing): before any of the epoch is drawn.
-  if (world > 1 && !dispatch_) distributed::synchronize_rng_states(*state_, rng_.torch, rng_.cuda);
-  // With one process nothing is sharded (Accelerate wraps no BatchSamplerShard or IterableDatasetShard):
-  // a one-process dispatcher reads plain base batches.
-  if (iterable_dataset_) {
-    if (config_.already_sharded) {
+  if (world > 1 && !is_dispatched(kind_)) distributed::synchronize_rng_states(*state_, rng_.torch, rng_.cuda);
+  switch (kind_) {
+    case EpochKind::OwnStream: {
       iterable_dataset_->start_epoch(epoch_);
       LoaderConfig per_rank = config_;
       if (config_.split_batches) per_rank.batch_size /= world;
       return std::make_unique<StreamEpoch>(iterable_steps(iterable_dataset_, per_rank, 1));
     }
-    if (dispatch_ || world == 1) {
+    case EpochKind::IterableDispatch:
       if (root) iterable_dataset_->start_epoch(epoch_);
       return std::make_unique<DispatchEpoch>(state_, iterable_steps(iterable_dataset_, config_, world), config_.drop_last);
+    case EpochKind::IterableShard: {
+      iterable_dataset_->start_epoch(epoch_);
+      IterableShardSpec spec{config_.batch_size, config_.drop_last, world, rank, config_.split_batches};
+      return std::make_unique<IterableShardEpoch>(iterable_dataset_, spec);
     }
-    iterable_dataset_->start_epoch(epoch_);
-    IterableShardSpec spec{config_.batch_size, config_.drop_last, world, rank, config_.split_batches};
-    return std::make_unique<IterableShardEpoch>(iterable_dataset_, spec);
-  }
-  if (dispatch_) {
-    auto steps = std::make_shared<std::vector<Batch>>();
-    if (root) *steps = dispatch_steps(base_batches(), world, config_.split_batches, config_.drop_last);
-    auto next_step = std::make_shared<size_t>(0);
-    auto read_step = [dataset = map_dataset_, steps, next_step]() -> std::optional<NamedTensors> {
-      if (*next_step >= steps->size()) return std::nullopt;
-      return dataset->fetch((*steps)[(*next_step)++]);
-    };
-    return std::make_unique<DispatchEpoch>(state_, read_step, config_.drop_last);
+    case EpochKind::MapDispatch: {
+      auto steps = std::make_shared<std::vector<Batch>>();
+      if (root) *steps = dispatch_steps(base_batches(), world, config_.split_batches, config_.drop_last);
+      auto next_step = std::make_shared<size_t>(0);
+      auto read_step = [dataset = map_dataset_, steps, next_step]() -> std::optional<NamedTensors> {
+        if (*next_step >= steps->size()) return std::nullopt;
+        return dataset->fetch((*steps)[(*next_step)++]);
+      };
+      return std::make_unique<DispatchEpoch>(state_, read_step, config_.drop_last);
+    }
+    case EpochKind::MapShard:
+      break;
   }
   auto batches = my_batches();
   // Accelerate cannot size the last global batch of a given batch list, so it keeps every row (-1).
@@ -256,7 +250,7 @@ int64_t Loader::length() const {
   const int64_t base = config_.batches ? static_cast<int64_t>(config_.batches->size())
                                        : num_batches(n, config_.batch_size, config_.drop_last);
   int64_t full = 0;
-  if (dispatch_) {
+  if (is_dispatched(kind_)) {
     full = dispatch_len(base, world, config_.split_batches, config_.drop_last);
   } else if (config_.batches) {
     full = world == 1 ? base : static_cast<int64_t>(shard_given_batches().size());

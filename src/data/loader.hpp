@@ -13,7 +13,7 @@
 #include "core/gradient_state.hpp"
 #include "data/dataset.hpp"
 #include "data/epoch.hpp"
-#include "data/sharding.hpp"
+#include "data/epoch_plan.hpp"
 #include "distributed/state.hpp"
 
 namespace accel::data {
@@ -61,7 +61,6 @@ class Loader {
   bool end_of_dataloader() const { return progress_->end_of_dataloader; }
   int64_t remainder() const { return progress_->remainder; }
   int64_t epoch() const { return epoch_; }
-  bool dispatches() const { return dispatch_; }
   // Between epochs only: the number of the next epoch (seedable samplers and iterable datasets use it).
   void set_epoch(int64_t epoch);
   // Between epochs only: the next epoch skips its first n batches of this rank.
@@ -88,7 +87,7 @@ class Loader {
   std::shared_ptr<Dataset> map_dataset_;
   std::shared_ptr<IterableDataset> iterable_dataset_;
   LoaderConfig config_;
-  bool dispatch_ = false;
+  EpochKind kind_;
   // The state's rng_types: which generators every rank takes from rank 0 when an epoch starts.
   struct {
     bool generator = false;
