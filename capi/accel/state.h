@@ -6,7 +6,7 @@
  * (the "device" option, else cuda:<local rank> when CUDA is present and use_cpu is off, else cpu), the
  * distributed type, and, with more than one process, joins the process group: a rendezvous at
  * MASTER_ADDR:MASTER_PORT through the store rank 0 serves (listening on that address only, and serving
- * only processes that present ACCEL_JOB_KEY: README, "What a job exposes on the network"), then Gloo on
+ * only processes that present ACCEL_JOB_KEY: docs/network.md), then Gloo on
  * CPU or NCCL on CUDA.
  *
  * Shared state: the first state of a process creates the process group; any further state created in
