@@ -1,11 +1,13 @@
 """The Accelerator's checkpoints: save_state / load_state, their pre-hooks, register_for_checkpointing."""
 import os
 import pickle
+import sys
 
 from ._checkpoint_hooks import HookFiles, HookHandle
 from ._library import ffi, lib
 from ._sizes import convert_file_size_to_int
-from .errors import check
+from .errors import AccelIOError, check
+from .model import Model
 
 
 def _size_in_bytes(size):
@@ -24,23 +26,68 @@ class CheckpointingMixin:
     """The Accelerator's save and load methods."""
 
     def save(self, obj, f, safe_serialization=False):
-        """torch.save(obj, f) on the main process only (Accelerate's save; safetensors is save_model's)."""
-        if safe_serialization:
-            raise ValueError("save writes torch.save's format only: use save_model for safetensors")
-        if self.is_main_process:
-            import torch
-            torch.save(obj, f)
+        """Accelerate's save: torch.save(obj, f) (safe_serialization: obj, a dict of tensors, as a
+        safetensors file) by the main process, or by each machine's main process with
+        project_configuration.save_on_each_node."""
+        from .utils.other import save
+        save(obj, f, save_on_each_node=self.project_configuration.save_on_each_node,
+             safe_serialization=safe_serialization)
 
     def save_model(self, model, save_directory, max_shard_size="10GB", safe_serialization=True):
-        """Accelerate's save_model: the unwrapped model's weights as safetensors in save_directory, from the
-        main process (collective: the others wait for it). Up to max_shard_size (bytes, or a string such as
-        "10GB", "500MB", "2GiB") they go into model.safetensors; above it into model-0000i-of-0000N shards
-        with model.safetensors.index.json. Tied weights are stored once. Model.load_weights reads them back."""
-        if not safe_serialization:
-            raise ValueError("save_model writes safetensors only (safe_serialization=False is not supported)")
-        handle = self._accel_model(model, "save_model")
-        check(lib.accel_state_save_model(self.pointer, handle.pointer, str(save_directory).encode(),
-                                         _size_in_bytes(max_shard_size)))
+        """Accelerate's save_model: the unwrapped model's weights in save_directory (created if missing), up to
+        max_shard_size (bytes, or a string such as "10GB", "500MB", "2GiB") in model.safetensors, above it in
+        model-0000i-of-0000N shards with model.safetensors.index.json; safe_serialization=False: the same
+        with torch.save, pytorch_model.bin or pytorch_model-0000i-of-0000N.bin with
+        pytorch_model.bin.index.json. Tied weights are stored once in safetensors. load_checkpoint_in_model
+        reads them back (Model.load_weights the safetensors of a prepared model).
+
+        A model this Accelerator prepared is written as safetensors by the library, from the main process
+        while the others wait (collective). Any other torch module (one never prepared, or a dispatched model
+        whose offloaded weights are read back through its hooks), and every torch.save, is written by the
+        main process (each machine's with project_configuration.save_on_each_node) as Accelerate writes it;
+        the others do not wait. A save_directory that is a file is an AccelIOError."""
+        shard_bytes = _size_in_bytes(max_shard_size)
+        torch = sys.modules.get("torch")
+        is_module = torch is not None and isinstance(model, torch.nn.Module)
+        if isinstance(model, Model) or not (is_module and self._writes_in_python(model, safe_serialization)):
+            handle = self._accel_model(model, "save_model")
+            if not safe_serialization:
+                raise ValueError("save_model(safe_serialization=False) writes torch.save's files from a torch "
+                                 "module: an accel.Model's weights are saved as safetensors only")
+            check(lib.accel_state_save_model(self.pointer, handle.pointer, str(save_directory).encode(),
+                                             shard_bytes))
+            return
+        from .utils.checkpoint_files import write_checkpoint
+        from .utils.other import _without_shared_tensors
+        save_directory = os.fspath(save_directory)
+        if os.path.isfile(save_directory):
+            raise AccelIOError(lib.ACCEL_ERR_IO, f"save_model: the path {save_directory!r} is a file; give the "
+                                                 "folder to write the model's files into")
+        os.makedirs(save_directory, exist_ok=True)
+        state_dict = self._state_dict_to_save(model)
+        if safe_serialization:
+            state_dict = _without_shared_tensors(state_dict)
+        writes = self.is_local_main_process if self.project_configuration.save_on_each_node else self.is_main_process
+        if writes:
+            write_checkpoint(state_dict, save_directory, shard_bytes, safe_serialization)
+
+    def _writes_in_python(self, module, safe_serialization):
+        """Whether save_model writes this torch module itself (not the library): with torch.save, when no
+        Accelerator prepared it, or when hooks offload some of its weights."""
+        from .utils.modeling import offloads
+        hosted = None if self._torch_objects is None else self._torch_objects.hosted_of(module)
+        return not safe_serialization or hosted is None or any(offloads(sub) for sub in module.modules())
+
+    def _state_dict_to_save(self, module):
+        """The unwrapped module's state dict, its offloaded weights read back through their hooks (on the
+        CPU); RuntimeError when weights are on the meta device with no hook to read them."""
+        from .utils.modeling import get_state_dict_offloaded_model, offloads
+        module = self.unwrap_model(module)
+        if any(offloads(sub) for sub in module.modules()):
+            return get_state_dict_offloaded_model(module)
+        if any(parameter.device.type == "meta" for parameter in module.parameters()):
+            raise RuntimeError("You can't save the model since some parameters are on the meta device.")
+        return module.state_dict()
 
     # --- checkpoints: every object prepared by this accelerator, in preparation order -------------------
 
@@ -48,9 +95,9 @@ class CheckpointingMixin:
         """The prepared objects as the C arrays accel_state_save_state and load_state take, with counts;
         models: the accel Models to carry when not all (a pre-hook took some out)."""
         arguments = []
-        models = self._models if models is None else models
-        for objects, array_type in ((models, "accel_model_t *[]"), (self._optimizers, "accel_optimizer_t *[]"),
-                                    (self._schedulers, "accel_scheduler_t *[]"), (self._loaders, "accel_loader_t *[]")):
+        models = self._accel_models if models is None else models
+        for objects, array_type in ((models, "accel_model_t *[]"), (self._accel_optimizers, "accel_optimizer_t *[]"),
+                                    (self._accel_schedulers, "accel_scheduler_t *[]"), (self._loaders, "accel_loader_t *[]")):
             arguments += [ffi.new(array_type, [prepared.pointer for prepared in objects]), len(objects)]
         return arguments
 
@@ -169,14 +216,14 @@ class CheckpointingMixin:
     def _user_models(self):
         """The prepared models as the user knows them (a torch module for a prepared nn.Module)."""
         hosted = {id(h.model): h.module for h in (self._torch_objects.hosted if self._torch_objects else [])}
-        return [hosted.get(id(model), model) for model in self._models]
+        return [hosted.get(id(model), model) for model in self._accel_models]
 
     def _kept_models(self, models, remaining, what):
         """The accel Models whose entries (by identity) are still in remaining, in preparation order."""
         kept = {id(entry) for entry in remaining}
         if len(kept) != len(remaining) or not kept <= {id(entry) for entry in models}:
             raise ValueError(f"a {what} pre-hook may remove entries, not add or replace them")
-        return [model for model, entry in zip(self._models, models) if id(entry) in kept]
+        return [model for model, entry in zip(self._accel_models, models) if id(entry) in kept]
 
     def _models_after_save_hooks(self, output_dir):
         models = self._user_models()
@@ -188,7 +235,7 @@ class CheckpointingMixin:
 
     def _models_after_load_hooks(self, input_dir):
         if not self._load_state_pre_hooks:
-            return self._models
+            return self._accel_models
         if input_dir is None:
             raise ValueError("load_state pre-hooks need an input_dir: accel finds the numbered folder itself")
         models = self._user_models()

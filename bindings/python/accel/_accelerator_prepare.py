@@ -64,6 +64,14 @@ def describe_kind(value):
     return f"{_public_name(type(value))} ({what})" if what else f"a {_public_name(type(value))}"
 
 
+def _mark_prepared(prepared):
+    """Accelerate's mark on what prepare made, which code checks to avoid preparing twice."""
+    try:
+        prepared._is_accelerate_prepared = True
+    except AttributeError:  # a class with __slots__ of its own: nothing to mark it with
+        pass
+
+
 class PrepareMixin:
     """Accelerator.prepare and the prepare_* methods, and the way back from a prepared object."""
 
@@ -86,6 +94,7 @@ class PrepareMixin:
             for index, value in enumerate(objects):
                 if kinds[index] == kind:
                     results[index] = getattr(self, f"_prepare_{kind}")(value, objects, results)
+                    _mark_prepared(results[index])
         return results[0] if len(results) == 1 else tuple(results)
 
     def _prepare_model(self, source, _objects, _results):
@@ -96,7 +105,7 @@ class PrepareMixin:
     def _prepare_host_model(self, model):
         with Options(self._model_settings) as options:
             check(lib.accel_state_prepare_model(self.pointer, model.pointer, options.pointer))
-        self._models.append(model)
+        self._accel_models.append(model)
 
     @property
     def _torch(self):
@@ -190,14 +199,14 @@ class PrepareMixin:
         return loader
 
     def _prepare_optimizer(self, spec, objects, results):
-        model = self._resolve(spec.model, self._models, "model", objects, results)
+        model = self._resolve(spec.model, self._accel_models, "model", objects, results)
         with Options(spec.settings) as options:
             optimizer = Optimizer(model, spec.kind, options)
-        self._optimizers.append(optimizer)
+        self._accel_optimizers.append(optimizer)
         return optimizer
 
     def _prepare_scheduler(self, spec, objects, results):
-        optimizer = self._resolve(spec.optimizer, self._optimizers, "optimizer", objects, results)
+        optimizer = self._resolve(spec.optimizer, self._accel_optimizers, "optimizer", objects, results)
         if callable(spec.schedule) and spec.settings:
             raise ValueError("a schedule given as a function takes no options")
         settings = dict(spec.settings)
@@ -205,7 +214,7 @@ class PrepareMixin:
             settings.setdefault("split_batches", True)  # the schedule then counts global batches
         with Options(settings) as options:
             scheduler = Scheduler(optimizer, spec.schedule, options)
-        self._schedulers.append(scheduler)
+        self._accel_schedulers.append(scheduler)
         return scheduler
 
     @staticmethod
@@ -221,6 +230,13 @@ class PrepareMixin:
             raise ValueError(f"the spec names no {what}, and this Accelerator has prepared {len(prepared)} "
                              f"{what}s: pass {what}=...")
         return prepared[0]
+
+    def verify_device_map(self, model):
+        """Accelerate's verify_device_map: True when model (or a module in it) was loaded with a device map
+        spanning more than one device (load_checkpoint_and_dispatch's hf_device_map), which training across
+        processes cannot take."""
+        modules = model.modules() if hasattr(model, "modules") else (model,)
+        return any(len(getattr(module, "hf_device_map", None) or {}) > 1 for module in modules)
 
     def unwrap_model(self, model, keep_fp32_wrapper=True, keep_torch_compile=True):
         """The model without what prepare put around it: an accel Model's plain module, or a torch

@@ -117,6 +117,16 @@ class ProcessMixin:
         return self.dataloader_config.even_batches is not False
 
     @property
+    def dispatch_batches(self):
+        """DataLoaderConfiguration's dispatch_batches: None (Accelerate's default: dispatch iterable datasets
+        only), True or False."""
+        return self.dataloader_config.dispatch_batches
+
+    @property
+    def use_seedable_sampler(self):
+        return bool(self.dataloader_config.use_seedable_sampler)
+
+    @property
     def _step_scheduler_with_optimizer(self):
         return resolved_value(self._state_options, "state", "step_scheduler_with_optimizer") == "true"
 

@@ -66,10 +66,28 @@ class TrainingMixin:
             loss = self._torch.scaling.scale(loss)
         loss.backward(**kwargs)
 
+    def lomo_backward(self, loss, learning_rate):
+        """Accelerate's lomo_backward: the fused backward and update of a prepared Lomo / AdaLomo optimizer
+        (the lomo_optim package), which steps each parameter inside backward. One process only: on several,
+        UnsupportedError, since LOMO would update every parameter before accel averages its gradient."""
+        fused = [prepared.optimizer for prepared in (self._torch_objects.optimizers if self._torch_objects else ())
+                 if type(prepared.optimizer).__name__ in ("Lomo", "AdaLomo")
+                 and type(prepared.optimizer).__module__.split(".")[0] == "lomo_optim"]
+        if not fused:
+            raise ValueError("No LOMO optimizer found, please use `Lomo` or `AdaLomo` optimizer from `lomo_optim` "
+                             "package")
+        if learning_rate is None:
+            raise ValueError("lomo_backward needs the learning rate (learning_rate)")
+        if self.num_processes > 1:
+            raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED,
+                                   "lomo_backward on several processes: LOMO updates each parameter during "
+                                   "backward, before accel averages its gradient over the processes")
+        fused[0].fused_backward(loss=loss, lr=learning_rate)
+
     @property
     def optimizer_step_was_skipped(self):
         """True when a prepared optimizer skipped its last step (an fp16 overflow)."""
-        accel_skipped = any(optimizer.step_was_skipped for optimizer in self._optimizers)
+        accel_skipped = any(optimizer.step_was_skipped for optimizer in self._accel_optimizers)
         return accel_skipped or (self._torch_objects is not None and self._torch_objects.optimizer_step_was_skipped())
 
     @contextlib.contextmanager

@@ -42,8 +42,9 @@ class LaunchedProcessError(RuntimeError):
 
 
 def refuse_existing_state(launcher_name):
-    """ValueError when this process has a live Accelerator: a forked process would inherit its state
-    (the library's, one per process) and join it instead of meeting the others, each then running alone."""
+    """ValueError when this process has a live Accelerator, as Accelerate's notebook_launcher refuses one (the
+    processes it forks start without a state, but a notebook that made one outside the function most likely
+    meant it to train there)."""
     gc.collect()  # an Accelerator only a reference cycle keeps (its prepared torch objects refer to it) is gone
     if state._live_accelerator() is not None:
         raise ValueError(
@@ -135,6 +136,7 @@ def _run_in_child(function, args, environment, report):
     """The forked process: its launch environment, the function, and on an exception the report to the
     parent (instead of the traceback on stderr: the parent's error carries it)."""
     os.environ.update(environment)
+    state._forget_inherited_states()
     try:
         function(*args)
     except Exception as error:

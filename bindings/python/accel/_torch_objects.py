@@ -48,6 +48,7 @@ class TorchObjects:
         # id(module) and id(its prepared wrapper) -> (that object, HostedModule). The object is kept, as
         # Accelerate's _models keeps the wrapper, so that its id is never another object's while it counts.
         self._hosted_by_id = {}
+        self.given_back = {}  # id(accel Model of a hosted module) -> what prepare gave back for the module
         self._owner = {}  # id(parameter) -> HostedModule
         self.optimizers = []
         self.schedulers = []
@@ -73,6 +74,7 @@ class TorchObjects:
         self.hosted.append(hosted)
         self._hosted_by_id[id(module)] = (module, hosted)
         self._hosted_by_id[id(prepared)] = (prepared, hosted)
+        self.given_back[id(hosted.model)] = prepared
         for parameter in hosted.trainable.values():
             self._owner[id(parameter)] = hosted
         return prepared
@@ -135,6 +137,7 @@ class TorchObjects:
             hosted.remove_hooks()
         self.hosted.clear()
         self._hosted_by_id.clear()
+        self.given_back.clear()
         self._owner.clear()
         self.optimizers.clear()
         self.schedulers.clear()

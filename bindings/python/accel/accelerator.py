@@ -4,6 +4,7 @@ The same script runs on one process or, started by `accel launch`, on many: prep
 and gives each rank its batches, backward() averages gradients over the ranks on the steps that
 synchronise, and the collectives combine tensors across the ranks.
 """
+import os
 import warnings
 
 from . import state as state_module
@@ -52,6 +53,13 @@ class Accelerator(ProcessMixin, PrepareMixin, TrainingMixin, CheckpointingMixin,
                   TrackingMixin, Handle):
     _free = lib.accel_state_free
 
+    @property
+    def pointer(self):
+        """The state handle; StateResetError (an AttributeError, as Accelerate's) once
+        AcceleratorState._reset_state() retired the state, so every property and method says so."""
+        state_module._check_not_reset(self)
+        return Handle.pointer.fget(self)
+
     def __init__(self, device_placement=None, split_batches=None, mixed_precision=None,
                  gradient_accumulation_steps=None, cpu=None, dataloader_config=None, deepspeed_plugin=None,
                  fsdp_plugin=None, megatron_lm_plugin=None, rng_types=None, log_with=None, project_dir=None,
@@ -99,6 +107,10 @@ class Accelerator(ProcessMixin, PrepareMixin, TrainingMixin, CheckpointingMixin,
                                                           dispatch_batches=dispatch_batches, even_batches=even_batches,
                                                           use_seedable_sampler=use_seedable_sampler)
         kwargs_handlers = kwargs_handlers or ()
+        # Accelerate's ACCELERATE_TORCH_DEVICE chooses the device where nothing else does (the library's
+        # ACCEL_DEVICE, read by the library itself, is an explicit setting and wins).
+        if device is None and "ACCEL_DEVICE" not in os.environ:
+            device = os.environ.get("ACCELERATE_TORCH_DEVICE") or None
         settings = {"mixed_precision": mixed_precision, "use_cpu": cpu, "device": device,
                     "gradient_accumulation_steps": gradient_accumulation_steps,
                     "step_scheduler_with_optimizer": step_scheduler_with_optimizer, "dynamo_backend": dynamo_backend,
@@ -140,7 +152,7 @@ class Accelerator(ProcessMixin, PrepareMixin, TrainingMixin, CheckpointingMixin,
         super().__init__(out[0])
         self._loader_settings = {**(dataloader_config or DataLoaderConfiguration()).options(),
                                  "device_placement": device_placement}
-        self._models, self._loaders, self._optimizers, self._schedulers = [], [], [], []
+        self._accel_models, self._loaders, self._accel_optimizers, self._accel_schedulers = [], [], [], []
         self._dataloaders = []  # what prepare gave for each data loader, in order (Accelerate's list)
         self._custom_objects = []  # register_for_checkpointing's, in registration order
         self._save_state_pre_hooks, self._load_state_pre_hooks = {}, {}  # handle id -> hook, in registration order
@@ -152,9 +164,27 @@ class Accelerator(ProcessMixin, PrepareMixin, TrainingMixin, CheckpointingMixin,
         state_module._register(self)
         self.dataloader_config = dataloader_config or DataLoaderConfiguration()
 
+    @property
+    def _models(self):
+        """Accelerate's record of the prepared models, as prepare gave them back: a torch module (its
+        wrapper with several processes) or an accel Model."""
+        given_back = self._torch_objects.given_back if self._torch_objects is not None else {}
+        return [given_back.get(id(model), model) for model in self._accel_models]
+
+    @property
+    def _optimizers(self):
+        """Accelerate's record of the prepared optimizers (accel's, then the torch ones' wrappers)."""
+        return self._accel_optimizers + (self._torch_objects.optimizers if self._torch_objects is not None else [])
+
+    @property
+    def _schedulers(self):
+        return self._accel_schedulers + (self._torch_objects.schedulers if self._torch_objects is not None else [])
+
     def __repr__(self):
         if self.closed:
             return "accel.Accelerator(closed)"
+        if self._state_was_reset:
+            return "accel.Accelerator(reset)"
         kind = ffi.string(lib.accel_state_distributed_type_name(self.pointer)).decode()
         return (f"accel.Accelerator({kind}, process {self.process_index} of {self.num_processes}, "
                 f"device={self.device}, mixed_precision={self.mixed_precision})")
@@ -170,7 +200,7 @@ class Accelerator(ProcessMixin, PrepareMixin, TrainingMixin, CheckpointingMixin,
         """Frees every object this Accelerator prepared, then its own handle (nothing is communicated)."""
         if self._torch_objects is not None:
             self._torch_objects.forget()
-        for prepared in (self._schedulers, self._optimizers, self._loaders, self._models):
+        for prepared in (self._accel_schedulers, self._accel_optimizers, self._loaders, self._accel_models):
             while prepared:
                 prepared.pop().close()
         self._dataloaders.clear()
@@ -196,10 +226,11 @@ class Accelerator(ProcessMixin, PrepareMixin, TrainingMixin, CheckpointingMixin,
         a None for each object given, to assign back."""
         if self._torch_objects is not None:
             self._torch_objects.forget()
-        for prepared in (self._schedulers, self._optimizers, self._loaders, self._models, self._custom_objects,
+        for prepared in (self._accel_schedulers, self._accel_optimizers, self._loaders, self._accel_models, self._custom_objects,
                          self._dataloaders):
             prepared.clear()
-        check(lib.accel_state_free_memory(self.pointer))
+        if not self._state_was_reset:  # a reset state holds nothing more to free
+            check(lib.accel_state_free_memory(self.pointer))
         return [None] * len(objects)
 
     def clear(self, *objects):

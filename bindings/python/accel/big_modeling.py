@@ -7,12 +7,12 @@ offloaded to the CPU or disk brought to the execution device for the block's for
 it. cpu_offload and disk_offload do that for a whole model."""
 import contextlib
 import functools
-import logging
 import os
 
 import torch
 import torch.nn as nn
 
+from ._loggers import library_logger
 from .hooks import (AlignDevicesHook, CpuOffload, UserCpuOffloadHook, add_hook_to_module, attach_align_device_hook,
                     attach_align_device_hook_on_blocks)
 from .utils.device_map import get_balanced_memory, infer_auto_device_map
@@ -20,7 +20,7 @@ from .utils.modeling import load_checkpoint_in_model
 from .utils.module_tensors import check_device_map, check_devices_exist, find_tied_parameters, retie_parameters
 from .utils.offload import INDEX_FILE, OffloadedWeightsLoader, extract_submodules_state_dict, offload_state_dict
 
-logger = logging.getLogger(__name__)
+logger = library_logger(__name__)
 
 # Accelerate's str_to_bool spellings, for ACCELERATE_INIT_INCLUDE_BUFFERS.
 _TRUE_WORDS, _FALSE_WORDS = ("y", "yes", "t", "true", "on", "1"), ("n", "no", "f", "false", "off", "0")

@@ -26,9 +26,10 @@ def debug_launcher(function, args=(), num_processes=2):
     """Runs function(*args) on num_processes forked processes on the CPU, without mixed precision, for
     debugging and tests (not meant for real training, as Accelerate says of its own). Each process's
     Accelerator sees num_processes processes and its own process_index. The processes meet on a free
-    port of 127.0.0.1 (Accelerate's meet through a temporary file; a fixed port could be taken)."""
+    port of 127.0.0.1 (Accelerate's meet through a temporary file; a fixed port could be taken). An Accelerator
+    of the calling process stays its own: the launched processes start without a state (Accelerate's
+    inherit the caller's)."""
     _check_count("num_processes", num_processes)
-    refuse_existing_state("debug_launcher")
     run_forked(function, args, _rank_environments(
         num_processes=num_processes, node_rank=0, num_nodes=1, master_addr="127.0.0.1", master_port=_free_port(),
         mixed_precision="no", restart_count=0))

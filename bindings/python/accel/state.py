@@ -17,9 +17,27 @@ from .options import resolved_value
 _accelerators = []
 
 
+# Every Accelerator of this process, reset ones included: what a forked child must never free.
+_every_accelerator = weakref.WeakSet()
+
+
 def _register(accelerator):
     _accelerators[:] = [reference for reference in _accelerators if reference() not in (None, accelerator)]
     _accelerators.append(weakref.ref(accelerator))
+    _every_accelerator.add(accelerator)
+
+
+def _forget_inherited_states():
+    """In a process forked by a launcher: starts without a state, as if none had been made, so that its
+    Accelerator meets the other launched processes (the library makes a new state in a process whose pid
+    differs). The Accelerators inherited from the parent are dropped without freeing their handles: their
+    state's threads and group exist only in the parent, and freeing the last handle would tear them down."""
+    for accelerator in list(_every_accelerator):
+        accelerator._pointer = None
+    _every_accelerator.clear()
+    _accelerators.clear()
+    PartialState._shared_state.clear()
+    GradientState._shared_state.clear()
 
 
 # The Accelerator class, installed by accel.accelerator (which this module sits below) when it is imported:
@@ -60,7 +78,7 @@ def _join_live_state(settings):
 
 def _check_not_reset(accelerator):
     """StateResetError, worded as Accelerate's AttributeError, for an Accelerator whose state was reset."""
-    if accelerator._state_was_reset:
+    if getattr(accelerator, "_state_was_reset", False):
         raise StateResetError(lib.ACCEL_ERR_INVALID_STATE,
                               "`AcceleratorState` object has no attribute left for this Accelerator. This happens "
                               "if `AcceleratorState._reset_state()` was called and an `Accelerator` or "
@@ -176,6 +194,15 @@ class PartialState:
         raises InvalidStateError ("the state was reset"). With several processes, every process resets at
         the same point (see accel_state_reset in capi/accel/state.h)."""
         _reset()
+
+    def __getattr__(self, name):
+        """Reached for a name the state does not have, and for one of its properties when no state lives
+        (never made, or reset): then worded as Accelerate's, naming the reset."""
+        cls = type(self).__name__
+        if isinstance(getattr(type(self), name, None), property):
+            raise AttributeError(f"`{cls}` object has no attribute `{name}`. This happens if `{cls}._reset_state()` "
+                                 "was called and an `Accelerator` or `PartialState` was not reinitialized.")
+        raise AttributeError(f"'{cls}' object has no attribute '{name}'")
 
     def __repr__(self):
         return (f"Distributed environment: {self.distributed_type.value}\nNum processes: {self.num_processes}\n"

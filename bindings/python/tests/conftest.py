@@ -33,9 +33,9 @@ def make_accelerator():
 
     yield make
     for accelerator in reversed(made):
-        if not accelerator.closed:
+        if not accelerator.closed and not accelerator._state_was_reset:  # a reset one can only be freed
             accelerator.end_training()
-            accelerator.close()
+        accelerator.close()
 
 
 @pytest.fixture

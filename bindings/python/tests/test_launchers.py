@@ -8,6 +8,7 @@ import signal
 import socket
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -156,11 +157,24 @@ def test_notebook_launcher_with_one_process_runs_the_function_here(capsys):
     assert capsys.readouterr().out == "Launching training on CPU.\n"
 
 
-def test_a_process_with_an_accelerator_is_refused_since_the_processes_would_inherit_its_state(make_accelerator):
+def _two_processes_meet():
+    accelerator = accel.Accelerator(cpu=True)
+    assert accelerator.num_processes == 2, accelerator.num_processes
+    gathered = accelerator.gather(np.array([accelerator.process_index], dtype=np.int64))
+    assert gathered.tolist() == [0, 1], gathered
+
+
+def test_debug_launcher_processes_start_without_the_callers_state(make_accelerator):
+    accelerator = make_accelerator()
+    debug_launcher(_two_processes_meet, num_processes=2)
+    assert accelerator.num_processes == 1
+    assert accelerator.reduce(np.array([2.0]), "sum").tolist() == [2.0]  # the caller's state still works
+
+
+def test_notebook_launcher_refuses_a_process_with_an_accelerator_as_accelerate_does(make_accelerator):
     make_accelerator()
-    for launch in (lambda: debug_launcher(print), lambda: notebook_launcher(print, num_processes=2)):
-        with pytest.raises(ValueError, match="already has an Accelerator.*only inside the launched function"):
-            launch()
+    with pytest.raises(ValueError, match="already has an Accelerator.*only inside the launched function"):
+        notebook_launcher(print, num_processes=2)
 
 
 @pytest.mark.parametrize("option, named", [

@@ -58,6 +58,29 @@ def test_an_accelerator_whose_state_was_reset_refuses_to_prepare():
     assert isinstance(raised.value, StateResetError) and isinstance(raised.value, accel.InvalidStateError)
 
 
+def test_after_a_reset_every_use_of_an_old_accelerator_says_so_and_other_names_are_plain_attribute_errors():
+    accelerator = accel.Accelerator(cpu=True)
+    with pytest.raises(AttributeError, match="^'AcceleratorState' object has no attribute 'someotherthing'$"):
+        accelerator.state.someotherthing
+    accelerator.state._reset_state()
+    for use in (lambda: accelerator.num_processes, lambda: accelerator.device, accelerator.wait_for_everyone):
+        with pytest.raises(StateResetError, match=r"`AcceleratorState._reset_state\(\)` was called"):
+            use()
+    assert repr(accelerator) == "accel.Accelerator(reset)"
+    accelerator.state.someotherthing = "kept"  # a new state now, which takes attributes as Accelerate's does
+    assert accel.state.AcceleratorState().someotherthing == "kept"
+
+
+def test_a_partial_state_read_after_a_reset_names_the_reset():
+    state = PartialState()
+    with pytest.raises(AttributeError, match="^'PartialState' object has no attribute 'someotherthing'$"):
+        state.someotherthing
+    state._reset_state()
+    with pytest.raises(AttributeError, match=r"^`PartialState` object has no attribute `num_processes`\. This happens "
+                                             r"if `PartialState._reset_state\(\)` was called"):
+        state.num_processes
+
+
 def test_destroy_process_group_without_a_state_does_nothing():
     accelerator = accel.Accelerator(cpu=True)
     state = accelerator.state

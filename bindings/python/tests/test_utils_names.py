@@ -267,3 +267,66 @@ def test_a_prepared_modules_forward_follows_the_accelerators_autocast_handler(ma
     for handlers, autocast_on in (([], True), ([utils.AutocastKwargs(enabled=False)], False)):
         model = make_accelerator(mixed_precision="bf16", kwargs_handlers=handlers).prepare(AutocastProbe(2, 2))
         assert model(torch.ones(1, 2)).dtype == torch.float32 and model.autocast_was_on is autocast_on
+
+
+def test_the_deprecated_loader_flags_read_back_from_the_dataloader_config(make_accelerator):
+    accelerator = make_accelerator()
+    assert (accelerator.split_batches, accelerator.dispatch_batches, accelerator.even_batches,
+            accelerator.use_seedable_sampler) == (False, None, True, False)
+    accel.state.AcceleratorState._reset_state()
+    with pytest.warns(FutureWarning, match="dispatch_batches"):
+        accelerator = make_accelerator(dispatch_batches=True, use_seedable_sampler=True)
+    assert (accelerator.dispatch_batches, accelerator.use_seedable_sampler) == (True, True)
+
+
+def test_what_prepare_makes_carries_accelerates_prepared_mark(make_accelerator):
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.zeros(4, 2)), batch_size=2)
+    untouched = [1, 2]
+    prepared = make_accelerator().prepare(model, optimizer, loader, untouched)
+    assert [getattr(value, "_is_accelerate_prepared", False) for value in prepared] == [True, True, True, False]
+
+
+def test_accelerates_device_variable_chooses_the_device_unless_accels_own_does(monkeypatch):
+    monkeypatch.setenv("ACCELERATE_TORCH_DEVICE", "cuda:64")
+    with pytest.raises(accel.UnsupportedError, match="device 'cuda:64'"):  # honoured, and refused on this build
+        accel.Accelerator()
+    monkeypatch.setenv("ACCEL_DEVICE", "cpu")
+    with accel.Accelerator() as accelerator:
+        assert accelerator.device == "cpu"
+        accelerator.end_training()
+
+
+def test_accels_own_log_records_go_to_accelerates_logger_names(caplog):
+    with caplog.at_level(logging.WARNING, logger="accelerate.utils.environment"):
+        utils.convert_dict_to_env_variables({"BAD NAME": "1"})
+    assert [record.name for record in caplog.records] == ["accelerate.utils.environment"]
+
+
+def test_verify_device_map_finds_a_model_dispatched_over_several_devices(make_accelerator):
+    accelerator = make_accelerator()
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
+    assert not accelerator.verify_device_map(model)
+    model[1].hf_device_map = {"": "cpu"}
+    assert not accelerator.verify_device_map(model)
+    model[1].hf_device_map = {"0": "cpu", "1": "disk"}
+    assert accelerator.verify_device_map(model)
+
+
+def test_lomo_backward_needs_a_prepared_lomo_optimizer_and_calls_its_fused_backward(make_accelerator, monkeypatch):
+    accelerator = make_accelerator()
+    model = torch.nn.Linear(2, 1)
+    with pytest.raises(ValueError, match="No LOMO optimizer found"):
+        accelerator.lomo_backward(model(torch.ones(1, 2)).sum(), 0.1)
+    calls = []
+
+    class Lomo(torch.optim.SGD):  # lomo_optim's class, as far as accel looks at it
+        def fused_backward(self, loss, lr):
+            calls.append(lr)
+            loss.backward()
+
+    monkeypatch.setattr(Lomo, "__module__", "lomo_optim.lomo")
+    model, _ = accelerator.prepare(model, Lomo(model.parameters(), lr=0.1))
+    accelerator.lomo_backward(model(torch.ones(1, 2)).sum(), 0.05)
+    assert calls == [0.05] and model.weight.grad is not None

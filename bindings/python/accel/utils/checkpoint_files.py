@@ -1,22 +1,29 @@
 """The files of a model checkpoint: which files a checkpoint path means (one file, an index of shards, or a
 folder holding either), what they hold without loading them where the format allows it (safetensors
-headers, the index), and reading one file's tensors (Accelerate's load_state_dict). Formats: .safetensors
+headers, the index), reading one file's tensors (Accelerate's load_state_dict), and writing a state dict
+as Accelerate's save_model lays it out (write_checkpoint). Formats: .safetensors
 (accel.utils.safetensors_io), torch.save's .bin / .pt pickles, and the index JSON that
 transformers and accel's save_model write ({"weight_map": {tensor: shard file}}; a bare map is read too)."""
+import inspect
 import json
-import logging
 import os
+import re
 
 import torch
 
+from .._loggers import library_logger
 from .module_tensors import device_of
-from .safetensors_io import read_header, safe_open
+from .safetensors_io import read_header, safe_open, save_file
 
-logger = logging.getLogger(__name__)
+logger = library_logger(__name__)
 
 WEIGHTS_NAME = "pytorch_model.bin"
 SAFE_WEIGHTS_NAME = "model.safetensors"
 INDEX_SUFFIX = ".index.json"
+WEIGHTS_INDEX_NAME = WEIGHTS_NAME + INDEX_SUFFIX
+SAFE_WEIGHTS_INDEX_NAME = SAFE_WEIGHTS_NAME + INDEX_SUFFIX
+# torch.load's weights_only (torch >= 1.13): unpickles tensors and plain containers only.
+_WEIGHTS_ONLY = {"weights_only": True} if "weights_only" in inspect.signature(torch.load).parameters else {}
 
 
 def is_safetensors(path):
@@ -126,10 +133,11 @@ def _safetensors_format(path):
 def load_state_dict(checkpoint_file, device_map=None):
     """The tensors of one checkpoint file, by name. A .safetensors file is mapped, not read whole, and with a
     device_map each tensor goes straight to its module's device ("disk" and names the map does not cover
-    on the CPU); any other file is torch.load's, on the CPU (a pickle: load only files you trust)."""
+    on the CPU); any other file is torch.load's, on the CPU, with weights_only where torch has it (tensors and plain
+    containers only; otherwise a pickle: load only files you trust)."""
     checkpoint_file = os.fspath(checkpoint_file)
     if not is_safetensors(checkpoint_file):
-        return torch.load(checkpoint_file, map_location=torch.device("cpu"))
+        return torch.load(checkpoint_file, map_location=torch.device("cpu"), **_WEIGHTS_ONLY)
     _safetensors_format(checkpoint_file)
     with safe_open(checkpoint_file, framework="pt") as file:
         tensors = {}
@@ -151,3 +159,94 @@ def _load_device(name, device_map):
     if device in ("disk", "cpu"):
         return "cpu"
     return torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+
+
+def _storage_key(tensor):
+    storage = tensor.untyped_storage() if hasattr(tensor, "untyped_storage") else tensor.storage()
+    return tensor.device, storage.data_ptr()
+
+
+def split_into_shards(state_dict, max_shard_size):
+    """(shards, total_size): the names of state_dict in shards of at most max_shard_size bytes, in order, each
+    filled until the next tensor would pass it (a bigger tensor gets a shard of its own), as the library's
+    save_model splits them; tensors sharing memory go with the first of them and count once."""
+    shards, shard_of_storage, total_size, current_size = [], {}, 0, 0
+    for name, tensor in state_dict.items():
+        key = _storage_key(tensor)
+        if key in shard_of_storage:
+            shard_of_storage[key].append(name)
+            continue
+        size = tensor.numel() * tensor.element_size()
+        if not shards or current_size + size > max_shard_size:
+            shards.append([])
+            current_size = 0
+        shards[-1].append(name)
+        shard_of_storage[key] = shards[-1]
+        current_size += size
+        total_size += size
+    return shards, total_size
+
+
+def _earlier_save(filename, safe_serialization):
+    """Whether filename is a file of a save_model of the format (whole file, index or shard)."""
+    whole = SAFE_WEIGHTS_NAME if safe_serialization else WEIGHTS_NAME
+    stem, suffix = os.path.splitext(whole)
+    return (filename in (whole, whole + INDEX_SUFFIX)
+            or re.fullmatch(re.escape(stem) + r"-\d{5}-of-\d{5}" + re.escape(suffix), filename) is not None)
+
+
+def _write_file(tensors, path, safe_serialization):
+    """One checkpoint file, written beside path then renamed over it (the rename is left to the caller: the
+    temporary path is returned)."""
+    temporary = f"{path}.{os.getpid()}.partial"
+    try:
+        if safe_serialization:
+            save_file(tensors, temporary, metadata={"format": "pt"})
+        else:
+            torch.save(tensors, temporary)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+    return temporary
+
+
+def write_checkpoint(state_dict, directory, max_shard_size, safe_serialization):
+    """Writes state_dict into the folder directory (which must exist) as save_model does: up to max_shard_size
+    bytes into model.safetensors (pytorch_model.bin when not safe_serialization, with torch.save); above it
+    into model-00001-of-0000N.safetensors (pytorch_model-00001-of-0000N.bin) ... with the index
+    model.safetensors.index.json (pytorch_model.bin.index.json): {"metadata": {"total_size": bytes},
+    "weight_map": {name: shard}}. The files are written under temporary names, then the files of an earlier
+    save of the format are removed and the new ones renamed into place, the index last. Other files stay."""
+    whole = SAFE_WEIGHTS_NAME if safe_serialization else WEIGHTS_NAME
+    shards, total_size = split_into_shards(state_dict, max_shard_size)
+    stem, suffix = os.path.splitext(whole)
+    names = ([whole] if len(shards) <= 1 else
+             [f"{stem}-{i:05d}-of-{len(shards):05d}{suffix}" for i in range(1, len(shards) + 1)])
+    written = {}
+    try:
+        for filename, shard in zip(names, shards or [[]]):
+            written[filename] = _write_file({name: state_dict[name] for name in shard},
+                                            os.path.join(directory, filename), safe_serialization)
+        if len(shards) > 1:
+            index = {"metadata": {"total_size": total_size},
+                     "weight_map": {name: filename for filename, shard in zip(names, shards) for name in shard}}
+            index_path = os.path.join(directory, whole + INDEX_SUFFIX)
+            written[whole + INDEX_SUFFIX] = f"{index_path}.{os.getpid()}.partial"
+            with open(written[whole + INDEX_SUFFIX], "w", encoding="utf-8") as file:
+                file.write(json.dumps(index, indent=2, sort_keys=True) + "\n")
+    except BaseException:
+        for temporary in written.values():
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+        raise
+    for filename in os.listdir(directory):
+        path = os.path.join(directory, filename)
+        if filename not in written and _earlier_save(filename, safe_serialization) and os.path.isfile(path):
+            os.unlink(path)
+    for filename, temporary in written.items():
+        os.replace(temporary, os.path.join(directory, filename))
+    if len(shards) > 1:
+        logger.info(f"The model is bigger than the maximum size per checkpoint ({max_shard_size} bytes) and is "
+                    f"split in {len(shards)} checkpoint shards; the index {whole + INDEX_SUFFIX} in {directory} "
+                    "says where each tensor is.")

@@ -6,16 +6,16 @@ parameters go with the module placed first; GPU 0 and the CPU keep room for the 
 offloaded layer needs when it runs. Sizes come from shapes and dtypes only, so a model on the meta device
 (init_empty_weights) is mapped without memory."""
 import collections
-import logging
 import warnings
 
 import torch
 import torch.nn as nn
 
+from .._loggers import library_logger
 from .module_tensors import (convert_file_size_to_int, dtype_byte_size, find_tied_parameters, keeps_its_dtype,
                              named_module_tensors, warn_if_untied)
 
-logger = logging.getLogger(__name__)
+logger = library_logger(__name__)
 
 # The devices that are not GPUs, in the order a device map falls back to them.
 _FALLBACK_DEVICES = ("cpu", "disk")

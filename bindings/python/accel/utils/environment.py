@@ -2,12 +2,12 @@
 change os.environ for the length of a block and put it back as it was afterwards, and the helpers that read
 and write environment settings."""
 import contextlib
-import logging
 import os
 
+from .._loggers import library_logger
 from .._environment import clear_environment, str_to_bool  # noqa: F401 (accel.utils names)
 
-logger = logging.getLogger(__name__)
+logger = library_logger(__name__)
 
 # What would break a line of an environment file (or a shell reading it).
 _FORBIDDEN_IN_ENVIRONMENT_FILES = (";", "\n", "<", ">", " ")

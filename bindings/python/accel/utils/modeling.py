@@ -3,18 +3,20 @@ checkpoints into models (load_checkpoint_in_model, also into a model made under 
 tensors are on the meta device) and reads offloaded weights back; it also gives, under Accelerate's names,
 the module-tensor helpers (accel.utils.module_tensors), device maps (accel.utils.device_map) and checkpoint
 files (accel.utils.checkpoint_files) it is built on."""
+import contextlib
 import gc
-import logging
 import os
 import shutil
 import tempfile
 
 import torch
 
+from .._loggers import library_logger
 from .._library import lib
 from ..errors import UnsupportedError
 from ..hooks import AlignDevicesHook
-from .checkpoint_files import SAFE_WEIGHTS_NAME, WEIGHTS_NAME, CheckpointContents, CheckpointFiles, load_state_dict
+from .checkpoint_files import (SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME,
+                               CheckpointContents, CheckpointFiles, load_state_dict)
 from .device_map import (calculate_maximum_sizes, clean_device_map, compute_module_sizes,
                          compute_module_total_buffer_size, get_balanced_memory, get_max_layer_size, get_max_memory,
                          infer_auto_device_map)
@@ -24,15 +26,14 @@ from .module_tensors import (check_device_map, check_devices_exist, check_tied_p
                              named_module_tensors, retie_parameters, set_module_tensor_to_device, warn_if_untied)
 from .offload import load_offloaded_weight, offload_weight, save_offload_index
 
-logger = logging.getLogger(__name__)
+logger = library_logger(__name__)
 
-WEIGHTS_INDEX_NAME = "pytorch_model.bin.index.json"
-
-__all__ = ["SAFE_WEIGHTS_NAME", "WEIGHTS_INDEX_NAME", "WEIGHTS_NAME", "calculate_maximum_sizes", "check_device_map",
-           "check_tied_parameters_in_config", "check_tied_parameters_on_same_device", "clean_device_map",
-           "compute_module_sizes", "compute_module_total_buffer_size", "convert_file_size_to_int", "dtype_byte_size",
-           "find_tied_parameters", "get_balanced_memory", "get_max_layer_size", "get_max_memory",
-           "get_non_persistent_buffers", "get_state_dict_from_offload", "infer_auto_device_map",
+__all__ = ["SAFE_WEIGHTS_INDEX_NAME", "SAFE_WEIGHTS_NAME", "WEIGHTS_INDEX_NAME", "WEIGHTS_NAME",
+           "calculate_maximum_sizes", "check_device_map", "check_tied_parameters_in_config",
+           "check_tied_parameters_on_same_device", "clean_device_map", "compute_module_sizes",
+           "compute_module_total_buffer_size", "convert_file_size_to_int", "dtype_byte_size", "find_tied_parameters",
+           "get_balanced_memory", "get_max_layer_size", "get_max_memory", "get_non_persistent_buffers",
+           "get_state_dict_from_offload", "get_state_dict_offloaded_model", "infer_auto_device_map",
            "load_checkpoint_in_model", "load_offloaded_weights", "load_state_dict", "named_module_tensors",
            "retie_parameters", "set_module_tensor_to_device"]
 
@@ -245,21 +246,58 @@ def load_checkpoint_in_model(model, checkpoint, device_map=None, offload_folder=
     loader.report()
 
 
+def offloads(module):
+    """Whether an AlignDevicesHook keeps module's weights off it (on the meta device between forwards)."""
+    hook = getattr(module, "_hf_hook", None)
+    return isinstance(hook, AlignDevicesHook) and hook.offload
+
+
+@contextlib.contextmanager
+def _onloaded(module, device):
+    """Within the block, the weights module's offloading hook keeps elsewhere are on device (module as it is
+    when no hook offloads it)."""
+    if not offloads(module):
+        yield
+        return
+    hook = module._hf_hook
+    execution_device, hook.execution_device = hook.execution_device, device
+    try:
+        hook.pre_forward(module)
+        try:
+            yield
+        finally:
+            hook.post_forward(module, torch.tensor([]))
+    finally:
+        hook.execution_device = execution_device
+
+
 def get_state_dict_from_offload(module, module_name, state_dict, device_to_put_offload="cpu"):
     """Fills state_dict's entries for module (called module_name's parent; module_name ends with a tensor's
     name) with its tensors, on device_to_put_offload when its hook offloads them. Returns state_dict."""
     root = module_name[:module_name.rfind(".")]
-    hook = getattr(module, "_hf_hook", None)
-    onloads = isinstance(hook, AlignDevicesHook) and hook.offload
-    if onloads:
-        execution_device, hook.execution_device = hook.execution_device, device_to_put_offload
-        hook.pre_forward(module)
-    try:
+    with _onloaded(module, device_to_put_offload):
         for name, tensor in module.state_dict().items():
             if f"{root}.{name}" in state_dict:
                 state_dict[f"{root}.{name}"] = tensor
-    finally:
-        if onloads:
-            hook.post_forward(module, torch.tensor([]))
-            hook.execution_device = execution_device
+    return state_dict
+
+
+def get_state_dict_offloaded_model(model):
+    """model's state dict with its offloaded weights' values (read through their hooks, module by module, onto
+    the CPU), as save_model stores a dispatched model. Tensors still on the meta device with no hook to read
+    them from are left out, with a warning."""
+    state_dict, placeholders = {}, set()
+    for name, module in model.named_modules():
+        prefix = f"{name}." if name else ""
+        with _onloaded(module, "cpu"):
+            tensors = module.state_dict()
+        for key, tensor in tensors.items():
+            if isinstance(tensor, torch.Tensor) and tensor.device.type == "meta":
+                placeholders.add(prefix + key)
+            else:
+                state_dict[prefix + key] = tensor
+    placeholders -= state_dict.keys()
+    if placeholders:
+        logger.warning(f"The following tensors were not saved because they were still on meta device: "
+                       f"{sorted(placeholders)}")
     return state_dict

@@ -2,16 +2,16 @@
 device too), and finding and restoring tied parameters. Accelerate's helpers of the same names
 (accelerate.utils.modeling), which device maps, checkpoint loading and the hooks are built on."""
 import inspect
-import logging
 import re
 
 import torch
 
+from .._loggers import library_logger
 from .._library import lib
 from ..errors import UnsupportedError
 from .._sizes import convert_file_size_to_int  # noqa: F401 - Accelerate's modeling module has it
 
-logger = logging.getLogger(__name__)
+logger = library_logger(__name__)
 
 # The dtypes set_module_tensor_to_device and device-map sizing never convert: integer and bool tensors keep
 # theirs whatever dtype a checkpoint is loaded in.

@@ -3,10 +3,11 @@ import platform
 import re
 import sys
 
+from .._loggers import library_logger_name
 from ..logging import get_logger
 from ..state import PartialState, _live_accelerator
 
-logger = get_logger(__name__)
+logger = get_logger(library_logger_name(__name__))
 
 
 def extract_model_from_parallel(model, keep_fp32_wrapper=True, keep_torch_compile=True, recursive=False):

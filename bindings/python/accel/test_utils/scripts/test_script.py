@@ -273,7 +273,8 @@ def main():
         accelerator.print(check.__name__)
         check(accelerator)
     for use_seedable_sampler in (False, True):
-        accelerator.print(f"check_training_matches_one_process: use_seedable_sampler={use_seedable_sampler}")
+        # PartialState's print: the run before reset the state this Accelerator was made on.
+        PartialState().print(f"check_training_matches_one_process: use_seedable_sampler={use_seedable_sampler}")
         check_training_matches_one_process(use_seedable_sampler)
     accelerator = Accelerator()  # the bf16 runs reset the state main() began with
     accelerator.print("check_trigger")
