@@ -33,7 +33,7 @@
 #include "cli/python_program.hpp"
 #include "core/env.hpp"
 #include "core/files.hpp"
-#include "distributed/shm_names.hpp"
+#include "distributed/shm/shm_names.hpp"
 
 extern char** environ;
 
