@@ -4,8 +4,8 @@
 #include <memory>
 #include <vector>
 
-#include "distributed/collectives.hpp"
-#include "distributed/sharded_collectives.hpp"
+#include "distributed/collectives/collectives.hpp"
+#include "distributed/collectives/sharded_collectives.hpp"
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
 

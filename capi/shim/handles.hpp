@@ -17,9 +17,9 @@
 #include "distributed/state.hpp"
 #include "shim/guard.hpp"
 #include "tracking/progress.hpp"
-#include "train/accelerator.hpp"
-#include "train/model.hpp"
-#include "train/train_step.hpp"
+#include "train/model/model.hpp"
+#include "train/step/train_step.hpp"
+#include "train/training_loop.hpp"
 
 #define ACCEL_HANDLE(c_name)                                                   \
   static constexpr const char* kName = c_name;                                 \
@@ -124,7 +124,7 @@ struct accel_model {
   ACCEL_HANDLE("accel_model_t");
   std::shared_ptr<accel::train::Model> model;
   // The training half of the Accelerator that prepared it (accel_state_prepare_model): its optimizers'.
-  std::shared_ptr<accel::train::Accelerator> prepared_by = {};
+  std::shared_ptr<accel::train::TrainingLoop> prepared_by = {};
 };
 
 struct accel_output {

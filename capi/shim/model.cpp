@@ -4,7 +4,7 @@
 #include "core/named_tensors.hpp"
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
-#include "train/grad_sync_stats.hpp"
+#include "train/ddp/grad_sync_stats.hpp"
 #include "train/training_options.hpp"
 
 using accel::capi::guarded;

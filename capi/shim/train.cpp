@@ -1,9 +1,9 @@
 #include "accel/train.h"
 
 #include "ckpt/save_model.hpp"
-#include "train/autocast.hpp"
 #include "shim/guard.hpp"
 #include "shim/handles.hpp"
+#include "train/precision/autocast.hpp"
 
 using accel::capi::guarded;
 using accel::capi::guarded_out;

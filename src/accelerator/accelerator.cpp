@@ -8,7 +8,7 @@ namespace accel {
 
 Accelerator::Accelerator(const Options* options, const EnvLookup& env)
     : state_(distributed::State::acquire(options, env)),
-      training_(std::make_shared<train::Accelerator>(state_)),
+      training_(std::make_shared<train::TrainingLoop>(state_)),
       project_(ckpt::project_config(resolve_options(distributed::state_option_scope(), options, env))),
       background_saves_(std::make_shared<ckpt::BackgroundSaves>(state_)) {
   // The training half may outlive this object (an optimizer holds it): it reports through a weak link.

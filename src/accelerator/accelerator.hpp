@@ -1,7 +1,7 @@
 // The Accelerator a program holds (Accelerate's Accelerator): one per accel_state_t handle, over the
 // process state that every handle of the process shares (distributed/state.hpp, Accelerate's
-// PartialState). It owns what Accelerate keeps on its Accelerator object: the training half
-// (train/accelerator.hpp: accumulation, backward, the fp16 scaler, the prepared optimizers), the objects
+// PartialState). It owns what Accelerate keeps on its Accelerator object: the training loop
+// (train/training_loop.hpp: accumulation, backward, the fp16 scaler, the prepared optimizers), the objects
 // registered for checkpointing, the trackers and the background saves; and it holds the policies that
 // join them: a checkpoint carries this Accelerator's scaler, registered objects and tracker run; a save or
 // load first waits for the background save in flight; a training call first reports that save's failure;
@@ -24,7 +24,7 @@
 #include "core/options.hpp"
 #include "distributed/state.hpp"
 #include "tracking/trackers.hpp"
-#include "train/accelerator.hpp"
+#include "train/training_loop.hpp"
 
 namespace accel {
 
@@ -42,14 +42,14 @@ class Accelerator {
   const std::shared_ptr<distributed::State>& state() const { return state_; }
   // Accumulation, backward, clipping, the fp16 scaler and the optimizers. Shared with what is made from it
   // (optimizers, train steps), which may outlive this object.
-  const std::shared_ptr<train::Accelerator>& training() const { return training_; }
+  const std::shared_ptr<train::TrainingLoop>& training() const { return training_; }
   int64_t gradient_accumulation_steps() const { return training_->gradient_accumulation_steps(); }
 
   // Accelerate's register_for_checkpointing: saved and loaded with every checkpoint of this Accelerator,
   // in registration order. Error(InvalidArgument) for a name unusable in a file name
   // (ckpt::check_custom_object_name) or already registered.
   void register_for_checkpointing(ckpt::CustomObject object);
-  // Accelerate's free_memory for what this Accelerator holds: the training half's (train::Accelerator::
+  // Accelerate's free_memory for what this Accelerator holds: the training half's (train::TrainingLoop::
   // free_memory) and the objects registered for checkpointing, so that the objects a program prepares and
   // registers afresh afterwards (to resume into new objects) take the same names again.
   void free_memory();
@@ -85,7 +85,7 @@ class Accelerator {
   ckpt::CheckpointObjects with_own(ckpt::CheckpointObjects objects) const;
 
   std::shared_ptr<distributed::State> state_;
-  std::shared_ptr<train::Accelerator> training_;
+  std::shared_ptr<train::TrainingLoop> training_;
   ckpt::ProjectConfig project_;
   std::vector<std::unique_ptr<ckpt::CustomObject>> custom_objects_;
   std::unique_ptr<tracking::Trackers> trackers_;

@@ -13,7 +13,7 @@
 #include "ckpt/save_directory.hpp"
 #include "core/files.hpp"
 #include "core/timeline.hpp"
-#include "distributed/store_client.hpp"
+#include "distributed/store/store_client.hpp"
 
 namespace accel::ckpt {
 

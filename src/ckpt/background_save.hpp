@@ -4,7 +4,7 @@
 //
 // Completion without collectives: the process group is not thread-safe and its collectives must come in
 // the same order on every rank, so the writer never uses it. Each rank's writer posts its outcome to the
-// rendezvous store over a connection of its own (distributed/store_client.hpp); rank 0's writer waits for
+// rendezvous store over a connection of its own (distributed/store/store_client.hpp); rank 0's writer waits for
 // every rank's, moves the folder into place only when every part was written, and posts the verdict, which
 // every writer reads before it ends. So every rank ends with the same outcome, and a failure on any rank
 // leaves the previous checkpoint where it was.

@@ -16,11 +16,11 @@
 #include "core/files.hpp"
 #include "core/timeline.hpp"
 #include "core/utf8.hpp"
-#include "distributed/collectives.hpp"
 #include "data/loader_state.hpp"
+#include "distributed/collectives/collectives.hpp"
 #include "formats/array_view.hpp"
 #include "formats/safetensors.hpp"
-#include "train/archive.hpp"
+#include "train/optim/archive.hpp"
 
 namespace accel::ckpt {
 

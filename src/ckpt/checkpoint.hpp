@@ -18,8 +18,8 @@
 
 #include "data/loader.hpp"
 #include "distributed/state.hpp"
-#include "train/accelerator.hpp"
-#include "train/model.hpp"
+#include "train/model/model.hpp"
+#include "train/training_loop.hpp"
 
 namespace accel::tracking {
 class Trackers;

@@ -10,11 +10,11 @@
 #include "core/error.hpp"
 #include "core/features.hpp"
 #include "core/files.hpp"
-#include "distributed/collectives.hpp"
+#include "distributed/collectives/collectives.hpp"
 #include "formats/safetensors.hpp"
 #include "tracking/trackers.hpp"
-#include "train/accelerator.hpp"
-#include "train/zero_optimizer.hpp"
+#include "train/training_loop.hpp"
+#include "train/zero/zero_optimizer.hpp"
 
 namespace accel::ckpt {
 

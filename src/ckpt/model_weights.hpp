@@ -20,7 +20,7 @@
 
 #include "core/named_tensors.hpp"
 #include "formats/safetensors.hpp"
-#include "train/model.hpp"
+#include "train/model/model.hpp"
 
 namespace accel::ckpt {
 

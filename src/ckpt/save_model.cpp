@@ -10,7 +10,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/timeline.hpp"
-#include "distributed/collectives.hpp"
+#include "distributed/collectives/collectives.hpp"
 #include "formats/safetensors.hpp"
 
 namespace accel::ckpt {

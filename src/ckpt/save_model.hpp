@@ -6,7 +6,7 @@
 #include <string>
 
 #include "distributed/state.hpp"
-#include "train/model.hpp"
+#include "train/model/model.hpp"
 
 namespace accel::ckpt {
 

@@ -13,12 +13,12 @@
 #include "cli/launch_flags.hpp"
 #include "cli/launch_settings.hpp"
 #include "cli/python_program.hpp"
+#include "core/env.hpp"
 #include "core/error.hpp"
 #include "core/features.hpp"
 #include "core/options.hpp"
-#include "core/env.hpp"
+#include "distributed/group/transport_plan.hpp"
 #include "distributed/state_options.hpp"
-#include "distributed/transport_plan.hpp"
 
 namespace accel::cli {
 

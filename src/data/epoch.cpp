@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "core/error.hpp"
-#include "distributed/collectives.hpp"
+#include "distributed/collectives/collectives.hpp"
 
 namespace accel::data {
 

@@ -10,9 +10,9 @@
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "core/value_ranges.hpp"
-#include "distributed/collectives.hpp"
-#include "distributed/seed.hpp"
 #include "data/loader_state.hpp"
+#include "distributed/collectives/collectives.hpp"
+#include "distributed/seed.hpp"
 
 namespace accel::data {
 

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <vector>
 
-#include "distributed/collectives.hpp"
+#include "distributed/collectives/collectives.hpp"
 
 namespace accel::distributed {
 

@@ -11,9 +11,9 @@
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/timeline.hpp"
-#include "distributed/call_agreement.hpp"
+#include "distributed/collectives/call_agreement.hpp"
+#include "distributed/group/transport_plan.hpp"
 #include "distributed/state_options.hpp"
-#include "distributed/transport_plan.hpp"
 
 namespace accel::distributed {
 

@@ -10,8 +10,8 @@
 #include "core/env.hpp"
 #include "core/gradient_state.hpp"
 #include "core/options.hpp"
-#include "distributed/group_config.hpp"
-#include "distributed/process_group.hpp"
+#include "distributed/group/group_config.hpp"
+#include "distributed/group/process_group.hpp"
 
 namespace accel::distributed {
 

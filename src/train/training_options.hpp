@@ -4,11 +4,11 @@
 #pragma once
 
 #include "core/options.hpp"
-#include "train/losses.hpp"
-#include "train/model.hpp"
-#include "train/optimizer.hpp"
-#include "train/scheduler.hpp"
-#include "train/train_step.hpp"
+#include "train/loss/losses.hpp"
+#include "train/model/model.hpp"
+#include "train/optim/optimizer.hpp"
+#include "train/schedule/scheduler.hpp"
+#include "train/step/train_step.hpp"
 
 namespace accel::train {
 

@@ -1,5 +1,5 @@
 // How long a rank spins at the shared-memory barrier before it sleeps (shm_allreduce.hpp).
-#include "distributed/shm_allreduce.hpp"
+#include "distributed/shm/shm_allreduce.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "distributed/departed_ranks.hpp"
+#include "distributed/health/departed_ranks.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>

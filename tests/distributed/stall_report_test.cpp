@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "distributed/stall_report.hpp"
+#include "distributed/health/stall_report.hpp"
 
 namespace accel::distributed {
 namespace {

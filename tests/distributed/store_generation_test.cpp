@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "distributed/job_store.hpp"
-#include "distributed/store_server.hpp"
+#include "distributed/store/job_store.hpp"
+#include "distributed/store/store_server.hpp"
 
 namespace accel::distributed {
 namespace {

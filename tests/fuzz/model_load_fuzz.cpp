@@ -22,7 +22,7 @@
 
 #include "core/error.hpp"
 #include "core/layout.hpp"
-#include "train/torchscript_file.hpp"
+#include "train/torchscript/torchscript_file.hpp"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "core_worker.hpp"
-#include "train/accelerator.hpp"
+#include "train/training_loop.hpp"
 
 namespace {
 
@@ -33,7 +33,7 @@ at::Tensor my_rows(const at::Tensor& global) {
 double max_difference(const at::Tensor& a, const at::Tensor& b) { return (a.cpu() - b.cpu()).abs().max().item<double>(); }
 
 TEST(GpuBuckets, TheAveragedGradientsEqualOneProcessOnTheWholeBatch) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   ASSERT_EQ(state->device().rfind("cuda:", 0), 0u) << state->device();
   ASSERT_EQ(world(), 2);
   EXPECT_EQ(state->backend(), "gloo");
@@ -60,9 +60,9 @@ TEST(GpuBuckets, TheAveragedGradientsEqualOneProcessOnTheWholeBatch) {
     SCOPED_TRACE("step " + std::to_string(step));
     const auto x = at::randn({8 * world(), 8});
     const auto y = at::randn({8 * world(), 4});
-    accelerator->accumulate();
+    loop->accumulate();
     ASSERT_TRUE(state->sync_gradients());
-    accelerator->backward(at::mse_loss(output_of(*parallel, my_rows(x).to(device)), my_rows(y).to(device)));
+    loop->backward(at::mse_loss(output_of(*parallel, my_rows(x).to(device)), my_rows(y).to(device)));
     at::mse_loss(output_of(*whole, x), y).backward();
     at::mse_loss(output_of(*half, my_rows(x)), my_rows(y)).backward();
 

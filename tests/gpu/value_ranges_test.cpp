@@ -15,7 +15,7 @@
 #include "core/tensor.hpp"
 #include "core/value_ranges.hpp"
 #include "cuda_present.hpp"
-#include "train/losses.hpp"
+#include "train/loss/losses.hpp"
 
 namespace {
 

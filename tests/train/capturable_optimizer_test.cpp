@@ -1,8 +1,8 @@
-// The optimizer step a CUDA graph captures (train/capturable_optimizer.hpp) against torch::optim's own step,
+// The optimizer step a CUDA graph captures (train/optim/capturable_optimizer.hpp) against torch::optim's own step,
 // on the CPU: the same state after many steps (to the rounding its header describes), the state written back
 // for save_state and an eager step, learning rates pushed when a scheduler changes them, a skipped step that
 // changes nothing, and a capture refused while a parameter has no state yet.
-#include "train/capturable_optimizer.hpp"
+#include "train/optim/capturable_optimizer.hpp"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "train/optimizer.hpp"
+#include "train/optim/optimizer.hpp"
 
 namespace accel::train {
 namespace {

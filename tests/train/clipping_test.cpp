@@ -1,5 +1,5 @@
 // Gradient clipping against hand computations of torch.nn.utils.clip_grad_norm_ / clip_grad_value_.
-#include "train/clipping.hpp"
+#include "train/optim/clipping.hpp"
 
 #include <gtest/gtest.h>
 

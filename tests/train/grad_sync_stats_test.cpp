@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "expect_error.hpp"
-#include "train/grad_sync_stats.hpp"
+#include "train/ddp/grad_sync_stats.hpp"
 
 namespace {
 

@@ -9,10 +9,10 @@
 #include <string>
 
 #include "core_worker.hpp"
-#include "distributed/collectives.hpp"
-#include "distributed/process_group.hpp"
+#include "distributed/collectives/collectives.hpp"
+#include "distributed/group/process_group.hpp"
 #include "expect_error.hpp"
-#include "train/accelerator.hpp"
+#include "train/training_loop.hpp"
 
 namespace {
 
@@ -49,9 +49,9 @@ at::Tensor output_of(Model& model, const at::Tensor& x) { return model.forward({
 
 // A data-parallel backward of the MSE on this rank's rows of step `seed`.
 void backward_step(Model& model, int64_t seed) {
-  auto accelerator = std::make_shared<Accelerator>(state);
-  accelerator->accumulate();
-  accelerator->backward(at::mse_loss(output_of(model, rows(seed, 8)), rows(seed + 1000, 4)));
+  auto loop = std::make_shared<TrainingLoop>(state);
+  loop->accumulate();
+  loop->backward(at::mse_loss(output_of(model, rows(seed, 8)), rows(seed + 1000, 4)));
 }
 
 // Every trainable parameter's gradient, flattened and joined in registration order.
@@ -136,7 +136,7 @@ Averaged averaged(const std::string& tag, GradCompression compression, int64_t s
   return {flat_gradients(*model), model->grad_sync_report()};
 }
 
-// The bound documented in train/reducer.hpp and accel/model.h, for each element:
+// The bound documented in train/ddp/reducer.hpp and accel/model.h, for each element:
 // n * u * mean_r |g_r|, plus n * 2^-25 for fp16's subnormals.
 void expect_within_documented_error(GradCompression compression, double u, double subnormal_step) {
   const std::string tag = compression == GradCompression::Bf16 ? "bf16" : "fp16";

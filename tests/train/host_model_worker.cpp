@@ -12,7 +12,7 @@
 
 #include "core_worker.hpp"
 #include "expect_error.hpp"
-#include "train/accelerator.hpp"
+#include "train/training_loop.hpp"
 
 namespace {
 
@@ -61,13 +61,13 @@ CallerModel caller_copy_of(const Model& reference, const PrepareConfig& prepare 
   return caller;
 }
 
-std::shared_ptr<AcceleratedOptimizer> optimizer_for(const std::shared_ptr<Accelerator>& accelerator, const Model& model,
+std::shared_ptr<AcceleratedOptimizer> optimizer_for(const std::shared_ptr<TrainingLoop>& loop, const Model& model,
                                                    const std::string& kind) {
   OptimizerConfig config;
   config.lr = kind == "sgd" ? 0.05 : 0.01;
   config.momentum = kind == "sgd" ? 0.9 : 0.0;
   config.weight_decay = 0.01;
-  return prepare_optimizer(accelerator, model, kind, config);
+  return prepare_optimizer(loop, model, kind, config);
 }
 
 at::Tensor my_rows(const at::Tensor& global) {
@@ -86,21 +86,21 @@ void expect_same_weights(const Model& script, const CallerModel& caller) {
 // 20 steps of the same MLP, same data: accel running a TorchScript model, and the caller running its own
 // tensors with accel's gradient sync and optimizer. Bit for bit the same weights, for SGD (momentum) and AdamW.
 TEST(HostModel, TrainsToTheWeightsOfTheSameTorchScriptModel) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   for (const std::string kind : {"sgd", "adamw"}) {
     SCOPED_TRACE(kind);
     auto script = load_mlp("host_script_" + kind);
     script->prepare(state, PrepareConfig{});
     auto caller = caller_copy_of(*script);
-    auto script_optimizer = optimizer_for(accelerator, *script, kind);
-    auto caller_optimizer = optimizer_for(accelerator, *caller.model, kind);
+    auto script_optimizer = optimizer_for(loop, *script, kind);
+    auto caller_optimizer = optimizer_for(loop, *caller.model, kind);
     at::manual_seed(7);
     const auto inputs = at::randn({20, 4 * world(), 8});
     const auto targets = at::randn({20, 4 * world(), 4});
     for (int64_t step = 0; step < 20; ++step) {
-      accelerator->accumulate();
+      loop->accumulate();
       const auto x = my_rows(inputs[step]), y = my_rows(targets[step]);
-      accelerator->backward(at::mse_loss(script->forward({x}, {}, true).values.front().second, y));
+      loop->backward(at::mse_loss(script->forward({x}, {}, true).values.front().second, y));
       script_optimizer->step();
       script_optimizer->zero_grad();
 
@@ -120,9 +120,9 @@ TEST(HostModel, TrainsToTheWeightsOfTheSameTorchScriptModel) {
 
 // With several processes the storage is the gradient bucket itself: nothing is copied in or out.
 TEST(HostModel, GradientStorageIsTheBucket) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   auto caller = caller_copy_of(*load_mlp("host_bucket"));
-  accelerator->accumulate();
+  loop->accumulate();
   caller.model->begin_forward(true);
   caller.backward(at::randn({4, 4}).mul(caller.forward(at::randn({4, 8}))).sum());
   const auto report = caller.model->grad_sync_report();
@@ -137,18 +137,18 @@ TEST(HostModel, GradientStorageIsTheBucket) {
 
 // Inside no_sync the gradients only add up on each rank; the next synchronising backward averages the sum.
 TEST(HostModel, NoSyncAccumulatesLocallyUntilTheNextSynchronisingBackward) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   auto script = load_mlp("host_no_sync");
   auto caller = caller_copy_of(*script);
   at::manual_seed(11 + rank());  // each rank its own batches
   const auto x1 = at::randn({4, 8}), x2 = at::randn({4, 8});
-  accelerator->no_sync_begin(*caller.model);
-  accelerator->accumulate();
+  loop->no_sync_begin(*caller.model);
+  loop->accumulate();
   caller.model->begin_forward(true);
   caller.backward(caller.forward(x1).sum());
   const auto local = caller.model->grad_view(0).clone();
-  accelerator->no_sync_end(*caller.model);
-  accelerator->accumulate();
+  loop->no_sync_end(*caller.model);
+  loop->accumulate();
   caller.model->begin_forward(true);
   caller.backward(caller.forward(x2).sum());
   // The expected average: every rank's own two-batch sum, averaged by hand.
@@ -170,14 +170,14 @@ TEST(HostModel, NoSyncAccumulatesLocallyUntilTheNextSynchronisingBackward) {
 // A parameter the caller's backward never reached (never marked) is named, unless find_unused_parameters;
 // with it, one no rank used keeps its gradient as it was (its storage: zeros here).
 TEST(HostModel, AnUnmarkedParameterIsNamedUnlessFindUnusedParameters) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   if (world() == 1) GTEST_SKIP() << "one process has no gradient sync";
   for (const bool find_unused : {false, true}) {
     SCOPED_TRACE(find_unused ? "find_unused_parameters" : "default");
     PrepareConfig prepare;
     prepare.reducer.find_unused_parameters = find_unused;
     auto caller = caller_copy_of(*load_mlp(find_unused ? "host_unused_found" : "host_unused"), prepare);
-    accelerator->accumulate();
+    loop->accumulate();
     caller.model->begin_forward(true);
     // A forward that skips the first layer, as a mixture of experts skips an expert: w1 gets no gradient.
     const auto out = at::matmul(at::relu(at::randn({4, 16}) + caller.tensors[1]), caller.tensors[2]) + caller.tensors[3];
@@ -227,7 +227,7 @@ TEST(HostModel, ForwardAndBackwardNoticesNeedAPreparedModelOfTheCallersTensors) 
 // array) is one parameter held twice, as model.h says of tied weights: one SGD step moves it once.
 // Memory shared in part is refused, naming both.
 TEST(HostModel, ATensorGivenTwiceIsOneParameter) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   const auto weight = at::full({1}, 0.008f);
   NamedTensors named{{"encoder.weight", weight}, {"decoder.weight", weight}, {"head.weight", weight.detach()}};
   auto model = Model::from_tensors(named, {true, true, true}, {});
@@ -237,8 +237,8 @@ TEST(HostModel, ATensorGivenTwiceIsOneParameter) {
   model->prepare(state, PrepareConfig{});
   OptimizerConfig config;
   config.lr = 0.5;
-  auto optimizer = prepare_optimizer(accelerator, *model, "sgd", config);
-  accelerator->accumulate();
+  auto optimizer = prepare_optimizer(loop, *model, "sgd", config);
+  loop->accumulate();
   model->begin_forward(true);
   model->grad_view(0).fill_(1.0);
   model->grad_ready(0);

@@ -1,6 +1,6 @@
 // Losses against hand formulas (cross entropy with label smoothing and ignore_index checked against torch
 // 1.13's value), the three reductions, and one test per bad input with the expected error code.
-#include "train/losses.hpp"
+#include "train/loss/losses.hpp"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // definition (transformers' docstrings and formulas, torch's documentation), not from accel's code; then
 // what one_cycle does to the momentum, reduce_on_plateau's counting, and the settings each refuses.
 // tests/train/torch_schedules_test.py compares the same schedules with torch itself, double for double.
-#include "train/named_schedules.hpp"
+#include "train/schedule/named_schedules.hpp"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +16,7 @@
 
 #include "core/error.hpp"
 #include "expect_error.hpp"
-#include "train/scheduler.hpp"
+#include "train/schedule/scheduler.hpp"
 
 namespace accel::train {
 namespace {

@@ -1,6 +1,6 @@
 // The optimizer against hand computations of torch's update rules (SGD with momentum / nesterov, Adam,
 // AdamW), the no-decay group split, lr accessors, argument errors, and state save / load.
-#include "train/optimizer.hpp"
+#include "train/optim/optimizer.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "train/pickle_lengths.hpp"
+#include "train/torchscript/pickle_lengths.hpp"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // LambdaLR, stepping with and without a metric, then Accelerate's stepping rule with the tests of
 // tests/test_scheduler.py (reference 4.2), then state save / load. Each named schedule against its own
 // reference: named_schedules_test.cpp; against torch at test time: torch_schedules_test.py.
-#include "train/scheduler.hpp"
+#include "train/schedule/scheduler.hpp"
 
 #include <gtest/gtest.h>
 

@@ -21,12 +21,12 @@
 #include "core/error.hpp"
 #include "core_worker.hpp"
 #include "data/loader.hpp"
-#include "distributed/collectives.hpp"
-#include "distributed/process_group.hpp"
+#include "distributed/collectives/collectives.hpp"
+#include "distributed/group/process_group.hpp"
 #include "expect_error.hpp"
 #include "tiny_models.hpp"
-#include "train/accelerator.hpp"
-#include "train/autocast.hpp"
+#include "train/precision/autocast.hpp"
+#include "train/training_loop.hpp"
 
 namespace {
 
@@ -73,13 +73,13 @@ struct Trained {
   std::unique_ptr<Optimizer> reference_optimizer;
 };
 
-Trained trained(const std::shared_ptr<Accelerator>& accelerator, const std::string& tag, const std::string& kind,
+Trained trained(const std::shared_ptr<TrainingLoop>& loop, const std::string& tag, const std::string& kind,
                 const OptimizerConfig& config, const PrepareConfig& prepare = {}) {
   Trained made;
   made.model = load_mlp(tag);
   made.model->prepare(state, prepare);
   made.reference = load_mlp(tag + "_reference");
-  made.optimizer = std::make_unique<AcceleratedOptimizer>(accelerator,
+  made.optimizer = std::make_unique<AcceleratedOptimizer>(loop,
                                                           std::make_unique<Optimizer>(kind, trainable(*made.model), config));
   made.reference_optimizer = std::make_unique<Optimizer>(kind, trainable(*made.reference), config);
   return made;
@@ -92,13 +92,13 @@ struct Scheduled {
   std::unique_ptr<AcceleratedScheduler> scheduler;
 };
 
-Scheduled linear_schedule(const std::shared_ptr<Accelerator>& accelerator, const std::string& tag) {
+Scheduled linear_schedule(const std::shared_ptr<TrainingLoop>& loop, const std::string& tag) {
   Scheduled made;
   made.model = load_mlp(tag);
   made.model->prepare(state, PrepareConfig{});
   OptimizerConfig config;
   config.lr = 1.0;
-  made.optimizer = std::make_shared<AcceleratedOptimizer>(accelerator,
+  made.optimizer = std::make_shared<AcceleratedOptimizer>(loop,
                                                           std::make_unique<Optimizer>("sgd", trainable(*made.model), config));
   SchedulerConfig schedule;
   schedule.total_steps = 20;
@@ -112,15 +112,15 @@ void expect_gold_equivalence(const std::string& kind, const OptimizerConfig& con
   auto parallel = load_mlp("gold_" + kind);
   parallel->prepare(state, PrepareConfig{});
   auto reference = load_mlp("gold_reference_" + kind);
-  auto accelerator = std::make_shared<Accelerator>(state);
-  AcceleratedOptimizer optimizer(accelerator, std::make_unique<Optimizer>(kind, trainable(*parallel), config));
+  auto loop = std::make_shared<TrainingLoop>(state);
+  AcceleratedOptimizer optimizer(loop, std::make_unique<Optimizer>(kind, trainable(*parallel), config));
   Optimizer reference_optimizer(kind, trainable(*reference), config);
   at::manual_seed(123);
   const auto inputs = at::randn({20, 4 * world(), 8});
   const auto targets = at::randn({20, 4 * world(), 4});
   for (int64_t step = 0; step < 20; ++step) {
-    accelerator->accumulate();
-    accelerator->backward(at::mse_loss(output_of(*parallel, my_rows(inputs[step])), my_rows(targets[step])));
+    loop->accumulate();
+    loop->backward(at::mse_loss(output_of(*parallel, my_rows(inputs[step])), my_rows(targets[step])));
     optimizer.step();
     optimizer.zero_grad();
     at::mse_loss(output_of(*reference, inputs[step]), targets[step]).backward();
@@ -180,14 +180,14 @@ bool in_accel_shared_memory(const void* address) {
 // With the shared-memory transport the buckets are reduced where they are: with gradient_as_bucket_view
 // the averaged gradients are views into them, so they must lie in the segment (with Gloo, in no segment).
 TEST(Ddp, BucketsLiveInSharedMemoryExactlyWhenAllReducesGoThroughIt) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   auto model = load_mlp("resident");
   PrepareConfig config;
   config.reducer.gradient_as_bucket_view = true;
   model->prepare(state, config);
-  accelerator->accumulate();
+  loop->accumulate();
   at::manual_seed(3);
-  accelerator->backward(output_of(*model, at::randn({4, 8})).sum());
+  loop->backward(output_of(*model, at::randn({4, 8})).sum());
   const bool through_shared_memory = state->backend_name() == "gloo+shm";
   for (const auto& parameter : trainable(*model)) {
     EXPECT_EQ(in_accel_shared_memory(parameter.second.grad().data_ptr()), through_shared_memory)
@@ -207,22 +207,22 @@ TEST(Ddp, BucketSegmentsGoWithTheirModel) {
 }
 
 TEST(Ddp, ClipGradNormEqualsTheNormComputedByHand) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   auto parallel = load_mlp("clip");
   parallel->prepare(state, PrepareConfig{});
   auto reference = load_mlp("clip_reference");
   at::manual_seed(7);
   const auto x = at::randn({4 * world(), 8});
   const auto y = at::randn({4 * world(), 4});
-  accelerator->accumulate();
-  accelerator->backward(at::mse_loss(output_of(*parallel, my_rows(x)), my_rows(y)));
+  loop->accumulate();
+  loop->backward(at::mse_loss(output_of(*parallel, my_rows(x)), my_rows(y)));
   at::mse_loss(output_of(*reference, x), y).backward();
   double by_hand = 0;
   for (const auto& parameter : reference->named_parameters()) by_hand += parameter.second.grad().pow(2).sum().item<double>();
   by_hand = std::sqrt(by_hand);
   std::vector<at::Tensor> parameters;
   for (const auto& parameter : trainable(*parallel)) parameters.push_back(parameter.second);
-  const double norm = accelerator->clip_grad_norm(parameters, by_hand / 2, 2.0);
+  const double norm = loop->clip_grad_norm(parameters, by_hand / 2, 2.0);
   EXPECT_NEAR(norm, by_hand, 1e-5);
   double clipped = 0;
   for (const auto& parameter : parameters) clipped += parameter.grad().pow(2).sum().item<double>();
@@ -230,12 +230,12 @@ TEST(Ddp, ClipGradNormEqualsTheNormComputedByHand) {
 }
 
 TEST(Ddp, AParameterWithoutGradientIsNamedUnlessFindUnusedParameters) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   auto model = Model::load_file(tiny_models::mlp_with_unused_parameter(tiny_models::temp_file("unused.pt")));
   model->prepare(state, PrepareConfig{});
-  accelerator->accumulate();
+  loop->accumulate();
   try {
-    accelerator->backward(output_of(*model, at::randn({2, 8})).sum());
+    loop->backward(output_of(*model, at::randn({2, 8})).sum());
     FAIL() << "no error";
   } catch (const std::exception& error) {
     EXPECT_NE(std::string(error.what()).find("unused"), std::string::npos) << error.what();
@@ -245,8 +245,8 @@ TEST(Ddp, AParameterWithoutGradientIsNamedUnlessFindUnusedParameters) {
   PrepareConfig config;
   config.reducer.find_unused_parameters = true;
   tolerant->prepare(state, config);
-  accelerator->accumulate();
-  accelerator->backward(output_of(*tolerant, at::randn({2, 8})).sum());
+  loop->accumulate();
+  loop->backward(output_of(*tolerant, at::randn({2, 8})).sum());
   for (const auto& parameter : tolerant->named_parameters()) {
     if (parameter.first != "unused") EXPECT_TRUE(parameter.second.grad().defined()) << parameter.first;
   }
@@ -257,7 +257,7 @@ TEST(Ddp, AParameterWithoutGradientIsNamedUnlessFindUnusedParameters) {
 // bucket, reduced once; one optimizer entry; counted once by clip_grad_norm; and two processes train it
 // as one process does on the global batch, the tie holding throughout.
 TEST(Ddp, TiedWeightsAreOneParameterEverywhere) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   auto parallel = Model::load_file(tiny_models::tied(tiny_models::temp_file("tied_parallel.pt")));
   auto reference = Model::load_file(tiny_models::tied(tiny_models::temp_file("tied_reference.pt")));
   std::vector<std::string> names;
@@ -270,19 +270,19 @@ TEST(Ddp, TiedWeightsAreOneParameterEverywhere) {
   OptimizerConfig config;
   config.lr = 0.05;
   config.momentum = 0.9;
-  AcceleratedOptimizer optimizer(accelerator, std::make_unique<Optimizer>("sgd", parallel->trainable_parameters(), config));
+  AcceleratedOptimizer optimizer(loop, std::make_unique<Optimizer>("sgd", parallel->trainable_parameters(), config));
   Optimizer reference_optimizer("sgd", reference->trainable_parameters(), config);
   at::manual_seed(29);
   const auto inputs = at::randn({5, 4 * world(), 8});
   const auto targets = at::randn({5, 4 * world(), 8});
   for (int64_t step = 0; step < 5; ++step) {
-    accelerator->accumulate();
-    accelerator->backward(at::mse_loss(output_of(*parallel, my_rows(inputs[step])), my_rows(targets[step])));
+    loop->accumulate();
+    loop->backward(at::mse_loss(output_of(*parallel, my_rows(inputs[step])), my_rows(targets[step])));
     at::mse_loss(output_of(*reference, inputs[step]), targets[step]).backward();
     if (step == 0) {
       double by_hand = 0;
       for (const auto& parameter : reference->named_parameters()) by_hand += parameter.second.grad().pow(2).sum().item<double>();
-      EXPECT_NEAR(accelerator->clip_grad_norm(*parallel, 1e9, 2.0), std::sqrt(by_hand), 1e-5);
+      EXPECT_NEAR(loop->clip_grad_norm(*parallel, 1e9, 2.0), std::sqrt(by_hand), 1e-5);
     }
     optimizer.step();
     optimizer.zero_grad();
@@ -307,29 +307,29 @@ TEST(Ddp, TiedWeightsAreOneParameterEverywhere) {
 // sum when only no_sync backwards used it); one that some ranks used gets the average, the others giving
 // zeros.
 TEST(Ddp, UnusedParametersKeepTheirGradientUnlessSomeRankUsedThem) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   auto model = Model::load_file(tiny_models::mlp_with_unused_parameter(tiny_models::temp_file("unused_by_all.pt")));
   PrepareConfig config;
   config.reducer.find_unused_parameters = true;
   model->prepare(state, config);
   const at::Tensor& unused = field_named(model->named_parameters(), "unused", "the model");
-  accelerator->accumulate();
-  accelerator->backward(output_of(*model, at::randn({2, 8})).sum());
+  loop->accumulate();
+  loop->backward(output_of(*model, at::randn({2, 8})).sum());
   EXPECT_FALSE(unused.grad().defined()) << "unused on every rank, yet given " << unused.grad();
 
-  accelerator->accumulate();
+  loop->accumulate();
   at::Tensor loss = output_of(*model, at::randn({2, 8})).sum();
   if (rank() == world() - 1) loss = loss + unused.sum();
-  accelerator->backward(loss);
+  loop->backward(loss);
   ASSERT_TRUE(unused.grad().defined());
   EXPECT_TRUE(unused.grad().equal(at::full_like(unused, 1.0 / static_cast<double>(world())))) << unused.grad();
 
-  accelerator->no_sync_begin(*model);
-  accelerator->accumulate();
-  accelerator->backward(output_of(*model, at::randn({2, 8})).sum() + unused.sum() * static_cast<double>(rank() + 1));
-  accelerator->no_sync_end(*model);
-  accelerator->accumulate();
-  accelerator->backward(output_of(*model, at::randn({2, 8})).sum());
+  loop->no_sync_begin(*model);
+  loop->accumulate();
+  loop->backward(output_of(*model, at::randn({2, 8})).sum() + unused.sum() * static_cast<double>(rank() + 1));
+  loop->no_sync_end(*model);
+  loop->accumulate();
+  loop->backward(output_of(*model, at::randn({2, 8})).sum());
   const double own_sum = 1.0 / static_cast<double>(world()) + static_cast<double>(rank() + 1);
   EXPECT_TRUE(unused.grad().equal(at::full_like(unused, own_sum))) << unused.grad();
 }
@@ -338,7 +338,7 @@ TEST(Ddp, UnusedParametersKeepTheirGradientUnlessSomeRankUsedThem) {
 // as in DDP 1.13: at the first micro-step of an accumulation window, never later inside no_sync, and in
 // the first evaluation after training (the training forward after that evaluation then sends none).
 TEST(Ddp, BuffersAreBroadcastOnlyAfterASynchronisingForward) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   auto model = Model::load_file(tiny_models::mlp_with_running_mean(tiny_models::temp_file("running_mean.pt")));
   model->prepare(state, PrepareConfig{});
   const at::Tensor& running_mean = field_named(model->named_buffers(), "running_mean", "the model");
@@ -348,22 +348,22 @@ TEST(Ddp, BuffersAreBroadcastOnlyAfterASynchronisingForward) {
     const int64_t before = group->collectives_started();
     const auto output = model->forward({at::randn({4, 8})}, {}, grad_enabled).values.front().second;
     const int64_t started = group->collectives_started() - before;
-    if (grad_enabled) accelerator->backward(output.sum());
+    if (grad_enabled) loop->backward(output.sum());
     return started;
   };
   auto same_on_every_rank = [&] {
     const auto all = distributed::gather(*state, running_mean.unsqueeze(0));
     return all[0].equal(all[world() - 1]);
   };
-  accelerator->accumulate();
+  loop->accumulate();
   const int64_t broadcast = collectives_in_forward(true);  // the first forward's: what one broadcast starts
   EXPECT_GT(broadcast, 0) << "the first forward";
-  accelerator->no_sync_begin(*model);
-  accelerator->accumulate();
+  loop->no_sync_begin(*model);
+  loop->accumulate();
   EXPECT_EQ(collectives_in_forward(true), broadcast) << "the first forward of the no_sync scope, after a synchronising one";
   EXPECT_EQ(collectives_in_forward(true), 0) << "a forward after one inside no_sync";
-  accelerator->no_sync_end(*model);
-  accelerator->accumulate();
+  loop->no_sync_end(*model);
+  loop->accumulate();
   EXPECT_EQ(collectives_in_forward(true), 0) << "the synchronising forward that ends the window";
   EXPECT_FALSE(same_on_every_rank());
   model->train(false);
@@ -371,28 +371,28 @@ TEST(Ddp, BuffersAreBroadcastOnlyAfterASynchronisingForward) {
   EXPECT_TRUE(same_on_every_rank());
   EXPECT_EQ(collectives_in_forward(false), 0) << "a second evaluation";
   model->train(true);
-  accelerator->accumulate();
+  loop->accumulate();
   EXPECT_EQ(collectives_in_forward(true), 0) << "the training forward after an evaluation";
-  accelerator->accumulate();
+  loop->accumulate();
   EXPECT_EQ(collectives_in_forward(true), broadcast) << "the training forward after a synchronising one";
 }
 
 // gradient_as_bucket_view: the averaged gradients are the buckets' memory (two parameters of one bucket
 // share a storage), and training still equals one process on the global batch.
 TEST(Ddp, GradientsAsBucketViewsShareTheBucketAndTrainTheSame) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   PrepareConfig prepare;
   prepare.reducer.gradient_as_bucket_view = true;
   OptimizerConfig config;
   config.lr = 0.05;
   config.momentum = 0.9;
-  auto parallel = trained(accelerator, "bucket_view", "sgd", config, prepare);
+  auto parallel = trained(loop, "bucket_view", "sgd", config, prepare);
   at::manual_seed(17);
   for (int64_t step = 0; step < 5; ++step) {
     const auto x = at::randn({4 * world(), 8});
     const auto y = at::randn({4 * world(), 4});
-    accelerator->accumulate();
-    accelerator->backward(at::mse_loss(output_of(*parallel.model, my_rows(x)), my_rows(y)));
+    loop->accumulate();
+    loop->backward(at::mse_loss(output_of(*parallel.model, my_rows(x)), my_rows(y)));
     const auto& parameters = parallel.model->named_parameters();
     EXPECT_TRUE(parameters[0].second.grad().is_alias_of(parameters[1].second.grad()));  // w1, b1: one bucket
     parallel.optimizer->step();
@@ -407,21 +407,21 @@ TEST(Ddp, GradientsAsBucketViewsShareTheBucketAndTrainTheSame) {
 // static_graph: a parameter no backward reaches is allowed without find_unused_parameters; a backward that
 // leaves other parameters without gradient than the first one did is an error naming both sets.
 TEST(Ddp, StaticGraphAllowsTheSameUnusedParametersEveryTime) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   PrepareConfig prepare;
   prepare.reducer.static_graph = true;
   auto model = Model::load_file(tiny_models::mlp_with_unused_parameter(tiny_models::temp_file("static.pt")));
   model->prepare(state, prepare);
   for (int step = 0; step < 3; ++step) {
-    accelerator->accumulate();
-    accelerator->backward(output_of(*model, at::randn({2, 8})).sum());
+    loop->accumulate();
+    loop->backward(output_of(*model, at::randn({2, 8})).sum());
   }
   EXPECT_TRUE(model->named_parameters().front().second.grad().defined());
   const auto& unused = field_named(model->named_parameters(), "unused", "the model");
   EXPECT_FALSE(unused.grad().defined()) << "no rank ever used it, yet it was given " << unused.grad();
-  accelerator->accumulate();
+  loop->accumulate();
   try {
-    accelerator->backward(output_of(*model, at::randn({2, 8})).sum() + unused.sum());
+    loop->backward(output_of(*model, at::randn({2, 8})).sum() + unused.sum());
     FAIL() << "no error";
   } catch (const std::exception& error) {  // thrown inside autograd's engine, which may rewrap it
     EXPECT_NE(std::string(error.what()).find("from the first backward's (unused) to none"), std::string::npos)
@@ -432,26 +432,26 @@ TEST(Ddp, StaticGraphAllowsTheSameUnusedParametersEveryTime) {
 // no_sync as a scope: a backward inside it starts no all-reduce and leaves each rank its own gradient; the
 // next synchronising backward averages the sum, exactly as one process summing both full-batch gradients.
 TEST(Ddp, NoSyncScopeAccumulatesLocallyUntilTheNextSyncedBackward) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   auto parallel = load_mlp("no_sync");
   parallel->prepare(state, PrepareConfig{});
   auto reference = load_mlp("no_sync_reference");
   at::manual_seed(23);
   const auto x1 = at::randn({4 * world(), 8}), y1 = at::randn({4 * world(), 4});
   const auto x2 = at::randn({4 * world(), 8}), y2 = at::randn({4 * world(), 4});
-  accelerator->accumulate();
-  accelerator->no_sync_begin(*parallel);
+  loop->accumulate();
+  loop->no_sync_begin(*parallel);
   const int64_t before = state->group("count")->collectives_started();
-  accelerator->backward(at::mse_loss(output_of(*parallel, my_rows(x1)), my_rows(y1)));
+  loop->backward(at::mse_loss(output_of(*parallel, my_rows(x1)), my_rows(y1)));
   EXPECT_EQ(state->group("count")->collectives_started(), before);
   const auto local = parallel->named_parameters().front().second.grad().clone();
   const auto all = distributed::gather(*state, local.unsqueeze(0));
   EXPECT_FALSE(all[0].equal(all[1]));  // each rank kept its own gradient
-  expect_error(Code::InvalidState, "already in a no_sync scope", [&] { accelerator->no_sync_begin(*parallel); });
-  accelerator->no_sync_end(*parallel);
-  expect_error(Code::InvalidState, "not in a no_sync scope", [&] { accelerator->no_sync_end(*parallel); });
-  accelerator->accumulate();
-  accelerator->backward(at::mse_loss(output_of(*parallel, my_rows(x2)), my_rows(y2)));
+  expect_error(Code::InvalidState, "already in a no_sync scope", [&] { loop->no_sync_begin(*parallel); });
+  loop->no_sync_end(*parallel);
+  expect_error(Code::InvalidState, "not in a no_sync scope", [&] { loop->no_sync_end(*parallel); });
+  loop->accumulate();
+  loop->backward(at::mse_loss(output_of(*parallel, my_rows(x2)), my_rows(y2)));
   at::mse_loss(output_of(*reference, x1), y1).backward();
   at::mse_loss(output_of(*reference, x2), y2).backward();
   for (size_t i = 0; i < reference->named_parameters().size(); ++i) {
@@ -460,14 +460,14 @@ TEST(Ddp, NoSyncScopeAccumulatesLocallyUntilTheNextSyncedBackward) {
         << reference->named_parameters()[i].first;
   }
   auto unprepared = load_mlp("no_sync_unprepared");
-  expect_error(Code::InvalidArgument, "not prepared with this state", [&] { accelerator->no_sync_begin(*unprepared); });
+  expect_error(Code::InvalidArgument, "not prepared with this state", [&] { loop->no_sync_begin(*unprepared); });
 }
 
 TEST(Ddp, SchedulerStepsOncePerProcessAfterEachOptimizerStep) {
-  auto accelerator = std::make_shared<Accelerator>(state);
-  auto scheduled = linear_schedule(accelerator, "scheduler");
-  accelerator->accumulate();
-  accelerator->backward(output_of(*scheduled.model, at::randn({2, 8})).sum());
+  auto loop = std::make_shared<TrainingLoop>(state);
+  auto scheduled = linear_schedule(loop, "scheduler");
+  loop->accumulate();
+  loop->backward(output_of(*scheduled.model, at::randn({2, 8})).sum());
   scheduled.optimizer->step();
   scheduled.scheduler->step();
   EXPECT_NEAR(scheduled.optimizer->optimizer().lr(0), 1.0 - static_cast<double>(world()) / 20.0, 1e-12);
@@ -477,9 +477,9 @@ TEST(Ddp, SchedulerStepsOncePerProcessAfterEachOptimizerStep) {
 // steps (with the metric when there is one), each acting only when gradients are synchronised.
 void train_micro_batch(Model& model, AcceleratedOptimizer& optimizer, AcceleratedScheduler& scheduler,
                        std::optional<double> metric = std::nullopt) {
-  auto accelerator = optimizer.accelerator();
-  accelerator->accumulate();
-  accelerator->backward(output_of(model, at::randn({2, 8})).sum());
+  auto loop = optimizer.training_loop();
+  loop->accumulate();
+  loop->backward(output_of(model, at::randn({2, 8})).sum());
   optimizer.step();
   scheduler.step(metric);
   optimizer.zero_grad();
@@ -498,10 +498,10 @@ TEST(SchedulerRule, TheScheduleMovesByTheProcessCountUnlessSplitBatches) {
     SCOPED_TRACE("split_batches=" + std::to_string(split) + " processes=" + std::to_string(world()));
     auto model = load_mlp("scheduler_rule");
     model->prepare(state, PrepareConfig{});
-    auto accelerator = std::make_shared<Accelerator>(state);
+    auto loop = std::make_shared<TrainingLoop>(state);
     OptimizerConfig config;
     config.lr = 0.1;
-    auto optimizer = std::make_shared<AcceleratedOptimizer>(accelerator, std::make_unique<Optimizer>("sgd", trainable(*model), config));
+    auto optimizer = std::make_shared<AcceleratedOptimizer>(loop, std::make_unique<Optimizer>("sgd", trainable(*model), config));
     SchedulerConfig schedule;
     schedule.warmup_steps = 2;
     schedule.num_stable_steps = 3;
@@ -510,7 +510,7 @@ TEST(SchedulerRule, TheScheduleMovesByTheProcessCountUnlessSplitBatches) {
     AcceleratedScheduler scheduler(
         optimizer, std::make_unique<Scheduler>(optimizer->optimizer(), "warmup_stable_decay", schedule), split);
     const int64_t per_optimizer_step = split ? 1 : world();
-    const int64_t accumulation = accelerator->gradient_accumulation_steps();
+    const int64_t accumulation = loop->gradient_accumulation_steps();
     state->gradient_state().set_step(0);
     for (int64_t optimizer_step = 1; optimizer_step <= 6; ++optimizer_step) {
       for (int64_t micro = 1; micro <= accumulation; ++micro) {
@@ -530,10 +530,10 @@ TEST(SchedulerRule, AMetricIsCountedOncePerProcessUnlessSplitBatches) {
     SCOPED_TRACE("split_batches=" + std::to_string(split) + " processes=" + std::to_string(world()));
     auto model = load_mlp("scheduler_rule_metric");
     model->prepare(state, PrepareConfig{});
-    auto accelerator = std::make_shared<Accelerator>(state);
+    auto loop = std::make_shared<TrainingLoop>(state);
     OptimizerConfig config;
     config.lr = 0.1;
-    auto optimizer = std::make_shared<AcceleratedOptimizer>(accelerator, std::make_unique<Optimizer>("sgd", trainable(*model), config));
+    auto optimizer = std::make_shared<AcceleratedOptimizer>(loop, std::make_unique<Optimizer>("sgd", trainable(*model), config));
     SchedulerConfig schedule;
     schedule.patience = 3;
     AcceleratedScheduler scheduler(
@@ -542,7 +542,7 @@ TEST(SchedulerRule, AMetricIsCountedOncePerProcessUnlessSplitBatches) {
     state->gradient_state().set_step(0);
     int64_t optimizer_steps = 0;
     while (optimizer->optimizer().lr(0) == 0.1 && optimizer_steps < 10) {
-      for (int64_t micro = 0; micro < accelerator->gradient_accumulation_steps(); ++micro) {
+      for (int64_t micro = 0; micro < loop->gradient_accumulation_steps(); ++micro) {
         train_micro_batch(*model, *optimizer, scheduler, 1.0);
       }
       ++optimizer_steps;
@@ -557,9 +557,9 @@ TEST(SchedulerRule, AMetricIsCountedOncePerProcessUnlessSplitBatches) {
 // With ACCEL_STEP_SCHEDULER_WITH_OPTIMIZER=0 (and 2 accumulation steps, 2 processes): the schedule moves one
 // step per call of step(), on micro-batches that do not sync as on those that do, never num_processes.
 TEST(SchedulerPerCall, EveryCallIsOneStepWhateverTheOptimizerDid) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   ASSERT_FALSE(state->options().get_bool("step_scheduler_with_optimizer"));
-  auto scheduled = linear_schedule(accelerator, "scheduler_per_call");
+  auto scheduled = linear_schedule(loop, "scheduler_per_call");
   state->gradient_state().set_step(0);
   for (int64_t call = 1; call <= 5; ++call) {
     train_micro_batch(*scheduled.model, *scheduled.optimizer, *scheduled.scheduler);
@@ -570,8 +570,8 @@ TEST(SchedulerPerCall, EveryCallIsOneStepWhateverTheOptimizerDid) {
 
 // The reference 2.4 schedule: 5 batches, 2 accumulation steps → sync F, T, F, T, T, no all-reduce when F.
 TEST(Accumulation, SyncPatternFollowsTheLoaderAndSkipsAllReduces) {
-  auto accelerator = std::make_shared<Accelerator>(state);
-  ASSERT_EQ(accelerator->gradient_accumulation_steps(), 2);
+  auto loop = std::make_shared<TrainingLoop>(state);
+  ASSERT_EQ(loop->gradient_accumulation_steps(), 2);
   auto model = load_mlp("pattern");
   model->prepare(state, PrepareConfig{});
   auto dataset = std::make_shared<data::TensorDataset>(NamedTensors{{"x", at::randn({10 * world(), 8})}});
@@ -580,10 +580,10 @@ TEST(Accumulation, SyncPatternFollowsTheLoaderAndSkipsAllReduces) {
   data::Loader loader(state, dataset, config);
   std::vector<bool> pattern;
   while (auto batch = loader.next()) {
-    accelerator->accumulate();
+    loop->accumulate();
     pattern.push_back(state->sync_gradients());
     const int64_t before = state->group("count")->collectives_started();
-    accelerator->backward(output_of(*model, batch->front().second).sum());
+    loop->backward(output_of(*model, batch->front().second).sum());
     const int64_t launched = state->group("count")->collectives_started() - before;
     if (state->sync_gradients()) {
       EXPECT_GT(launched, 0);
@@ -596,27 +596,27 @@ TEST(Accumulation, SyncPatternFollowsTheLoaderAndSkipsAllReduces) {
 
 // With ACCEL_SYNC_EACH_BATCH=1 as well: sync_gradients keeps its pattern, but every backward all-reduces.
 TEST(SyncEachBatch, EveryBackwardAllReducesWhileTheOptimizerStillAccumulates) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   auto model = load_mlp("sync_each_batch");
   model->prepare(state, PrepareConfig{});
   state->gradient_state().set_step(0);
   std::vector<bool> pattern;
   for (int step = 0; step < 4; ++step) {
-    accelerator->accumulate();
+    loop->accumulate();
     pattern.push_back(state->sync_gradients());
     const int64_t before = state->group("count")->collectives_started();
-    accelerator->backward(output_of(*model, at::randn({2, 8})).sum());
+    loop->backward(output_of(*model, at::randn({2, 8})).sum());
     EXPECT_GT(state->group("count")->collectives_started() - before, 0) << "step " << step;
   }
   EXPECT_EQ(pattern, (std::vector<bool>{false, true, false, true}));
 }
 
 TEST(Accumulation, MicroBatchesEqualOneBatchTwiceAsLarge) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   OptimizerConfig config;
   config.lr = 0.1;
   config.momentum = 0.9;
-  auto trainee = trained(accelerator, "accumulate", "sgd", config);
+  auto trainee = trained(loop, "accumulate", "sgd", config);
   auto& parallel = trainee.model;
   auto& reference = trainee.reference;
   auto& optimizer = *trainee.optimizer;
@@ -627,8 +627,8 @@ TEST(Accumulation, MicroBatchesEqualOneBatchTwiceAsLarge) {
     const auto first = at::randn({2 * world(), 8}), second = at::randn({2 * world(), 8});
     const auto first_y = at::randn({2 * world(), 4}), second_y = at::randn({2 * world(), 4});
     for (const auto& [x, y] : {std::make_pair(first, first_y), std::make_pair(second, second_y)}) {
-      accelerator->accumulate();
-      accelerator->backward(at::mse_loss(output_of(*parallel, my_rows(x)), my_rows(y)));
+      loop->accumulate();
+      loop->backward(at::mse_loss(output_of(*parallel, my_rows(x)), my_rows(y)));
       optimizer.step();
       optimizer.zero_grad();
     }
@@ -642,21 +642,21 @@ TEST(Accumulation, MicroBatchesEqualOneBatchTwiceAsLarge) {
 // Two models and two optimizers in one accelerator, accumulating over both (2 processes, 2 micro-batches a
 // step): each trains as one process on the whole batch would.
 TEST(Accumulation, TwoModelsAndTwoOptimizersAccumulateTogether) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   OptimizerConfig config;
   config.lr = 0.1;
   config.momentum = 0.9;
-  auto first = trained(accelerator, "two_first", "sgd", config);
-  auto second = trained(accelerator, "two_second", "adam", config);
+  auto first = trained(loop, "two_first", "sgd", config);
+  auto second = trained(loop, "two_second", "adam", config);
   at::manual_seed(31);
   state->gradient_state().set_step(0);
   for (int64_t step = 0; step < 4; ++step) {
     const auto xs = at::randn({2, 2 * world(), 8}), ys = at::randn({2, 2 * world(), 4});
     for (int64_t micro = 0; micro < 2; ++micro) {
-      accelerator->accumulate();
+      loop->accumulate();
       const auto x = my_rows(xs[micro]), y = my_rows(ys[micro]);
-      accelerator->backward(at::mse_loss(output_of(*first.model, x), y));
-      accelerator->backward(at::mse_loss(output_of(*second.model, x), -y));
+      loop->backward(at::mse_loss(output_of(*first.model, x), y));
+      loop->backward(at::mse_loss(output_of(*second.model, x), -y));
       for (auto* one : {&first, &second}) {
         one->optimizer->step();
         one->optimizer->zero_grad();
@@ -678,8 +678,8 @@ TEST(Accumulation, TwoModelsAndTwoOptimizersAccumulateTogether) {
 // has 1 + 2r + 3m rows): backward_with_items, given the global item count, trains exactly as one process
 // on the whole batch with the mean loss; plain backward (each micro-batch's mean weighing the same) does not.
 TEST(Accumulation, ItemCountNormalisationEqualsTheFullBatchMean) {
-  auto accelerator = std::make_shared<Accelerator>(state);
-  const int64_t accumulation = accelerator->gradient_accumulation_steps();
+  auto loop = std::make_shared<TrainingLoop>(state);
+  const int64_t accumulation = loop->gradient_accumulation_steps();
   ASSERT_EQ(accumulation, 2);
   auto by_items = load_mlp("items");
   by_items->prepare(state, PrepareConfig{});
@@ -688,8 +688,8 @@ TEST(Accumulation, ItemCountNormalisationEqualsTheFullBatchMean) {
   auto reference = load_mlp("items_reference");
   OptimizerConfig config;
   config.lr = 0.5;
-  AcceleratedOptimizer items_optimizer(accelerator, std::make_unique<Optimizer>("sgd", trainable(*by_items), config));
-  AcceleratedOptimizer means_optimizer(accelerator, std::make_unique<Optimizer>("sgd", trainable(*by_means), config));
+  AcceleratedOptimizer items_optimizer(loop, std::make_unique<Optimizer>("sgd", trainable(*by_items), config));
+  AcceleratedOptimizer means_optimizer(loop, std::make_unique<Optimizer>("sgd", trainable(*by_means), config));
   Optimizer reference_optimizer("sgd", trainable(*reference), config);
   const auto rows = [](int64_t r, int64_t m) { return 1 + 2 * r + 3 * m; };
   at::manual_seed(11);
@@ -711,10 +711,10 @@ TEST(Accumulation, ItemCountNormalisationEqualsTheFullBatchMean) {
       }
     }
     for (int64_t m = 0; m < accumulation; ++m) {
-      accelerator->accumulate();
-      accelerator->backward_with_items(
+      loop->accumulate();
+      loop->backward_with_items(
           at::cross_entropy_loss(output_of(*by_items, xs[m]), ys[m], {}, at::Reduction::Sum), static_cast<size_t>(num_items));
-      accelerator->backward(at::cross_entropy_loss(output_of(*by_means, xs[m]), ys[m]));
+      loop->backward(at::cross_entropy_loss(output_of(*by_means, xs[m]), ys[m]));
       items_optimizer.step();
       items_optimizer.zero_grad();
       means_optimizer.step();
@@ -727,22 +727,22 @@ TEST(Accumulation, ItemCountNormalisationEqualsTheFullBatchMean) {
   EXPECT_LT(max_difference(*by_items, *reference), 1e-6);
   EXPECT_GT(max_difference(*by_means, *reference), 1e-4);
   expect_error(Code::InvalidArgument, "number of items", [&] {
-    accelerator->backward_with_items(output_of(*by_items, at::randn({2, 8})).sum(), 0);
+    loop->backward_with_items(output_of(*by_items, at::randn({2, 8})).sum(), 0);
   });
 }
 
 // One process, ACCEL_MIXED_PRECISION=fp16 with ACCEL_INIT_SCALE=1024, ACCEL_GROWTH_FACTOR=4,
 // ACCEL_BACKOFF_FACTOR=0.25 and ACCEL_GROWTH_INTERVAL=3: GradScalerKwargs reach the scaler.
 TEST(GradScalerKwargs, TheStateSettingsDriveTheScale) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   auto model = load_mlp("scaler_kwargs");
   model->prepare(state, PrepareConfig{});
-  ASSERT_NE(accelerator->scaler(), nullptr);
-  AcceleratedOptimizer optimizer(accelerator, std::make_unique<Optimizer>("sgd", trainable(*model), OptimizerConfig{}));
+  ASSERT_NE(loop->scaler(), nullptr);
+  AcceleratedOptimizer optimizer(loop, std::make_unique<Optimizer>("sgd", trainable(*model), OptimizerConfig{}));
   EXPECT_EQ(optimizer.loss_scale(), 1024.0);
   auto step = [&](bool overflow) {
-    accelerator->accumulate();
-    accelerator->backward(at::mse_loss(output_of(*model, at::randn({4, 8})), at::randn({4, 4})));
+    loop->accumulate();
+    loop->backward(at::mse_loss(output_of(*model, at::randn({4, 8})), at::randn({4, 4})));
     if (overflow) model->named_parameters().front().second.mutable_grad()[0][0] = INFINITY;
     optimizer.step();
     optimizer.zero_grad();
@@ -779,19 +779,19 @@ TEST(RngTypes, TorchsGeneratorIsRankZerosOnceAnEpochStarts) {
 
 // One process, ACCEL_MIXED_PRECISION=fp16: the scaler of reference section 7 drives the optimizer.
 TEST(Fp16, AnOverflowSkipsTheStepHalvesTheScaleAndFreezesTheScheduler) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   auto model = load_mlp("fp16");
   model->prepare(state, PrepareConfig{});
-  ASSERT_NE(accelerator->scaler(), nullptr);
+  ASSERT_NE(loop->scaler(), nullptr);
   OptimizerConfig config;
   config.lr = 0.01;
-  auto optimizer = std::make_shared<AcceleratedOptimizer>(accelerator, std::make_unique<Optimizer>("sgd", trainable(*model), config));
+  auto optimizer = std::make_shared<AcceleratedOptimizer>(loop, std::make_unique<Optimizer>("sgd", trainable(*model), config));
   SchedulerConfig schedule;
   schedule.total_steps = 10000;
   AcceleratedScheduler scheduler(optimizer, std::make_unique<Scheduler>(optimizer->optimizer(), "linear", schedule), /*split_batches=*/false);
   auto step = [&](bool overflow) {
-    accelerator->accumulate();
-    accelerator->backward(at::mse_loss(output_of(*model, at::randn({4, 8})), at::randn({4, 4})));
+    loop->accumulate();
+    loop->backward(at::mse_loss(output_of(*model, at::randn({4, 8})), at::randn({4, 4})));
     if (overflow) model->named_parameters().front().second.mutable_grad()[0][0] = INFINITY;
     optimizer->step();
     scheduler.step();
@@ -805,12 +805,12 @@ TEST(Fp16, AnOverflowSkipsTheStepHalvesTheScaleAndFreezesTheScheduler) {
   step(true);
   EXPECT_TRUE(optimizer->step_was_skipped());
   EXPECT_TRUE(model->named_parameters().front().second.equal(before));
-  EXPECT_EQ(accelerator->scaler()->get_scale(), 32768.0);
+  EXPECT_EQ(loop->scaler()->get_scale(), 32768.0);
   EXPECT_EQ(optimizer->optimizer().lr(0), lr);
   EXPECT_EQ(scheduler.scheduler().step_count(), scheduled);
   for (int i = 0; i < 2000; ++i) step(false);
   EXPECT_FALSE(optimizer->step_was_skipped());
-  EXPECT_EQ(accelerator->scaler()->get_scale(), 65536.0);
+  EXPECT_EQ(loop->scaler()->get_scale(), 65536.0);
 }
 
 // A GAN-style loop under fp16 (one process, the scaler alone): two models, two optimizers of one
@@ -818,26 +818,26 @@ TEST(Fp16, AnOverflowSkipsTheStepHalvesTheScaleAndFreezesTheScheduler) {
 // only its step; each step updates the scale. Scaling by powers of two is exact, so every step that is not
 // skipped moves the weights exactly as unscaled fp32 training does.
 TEST(Fp16, TwoModelsAndTwoOptimizersAreScaledApart) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   OptimizerConfig sgd;
   sgd.lr = 0.05;
   sgd.momentum = 0.9;
   OptimizerConfig adamw;
   adamw.lr = 0.01;
-  auto generator = trained(accelerator, "gan_generator", "sgd", sgd);
-  auto discriminator = trained(accelerator, "gan_discriminator", "adamw", adamw);
-  const double scale_before = accelerator->scaler()->get_scale();
+  auto generator = trained(loop, "gan_generator", "sgd", sgd);
+  auto discriminator = trained(loop, "gan_discriminator", "adamw", adamw);
+  const double scale_before = loop->scaler()->get_scale();
   at::manual_seed(29);
   for (int step = 0; step < 5; ++step) {
     const bool overflow = step == 2;
     const auto x = at::randn({4, 8}), y = at::randn({4, 4});
-    accelerator->accumulate();
-    accelerator->backward(at::mse_loss(output_of(*discriminator.model, x), y));
+    loop->accumulate();
+    loop->backward(at::mse_loss(output_of(*discriminator.model, x), y));
     if (overflow) discriminator.model->named_parameters().front().second.mutable_grad()[0][0] = INFINITY;
-    accelerator->clip_grad_norm(*discriminator.model, 1e9, 2.0);  // unscales the discriminator's optimizer only
+    loop->clip_grad_norm(*discriminator.model, 1e9, 2.0);  // unscales the discriminator's optimizer only
     discriminator.optimizer->step();
     discriminator.optimizer->zero_grad();
-    accelerator->backward(at::mse_loss(output_of(*generator.model, x), -y));
+    loop->backward(at::mse_loss(output_of(*generator.model, x), -y));
     generator.optimizer->step();
     generator.optimizer->zero_grad();
     EXPECT_EQ(discriminator.optimizer->step_was_skipped(), overflow) << "step " << step;
@@ -852,13 +852,13 @@ TEST(Fp16, TwoModelsAndTwoOptimizersAreScaledApart) {
   }
   EXPECT_EQ(max_difference(*discriminator.model, *discriminator.reference), 0.0);
   EXPECT_EQ(max_difference(*generator.model, *generator.reference), 0.0);
-  EXPECT_EQ(accelerator->scaler()->get_scale(), scale_before / 2);  // one backoff, ten updates in all
+  EXPECT_EQ(loop->scaler()->get_scale(), scale_before / 2);  // one backoff, ten updates in all
 }
 
 // One process, ACCEL_MIXED_PRECISION=bf16: forward runs under CPU autocast, outputs come back as fp32
 // unless asked otherwise, and training still works.
 TEST(Bf16, ForwardRunsInBfloat16AndReturnsFloat32) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   auto model = load_mlp("bf16");
   model->prepare(state, PrepareConfig{});
   auto reference = load_mlp("bf16_reference");
@@ -878,9 +878,9 @@ TEST(Bf16, ForwardRunsInBfloat16AndReturnsFloat32) {
   keep.keep_low_precision_outputs = true;
   raw->prepare(state, keep);
   EXPECT_EQ(output_of(*raw, x).scalar_type(), at::kBFloat16);
-  EXPECT_EQ(accelerator->scaler(), nullptr);
-  accelerator->accumulate();
-  accelerator->backward(at::mse_loss(output, at::zeros_like(output)));
+  EXPECT_EQ(loop->scaler(), nullptr);
+  loop->accumulate();
+  loop->backward(at::mse_loss(output, at::zeros_like(output)));
   for (const auto& parameter : model->named_parameters()) {
     EXPECT_TRUE(parameter.second.grad().defined());
     EXPECT_EQ(parameter.second.grad().scalar_type(), at::kFloat) << parameter.first;

@@ -17,12 +17,12 @@
 
 #include "ckpt/checkpoint.hpp"
 #include "core_worker.hpp"
-#include "distributed/collectives.hpp"
-#include "distributed/process_group.hpp"
+#include "distributed/collectives/collectives.hpp"
+#include "distributed/group/process_group.hpp"
 #include "expect_error.hpp"
-#include "train/accelerator.hpp"
-#include "train/training_options.hpp"
 #include "tiny_models.hpp"
+#include "train/training_loop.hpp"
+#include "train/training_options.hpp"
 
 namespace {
 
@@ -72,31 +72,31 @@ struct Trained {
 
 // hidden: the MLP's width; 16 is core_worker's tiny MLP, 131 one whose parameters are cut into pieces of
 // odd lengths (kernels' tails inside a piece).
-Trained make(const std::shared_ptr<Accelerator>& accelerator, const std::string& tag, int32_t zero_stage,
+Trained make(const std::shared_ptr<TrainingLoop>& loop, const std::string& tag, int32_t zero_stage,
              const std::string& kind, bool bucket_per_parameter, int64_t hidden = 16) {
   Trained trained{hidden == 16 ? load_mlp(tag)
                                : Model::load_file(tiny_models::wide_mlp(tiny_models::temp_file(tag + ".pt"), hidden)),
                   nullptr};
   trained.model->prepare(state, layout(zero_stage, bucket_per_parameter));
-  trained.optimizer = prepare_optimizer(accelerator, *trained.model, kind, optimizer_config_for(kind));
+  trained.optimizer = prepare_optimizer(loop, *trained.model, kind, optimizer_config_for(kind));
   return trained;
 }
 
 // kSteps optimizer steps of every model on the same micro-batches, Accelerate's loop: accumulate,
 // backward, and on a synchronising micro-step clip, step and zero_grad.
-void train_side_by_side(const std::shared_ptr<Accelerator>& accelerator, std::vector<Trained>& models) {
-  const int64_t micro_steps = kSteps * accelerator->gradient_accumulation_steps();
+void train_side_by_side(const std::shared_ptr<TrainingLoop>& loop, std::vector<Trained>& models) {
+  const int64_t micro_steps = kSteps * loop->gradient_accumulation_steps();
   for (int64_t step = 0; step < micro_steps; ++step) {
-    accelerator->accumulate();
+    loop->accumulate();
     const auto x = rows(step, 8, 0);
     const auto y = rows(step, 4, 1);
     for (auto& trained : models) {
       const auto output = trained.model->forward({x}, {}, true).values.front().second;
-      accelerator->backward(at::mse_loss(output, y));
+      loop->backward(at::mse_loss(output, y));
     }
     if (!state->sync_gradients()) continue;
     for (auto& trained : models) {
-      accelerator->clip_grad_norm(*trained.model, kMaxNorm, 2.0);
+      loop->clip_grad_norm(*trained.model, kMaxNorm, 2.0);
       trained.optimizer->step();
       trained.optimizer->zero_grad();
     }
@@ -116,14 +116,14 @@ void expect_bit_identical(const Model& expected, const Model& actual, const std:
 class BitIdentical : public ::testing::TestWithParam<std::tuple<std::string, bool, int64_t>> {};
 
 TEST_P(BitIdentical, StagesOneAndTwoGiveStageZerosWeights) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   const auto& [kind, bucket_per_parameter, hidden] = GetParam();
   std::vector<Trained> models;
   for (int32_t stage = 0; stage <= 2; ++stage) {
-    models.push_back(make(accelerator, kind + std::to_string(stage) + (bucket_per_parameter ? "p" : "b") + std::to_string(hidden),
+    models.push_back(make(loop, kind + std::to_string(stage) + (bucket_per_parameter ? "p" : "b") + std::to_string(hidden),
                           stage, kind, bucket_per_parameter, hidden));
   }
-  train_side_by_side(accelerator, models);
+  train_side_by_side(loop, models);
   // The weights moved (a test where nothing steps would pass trivially).
   auto untouched = load_mlp("untouched");
   EXPECT_FALSE(at::equal(untouched->trainable_parameters().front().second,
@@ -149,11 +149,11 @@ int64_t bytes_of(const at::Tensor& tensor) { return tensor.numel() * static_cast
 // and each rank holds exactly its own pieces' moments. An element stepped by two ranks (or by none) breaks
 // the sum.
 TEST(Zero, EveryElementIsSteppedByExactlyOneRank) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   for (int32_t stage = 1; stage <= 2; ++stage) {
-    std::vector<Trained> models{make(accelerator, "once0_" + std::to_string(stage), 0, "adamw", true),
-                                make(accelerator, "once_" + std::to_string(stage), stage, "adamw", true)};
-    train_side_by_side(accelerator, models);
+    std::vector<Trained> models{make(loop, "once0_" + std::to_string(stage), 0, "adamw", true),
+                                make(loop, "once_" + std::to_string(stage), stage, "adamw", true)};
+    train_side_by_side(loop, models);
     const int64_t whole = models[0].optimizer->optimizer().state_bytes();
     const int64_t mine = models[1].optimizer->optimizer().state_bytes();
     const auto all = distributed::gather(*state, at::full({1}, mine, at::kLong));
@@ -174,17 +174,17 @@ TEST(Zero, EveryElementIsSteppedByExactlyOneRank) {
 // elements, and no others: a parameter it owns whole has its gradient, one it owns a piece of has the
 // piece held for the optimizer, the others none.
 TEST(Zero, StageTwoKeepsOnlyItsOwnGradients) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   if (world() == 1) GTEST_SKIP() << "one process has nothing to split";
-  auto reference = make(accelerator, "grads0", 0, "sgd", true);
-  auto split = make(accelerator, "grads2", 2, "sgd", true);
+  auto reference = make(loop, "grads0", 0, "sgd", true);
+  auto split = make(loop, "grads2", 2, "sgd", true);
   state->gradient_state().reset();
   // One synchronising backward of each.
-  for (int64_t micro = 0; micro < accelerator->gradient_accumulation_steps(); ++micro) {
-    accelerator->accumulate();
+  for (int64_t micro = 0; micro < loop->gradient_accumulation_steps(); ++micro) {
+    loop->accumulate();
     for (auto* trained : {&reference, &split}) {
       const auto output = trained->model->forward({rows(micro, 8, 0)}, {}, true).values.front().second;
-      accelerator->backward(at::mse_loss(output, rows(micro, 4, 1)));
+      loop->backward(at::mse_loss(output, rows(micro, 4, 1)));
     }
   }
   ASSERT_TRUE(state->sync_gradients());
@@ -245,7 +245,7 @@ struct CallerModel {
   std::shared_ptr<AcceleratedOptimizer> optimizer;
 };
 
-CallerModel caller_copy_of(const std::shared_ptr<Accelerator>& accelerator, const Model& reference, int32_t zero_stage,
+CallerModel caller_copy_of(const std::shared_ptr<TrainingLoop>& loop, const Model& reference, int32_t zero_stage,
                            const std::string& kind) {
   CallerModel caller;
   NamedTensors named;
@@ -256,35 +256,35 @@ CallerModel caller_copy_of(const std::shared_ptr<Accelerator>& accelerator, cons
   caller.model = Model::from_tensors(named, std::vector<bool>(named.size(), true), {});
   caller.model->prepare(state, layout(zero_stage, false));
   for (size_t i = 0; i < caller.tensors.size(); ++i) caller.tensors[i].mutable_grad() = caller.model->grad_view(i).detach();
-  caller.optimizer = prepare_optimizer(accelerator, *caller.model, kind, optimizer_config_for(kind));
+  caller.optimizer = prepare_optimizer(loop, *caller.model, kind, optimizer_config_for(kind));
   return caller;
 }
 
 TEST(Zero, CallersTensorsSteppedByAccelsOptimizer) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   for (const std::string kind : {"sgd", "adamw"}) {
     SCOPED_TRACE(kind);
-    Trained script = make(accelerator, "host_script_" + kind, 0, kind, false);
+    Trained script = make(loop, "host_script_" + kind, 0, kind, false);
     std::vector<CallerModel> callers;
-    for (int32_t stage = 1; stage <= 2; ++stage) callers.push_back(caller_copy_of(accelerator, *script.model, stage, kind));
-    for (int64_t step = 0; step < 20 * accelerator->gradient_accumulation_steps(); ++step) {
-      accelerator->accumulate();
+    for (int32_t stage = 1; stage <= 2; ++stage) callers.push_back(caller_copy_of(loop, *script.model, stage, kind));
+    for (int64_t step = 0; step < 20 * loop->gradient_accumulation_steps(); ++step) {
+      loop->accumulate();
       const auto x = rows(step, 8, 0), y = rows(step, 4, 1);
-      accelerator->backward(at::mse_loss(script.model->forward({x}, {}, true).values.front().second, y));
+      loop->backward(at::mse_loss(script.model->forward({x}, {}, true).values.front().second, y));
       for (auto& caller : callers) {
         caller.model->begin_forward(true);
         const auto& t = caller.tensors;
         const auto output = at::matmul(at::relu(at::matmul(x, t[0]) + t[1]), t[2]) + t[3];
-        (at::mse_loss(output, y) / static_cast<double>(accelerator->gradient_accumulation_steps())).backward();
+        (at::mse_loss(output, y) / static_cast<double>(loop->gradient_accumulation_steps())).backward();
         for (size_t i = t.size(); i-- > 0;) caller.model->grad_ready(i);
         caller.model->end_backward();
       }
       if (!state->sync_gradients()) continue;
-      accelerator->clip_grad_norm(*script.model, kMaxNorm, 2.0);
+      loop->clip_grad_norm(*script.model, kMaxNorm, 2.0);
       script.optimizer->step();
       script.optimizer->zero_grad();
       for (auto& caller : callers) {
-        accelerator->clip_grad_norm(*caller.model, kMaxNorm, 2.0);
+        loop->clip_grad_norm(*caller.model, kMaxNorm, 2.0);
         caller.optimizer->step();
         caller.optimizer->zero_grad();
       }
@@ -314,14 +314,14 @@ TEST(Zero, CallersOwnOptimizerIsRefused) {
 // inf in one rank's share must skip every rank's step (a rank stepping alone would also wait forever in
 // the parameter all-gather).
 TEST(Zero, AnOverflowOnOneRankSkipsEveryRanksStep) {
-  auto accelerator = std::make_shared<Accelerator>(state);
-  if (accelerator->scaler() == nullptr || world() == 1) GTEST_SKIP() << "needs fp16 loss scaling on several processes";
-  auto trained = make(accelerator, "overflow", 2, "sgd", false);
+  auto loop = std::make_shared<TrainingLoop>(state);
+  if (loop->scaler() == nullptr || world() == 1) GTEST_SKIP() << "needs fp16 loss scaling on several processes";
+  auto trained = make(loop, "overflow", 2, "sgd", false);
   state->gradient_state().reset();
-  for (int64_t micro = 0; micro < accelerator->gradient_accumulation_steps(); ++micro) {
-    accelerator->accumulate();
+  for (int64_t micro = 0; micro < loop->gradient_accumulation_steps(); ++micro) {
+    loop->accumulate();
     const auto output = trained.model->forward({rows(micro, 8, 0)}, {}, true).values.front().second;
-    accelerator->backward(at::mse_loss(output, rows(micro, 4, 1)));
+    loop->backward(at::mse_loss(output, rows(micro, 4, 1)));
   }
   const auto trainable = trained.model->trainable_parameters();
   const size_t poisoned = trainable.size() - 1;
@@ -339,7 +339,7 @@ TEST(Zero, AnOverflowOnOneRankSkipsEveryRanksStep) {
 }
 
 TEST(Zero, RefusesWhatItCannotDo) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   if (world() == 1) GTEST_SKIP() << "one process builds no reducer";
   auto unused = layout(2, false);
   unused.reducer.find_unused_parameters = true;
@@ -349,18 +349,18 @@ TEST(Zero, RefusesWhatItCannotDo) {
   compressed.reducer.compression = GradCompression::Fp16;
   expect_error(Code::Unsupported, "zero_stage 2 with grad_compression",
                [&] { load_mlp("refused2")->prepare(state, compressed); });
-  auto trained = make(accelerator, "capture", 1, "adamw", false);
+  auto trained = make(loop, "capture", 1, "adamw", false);
   expect_error(Code::Unsupported, "CUDA graph", [&] { trained.optimizer->optimizer().capturable(); });
   // A piece is a view of its parameter's memory, which a transposed tensor does not lay out in order.
   NamedTensors transposed{{"w", at::randn({8, 4}).t().requires_grad_()}};
   auto caller = Model::from_tensors(transposed, {true}, {});
   caller->prepare(state, layout(1, false));
   expect_error(Code::Unsupported, "parameter 'w' is not contiguous",
-               [&] { prepare_optimizer(accelerator, *caller, "sgd", optimizer_config_for("sgd")); });
+               [&] { prepare_optimizer(loop, *caller, "sgd", optimizer_config_for("sgd")); });
 }
 
 TEST(Zero, StageIsAnOptionOfZeroToTwo) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   Options options({&prepare_option_scope()});
   options.set("zero_stage", OptionValue(int64_t{3}));
   expect_error(Code::BadOptionValue, "option zero_stage: 3", [&] { prepare_config(&options); });
@@ -378,13 +378,13 @@ std::string env(const char* name) {
   return value == nullptr ? "" : value;
 }
 
-void train_steps(const std::shared_ptr<Accelerator>& accelerator, Trained& trained, int64_t first, int64_t count) {
+void train_steps(const std::shared_ptr<TrainingLoop>& loop, Trained& trained, int64_t first, int64_t count) {
   for (int64_t step = first; step < first + count; ++step) {
-    accelerator->accumulate();
+    loop->accumulate();
     at::manual_seed(step);
     const auto x = at::randn({16, 8}), y = at::randn({16, 4});
-    accelerator->backward(at::mse_loss(trained.model->forward({x}, {}, true).values.front().second, y));
-    accelerator->clip_grad_norm(*trained.model, kMaxNorm, 2.0);
+    loop->backward(at::mse_loss(trained.model->forward({x}, {}, true).values.front().second, y));
+    loop->clip_grad_norm(*trained.model, kMaxNorm, 2.0);
     trained.optimizer->step();
     trained.optimizer->zero_grad();
   }
@@ -400,23 +400,23 @@ std::string weight_bytes(const Model& model) {
 }
 
 TEST(ZeroCheckpoint, ResumesUnderAnotherStageAndWorldSize) {
-  auto accelerator = std::make_shared<Accelerator>(state);
+  auto loop = std::make_shared<TrainingLoop>(state);
   const std::string phase = env("ZERO_CKPT_PHASE"), directory = env("ZERO_CKPT_DIR");
   if (phase.empty()) GTEST_SKIP() << "run by zero_checkpoint_test.sh";
-  ASSERT_EQ(accelerator->gradient_accumulation_steps(), 1);
-  Trained trained = make(accelerator, "checkpointed", std::stoi(env("ZERO_CKPT_STAGE")), "adamw", false, 131);
+  ASSERT_EQ(loop->gradient_accumulation_steps(), 1);
+  Trained trained = make(loop, "checkpointed", std::stoi(env("ZERO_CKPT_STAGE")), "adamw", false, 131);
   ckpt::CheckpointObjects objects;
   objects.models = {trained.model.get()};
   objects.optimizers = {trained.optimizer.get()};
   if (phase == "save") {
-    train_steps(accelerator, trained, 0, 10);
+    train_steps(loop, trained, 0, 10);
     ckpt::save_state(state, directory + "/checkpoint", objects);
-    train_steps(accelerator, trained, 10, 10);
+    train_steps(loop, trained, 10, 10);
     if (rank() == 0) std::ofstream(directory + "/never_stopped.bin", std::ios::binary) << weight_bytes(*trained.model);
     return;
   }
   ckpt::load_state(state, directory + "/checkpoint", objects);
-  train_steps(accelerator, trained, 10, 10);
+  train_steps(loop, trained, 10, 10);
   std::ifstream in(directory + "/never_stopped.bin", std::ios::binary);
   const std::string expected((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_FALSE(expected.empty());

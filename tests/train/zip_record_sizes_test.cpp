@@ -1,4 +1,4 @@
-#include "train/zip_record_sizes.hpp"
+#include "train/torchscript/zip_record_sizes.hpp"
 
 #include <caffe2/serialize/inline_container.h>
 #include <caffe2/serialize/istream_adapter.h>

@@ -1,0 +1,70 @@
+// The process group: the rendezvous, the transports that carry its collectives (transport.hpp), and the
+// verdicts on their failures (group_health.hpp), with c10d kept out of this header. All c10d and
+// LibTorch-version differences (1.13 vs 2.x) live in c10d_transport.cpp.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distributed/group/group_config.hpp"
+#include "distributed/group/transport.hpp"
+
+namespace accel::distributed {
+
+// One rendezvous, one c10d process group and, with GroupConfig::shared_memory, the shared-memory transport
+// in front of it. Every operation blocks until done and throws accel::Error:
+// Timeout when a rank does not take part within the timeout, PeerFailed when a rank went away,
+// InvalidState ("collectives out of step", naming the ranks and what each is in) when the ranks issued
+// different collectives at the same point, such as save_state on rank 0 only while rank 1 goes on to its
+// next gradient all-reduce or a barrier: a wait that lasts a couple of seconds reads the other ranks'
+// records (stall_report.hpp, watched_wait.hpp), and a rank in a collective of another kind under the same
+// sequence number, or one that gave up for that reason, ends it on every rank within seconds, whatever the
+// timeout. After any of these, the group is broken: every later call throws InvalidState at once, naming
+// the first failure. Not thread-safe: one collective at a time, issued in the same order on every rank.
+class ProcessGroup {
+ public:
+  // Collective: blocks until every rank has joined (Timeout otherwise).
+  static std::unique_ptr<ProcessGroup> create(const GroupConfig& config);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int32_t rank() const;
+  int32_t world_size() const;
+  bool broken() const;
+  // Whether all-reduces of CPU tensors go through shared memory (GroupConfig::shared_memory, and it worked).
+  bool uses_shared_memory() const;
+  // Whether those join several nodes' segments through the nodes' leaders.
+  bool shared_memory_spans_nodes() const;
+  // Whether all-reduces of bfloat16 tensors can be carried: by shared memory on one node, NCCL or LibTorch
+  // 2.x's Gloo, not by 1.13's Gloo ("Invalid scalar type"), which also joins the nodes' leaders.
+  bool allreduces_bfloat16() const;
+  // The message of the failure that broke the group; empty while it is not broken.
+  const std::string& first_failure() const;
+
+  // What carries the group's all-reduces, averages of buckets, reduce-scatters and all-gathers: shared memory
+  // (and the backend for what it does not carry) or the backend. `what` in its calls names the user-facing
+  // operation in error messages.
+  Transport& transport();
+  // Collectives started so far on this rank (tests count them to prove that none happened).
+  int64_t collectives_started() const;
+  // The next collective this rank starts is the first of `operation` (one word: "save_state"), which every
+  // rank must call: its record names it and goes to the store at once. A rank that is in any other
+  // collective at that point, and this one, then fail within seconds (see below) instead of waiting out
+  // the timeout.
+  void announce(const char* operation);
+  // The operation announced for the next collective ("save_state"), or empty.
+  const std::string& announced_operation() const;
+  // outputs[r] receives rank r's input; every rank's input must have the same size.
+  void allgather(std::vector<at::Tensor>& outputs, const at::Tensor& input, const char* what);
+  void broadcast(at::Tensor& tensor, int32_t root, const char* what);
+
+ private:
+  struct Impl;
+  explicit ProcessGroup(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace accel::distributed

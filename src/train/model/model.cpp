@@ -1,0 +1,387 @@
+#include "train/model/model.hpp"
+
+#include <ATen/ops/cat.h>
+#include <ATen/ops/zeros_like.h>
+#include <c10/core/GradMode.h>
+
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/timeline.hpp"
+#include "distributed/collectives/collectives.hpp"
+#include "train/model/model_body.hpp"
+#include "train/precision/autocast.hpp"
+
+namespace accel::train {
+
+struct Model::Impl {
+  std::shared_ptr<ModelBody> body;
+  std::shared_ptr<distributed::State> state;
+  PrepareConfig config;
+  std::unique_ptr<Reducer> reducer;
+  // A module's parameters or buffers: every slot under its name, and each tensor once (its first slot).
+  struct Slots {
+    NamedTensors every;
+    NamedTensors unique;
+    std::vector<size_t> unique_slots;  // unique[i] is every[unique_slots[i]]
+  };
+  std::optional<Slots> parameters;  // cached by list_tensors()
+  std::optional<Slots> buffers;
+  bool no_sync = false;
+  // DDP's require_forward_param_sync: whether the last forward synchronised (grad enabled, and its backward
+  // all-reduces); the next forward then broadcasts the buffers.
+  bool last_forward_synchronised = true;
+  mutable std::mutex optimizers_mutex;
+  // One per accel optimizer made over the model (none: the caller steps it with an optimizer of its own).
+  mutable std::vector<std::function<int64_t()>> optimizer_state_bytes;
+};
+
+Model::Model(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::~Model() = default;
+
+namespace {
+
+std::shared_ptr<Model::Impl> around(std::shared_ptr<ModelBody> body) {
+  auto impl = std::make_shared<Model::Impl>();
+  impl->body = std::move(body);
+  return impl;
+}
+
+// Sends rank 0's values of these tensors to every rank, one flat buffer per dtype.
+void broadcast_coalesced(distributed::State& state, const std::vector<at::Tensor>& tensors) {
+  std::map<at::ScalarType, std::vector<at::Tensor>> by_type;
+  for (const auto& tensor : tensors) by_type[tensor.scalar_type()].push_back(tensor);
+  for (auto& [type, group] : by_type) {
+    std::vector<at::Tensor> flat_parts;
+    for (const auto& tensor : group) flat_parts.push_back(tensor.detach().reshape({-1}));
+    auto flat = at::cat(flat_parts);
+    distributed::broadcast(state, flat, 0);
+    int64_t offset = 0;
+    for (auto& tensor : group) {
+      tensor.detach().copy_(flat.narrow(0, offset, tensor.numel()).view(tensor.sizes()));
+      offset += tensor.numel();
+    }
+  }
+}
+
+// One line per parameter and buffer: what every rank's model must agree on before prepare sends rank 0's
+// values to the others.
+std::vector<std::string> describe_tensors(const NamedTensors& parameters, const NamedTensors& buffers) {
+  std::vector<std::string> lines;
+  for (const auto* list : {&parameters, &buffers}) {
+    for (const auto& [name, tensor] : *list) {
+      const char* kind = list == &buffers ? "buffer" : tensor.requires_grad() ? "parameter" : "frozen parameter";
+      lines.push_back(std::string(kind) + " '" + name + "' " + c10::str(tensor.sizes()) + " " +
+                      c10::toString(tensor.scalar_type()));
+    }
+  }
+  return lines;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const auto& line : lines) text += line + "\n";
+  return text;
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// Fails on every rank alike, naming the first tensor where a process's model differs from process 0's.
+void require_same_models(distributed::State& state, const NamedTensors& parameters, const NamedTensors& buffers) {
+  const auto all = distributed::texts_if_different(state, distributed::CallKind::PrepareModel,
+                                                   joined(describe_tensors(parameters, buffers)));
+  if (!all) return;
+  const auto first = split_lines((*all)[0]);
+  std::string text = "prepare: the processes' models differ (every process must prepare the same model):";
+  for (size_t r = 1; r < all->size(); ++r) {
+    const auto lines = split_lines((*all)[r]);
+    size_t i = 0;
+    while (i < first.size() && i < lines.size() && first[i] == lines[i]) ++i;
+    if (i == first.size() && i == lines.size()) continue;
+    const auto at = [&](const std::vector<std::string>& of) { return i < of.size() ? of[i] : "nothing"; };
+    text += "\n  - tensor " + std::to_string(i) + " (parameters, then buffers) is " + at(first) + " on process 0, " +
+            at(lines) + " on process " + std::to_string(r);
+  }
+  fail(Code::ShapeMismatch, text);
+}
+
+at::Tensor as_output(const at::Tensor& tensor, bool to_fp32) {
+  if (to_fp32 && (tensor.scalar_type() == at::kHalf || tensor.scalar_type() == at::kBFloat16)) return tensor.to(at::kFloat);
+  return tensor;
+}
+
+ModelOutput convert(const c10::IValue& value, bool to_fp32) {
+  ModelOutput output;
+  auto take = [&](const c10::IValue& item, const std::string& name) {
+    if (!item.isTensor()) fail(Code::Unsupported, "forward returned a " + item.tagKind() + " where a tensor was expected");
+    output.values.emplace_back(name, as_output(item.toTensor(), to_fp32));
+  };
+  if (value.isTensor()) {
+    take(value, "");
+  } else if (value.isTuple() || value.isList()) {
+    output.kind = ModelOutput::Kind::Tuple;
+    const auto items = value.isTuple() ? value.toTupleRef().elements().vec() : value.toListRef().vec();
+    for (const auto& item : items) take(item, "");
+  } else if (value.isGenericDict()) {
+    output.kind = ModelOutput::Kind::Dict;
+    for (const auto& entry : value.toGenericDict()) {
+      if (!entry.key().isString()) fail(Code::Unsupported, "forward returned a dict whose keys are not strings");
+      take(entry.value(), entry.key().toStringRef());
+    }
+  } else {
+    fail(Code::Unsupported, "forward returned a " + value.tagKind() + "; expected a tensor, a tuple or a dict of tensors");
+  }
+  return output;
+}
+
+}  // namespace
+
+std::shared_ptr<Model> Model::load_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file.good()) fail(Code::Io, "cannot open model file '" + path + "'");
+  return std::shared_ptr<Model>(new Model(around(torchscript_body(file, "'" + path + "'"))));
+}
+
+std::shared_ptr<Model> Model::load_buffer(const std::string& bytes) {
+  std::istringstream stream(bytes);
+  return std::shared_ptr<Model>(new Model(around(torchscript_body(stream, "the buffer"))));
+}
+
+std::shared_ptr<Model> Model::from_tensors(const NamedTensors& parameters, const std::vector<bool>& trainable,
+                                           const NamedTensors& buffers) {
+  return std::shared_ptr<Model>(new Model(around(eager_module_body(parameters, trainable, buffers))));
+}
+
+void Model::prepare(std::shared_ptr<distributed::State> state, const PrepareConfig& config) {
+  if (impl_->state) fail(Code::InvalidState, "the model is already prepared");
+  impl_->body->to(at::Device(state->device()));
+  refresh_cached_tensors();  // the move to the device replaced the tensors
+  impl_->config = config;
+  const bool host_owned = impl_->body->host_owned();
+  if (host_owned) {
+    // The caller's backward accumulates into accel's gradient storage (the buckets themselves with several
+    // processes), marking each gradient ready itself.
+    impl_->config.reducer.host_gradients = true;
+    impl_->config.reducer.gradient_as_bucket_view = true;
+  }
+  if (state->launch().world_size > 1) {
+    require_same_models(*state, named_parameters(), named_buffers());
+    std::vector<at::Tensor> tensors;
+    for (const auto& parameter : named_parameters()) tensors.push_back(parameter.second);
+    for (const auto& buffer : named_buffers()) tensors.push_back(buffer.second);
+    broadcast_coalesced(*state, tensors);
+    auto trainable = trainable_parameters();
+    if (!trainable.empty()) impl_->reducer = std::make_unique<Reducer>(state, std::move(trainable), impl_->config.reducer);
+  } else if (host_owned) {
+    for (const auto& parameter : trainable_parameters()) {
+      auto grad = at::zeros_like(parameter.second, at::MemoryFormat::Contiguous);
+      parameter.second.mutable_grad() = grad;
+    }
+  }
+  impl_->state = std::move(state);
+}
+
+bool Model::prepared() const { return impl_->state != nullptr; }
+
+void Model::begin_forward(bool grad_enabled) {
+  require_prepared_host_model("begin_forward");
+  start_forward(grad_enabled);
+}
+
+void Model::start_forward(bool grad_enabled) {
+  if (!impl_->state || impl_->state->launch().world_size == 1) return;
+  // DDP's forward, which looks at the grad mode and not at the module's training flag.
+  if (impl_->config.broadcast_buffers && impl_->last_forward_synchronised) {
+    std::vector<at::Tensor> buffers;
+    for (const auto& buffer : named_buffers()) buffers.push_back(buffer.second);
+    if (!buffers.empty()) broadcast_coalesced(*impl_->state, buffers);
+  }
+  // Accelerate's accumulate(): DDP skips the all-reduce unless this step syncs or sync_each_batch is set.
+  const bool synchronises = grad_enabled && !impl_->no_sync &&
+                            (impl_->state->sync_gradients() || impl_->state->options().get_bool("sync_each_batch"));
+  if (impl_->reducer && grad_enabled) impl_->reducer->prepare_for_backward(synchronises);
+  impl_->last_forward_synchronised = synchronises;
+}
+
+ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTensors& kwargs, bool grad_enabled) {
+  const timeline::Span span(grad_enabled ? "forward" : "evaluate");
+  c10::AutoGradMode grad_mode(grad_enabled);
+  // A forward accel cannot run is refused before begin_forward's broadcast, which is collective.
+  if (impl_->body->host_owned()) impl_->body->forward({}, {});
+  start_forward(grad_enabled);
+  std::vector<c10::IValue> inputs(args.begin(), args.end());
+  std::unordered_map<std::string, c10::IValue> named;
+  for (const auto& [name, tensor] : kwargs) named.emplace(name, tensor);
+  const std::string precision = impl_->state ? impl_->state->options().get_string("mixed_precision") : "no";
+  const std::string device = impl_->state ? impl_->state->device() : "cpu";
+  c10::IValue result;
+  bool autocast = false;
+  {
+    AutocastScope scope(precision, device);
+    autocast = scope.active();
+    result = impl_->body->forward(std::move(inputs), named);
+  }
+  return convert(result, autocast && !impl_->config.keep_low_precision_outputs);
+}
+
+bool Model::host_owned() const { return impl_->body->host_owned(); }
+
+void Model::require_prepared_host_model(const char* what) const {
+  if (!impl_->body->host_owned()) {
+    fail(Code::InvalidState, std::string(what) + ": accel runs this model's forward and backward itself (a "
+                                                 "TorchScript model); only a model made from the caller's tensors is "
+                                                 "told about them");
+  }
+  if (!impl_->state) fail(Code::InvalidState, std::string(what) + ": prepare the model (accel_state_prepare_model) first");
+}
+
+size_t Model::trainable_index(size_t index, const char* what) const {
+  const auto& parameters = named_parameters();
+  if (index >= parameters.size()) {
+    fail(Code::OutOfRange, std::string(what) + ": parameter " + std::to_string(index) + " out of range (the model has " +
+                               std::to_string(parameters.size()) + ")");
+  }
+  require_prepared_host_model(what);
+  if (!parameters[index].second.requires_grad()) {
+    fail(Code::InvalidArgument, std::string(what) + ": parameter '" + parameters[index].first + "' is not trainable");
+  }
+  size_t trainable = 0;
+  for (size_t i = 0; i < index; ++i) trainable += parameters[i].second.requires_grad() ? 1 : 0;
+  return trainable;
+}
+
+at::Tensor Model::grad_view(size_t index) const {
+  trainable_index(index, "grad_view");
+  return named_parameters()[index].second.grad();
+}
+
+void Model::grad_ready(size_t index) {
+  const size_t trainable = trainable_index(index, "grad_ready");
+  if (impl_->reducer) impl_->reducer->mark_ready(trainable);
+}
+
+bool Model::grad_reached_by_no_rank(size_t index) const {
+  const size_t trainable = trainable_index(index, "grad_reached_by_no_rank");
+  return impl_->reducer && impl_->reducer->reached_by_no_rank(trainable);
+}
+
+void Model::end_backward() {
+  require_prepared_host_model("end_backward");
+  if (const ZeroPartition* zero = zero_partition(); zero != nullptr && !has_accel_optimizer()) {
+    fail(Code::Unsupported, "zero_stage " + std::to_string(zero->stage) +
+                                " on a model of the caller's tensors needs accel's optimizer over it "
+                                "(accel_optimizer_new): the caller's own optimizer would step every parameter, "
+                                "while each rank updates only its share; prepare with zero_stage 0");
+  }
+  if (impl_->reducer) impl_->reducer->finish_backward();
+}
+
+void Model::train(bool on) { impl_->body->train(on); }
+bool Model::is_training() const { return impl_->body->is_training(); }
+void Model::set_no_sync(bool on) { impl_->no_sync = on; }
+bool Model::no_sync() const { return impl_->no_sync; }
+
+namespace {
+
+// A module lists a tensor that several submodules hold once per holder: the same TensorImpl in each slot.
+// torch's named_parameters keeps the first.
+Model::Impl::Slots slots_of(const NamedTensors& list) {
+  Model::Impl::Slots slots;
+  std::set<const c10::TensorImpl*> seen;
+  for (const auto& [name, tensor] : list) {
+    if (seen.insert(tensor.unsafeGetTensorImpl()).second) {
+      slots.unique_slots.push_back(slots.every.size());
+      slots.unique.emplace_back(name, tensor);
+    }
+    slots.every.emplace_back(name, tensor);
+  }
+  return slots;
+}
+
+void refresh(Model::Impl::Slots& slots, const NamedTensors& list) {
+  for (size_t i = 0; i < list.size(); ++i) slots.every[i].second = list[i].second;
+  for (size_t u = 0; u < slots.unique.size(); ++u) slots.unique[u].second = slots.every[slots.unique_slots[u]].second;
+}
+
+}  // namespace
+
+void Model::list_tensors() const {
+  if (!impl_->parameters) impl_->parameters = slots_of(impl_->body->parameter_slots());
+  if (!impl_->buffers) impl_->buffers = slots_of(impl_->body->buffer_slots());
+}
+
+void Model::refresh_cached_tensors() {
+  // Only the tensors change: names handed out through the C API stay valid. Moving to a device keeps
+  // each TensorImpl (set_data), so tied slots stay one tensor.
+  if (impl_->parameters) refresh(*impl_->parameters, impl_->body->parameter_slots());
+  if (impl_->buffers) refresh(*impl_->buffers, impl_->body->buffer_slots());
+}
+
+const NamedTensors& Model::named_parameters() const {
+  list_tensors();
+  return impl_->parameters->unique;
+}
+
+const NamedTensors& Model::named_buffers() const {
+  list_tensors();
+  return impl_->buffers->unique;
+}
+
+NamedTensors Model::parameters_and_buffers() const {
+  list_tensors();
+  NamedTensors tensors = impl_->parameters->every;
+  tensors.insert(tensors.end(), impl_->buffers->every.begin(), impl_->buffers->every.end());
+  return tensors;
+}
+
+NamedTensors Model::trainable_parameters() const {
+  NamedTensors trainable;
+  for (const auto& parameter : named_parameters()) {
+    if (parameter.second.requires_grad()) trainable.push_back(parameter);
+  }
+  return trainable;
+}
+
+std::vector<std::vector<std::string>> Model::bucket_names() const {
+  return impl_->reducer ? impl_->reducer->bucket_names() : std::vector<std::vector<std::string>>{};
+}
+
+const ZeroPartition* Model::zero_partition() const {
+  if (!impl_->reducer || impl_->reducer->zero_partition().stage == 0) return nullptr;
+  return &impl_->reducer->zero_partition();
+}
+
+void Model::note_accel_optimizer(std::function<int64_t()> state_bytes) const {
+  std::lock_guard<std::mutex> lock(impl_->optimizers_mutex);
+  impl_->optimizer_state_bytes.push_back(std::move(state_bytes));
+}
+
+bool Model::has_accel_optimizer() const {
+  std::lock_guard<std::mutex> lock(impl_->optimizers_mutex);
+  return !impl_->optimizer_state_bytes.empty();
+}
+
+GradSyncReport Model::grad_sync_report() const {
+  GradSyncReport report = impl_->reducer ? impl_->reducer->sync_report() : GradSyncReport{};
+  std::lock_guard<std::mutex> lock(impl_->optimizers_mutex);
+  for (const auto& state_bytes : impl_->optimizer_state_bytes) report.optimizer_state_bytes += state_bytes();
+  return report;
+}
+
+std::shared_ptr<Model> Model::unwrap() const { return std::shared_ptr<Model>(new Model(around(impl_->body))); }
+
+void Model::save_torchscript(const std::string& path) const { impl_->body->save_torchscript(path); }
+
+const std::shared_ptr<distributed::State>& Model::state() const { return impl_->state; }
+
+}  // namespace accel::train

@@ -1,0 +1,140 @@
+// A TorchScript model, and what prepare makes of it: on the state's device, with parameters and buffers
+// equal to rank 0's, wrapped for data parallelism, with forward under the state's mixed precision.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/named_tensors.hpp"
+#include "distributed/state.hpp"
+#include "train/ddp/reducer.hpp"
+
+namespace accel::train {
+
+// What forward returned: a tensor (one unnamed value), a tuple or list (unnamed values) or a dict.
+struct ModelOutput {
+  enum class Kind { Tensor, Tuple, Dict };
+  Kind kind = Kind::Tensor;
+  NamedTensors values;  // names empty except for a dict
+};
+
+struct PrepareConfig {
+  ReducerConfig reducer;
+  // Rank 0's buffers are sent to the other ranks before a forward when the forward before it synchronised
+  // (the first forward included), as DDP 1.13 does: the first micro-step of each accumulation window,
+  // never a later one inside no_sync, and the first evaluation after training (which makes the next
+  // training forward send none).
+  bool broadcast_buffers = true;
+  bool keep_low_precision_outputs = false;  // else fp16/bf16 outputs come back as fp32
+};
+
+class Model {
+ public:
+  // Throws Error(Io) for a missing file, Error(InvalidArgument) for one that is not TorchScript.
+  static std::shared_ptr<Model> load_file(const std::string& path);
+  static std::shared_ptr<Model> load_buffer(const std::string& bytes);
+  // A model whose tensors are the caller's (model_body.hpp: eager_module_body): its forward and backward run
+  // in the caller's runtime, which tells the model about them (begin_forward, grad_ready, end_backward).
+  static std::shared_ptr<Model> from_tensors(const NamedTensors& parameters, const std::vector<bool>& trainable,
+                                             const NamedTensors& buffers);
+  ~Model();
+
+  // Moves to the state's device, makes every rank start from rank 0's parameters and buffers, and with
+  // several processes builds the reducer. Collective. Throws Error(InvalidState) when already prepared.
+  // A model of the caller's tensors is checked to be on the device instead (Error(InvalidArgument)), and
+  // gets accel's gradient storage: each trainable parameter's grad() is a tensor of accel's (with several
+  // processes a view into its gradient bucket), which the caller's backward accumulates into.
+  void prepare(std::shared_ptr<distributed::State> state, const PrepareConfig& config);
+  bool prepared() const;
+
+  // Forward with positional and named arguments, under autocast when the state asks for bf16 (or fp16
+  // on CUDA). With grad_enabled false it runs without building a graph (evaluation). Prepared on several
+  // processes, it may broadcast the buffers (PrepareConfig::broadcast_buffers): collective then, training
+  // or evaluating, as DDP's forward; the unwrapped model's forward never is.
+  ModelOutput forward(const std::vector<at::Tensor>& args, const NamedTensors& kwargs, bool grad_enabled);
+
+  // The caller's runtime calls it before its own forward of a prepared model of its tensors: what DDP's
+  // forward does before running the module (start_forward). Error(InvalidState) for a TorchScript model
+  // (forward() does this itself) or one not prepared.
+  void begin_forward(bool grad_enabled);
+
+  // A model of the caller's tensors (from_tensors), whose backward runs in the caller's runtime.
+  bool host_owned() const;
+  // Its parameter index's gradient storage (set at prepare): what the caller installs as the gradient of
+  // its own tensor, so that its backward accumulates there in place.
+  at::Tensor grad_view(size_t index) const;
+  // The caller's backward has accumulated parameter index's gradient into its storage: with several
+  // processes, its bucket's all-reduce starts once every gradient of the bucket is in (a repeat is ignored).
+  void grad_ready(size_t index);
+  // The caller's backward is over: on a synchronising backward, waits for the all-reduces (every gradient
+  // then holds the average over the ranks) and treats the parameters never marked as the reducer's
+  // find_unused_parameters rule says (or fails naming them).
+  void end_backward();
+  // Whether no rank's backward reached parameter index in the last synchronising backward (with
+  // find_unused_parameters or static_graph; false otherwise, and on one process): its gradient was left as
+  // it was, which a runtime whose "no gradient" is not a zero tensor (torch's None) restores.
+  bool grad_reached_by_no_rank(size_t index) const;
+  // grad_view, grad_ready, grad_reached_by_no_rank: index out of range: Error(OutOfRange); a TorchScript model or an unprepared one:
+  // Error(InvalidState); a frozen parameter: Error(InvalidArgument). end_backward: Error(InvalidState) for
+  // a TorchScript model or an unprepared one, and the reducer's errors.
+
+  void train(bool on);
+  bool is_training() const;
+  // Accelerate's no_sync(model): while set, the backward of a forward run meanwhile only accumulates
+  // gradients locally (no all-reduce), whatever sync_gradients says.
+  void set_no_sync(bool on);
+  bool no_sync() const;
+  // Registration order, each tensor once under its first name, as torch's named_parameters: a tensor that
+  // several modules hold (tied weights, as an embedding and its output layer) is one parameter. Cached
+  // (enumerating a TorchScript module walks it); prepare replaces the tensors but keeps the names, so the
+  // names stay valid as long as the model.
+  const NamedTensors& named_parameters() const;
+  const NamedTensors& named_buffers() const;
+  // Parameters, then buffers, under every name, as torch's state_dict (a tied tensor under each of its
+  // names): what a saved model's names are checked against.
+  NamedTensors parameters_and_buffers() const;
+  // The parameters that require grad, each once: what optimizers, clipping and the reducer work on.
+  NamedTensors trainable_parameters() const;
+  // Gradient buckets, for inspection and tests; empty when not data-parallel.
+  std::vector<std::vector<std::string>> bucket_names() const;
+  // The split of the trainable parameters between the ranks under ZeRO (PrepareConfig's
+  // reducer.zero_stage 1 or 2 on several processes); nullptr otherwise (on one process zero_stage means
+  // nothing).
+  const ZeroPartition* zero_partition() const;
+  // Called when accel's optimizer is made over this model: a model of the caller's tensors under ZeRO
+  // refuses to synchronise a backward without one (Error(Unsupported) from end_backward), since the
+  // caller's own optimizer would step every parameter with gradients that only their owners hold.
+  // state_bytes: what the optimizer holds now (GradSyncReport::optimizer_state_bytes sums them; thread-safe).
+  void note_accel_optimizer(std::function<int64_t()> state_bytes) const;
+  // What the gradient all-reduces cost (train/ddp/grad_sync_stats.hpp); zeros when not data-parallel.
+  GradSyncReport grad_sync_report() const;
+  // The plain module (same parameters), without the data-parallel wrapper.
+  std::shared_ptr<Model> unwrap() const;
+  void save_torchscript(const std::string& path) const;
+  // The state this model was prepared with; nullptr before prepare.
+  const std::shared_ptr<distributed::State>& state() const;
+
+  struct Impl;
+
+ private:
+  explicit Model(std::shared_ptr<Impl> impl);
+  // What DDP's forward does before running the module: on several processes, rank 0's buffers sent when the
+  // forward before synchronised (collective then), and whether the coming backward synchronises decided.
+  void start_forward(bool grad_enabled);
+  // Error(InvalidState) naming `what` unless this is a prepared model of the caller's tensors.
+  void require_prepared_host_model(const char* what) const;
+  // The index among the trainable parameters of parameter index, checked for what (grad_view, ...).
+  size_t trainable_index(size_t index, const char* what) const;
+  void list_tensors() const;
+  void refresh_cached_tensors();
+  // Whether note_accel_optimizer was called.
+  bool has_accel_optimizer() const;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace accel::train

@@ -1,0 +1,58 @@
+#include <torch/csrc/jit/api/module.h>
+
+#include "core/error.hpp"
+#include "train/model/model_body.hpp"
+#include "train/torchscript/torchscript_file.hpp"
+
+namespace accel::train {
+namespace {
+
+template <typename List>
+NamedTensors slots_of(const List& list) {
+  NamedTensors slots;
+  for (const auto& item : list) slots.emplace_back(item.name, item.value);
+  return slots;
+}
+
+class TorchScriptBody final : public ModelBody {
+ public:
+  explicit TorchScriptBody(torch::jit::Module module) : module_(std::move(module)) {}
+
+  NamedTensors parameter_slots() const override { return slots_of(module_.named_parameters(true)); }
+  NamedTensors buffer_slots() const override { return slots_of(module_.named_buffers(true)); }
+  void to(const c10::Device& device) override { module_.to(device); }
+
+  c10::IValue forward(std::vector<c10::IValue> inputs, const std::unordered_map<std::string, c10::IValue>& named) override {
+    try {
+      return module_.forward(std::move(inputs), named);
+    } catch (const std::exception& error) {
+      // TorchScript's interpreter reports a failing model line as a plain runtime error, LibTorch's own
+      // checks as c10::Error.
+      fail_from(error, Code::Torch, "forward failed: ");
+    }
+  }
+
+  void train(bool on) override { module_.train(on); }
+  bool is_training() const override { return module_.is_training(); }
+
+  void save_torchscript(const std::string& path) const override {
+    try {
+      module_.save(path);
+    } catch (const std::exception& error) {
+      fail_from(error, Code::Io, "cannot save the model to '" + path + "': ");
+    }
+  }
+
+  bool host_owned() const override { return false; }
+
+ private:
+  torch::jit::Module module_;
+};
+
+}  // namespace
+
+std::shared_ptr<ModelBody> torchscript_body(std::istream& archive, const std::string& source) {
+  return std::make_shared<TorchScriptBody>(load_torchscript(archive, source));
+}
+
+}  // namespace accel::train

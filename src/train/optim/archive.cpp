@@ -1,0 +1,48 @@
+#include "train/optim/archive.hpp"
+
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace accel::train {
+
+torch::serialize::InputArchive read_archive(const std::string& bytes, const std::string& what, const c10::Device& device) {
+  torch::serialize::InputArchive archive;
+  try {
+    std::istringstream in(bytes);
+    archive.load_from(in, device);
+  } catch (const c10::Error& error) {
+    fail_from(error, Code::InvalidArgument, what + " state is not a saved " + what + " archive: ");
+  }
+  return archive;
+}
+
+std::string archive_bytes(torch::serialize::OutputArchive& archive) {
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+namespace {
+c10::IValue read_value(torch::serialize::InputArchive& archive, const std::string& key, const std::string& what,
+                       bool (c10::IValue::*is_kind)() const) {
+  c10::IValue value;
+  require_argument(archive.try_read(key, value) && (value.*is_kind)(), what + " state has no " + key);
+  return value;
+}
+}  // namespace
+
+double read_double(torch::serialize::InputArchive& archive, const std::string& key, const std::string& what) {
+  return read_value(archive, key, what, &c10::IValue::isDouble).toDouble();
+}
+
+int64_t read_int(torch::serialize::InputArchive& archive, const std::string& key, const std::string& what) {
+  return read_value(archive, key, what, &c10::IValue::isInt).toInt();
+}
+
+std::vector<double> read_double_list(torch::serialize::InputArchive& archive, const std::string& key,
+                                     const std::string& what) {
+  return read_value(archive, key, what, &c10::IValue::isDoubleList).toDoubleVector();
+}
+
+}  // namespace accel::train

@@ -1,0 +1,493 @@
+#include "train/optim/optimizer.hpp"
+
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/serialize.h>
+#include <torch/optim/sgd.h>
+#include <torch/serialize/archive.h>
+
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "core/error.hpp"
+#include "core/options.hpp"
+#include "train/optim/archive.hpp"
+#include "train/optim/capturable_optimizer.hpp"
+#include "train/zero/zero_optimizer.hpp"
+#include "train/zero/zero_state.hpp"
+
+namespace accel::train {
+namespace {
+
+using TorchOptions = torch::optim::OptimizerOptions;
+// The group options an archive holds, each with the (saved) keys of its parameters.
+using SavedGroups = std::vector<std::pair<std::vector<std::string>, std::unique_ptr<TorchOptions>>>;
+
+// One parameter group before it becomes a torch::optim::OptimizerParamGroup.
+struct Group {
+  std::vector<std::string> names;
+  std::vector<at::Tensor> params;
+  double weight_decay;
+};
+
+torch::optim::SGDOptions sgd_options(const OptimizerConfig& config, double weight_decay) {
+  return torch::optim::SGDOptions(config.lr)
+      .momentum(config.momentum)
+      .dampening(config.dampening)
+      .nesterov(config.nesterov)
+      .weight_decay(weight_decay);
+}
+
+template <typename Options>
+Options adam_family_options(const OptimizerConfig& config, double weight_decay) {
+  return Options(config.lr).betas(std::make_tuple(config.beta1, config.beta2)).eps(config.eps).weight_decay(weight_decay);
+}
+
+// Every group gets its own options so that the no-decay group keeps weight_decay 0.
+template <typename TorchOptimizer, typename Options, Options (*make_options)(const OptimizerConfig&, double)>
+std::unique_ptr<torch::optim::Optimizer> build(const std::vector<Group>& groups, const OptimizerConfig& config) {
+  std::vector<torch::optim::OptimizerParamGroup> torch_groups;
+  for (const auto& group : groups) {
+    torch_groups.emplace_back(group.params, std::make_unique<Options>(make_options(config, group.weight_decay)));
+  }
+  return std::make_unique<TorchOptimizer>(std::move(torch_groups), make_options(config, config.weight_decay));
+}
+
+template <typename Options>
+double weight_decay_of(const TorchOptions& options) {
+  return static_cast<const Options&>(options).weight_decay();
+}
+
+double sgd_momentum(const TorchOptions& options) {
+  return static_cast<const torch::optim::SGDOptions&>(options).momentum();
+}
+
+void set_sgd_momentum(TorchOptions& options, double momentum) {
+  static_cast<torch::optim::SGDOptions&>(options).momentum(momentum);
+}
+
+template <typename Options>
+std::pair<double, double> betas_of(const TorchOptions& options) {
+  const auto betas = static_cast<const Options&>(options).betas();
+  return {std::get<0>(betas), std::get<1>(betas)};
+}
+
+template <typename Options>
+double beta1_of(const TorchOptions& options) {
+  return betas_of<Options>(options).first;
+}
+
+template <typename Options>
+void set_beta1(TorchOptions& options, double beta1) {
+  auto& typed = static_cast<Options&>(options);
+  typed.betas(std::make_tuple(beta1, std::get<1>(typed.betas())));
+}
+
+template <typename Options>
+SavedGroups read_saved_groups(torch::serialize::InputArchive& archive) {
+  torch::serialize::InputArchive groups_archive;
+  archive.read("param_groups", groups_archive);
+  SavedGroups groups;
+  torch::optim::detail::serialize<Options>(groups_archive, groups);
+  return groups;
+}
+
+// What differs between the kinds; the table below is also the list of known kinds.
+struct KindTraits {
+  const char* name;
+  std::unique_ptr<torch::optim::Optimizer> (*build)(const std::vector<Group>&, const OptimizerConfig&);
+  double (*weight_decay)(const TorchOptions&);
+  SavedGroups (*read_saved_groups)(torch::serialize::InputArchive&);
+  double (*momentum)(const TorchOptions&);
+  void (*set_momentum)(TorchOptions&, double);
+  std::pair<double, double> (*betas)(const TorchOptions&);  // nullptr: the kind has no betas
+};
+
+const KindTraits kKinds[] = {
+    {"sgd", &build<torch::optim::SGD, torch::optim::SGDOptions, &sgd_options>,
+     &weight_decay_of<torch::optim::SGDOptions>, &read_saved_groups<torch::optim::SGDOptions>, &sgd_momentum,
+     &set_sgd_momentum, nullptr},
+    {"adam",
+     &build<torch::optim::Adam, torch::optim::AdamOptions, &adam_family_options<torch::optim::AdamOptions>>,
+     &weight_decay_of<torch::optim::AdamOptions>, &read_saved_groups<torch::optim::AdamOptions>,
+     &beta1_of<torch::optim::AdamOptions>, &set_beta1<torch::optim::AdamOptions>,
+     &betas_of<torch::optim::AdamOptions>},
+    {"adamw",
+     &build<torch::optim::AdamW, torch::optim::AdamWOptions, &adam_family_options<torch::optim::AdamWOptions>>,
+     &weight_decay_of<torch::optim::AdamWOptions>, &read_saved_groups<torch::optim::AdamWOptions>,
+     &beta1_of<torch::optim::AdamWOptions>, &set_beta1<torch::optim::AdamWOptions>,
+     &betas_of<torch::optim::AdamWOptions>},
+};
+
+const KindTraits& traits_for(const std::string& kind) {
+  std::string known;
+  for (const auto& traits : kKinds) {
+    if (kind == traits.name) return traits;
+    known += std::string(known.empty() ? "" : ", ") + traits.name;
+  }
+  fail(Code::InvalidArgument, "unknown optimizer '" + kind + "' (known: " + known + ")");
+}
+
+// The checks torch::optim makes with TORCH_CHECK, made first so the error names the key.
+void validate_config(const std::string& kind, const OptimizerConfig& config) {
+  require_argument(config.lr >= 0, "optimizer lr must be >= 0, got " + format_number(config.lr));
+  require_argument(config.weight_decay >= 0, "optimizer weight_decay must be >= 0, got " + format_number(config.weight_decay));
+  if (kind == "sgd") {
+    validate_momentum(kind, config.momentum, "optimizer momentum");
+    require_argument(!config.nesterov || (config.momentum > 0 && config.dampening == 0),
+            "optimizer nesterov requires momentum > 0 and dampening 0 (momentum " + format_number(config.momentum) +
+                ", dampening " + format_number(config.dampening) + ")");
+    return;
+  }
+  validate_momentum(kind, config.beta1, "optimizer beta1");
+  require_argument(config.beta2 >= 0 && config.beta2 < 1, "optimizer beta2 must be in [0, 1), got " + format_number(config.beta2));
+  require_argument(config.eps >= 0, "optimizer eps must be >= 0, got " + format_number(config.eps));
+}
+
+void validate_parameters(const std::vector<std::pair<std::string, at::Tensor>>& named_parameters) {
+  require_argument(!named_parameters.empty(), "optimizer got an empty parameter list");
+  std::set<std::string> names;
+  std::map<const void*, std::string> tensors;
+  for (const auto& [name, tensor] : named_parameters) {
+    require_argument(tensor.defined(), "parameter '" + name + "' is an undefined tensor");
+    require_argument(tensor.is_leaf(), "parameter '" + name + "' is not a leaf tensor (can't optimize a non-leaf tensor)");
+    require_argument(names.insert(name).second, "parameter name '" + name + "' appears more than once");
+    const auto [seen, inserted] = tensors.emplace(tensor.unsafeGetTensorImpl(), name);
+    require_argument(inserted, "parameters '" + seen->second + "' and '" + name + "' are the same tensor");
+  }
+}
+
+bool matches_any(const std::vector<std::string>& patterns, const std::string& name) {
+  for (const auto& pattern : patterns) {
+    if (glob_match(pattern, name)) return true;
+  }
+  return false;
+}
+
+std::vector<Group> split_groups(const std::vector<std::pair<std::string, at::Tensor>>& named_parameters,
+                                const OptimizerConfig& config) {
+  Group decay{{}, {}, config.weight_decay};
+  Group no_decay{{}, {}, 0.0};
+  for (const auto& [name, tensor] : named_parameters) {
+    Group& group = matches_any(config.no_decay_patterns, name) ? no_decay : decay;
+    group.names.push_back(name);
+    group.params.push_back(tensor);
+  }
+  std::vector<Group> groups;
+  for (auto* group : {&decay, &no_decay}) {
+    if (!group->params.empty()) groups.push_back(std::move(*group));
+  }
+  return groups;
+}
+
+
+}  // namespace
+
+void validate_momentum(const std::string& kind, double momentum, const std::string& what) {
+  if (kind == "sgd") {
+    require_argument(momentum >= 0, what + " must be >= 0, got " + format_number(momentum));
+    return;
+  }
+  require_argument(momentum >= 0 && momentum < 1,
+                   what + " must be in [0, 1) for " + kind + " (its beta1), got " + format_number(momentum));
+}
+
+bool glob_match(const std::string& pattern, const std::string& name) {
+  // Greedy match that backtracks only to the last '*', which is enough for '*' and '?'.
+  size_t p = 0, n = 0, star = std::string::npos, star_n = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
+      ++p;
+      ++n;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      star_n = n;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      n = ++star_n;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+struct Optimizer::Impl {
+  std::string kind;
+  const KindTraits* traits;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::vector<std::vector<std::string>> names;  // per group, parallel to the group's params
+  std::vector<double> initial_lrs;
+  std::unique_ptr<CapturableOptimizer> capturable;
+  int64_t state_generation = 0;
+  bool zero_grad_to_none = true;
+  OptimizerConfig config;
+  std::shared_ptr<ZeroShard> zero;
+  // Under ZeRO: an optimizer of the same kind over this rank's pieces, which holds the state and steps.
+  std::unique_ptr<torch::optim::Optimizer> pieces;
+  std::atomic<int64_t> state_bytes{0};
+
+  int64_t count_state_bytes() const;
+
+  std::string own_state() const {
+    torch::serialize::OutputArchive archive;
+    optimizer->save(archive);
+    archive.write("accel/kind", c10::IValue(kind));
+    archive.write("accel/initial_lrs", c10::IValue(initial_lrs));
+    return archive_bytes(archive);
+  }
+
+  // The pieces' groups take their options from the whole parameters' groups, where lr schedules and
+  // load_state put them.
+  void copy_options_to_pieces() {
+    auto& groups = optimizer->param_groups();
+    for (size_t i = 0; i < groups.size(); ++i) pieces->param_groups()[i].set_options(groups[i].options().clone());
+  }
+
+  size_t checked(size_t index) const {
+    const auto count = optimizer->param_groups().size();
+    if (index >= count) {
+      fail(Code::OutOfRange, "parameter group " + std::to_string(index) + " out of range (the optimizer has " +
+                                 std::to_string(count) + ")");
+    }
+    return index;
+  }
+
+  torch::optim::OptimizerParamGroup& group(size_t index) const { return optimizer->param_groups()[checked(index)]; }
+
+  // The group options and initial lrs of a saved state, checked against this optimizer before anything
+  // changes.
+  std::pair<SavedGroups, std::vector<double>> read_checked(torch::serialize::InputArchive& archive) const {
+    c10::IValue saved_kind;
+    require_argument(archive.try_read("accel/kind", saved_kind) && saved_kind.isString(),
+            "optimizer state has no optimizer kind");
+    require_argument(saved_kind.toStringRef() == kind,
+            "optimizer state is for '" + saved_kind.toStringRef() + "', this optimizer is '" + kind + "'");
+    c10::IValue saved_initial_lrs;
+    require_argument(archive.try_read("accel/initial_lrs", saved_initial_lrs) && saved_initial_lrs.isDoubleList(),
+            "optimizer state has no initial lrs");
+    SavedGroups groups;
+    try {
+      groups = traits->read_saved_groups(archive);
+    } catch (const c10::Error& error) {
+      fail_from(error, Code::InvalidArgument, "optimizer state has unreadable parameter groups: ");
+    }
+    auto initial = saved_initial_lrs.toDoubleVector();
+    require_argument(groups.size() == names.size() && initial.size() == names.size(),
+            "optimizer state has " + std::to_string(groups.size()) + " parameter groups, this optimizer has " +
+                std::to_string(names.size()));
+    for (size_t i = 0; i < groups.size(); ++i) {
+      require_argument(groups[i].first.size() == names[i].size(),
+              "optimizer state's parameter group " + std::to_string(i) + " has " +
+                  std::to_string(groups[i].first.size()) + " parameters, this optimizer's has " +
+                  std::to_string(names[i].size()));
+    }
+    return {std::move(groups), std::move(initial)};
+  }
+
+  // Python's load_state_dict replaces the whole per-parameter state; torch::optim's load only adds to it.
+  // On failure the previous state is put back.
+  void replace_state(torch::serialize::InputArchive& archive) {
+    // The map's key is a string in LibTorch 1.13 and a parameter's address in 2.x.
+    std::remove_reference_t<decltype(optimizer->state())> previous;
+    std::swap(previous, optimizer->state());
+    try {
+      optimizer->load(archive);
+    } catch (const c10::Error& error) {
+      std::swap(previous, optimizer->state());
+      fail_from(error, Code::InvalidArgument, "optimizer state is unreadable: ");
+    }
+  }
+};
+
+Optimizer::Optimizer(const std::string& kind, const std::vector<std::pair<std::string, at::Tensor>>& named_parameters,
+                     const OptimizerConfig& config)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->kind = kind;
+  impl_->traits = &traits_for(kind);
+  validate_config(kind, config);
+  validate_parameters(named_parameters);
+  const auto groups = split_groups(named_parameters, config);
+  impl_->optimizer = impl_->traits->build(groups, config);
+  impl_->zero_grad_to_none = config.zero_grad_to_none;
+  impl_->config = config;
+  for (const auto& group : groups) {
+    impl_->names.push_back(group.names);
+    impl_->initial_lrs.push_back(config.lr);
+  }
+}
+
+Optimizer::~Optimizer() = default;
+
+void Optimizer::step() {
+  // The step counts a captured step advanced on the device are the ones this step must continue from.
+  if (impl_->capturable) impl_->capturable->write_back();
+  if (impl_->zero) {
+    impl_->zero->step([this] {
+      impl_->copy_options_to_pieces();
+      impl_->pieces->step();
+    });
+  } else {
+    impl_->optimizer->step();
+  }
+  if (impl_->capturable) impl_->capturable->invalidate();
+  impl_->state_bytes = impl_->count_state_bytes();
+}
+
+void Optimizer::zero_grad() {
+  if (impl_->zero) impl_->zero->forget_gradients(impl_->zero_grad_to_none);
+  for (const auto& group : impl_->optimizer->param_groups()) {
+    for (auto param : group.params()) {
+      if (!param.grad().defined()) continue;
+      if (impl_->zero_grad_to_none) {
+        param.mutable_grad() = at::Tensor();
+      } else {
+        param.mutable_grad().zero_();
+      }
+    }
+  }
+}
+
+size_t Optimizer::num_groups() const { return impl_->optimizer->param_groups().size(); }
+
+double Optimizer::lr(size_t group) const { return impl_->group(group).options().get_lr(); }
+
+void Optimizer::set_lr(size_t group, double lr) {
+  require_argument(std::isfinite(lr) && lr >= 0, "optimizer lr must be finite and >= 0, got " + format_number(lr) + " for group " + std::to_string(group));
+  assign_lr(group, lr);
+}
+
+void Optimizer::assign_lr(size_t group, double lr) { impl_->group(group).options().set_lr(lr); }
+
+double Optimizer::initial_lr(size_t group) const {
+  return impl_->initial_lrs[impl_->checked(group)];
+}
+
+double Optimizer::weight_decay(size_t group) const {
+  return impl_->traits->weight_decay(impl_->group(group).options());
+}
+
+double Optimizer::momentum(size_t group) const { return impl_->traits->momentum(impl_->group(group).options()); }
+
+void Optimizer::assign_momentum(size_t group, double momentum) {
+  impl_->traits->set_momentum(impl_->group(group).options(), momentum);
+}
+
+std::pair<double, double> Optimizer::betas(size_t group) const {
+  const auto& options = impl_->group(group).options();
+  require_argument(impl_->traits->betas != nullptr, "a " + impl_->kind + " optimizer has no betas (adam and adamw have)");
+  return impl_->traits->betas(options);
+}
+
+std::vector<std::string> Optimizer::group_parameter_names(size_t group) const {
+  return impl_->names[impl_->checked(group)];
+}
+
+std::vector<at::Tensor> Optimizer::parameters() const {
+  std::vector<at::Tensor> all;
+  for (const auto& group : impl_->optimizer->param_groups()) {
+    all.insert(all.end(), group.params().begin(), group.params().end());
+  }
+  return all;
+}
+
+const std::string& Optimizer::kind() const { return impl_->kind; }
+
+std::string Optimizer::save_state() const {
+  if (impl_->capturable) impl_->capturable->write_back();
+  if (!impl_->zero) return impl_->own_state();
+  // Every rank's pieces assembled into whole parameters' state, saved, then dropped again.
+  try {
+    gather_piece_states(*impl_->zero, *impl_->pieces, *impl_->optimizer, impl_->kind);
+    const std::string whole = impl_->own_state();
+    impl_->optimizer->state().clear();
+    return whole;
+  } catch (...) {
+    impl_->optimizer->state().clear();
+    throw;
+  }
+}
+
+void Optimizer::load_state(const std::string& bytes) {
+  // Saved state tensors go where the parameters are (Accelerate moves them to the device as well).
+  auto archive = read_archive(bytes, "optimizer", parameters().front().device());
+  auto [groups, initial_lrs] = impl_->read_checked(archive);
+  impl_->replace_state(archive);
+  if (impl_->zero) {
+    cut_piece_states(*impl_->zero, *impl_->optimizer, *impl_->pieces);
+    impl_->optimizer->state().clear();
+  }
+  impl_->state_bytes = impl_->count_state_bytes();
+  auto& param_groups = impl_->optimizer->param_groups();
+  for (size_t i = 0; i < groups.size(); ++i) param_groups[i].set_options(std::move(groups[i].second));
+  impl_->initial_lrs = std::move(initial_lrs);
+  ++impl_->state_generation;
+  if (impl_->capturable) impl_->capturable->invalidate();
+}
+
+void Optimizer::attach_zero(std::shared_ptr<ZeroShard> shard) {
+  std::vector<Group> groups;
+  for (size_t i = 0; i < impl_->names.size(); ++i) {
+    const auto& group = impl_->optimizer->param_groups()[i];
+    Group pieces{{}, {}, impl_->traits->weight_decay(group.options())};
+    for (size_t p = 0; p < group.params().size(); ++p) {
+      for (const auto& piece : shard->pieces_of(group.params()[p])) {
+        pieces.names.push_back(impl_->names[i][p]);
+        pieces.params.push_back(piece);
+      }
+    }
+    groups.push_back(std::move(pieces));
+  }
+  impl_->pieces = impl_->traits->build(groups, impl_->config);
+  impl_->zero = std::move(shard);
+  impl_->copy_options_to_pieces();
+}
+
+std::vector<at::Tensor> Optimizer::gradient_holders() {
+  if (!impl_->zero || impl_->zero->stage() < 2) return parameters();
+  return impl_->zero->gradient_pieces(parameters());
+}
+
+ZeroShard* Optimizer::zero_shard() const { return impl_->zero.get(); }
+
+bool Optimizer::overflow_on_any_rank(bool found_inf) { return impl_->zero ? impl_->zero->any_rank(found_inf) : found_inf; }
+
+int64_t Optimizer::state_bytes() const { return impl_->state_bytes.load(); }
+
+int64_t Optimizer::Impl::count_state_bytes() const {
+  const auto bytes = [](const at::Tensor& tensor) {
+    return tensor.defined() ? tensor.numel() * static_cast<int64_t>(tensor.element_size()) : int64_t{0};
+  };
+  // Adam's and AdamW's states are two classes with the same three moments.
+  const auto moments = [&](const auto& adam) {
+    return bytes(adam.exp_avg()) + bytes(adam.exp_avg_sq()) + bytes(adam.max_exp_avg_sq());
+  };
+  int64_t total = 0;
+  for (const auto& entry : (zero ? pieces : optimizer)->state()) {
+    const auto* state = entry.second.get();
+    if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(state)) {
+      total += bytes(sgd->momentum_buffer());
+    } else if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(state)) {
+      total += moments(*adam);
+    } else if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(state)) {
+      total += moments(*adamw);
+    }
+  }
+  return total;
+}
+
+CapturableOptimizer& Optimizer::capturable() {
+  if (impl_->zero) {
+    fail(Code::Unsupported, "a CUDA graph cannot capture the step of an optimizer under zero_stage " +
+                                std::to_string(impl_->zero->stage()) + " (its all-gather is not capturable); use zero_stage 0");
+  }
+  if (!impl_->capturable) impl_->capturable = std::make_unique<CapturableOptimizer>(*impl_->optimizer, impl_->kind);
+  return *impl_->capturable;
+}
+
+int64_t Optimizer::state_generation() const { return impl_->state_generation; }
+
+}  // namespace accel::train

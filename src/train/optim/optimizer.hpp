@@ -1,0 +1,116 @@
+// The optimizer a training loop steps: torch::optim's SGD, Adam and AdamW behind a small interface that
+// names parameters, splits off a no-weight-decay group, and serialises its state to bytes. torch::optim
+// stays out of this header (pimpl) so users of the interface only need ATen's Tensor.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace accel::train {
+
+class CapturableOptimizer;
+class ZeroShard;
+
+struct OptimizerConfig {
+  double lr = 1e-3;
+  double momentum = 0;  // sgd
+  double dampening = 0;  // sgd
+  bool nesterov = false;  // sgd; needs momentum > 0 and dampening 0
+  double weight_decay = 0;
+  double beta1 = 0.9;  // adam, adamw
+  double beta2 = 0.999;  // adam, adamw
+  double eps = 1e-8;  // adam, adamw
+  // zero_grad's way: gradients set to undefined (set_to_none, as Accelerate and torch 2.x), or zeroed where
+  // they are, for gradient storage that must stay (a model of the caller's tensors: accel_model_grad_view).
+  bool zero_grad_to_none = true;
+  // Parameters whose name matches one of these glob patterns ('*' and '?', e.g. "*bias", "*norm*") go in
+  // a second parameter group with weight_decay 0 (the usual "no decay for biases and norms").
+  std::vector<std::string> no_decay_patterns;
+};
+
+// Whether `name` matches the whole glob `pattern` ('*': any run of characters, '?': one character).
+bool glob_match(const std::string& pattern, const std::string& name);
+
+// Refuses a momentum that an optimizer of `kind` cannot take, with Error(InvalidArgument) "<what> must be
+// ...": below 0 for sgd, outside [0, 1) for adam and adamw (whose momentum is beta1).
+void validate_momentum(const std::string& kind, double momentum, const std::string& what);
+
+// kind: "sgd", "adam" or "adamw". Groups: the parameters that match no no_decay pattern (weight_decay from
+// the config), then those that match one (weight_decay 0); an empty group is left out, so there is one
+// group when no pattern is given or when every parameter falls on the same side.
+class Optimizer {
+ public:
+  // Unknown kind, an empty or undefined parameter, a non-leaf parameter, a repeated name or a bad value
+  // (lr < 0, momentum < 0, weight_decay < 0, eps < 0, betas outside [0, 1), nesterov without momentum or
+  // with dampening): Error(InvalidArgument) naming it.
+  Optimizer(const std::string& kind, const std::vector<std::pair<std::string, at::Tensor>>& named_parameters,
+            const OptimizerConfig& config);
+  ~Optimizer();
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  void step();  // the plain torch::optim step; parameters without grad are left alone
+  void zero_grad();  // see OptimizerConfig::zero_grad_to_none
+
+  // Group accessors; a group index out of range is Error(OutOfRange).
+  size_t num_groups() const;
+  double lr(size_t group) const;
+  void set_lr(size_t group, double lr);  // lr < 0, NaN or infinite: Error(InvalidArgument)
+  // As torch's schedulers write param_group["lr"]: unchecked, since torch's own schedules can give a
+  // negative lr (OneCycleLR's linear annealing at step total_steps, a negative gamma).
+  void assign_lr(size_t group, double lr);
+  double initial_lr(size_t group) const;  // the lr each group started with (schedulers scale from it)
+  double weight_decay(size_t group) const;
+  // What torch's OneCycleLR cycles: SGD's momentum, or beta1 for adam and adamw (its use_beta1).
+  double momentum(size_t group) const;
+  // Written as OneCycleLR writes it: unchecked (past its end, its linear annealing overshoots).
+  void assign_momentum(size_t group, double momentum);
+  // (beta1, beta2) of an adam or adamw group; sgd has none: Error(InvalidArgument).
+  std::pair<double, double> betas(size_t group) const;
+  std::vector<std::string> group_parameter_names(size_t group) const;
+  std::vector<at::Tensor> parameters() const;  // every parameter, all groups, in group order
+  const std::string& kind() const;
+
+  // The torch::optim archive (per-parameter state and group options, as torch::save writes it) plus the
+  // kind and the initial lrs. Loading restores the state, every group's options (lr included, as Python's
+  // load_state_dict does) and the initial lrs, and drops any state the archive does not hold. Bytes that
+  // are not such an archive, or one for another kind or other group sizes: Error(InvalidArgument), and
+  // the optimizer is unchanged.
+  std::string save_state() const;
+  void load_state(const std::string& bytes);
+
+  // ZeRO (train/zero/zero_optimizer.hpp), attached once after construction: step() then steps this rank's
+  // pieces only (with an optimizer of the same kind and group options over them) and gathers the rest from
+  // their owners, the state of other ranks' elements is not kept, save_state() is collective and returns
+  // the whole state gathered (the bytes zero_stage 0 would write, so any stage and world size can load
+  // them), load_state() keeps this rank's pieces, zero_grad() drops the pieces' gradients too, and
+  // capturable() is Error(Unsupported). nullptr without ZeRO.
+  void attach_zero(std::shared_ptr<ZeroShard> shard);
+  ZeroShard* zero_shard() const;
+  // The tensors whose gradients the fp16 scaler unscales for a step: parameters(), or under ZeRO stage 2
+  // this rank's pieces (each with its gradient), since a rank holds no other gradients.
+  std::vector<at::Tensor> gradient_holders();
+  // Whether the fp16 scaler's overflow (this rank's found_inf) holds on any rank: found_inf itself without
+  // ZeRO stage 2; collective with it.
+  bool overflow_on_any_rank(bool found_inf);
+  // The bytes of the per-parameter state (momentum buffers, Adam's moments) this rank holds, as of the last
+  // step() or load_state(). Thread-safe.
+  int64_t state_bytes() const;
+
+  // The step in the form a CUDA graph captures (train/optim/capturable_optimizer.hpp), made on first use, over
+  // this optimizer's own state; step() and save_state() keep the two in agreement.
+  CapturableOptimizer& capturable();
+  // Changes when load_state() replaces the state tensors, which a captured step would still be using.
+  int64_t state_generation() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace accel::train

@@ -1,0 +1,94 @@
+#include "train/torchscript/zip_record_sizes.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace accel::train {
+
+namespace {
+
+constexpr uint32_t kEndOfDirectory = 0x06054b50, kZip64End = 0x06064b50, kZip64Locator = 0x07064b50;
+constexpr uint32_t kDirectoryEntry = 0x02014b50;
+constexpr uint16_t kStored = 0, kDeflated = 8, kZip64Extra = 0x0001;
+// Deflate emits at least one bit for every 258 bytes: at most 1032 bytes out per byte in.
+constexpr uint64_t kDeflateExpansion = 1032;
+constexpr size_t kEndRecordSize = 22, kLongestComment = 0xffff;
+
+uint64_t little_endian(const std::vector<char>& bytes, size_t at, size_t size) {
+  uint64_t value = 0;
+  for (size_t i = size; i-- > 0;) value = value << 8 | static_cast<unsigned char>(bytes[at + i]);
+  return value;
+}
+
+std::optional<std::vector<char>> read_at(const caffe2::serialize::ReadAdapterInterface& archive, uint64_t at, uint64_t n) {
+  if (at > archive.size() || n > archive.size() - at) return std::nullopt;
+  std::vector<char> bytes(static_cast<size_t>(n));
+  if (n > 0 && archive.read(at, bytes.data(), bytes.size(), "zip directory") != bytes.size()) return std::nullopt;
+  return bytes;
+}
+
+struct Directory {
+  uint64_t offset;
+  uint64_t size;
+};
+
+// Where the central directory is, from the end-of-directory record (or its zip64 form).
+std::optional<Directory> find_directory(const caffe2::serialize::ReadAdapterInterface& archive) {
+  const uint64_t size = archive.size();
+  if (size < kEndRecordSize) return std::nullopt;
+  const uint64_t tail_size = std::min<uint64_t>(size, kEndRecordSize + kLongestComment);
+  const auto tail = read_at(archive, size - tail_size, tail_size);
+  if (!tail) return std::nullopt;
+  for (size_t at = tail->size() - kEndRecordSize + 1; at-- > 0;) {
+    if (little_endian(*tail, at, 4) != kEndOfDirectory) continue;
+    Directory directory{little_endian(*tail, at + 16, 4), little_endian(*tail, at + 12, 4)};
+    if (directory.offset != 0xffffffff && directory.size != 0xffffffff) return directory;
+    // zip64: the locator just before says where the zip64 end record is.
+    if (at < 20 || little_endian(*tail, at - 20, 4) != kZip64Locator) return std::nullopt;
+    const auto end = read_at(archive, little_endian(*tail, at - 20 + 8, 8), 56);
+    if (!end || little_endian(*end, 0, 4) != kZip64End) return std::nullopt;
+    return Directory{little_endian(*end, 48, 8), little_endian(*end, 40, 8)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> oversized_zip_record(const caffe2::serialize::ReadAdapterInterface& archive) {
+  const auto directory = find_directory(archive);
+  if (!directory) return std::nullopt;
+  const auto entries = read_at(archive, directory->offset, directory->size);
+  if (!entries) return std::nullopt;
+  const std::vector<char>& d = *entries;
+  for (size_t at = 0; at + 46 <= d.size() && little_endian(d, at, 4) == kDirectoryEntry;) {
+    const auto method = static_cast<uint16_t>(little_endian(d, at + 10, 2));
+    uint64_t compressed = little_endian(d, at + 20, 4), uncompressed = little_endian(d, at + 24, 4);
+    const size_t name_size = little_endian(d, at + 28, 2), extra_size = little_endian(d, at + 30, 2),
+                 comment_size = little_endian(d, at + 32, 2);
+    const size_t name_at = at + 46, extra_at = name_at + name_size, next = extra_at + extra_size + comment_size;
+    if (next > d.size()) return std::nullopt;
+    // zip64 sizes, in the extra field: the uncompressed one first, each only when its 32-bit field is full.
+    for (size_t field = extra_at; field + 4 <= extra_at + extra_size;) {
+      const auto id = static_cast<uint16_t>(little_endian(d, field, 2));
+      const size_t length = little_endian(d, field + 2, 2), data = field + 4;
+      if (data + length > extra_at + extra_size) break;
+      if (id == kZip64Extra) {
+        size_t value = data;
+        if (uncompressed == 0xffffffff && value + 8 <= data + length) uncompressed = little_endian(d, (value += 8) - 8, 8);
+        if (compressed == 0xffffffff && value + 8 <= data + length) compressed = little_endian(d, value, 8);
+      }
+      field = data + length;
+    }
+    const bool impossible = (method == kStored && uncompressed != compressed) ||
+                            (method == kDeflated && uncompressed / kDeflateExpansion > compressed);
+    if (impossible) {
+      return "record '" + std::string(d.data() + name_at, name_size) + "' claims " + std::to_string(uncompressed) +
+             " bytes from " + std::to_string(compressed) + (method == kStored ? " stored" : " deflated") + " bytes";
+    }
+    at = next;
+  }
+  return std::nullopt;
+}
+
+}  // namespace accel::train

@@ -1,0 +1,67 @@
+#include "train/zero/zero_partition.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace accel::train {
+
+namespace {
+constexpr int64_t kAlignment = 64;
+
+int64_t aligned(int64_t elements) { return (elements + kAlignment - 1) / kAlignment * kAlignment; }
+}  // namespace
+
+std::pair<int64_t, int64_t> ZeroBucketSplit::part(size_t member, int64_t rank) const {
+  const int64_t begin = std::clamp(rank * chunk - offsets[member], int64_t{0}, numels[member]);
+  const int64_t end = std::clamp((rank + 1) * chunk - offsets[member], int64_t{0}, numels[member]);
+  return {begin, end};
+}
+
+std::vector<ZeroBucketSplit> split_buckets(const std::vector<std::vector<int64_t>>& numels, int32_t world) {
+  require_argument(world >= 1, "ZeRO: the number of processes must be >= 1, got " + std::to_string(world));
+  std::vector<ZeroBucketSplit> splits;
+  for (const auto& bucket : numels) {
+    ZeroBucketSplit split;
+    split.numels = bucket;
+    int64_t end = 0;
+    for (int64_t numel : bucket) {
+      split.offsets.push_back(aligned(end));
+      end = split.offsets.back() + numel;
+    }
+    split.chunk = std::max(kAlignment, aligned((end + world - 1) / world));
+    splits.push_back(std::move(split));
+  }
+  return splits;
+}
+
+std::vector<ZeroPiece> ZeroPartition::pieces_of(int32_t owner) const {
+  std::vector<ZeroPiece> pieces;
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const ZeroBucketSplit& split = buckets[b];
+    for (size_t m = 0; m < members[b].size(); ++m) {
+      const auto [begin, end] = split.part(m, owner);
+      if (begin == end) continue;
+      pieces.push_back({members[b][m], b, begin, end - begin, split.offsets[m] + begin - owner * split.chunk,
+                        end - begin == split.numels[m]});
+    }
+  }
+  return pieces;
+}
+
+int32_t ZeroBucketSplit::whole_owner(size_t member) const {
+  const int64_t first = offsets[member] / chunk;
+  const int64_t last = (offsets[member] + std::max<int64_t>(numels[member], 1) - 1) / chunk;
+  return first == last ? static_cast<int32_t>(first) : -1;
+}
+
+int32_t ZeroPartition::whole_owner(size_t parameter) const {
+  for (size_t b = 0; b < members.size(); ++b) {
+    for (size_t m = 0; m < members[b].size(); ++m) {
+      if (members[b][m] == parameter) return buckets[b].whole_owner(m);
+    }
+  }
+  fail(Code::InvalidArgument, "ZeRO: parameter index " + std::to_string(parameter) + " is in no bucket");
+}
+
+}  // namespace accel::train
