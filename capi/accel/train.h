@@ -28,9 +28,19 @@ extern "C" {
 ACCEL_API ACCEL_NODISCARD int accel_state_accumulate(accel_state_t *state);
 /* 1 when the current step synchronises gradients and steps the optimizer. */
 ACCEL_API int accel_state_sync_gradients(const accel_state_t *state);
-/* The state's gradient_accumulation_steps (its options and ACCEL_GRADIENT_ACCUMULATION_STEPS resolved):
- * the N that accel_state_backward divides by. Never fails, thread-safe; 0 for a NULL or dead handle. */
+/* This handle's gradient_accumulation_steps (its options and ACCEL_GRADIENT_ACCUMULATION_STEPS resolved, or
+ * what accel_state_set_gradient_accumulation_steps set): the N that accel_state_backward divides by. Each
+ * state handle has its own, as a later Accelerate Accelerator sets its own. Never fails, thread-safe; 0 for
+ * a NULL or dead handle. */
 ACCEL_API int64_t accel_state_gradient_accumulation_steps(const accel_state_t *state);
+/* Accelerate's `accelerator.gradient_accumulation_steps = steps`: this handle's accumulation from the next
+ * accel_state_accumulate on. Not thread-safe with a step of the same handle in flight.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (steps < 1). */
+ACCEL_API ACCEL_NODISCARD int accel_state_set_gradient_accumulation_steps(accel_state_t *state, int64_t steps);
+/* Accelerate's `accelerator.sync_gradients = value`: whether the current step synchronises (sync != 0)
+ * until the next accel_state_accumulate decides again; the process's flag, which every handle of the state
+ * reads. Thread-safe. Errors: ACCEL_ERR_NULL_ARGUMENT. */
+ACCEL_API ACCEL_NODISCARD int accel_state_set_sync_gradients(accel_state_t *state, int sync);
 
 /* Backward of loss / gradient_accumulation_steps (scaled under fp16). Errors: ACCEL_ERR_NULL_ARGUMENT;
  * ACCEL_ERR_INVALID_ARGUMENT (not a scalar, no graph; a parameter without gradient under data parallelism);

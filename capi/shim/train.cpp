@@ -25,6 +25,20 @@ extern "C" int64_t accel_state_gradient_accumulation_steps(const accel_state_t* 
   return read_handle<int64_t>(__func__, state, 0, [&](const auto&) { return state->accelerator->gradient_accumulation_steps(); });
 }
 
+extern "C" int accel_state_set_gradient_accumulation_steps(accel_state_t* state, int64_t steps) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    state->accelerator->training()->set_gradient_accumulation_steps(steps);
+  });
+}
+
+extern "C" int accel_state_set_sync_gradients(accel_state_t* state, int sync) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    state->accelerator->state()->gradient_state().set_sync_gradients(sync != 0);
+  });
+}
+
 extern "C" int accel_state_backward(accel_state_t* state, const accel_tensor_t* loss) {
   return guarded(__func__, [&] {
     require(state, "state");

@@ -7,10 +7,14 @@
 namespace accel {
 
 Accelerator::Accelerator(const Options* options, const EnvLookup& env)
+    : Accelerator(options, env, resolve_options(distributed::state_option_scope(), options, env)) {}
+
+Accelerator::Accelerator(const Options* options, const EnvLookup& env, const ResolvedOptions& own)
     : state_(distributed::State::acquire(options, env)),
       training_(std::make_shared<train::TrainingLoop>(state_)),
-      project_(ckpt::project_config(resolve_options(distributed::state_option_scope(), options, env))),
+      project_(ckpt::project_config(own)),
       background_saves_(std::make_shared<ckpt::BackgroundSaves>(state_)) {
+  training_->set_gradient_accumulation_steps(own.get_int("gradient_accumulation_steps"));
   // The training half may outlive this object (an optimizer holds it): it reports through a weak link.
   training_->set_before_training([saves = std::weak_ptr<ckpt::BackgroundSaves>(background_saves_)] {
     if (auto alive = saves.lock()) alive->take_failure();

@@ -31,7 +31,8 @@ namespace accel {
 class Accelerator {
  public:
   // Joins (or makes) the process state (distributed::State::acquire) with these options; the project
-  // (project_dir, total_limit) is this Accelerator's own, as Accelerate's ProjectConfiguration.
+  // (project_dir, total_limit), as Accelerate's ProjectConfiguration, and gradient_accumulation_steps, which
+  // a later Accelerate Accelerator sets anew, are this Accelerator's own.
   Accelerator(const Options* options, const EnvLookup& env);
   // Waits for the background save in flight while the process group still lives (rank 0 serves the
   // store its writer reports to); a failure no call reported goes to stderr.
@@ -82,6 +83,7 @@ class Accelerator {
   void finish_trackers() { trackers_.reset(); }
 
  private:
+  Accelerator(const Options* options, const EnvLookup& env, const ResolvedOptions& own);
   ckpt::CheckpointObjects with_own(ckpt::CheckpointObjects objects) const;
 
   std::shared_ptr<distributed::State> state_;

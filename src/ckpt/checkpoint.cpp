@@ -10,6 +10,7 @@
 #include "ckpt/directory_swap.hpp"
 #include "ckpt/manifest.hpp"
 #include "ckpt/model_weights.hpp"
+#include "ckpt/one_folder.hpp"
 #include "ckpt/rng_states.hpp"
 #include "ckpt/save_directory.hpp"
 #include "core/error.hpp"
@@ -165,6 +166,7 @@ void load_state(const std::shared_ptr<distributed::State>& state, const std::str
   const timeline::Span span("load_state");
   train::GradScaler* scaler = objects.scaler;
   if (auto* group = state->group("load_state")) group->announce("load_state");
+  require_one_folder(*state, directory, "load_state");
   // Every rank checks its files, then all learn whether any failed: a checkpoint restored on some ranks
   // and not on others would train them apart.
   std::optional<LoadedCheckpoint> read;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "ckpt/model_weights.hpp"
+#include "ckpt/one_folder.hpp"
 #include "ckpt/rng_states.hpp"
 #include "core/error.hpp"
 #include "core/features.hpp"
@@ -159,6 +160,7 @@ CheckpointSnapshot begin_save(const std::shared_ptr<distributed::State>& state, 
   }
   // Called on some ranks only (under `if is_main_process`), both sides fail within seconds, naming it.
   state->group("save_state")->announce("save_state");
+  require_one_folder(*state, directory, "save_state");
   try {
     // Also the barrier after which the staging folder exists for every rank.
     distributed::all_or_none(*state, prepare, "cannot take its part of the checkpoint, so no rank saves");

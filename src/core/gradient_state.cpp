@@ -36,6 +36,11 @@ bool GradientState::sync_gradients() const {
   return sync_gradients_;
 }
 
+void GradientState::set_sync_gradients(bool sync) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  sync_gradients_ = sync;
+}
+
 void GradientState::do_sync(int64_t num_steps, bool sync_with_dataloader) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (sync_with_dataloader && active_locked().end_of_dataloader) {

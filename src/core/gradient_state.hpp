@@ -23,6 +23,8 @@ class GradientState {
   // Accelerate's _do_sync, run on entering accumulate(): the last batch of the active loader always
   // syncs and resets the counter (with sync_with_dataloader); otherwise every num_steps-th step syncs.
   void do_sync(int64_t num_steps, bool sync_with_dataloader);
+  // Accelerate's `accelerator.sync_gradients = value`: holds until the next do_sync.
+  void set_sync_gradients(bool sync);
   // The accumulation counter (Accelerate's accelerator.step).
   int64_t step() const;
   void set_step(int64_t step);

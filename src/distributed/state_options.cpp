@@ -44,7 +44,7 @@ const OptionScope& state_option_scope() {
 }
 
 const std::vector<std::string>& per_handle_options() {
-  static const std::vector<std::string> keys{"project_dir", "total_limit"};
+  static const std::vector<std::string> keys{"project_dir", "total_limit", "gradient_accumulation_steps"};
   return keys;
 }
 

@@ -27,6 +27,11 @@ TrainingLoop::TrainingLoop(std::shared_ptr<distributed::State> state)
   }
 }
 
+void TrainingLoop::set_gradient_accumulation_steps(int64_t steps) {
+  require_argument(steps >= 1, "gradient_accumulation_steps must be at least 1, got " + std::to_string(steps));
+  accumulation_steps_ = steps;
+}
+
 void TrainingLoop::accumulate() {
   state_->gradient_state().do_sync(accumulation_steps_, state_->options().get_bool("sync_with_dataloader"));
 }

@@ -32,6 +32,9 @@ class TrainingLoop {
 
   const std::shared_ptr<distributed::State>& state() const { return state_; }
   int64_t gradient_accumulation_steps() const { return accumulation_steps_; }
+  // Accelerate's `accelerator.gradient_accumulation_steps = n`: from the next accumulate() on. Throws
+  // Error(InvalidArgument) for n < 1.
+  void set_gradient_accumulation_steps(int64_t steps);
 
   // Accelerate's accumulate(model): decides whether this step synchronises (see GradientState::do_sync).
   void accumulate();

@@ -2362,6 +2362,24 @@ static int call_wrong_kind_accel_state_set_checkpoint_iteration(const struct ent
   if (code == ACCEL_OK) { fprintf(stderr, "accel_state_set_checkpoint_iteration (wrong_kind) returned ACCEL_OK\n"); return 1; }
   return 0;
 }
+static int call_null_accel_state_set_gradient_accumulation_steps(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_state_set_gradient_accumulation_steps(NULL, 0);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_state_set_gradient_accumulation_steps (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_state_set_gradient_accumulation_steps(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_state_set_gradient_accumulation_steps((accel_state_t *)a->garbage, 0);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_state_set_gradient_accumulation_steps (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_state_set_gradient_accumulation_steps(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_state_set_gradient_accumulation_steps((accel_state_t *)a->progress, 0);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_state_set_gradient_accumulation_steps (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
 static int call_null_accel_state_set_seed(const struct entry_arguments *a) {
   (void)a;
   int code = accel_state_set_seed(NULL, 0, 0);
@@ -2378,6 +2396,24 @@ static int call_wrong_kind_accel_state_set_seed(const struct entry_arguments *a)
   (void)a;
   int code = accel_state_set_seed((accel_state_t *)a->progress, 0, 0);
   if (code == ACCEL_OK) { fprintf(stderr, "accel_state_set_seed (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_null_accel_state_set_sync_gradients(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_state_set_sync_gradients(NULL, 0);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_state_set_sync_gradients (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_state_set_sync_gradients(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_state_set_sync_gradients((accel_state_t *)a->garbage, 0);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_state_set_sync_gradients (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_state_set_sync_gradients(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_state_set_sync_gradients((accel_state_t *)a->progress, 0);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_state_set_sync_gradients (wrong_kind) returned ACCEL_OK\n"); return 1; }
   return 0;
 }
 static int call_null_accel_state_shutdown(const struct entry_arguments *a) {
@@ -3572,9 +3608,15 @@ const struct entry_point entry_points[] = {
   {"accel_state_set_checkpoint_iteration", "null", call_null_accel_state_set_checkpoint_iteration},
   {"accel_state_set_checkpoint_iteration", "garbage", call_garbage_accel_state_set_checkpoint_iteration},
   {"accel_state_set_checkpoint_iteration", "wrong_kind", call_wrong_kind_accel_state_set_checkpoint_iteration},
+  {"accel_state_set_gradient_accumulation_steps", "null", call_null_accel_state_set_gradient_accumulation_steps},
+  {"accel_state_set_gradient_accumulation_steps", "garbage", call_garbage_accel_state_set_gradient_accumulation_steps},
+  {"accel_state_set_gradient_accumulation_steps", "wrong_kind", call_wrong_kind_accel_state_set_gradient_accumulation_steps},
   {"accel_state_set_seed", "null", call_null_accel_state_set_seed},
   {"accel_state_set_seed", "garbage", call_garbage_accel_state_set_seed},
   {"accel_state_set_seed", "wrong_kind", call_wrong_kind_accel_state_set_seed},
+  {"accel_state_set_sync_gradients", "null", call_null_accel_state_set_sync_gradients},
+  {"accel_state_set_sync_gradients", "garbage", call_garbage_accel_state_set_sync_gradients},
+  {"accel_state_set_sync_gradients", "wrong_kind", call_wrong_kind_accel_state_set_sync_gradients},
   {"accel_state_shutdown", "null", call_null_accel_state_shutdown},
   {"accel_state_shutdown", "garbage", call_garbage_accel_state_shutdown},
   {"accel_state_shutdown", "wrong_kind", call_wrong_kind_accel_state_shutdown},

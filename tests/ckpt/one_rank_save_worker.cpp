@@ -5,6 +5,9 @@
 //   save-vs-step     rank 0 saves while rank 1 runs a training step (its gradient all-reduce)
 //   save-vs-barrier  rank 0 saves while rank 1 waits for everyone, 3 s later
 //   load-vs-barrier  both save, then rank 0 loads while rank 1 waits for everyone
+//   different-folders  both save, then load, each into a folder of its own (a per-process temporary folder):
+//                    both fail at once with ACCEL_ERR_INVALID_ARGUMENT naming both folders, nothing is
+//                    written, and the group stays usable
 // Against a training step the two are out of step inside the backend: afterwards the state reports the
 // group broken, the next collective fails at once, and freeing every handle returns (a collective abandoned
 // by the other rank must not hold the process). Against a barrier the two meet in the call agreement
@@ -119,9 +122,33 @@ int expect_failed_fast(Training& training, int rank, const char* call, int code,
   return failures;
 }
 
+int run_different_folders(Training& training, int rank) {
+  const std::string mine = test_support::temp_directory() + "/accel-folder-of-rank-" + std::to_string(rank) + "-" +
+                           (std::getenv("MASTER_PORT") ? std::getenv("MASTER_PORT") : "0");
+  const std::string other = test_support::temp_directory() + "/accel-folder-of-rank-" + std::to_string(1 - rank);
+  int failures = 0;
+  for (const bool load : {false, true}) {
+    const char* operation = load ? "load_state" : "save_state";
+    const auto start = std::chrono::steady_clock::now();
+    const int code = checkpoint(training, load, mine);
+    const std::string message = accel_error_last();
+    std::fprintf(stderr, "rank %d %s: %s: %s\n", rank, operation, accel_error_name(code), message.c_str());
+    failures += expect(code == ACCEL_ERR_INVALID_ARGUMENT, std::string(operation) + " fails with ACCEL_ERR_INVALID_ARGUMENT");
+    failures += expect(seconds_since(start) < kLimitS, std::string(operation) + " fails within the limit");
+    failures += expect(contains(message, std::string(operation) + ": the processes name different checkpoint folders"),
+                       "the message says the folders differ");
+    failures += expect(contains(message, mine) && contains(message, other), "the message names both folders");
+    failures += expect(!accel::is_directory(mine), "nothing is written");
+    failures += expect(accel_state_is_broken(training.state) == 0, "the group is not broken");
+    failures += expect(accel_state_wait_for_everyone(training.state) == ACCEL_OK, "the next barrier goes through");
+  }
+  return failures;
+}
+
 int run(const std::string& mode, int rank) {
   Training training;
   if (!set_up(training)) return 1;
+  if (mode == "different-folders") return run_different_folders(training, rank);
   const std::string directory =
       test_support::temp_directory() + "/accel-one-rank-" + mode + "-" + (std::getenv("MASTER_PORT") ? std::getenv("MASTER_PORT") : "0");
   const bool load = mode == "load-vs-barrier";
@@ -159,8 +186,8 @@ int main(int argc, char** argv) {
   const char* rank_text = std::getenv("RANK");
   const int rank = rank_text ? std::atoi(rank_text) : 0;
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "save-vs-step" && mode != "save-vs-barrier" && mode != "load-vs-barrier") {
-    std::fprintf(stderr, "usage: one_rank_save_worker save-vs-step|save-vs-barrier|load-vs-barrier\n");
+  if (mode != "save-vs-step" && mode != "save-vs-barrier" && mode != "load-vs-barrier" && mode != "different-folders") {
+    std::fprintf(stderr, "usage: one_rank_save_worker save-vs-step|save-vs-barrier|load-vs-barrier|different-folders\n");
     return 2;
   }
   const auto start = std::chrono::steady_clock::now();

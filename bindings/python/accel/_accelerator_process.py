@@ -93,7 +93,12 @@ class ProcessMixin:
 
     @property
     def gradient_accumulation_steps(self):
+        """This Accelerator's accumulation; set it as in Accelerate (from the next accumulate() on)."""
         return int(lib.accel_state_gradient_accumulation_steps(self.pointer))
+
+    @gradient_accumulation_steps.setter
+    def gradient_accumulation_steps(self, steps):
+        check(lib.accel_state_set_gradient_accumulation_steps(self.pointer, int(steps)))
 
     @property
     def state(self):

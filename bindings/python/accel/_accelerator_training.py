@@ -26,8 +26,13 @@ class TrainingMixin:
 
     @property
     def sync_gradients(self):
-        """True when the current step synchronises gradients and steps the optimizer."""
+        """True when the current step synchronises gradients and steps the optimizer; set it as in Accelerate
+        (it holds until the next accumulate() decides again)."""
         return bool(lib.accel_state_sync_gradients(self.pointer))
+
+    @sync_gradients.setter
+    def sync_gradients(self, value):
+        check(lib.accel_state_set_sync_gradients(self.pointer, 1 if value else 0))
 
     def backward(self, loss, num_items_in_batch=None, **kwargs):
         """Backward of loss / gradient_accumulation_steps (scaled under fp16); on a synchronising step the

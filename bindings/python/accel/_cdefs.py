@@ -231,6 +231,8 @@ int64_t accel_scheduler_step_count(const accel_scheduler_t *scheduler);
 int accel_state_accumulate(accel_state_t *state);
 int accel_state_sync_gradients(const accel_state_t *state);
 int64_t accel_state_gradient_accumulation_steps(const accel_state_t *state);
+int accel_state_set_gradient_accumulation_steps(accel_state_t *state, int64_t steps);
+int accel_state_set_sync_gradients(accel_state_t *state, int sync);
 int accel_state_backward(accel_state_t *state, const accel_tensor_t *loss);
 int accel_state_backward_with_items(accel_state_t *state, const accel_tensor_t *loss, size_t num_items);
 int accel_state_no_sync_begin(accel_state_t *state, accel_model_t *model);

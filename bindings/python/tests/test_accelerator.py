@@ -32,11 +32,12 @@ def test_one_process_describes_itself(accelerator):
 
 def test_one_state_per_process_until_end_training(make_accelerator):
     first = make_accelerator(gradient_accumulation_steps=3)
-    assert make_accelerator(gradient_accumulation_steps=3).gradient_accumulation_steps == 3
-    with pytest.raises(accel.InvalidStateError, match="gradient_accumulation_steps"):
-        accel.Accelerator(cpu=True, gradient_accumulation_steps=2)
+    assert make_accelerator(gradient_accumulation_steps=2).gradient_accumulation_steps == 2  # each its own
+    assert first.gradient_accumulation_steps == 3
+    with pytest.raises(accel.InvalidStateError, match="mixed_precision"):  # the process's setting
+        accel.Accelerator(cpu=True, mixed_precision="bf16")
     first.end_training()
-    assert make_accelerator(gradient_accumulation_steps=2).gradient_accumulation_steps == 2
+    assert make_accelerator(mixed_precision="bf16").mixed_precision == "bf16"
 
 
 def test_explicit_settings_win_over_the_environment(monkeypatch, make_accelerator):

@@ -11,7 +11,7 @@ import torch
 
 import accel
 from accel.errors import CollectiveShapeMismatchError, StateResetError
-from accel.state import AcceleratorState, PartialState
+from accel.state import AcceleratorState, GradientState, PartialState
 from accel.utils import DistributedOperationException, DistributedType
 
 
@@ -31,11 +31,10 @@ def test_a_later_accelerator_joins_the_shared_settings_it_leaves_unset():
 
 
 def test_an_accelerators_own_settings_are_not_joined():
-    # Accelerate gives an Accelerator that leaves gradient_accumulation_steps unset its default, 1; the
-    # library's state cannot change it, so that stays refused rather than silently becoming 2.
+    # Accelerate gives an Accelerator that leaves gradient_accumulation_steps unset its default, 1, not the
+    # earlier Accelerator's 2; the earlier one keeps its own.
     first = accel.Accelerator(cpu=True, gradient_accumulation_steps=2)
-    with pytest.raises(accel.InvalidStateError, match="gradient_accumulation_steps"):
-        accel.Accelerator(cpu=True)
+    assert accel.Accelerator(cpu=True).gradient_accumulation_steps == 1
     assert first.gradient_accumulation_steps == 2
 
 
@@ -114,3 +113,23 @@ def test_a_collective_shape_mismatch_is_accelerates_distributed_operation_except
     assert issubclass(CollectiveShapeMismatchError, accel.ShapeMismatchError)
     assert issubclass(CollectiveShapeMismatchError, DistributedOperationException)
     assert accel.utils.operations.DistributedOperationException is DistributedOperationException
+
+
+def test_gradient_accumulation_is_each_accelerators_own_and_both_flags_are_settable():
+    first = accel.Accelerator(cpu=True, gradient_accumulation_steps=2)
+    second = accel.Accelerator(cpu=True, gradient_accumulation_steps=3)  # as a later Accelerate Accelerator
+    assert (first.gradient_accumulation_steps, second.gradient_accumulation_steps) == (2, 3)
+    second.gradient_accumulation_steps = 4
+    assert GradientState().num_steps == 4 and first.gradient_accumulation_steps == 2
+    with pytest.raises(accel.InvalidArgumentError, match="at least 1"):
+        second.gradient_accumulation_steps = 0
+    model = second.prepare(torch.nn.Linear(2, 1))
+    synced = []
+    for _ in range(8):
+        with second.accumulate(model):
+            synced.append(second.sync_gradients)
+    assert synced == [False, False, False, True] * 2
+    second.sync_gradients = True
+    assert GradientState().sync_gradients and first.sync_gradients  # the process's flag
+    second.sync_gradients = False
+    assert not GradientState().sync_gradients

@@ -53,6 +53,7 @@ const char* kind_name(CallKind kind) {
     case CallKind::ReduceScatter: return "reduce_scatter";
     case CallKind::AllGather: return "all_gather";
     case CallKind::PrepareModel: return "prepare_model";
+    case CallKind::CheckpointFolder: return "checkpoint_folder";
   }
   return "an unknown collective";
 }

@@ -33,6 +33,7 @@ enum class CallKind : int64_t {
   ReduceScatter,
   AllGather,
   PrepareModel,  // the models' parameters and buffers compared before prepare's first broadcast
+  CheckpointFolder,  // the folder save_state / load_state name, compared before anything is written or read
 };
 
 enum class Reduction : int64_t { None = 0, Sum, Mean, Max, Unknown };

@@ -338,6 +338,10 @@ accel_state_accumulate(state) = ccall((:accel_state_accumulate, libaccel), Cint,
 accel_state_sync_gradients(state) = ccall((:accel_state_sync_gradients, libaccel), Cint, (Ptr{accel_state_t},), state)
 accel_state_gradient_accumulation_steps(state) =
     ccall((:accel_state_gradient_accumulation_steps, libaccel), Int64, (Ptr{accel_state_t},), state)
+accel_state_set_gradient_accumulation_steps(state, steps) =
+    ccall((:accel_state_set_gradient_accumulation_steps, libaccel), Cint, (Ptr{accel_state_t}, Int64), state, steps)
+accel_state_set_sync_gradients(state, sync) =
+    ccall((:accel_state_set_sync_gradients, libaccel), Cint, (Ptr{accel_state_t}, Cint), state, sync)
 accel_state_backward(state, loss) =
     ccall((:accel_state_backward, libaccel), Cint, (Ptr{accel_state_t}, Ptr{accel_tensor_t}), state, loss)
 accel_state_backward_with_items(state, loss, num_items) =

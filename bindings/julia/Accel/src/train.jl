@@ -8,8 +8,15 @@ accumulate!(state::State) = @check accel_state_accumulate(state)
 """Whether the current step synchronises gradients and steps the optimizer."""
 sync_gradients(state::State) = accel_state_sync_gradients(state) != 0
 
-"""The state's gradient_accumulation_steps: what backward! divides the loss by."""
+"""This handle's gradient_accumulation_steps: what backward! divides the loss by."""
 gradient_accumulation_steps(state::State) = accel_state_gradient_accumulation_steps(state)
+
+"""Sets this handle's accumulation from the next accumulate! on (Accelerate's setter); steps >= 1."""
+set_gradient_accumulation_steps!(state::State, steps::Integer) =
+    @check accel_state_set_gradient_accumulation_steps(state, Int64(steps))
+
+"""Sets whether the current step synchronises, until the next accumulate! decides again (the process's flag)."""
+set_sync_gradients!(state::State, sync::Bool) = @check accel_state_set_sync_gradients(state, Cint(sync))
 
 """Backward of loss / gradient_accumulation_steps (scaled under fp16)."""
 backward!(state::State, loss::Tensor) = @check accel_state_backward(state, loss)

@@ -10,6 +10,8 @@ extern "C" {
     pub fn accel_state_accumulate(state: *mut accel_state_t) -> c_int;
     pub fn accel_state_sync_gradients(state: *const accel_state_t) -> c_int;
     pub fn accel_state_gradient_accumulation_steps(state: *const accel_state_t) -> i64;
+    pub fn accel_state_set_gradient_accumulation_steps(state: *mut accel_state_t, steps: i64) -> c_int;
+    pub fn accel_state_set_sync_gradients(state: *mut accel_state_t, sync: c_int) -> c_int;
     pub fn accel_state_backward(state: *mut accel_state_t, loss: *const accel_tensor_t) -> c_int;
     pub fn accel_state_backward_with_items(state: *mut accel_state_t, loss: *const accel_tensor_t, num_items: usize) -> c_int;
     pub fn accel_state_no_sync_begin(state: *mut accel_state_t, model: *mut accel_model_t) -> c_int;

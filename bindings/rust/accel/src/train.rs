@@ -21,9 +21,20 @@ impl State {
         one_at_a_time(|| unsafe { sys::accel_state_sync_gradients(self.as_ptr()) != 0 })
     }
 
-    /// The state's gradient_accumulation_steps: what backward divides the loss by.
+    /// This handle's gradient_accumulation_steps: what backward divides the loss by.
     pub fn gradient_accumulation_steps(&self) -> i64 {
         one_at_a_time(|| unsafe { sys::accel_state_gradient_accumulation_steps(self.as_ptr()) })
+    }
+
+    /// Sets this handle's accumulation from the next accumulate on (Accelerate's setter). Errors: steps < 1.
+    pub fn set_gradient_accumulation_steps(&self, steps: i64) -> Result<()> {
+        one_at_a_time(|| check(unsafe { sys::accel_state_set_gradient_accumulation_steps(self.as_ptr(), steps) }))
+    }
+
+    /// Sets whether the current step synchronises, until the next accumulate decides again (the process's
+    /// flag, which every handle of the state reads).
+    pub fn set_sync_gradients(&self, sync: bool) -> Result<()> {
+        one_at_a_time(|| check(unsafe { sys::accel_state_set_sync_gradients(self.as_ptr(), i32::from(sync)) }))
     }
 
     /// Backward of loss / gradient_accumulation_steps (scaled under fp16); gradients averaged over the

@@ -88,6 +88,12 @@ fn training_lowers_the_loss_and_is_tracked_and_saved() {
         compute_loss("cross_entropy", &logits, &y, None).unwrap().to_vec::<f32>().unwrap()[0]
     };
     let before = loss_of(&model);
+    assert!(state.set_gradient_accumulation_steps(0).is_err(), "an accumulation below 1 is refused");
+    state.set_gradient_accumulation_steps(3).unwrap();
+    assert_eq!(state.gradient_accumulation_steps(), 3);
+    state.set_gradient_accumulation_steps(1).unwrap();
+    state.set_sync_gradients(false).unwrap();
+    assert!(!state.sync_gradients());
     assert_eq!(state.gradient_accumulation_steps(), 1, "every step synchronises below");
     model.set_training(true).unwrap();
     assert!(model.is_training());
