@@ -3,12 +3,7 @@
 #include <optional>
 #include <string>
 
-#include "shim/guard.hpp"
-#include "shim/handles.hpp"
-
-using accel::capi::guarded;
-using accel::capi::read_handle;
-using accel::capi::require;
+#include "shim/entry_point.hpp"
 
 namespace {
 

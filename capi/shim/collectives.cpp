@@ -6,14 +6,7 @@
 
 #include "distributed/collectives/collectives.hpp"
 #include "distributed/collectives/sharded_collectives.hpp"
-#include "shim/guard.hpp"
-#include "shim/handles.hpp"
-
-using accel::capi::guarded;
-using accel::capi::guarded_out;
-using accel::capi::read_handle;
-using accel::capi::release;
-using accel::capi::require;
+#include "shim/entry_point.hpp"
 
 extern "C" int accel_state_gather(accel_state_t* state, const accel_tensor_t* input, accel_tensor_t** out) {
   return guarded_out(__func__, out, [&] {

@@ -2,15 +2,7 @@
 
 #include "data/file_dataset.hpp"
 #include "data/loader_options.hpp"
-#include "shim/guard.hpp"
-#include "shim/handles.hpp"
-
-using accel::capi::guarded;
-using accel::capi::guarded_out;
-using accel::capi::read_handle;
-using accel::capi::release;
-using accel::capi::require;
-using accel::capi::settings_of;
+#include "shim/entry_point.hpp"
 
 extern "C" int accel_dataset_from_tensors(accel_dataset_t** out, const char* const* names,
                                           accel_tensor_t* const* tensors, size_t count) {

@@ -1,12 +1,7 @@
 #include "accel/loss.h"
 
-#include "shim/guard.hpp"
-#include "shim/handles.hpp"
+#include "shim/entry_point.hpp"
 #include "train/training_options.hpp"
-
-using accel::capi::guarded_out;
-using accel::capi::require;
-using accel::capi::settings_of;
 
 extern "C" int accel_loss_compute(accel_tensor_t** out, const char* name, const accel_tensor_t* input,
                                   const accel_tensor_t* target, const accel_options_t* options) {

@@ -2,18 +2,9 @@
 
 #include "ckpt/save_model.hpp"
 #include "core/named_tensors.hpp"
-#include "shim/guard.hpp"
-#include "shim/handles.hpp"
+#include "shim/entry_point.hpp"
 #include "train/ddp/grad_sync_stats.hpp"
 #include "train/training_options.hpp"
-
-using accel::capi::guarded;
-using accel::capi::guarded_out;
-using accel::capi::guarded_value;
-using accel::capi::read_handle;
-using accel::capi::release;
-using accel::capi::require;
-using accel::capi::settings_of;
 
 namespace {
 

@@ -5,15 +5,9 @@
 
 #include "data/loader_options.hpp"
 #include "distributed/state_options.hpp"
-#include "shim/guard.hpp"
-#include "shim/handles.hpp"
+#include "shim/entry_point.hpp"
 #include "tracking/trackers.hpp"
 #include "train/training_options.hpp"
-
-using accel::capi::guarded;
-using accel::capi::guarded_out;
-using accel::capi::release;
-using accel::capi::require;
 
 namespace {
 

@@ -1,12 +1,7 @@
 #include "accel/processes.h"
 
 #include "distributed/processes.hpp"
-#include "shim/guard.hpp"
-#include "shim/handles.hpp"
-
-using accel::capi::guarded;
-using accel::capi::guarded_out;
-using accel::capi::require;
+#include "shim/entry_point.hpp"
 
 extern "C" int accel_state_split_range(const accel_state_t* state, int64_t length, int64_t* first, int64_t* count,
                                        int64_t* padded_count) {

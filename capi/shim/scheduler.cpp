@@ -2,16 +2,8 @@
 
 #include <cmath>
 
-#include "shim/guard.hpp"
-#include "shim/handles.hpp"
+#include "shim/entry_point.hpp"
 #include "train/training_options.hpp"
-
-using accel::capi::guarded;
-using accel::capi::guarded_out;
-using accel::capi::read_handle;
-using accel::capi::release;
-using accel::capi::require;
-using accel::capi::settings_of;
 
 namespace {
 

@@ -2,16 +2,7 @@
 
 #include "core/env.hpp"
 #include "distributed/seed.hpp"
-#include "shim/guard.hpp"
-#include "shim/handles.hpp"
-
-using accel::capi::guarded;
-using accel::capi::guarded_out;
-using accel::capi::read_handle;
-using accel::capi::release;
-using accel::capi::require;
-using accel::capi::settings_of;
-
+#include "shim/entry_point.hpp"
 
 extern "C" int accel_state_new(accel_state_t** out, const accel_options_t* options) {
   return guarded_out(__func__, out, [&] {

@@ -1,14 +1,7 @@
 #include "accel/tensor.h"
 
 #include "core/tensor.hpp"
-#include "shim/guard.hpp"
-#include "shim/handles.hpp"
-
-using accel::capi::guarded;
-using accel::capi::guarded_out;
-using accel::capi::read_handle;
-using accel::capi::release;
-using accel::capi::require;
+#include "shim/entry_point.hpp"
 
 static_assert(ACCEL_TENSOR_MAX_DIMS == accel::kMaxTensorDims);
 

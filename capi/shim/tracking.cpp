@@ -2,15 +2,8 @@
 
 #include <cmath>
 
-#include "shim/guard.hpp"
-#include "shim/handles.hpp"
+#include "shim/entry_point.hpp"
 #include "tracking/progress.hpp"
-
-using accel::capi::guarded;
-using accel::capi::guarded_out;
-using accel::capi::release;
-using accel::capi::require;
-using accel::capi::settings_of;
 
 extern "C" int accel_state_init_trackers(accel_state_t* state, const char* project_dir, const char* run_name,
                                          const char* config_json, const accel_options_t* options) {

@@ -1,14 +1,8 @@
 #include "accel/train.h"
 
 #include "ckpt/save_model.hpp"
-#include "shim/guard.hpp"
-#include "shim/handles.hpp"
+#include "shim/entry_point.hpp"
 #include "train/precision/autocast.hpp"
-
-using accel::capi::guarded;
-using accel::capi::guarded_out;
-using accel::capi::read_handle;
-using accel::capi::require;
 
 extern "C" int accel_state_accumulate(accel_state_t* state) {
   return guarded(__func__, [&] {
