@@ -15,7 +15,7 @@
 #include "formats/safetensors.hpp"
 #include "tracking/trackers.hpp"
 #include "train/training_loop.hpp"
-#include "train/zero/zero_optimizer.hpp"
+#include "train/optim/zero_optimizer.hpp"
 
 namespace accel::ckpt {
 

@@ -9,7 +9,7 @@
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "train/optim/clipping.hpp"
-#include "train/zero/zero_optimizer.hpp"
+#include "train/optim/zero_optimizer.hpp"
 
 namespace accel::train {
 

@@ -16,7 +16,7 @@
 #include "distributed/state.hpp"
 #include "train/model/model.hpp"
 #include "train/optim/optimizer.hpp"
-#include "train/precision/grad_scaler.hpp"
+#include "train/optim/grad_scaler.hpp"
 #include "train/schedule/scheduler.hpp"
 
 namespace accel::train {

@@ -1,5 +1,7 @@
 #include "train/training_options.hpp"
 
+#include "train/step/train_step.hpp"
+
 #include <sstream>
 
 #include "core/error.hpp"

@@ -8,9 +8,11 @@
 #include "train/model/model.hpp"
 #include "train/optim/optimizer.hpp"
 #include "train/schedule/scheduler.hpp"
-#include "train/step/train_step.hpp"
 
 namespace accel::train {
+
+// Declared only: the step (train/step/) builds on the training loop, which this area's top also holds.
+struct TrainStepConfig;
 
 const OptionScope& prepare_option_scope();
 const OptionScope& optimizer_option_scope();

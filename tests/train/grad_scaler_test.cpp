@@ -1,6 +1,6 @@
 // The GradScaler against reference section 7: lazy scale, unscale and the inf/NaN check, skipped optimizer
 // steps, the growth / backoff conformance vectors, torch's errors for calls out of order, and state.
-#include "train/precision/grad_scaler.hpp"
+#include "train/optim/grad_scaler.hpp"
 
 #include <gtest/gtest.h>
 

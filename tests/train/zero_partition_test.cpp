@@ -1,4 +1,4 @@
-// ZeRO's split by elements (train/zero/zero_partition.hpp): members at offsets that are multiples of 64, each
+// ZeRO's split by elements (train/ddp/zero_partition.hpp): members at offsets that are multiples of 64, each
 // bucket cut into equal chunks, a member owned in pieces by the ranks whose chunks it crosses, every element
 // owned by exactly one rank.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "expect_error.hpp"
-#include "train/zero/zero_partition.hpp"
+#include "train/ddp/zero_partition.hpp"
 
 namespace {
 

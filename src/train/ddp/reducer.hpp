@@ -17,7 +17,7 @@
 
 #include "distributed/state.hpp"
 #include "train/ddp/grad_sync_stats.hpp"
-#include "train/zero/zero_partition.hpp"
+#include "train/ddp/zero_partition.hpp"
 
 namespace accel::train {
 
@@ -52,7 +52,7 @@ struct ReducerConfig {
   // is registered; each gradient is its bucket view from the start (with gradient_as_bucket_view), the
   // caller marks each one ready (mark_ready) and ends the backward (finish_backward).
   bool host_gradients = false;
-  // ZeRO (train/zero/zero_partition.hpp): 1 splits the parameters between the ranks (the gradients are averaged
+  // ZeRO (train/ddp/zero_partition.hpp): 1 splits the parameters between the ranks (the gradients are averaged
   // as with 0); 2 also lays each bucket out in rank chunks and reduce-scatters it, so that a rank receives
   // the average of its own parameters' gradients only. Under 2, a gradient accel owns (not host_gradients)
   // is dropped (undefined) on the ranks that do not own its parameter, and the owners' gradients are views

@@ -19,7 +19,7 @@ double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm
 at::Tensor clip_grad_norm_on_device(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type = 2.0);
 
 // clip_grad_norm's parts, for a total norm whose per-parameter norms are measured where the gradients are
-// (ZeRO stage 2, train/zero/zero_optimizer.hpp): the same checks, the same per-grad norm, the same total and
+// (ZeRO stage 2, train/optim/zero_optimizer.hpp): the same checks, the same per-grad norm, the same total and
 // scale, so that the result is the same bits.
 // Error(InvalidArgument) for what clip_grad_norm refuses: max_norm, norm_type, an undefined parameter.
 void check_clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type);

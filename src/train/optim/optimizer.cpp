@@ -15,8 +15,8 @@
 #include "core/options.hpp"
 #include "train/optim/archive.hpp"
 #include "train/optim/capturable_optimizer.hpp"
-#include "train/zero/zero_optimizer.hpp"
-#include "train/zero/zero_state.hpp"
+#include "train/optim/zero_optimizer.hpp"
+#include "train/optim/zero_state.hpp"
 
 namespace accel::train {
 namespace {

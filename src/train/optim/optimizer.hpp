@@ -84,7 +84,7 @@ class Optimizer {
   std::string save_state() const;
   void load_state(const std::string& bytes);
 
-  // ZeRO (train/zero/zero_optimizer.hpp), attached once after construction: step() then steps this rank's
+  // ZeRO (train/optim/zero_optimizer.hpp), attached once after construction: step() then steps this rank's
   // pieces only (with an optimizer of the same kind and group options over them) and gathers the rest from
   // their owners, the state of other ranks' elements is not kept, save_state() is collective and returns
   // the whole state gathered (the bytes zero_stage 0 would write, so any stage and world size can load

@@ -13,7 +13,7 @@
 #include "train/optim/capturable_optimizer.hpp"
 #include "train/optim/clipping.hpp"
 #include "train/step/step_graph.hpp"
-#include "train/zero/zero_optimizer.hpp"
+#include "train/optim/zero_optimizer.hpp"
 
 namespace accel::train {
 namespace {

@@ -1,4 +1,4 @@
-#include "train/zero/zero_state.hpp"
+#include "train/optim/zero_state.hpp"
 
 #include <ATen/ops/empty.h>
 #include <torch/optim/adam.h>
@@ -15,7 +15,7 @@
 #include "core/error.hpp"
 #include "train/optim/archive.hpp"
 #include "train/optim/optimizer_state_key.hpp"
-#include "train/zero/zero_optimizer.hpp"
+#include "train/optim/zero_optimizer.hpp"
 
 namespace accel::train {
 namespace {

@@ -1,4 +1,4 @@
-#include "train/zero/zero_partition.hpp"
+#include "train/ddp/zero_partition.hpp"
 
 #include <algorithm>
 

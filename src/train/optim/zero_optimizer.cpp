@@ -1,4 +1,4 @@
-#include "train/zero/zero_optimizer.hpp"
+#include "train/optim/zero_optimizer.hpp"
 
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty.h>

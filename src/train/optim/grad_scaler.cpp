@@ -1,4 +1,4 @@
-#include "train/precision/grad_scaler.hpp"
+#include "train/optim/grad_scaler.hpp"
 
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/full.h>

@@ -1,4 +1,4 @@
-// Optimizer state between ZeRO's pieces (train/zero/zero_optimizer.hpp) and whole parameters: a rank steps and
+// Optimizer state between ZeRO's pieces (train/optim/zero_optimizer.hpp) and whole parameters: a rank steps and
 // keeps the state of its pieces only, while a checkpoint holds the state of whole parameters, the bytes
 // zero_stage 0 saves, so that any stage and number of processes can resume from it.
 #pragma once

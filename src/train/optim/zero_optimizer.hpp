@@ -1,6 +1,6 @@
 // The optimizer's side of ZeRO stages 1 and 2 (DeepSpeed's zero_optimization.stage, PyTorch's
 // ZeroRedundancyOptimizer): each rank steps, and keeps optimizer state for, only the elements it owns
-// (train/zero/zero_partition.hpp), as pieces: 1-d views of its parameters' elements, stepped by an optimizer of
+// (train/ddp/zero_partition.hpp), as pieces: 1-d views of its parameters' elements, stepped by an optimizer of
 // their own; then every rank takes every updated element from its owner. What must agree over the ranks is
 // made to: the gradient norm that clipping scales by (stage 2, where a rank holds only its own gradients)
 // and the fp16 scaler's overflow flag. Every figure comes out bit-identical to data parallelism's
@@ -19,7 +19,7 @@
 
 #include "core/named_tensors.hpp"
 #include "distributed/state.hpp"
-#include "train/zero/zero_partition.hpp"
+#include "train/ddp/zero_partition.hpp"
 
 namespace accel::train {
 
