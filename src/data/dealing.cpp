@@ -38,14 +38,6 @@ void check_split(int64_t batch_size, int64_t num_processes) {
                                                std::to_string(num_processes) + ")");
 }
 
-void check_dataset_len(int64_t dataset_len) {
-  require_argument(dataset_len >= 0, "dataset length must not be negative, got " + std::to_string(dataset_len));
-}
-
-void check_skip(int64_t num_batches) {
-  require_argument(num_batches >= 0, "the number of batches to skip must not be negative, got " + std::to_string(num_batches));
-}
-
 // Python's batch[begin:end] for 0 <= begin <= end.
 Batch slice_rows(const Batch& batch, int64_t begin, int64_t end) {
   const auto size = static_cast<int64_t>(batch.size());
@@ -63,6 +55,14 @@ int64_t cyclic(const Batch& source, int64_t position) {
 int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
 }  // namespace
+
+void check_dataset_len(int64_t dataset_len) {
+  require_argument(dataset_len >= 0, "dataset length must not be negative, got " + std::to_string(dataset_len));
+}
+
+void check_skip(int64_t num_batches) {
+  require_argument(num_batches >= 0, "the number of batches to skip must not be negative, got " + std::to_string(num_batches));
+}
 
 // ---- torch.utils.data.BatchSampler ----
 
@@ -286,6 +286,13 @@ std::vector<Batch> shard_batches(const std::vector<Batch>& base_batches, int64_t
                                  int64_t num_processes, int64_t process_index, bool split_batches, bool even_batches) {
   return shard_batches(base_batches, BaseSampler{batch_size, drop_last},
                        ShardSpec{num_processes, process_index, split_batches, even_batches});
+}
+
+std::vector<Batch> map_shard_batches(std::vector<Batch> base_batches, int64_t batch_size, bool drop_last,
+                                     int64_t num_processes, int64_t process_index, bool split_batches,
+                                     bool even_batches) {
+  if (num_processes == 1) return base_batches;
+  return shard_batches(base_batches, batch_size, drop_last, num_processes, process_index, split_batches, even_batches);
 }
 
 int64_t sharded_length(int64_t dataset_len, int64_t batch_size, bool drop_last, int64_t num_processes,

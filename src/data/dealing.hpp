@@ -17,6 +17,10 @@ namespace accel::data {
 
 using Batch = std::vector<int64_t>;
 
+// Error(InvalidArgument) for a negative dataset length, or a negative number of batches to skip.
+void check_dataset_len(int64_t dataset_len);
+void check_skip(int64_t num_batches);
+
 // ---- torch.utils.data.BatchSampler ----
 
 // Batches of `batch_size` consecutive indices; the last one is shorter, or dropped with drop_last.
@@ -84,6 +88,12 @@ std::vector<Batch> shard_batches(const std::vector<Batch>& base_batches, BaseSam
 void validate_sharding(int64_t batch_size, int64_t num_processes, bool split_batches);
 std::vector<Batch> shard_batches(const std::vector<Batch>& base_batches, int64_t batch_size, bool drop_last,
                                  int64_t num_processes, int64_t process_index, bool split_batches, bool even_batches);
+// A rank's batches of a map-style epoch read by every rank (DataLoaderShard): BatchSamplerShard's, but one
+// process shards nothing (Accelerate wraps no BatchSamplerShard then), so its last batch is not padded.
+// The loader and plan_epoch both deal through this.
+std::vector<Batch> map_shard_batches(std::vector<Batch> base_batches, int64_t batch_size, bool drop_last,
+                                     int64_t num_processes, int64_t process_index, bool split_batches,
+                                     bool even_batches);
 int64_t sharded_length(int64_t dataset_len, int64_t batch_size, bool drop_last, int64_t num_processes,
                        int64_t process_index, bool split_batches, bool even_batches);
 // gather_for_metrics' remainder for a DataLoaderShard: dataset_len % total batch size, -1 with drop_last.

@@ -30,10 +30,9 @@ namespace {
 int64_t skipped_length(int64_t length, int64_t skip) { return std::max<int64_t>(0, length - skip); }
 
 void validate_plan(const PlanOptions& o) {
-  require_argument(o.dataset_len >= 0, "dataset length must not be negative, got " + std::to_string(o.dataset_len));
+  check_dataset_len(o.dataset_len);
   validate_sharding(o.batch_size, o.num_processes, o.split_batches);
-  require_argument(o.skip_batches >= 0,
-                   "the number of batches to skip must not be negative, got " + std::to_string(o.skip_batches));
+  check_skip(o.skip_batches);
   int64_t work = 0;
   const bool overflows = __builtin_add_overflow(o.dataset_len, o.batch_size * o.num_processes, &work) ||
                          __builtin_mul_overflow(work, o.num_processes, &work);
@@ -86,20 +85,14 @@ EpochPlan plan_own_streams(const PlanOptions& o, const std::vector<int64_t>& ind
 }
 
 EpochPlan plan_map_shard(const PlanOptions& o, const std::vector<int64_t>& indices) {
-  auto base = make_batches(indices, o.batch_size, o.drop_last);
+  const auto base = make_batches(indices, o.batch_size, o.drop_last);
   EpochPlan plan;
   plan.remainder = shard_remainder(o.dataset_len, o.batch_size, o.num_processes, o.split_batches, o.drop_last);
-  if (o.num_processes == 1) {  // nothing is sharded (Accelerate wraps no BatchSamplerShard): no padding
-    const auto length = static_cast<int64_t>(base.size());
-    plan.ranks.push_back(RankPlan{0, skipped_length(length, o.skip_batches),
-                                  skip_first_batches(std::move(base), o.skip_batches)});
-    return plan;
-  }
   for (int64_t rank = 0; rank < o.num_processes; ++rank) {
     const int64_t length = sharded_length(o.dataset_len, o.batch_size, o.drop_last, o.num_processes, rank,
                                           o.split_batches, o.even_batches);
     auto batches =
-        shard_batches(base, o.batch_size, o.drop_last, o.num_processes, rank, o.split_batches, o.even_batches);
+        map_shard_batches(base, o.batch_size, o.drop_last, o.num_processes, rank, o.split_batches, o.even_batches);
     plan.ranks.push_back(
         RankPlan{rank, skipped_length(length, o.skip_batches), skip_first_batches(std::move(batches), o.skip_batches)});
   }

@@ -101,10 +101,9 @@ std::vector<Batch> Loader::base_batches() {
 
 std::vector<Batch> Loader::my_batches() {
   const int64_t world = state_->launch().world_size;
-  if (world == 1) return base_batches();
-  if (config_.batches) return shard_given_batches();
-  return shard_batches(base_batches(), config_.batch_size, config_.drop_last, world, state_->launch().rank,
-                       config_.split_batches, config_.even_batches);
+  if (config_.batches) return world == 1 ? base_batches() : shard_given_batches();
+  return map_shard_batches(base_batches(), config_.batch_size, config_.drop_last, world, state_->launch().rank,
+                           config_.split_batches, config_.even_batches);
 }
 
 std::vector<Batch> Loader::shard_given_batches() const {

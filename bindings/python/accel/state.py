@@ -11,20 +11,15 @@ from ._library import lib
 from .errors import StateResetError, check
 from .options import resolved_value
 
-# Weak references to the Accelerators over the process's state, the latest registered last. Every one is a
-# handle to the same state, so any live one answers for it: the latest, or, when it is gone (a function made
-# its own Accelerator and returned), the one before it.
+# Weak references to the process's Accelerators, the latest registered last, reset ones included (a forked
+# child must not free any). Every live one is a handle to the same state, so any answers for it: the latest,
+# or, when it is gone (a function made its own Accelerator and returned), the one before it.
 _accelerators = []
-
-
-# Every Accelerator of this process, reset ones included: what a forked child must never free.
-_every_accelerator = weakref.WeakSet()
 
 
 def _register(accelerator):
     _accelerators[:] = [reference for reference in _accelerators if reference() not in (None, accelerator)]
     _accelerators.append(weakref.ref(accelerator))
-    _every_accelerator.add(accelerator)
 
 
 def _forget_inherited_states():
@@ -32,9 +27,9 @@ def _forget_inherited_states():
     Accelerator meets the other launched processes (the library makes a new state in a process whose pid
     differs). The Accelerators inherited from the parent are dropped without freeing their handles: their
     state's threads and group exist only in the parent, and freeing the last handle would tear them down."""
-    for accelerator in list(_every_accelerator):
-        accelerator._pointer = None
-    _every_accelerator.clear()
+    for reference in _accelerators:
+        if reference() is not None:
+            reference()._pointer = None
     _accelerators.clear()
     PartialState._shared_state.clear()
     GradientState._shared_state.clear()
@@ -53,7 +48,7 @@ def _install_accelerator_class(cls):
 def _live_accelerator():
     for reference in reversed(_accelerators):
         accelerator = reference()
-        if accelerator is not None and not accelerator.closed:
+        if accelerator is not None and not accelerator.closed and not accelerator._state_was_reset:
             return accelerator
     return None
 
@@ -95,7 +90,6 @@ def _reset():
     for reference in _accelerators:
         if reference() is not None:
             reference()._state_was_reset = True
-    _accelerators.clear()
     PartialState._shared_state.clear()
     GradientState._shared_state.clear()
 

@@ -13,6 +13,7 @@ import torch
 
 from .._loggers import library_logger
 from .module_tensors import device_of
+from .other import storage_key
 from .safetensors_io import read_header, safe_open, save_file
 
 logger = library_logger(__name__)
@@ -161,18 +162,13 @@ def _load_device(name, device_map):
     return torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
 
 
-def _storage_key(tensor):
-    storage = tensor.untyped_storage() if hasattr(tensor, "untyped_storage") else tensor.storage()
-    return tensor.device, storage.data_ptr()
-
-
 def split_into_shards(state_dict, max_shard_size):
     """(shards, total_size): the names of state_dict in shards of at most max_shard_size bytes, in order, each
     filled until the next tensor would pass it (a bigger tensor gets a shard of its own), as the library's
     save_model splits them; tensors sharing memory go with the first of them and count once."""
     shards, shard_of_storage, total_size, current_size = [], {}, 0, 0
     for name, tensor in state_dict.items():
-        key = _storage_key(tensor)
+        key = storage_key(tensor)
         if key in shard_of_storage:
             shard_of_storage[key].append(name)
             continue

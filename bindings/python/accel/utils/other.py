@@ -37,6 +37,12 @@ def extract_model_from_parallel(model, keep_fp32_wrapper=True, keep_torch_compil
     return model
 
 
+def storage_key(tensor):
+    """What tensors sharing memory have in common: their device and their storage's address and size."""
+    storage = tensor.untyped_storage() if hasattr(tensor, "untyped_storage") else tensor.storage()
+    return tensor.device, storage.data_ptr(), storage.nbytes()
+
+
 def _without_shared_tensors(state_dict):
     """state_dict for safetensors, which stores no tensor twice: of names sharing memory the first is kept
     and the others dropped with a warning (Accelerate's clean_state_dict_for_safetensors); every tensor
@@ -44,8 +50,7 @@ def _without_shared_tensors(state_dict):
     names_by_storage = {}
     for name, tensor in state_dict.items():
         if not isinstance(tensor, str):
-            storage = tensor.untyped_storage() if hasattr(tensor, "untyped_storage") else tensor.storage()
-            names_by_storage.setdefault((tensor.device, storage.data_ptr(), storage.nbytes()), []).append(name)
+            names_by_storage.setdefault(storage_key(tensor), []).append(name)
     dropped = {name for names in names_by_storage.values() for name in names[1:]}
     if dropped:
         logger.warning(f"Removed shared tensor {dropped} while saving. This should be OK, but check by verifying "
