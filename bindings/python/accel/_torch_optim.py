@@ -85,6 +85,14 @@ def _parameters_of(optimizer):
     return [parameter for group in optimizer.param_groups for parameter in group["params"]]
 
 
+def _forwarded(name):
+    """The wrapped optimizer's attribute of that name, read and written through the wrapper (as Accelerate's
+    AcceleratedOptimizer does): schedulers and user code that set param_groups or state change the optimizer
+    that steps."""
+    return property(lambda self: getattr(self.optimizer, name),
+                    lambda self, value: setattr(self.optimizer, name, value))
+
+
 class AcceleratedOptimizer(torch.optim.Optimizer):
     """Accelerate's AcceleratedOptimizer around a torch optimizer: step() and zero_grad() act only on steps
     that synchronise gradients; under fp16 the gradients are unscaled first and a step whose gradients
@@ -104,29 +112,9 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
             state = optimizer.state_dict()
             optimizer.load_state_dict(_to_device(state, accelerator.device))
 
-    @property
-    def state(self):
-        return self.optimizer.state
-
-    @state.setter
-    def state(self, state):
-        self.optimizer.state = state
-
-    @property
-    def param_groups(self):
-        return self.optimizer.param_groups
-
-    @param_groups.setter
-    def param_groups(self, param_groups):
-        self.optimizer.param_groups = param_groups
-
-    @property
-    def defaults(self):
-        return self.optimizer.defaults
-
-    @defaults.setter
-    def defaults(self, defaults):
-        self.optimizer.defaults = defaults
+    state = _forwarded("state")
+    param_groups = _forwarded("param_groups")
+    defaults = _forwarded("defaults")
 
     def add_param_group(self, param_group):
         self.optimizer.add_param_group(param_group)

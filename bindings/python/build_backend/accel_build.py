@@ -120,45 +120,38 @@ def _package_files():
 
 def _library():
     """The libaccel file to bundle, its symbolic links resolved."""
-    explicit = os.environ.get("ACCEL_LIBRARY")
+    return _built_file("ACCEL_LIBRARY", "libaccel", "a built libaccel.so", f"build/lib/{SONAME}", "accel").resolve()
+
+
+def _built_file(variable, thing, built, relative, target):
+    """The file to bundle: the one the environment variable names, else relative (to the checkout this
+    directory sits in), which `cmake --build build --target <target>` makes. The library and the launcher
+    are found alike; a BuildError says how to name or build one that is missing. thing: what the messages
+    call it; built: what the variable should name."""
+    explicit = os.environ.get(variable)
     if explicit:
         path = pathlib.Path(explicit)
         if not path.is_file():
-            raise BuildError(f"ACCEL_LIBRARY is {explicit}, which is not a file: set it to a built libaccel.so, "
-                             "or unset it to bundle build/lib/libaccel.so of this checkout")
-        return path.resolve()
+            raise BuildError(f"{variable} is {explicit}, which is not a file: set it to {built}, or unset it to "
+                             f"bundle {relative} of this checkout")
+        return path
     repository = SOURCE.parents[1]
     if not (repository / "capi" / "accel" / "version.h").is_file():
-        raise BuildError(f"no libaccel to bundle: {SOURCE} is not inside an accel checkout, and ACCEL_LIBRARY is "
-                         "unset; set ACCEL_LIBRARY to the path of a built libaccel.so")
-    built = repository / "build" / "lib" / SONAME
-    if not built.is_file():
-        raise BuildError(f"no libaccel to bundle: {built} does not exist. Build the library first (`./dev build` "
-                         f"in {repository}, or `cmake --build build --target accel`), or set ACCEL_LIBRARY to the "
-                         "path of a built libaccel.so")
-    return built.resolve()
+        raise BuildError(f"no {thing} to bundle: {SOURCE} is not inside an accel checkout, and {variable} is "
+                         f"unset; set {variable} to the path of {built}")
+    path = repository / relative
+    if not path.is_file():
+        raise BuildError(f"no {thing} to bundle: {path} does not exist. Build it first (`./dev build` in "
+                         f"{repository}, or `cmake --build build --target {target}`), or set {variable} to the "
+                         f"path of {built}")
+    return path
 
 
 def _launcher(version):
     """The built accel launcher to bundle, its symbolic links resolved, once it has run here and said it is
     of the library's version."""
-    explicit = os.environ.get("ACCEL_LAUNCHER")
-    if explicit:
-        path = pathlib.Path(explicit)
-        if not path.is_file():
-            raise BuildError(f"ACCEL_LAUNCHER is {explicit}, which is not a file: set it to a built accel launcher, "
-                             "or unset it to bundle build/bin/accel of this checkout")
-    else:
-        repository = SOURCE.parents[1]
-        path = repository / "build" / "bin" / "accel"
-        if not (repository / "capi" / "accel" / "version.h").is_file():
-            raise BuildError(f"no accel launcher to bundle: {SOURCE} is not inside an accel checkout, and "
-                             "ACCEL_LAUNCHER is unset; set ACCEL_LAUNCHER to the path of a built accel launcher")
-        if not path.is_file():
-            raise BuildError(f"no accel launcher to bundle: {path} does not exist. Build it first (`./dev build` in "
-                             f"{repository}, or `cmake --build build --target accel_cli`), or set ACCEL_LAUNCHER "
-                             "to the path of a built accel launcher")
-    path = path.resolve()
+    path = _built_file("ACCEL_LAUNCHER", "accel launcher", "a built accel launcher", "build/bin/accel",
+                       "accel_cli").resolve()
     launched = _launcher_version(path)
     if launched != version:
         raise BuildError(f"the launcher {path} is accel {launched}, the library {version}: bundle a launcher and a "

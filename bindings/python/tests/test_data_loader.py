@@ -16,6 +16,8 @@ try:
     from torch.utils.data._utils.collate import default_collate
 except ImportError:  # the numpy-only tests above still run
     torch = None
+else:  # the check against torch's own batches, shared with accelerate_scripts/collated_batches.py
+    from accelerate_scripts._torch_checks import same_as_torchs
 needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
 
 
@@ -146,24 +148,6 @@ def test_samples_must_be_mappings(accelerator):
 
 # --- torch DataLoaders --------------------------------------------------------------------------------------
 
-def _same_as_torchs(ours, theirs, where="batch"):
-    """ours is theirs to the bit: the same structure, and tensors of the same dtype, shape and strides."""
-    assert type(ours) is type(theirs), f"{where}: {type(ours).__name__} where torch gives {type(theirs).__name__}"
-    if isinstance(theirs, torch.Tensor):
-        assert (ours.dtype, ours.shape, ours.stride()) == (theirs.dtype, theirs.shape, theirs.stride()), where
-        assert torch.equal(ours, theirs), where
-    elif isinstance(theirs, dict):
-        assert list(ours) == list(theirs), where
-        for key in theirs:
-            _same_as_torchs(ours[key], theirs[key], f"{where}[{key!r}]")
-    elif isinstance(theirs, (list, tuple)):
-        assert len(ours) == len(theirs), where
-        for index, (mine, its) in enumerate(zip(ours, theirs)):
-            _same_as_torchs(mine, its, f"{where}[{index}]")
-    else:
-        assert ours == theirs, where
-
-
 def _contiguous(sample):
     if isinstance(sample, torch.Tensor):
         return sample.contiguous()
@@ -223,7 +207,7 @@ def test_prepared_batches_are_default_collates_to_the_strides(accelerator, setti
         got = list(prepared)
         assert len(got) == len(expected), name
         for index, (ours, theirs) in enumerate(zip(got, expected)):
-            _same_as_torchs(ours, theirs, f"{name}, batch {index}")
+            same_as_torchs(ours, theirs, f"{name}, batch {index}")
 
 
 @needs_torch
@@ -308,7 +292,7 @@ def test_a_batch_sampler_given_as_sampler_without_batch_size(accelerator):
     expected = list(make())
     assert len(got) == len(expected) == 3
     for ours, theirs in zip(got, expected):
-        _same_as_torchs(ours, theirs)
+        same_as_torchs(ours, theirs)
     with pytest.raises(ValueError, match="batch_size=None"):
         accelerator.prepare(DataLoader(list(range(4)), batch_size=None))
 

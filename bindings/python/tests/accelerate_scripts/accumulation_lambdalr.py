@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
+from _training_step import accumulated_step
 from accel import Accelerator
 from accel.utils import set_seed
 
@@ -43,12 +44,7 @@ for iteration, (inputs, targets) in enumerate(loader):
         for _ in range(processes):
             reference_scheduler.step()
         reference_optimizer.zero_grad()
-    with accelerator.accumulate(model):
-        loss = F.mse_loss(model(inputs), targets)
-        accelerator.backward(loss)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad()
+    accumulated_step(accelerator, model, optimizer, scheduler, F.mse_loss, inputs, targets)
     assert accelerator.sync_gradients == did_step, iteration
     assert optimizer.param_groups[0]["lr"] == reference_optimizer.param_groups[0]["lr"], iteration
     if did_step:

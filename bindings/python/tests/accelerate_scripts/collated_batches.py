@@ -6,22 +6,8 @@ index, by which the script looks it up; gather_for_metrics then sees every index
 import torch
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset, default_collate
 
+from _torch_checks import same_as_torchs
 from accel import Accelerator
-
-
-def same(ours, theirs, where):
-    assert type(ours) is type(theirs), where
-    if isinstance(theirs, torch.Tensor):
-        assert (ours.dtype, ours.shape, ours.stride()) == (theirs.dtype, theirs.shape, theirs.stride()), where
-        assert torch.equal(ours, theirs), where
-    elif isinstance(theirs, dict):
-        assert list(ours) == list(theirs), where
-        for key in theirs:
-            same(ours[key], theirs[key], f"{where}[{key!r}]")
-    else:
-        assert isinstance(theirs, list) and len(ours) == len(theirs), where
-        for index, (mine, its) in enumerate(zip(ours, theirs)):
-            same(mine, its, f"{where}[{index}]")
 
 
 class Stream(IterableDataset):
@@ -50,7 +36,8 @@ for name, (dataset, indices_of) in cases.items():
         seen = []
         for number, batch in enumerate(loader):
             indices = indices_of(batch)
-            same(batch, default_collate([lookup[i] for i in indices.tolist()]), f"{name} {settings}, batch {number}")
+            expected = default_collate([lookup[i] for i in indices.tolist()])
+            same_as_torchs(batch, expected, f"{name} {settings}, batch {number}")
             seen += accelerator.gather_for_metrics(indices).tolist()
         assert sorted(seen) == list(range(22)), (name, settings, seen)
 accelerator.print(f"collated_batches: ok on {accelerator.num_processes} processes")

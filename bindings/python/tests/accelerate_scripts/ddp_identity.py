@@ -11,6 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
+from _training_step import accumulated_step
+
 MODE, ACCUMULATION, OUT = sys.argv[1], [int(steps) for steps in sys.argv[2].split(",")], sys.argv[3]
 BATCH, STEPS = 4, 12  # per process; STEPS batches per process per run
 
@@ -40,11 +42,7 @@ def train_accel(kind, steps):
     optimizer = make_optimizer(kind, model)
     model, optimizer, loader = accelerator.prepare(model, optimizer, DataLoader(data(), batch_size=BATCH))
     for x, y in loader:
-        with accelerator.accumulate(model):
-            loss = F.cross_entropy(model(x), y)
-            accelerator.backward(loss)
-            optimizer.step()
-            optimizer.zero_grad()
+        accumulated_step(accelerator, model, optimizer, None, F.cross_entropy, x, y)
     return accelerator.unwrap_model(model).state_dict()
 
 

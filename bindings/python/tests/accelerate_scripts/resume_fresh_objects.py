@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
+from _training_step import accumulated_step
 from accel import Accelerator, DataLoaderConfiguration
 from accel.state import AcceleratorState
 from accel.utils import ProjectConfiguration, set_seed
@@ -70,12 +71,7 @@ def train(accelerator, objects, epochs, skip=0):
         done = skip
         skip = 0
         for inputs, labels in batches:
-            with accelerator.accumulate(model):
-                loss = F.cross_entropy(model(inputs), labels)
-                accelerator.backward(loss)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
+            loss = accumulated_step(accelerator, model, optimizer, scheduler, F.cross_entropy, inputs, labels)
             if accelerator.sync_gradients:
                 counter.steps += 1
                 accelerator.log({"loss": accelerator.gather(loss.detach()).mean().item()}, step=counter.steps)
