@@ -10,6 +10,7 @@
 
 #include "accel/common.h"
 #include "core/error.hpp"
+#include "core/lent_memory.hpp"
 
 namespace accel::capi {
 
@@ -99,6 +100,7 @@ bool is_live(const Handle* handle) noexcept {
 
 template <class Body>
 int guarded(const char* function, Body&& body) noexcept {
+  const CallerThread caller;
   try {
     body();
     return ACCEL_OK;
@@ -121,6 +123,7 @@ int guarded_out(const char* function, T** out, Body&& body) noexcept {
 // the error and returns fallback.
 template <class Value, class Body>
 Value guarded_value(const char* function, Value fallback, Body&& body) noexcept {
+  const CallerThread caller;
   try {
     return body();
   } catch (...) {
@@ -147,6 +150,7 @@ void release(const char* function, Handle* handle) noexcept {
     guarded(function, [&] { require(handle, "handle"); });
     return;
   }
+  const CallerThread caller;
   try {
     delete handle;
   } catch (...) {

@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/layout.hpp"
+#include "core/lent_memory.hpp"
 #include "core/value_ranges.hpp"
 
 namespace accel {
@@ -98,9 +99,7 @@ at::Tensor tensor_from_dlpack(DLManagedTensor* managed) {
   void* data = static_cast<char*>(dl.data) + dl.byte_offset;
   return at::from_blob(
       data, sizes, strides,
-      [managed](void*) {
-        if (managed->deleter != nullptr) managed->deleter(managed);
-      },
+      [managed](void*) { give_back(managed); },
       at::TensorOptions(type).device(device));
 }
 
@@ -110,7 +109,15 @@ DLManagedTensor* tensor_to_dlpack(const at::Tensor& tensor) {
   }
   // The consumer may write to the memory without LibTorch's version counter seeing it.
   forget_value_ranges(tensor);
-  return at::toDLPack(tensor);
+  DLManagedTensor* managed = at::toDLPack(tensor);
+  // The consumer's thread, letting go of the export, is a caller's thread: memory the export shares with
+  // a tensor lent to the library goes back to its producer at once (core/lent_memory.hpp).
+  static const auto aten_deleter = managed->deleter;
+  managed->deleter = [](DLManagedTensor* self) {
+    const CallerThread consumer;
+    aten_deleter(self);
+  };
+  return managed;
 }
 
 at::Tensor tensor_from_buffer(const void* data, int32_t code, const int64_t* shape, size_t ndim) {

@@ -11,7 +11,8 @@ struct DLManagedTensor;
 
 namespace accel {
 
-// Wraps managed without copying; on success the tensor owns it (its deleter runs when the memory dies).
+// Wraps managed without copying; on success the tensor owns it (its deleter runs when the memory dies, on a
+// thread in a call into the library: core/lent_memory.hpp).
 // Throws Error(InvalidArgument) for a malformed struct, Error(Dtype) for an unsupported element type,
 // Error(Unsupported) for a device this build lacks; on a throw ownership stays with the caller.
 at::Tensor tensor_from_dlpack(DLManagedTensor* managed);
