@@ -10,6 +10,7 @@
 #include "accel/collectives.h"
 #include "accel/processes.h"
 #include "accel/loader.h"
+#include "accel/dealing.h"
 #include "accel/loss.h"
 #include "accel/model.h"
 #include "accel/optimizer.h"

@@ -13,6 +13,7 @@
 #include "core/field_index.hpp"
 #include "core/options.hpp"
 #include "data/dataset.hpp"
+#include "data/dealer.hpp"
 #include "data/loader.hpp"
 #include "distributed/state.hpp"
 #include "shim/guard.hpp"
@@ -108,6 +109,12 @@ struct accel_loader {
   ACCEL_HANDLE("accel_loader_t");
   std::unique_ptr<accel::data::Loader> loader;
   std::string saved_state;
+};
+
+struct accel_dealer {
+  ACCEL_HANDLE("accel_dealer_t");
+  std::unique_ptr<accel::data::Dealer> dealer;
+  accel::data::Batch handed_out;  // the batch accel_dealer_next last gave, which the caller reads
 };
 
 struct accel_batch {

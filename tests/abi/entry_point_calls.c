@@ -206,6 +206,147 @@ static int call_wrong_kind_accel_dataset_length(const struct entry_arguments *a)
   (void)accel_dataset_length((accel_dataset_t *)a->progress);
   return 0;
 }
+static int call_null_accel_dealer_finish(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_finish(NULL);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_dealer_finish (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_dealer_finish(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_finish((accel_dealer_t *)a->garbage);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_dealer_finish (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_dealer_finish(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_finish((accel_dealer_t *)a->progress);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_dealer_finish (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_null_accel_dealer_free(const struct entry_arguments *a) {
+  (void)a;
+  accel_dealer_free(NULL);
+  return 0;
+}
+static int call_garbage_accel_dealer_free(const struct entry_arguments *a) {
+  (void)a;
+  accel_dealer_free((accel_dealer_t *)a->garbage);
+  return 0;
+}
+static int call_wrong_kind_accel_dealer_free(const struct entry_arguments *a) {
+  (void)a;
+  accel_dealer_free((accel_dealer_t *)a->progress);
+  return 0;
+}
+static int call_null_accel_dealer_length(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_length(NULL, 0, 0, NULL);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_dealer_length (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_dealer_length(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_length((accel_dealer_t *)a->garbage, 0, 0, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_dealer_length (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_dealer_length(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_length((accel_dealer_t *)a->progress, 0, 0, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_dealer_length (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_null_accel_dealer_new_dispatch(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_new_dispatch(NULL, 0, 0, 0, 0);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_dealer_new_dispatch (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_dealer_new_dispatch(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_new_dispatch((void *)a->scratch, 0, 0, 0, 0);
+  (void)code;
+  return 0;
+}
+static int call_null_accel_dealer_new_iterable(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_new_iterable(NULL, 0, 0, 0, 0, 0);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_dealer_new_iterable (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_dealer_new_iterable(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_new_iterable((void *)a->scratch, 0, 0, 0, 0, 0);
+  (void)code;
+  return 0;
+}
+static int call_null_accel_dealer_new_shard(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_new_shard(NULL, 0, 0, 0, 0, 0, 0);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_dealer_new_shard (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_dealer_new_shard(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_new_shard((void *)a->scratch, 0, 0, 0, 0, 0, 0);
+  (void)code;
+  return 0;
+}
+static int call_null_accel_dealer_next(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_next(NULL, NULL, NULL, NULL);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_dealer_next (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_dealer_next(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_next((accel_dealer_t *)a->garbage, (void *)a->scratch, (void *)a->scratch, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_dealer_next (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_dealer_next(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_next((accel_dealer_t *)a->progress, (void *)a->scratch, (void *)a->scratch, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_dealer_next (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_null_accel_dealer_push(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_push(NULL, NULL, 0);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_dealer_push (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_dealer_push(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_push((accel_dealer_t *)a->garbage, (void *)a->scratch, 0);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_dealer_push (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_dealer_push(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_push((accel_dealer_t *)a->progress, (void *)a->scratch, 0);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_dealer_push (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_null_accel_dealer_remainder(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_remainder(NULL, NULL);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_dealer_remainder (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_dealer_remainder(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_remainder((accel_dealer_t *)a->garbage, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_dealer_remainder (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_dealer_remainder(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_dealer_remainder((accel_dealer_t *)a->progress, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_dealer_remainder (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
 static int call_null_accel_error_last(const struct entry_arguments *a) {
   (void)a;
   (void)accel_error_last();
@@ -3230,6 +3371,30 @@ const struct entry_point entry_points[] = {
   {"accel_dataset_length", "null", call_null_accel_dataset_length},
   {"accel_dataset_length", "garbage", call_garbage_accel_dataset_length},
   {"accel_dataset_length", "wrong_kind", call_wrong_kind_accel_dataset_length},
+  {"accel_dealer_finish", "null", call_null_accel_dealer_finish},
+  {"accel_dealer_finish", "garbage", call_garbage_accel_dealer_finish},
+  {"accel_dealer_finish", "wrong_kind", call_wrong_kind_accel_dealer_finish},
+  {"accel_dealer_free", "null", call_null_accel_dealer_free},
+  {"accel_dealer_free", "garbage", call_garbage_accel_dealer_free},
+  {"accel_dealer_free", "wrong_kind", call_wrong_kind_accel_dealer_free},
+  {"accel_dealer_length", "null", call_null_accel_dealer_length},
+  {"accel_dealer_length", "garbage", call_garbage_accel_dealer_length},
+  {"accel_dealer_length", "wrong_kind", call_wrong_kind_accel_dealer_length},
+  {"accel_dealer_new_dispatch", "null", call_null_accel_dealer_new_dispatch},
+  {"accel_dealer_new_dispatch", "garbage", call_garbage_accel_dealer_new_dispatch},
+  {"accel_dealer_new_iterable", "null", call_null_accel_dealer_new_iterable},
+  {"accel_dealer_new_iterable", "garbage", call_garbage_accel_dealer_new_iterable},
+  {"accel_dealer_new_shard", "null", call_null_accel_dealer_new_shard},
+  {"accel_dealer_new_shard", "garbage", call_garbage_accel_dealer_new_shard},
+  {"accel_dealer_next", "null", call_null_accel_dealer_next},
+  {"accel_dealer_next", "garbage", call_garbage_accel_dealer_next},
+  {"accel_dealer_next", "wrong_kind", call_wrong_kind_accel_dealer_next},
+  {"accel_dealer_push", "null", call_null_accel_dealer_push},
+  {"accel_dealer_push", "garbage", call_garbage_accel_dealer_push},
+  {"accel_dealer_push", "wrong_kind", call_wrong_kind_accel_dealer_push},
+  {"accel_dealer_remainder", "null", call_null_accel_dealer_remainder},
+  {"accel_dealer_remainder", "garbage", call_garbage_accel_dealer_remainder},
+  {"accel_dealer_remainder", "wrong_kind", call_wrong_kind_accel_dealer_remainder},
   {"accel_error_last", "null", call_null_accel_error_last},
   {"accel_error_last", "garbage", call_garbage_accel_error_last},
   {"accel_error_name", "null", call_null_accel_error_name},

@@ -166,6 +166,18 @@ const char *accel_batch_name(const accel_batch_t *batch, size_t index);
 int accel_batch_get(const accel_batch_t *batch, const char *name, accel_tensor_t **out);
 void accel_batch_free(accel_batch_t *batch);
 """),
+    ("accel/dealing.h", """
+typedef struct accel_dealer accel_dealer_t;
+int accel_dealer_new_shard(accel_dealer_t **out, int64_t batch_size, int drop_last, int64_t num_processes, int64_t process_index, int split_batches, int even_batches);
+int accel_dealer_new_iterable(accel_dealer_t **out, int64_t batch_size, int drop_last, int64_t num_processes, int64_t process_index, int split_batches);
+int accel_dealer_new_dispatch(accel_dealer_t **out, int64_t num_processes, int64_t process_index, int split_batches, int drop_last);
+void accel_dealer_free(accel_dealer_t *dealer);
+int accel_dealer_push(accel_dealer_t *dealer, const int64_t *indices, size_t count);
+int accel_dealer_finish(accel_dealer_t *dealer);
+int accel_dealer_next(accel_dealer_t *dealer, const int64_t **indices, size_t *count, int *has_batch);
+int accel_dealer_length(const accel_dealer_t *dealer, int64_t base_len, int64_t last_batch_size, int64_t *out);
+int accel_dealer_remainder(const accel_dealer_t *dealer, int64_t *out);
+"""),
     ("accel/loss.h", """
 int accel_loss_compute(accel_tensor_t **out, const char *name, const accel_tensor_t *input, const accel_tensor_t *target, const accel_options_t *options);
 """),

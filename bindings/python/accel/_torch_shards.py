@@ -3,6 +3,7 @@ import torch
 from torch.utils.data import BatchSampler, IterableDataset
 
 from ._torch_data import dispatched_batches
+from .dealing import Dealer
 from ._torch_loader import PreparedLoader
 from .utils.random import synchronize_rng_states
 
@@ -73,11 +74,10 @@ class DataLoaderDispatcher(PreparedLoader):
         return len(self.dataset)
 
     def _length(self):
-        whole = len(self.base_dataloader)
-        if self.split_batches:
-            return whole
-        processes = self._accelerator.num_processes
-        return whole // processes if self._drop_last else -(-whole // processes)
+        accelerator = self._accelerator
+        with Dealer.dispatch(accelerator.num_processes, accelerator.process_index, self.split_batches,
+                             self._drop_last) as dealer:
+            return dealer.length(len(self.base_dataloader))
 
     def _target_device(self):
         return torch.device(self._accelerator.device)

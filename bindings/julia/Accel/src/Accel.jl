@@ -35,6 +35,7 @@ include("collectives.jl")
 include("processes.jl")
 include("callbacks.jl")
 include("loader.jl")
+include("dealing.jl")
 include("loss.jl")
 include("model.jl")
 include("optimizer.jl")
@@ -44,7 +45,7 @@ include("train_step.jl")
 include("tracking.jl")
 include("checkpoint.jl")
 
-export AccelError, Options, State, Tensor, Dataset, Loader, Batch, Model, Output, Optimizer, Scheduler, Progress, TrainStep
+export AccelError, Options, State, Tensor, Dataset, Loader, Batch, Dealer, Model, Output, Optimizer, Scheduler, Progress, TrainStep
 export set!, dump_options
 export num_processes, process_index, local_process_index, num_local_processes, is_main_process,
     is_local_main_process, is_last_process, distributed_type, distributed_type_name, device,
@@ -54,6 +55,7 @@ export gather, gather_bytes, reduce_across, reduce_named, broadcast_from!, reduc
     gather_for_metrics
 export split_range, split_tensor, main_process_first, local_main_process_first, send_to_device
 export safetensors_dataset, npy_dataset, num_samples, num_batches, epoch, set_epoch!, skip_first_batches!, end_of_dataloader, remainder, save_state, save_state_async, wait_for_save, load_state!, register_for_checkpointing!, checkpoint_iteration, set_checkpoint_iteration!
+export shard_dealer, iterable_dealer, dispatch_dealer, deal!, finish!
 export compute_loss
 export prepare_model!, forward, evaluate, train!, is_training, parameter_names, parameter, buffer_names,
     buffer, grad_sync_stat, unwrap_model, save_torchscript, load_weights!, begin_forward!, grad_view, grad_ready!,

@@ -230,6 +230,27 @@ accel_batch_get(batch, name, out) =
     ccall((:accel_batch_get, libaccel), Cint, (Ptr{accel_batch_t}, Cstring, Ptr{Ptr{accel_tensor_t}}), batch, name, out)
 accel_batch_free(batch) = ccall((:accel_batch_free, libaccel), Cvoid, (Ptr{accel_batch_t},), batch)
 
+# capi/accel/dealing.h
+"""Opaque C type `accel_dealer_t`, only pointed to."""
+mutable struct accel_dealer_t end
+
+accel_dealer_new_shard(out, batch_size, drop_last, num_processes, process_index, split_batches, even_batches) =
+    ccall((:accel_dealer_new_shard, libaccel), Cint, (Ptr{Ptr{accel_dealer_t}}, Int64, Cint, Int64, Int64, Cint, Cint), out, batch_size, drop_last, num_processes, process_index, split_batches, even_batches)
+accel_dealer_new_iterable(out, batch_size, drop_last, num_processes, process_index, split_batches) =
+    ccall((:accel_dealer_new_iterable, libaccel), Cint, (Ptr{Ptr{accel_dealer_t}}, Int64, Cint, Int64, Int64, Cint), out, batch_size, drop_last, num_processes, process_index, split_batches)
+accel_dealer_new_dispatch(out, num_processes, process_index, split_batches, drop_last) =
+    ccall((:accel_dealer_new_dispatch, libaccel), Cint, (Ptr{Ptr{accel_dealer_t}}, Int64, Int64, Cint, Cint), out, num_processes, process_index, split_batches, drop_last)
+accel_dealer_free(dealer) = ccall((:accel_dealer_free, libaccel), Cvoid, (Ptr{accel_dealer_t},), dealer)
+accel_dealer_push(dealer, indices, count) =
+    ccall((:accel_dealer_push, libaccel), Cint, (Ptr{accel_dealer_t}, Ptr{Int64}, Csize_t), dealer, indices, count)
+accel_dealer_finish(dealer) = ccall((:accel_dealer_finish, libaccel), Cint, (Ptr{accel_dealer_t},), dealer)
+accel_dealer_next(dealer, indices, count, has_batch) =
+    ccall((:accel_dealer_next, libaccel), Cint, (Ptr{accel_dealer_t}, Ptr{Ptr{Int64}}, Ptr{Csize_t}, Ptr{Cint}), dealer, indices, count, has_batch)
+accel_dealer_length(dealer, base_len, last_batch_size, out) =
+    ccall((:accel_dealer_length, libaccel), Cint, (Ptr{accel_dealer_t}, Int64, Int64, Ptr{Int64}), dealer, base_len, last_batch_size, out)
+accel_dealer_remainder(dealer, out) =
+    ccall((:accel_dealer_remainder, libaccel), Cint, (Ptr{accel_dealer_t}, Ptr{Int64}), dealer, out)
+
 # capi/accel/loss.h
 accel_loss_compute(out, name, input, target, options) =
     ccall((:accel_loss_compute, libaccel), Cint, (Ptr{Ptr{accel_tensor_t}}, Cstring, Ptr{accel_tensor_t}, Ptr{accel_tensor_t}, Ptr{accel_options_t}), out, name, input, target, options)

@@ -93,6 +93,33 @@ end
         @test [Array(batch["y"]) for batch in given] == [[10, 1], [5]]
     end
 
+    @testset "dealers" begin
+        # BatchSamplerShard(BatchSampler(1:21, 3), 2 processes): rank 1's last batch is padded from the start.
+        dealer = shard_dealer(batch_size = 3, num_processes = 2, process_index = 1)
+        dealt = vcat([deal!(dealer, start:start+2) for start in 1:3:19]..., finish!(dealer))
+        @test dealt == [[4, 5, 6], [10, 11, 12], [16, 17, 18], [1, 2, 3]]
+        @test num_batches(dealer, 7, 3) == 4
+        @test remainder(dealer) === nothing
+
+        dispatch = dispatch_dealer(num_processes = 2, process_index = 0)
+        @test isempty(deal!(dispatch, [1, 2, 3]))
+        @test isempty(deal!(dispatch, [4, 5, 6]))
+        @test isempty(deal!(dispatch, [7, 8, 9]))
+        @test deal!(dispatch, [10]) == [[1, 2, 3]]
+        @test finish!(dispatch) == [[7, 8]]
+        @test remainder(dispatch) == 4
+
+        error = try
+            shard_dealer(batch_size = 3, num_processes = 2, process_index = 5)
+        catch caught
+            caught
+        end
+        @test error isa AccelError && error.code == Accel.ACCEL_ERR_INVALID_ARGUMENT
+        @test occursin("process_index", error.message)
+        close(dealer)
+        @test_throws ArgumentError finish!(dealer)
+    end
+
     @testset "collectives on one process" begin
         state = State()
         tensor = Tensor(Float32[1, 2])

@@ -1,0 +1,102 @@
+#include "data/dealer.hpp"
+
+#include "core/error.hpp"
+
+namespace accel::data {
+
+std::optional<Batch> Dealer::next() {
+  if (ready_.empty()) return std::nullopt;
+  Batch batch = std::move(ready_.front());
+  ready_.pop_front();
+  return batch;
+}
+
+namespace {
+
+class ShardDealer final : public Dealer {
+ public:
+  ShardDealer(BaseSampler base, ShardSpec spec) : shard_(base, spec) {}
+  void push(const Batch& batch) override { queue(shard_.push(batch)); }
+  void finish() override {
+    for (auto& batch : shard_.finish()) queue(std::move(batch));
+  }
+  int64_t length(int64_t base_len, int64_t last_batch_size) const override {
+    return shard_.length(base_len, last_batch_size);
+  }
+
+ private:
+  BatchSamplerShard shard_;
+};
+
+class IterableDealer final : public Dealer {
+ public:
+  explicit IterableDealer(IterableShardSpec spec) : shard_(spec) {}
+  void push(const Batch& positions) override {
+    for (const int64_t position : positions) queue(shard_.push(position));
+  }
+  void finish() override { queue(shard_.finish()); }
+  int64_t length(int64_t base_len, int64_t) const override { return shard_.length(base_len); }
+
+ private:
+  IterableDatasetShard shard_;
+};
+
+// Whether a step is the last (and so padded) is known only once the next one starts or the epoch ends: the
+// dealer keeps the latest whole step back until then.
+class DispatchDealer final : public Dealer {
+ public:
+  explicit DispatchDealer(DispatchSpec spec)
+      : spec_(spec), dispatcher_(spec.num_processes, spec.process_index, spec.drop_last) {}
+
+  void push(const Batch& batch) override {
+    if (finished_) fail(Code::InvalidState, "dispatch dealer: push after finish");
+    grouping_.insert(grouping_.end(), batch.begin(), batch.end());
+    if (++grouped_ < (spec_.split_batches ? 1 : spec_.num_processes)) return;
+    release_held();
+    held_ = std::move(grouping_);
+    grouping_.clear();
+    grouped_ = 0;
+  }
+
+  void finish() override {
+    if (finished_) fail(Code::InvalidState, "dispatch dealer: finish called twice");
+    finished_ = true;
+    // A partial group means the base loader ran out mid-step; upstream keeps it only without drop_last.
+    if (grouped_ > 0 && !spec_.drop_last) {
+      release_held();
+      held_ = std::move(grouping_);
+    }
+    if (held_) queue(dispatcher_.slice(*held_, /*last=*/true));
+    held_.reset();
+  }
+
+  int64_t length(int64_t base_len, int64_t) const override {
+    return dispatch_len(base_len, spec_.num_processes, spec_.split_batches, spec_.drop_last);
+  }
+  int64_t remainder() const override { return dispatcher_.remainder(); }
+
+ private:
+  void release_held() {
+    if (held_) queue(dispatcher_.slice(*held_, /*last=*/false));
+    held_.reset();
+  }
+
+  DispatchSpec spec_;
+  BatchDispatcher dispatcher_;
+  Batch grouping_;               // the base batches of the step in the making, joined
+  int64_t grouped_ = 0;          // how many
+  std::optional<Batch> held_;    // the latest whole step, not yet known not to be the last
+  bool finished_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Dealer> make_shard_dealer(BaseSampler base, ShardSpec spec) {
+  return std::make_unique<ShardDealer>(base, spec);
+}
+
+std::unique_ptr<Dealer> make_iterable_dealer(IterableShardSpec spec) { return std::make_unique<IterableDealer>(spec); }
+
+std::unique_ptr<Dealer> make_dispatch_dealer(DispatchSpec spec) { return std::make_unique<DispatchDealer>(spec); }
+
+}  // namespace accel::data
