@@ -5,107 +5,226 @@
  * key belongs to, so that "lr" passed to a loader is never silently ignored. A key no object knows is
  * refused by the setter already.
  *
+ * <generated: option keys, by ./dev gen from capi/gen/option_tables.py>
  * State keys (accel_state_new; Accelerate's Accelerator arguments). These alone can also come from the
- * environment: precedence built-in default < ACCEL_<KEY> variable < value set here. An ACCEL_* variable
- * that names no state key is warned about on stderr when the first state is made.
- *   use_cpu          bool    force the CPU even when CUDA is present            default false
- *   mixed_precision  string  "no", "fp16" or "bf16"                             default "no"
- *   device           string  explicit device, e.g. "cpu" or "cuda:1"; "" = auto default ""
- *   backend          string  "auto", "gloo" or "nccl"                           default "auto"
- *                    (auto: nccl on CUDA, gloo on the CPU and where more local ranks than GPUs
- *                    share the host, since NCCL refuses two ranks on one GPU; one process makes no
- *                    process group whatever the backend)
- *   intra_node_transport string "auto", "shm" or "gloo"                     default "auto"
+ * environment: precedence built-in default < ACCEL_<KEY> variable < value set here. An ACCEL_* variable that
+ * names no state key is warned about on stderr when the first state is made. Keys marked "each handle's"
+ * belong to the handle, as Accelerate's belong to the Accelerator: two states of one process may differ in
+ * them.
+ *   use_cpu          bool; default false
+ *                    force the CPU even when CUDA is present
+ *   mixed_precision  string: "no", "fp16", "bf16"; default "no"
+ *                    the mixed precision forward and backward run in
+ *   device           string; default ""
+ *                    explicit device, e.g. "cpu" or "cuda:1"; "" = auto
+ *   backend          string: "auto", "gloo", "nccl"; default "auto"
+ *                    the process group's backend (auto: nccl on CUDA, gloo on the CPU and where more local
+ *                    ranks than GPUs share the host, since NCCL refuses two ranks on one GPU; one process
+ *                    makes no process group whatever the backend)
+ *   intra_node_transport string: "auto", "shm", "gloo"; default "auto"
  *                    how all-reduces of CPU tensors (gradient buckets, reduce, clipping totals) travel
- *                    between ranks of one node: "shm" through a POSIX shared-memory segment (summed
- *                    in rank order: the same result run to run, and for 2 ranks bit for bit Gloo's),
- *                    "gloo" through Gloo's sockets; auto = shm when a node has several ranks and the
- *                    backend is gloo on the CPU. With several nodes the all-reduce is hierarchical:
- *                    within each node through its segment, between the nodes through one Gloo group
- *                    of their leaders (nodes told apart by GROUP_RANK, host name and boot id). Where a
- *                    segment cannot be made (/dev/shm too small, no shm_open) auto falls back to Gloo
- *                    for every rank with one line on rank 0's stderr and "shm" is an error; "shm" with
- *                    NCCL or with one rank per node is an error. accel_state_backend then says
- *                    "gloo+shm" on one host, "gloo+hier-shm" across nodes.
- *   timeout_s        double  rendezvous and collective timeout in seconds, in (0, 1e9] default 1800
- *   check_shapes     bool    compare shapes across ranks before collectives     default true
- *   gradient_accumulation_steps int  steps per optimizer step (> 0)            default 1
- *   sync_with_dataloader bool  the last batch of the active loader always syncs default true
- *   sync_each_batch  bool    all-reduce on every backward while accumulating    default false
- *   step_scheduler_with_optimizer bool  schedulers step after each real optimizer step, once per
- *                            process unless split_batches (accel/scheduler.h); false: once per
- *                            accel_scheduler_step call, whatever the optimizer did (schedules counted
- *                            in epochs or in calls)                              default true
- *   rng_types        string  the generators every rank takes from rank 0 when a loader that is not
- *                            dispatched starts an epoch (Accelerate's rng_types), a comma-separated list
- *                            of: generator (the loader's shuffling generator, unless use_seedable_sampler
- *                            or data_seed-seeded runs make that moot), torch (torch's default CPU
- *                            generator), cuda (the default generator of the state's CUDA device; nothing
- *                            on the CPU); "" = none                                default "generator"
- *   init_scale       double  fp16 grad scaler: the first loss scale (> 0)        default 65536
- *   growth_factor    double  fp16 grad scaler: scale multiplier after growth_interval clean steps
- *                            (> 1)                                               default 2
- *   backoff_factor   double  fp16 grad scaler: scale multiplier after an overflow, in (0, 1) default 0.5
- *   growth_interval  int     fp16 grad scaler: clean steps before the scale grows (> 0) default 2000
- *   grad_scaler_enabled bool fp16 scales the loss (torch's GradScaler); false runs fp16 without loss
- *                            scaling (Accelerate's GradScalerKwargs(enabled=False)) default true
- *   dynamo_backend   string  only "no" (any case): LibTorch has no TorchDynamo, so any other backend is
- *                            refused by accel_state_new with ACCEL_ERR_UNSUPPORTED saying why; what
- *                            torch.compile's "reduce-overhead" mode gives (CUDA graphs) is the train
- *                            step's cuda_graph (accel/train_step.h)              default "no"
- *   timeline         string  a directory: each rank writes its step timeline (a Chrome trace of forward,
- *                            backward, every gradient bucket's all-reduce, optimizer steps, loader waits,
- *                            collectives, saves) to timeline.rank<r>.json there when the state shuts
- *                            down; `accel timeline merge DIR` joins them; "" = off    default ""
- *   timeline_steps   int     how many of the last optimizer steps the timeline keeps (> 0) default 100
- *   project_dir      string  where accel_state_save_state with a NULL directory writes its numbered
- *                            checkpoints, project_dir/checkpoints/checkpoint_<i> (Accelerate's
- *                            ProjectConfiguration with automatic_checkpoint_naming)    default ""
- *   total_limit      int     numbered checkpoints kept in project_dir, the oldest removed first; 0 = all
- *                            (>= 0)                                                    default 0
- *                   project_dir and total_limit belong to the handle (Accelerate's ProjectConfiguration
- *                   belongs to the Accelerator): two states of one process may name different projects.
- * Loader keys (accel_loader_new; Accelerate's DataLoaderConfiguration and DataLoader arguments):
- *   batch_size       int     samples per batch (per process unless split_batches) default 1
- *   shuffle          bool    a new random order every epoch                      default false
- *   drop_last        bool    drop the last incomplete batch                      default false
- *   split_batches    bool    batch_size is the global batch, split over ranks    default false
- *   even_batches     bool    pad from the start so every rank gets equal batches default true
- *   dispatch_batches string "auto" (dispatch for iterable datasets only), "true" or "false": rank 0 reads
- *                            each global batch and sends every rank its part      default "auto"
- *   already_sharded  bool    the iterable dataset yields only this process's share already (a stream
- *                            reading its own shard): batched by each rank as it comes, never sharded
- *                            again nor dispatched ("auto" dispatch_batches then means false; "true" and
- *                            map-style datasets are refused); with split_batches each rank's batches hold
- *                            batch_size / processes items                        default false
- *   use_seedable_sampler bool order of epoch e = permutation seeded data_seed+e (without data_seed:
- *                            torch's initial seed when the loader is made, as set by
- *                            accel_state_set_seed; torch's default seed otherwise)  default false
- *   data_seed        int     seed of the shuffling generator; -1 = torch's default seed
- *                            (67280421310721, Accelerate's fresh torch.Generator())  default -1
- *   device_placement bool    batches go to the state's device (Accelerate's device_placement); false
- *                            leaves them where the dataset made them (dispatched batches under NCCL
- *                            travel through the device and arrive there)          default true
- *   non_blocking     bool    non-blocking copies to the device                   default false
- *   pin_memory       bool    page-locked batches before a CUDA copy              default false
- *   prefetch_threads int     threads reading batches ahead (map-style datasets that are not dispatched;
- *                            a get_item callback then runs on them, concurrently when there are several
- *                            threads); 0 = read in accel_loader_next                default 0
- *   prefetch_depth   int     batches read ahead of the one in use (> 0)          default 2
- * Model keys (accel_state_prepare_model; DDP's arguments): find_unused_parameters, bucket_cap_mb,
- * first_bucket_mb, broadcast_buffers, convert_outputs_to_fp32, gradient_as_bucket_view, static_graph,
- * grad_compression (DDP's comm hook: "no", "bf16", "fp16"), zero_stage (ZeRO: 0, 1, 2); see accel/model.h for their meanings, defaults
- * and, for grad_compression, the error it brings. Optimizer keys (accel_optimizer_new; accel/optimizer.h):
- * lr, momentum, dampening, nesterov, weight_decay, beta1, beta2, eps, no_decay. Scheduler keys
- * (accel_scheduler_new; accel/scheduler.h, per schedule): warmup_steps, total_steps, num_cycles, power,
- * lr_end, timescale, min_lr, min_lr_rate, num_stable_steps, num_decay_steps, min_lr_ratio, warmup_type,
- * decay_type, step_size, gamma, milestones, max_lr, pct_start, anneal_strategy, cycle_momentum,
- * base_momentum, max_momentum, div_factor, final_div_factor, three_phase, mode, factor, patience,
- * threshold, threshold_mode, cooldown, eps, split_batches. Loss keys (accel_loss_compute; accel/loss.h):
- * reduction, label_smoothing, ignore_index. Train step keys (accel_train_step_new; accel/train_step.h):
- * loss, the loss keys, max_grad_norm, norm_type, cuda_graph, cuda_graph_warmup. Tracker keys
- * (accel_state_init_trackers; accel/tracking.h):
- * log_with, overwrite. accel_options_dump lists every object's keys with their values.
+ *                    between ranks of one node: "shm" through a POSIX shared-memory segment (summed in rank
+ *                    order: the same result run to run, and for 2 ranks bit for bit Gloo's), "gloo" through
+ *                    Gloo's sockets; auto = shm when a node has several ranks and the backend is gloo on the
+ *                    CPU. With several nodes the all-reduce is hierarchical: within each node through its
+ *                    segment, between the nodes through one Gloo group of their leaders (nodes told apart by
+ *                    GROUP_RANK, host name and boot id). Where a segment cannot be made (/dev/shm too small,
+ *                    no shm_open) auto falls back to Gloo for every rank with one line on rank 0's stderr and
+ *                    "shm" is an error; "shm" with NCCL or with one rank per node is an error.
+ *                    accel_state_backend then says "gloo+shm" on one host, "gloo+hier-shm" across nodes.
+ *   timeout_s        double > 0, <= 1e9; default 1800
+ *                    rendezvous and collective timeout in seconds
+ *   check_shapes     bool; default true
+ *                    compare shapes across ranks before collectives
+ *   gradient_accumulation_steps int > 0; default 1; each handle's
+ *                    steps per optimizer step
+ *   sync_with_dataloader bool; default true
+ *                    the last batch of the active loader always syncs
+ *   sync_each_batch  bool; default false
+ *                    all-reduce on every backward while accumulating
+ *   step_scheduler_with_optimizer bool; default true
+ *                    schedulers step after each real optimizer step, once per process unless split_batches
+ *                    (accel/scheduler.h); false: once per accel_scheduler_step call, whatever the optimizer
+ *                    did (schedules counted in epochs or in calls)
+ *   rng_types        string, a comma-separated list of "generator", "torch", "cuda"; default "generator"
+ *                    the generators every rank takes from rank 0 when a loader that is not dispatched starts
+ *                    an epoch (Accelerate's rng_types): generator (the loader's shuffling generator, unless
+ *                    use_seedable_sampler or data_seed-seeded runs make that moot), torch (torch's default
+ *                    CPU generator), cuda (the default generator of the state's CUDA device; nothing on the
+ *                    CPU); "" = none
+ *   init_scale       double > 0; default 65536
+ *                    fp16 grad scaler: the first loss scale
+ *   growth_factor    double > 1; default 2
+ *                    fp16 grad scaler: scale multiplier after growth_interval clean steps
+ *   backoff_factor   double > 0, < 1; default 0.5
+ *                    fp16 grad scaler: scale multiplier after an overflow
+ *   growth_interval  int > 0; default 2000
+ *                    fp16 grad scaler: clean steps before the scale grows
+ *   grad_scaler_enabled bool; default true
+ *                    fp16 scales the loss (torch's GradScaler); false runs fp16 without loss scaling
+ *                    (Accelerate's GradScalerKwargs(enabled=False))
+ *   dynamo_backend   string; default "no"
+ *                    only "no" (any case): LibTorch has no TorchDynamo, so any other backend is refused by
+ *                    accel_state_new with ACCEL_ERR_UNSUPPORTED saying why; what torch.compile's
+ *                    "reduce-overhead" mode gives (CUDA graphs) is the train step's cuda_graph
+ *                    (accel/train_step.h)
+ *   timeline         string; default ""
+ *                    a directory: each rank writes its step timeline (a Chrome trace of forward, backward,
+ *                    every gradient bucket's all-reduce, optimizer steps, loader waits, collectives, saves)
+ *                    to timeline.rank<r>.json there when the state shuts down; `accel timeline merge DIR`
+ *                    joins them; "" = off
+ *   timeline_steps   int > 0; default 100
+ *                    how many of the last optimizer steps the timeline keeps
+ *   project_dir      string; default ""; each handle's
+ *                    where accel_state_save_state with a NULL directory writes its numbered checkpoints,
+ *                    project_dir/checkpoints/checkpoint_<i> (Accelerate's ProjectConfiguration with
+ *                    automatic_checkpoint_naming)
+ *   total_limit      int; default 0; each handle's
+ *                    numbered checkpoints kept in project_dir, the oldest removed first; 0 = all; a negative
+ *                    value is refused when a checkpoint is saved
+ * Loader keys (accel_loader_new; Accelerate's DataLoaderConfiguration and DataLoader arguments).
+ *   batch_size       int > 0; default 1
+ *                    samples per batch (per process unless split_batches)
+ *   shuffle          bool; default false
+ *                    a new random order every epoch
+ *   drop_last        bool; default false
+ *                    drop the last incomplete batch
+ *   split_batches    bool; default false
+ *                    batch_size is the global batch, split over ranks
+ *   even_batches     bool; default true
+ *                    pad from the start so every rank gets equal batches
+ *   dispatch_batches string: "auto", "true", "false"; default "auto"
+ *                    auto: dispatch for iterable datasets only; true: rank 0 reads each global batch and
+ *                    sends every rank its part
+ *   already_sharded  bool; default false
+ *                    the iterable dataset yields only this process's share already (a stream reading its own
+ *                    shard): batched by each rank as it comes, never sharded again nor dispatched ("auto"
+ *                    dispatch_batches then means false; "true" and map-style datasets are refused); with
+ *                    split_batches each rank's batches hold batch_size / processes items
+ *   use_seedable_sampler bool; default false
+ *                    order of epoch e = permutation seeded data_seed+e (without data_seed: torch's initial
+ *                    seed when the loader is made, as set by accel_state_set_seed; torch's default seed
+ *                    otherwise)
+ *   data_seed        int; default -1
+ *                    seed of the shuffling generator; -1 = torch's default seed (67280421310721, Accelerate's
+ *                    fresh torch.Generator())
+ *   device_placement bool; default true
+ *                    batches go to the state's device (Accelerate's device_placement); false leaves them
+ *                    where the dataset made them (dispatched batches under NCCL travel through the device and
+ *                    arrive there)
+ *   non_blocking     bool; default false
+ *                    non-blocking copies to the device
+ *   pin_memory       bool; default false
+ *                    page-locked batches before a CUDA copy
+ *   prefetch_threads int; default 0
+ *                    threads reading batches ahead (map-style datasets that are not dispatched; a get_item
+ *                    callback then runs on them, concurrently when there are several threads); 0 = read in
+ *                    accel_loader_next
+ *   prefetch_depth   int > 0; default 2
+ *                    batches read ahead of the one in use
+ * Model keys (accel_state_prepare_model; DDP's arguments): their meanings, and the errors they bring, in
+ * accel/model.h.
+ *   find_unused_parameters bool; default false
+ *                    a trainable parameter without a gradient is not an error (DDP's)
+ *   bucket_cap_mb    double > 0; default 25
+ *                    the size of each gradient bucket after the first, in MiB
+ *   first_bucket_mb  double > 0; default 1
+ *                    the size of the first gradient bucket, in MiB
+ *   broadcast_buffers bool; default true
+ *                    rank 0's buffers are sent to the others before a forward that follows a synchronising
+ *                    one
+ *   gradient_as_bucket_view bool; default false
+ *                    each averaged gradient is a view into its bucket
+ *   static_graph     bool; default false
+ *                    parameters without a gradient are allowed when they are the same ones in every backward
+ *   convert_outputs_to_fp32 bool; default true
+ *                    fp16/bf16 outputs of an autocast forward come back as fp32
+ *   grad_compression string: "no", "fp16", "bf16"; default "no"
+ *                    DDP's fp16/bf16 compress hook: buckets all-reduced in 16 bits
+ *   zero_stage       int; default 0
+ *                    DeepSpeed's ZeRO stage: 0 data parallel, 1 optimizer state split, 2 gradients too
+ * Optimizer keys (accel_optimizer_new; accel/optimizer.h).
+ *   lr               double; default 0.001
+ *                    the learning rate
+ *   momentum         double; default 0
+ *                    sgd's momentum
+ *   dampening        double; default 0
+ *                    sgd's dampening
+ *   nesterov         bool; default false
+ *                    sgd's Nesterov momentum
+ *   weight_decay     double; default 0
+ *                    the weight decay (adamw's decoupled)
+ *   beta1            double; default 0.9
+ *                    adam's and adamw's beta1
+ *   beta2            double; default 0.999
+ *                    adam's and adamw's beta2
+ *   eps              double > 0; default 1e-8
+ *                    adam's and adamw's eps; reduce_on_plateau's smallest lr change
+ *   no_decay         string; default ""
+ *                    comma-separated glob patterns of parameter names (e.g. "*bias,*norm*") put in a second
+ *                    group with weight decay 0
+ * Scheduler keys (accel_scheduler_new): which schedule reads which, and their defaults there, in
+ * accel/scheduler.h.
+ *   warmup_steps     int; default 0
+ *   total_steps      int; default 0
+ *   num_cycles       double; default 0.5
+ *   power            double; default 1
+ *   lr_end           double; default 1e-7
+ *   timescale        int; default 0
+ *   min_lr           double; default 0
+ *   min_lr_rate      double; default 0
+ *   num_stable_steps int; default 0
+ *   num_decay_steps  int; default 0
+ *   min_lr_ratio     double; default 0
+ *   warmup_type      string: "linear", "cosine", "1-sqrt"; default "linear"
+ *   decay_type       string: "linear", "cosine", "1-sqrt"; default "cosine"
+ *   step_size        int > 0; default 1
+ *   gamma            double; default 0.1
+ *   milestones       string; default ""
+ *   max_lr           double; default 0
+ *   pct_start        double; default 0.3
+ *   anneal_strategy  string: "cos", "linear"; default "cos"
+ *   cycle_momentum   bool; default true
+ *   base_momentum    double; default 0.85
+ *   max_momentum     double; default 0.95
+ *   div_factor       double > 0; default 25
+ *   final_div_factor double > 0; default 10000
+ *   three_phase      bool; default false
+ *   mode             string: "min", "max"; default "min"
+ *   factor           double; default 0.1
+ *   patience         int; default 10
+ *   threshold        double; default 0.0001
+ *   threshold_mode   string: "rel", "abs"; default "rel"
+ *   cooldown         int; default 0
+ *   eps              double > 0; default 1e-8
+ *                    adam's and adamw's eps; reduce_on_plateau's smallest lr change
+ *   split_batches    bool; default false
+ *                    the schedule counts global batches (set it as on the loaders)
+ * Loss keys (accel_loss_compute; accel/loss.h).
+ *   reduction        string: "mean", "sum", "none"; default "mean"
+ *                    how the per-sample losses are reduced
+ *   label_smoothing  double; default 0
+ *                    cross_entropy's label smoothing, in [0, 1]
+ *   ignore_index     int; default -100
+ *                    the target class cross_entropy and nll ignore
+ * Train step keys (accel_train_step_new; accel/train_step.h), and the loss keys.
+ *   loss             string: "cross_entropy", "nll", "mse", "l1", "bce_with_logits", "output"; default "cross_entropy"
+ *                    the loss the step computes (output: the model returns it)
+ *   max_grad_norm    double; default 0
+ *                    clip the gradients' total norm to this on sync steps; 0 = no clipping
+ *   norm_type        double > 0; default 2
+ *                    the norm max_grad_norm measures
+ *   cuda_graph       bool; default false
+ *                    capture the step in a CUDA graph and replay it
+ *   cuda_graph_warmup int > 0; default 3
+ *                    eager steps before the capture
+ * Tracker keys (accel_state_init_trackers; accel/tracking.h).
+ *   log_with         string; default "jsonl,csv,tensorboard"
+ *                    the trackers, comma-separated: jsonl, csv, tensorboard
+ *   overwrite        bool; default false
+ *                    a run directory that holds records already is emptied first (else refused)
+ * </generated: option keys>
+ * accel_options_dump lists every object's keys with their values.
  *
  * Accelerate's Accelerator and DataLoaderConfiguration arguments without a key here, and why:
  * deepspeed_plugin, fsdp_plugin, megatron_lm_plugin, fp8 (mixed_precision "fp8") and their recipe kwargs:

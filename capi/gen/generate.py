@@ -6,8 +6,8 @@
                                                      a temporary folder and fails naming each committed
                                                      file that differs from it
 
-capi/accel.h and the headers it includes are the truth; each file written here says at its top that it
-is generated. They are committed, so that a build needs neither this generator nor pycparser and a
+capi/accel.h and the headers it includes are the truth for the ABI, capi/gen/option_tables.py for the
+options (their C++ tables and the reference in options.h); each file written here says that it is generated. They are committed, so that a build needs neither this generator nor pycparser and a
 change to a header shows in review as the change of every binding.
 """
 import argparse
@@ -18,6 +18,7 @@ import tempfile
 
 import emit_entry_point_test
 import emit_julia
+import emit_options
 import emit_python
 import emit_rust
 import emit_symbols
@@ -35,6 +36,7 @@ def generated_files(root):
     files = {}
     for emit in (emit_python.emit, emit_rust.emit, emit_julia.emit, emit_symbols.emit, emit_entry_point_test.emit):
         files.update(emit(api))
+    files.update(emit_options.emit(root))
     return files
 
 

@@ -16,6 +16,9 @@ using OptionValue = std::variant<bool, int64_t, double, std::string>;
 
 enum class OptionType { Bool, Int, Double, String };
 
+// A numeric option's bound that does not bound: OptionSpec's maximum, above and below when unset.
+inline constexpr double kNoLimit = std::numeric_limits<double>::infinity();
+
 struct OptionSpec {
   std::string key;
   OptionType type;
@@ -23,11 +26,11 @@ struct OptionSpec {
   std::vector<std::string> choices;  // allowed strings, for String options that are enumerations
   bool positive = false;             // numeric options that must be > 0
   // Numeric options: the largest value accepted (timeout_s: beyond it, milliseconds overflow the clocks).
-  double maximum = std::numeric_limits<double>::infinity();
+  double maximum = kNoLimit;
   // Numeric options: bounds the value must lie strictly between (the grad scaler's growth_factor > 1,
   // backoff_factor < 1).
-  double above = -std::numeric_limits<double>::infinity();
-  double below = std::numeric_limits<double>::infinity();
+  double above = -kNoLimit;
+  double below = kNoLimit;
   // String options with choices: a comma-separated list of them, possibly empty (rng_types).
   bool list = false;
 };

@@ -4,30 +4,6 @@
 
 namespace accel::data {
 
-const OptionScope& loader_option_scope() {
-  static const OptionScope scope{
-      "loader",
-      "accel_loader_new",
-      /*from_environment=*/false,
-      {
-          {"batch_size", OptionType::Int, int64_t{1}, {}, true},
-          {"shuffle", OptionType::Bool, false, {}, false},
-          {"drop_last", OptionType::Bool, false, {}, false},
-          {"split_batches", OptionType::Bool, false, {}, false},
-          {"even_batches", OptionType::Bool, true, {}, false},
-          {"dispatch_batches", OptionType::String, std::string("auto"), {"auto", "true", "false"}, false},
-          {"already_sharded", OptionType::Bool, false, {}, false},
-          {"use_seedable_sampler", OptionType::Bool, false, {}, false},
-          {"data_seed", OptionType::Int, int64_t{-1}, {}, false},
-          {"device_placement", OptionType::Bool, true, {}, false},
-          {"non_blocking", OptionType::Bool, false, {}, false},
-          {"pin_memory", OptionType::Bool, false, {}, false},
-          {"prefetch_threads", OptionType::Int, int64_t{0}, {}, false},
-          {"prefetch_depth", OptionType::Int, int64_t{2}, {}, true},
-      }};
-  return scope;
-}
-
 LoaderConfig loader_config(const Options* explicit_options) {
   const auto options = resolve_options(loader_option_scope(), explicit_options, process_env());
   LoaderConfig config;

@@ -56,16 +56,6 @@ double now_seconds() {
 
 }  // namespace
 
-const OptionScope& trackers_option_scope() {
-  static const OptionScope scope{
-      "trackers",
-      "accel_state_init_trackers",
-      /*from_environment=*/false,
-      {{"log_with", OptionType::String, std::string("jsonl,csv,tensorboard"), {}, false},
-       {"overwrite", OptionType::Bool, false, {}, false}}};
-  return scope;
-}
-
 Trackers::Trackers(bool main_process, const std::string& project_dir, const std::string& run_name,
                    const std::string& config_json, const Options* options)
     : main_process_(main_process), run_name_(run_name) {
