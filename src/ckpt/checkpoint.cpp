@@ -66,14 +66,15 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
   const std::string manifest_path = join_path(directory, kManifestFile);
   loaded.manifest = read_manifest(manifest_path);
   const Manifest& manifest = loaded.manifest;
-  // Loaders' positions and registered objects are per process; without them a checkpoint resumes on another
-  // number of processes (the optimizer state is whole, ZeRO's included), a rank past the saved ones keeping
-  // its own random state.
+  // Registered objects are per process; without them a checkpoint resumes on another number of processes
+  // (the optimizer state is whole, ZeRO's included), a rank past the saved ones keeping its own random
+  // state. Loaders resume there from rank 0's position (every rank's is the same step), which
+  // Loader::load_state accepts when the global batch is the same.
   const bool same_world = manifest.world_size == state.launch().world_size;
-  if (!same_world && (manifest.num_loaders > 0 || !manifest.custom_objects.empty())) {
+  if (!same_world && !manifest.custom_objects.empty()) {
     fail(Code::InvalidArgument, manifest_path + ": the checkpoint was saved by " + std::to_string(manifest.world_size) +
                                     " processes, this run has " + std::to_string(state.launch().world_size) +
-                                    ", and its loaders and registered objects hold a state per process");
+                                    ", and its registered objects hold a state per process");
   }
   expect_count("models", manifest.num_models, objects.models.size(), manifest_path);
   expect_count("optimizers", manifest.num_optimizers, objects.optimizers.size(), manifest_path);
@@ -102,13 +103,23 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
     train::read_archive(*loaded.scaler, "grad scaler");
   }
 
+  if (!objects.loaders.empty()) {
+    const std::string loaders_path =
+        join_path(join_path(directory, rank_directory(same_world ? state.launch().rank : 0)), kStatesFile);
+    const formats::SafetensorsFile loaders(loaders_path);
+    for (size_t i = 0; i < objects.loaders.size(); ++i) {
+      loaded.loaders.push_back(view_bytes(loaders, indexed("loader", i), loaders_path));
+      objects.loaders[i]->check_state(loaded.loaders.back());
+      if (data::decode_loader_state(loaded.loaders.back()).world_size == -1 && !same_world) {
+        fail(Code::InvalidArgument, loaders_path + ": loader " + std::to_string(i) + "'s state does not say how many "
+                                    "processes saved it (an older accel's), so it resumes on " +
+                                    std::to_string(manifest.world_size) + " processes only");
+      }
+    }
+  }
   if (state.launch().rank < manifest.world_size) {
     const std::string own_path = join_path(join_path(directory, rank_directory(state.launch().rank)), kStatesFile);
     const formats::SafetensorsFile own(own_path);
-    for (size_t i = 0; i < objects.loaders.size(); ++i) {
-      loaded.loaders.push_back(view_bytes(own, indexed("loader", i), own_path));
-      data::decode_loader_state(loaded.loaders.back());
-    }
     for (const formats::ArrayView& view : own.arrays()) {
       if (view.name.rfind("rng.", 0) == 0) loaded.rng.emplace_back(view.name.substr(4), formats::copy_to_tensor(view));
     }

@@ -106,6 +106,11 @@ std::vector<Batch> Loader::my_batches() {
                            config_.split_batches, config_.even_batches);
 }
 
+int64_t Loader::global_batch_size() const {
+  if (config_.batches || config_.already_sharded) return -1;
+  return config_.split_batches ? config_.batch_size : config_.batch_size * state_->launch().world_size;
+}
+
 std::vector<Batch> Loader::shard_given_batches() const {
   const ShardSpec spec{state_->launch().world_size, state_->launch().rank, false, config_.even_batches};
   return shard_batches(*config_.batches, BaseSampler{std::nullopt, false}, spec);
@@ -278,6 +283,8 @@ std::string Loader::save_state() const {
   saved.epoch = epoch_;
   saved.yielded = in_epoch ? yielded_ : 0;
   saved.dataset_size = map_dataset_ ? map_dataset_->size() : -1;
+  saved.world_size = state_->launch().world_size;
+  saved.global_batch_size = global_batch_size();
   at::Tensor generator_state;
   if (in_epoch && epoch_generator_state_.defined()) {
     generator_state = epoch_generator_state_;
@@ -291,14 +298,35 @@ std::string Loader::save_state() const {
   return encode_loader_state(saved);
 }
 
-void Loader::load_state(const std::string& bytes) {
-  if (epoch_batches_) fail(Code::InvalidState, "load_state: an epoch is in progress");
-  const LoaderState saved = decode_loader_state(bytes);
+LoaderState Loader::checked_state(const std::string& bytes) const {
+  LoaderState saved = decode_loader_state(bytes);
   const int64_t expected_size = map_dataset_ ? map_dataset_->size() : -1;
   if (saved.dataset_size != expected_size) {
     fail(Code::InvalidArgument, "loader state was saved for a dataset of " + std::to_string(saved.dataset_size) +
                                     " samples, this one has " + std::to_string(expected_size) + " (-1: iterable)");
   }
+  const int64_t world = state_->launch().world_size;
+  if (saved.mid_epoch && saved.world_size != -1 && saved.world_size != world &&
+      (saved.global_batch_size == -1 || saved.global_batch_size != global_batch_size())) {
+    const auto step = [](int64_t global) {
+      return global == -1 ? std::string("steps that are not samples alike on any number of processes (explicit "
+                                        "batches, or a stream already sharded)")
+                          : std::to_string(global) + " samples a step";
+    };
+    fail(Code::InvalidArgument, "loader state was saved mid-epoch by " + std::to_string(saved.world_size) +
+                                    " processes taking " + step(saved.global_batch_size) + "; this run has " +
+                                    std::to_string(world) + " taking " + step(global_batch_size()) +
+                                    ": resuming on another number of processes needs the same global batch "
+                                    "(batch_size x processes, or batch_size with split_batches)");
+  }
+  return saved;
+}
+
+void Loader::check_state(const std::string& bytes) const { checked_state(bytes); }
+
+void Loader::load_state(const std::string& bytes) {
+  if (epoch_batches_) fail(Code::InvalidState, "load_state: an epoch is in progress");
+  const LoaderState saved = checked_state(bytes);
   auto generator_state = at::empty({static_cast<int64_t>(saved.generator_state.size())}, at::kByte);
   std::memcpy(generator_state.data_ptr<uint8_t>(), saved.generator_state.data(), saved.generator_state.size());
   {

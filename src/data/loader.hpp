@@ -14,6 +14,7 @@
 #include "data/dataset.hpp"
 #include "data/epoch.hpp"
 #include "data/epoch_plan.hpp"
+#include "data/loader_state.hpp"
 #include "distributed/state.hpp"
 
 namespace accel::data {
@@ -67,10 +68,19 @@ class Loader {
   void skip_first_batches(int64_t n);
 
   // Epoch, generator state at the start of the epoch and batches already yielded, as bytes; loading them
-  // into a loader over the same data and settings makes it yield exactly the remaining batches.
+  // into a loader over the same data and settings makes it yield exactly the remaining batches. On another
+  // number of processes too, when the global batch is the same (per-process batch_size x processes, or
+  // batch_size with split_batches): a step is then the same samples whatever the processes, so the loader
+  // resumes at the same step and every remaining sample comes once, in the uninterrupted run's order.
   std::string save_state() const;
-  // Between epochs only. Throws Error(InvalidArgument) naming what is wrong with a corrupt or foreign state.
+  // Between epochs only. Throws Error(InvalidArgument) naming what is wrong with a corrupt or foreign state,
+  // and for a state saved mid-epoch on another number of processes with another global batch (or by a
+  // loader whose steps are not samples alike on any number of processes: explicit batches, a stream
+  // already sharded).
   void load_state(const std::string& bytes);
+  // Throws what load_state would for these bytes, and changes nothing (a checkpoint checks every loader's
+  // state before it restores any object).
+  void check_state(const std::string& bytes) const;
 
  private:
   Loader(std::shared_ptr<distributed::State> state, LoaderConfig config, bool iterable);
@@ -79,6 +89,11 @@ class Loader {
   // This rank's batches of a map-style epoch (nothing is sharded with one process).
   std::vector<Batch> my_batches();
   std::vector<Batch> shard_given_batches() const;
+  // The decoded state, or the errors of load_state.
+  LoaderState checked_state(const std::string& bytes) const;
+  // Samples a step takes over every process; -1 for explicit batches and streams already sharded, whose
+  // steps change with the number of processes.
+  int64_t global_batch_size() const;
   std::vector<int64_t> epoch_order();
   void place_on_device(NamedTensors& batch) const;
   void end_epoch();

@@ -8,7 +8,8 @@ namespace accel::data {
 
 namespace {
 
-constexpr std::string_view kMagic{"ACCLDR01", 8};
+constexpr std::string_view kMagicV1{"ACCLDR01", 8};
+constexpr std::string_view kMagicV2{"ACCLDR02", 8};
 
 void put_int(std::string& out, int64_t value) { out.append(reinterpret_cast<const char*>(&value), sizeof value); }
 
@@ -42,10 +43,15 @@ class FieldReader {
 }  // namespace
 
 std::string encode_loader_state(const LoaderState& state) {
-  std::string out(kMagic);
+  const bool version2 = state.world_size != -1;
+  std::string out(version2 ? kMagicV2 : kMagicV1);
   put_int(out, state.epoch);
   put_int(out, state.yielded);
   put_int(out, state.dataset_size);
+  if (version2) {
+    put_int(out, state.world_size);
+    put_int(out, state.global_batch_size);
+  }
   put_int(out, static_cast<int64_t>(state.generator_state.size()));
   out += state.generator_state;
   put_int(out, state.mid_epoch ? 1 : 0);
@@ -53,14 +59,24 @@ std::string encode_loader_state(const LoaderState& state) {
 }
 
 LoaderState decode_loader_state(std::string_view bytes) {
-  if (bytes.substr(0, kMagic.size()) != kMagic) {
+  const std::string_view magic = bytes.substr(0, kMagicV2.size());
+  const bool version2 = magic == kMagicV2;
+  if (!version2 && magic != kMagicV1) {
     fail(Code::InvalidArgument, "loader state is corrupt or not an accel loader state (bad magic)");
   }
-  FieldReader in(bytes.substr(kMagic.size()));
+  FieldReader in(bytes.substr(kMagicV2.size()));
   LoaderState state;
   state.epoch = in.take_int("epoch");
   state.yielded = in.take_int("position");
   state.dataset_size = in.take_int("dataset size");
+  if (version2) {
+    state.world_size = in.take_int("process count");
+    state.global_batch_size = in.take_int("global batch");
+    if (state.world_size < 1 || state.global_batch_size < -1 || state.global_batch_size == 0) {
+      fail(Code::InvalidArgument, "loader state is corrupt (process count " + std::to_string(state.world_size) +
+                                      ", global batch " + std::to_string(state.global_batch_size) + ")");
+    }
+  }
   const int64_t generator_bytes = in.take_int("generator state size");
   if (state.epoch < 0 || state.yielded < 0) {
     fail(Code::InvalidArgument, "loader state is corrupt (negative epoch or position)");
