@@ -1,7 +1,7 @@
 #include "accel/state.h"
 
 #include "core/env.hpp"
-#include "distributed/seed.hpp"
+#include "distributed/collectives/seed.hpp"
 #include "shim/entry_point.hpp"
 
 extern "C" int accel_state_new(accel_state_t** out, const accel_options_t* options) {

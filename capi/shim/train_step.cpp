@@ -3,7 +3,7 @@
 #include <string>
 
 #include "shim/entry_point.hpp"
-#include "train/training_options.hpp"
+#include "train/step/train_step.hpp"
 
 extern "C" int accel_train_step_new(accel_train_step_t** out, accel_model_t* model, accel_optimizer_t* optimizer,
                                     const accel_options_t* options) {

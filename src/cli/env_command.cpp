@@ -17,7 +17,7 @@
 #include "core/error.hpp"
 #include "core/features.hpp"
 #include "core/options.hpp"
-#include "distributed/group/transport_plan.hpp"
+#include "distributed/transport/transport_plan.hpp"
 #include "distributed/state_options.hpp"
 
 namespace accel::cli {

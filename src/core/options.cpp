@@ -204,6 +204,10 @@ namespace {
 
 }  // namespace
 
+ResolvedOptions resolve_options(const OptionScope& scope, const Options* explicit_options) {
+  return resolve_options(scope, explicit_options, [](const std::string&) { return std::nullopt; });
+}
+
 ResolvedOptions resolve_options(const OptionScope& scope, const Options* explicit_options, const EnvLookup& env) {
   if (explicit_options != nullptr) {
     for (const auto& entry : explicit_options->values()) {

@@ -110,6 +110,8 @@ class ResolvedOptions {
 // Error(BadOptionValue) naming a variable that does not parse, and Error(UnknownOption) for an explicit
 // key of another object, naming the object and the function it belongs to.
 ResolvedOptions resolve_options(const OptionScope& scope, const Options* explicit_options, const EnvLookup& env);
+// The same for a scope that reads no environment variable (every object's but the state's).
+ResolvedOptions resolve_options(const OptionScope& scope, const Options* explicit_options);
 
 // The ACCEL_* names among variable_names that set no key of scope and are not in also_known: what a
 // warning should name.

@@ -12,7 +12,7 @@
 #include "core/value_ranges.hpp"
 #include "data/loader_state.hpp"
 #include "distributed/collectives/collectives.hpp"
-#include "distributed/seed.hpp"
+#include "distributed/collectives/seed.hpp"
 
 namespace accel::data {
 

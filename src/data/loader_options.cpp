@@ -5,7 +5,7 @@
 namespace accel::data {
 
 LoaderConfig loader_config(const Options* explicit_options) {
-  const auto options = resolve_options(loader_option_scope(), explicit_options, process_env());
+  const auto options = resolve_options(loader_option_scope(), explicit_options);
   LoaderConfig config;
   config.batch_size = options.get_int("batch_size");
   config.shuffle = options.get_bool("shuffle");

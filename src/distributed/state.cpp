@@ -11,8 +11,8 @@
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/timeline.hpp"
-#include "distributed/collectives/call_agreement.hpp"
-#include "distributed/group/transport_plan.hpp"
+#include "distributed/call_agreement.hpp"
+#include "distributed/transport/transport_plan.hpp"
 #include "distributed/state_options.hpp"
 
 namespace accel::distributed {

@@ -10,7 +10,7 @@
 #include "core/env.hpp"
 #include "core/gradient_state.hpp"
 #include "core/options.hpp"
-#include "distributed/group/group_config.hpp"
+#include "distributed/topology/group_config.hpp"
 #include "distributed/group/process_group.hpp"
 
 namespace accel::distributed {

@@ -59,7 +59,7 @@ double now_seconds() {
 Trackers::Trackers(bool main_process, const std::string& project_dir, const std::string& run_name,
                    const std::string& config_json, const Options* options)
     : main_process_(main_process), run_name_(run_name) {
-  const auto settings = resolve_options(trackers_option_scope(), options, [](const std::string&) { return std::nullopt; });
+  const auto settings = resolve_options(trackers_option_scope(), options);
   require_argument(!project_dir.empty(), "the project directory is empty");
   require_utf8(run_name, "run name");
   require_argument(!run_name.empty() && run_name != "." && run_name != ".." && run_name.find('/') == std::string::npos,

@@ -1,7 +1,5 @@
 #include "train/training_options.hpp"
 
-#include "train/step/train_step.hpp"
-
 #include <sstream>
 
 #include "core/error.hpp"
@@ -9,10 +7,6 @@
 namespace accel::train {
 
 namespace {
-
-ResolvedOptions resolved(const OptionScope& scope, const Options* explicit_options) {
-  return resolve_options(scope, explicit_options, [](const std::string&) { return std::nullopt; });
-}
 
 // "30, 80" -> {30, 80}: integers separated by commas, spaces around them allowed.
 std::vector<int64_t> parse_milestones(const std::string& text) {
@@ -30,8 +24,9 @@ std::vector<int64_t> parse_milestones(const std::string& text) {
   return milestones;
 }
 
-// The loss keys, which the loss scope and the train step scope share.
-LossConfig loss_config_of(const ResolvedOptions& values) {
+}  // namespace
+
+LossConfig loss_config(const ResolvedOptions& values) {
   LossConfig config;
   config.reduction = values.get_string("reduction");
   config.label_smoothing = values.get_double("label_smoothing");
@@ -39,10 +34,8 @@ LossConfig loss_config_of(const ResolvedOptions& values) {
   return config;
 }
 
-}  // namespace
-
 PrepareConfig prepare_config(const Options* explicit_options) {
-  const auto values = resolved(prepare_option_scope(), explicit_options);
+  const auto values = resolve_options(prepare_option_scope(), explicit_options);
   PrepareConfig config;
   config.reducer.find_unused_parameters = values.get_bool("find_unused_parameters");
   config.reducer.bucket_bytes = static_cast<int64_t>(values.get_double("bucket_cap_mb") * 1024 * 1024);
@@ -66,7 +59,7 @@ PrepareConfig prepare_config(const Options* explicit_options) {
 }
 
 OptimizerConfig optimizer_config(const Options* explicit_options) {
-  const auto values = resolved(optimizer_option_scope(), explicit_options);
+  const auto values = resolve_options(optimizer_option_scope(), explicit_options);
   OptimizerConfig config;
   config.lr = values.get_double("lr");
   config.momentum = values.get_double("momentum");
@@ -81,7 +74,7 @@ OptimizerConfig optimizer_config(const Options* explicit_options) {
 }
 
 SchedulerConfig scheduler_config(const Options* explicit_options) {
-  const auto values = resolved(scheduler_option_scope(), explicit_options);
+  const auto values = resolve_options(scheduler_option_scope(), explicit_options);
   // Options whose absence means something (a default that depends on the schedule, or one of two keys).
   const auto given = [&](const std::string& key) { return values.source(key) == OptionSource::Explicit; };
   SchedulerConfig config;
@@ -122,19 +115,7 @@ SchedulerConfig scheduler_config(const Options* explicit_options) {
 }
 
 LossConfig loss_config(const Options* explicit_options) {
-  return loss_config_of(resolved(loss_option_scope(), explicit_options));
-}
-
-TrainStepConfig train_step_config(const Options* explicit_options) {
-  const auto values = resolved(train_step_option_scope(), explicit_options);
-  TrainStepConfig config;
-  config.loss = values.get_string("loss");
-  config.loss_config = loss_config_of(values);
-  config.max_grad_norm = values.get_double("max_grad_norm");
-  config.norm_type = values.get_double("norm_type");
-  config.cuda_graph = values.get_bool("cuda_graph");
-  config.warmup_steps = values.get_int("cuda_graph_warmup");
-  return config;
+  return loss_config(resolve_options(loss_option_scope(), explicit_options));
 }
 
 }  // namespace accel::train

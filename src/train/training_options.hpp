@@ -11,9 +11,6 @@
 
 namespace accel::train {
 
-// Declared only: the step (train/step/) builds on the training loop, which this area's top also holds.
-struct TrainStepConfig;
-
 const OptionScope& prepare_option_scope();
 const OptionScope& optimizer_option_scope();
 const OptionScope& scheduler_option_scope();
@@ -26,6 +23,7 @@ PrepareConfig prepare_config(const Options* explicit_options);
 OptimizerConfig optimizer_config(const Options* explicit_options);
 SchedulerConfig scheduler_config(const Options* explicit_options);
 LossConfig loss_config(const Options* explicit_options);
-TrainStepConfig train_step_config(const Options* explicit_options);
+// The loss keys of resolved values: the loss scope's, which the train step's scope takes too.
+LossConfig loss_config(const ResolvedOptions& values);
 
 }  // namespace accel::train

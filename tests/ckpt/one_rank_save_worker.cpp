@@ -11,7 +11,7 @@
 // Against a training step the two are out of step inside the backend: afterwards the state reports the
 // group broken, the next collective fails at once, and freeing every handle returns (a collective abandoned
 // by the other rank must not hold the process). Against a barrier the two meet in the call agreement
-// (distributed/collectives/call_agreement.hpp): both fail at once naming each process's call, nothing else was sent, and
+// (distributed/call_agreement.hpp): both fail at once naming each process's call, nothing else was sent, and
 // the group stays usable (the next barrier of both goes through). Exit code 0 means the expectations held
 // on that rank.
 #include <unistd.h>

@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
-#include "distributed/group/node_layout.hpp"
-#include "distributed/group/transport_plan.hpp"
+#include "distributed/topology/node_layout.hpp"
+#include "distributed/transport/transport_plan.hpp"
 
 namespace accel::distributed {
 namespace {

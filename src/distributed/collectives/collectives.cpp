@@ -12,7 +12,7 @@
 #include <optional>
 
 #include "core/error.hpp"
-#include "distributed/collectives/call_agreement.hpp"
+#include "distributed/call_agreement.hpp"
 
 namespace accel::distributed {
 

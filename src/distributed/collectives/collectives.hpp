@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/named_tensors.hpp"
-#include "distributed/collectives/call_agreement.hpp"
+#include "distributed/call_agreement.hpp"
 #include "distributed/state.hpp"
 
 namespace accel::distributed {

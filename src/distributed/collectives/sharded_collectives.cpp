@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "distributed/collectives/call_agreement.hpp"
+#include "distributed/call_agreement.hpp"
 #include "distributed/group/process_group.hpp"
 
 namespace accel::distributed {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "distributed/group/group_config.hpp"
-#include "distributed/group/transport.hpp"
+#include "distributed/topology/group_config.hpp"
+#include "distributed/transport/transport.hpp"
 
 namespace accel::distributed {
 

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <thread>
 
-#include "distributed/group/node_layout.hpp"
+#include "distributed/topology/node_layout.hpp"
 
 namespace accel::distributed {
 

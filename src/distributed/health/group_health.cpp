@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "core/options.hpp"
-#include "distributed/group/node_layout.hpp"
+#include "distributed/topology/node_layout.hpp"
 #include "distributed/health/departed_ranks.hpp"
 
 namespace accel::distributed {

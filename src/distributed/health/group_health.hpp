@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "distributed/group/group_config.hpp"
+#include "distributed/topology/group_config.hpp"
 #include "distributed/health/record_publisher.hpp"
 #include "distributed/health/stall_report.hpp"
 #include "distributed/health/watched_wait.hpp"

@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "distributed/group/node_layout.hpp"
-#include "distributed/group/transport.hpp"
-#include "distributed/shm/shm_element.hpp"
+#include "distributed/topology/node_layout.hpp"
+#include "distributed/transport/transport.hpp"
+#include "distributed/transport/shm_element.hpp"
 
 namespace accel::distributed {
 

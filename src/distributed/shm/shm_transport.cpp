@@ -12,7 +12,7 @@
 
 #include "core/error.hpp"
 #include "distributed/c10d/c10d_transport.hpp"
-#include "distributed/group/node_layout.hpp"
+#include "distributed/topology/node_layout.hpp"
 #include "distributed/health/group_health.hpp"
 #include "distributed/shm/shm_thread.hpp"
 

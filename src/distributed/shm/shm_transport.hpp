@@ -16,7 +16,7 @@
 #include <memory>
 #include <optional>
 
-#include "distributed/group/transport.hpp"
+#include "distributed/transport/transport.hpp"
 #include "distributed/shm/shm_allreduce.hpp"
 
 namespace accel::distributed {

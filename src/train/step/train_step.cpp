@@ -13,6 +13,7 @@
 #include "train/optim/capturable_optimizer.hpp"
 #include "train/optim/clipping.hpp"
 #include "train/step/step_graph.hpp"
+#include "train/training_options.hpp"
 #include "train/optim/zero_optimizer.hpp"
 
 namespace accel::train {
@@ -90,6 +91,18 @@ struct StepResult {
 };
 
 }  // namespace
+
+TrainStepConfig train_step_config(const Options* explicit_options) {
+  const auto values = resolve_options(train_step_option_scope(), explicit_options);
+  TrainStepConfig config;
+  config.loss = values.get_string("loss");
+  config.loss_config = loss_config(values);
+  config.max_grad_norm = values.get_double("max_grad_norm");
+  config.norm_type = values.get_double("norm_type");
+  config.cuda_graph = values.get_bool("cuda_graph");
+  config.warmup_steps = values.get_int("cuda_graph_warmup");
+  return config;
+}
 
 struct TrainStep::Impl {
   std::shared_ptr<Model> model;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/named_tensors.hpp"
+#include "core/options.hpp"
 #include "train/loss/losses.hpp"
 #include "train/model/model.hpp"
 #include "train/training_loop.hpp"
@@ -32,6 +33,11 @@ struct TrainStepConfig {
   bool cuda_graph = false;
   int64_t warmup_steps = 3;  // eager steps on the side stream before the capture
 };
+
+// The settings of explicit_options (NULL: the defaults) against the train step's keys, the loss keys among
+// them (train_step_option_scope, training_options.hpp). Throws Error(UnknownOption) for another object's
+// key (naming where it belongs), Error(BadOptionValue).
+TrainStepConfig train_step_config(const Options* explicit_options);
 
 struct TrainStepStats {
   int64_t steps = 0;

@@ -1,9 +1,10 @@
-"""The folders of src/ form layers through their headers: no header includes a header of a folder that
-(through headers) includes its own folder back. A folder is a directory of src/ (src/train/optim is
-"train/optim"; files at an area's top are the area's). Implementation files may reach across; headers,
-the interfaces a newcomer follows, may not loop. Prints each loop of folders and exits 1 when there is one.
+"""The folders of src/ form layers: no file (header or implementation) includes a header of a folder that
+(through its files) includes its own folder back. A folder is a directory of src/ (src/train/optim is
+"train/optim"; files at an area's top are the area's). A loop means two folders can only be understood,
+built and tested together: the shared piece belongs in a folder below both. Prints each loop of folders
+and exits 1 when there is one.
 
-Usage: header_layers.py [SRC]   (default: the src/ beside tests/)"""
+Usage: include_layers.py [SRC]   (default: the src/ beside tests/)"""
 import os
 import re
 import sys
@@ -16,10 +17,10 @@ def folder_graph(src):
     for directory, _, files in os.walk(src):
         folder = os.path.relpath(directory, src)
         for name in files:
-            if not name.endswith(".hpp"):
+            if not name.endswith((".hpp", ".cpp")):
                 continue
-            with open(os.path.join(directory, name), encoding="utf-8") as header:
-                for target in INCLUDE.findall(header.read()):
+            with open(os.path.join(directory, name), encoding="utf-8") as source:
+                for target in INCLUDE.findall(source.read()):
                     if target != folder and os.path.isdir(os.path.join(src, target)):
                         graph.setdefault(folder, set()).add(target)
     return graph
@@ -73,9 +74,9 @@ def main():
     src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
     found = loops(folder_graph(src))
     for group in found:
-        print("src/ folders whose headers include each other in a loop: " + ", ".join(group))
+        print("src/ folders that include each other in a loop: " + ", ".join(group))
     if not found:
-        print("src/ folders in layers: no loop through headers")
+        print("src/ folders in layers: no loop through their includes")
     return 1 if found else 0
 
 

@@ -1,4 +1,4 @@
-#include "distributed/seed.hpp"
+#include "distributed/collectives/seed.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>

@@ -1,4 +1,4 @@
-#include "distributed/collectives/call_agreement.hpp"
+#include "distributed/call_agreement.hpp"
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>

@@ -1,4 +1,4 @@
-#include "distributed/group/transport.hpp"
+#include "distributed/transport/transport.hpp"
 
 #include <ATen/ops/div.h>
 

@@ -1,4 +1,4 @@
-#include "distributed/group/transport_plan.hpp"
+#include "distributed/transport/transport_plan.hpp"
 
 #include "core/error.hpp"
 

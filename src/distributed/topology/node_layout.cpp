@@ -1,4 +1,4 @@
-#include "distributed/group/node_layout.hpp"
+#include "distributed/topology/node_layout.hpp"
 
 #include <unistd.h>
 
