@@ -10,6 +10,11 @@ class Dealer(Handle):
     """One epoch's dealing; make it with shard(), iterable() or dispatch()."""
     _free = lib.accel_dealer_free
 
+    def __init__(self, pointer):
+        super().__init__(pointer)
+        # accel_dealer_next's out-parameters, made once: a dealer is asked for batches after every push.
+        self._next = (ffi.new("int64_t **"), ffi.new("size_t *"), ffi.new("int *"))
+
     @classmethod
     def _made_by(cls, new, *arguments):
         out = ffi.new("accel_dealer_t **")
@@ -46,7 +51,7 @@ class Dealer(Handle):
         return self._ready()
 
     def _ready(self):
-        indices, count, has_batch = ffi.new("int64_t **"), ffi.new("size_t *"), ffi.new("int *")
+        indices, count, has_batch = self._next
         batches = []
         while True:
             check(lib.accel_dealer_next(self.pointer, indices, count, has_batch))
