@@ -1,17 +1,20 @@
 #include "cli/checkpoint_command.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ckpt/manifest.hpp"
 #include "ckpt/model_layout.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "data/loader_state.hpp"
 #include "formats/json.hpp"
 #include "formats/mapped_file.hpp"
 #include "formats/safetensors_header.hpp"
@@ -24,7 +27,9 @@ void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: accel checkpoint inspect DIR\n"
                "prints what DIR holds as JSON: for a checkpoint (save_state), the versions, world size, step,\n"
-               "epoch and object counts of its metadata.json; for a saved model (save_model), model.safetensors\n"
+               "epoch and object counts of its metadata.json, and each loader's place (epoch, steps taken, and the\n"
+               "processes and global batch that saved it: a resume on another number of processes keeps the global\n"
+               "batch); for a saved model (save_model), model.safetensors\n"
                "or the index and its shards; for both, each file with its size and tensor count, and the total,\n"
                "and for a model file that stores tied weights once, its ties (\"tied\": {name left out: name stored}).\n");
 }
@@ -96,6 +101,36 @@ std::string to_json(const std::string& directory, const Report& report) {
   return out + "\n  ]\n}\n";
 }
 
+// Rank 0's loader positions (every rank's is the same step), as a JSON list: the epoch, the step in it, and
+// the processes and global batch that saved it, which a resume on another number of processes must keep.
+std::string loader_states(const std::string& directory, const ckpt::Manifest& manifest) {
+  const std::string path = join_path(directory, join_path(ckpt::rank_directory(0), ckpt::kStatesFile));
+  const formats::MappedFile file(path);
+  const formats::SafetensorsHeader header = formats::parse_safetensors_header(file.data(), file.size(), path);
+  std::string out;
+  for (int64_t i = 0; i < manifest.num_loaders; ++i) {
+    const std::string name = "loader." + std::to_string(i);
+    const auto entry = std::find_if(header.entries.begin(), header.entries.end(),
+                                    [&](const formats::SafetensorsEntry& candidate) { return candidate.name == name; });
+    if (entry == header.entries.end()) fail(Code::InvalidArgument, path + ": no '" + name + "', which metadata.json counts");
+    const auto [begin, end] = formats::data_extent(*entry, path);
+    formats::check_in_payload(*entry, end, file.size() - header.data_start, path);
+    const auto* bytes = reinterpret_cast<const char*>(file.data()) + header.data_start + begin;
+    data::LoaderState state;
+    try {
+      state = data::decode_loader_state(std::string_view(bytes, end - begin));
+    } catch (const Error& error) {
+      fail(error.code(), path + ": '" + name + "': " + error.what());
+    }
+    const auto known = [](int64_t value) { return value == -1 ? std::string("null") : std::to_string(value); };
+    out += std::string(i ? ", " : "") + "{\"epoch\": " + std::to_string(state.epoch) + ", \"mid_epoch\": " +
+           (state.mid_epoch ? "true" : "false") + ", \"steps_taken\": " + std::to_string(state.yielded) +
+           ", \"saved_by_processes\": " + known(state.world_size) + ", \"global_batch\": " +
+           known(state.global_batch_size) + "}";
+  }
+  return "[" + out + "]";
+}
+
 Report inspect_checkpoint(const std::string& directory) {
   const ckpt::Manifest manifest = ckpt::read_manifest(join_path(directory, ckpt::kManifestFile));
   Report report;
@@ -121,6 +156,7 @@ Report inspect_checkpoint(const std::string& directory) {
     report.fields.emplace_back("zero_stage", std::to_string(manifest.zero_stage));
     report.fields.emplace_back("zero_split", "[" + split + "]");
   }
+  if (manifest.num_loaders > 0) report.fields.emplace_back("loaders_saved", loader_states(directory, manifest));
   report.files.push_back(other_file(directory, ckpt::kManifestFile));
   for (int64_t i = 0; i < manifest.num_models; ++i) {
     report.files.push_back(safetensors_file(directory, ckpt::checkpoint_model_file(static_cast<size_t>(i))));

@@ -35,8 +35,12 @@ if cmp -s "$work/from_start" "$work/resumed"; then
   exit 1
 fi
 
-# Another global batch (2 x 3 saved, 1 x 3 resumed) is refused by every rank, naming both.
+# Another global batch (2 x 3 saved, 1 x 3 resumed) is refused by every rank, naming both; `accel checkpoint
+# inspect` shows the loader's place and the global batch to keep.
 launch 2 save 3 "$saved_after" "$work/checkpoint"
+"$cli" checkpoint inspect "$work/checkpoint" > "$work/inspected"
+grep -q '"loaders_saved": \[{"epoch": 0, "mid_epoch": true, "steps_taken": 3, "saved_by_processes": 2, "global_batch": 6}\]' \
+  "$work/inspected"
 launch 1 refuse 3 "$work/checkpoint" 2> "$work/refused"
 grep -q "saved mid-epoch by 2 processes taking 6 samples a step; this run has 1 taking 3" "$work/refused"
 echo "resume on another number of processes: every remaining sample once, in order"
