@@ -50,7 +50,8 @@ PrepareConfig prepare_config(const Options* explicit_options) {
   if (zero_stage < 0 || zero_stage > 2) {
     fail(Code::BadOptionValue, "option zero_stage: " + std::to_string(zero_stage) +
                                    " is not a ZeRO stage accel has (0: data parallel, 1: optimizer state split "
-                                   "between the ranks, 2: gradients too)");
+                                   "between the ranks, 2: gradients too; 3, the parameters too, as FSDP's "
+                                   "FULL_SHARD, is designed but not built: docs/fsdp.md)");
   }
   config.reducer.zero_stage = static_cast<int32_t>(zero_stage);
   config.broadcast_buffers = values.get_bool("broadcast_buffers");

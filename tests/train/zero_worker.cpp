@@ -363,7 +363,8 @@ TEST(Zero, StageIsAnOptionOfZeroToTwo) {
   auto loop = std::make_shared<TrainingLoop>(state);
   Options options({&prepare_option_scope()});
   options.set("zero_stage", OptionValue(int64_t{3}));
-  expect_error(Code::BadOptionValue, "option zero_stage: 3", [&] { prepare_config(&options); });
+  expect_error(Code::BadOptionValue, "option zero_stage: 3 is not a ZeRO stage accel has", [&] { prepare_config(&options); });
+  expect_error(Code::BadOptionValue, "docs/fsdp.md", [&] { prepare_config(&options); });
   options.set("zero_stage", OptionValue(int64_t{2}));
   EXPECT_EQ(prepare_config(&options).reducer.zero_stage, 2);
 }

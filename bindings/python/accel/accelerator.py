@@ -102,7 +102,8 @@ class Accelerator(ProcessMixin, PrepareMixin, TrainingMixin, CheckpointingMixin,
                 raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED,
                                        f"{name}: this library has no {name[:-7].replace('_', '-').upper()} "
                                        "engine; DeepSpeedPlugin(zero_stage=1|2) shards optimizer state and "
-                                       "gradients")
+                                       "gradients (sharded parameters, FSDP's FULL_SHARD or ZeRO-3, are designed "
+                                       "but not built: docs/fsdp.md)")
         dataloader_config = _with_deprecated_loader_flags(dataloader_config, split_batches=split_batches,
                                                           dispatch_batches=dispatch_batches, even_batches=even_batches,
                                                           use_seedable_sampler=use_seedable_sampler)
