@@ -27,7 +27,6 @@ namespace accel::ckpt {
 
 namespace {
 
-std::string indexed(const char* kind, size_t index) { return std::string(kind) + "." + std::to_string(index); }
 
 std::string view_bytes(const formats::SafetensorsFile& file, const std::string& name, const std::string& path) {
   const formats::ArrayView& view = file.array(name);
@@ -91,11 +90,11 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
   const std::string shared_path = join_path(directory, kStatesFile);
   const formats::SafetensorsFile shared(shared_path);
   for (size_t i = 0; i < objects.optimizers.size(); ++i) {
-    loaded.optimizers.push_back(view_bytes(shared, indexed("optimizer", i), shared_path));
+    loaded.optimizers.push_back(view_bytes(shared, states_entry("optimizer", i), shared_path));
     train::read_archive(loaded.optimizers.back(), "optimizer");
   }
   for (size_t i = 0; i < objects.schedulers.size(); ++i) {
-    loaded.schedulers.push_back(view_bytes(shared, indexed("scheduler", i), shared_path));
+    loaded.schedulers.push_back(view_bytes(shared, states_entry("scheduler", i), shared_path));
     train::read_archive(loaded.schedulers.back(), "scheduler");
   }
   if (scaler != nullptr) {
@@ -108,9 +107,8 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
         join_path(join_path(directory, rank_directory(same_world ? state.launch().rank : 0)), kStatesFile);
     const formats::SafetensorsFile loaders(loaders_path);
     for (size_t i = 0; i < objects.loaders.size(); ++i) {
-      loaded.loaders.push_back(view_bytes(loaders, indexed("loader", i), loaders_path));
-      objects.loaders[i]->check_state(loaded.loaders.back());
-      if (data::decode_loader_state(loaded.loaders.back()).world_size == -1 && !same_world) {
+      loaded.loaders.push_back(view_bytes(loaders, states_entry("loader", i), loaders_path));
+      if (objects.loaders[i]->checked_state(loaded.loaders.back()).world_size == -1 && !same_world) {
         fail(Code::InvalidArgument, loaders_path + ": loader " + std::to_string(i) + "'s state does not say how many "
                                     "processes saved it (an older accel's), so it resumes on " +
                                     std::to_string(manifest.world_size) + " processes only");

@@ -21,7 +21,6 @@ namespace accel::ckpt {
 
 namespace {
 
-std::string indexed(const char* kind, size_t index) { return std::string(kind) + "." + std::to_string(index); }
 
 at::Tensor bytes_tensor(const std::string& bytes) {
   auto tensor = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
@@ -82,7 +81,7 @@ CheckpointSnapshot take_snapshot(const std::shared_ptr<distributed::State>& stat
     snapshot.custom_files.emplace_back(custom_object_file(object->name), object->save());
   }
   for (size_t i = 0; i < objects.loaders.size(); ++i) {
-    snapshot.rank_states.emplace_back(indexed("loader", i), bytes_tensor(objects.loaders[i]->save_state()));
+    snapshot.rank_states.emplace_back(states_entry("loader", i), bytes_tensor(objects.loaders[i]->save_state()));
   }
   for (auto& [generator, rng_state] : capture_rng_states()) snapshot.rank_states.emplace_back("rng." + generator, rng_state);
   // Under ZeRO an optimizer's state is gathered from every rank, so every rank takes part; rank 0 writes it.
@@ -102,10 +101,10 @@ CheckpointSnapshot take_snapshot(const std::shared_ptr<distributed::State>& stat
     snapshot.models.push_back(std::move(stored));
   }
   for (size_t i = 0; i < objects.optimizers.size(); ++i) {
-    snapshot.shared_states.emplace_back(indexed("optimizer", i), bytes_tensor(optimizer_states[i]));
+    snapshot.shared_states.emplace_back(states_entry("optimizer", i), bytes_tensor(optimizer_states[i]));
   }
   for (size_t i = 0; i < objects.schedulers.size(); ++i) {
-    snapshot.shared_states.emplace_back(indexed("scheduler", i), bytes_tensor(objects.schedulers[i]->scheduler().save_state()));
+    snapshot.shared_states.emplace_back(states_entry("scheduler", i), bytes_tensor(objects.schedulers[i]->scheduler().save_state()));
   }
   train::GradScaler* scaler = objects.scaler;
   if (scaler != nullptr) snapshot.shared_states.emplace_back("scaler", bytes_tensor(scaler->save_state()));

@@ -44,6 +44,8 @@ std::string checkpoint_model_file(size_t index) {
 
 std::string rank_directory(int64_t rank) { return "rank" + std::to_string(rank); }
 
+std::string states_entry(const char* kind, size_t index) { return std::string(kind) + "." + std::to_string(index); }
+
 std::string custom_object_file(const std::string& name) { return "custom_checkpoint_" + name + ".bin"; }
 
 void write_manifest(const std::string& path, const Manifest& manifest) {

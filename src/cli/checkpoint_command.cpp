@@ -109,7 +109,7 @@ std::string loader_states(const std::string& directory, const ckpt::Manifest& ma
   const formats::SafetensorsHeader header = formats::parse_safetensors_header(file.data(), file.size(), path);
   std::string out;
   for (int64_t i = 0; i < manifest.num_loaders; ++i) {
-    const std::string name = "loader." + std::to_string(i);
+    const std::string name = ckpt::states_entry("loader", static_cast<size_t>(i));
     const auto entry = std::find_if(header.entries.begin(), header.entries.end(),
                                     [&](const formats::SafetensorsEntry& candidate) { return candidate.name == name; });
     if (entry == header.entries.end()) fail(Code::InvalidArgument, path + ": no '" + name + "', which metadata.json counts");

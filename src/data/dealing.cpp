@@ -56,6 +56,10 @@ int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
 }  // namespace
 
+int64_t global_batch_size(int64_t batch_size, int64_t num_processes, bool split_batches) {
+  return split_batches ? batch_size : batch_size * num_processes;
+}
+
 void check_dataset_len(int64_t dataset_len) {
   require_argument(dataset_len >= 0, "dataset length must not be negative, got " + std::to_string(dataset_len));
 }
@@ -309,7 +313,7 @@ int64_t shard_remainder(int64_t dataset_len, int64_t batch_size, int64_t num_pro
   check_dataset_len(dataset_len);
   validate_sharding(batch_size, num_processes, split_batches);
   if (drop_last) return -1;  // upstream computes it only without drop_last; nothing is padded then anyway
-  return dataset_len % (split_batches ? batch_size : batch_size * num_processes);
+  return dataset_len % global_batch_size(batch_size, num_processes, split_batches);
 }
 
 // ---- IterableDatasetShard ----
@@ -322,7 +326,7 @@ IterableDatasetShard::IterableDatasetShard(IterableShardSpec spec) : spec_(spec)
 }
 
 int64_t IterableDatasetShard::global_batch_size() const {
-  return spec_.split_batches ? spec_.batch_size : spec_.batch_size * spec_.num_processes;
+  return data::global_batch_size(spec_.batch_size, spec_.num_processes, spec_.split_batches);
 }
 
 int64_t IterableDatasetShard::process_batch_size() const {

@@ -17,6 +17,10 @@ namespace accel::data {
 
 using Batch = std::vector<int64_t>;
 
+// Samples a step takes over every process: batch_size with split_batches (it is the global batch), else
+// batch_size on each of num_processes.
+int64_t global_batch_size(int64_t batch_size, int64_t num_processes, bool split_batches);
+
 // Error(InvalidArgument) for a negative dataset length, or a negative number of batches to skip.
 void check_dataset_len(int64_t dataset_len);
 void check_skip(int64_t num_batches);

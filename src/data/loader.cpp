@@ -108,7 +108,7 @@ std::vector<Batch> Loader::my_batches() {
 
 int64_t Loader::global_batch_size() const {
   if (config_.batches || config_.already_sharded) return -1;
-  return config_.split_batches ? config_.batch_size : config_.batch_size * state_->launch().world_size;
+  return data::global_batch_size(config_.batch_size, state_->launch().world_size, config_.split_batches);
 }
 
 std::vector<Batch> Loader::shard_given_batches() const {
@@ -321,8 +321,6 @@ LoaderState Loader::checked_state(const std::string& bytes) const {
   }
   return saved;
 }
-
-void Loader::check_state(const std::string& bytes) const { checked_state(bytes); }
 
 void Loader::load_state(const std::string& bytes) {
   if (epoch_batches_) fail(Code::InvalidState, "load_state: an epoch is in progress");

@@ -78,9 +78,9 @@ class Loader {
   // loader whose steps are not samples alike on any number of processes: explicit batches, a stream
   // already sharded).
   void load_state(const std::string& bytes);
-  // Throws what load_state would for these bytes, and changes nothing (a checkpoint checks every loader's
-  // state before it restores any object).
-  void check_state(const std::string& bytes) const;
+  // The decoded state, or the errors load_state would throw for these bytes; changes nothing (a
+  // checkpoint checks every loader's state before it restores any object).
+  LoaderState checked_state(const std::string& bytes) const;
 
  private:
   Loader(std::shared_ptr<distributed::State> state, LoaderConfig config, bool iterable);
@@ -89,8 +89,6 @@ class Loader {
   // This rank's batches of a map-style epoch (nothing is sharded with one process).
   std::vector<Batch> my_batches();
   std::vector<Batch> shard_given_batches() const;
-  // The decoded state, or the errors of load_state.
-  LoaderState checked_state(const std::string& bytes) const;
   // Samples a step takes over every process; -1 for explicit batches and streams already sharded, whose
   // steps change with the number of processes.
   int64_t global_batch_size() const;
