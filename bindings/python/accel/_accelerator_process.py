@@ -67,7 +67,7 @@ class ProcessMixin:
 
     @property
     def distributed_type(self):
-        return _DISTRIBUTED_TYPES[lib.accel_state_distributed_type(self.pointer)]
+        return state_module.set_distributed_type() or _DISTRIBUTED_TYPES[lib.accel_state_distributed_type(self.pointer)]
 
     @property
     def device(self):

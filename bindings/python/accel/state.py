@@ -35,6 +35,15 @@ def _forget_inherited_states():
     GradientState._shared_state.clear()
 
 
+# Where PartialState.distributed_type's setter keeps its value, in the shared state a reset clears.
+_SET_DISTRIBUTED_TYPE = "_set_distributed_type"
+
+
+def set_distributed_type():
+    """The value given to PartialState.distributed_type's setter, or None."""
+    return PartialState._shared_state.get(_SET_DISTRIBUTED_TYPE)
+
+
 # The Accelerator class, installed by accel.accelerator (which this module sits below) when it is imported:
 # what PartialState() makes when no Accelerator lives.
 _accelerator_class = None
@@ -121,7 +130,17 @@ class PartialState:
     process_index = property(lambda self: self._accelerator.process_index)
     local_process_index = property(lambda self: self._accelerator.local_process_index)
     device = property(lambda self: self._accelerator.device)
-    distributed_type = property(lambda self: self._accelerator.distributed_type)
+
+    @property
+    def distributed_type(self):
+        return self._accelerator.distributed_type
+
+    @distributed_type.setter
+    def distributed_type(self, value):
+        """Settable, as Accelerate's attribute is (its test scripts swap it to reach a branch): every Python
+        reader (this state, every Accelerator's distributed_type) sees value until the state is reset. The
+        library's own behaviour (its process group, its collectives) stays that of the state it made."""
+        self._shared_state[_SET_DISTRIBUTED_TYPE] = value
     backend = property(lambda self: self._accelerator.backend or None)
     is_main_process = property(lambda self: self._accelerator.is_main_process)
     is_local_main_process = property(lambda self: self._accelerator.is_local_main_process)

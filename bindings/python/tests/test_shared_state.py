@@ -1,7 +1,7 @@
 """The process state as Accelerate's test scripts use it, on one process: a later Accelerator joins the
 shared settings it leaves unset; PartialState answers while any Accelerator of the state lives; an
 Accelerator whose state was reset refuses to prepare with Accelerate's AttributeError; destroy_process_group
-without a state does nothing; join_uneven_inputs as Accelerate has it on each kind of state; a collective's
+without a state does nothing; distributed_type is settable; join_uneven_inputs as Accelerate has it on each kind of state; a collective's
 shape mismatch is Accelerate's DistributedOperationException too (accel.test_utils.scripts.test_ops raises
 one on two processes)."""
 import warnings
@@ -89,10 +89,10 @@ def test_destroy_process_group_without_a_state_does_nothing():
 
 
 @pytest.mark.parametrize("kind", [DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU])
-def test_join_uneven_inputs_as_accelerate_has_it_on_each_kind_of_state(kind, monkeypatch):
+def test_join_uneven_inputs_as_accelerate_has_it_on_each_kind_of_state(kind):
     accelerator = accel.Accelerator(cpu=True)
     model = accelerator.prepare(torch.nn.Linear(1, 1))
-    monkeypatch.setattr(accel.Accelerator, "distributed_type", property(lambda self: kind))
+    accelerator.state.distributed_type = kind
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with accelerator.join_uneven_inputs([model]) as joined:
@@ -107,6 +107,25 @@ def test_join_uneven_inputs_as_accelerate_has_it_on_each_kind_of_state(kind, mon
     assert joined is None
     said = [str(warning.message) for warning in caught]
     assert any("only supported for multi-GPU" in message for message in said) == (kind == DistributedType.MULTI_CPU)
+
+
+def test_distributed_type_is_settable_as_accelerates_until_the_state_is_reset():
+    # Accelerate's test_distributed_data_loop swaps it to reach the branch for another backend.
+    accelerator = accel.Accelerator(cpu=True)
+    state = accelerator.state
+    assert state.distributed_type == DistributedType.NO
+    state.distributed_type = DistributedType.FSDP
+    assert accelerator.distributed_type == DistributedType.FSDP == PartialState().distributed_type
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with accelerator.join_uneven_inputs([]):
+            pass
+    assert any("only supported for multi-GPU" in str(warning.message) for warning in caught)
+    state.distributed_type = DistributedType.NO
+    assert accelerator.distributed_type == DistributedType.NO
+    state.distributed_type = DistributedType.MULTI_CPU
+    AcceleratorState._reset_state()
+    assert accel.Accelerator(cpu=True).distributed_type == DistributedType.NO
 
 
 def test_a_collective_shape_mismatch_is_accelerates_distributed_operation_exception():
