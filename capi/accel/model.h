@@ -29,7 +29,8 @@
  * ACCEL_ERR_BAD_OPTION_VALUE; "bf16" where the all-reduces go through LibTorch 1.13's Gloo, which has no
  * bfloat16 sum, is ACCEL_ERR_UNSUPPORTED from accel_state_prepare_model: the shared-memory transport of
  * ranks on one host carries it), zero_stage (0; DeepSpeed's ZeRO stages, Accelerate's
- * DeepSpeedPlugin(zero_stage=...), for a model whose optimizer is accel's: 1 gives each process the optimizer
+ * DeepSpeedPlugin(zero_stage=...), for a model stepped by an accel optimizer (accel's own kinds, or the
+ * caller's own optimizer through accel_optimizer_new_external): 1 gives each process the optimizer
  * state of, and the step of, only its share of the parameters' elements (each gradient bucket cut into
  * equal chunks, so a large parameter is owned in pieces by consecutive processes), the updated elements then
  * gathered to every process; 2 also reduce-scatters the gradient buckets, so a process holds only its own
@@ -42,7 +43,7 @@
  * grad_compression or gradient_as_bucket_view is ACCEL_ERR_UNSUPPORTED from accel_state_prepare_model, as
  * is a CUDA-graph step (accel_train_step_new with cuda_graph) of such a model; a model of the caller's
  * tensors under 1 or 2 whose backward ends (accel_model_end_backward) without an accel optimizer made over
- * it is ACCEL_ERR_UNSUPPORTED, as is accel_optimizer_new over such a model with a non-contiguous parameter
+ * it (accel_optimizer_new, or accel_optimizer_new_external for the caller's own) is ACCEL_ERR_UNSUPPORTED, as is accel_optimizer_new over such a model with a non-contiguous parameter
  * (its pieces are views of its memory). On one process the option changes nothing).
  * The model is always moved to the state's device (Accelerate's device_placement applies to loaders
  * here): its buckets and autocast are the device's.

@@ -35,6 +35,36 @@ typedef struct accel_optimizer accel_optimizer_t;
 ACCEL_API ACCEL_NODISCARD int accel_optimizer_new(accel_optimizer_t **out, accel_model_t *model, const char *kind,
                                                   const accel_options_t *options);
 ACCEL_API void accel_optimizer_free(accel_optimizer_t *optimizer);
+
+/* The caller's own optimizer steps (torch's, in Python), called back with payload by accel_optimizer_step
+ * on a sync step; a non-zero return fails that call with ACCEL_ERR_CALLBACK. */
+typedef int (*accel_external_step_fn)(void *payload);
+/* An accelerated optimizer over the trainable parameters of a prepared model whose steps the caller's own
+ * optimizer takes: accel_optimizer_step runs `step` (on sync steps; under fp16 unless the gradients
+ * overflowed, after unscaling them), which must update exactly the elements accel_optimizer_piece lists
+ * (every trainable element without zero_stage; this process's share under zero_stage 1 or 2, so that the
+ * caller's optimizer keeps the state of that share only); under zero_stage 1 or 2 every process's updated
+ * elements are then gathered to every process. Clipping (accel_state_clip_grad_norm) and the fp16 scaler
+ * treat its parameters as an accel optimizer's, so that under zero_stage 2 the norm is shared. It keeps no
+ * state: checkpoint the caller's optimizer (passing this one to accel_state_save_state or load_state is
+ * ACCEL_ERR_UNSUPPORTED), as is a CUDA-graph step over it. `step` is called on the thread of
+ * accel_optimizer_step; payload is the caller's, kept until the optimizer is freed.
+ * The model must be one of the caller's tensors (accel_model_from_tensors): the caller steps its own
+ * tensors, reading each gradient where its tensors hold it (averaged there for the listed elements).
+ * Errors: ACCEL_ERR_NULL_ARGUMENT (out, model, step); ACCEL_ERR_INVALID_STATE (model not prepared);
+ * ACCEL_ERR_INVALID_ARGUMENT (a TorchScript model, whose tensors are accel's).
+ * Model states: unprepared host, unprepared torchscript -> ACCEL_ERR_INVALID_STATE; prepared torchscript ->
+ * ACCEL_ERR_INVALID_ARGUMENT. */
+ACCEL_API ACCEL_NODISCARD int accel_optimizer_new_external(accel_optimizer_t **out, accel_model_t *model,
+                                                           accel_external_step_fn step, void *payload);
+/* How many runs of elements this process steps: accel_optimizer_piece's count. 0 for NULL. */
+ACCEL_API size_t accel_optimizer_num_pieces(const accel_optimizer_t *optimizer);
+/* Run `index` of the elements this process steps: the parameter's name (owned by the optimizer, valid
+ * while it lives) and [*begin, *begin + *numel) of its flattened elements. Runs come parameter by
+ * parameter, a parameter at most once; one this process steps none of is absent.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE (index >= accel_optimizer_num_pieces). */
+ACCEL_API ACCEL_NODISCARD int accel_optimizer_piece(const accel_optimizer_t *optimizer, size_t index, const char **name,
+                                                    int64_t *begin, int64_t *numel);
 /* Steps on a sync step (see above). Errors: ACCEL_ERR_NULL_ARGUMENT; collective errors while waiting for
  * the gradient all-reduce; ACCEL_ERR_INVALID_STATE once the process group is broken (the gradients may not
  * be averaged over the processes; the parameters are left unchanged); the failure of a background save no

@@ -29,7 +29,7 @@ VALID_BY_NAME = {
     "state": "(accel_state_t *)a->state", "optimizer": "(accel_optimizer_t *)a->optimizer",
     "inputs": "(accel_tensor_t *const *)&a->input", "directory": "a->directory", "path": "a->directory",
     "kind": '"sgd"', "name": '"syncs"', "found_inf": "(void *)a->scratch", "total_norm": "(void *)a->scratch",
-    "grad_enabled": "1", "on": "1",
+    "grad_enabled": "1", "on": "1", "step": "a->step",
 }
 
 

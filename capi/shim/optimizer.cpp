@@ -1,5 +1,7 @@
 #include "accel/optimizer.h"
 
+#include <string>
+
 #include "shim/entry_point.hpp"
 #include "train/training_options.hpp"
 
@@ -14,6 +16,44 @@ extern "C" int accel_optimizer_new(accel_optimizer_t** out, accel_model_t* model
 }
 
 extern "C" void accel_optimizer_free(accel_optimizer_t* optimizer) { release(__func__, optimizer); }
+
+extern "C" int accel_optimizer_new_external(accel_optimizer_t** out, accel_model_t* model, accel_external_step_fn step,
+                                            void* payload) {
+  return guarded_out(__func__, out, [&] {
+    require(model, "model");
+    require(reinterpret_cast<const void*>(step), "step");
+    auto external_step = [step, payload] {
+      if (const int code = step(payload); code != 0) {
+        accel::fail(accel::Code::Callback, "the external step callback returned " + std::to_string(code));
+      }
+    };
+    *out = new accel_optimizer{
+        {}, accel::train::prepare_external_optimizer(model->prepared_by, *model->model, external_step), model->model};
+  });
+}
+
+extern "C" size_t accel_optimizer_num_pieces(const accel_optimizer_t* optimizer) {
+  return read_handle<size_t>(__func__, optimizer, 0,
+                             [&](const auto&) { return optimizer->optimizer->optimizer().owned_elements().size(); });
+}
+
+extern "C" int accel_optimizer_piece(const accel_optimizer_t* optimizer, size_t index, const char** name, int64_t* begin,
+                                     int64_t* numel) {
+  return guarded(__func__, [&] {
+    require(optimizer, "optimizer");
+    require(name, "name");
+    require(begin, "begin");
+    require(numel, "numel");
+    const auto& owned = optimizer->optimizer->optimizer().owned_elements();
+    if (index >= owned.size()) {
+      accel::fail(accel::Code::OutOfRange, "piece " + std::to_string(index) + " out of range (the optimizer steps " +
+                                               std::to_string(owned.size()) + ")");
+    }
+    *name = owned[index].name.c_str();
+    *begin = owned[index].begin;
+    *numel = owned[index].numel;
+  });
+}
 
 extern "C" int accel_optimizer_step(accel_optimizer_t* optimizer) {
   return guarded(__func__, [&] {

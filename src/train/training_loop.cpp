@@ -256,14 +256,22 @@ void TrainingLoop::clip_grad_value(const Model& model, double clip_value) {
   clip_grad_value(parameters, clip_value);
 }
 
-std::shared_ptr<AcceleratedOptimizer> prepare_optimizer(const std::shared_ptr<TrainingLoop>& training_loop, const Model& model,
-                                                        const std::string& kind, const OptimizerConfig& config) {
+namespace {
+
+void require_prepared_here(const std::shared_ptr<TrainingLoop>& training_loop, const Model& model) {
   if (!training_loop || !model.state()) {
     fail(Code::InvalidState, "prepare the model (accel_state_prepare_model) before making its optimizer");
   }
   if (model.state() != training_loop->state()) {
     fail(Code::InvalidArgument, "prepare optimizer: the model is prepared with another state than this accelerator's");
   }
+}
+
+}  // namespace
+
+std::shared_ptr<AcceleratedOptimizer> prepare_optimizer(const std::shared_ptr<TrainingLoop>& training_loop, const Model& model,
+                                                        const std::string& kind, const OptimizerConfig& config) {
+  require_prepared_here(training_loop, model);
   auto settings = config;
   // A model of the caller's tensors keeps its gradient storage: the caller's tensors hold it as their grads.
   if (model.host_owned()) settings.zero_grad_to_none = false;
@@ -275,6 +283,20 @@ std::shared_ptr<AcceleratedOptimizer> prepare_optimizer(const std::shared_ptr<Tr
     return optimizer ? optimizer->optimizer().state_bytes() : int64_t{0};
   });
   return accelerated;
+}
+
+std::shared_ptr<AcceleratedOptimizer> prepare_external_optimizer(const std::shared_ptr<TrainingLoop>& training_loop,
+                                                                 const Model& model, std::function<void()> step) {
+  require_prepared_here(training_loop, model);
+  if (!model.host_owned()) {
+    fail(Code::InvalidArgument, "an optimizer stepped by the caller's own needs a model of the caller's tensors "
+                                "(accel_model_from_tensors), whose gradients the caller reads where its tensors "
+                                "hold them; this model's tensors are accel's");
+  }
+  OptimizerConfig config;
+  config.external_step = std::move(step);
+  // The kind only carries group options for an optimizer whose state is the caller's.
+  return prepare_optimizer(training_loop, model, "sgd", config);
 }
 
 std::unique_ptr<AcceleratedScheduler> prepare_scheduler(std::shared_ptr<AcceleratedOptimizer> optimizer,

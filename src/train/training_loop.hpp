@@ -153,6 +153,12 @@ class AcceleratedScheduler {
 // Optimizer's errors.
 std::shared_ptr<AcceleratedOptimizer> prepare_optimizer(const std::shared_ptr<TrainingLoop>& training_loop, const Model& model,
                                                         const std::string& kind, const OptimizerConfig& config);
+// prepare(optimizer) for the caller's own optimizer (torch's, in Python): an optimizer whose steps `step`
+// takes (OptimizerConfig::external_step) over the elements Optimizer::owned_elements lists, reading their
+// gradients where the caller's tensors hold them; so the model must be one of the caller's tensors
+// (Model::from_tensors), otherwise Error(InvalidArgument). Otherwise prepare_optimizer's errors.
+std::shared_ptr<AcceleratedOptimizer> prepare_external_optimizer(const std::shared_ptr<TrainingLoop>& training_loop,
+                                                                 const Model& model, std::function<void()> step);
 // Accelerate's prepare(scheduler), for a named schedule or a multiplier function (LambdaLR).
 std::unique_ptr<AcceleratedScheduler> prepare_scheduler(std::shared_ptr<AcceleratedOptimizer> optimizer,
                                                         const std::string& name, const SchedulerConfig& config);

@@ -1072,6 +1072,24 @@ static int call_wrong_kind_accel_optimizer_new(const struct entry_arguments *a) 
   if (code == ACCEL_OK) { fprintf(stderr, "accel_optimizer_new (wrong_kind) returned ACCEL_OK\n"); return 1; }
   return 0;
 }
+static int call_null_accel_optimizer_new_external(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_optimizer_new_external(NULL, NULL, NULL, NULL);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_optimizer_new_external (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_optimizer_new_external(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_optimizer_new_external((void *)a->scratch, (accel_model_t *)a->garbage, NULL, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_optimizer_new_external (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_optimizer_new_external(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_optimizer_new_external((void *)a->scratch, (accel_model_t *)a->progress, NULL, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_optimizer_new_external (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
 static int call_null_accel_optimizer_num_groups(const struct entry_arguments *a) {
   (void)a;
   (void)accel_optimizer_num_groups(NULL);
@@ -1085,6 +1103,39 @@ static int call_garbage_accel_optimizer_num_groups(const struct entry_arguments 
 static int call_wrong_kind_accel_optimizer_num_groups(const struct entry_arguments *a) {
   (void)a;
   (void)accel_optimizer_num_groups((accel_optimizer_t *)a->progress);
+  return 0;
+}
+static int call_null_accel_optimizer_num_pieces(const struct entry_arguments *a) {
+  (void)a;
+  (void)accel_optimizer_num_pieces(NULL);
+  return 0;
+}
+static int call_garbage_accel_optimizer_num_pieces(const struct entry_arguments *a) {
+  (void)a;
+  (void)accel_optimizer_num_pieces((accel_optimizer_t *)a->garbage);
+  return 0;
+}
+static int call_wrong_kind_accel_optimizer_num_pieces(const struct entry_arguments *a) {
+  (void)a;
+  (void)accel_optimizer_num_pieces((accel_optimizer_t *)a->progress);
+  return 0;
+}
+static int call_null_accel_optimizer_piece(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_optimizer_piece(NULL, 0, NULL, NULL, NULL);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_optimizer_piece (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_optimizer_piece(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_optimizer_piece((accel_optimizer_t *)a->garbage, 0, (void *)a->scratch, (void *)a->scratch, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_optimizer_piece (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_optimizer_piece(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_optimizer_piece((accel_optimizer_t *)a->progress, 0, (void *)a->scratch, (void *)a->scratch, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_optimizer_piece (wrong_kind) returned ACCEL_OK\n"); return 1; }
   return 0;
 }
 static int call_null_accel_optimizer_set_lr(const struct entry_arguments *a) {
@@ -3229,6 +3280,30 @@ static int call_unprepared_torchscript_accel_optimizer_new(const struct entry_ar
   }
   return 0;
 }
+static int call_unprepared_host_accel_optimizer_new_external(const struct entry_arguments *a) {
+  int code = accel_optimizer_new_external((void *)a->scratch, (accel_model_t *)a->model, a->step, NULL);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_optimizer_new_external (unprepared host model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_unprepared_torchscript_accel_optimizer_new_external(const struct entry_arguments *a) {
+  int code = accel_optimizer_new_external((void *)a->scratch, (accel_model_t *)a->model, a->step, NULL);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_optimizer_new_external (unprepared torchscript model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_prepared_torchscript_accel_optimizer_new_external(const struct entry_arguments *a) {
+  int code = accel_optimizer_new_external((void *)a->scratch, (accel_model_t *)a->model, a->step, NULL);
+  if (code != ACCEL_ERR_INVALID_ARGUMENT) {
+    fprintf(stderr, "accel_optimizer_new_external (prepared torchscript model) returned %s, not ACCEL_ERR_INVALID_ARGUMENT: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
 static int call_unprepared_host_accel_state_no_sync_begin(const struct entry_arguments *a) {
   int code = accel_state_no_sync_begin((accel_state_t *)a->state, (accel_model_t *)a->model);
   if (code != ACCEL_ERR_INVALID_ARGUMENT) {
@@ -3522,9 +3597,18 @@ const struct entry_point entry_points[] = {
   {"accel_optimizer_new", "null", call_null_accel_optimizer_new},
   {"accel_optimizer_new", "garbage", call_garbage_accel_optimizer_new},
   {"accel_optimizer_new", "wrong_kind", call_wrong_kind_accel_optimizer_new},
+  {"accel_optimizer_new_external", "null", call_null_accel_optimizer_new_external},
+  {"accel_optimizer_new_external", "garbage", call_garbage_accel_optimizer_new_external},
+  {"accel_optimizer_new_external", "wrong_kind", call_wrong_kind_accel_optimizer_new_external},
   {"accel_optimizer_num_groups", "null", call_null_accel_optimizer_num_groups},
   {"accel_optimizer_num_groups", "garbage", call_garbage_accel_optimizer_num_groups},
   {"accel_optimizer_num_groups", "wrong_kind", call_wrong_kind_accel_optimizer_num_groups},
+  {"accel_optimizer_num_pieces", "null", call_null_accel_optimizer_num_pieces},
+  {"accel_optimizer_num_pieces", "garbage", call_garbage_accel_optimizer_num_pieces},
+  {"accel_optimizer_num_pieces", "wrong_kind", call_wrong_kind_accel_optimizer_num_pieces},
+  {"accel_optimizer_piece", "null", call_null_accel_optimizer_piece},
+  {"accel_optimizer_piece", "garbage", call_garbage_accel_optimizer_piece},
+  {"accel_optimizer_piece", "wrong_kind", call_wrong_kind_accel_optimizer_piece},
   {"accel_optimizer_set_lr", "null", call_null_accel_optimizer_set_lr},
   {"accel_optimizer_set_lr", "garbage", call_garbage_accel_optimizer_set_lr},
   {"accel_optimizer_set_lr", "wrong_kind", call_wrong_kind_accel_optimizer_set_lr},
@@ -3894,6 +3978,9 @@ const struct entry_point entry_points[] = {
   {"accel_model_save_torchscript", "prepared host", call_prepared_host_accel_model_save_torchscript},
   {"accel_optimizer_new", "unprepared host", call_unprepared_host_accel_optimizer_new},
   {"accel_optimizer_new", "unprepared torchscript", call_unprepared_torchscript_accel_optimizer_new},
+  {"accel_optimizer_new_external", "unprepared host", call_unprepared_host_accel_optimizer_new_external},
+  {"accel_optimizer_new_external", "unprepared torchscript", call_unprepared_torchscript_accel_optimizer_new_external},
+  {"accel_optimizer_new_external", "prepared torchscript", call_prepared_torchscript_accel_optimizer_new_external},
   {"accel_state_no_sync_begin", "unprepared host", call_unprepared_host_accel_state_no_sync_begin},
   {"accel_state_no_sync_begin", "unprepared torchscript", call_unprepared_torchscript_accel_state_no_sync_begin},
   {"accel_state_no_sync_end", "unprepared host", call_unprepared_host_accel_state_no_sync_end},

@@ -53,6 +53,11 @@ static accel_model_t *torchscript_model(accel_state_t *state, const char *direct
   return model;
 }
 
+static int step_nothing(void *payload) {
+  (void)payload;
+  return 0;
+}
+
 /* For a mode that names a model state: the model in it, and the other arguments (see entry_arguments).
  * 1 when made, 0 when the mode is no model state, -1 on failure. */
 static int make_model_arguments(struct entry_arguments *arguments, const char *mode) {
@@ -69,6 +74,7 @@ static int make_model_arguments(struct entry_arguments *arguments, const char *m
   accel_optimizer_t *optimizer = NULL;
   if (other == NULL || accel_optimizer_new(&optimizer, other, "sgd", NULL) != ACCEL_OK) return -1;
   arguments->optimizer = optimizer;
+  arguments->step = step_nothing;
   const float values[16] = {0};
   const int64_t shape[] = {2, 8};
   accel_tensor_t *input = NULL;

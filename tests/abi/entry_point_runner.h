@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "accel/optimizer.h"
+
 /* What a call may pass: a block that looks like a freed-then-reused handle, a zeroed writable block for
  * other pointers, and two live handles of small kinds. For the calls with a model in a refused state, the
  * model and valid other arguments: a one-process state, an optimizer over another (prepared TorchScript)
@@ -18,6 +20,7 @@ struct entry_arguments {
   void *optimizer;
   void *input;
   const char *directory;
+  accel_external_step_fn step; /* a step callback that does nothing */
 };
 
 /* Writes tiny_models' MLP (forward(x [N, 8]) -> [N, 4]) as TorchScript to path; 1 on success. */

@@ -5,13 +5,16 @@
 // DDP's rules for no_sync and unused parameters. Registered with 1, 2 and 3 processes, and 2 over Gloo.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core_worker.hpp"
 #include "expect_error.hpp"
+#include "train/optim/optimizer.hpp"
 #include "train/training_loop.hpp"
 
 namespace {
@@ -116,6 +119,82 @@ TEST(HostModel, TrainsToTheWeightsOfTheSameTorchScriptModel) {
     expect_same_weights(*script, caller);
     EXPECT_EQ(caller.model->grad_view(0).abs().sum().item<double>(), 0.0);
   }
+}
+
+// The caller's own optimizer (prepare_external_optimizer: Python's path for a torch optimizer) under ZeRO
+// stage 2: LibTorch's SGD over 1-d views of the elements this rank owns, stepped from the callback with the
+// caller's gradients, takes the steps accel's SGD takes at stage 0, bit for bit, clipping on; the elements
+// of other ranks come from their owners. Each rank keeps momentum for its own elements only.
+TEST(HostModel, TheCallersOptimizerStepsItsShareUnderZero) {
+  auto loop = std::make_shared<TrainingLoop>(state);
+  const auto reference = load_mlp("host_external");
+  auto whole = caller_copy_of(*reference);
+  PrepareConfig zero;
+  zero.reducer.zero_stage = 2;
+  zero.reducer.first_bucket_bytes = 4;  // a bucket per parameter: pieces start inside parameters
+  zero.reducer.bucket_bytes = 4;
+  auto split = caller_copy_of(*reference, zero);
+  auto accel_sgd = optimizer_for(loop, *whole.model, "sgd");
+
+  struct Share {
+    at::Tensor view;
+    size_t tensor;
+    OwnedElements elements;
+  };
+  std::vector<Share> shares;
+  std::unique_ptr<torch::optim::SGD> own;
+  auto external = prepare_external_optimizer(loop, *split.model, [&] {
+    for (auto& share : shares) {
+      share.view.mutable_grad() =
+          split.tensors[share.tensor].grad().view({-1}).narrow(0, share.elements.begin, share.elements.numel);
+    }
+    own->step();
+  });
+  std::vector<at::Tensor> views;
+  int64_t owned = 0;
+  for (const auto& elements : external->optimizer().owned_elements()) {
+    const size_t tensor = std::find(split.names.begin(), split.names.end(), elements.name) - split.names.begin();
+    ASSERT_LT(tensor, split.names.size()) << elements.name;
+    views.push_back(split.tensors[tensor].detach().view({-1}).narrow(0, elements.begin, elements.numel));
+    shares.push_back({views.back(), tensor, elements});
+    owned += elements.numel;
+  }
+  own = std::make_unique<torch::optim::SGD>(views, torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(0.01));
+  int64_t every = 0;
+  for (const auto& tensor : split.tensors) every += tensor.numel();
+  if (world() == 1) EXPECT_EQ(owned, every);
+  if (world() > 1) EXPECT_LT(owned, every);
+
+  at::manual_seed(11);
+  const auto inputs = at::randn({20, 4 * world(), 8});
+  const auto targets = at::randn({20, 4 * world(), 4});
+  for (int64_t step = 0; step < 20; ++step) {
+    loop->accumulate();
+    const auto x = my_rows(inputs[step]), y = my_rows(targets[step]);
+    for (auto* caller : {&whole, &split}) {
+      caller->model->begin_forward(true);
+      caller->backward(at::mse_loss(caller->forward(x), y));
+      loop->clip_grad_norm(*caller->model, 0.05, 2.0);
+    }
+    accel_sgd->step();
+    accel_sgd->zero_grad();
+    external->step();
+    external->zero_grad();
+  }
+  for (size_t i = 0; i < whole.tensors.size(); ++i) {
+    EXPECT_TRUE(whole.tensors[i].detach().equal(split.tensors[i].detach())) << whole.names[i];
+  }
+  EXPECT_FALSE(whole.tensors[0].detach().equal(reference->named_parameters()[0].second)) << "nothing trained";
+  expect_error(Code::Unsupported, "the caller's own", [&] { (void)external->optimizer().save_state(); });
+}
+
+// An optimizer stepped by the caller's own steps the caller's tensors: a TorchScript model is refused.
+TEST(HostModel, TheCallersOptimizerNeedsAModelOfTheCallersTensors) {
+  auto loop = std::make_shared<TrainingLoop>(state);
+  auto script = load_mlp("host_external_script");
+  script->prepare(state, PrepareConfig{});
+  expect_error(Code::InvalidArgument, "model of the caller's tensors",
+               [&] { (void)prepare_external_optimizer(loop, *script, [] {}); });
 }
 
 // With several processes the storage is the gradient bucket itself: nothing is copied in or out.

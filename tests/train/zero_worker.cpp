@@ -299,7 +299,8 @@ TEST(Zero, CallersTensorsSteppedByAccelsOptimizer) {
   }
 }
 
-// The caller's own optimizer cannot step a split model: refused at the first backward, naming why.
+// The caller's own optimizer alone (no accel optimizer, external or not, over the model) cannot step a split
+// model: refused at the first backward, naming why and the way out.
 TEST(Zero, CallersOwnOptimizerIsRefused) {
   if (world() == 1) GTEST_SKIP() << "one process splits nothing";
   auto reference = load_mlp("host_refused");
@@ -307,7 +308,7 @@ TEST(Zero, CallersOwnOptimizerIsRefused) {
   for (const auto& [name, tensor] : reference->named_parameters()) named.emplace_back(name, tensor.detach().clone().requires_grad_());
   auto model = Model::from_tensors(named, std::vector<bool>(named.size(), true), {});
   model->prepare(state, layout(1, false));
-  expect_error(Code::Unsupported, "needs accel's optimizer", [&] { model->end_backward(); });
+  expect_error(Code::Unsupported, "accel_optimizer_new_external", [&] { model->end_backward(); });
 }
 
 // Under the fp16 scaler (ACCEL_MIXED_PRECISION=fp16) a stage 2 rank unscales only its own gradients: an

@@ -6,7 +6,7 @@ from . import state as state_module
 from ._library import lib
 from ._library_loader import DataLoader
 from .dataset import Dataset
-from .errors import UnsupportedError, check
+from .errors import check
 from .model import Model
 from .optimizer import Optimizer
 from .options import Options
@@ -119,13 +119,7 @@ class PrepareMixin:
 
     def _prepare_torch_optimizer(self, optimizer, _objects, _results):
         stage = self._model_settings.get("zero_stage", 0)
-        if stage and self.num_processes > 1:
-            # Said here rather than by the library at the first backward, in this package's terms.
-            raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, (
-                f"prepare: under zero_stage {stage} (DeepSpeedPlugin) each process steps only its share of the "
-                f"parameters, which a {type(optimizer).__name__} would not: give accel.OptimizerSpec(kind, ...) "
-                "(kind 'sgd', 'adam' or 'adamw', with its settings) instead, or zero_stage 0"))
-        return self._torch.prepare_optimizer(optimizer)
+        return self._torch.prepare_optimizer(optimizer, stage if self.num_processes > 1 else 0)
 
     def _prepare_torch_scheduler(self, scheduler, _objects, _results):
         return self._torch.prepare_scheduler(scheduler)

@@ -93,10 +93,12 @@ class TorchObjects:
 
     # --- optimizers and schedulers ------------------------------------------------------------------------
 
-    def prepare_optimizer(self, optimizer):
+    def prepare_optimizer(self, optimizer, zero_stage=0):
+        """zero_stage 1 or 2 (with several processes): the optimizer steps this process's share only
+        (accel._torch_zero)."""
         if isinstance(optimizer, _torch_optim.AcceleratedOptimizer):
             return optimizer
-        prepared = _torch_optim.AcceleratedOptimizer(optimizer, self._accelerator)
+        prepared = _torch_optim.AcceleratedOptimizer(optimizer, self._accelerator, zero_stage=zero_stage)
         self._register_state_dict(prepared, "optimizer", len(self.optimizers))
         self.optimizers.append(prepared)
         return prepared

@@ -103,7 +103,9 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
     rank's next backward reaches reads None after it, as under DDP. Parameters of no prepared module follow
     torch's zero_grad (set_to_none None means True, as in Accelerate)."""
 
-    def __init__(self, optimizer, accelerator, device_placement=True):
+    def __init__(self, optimizer, accelerator, device_placement=True, zero_stage=0):
+        """zero_stage 1 or 2: the optimizer's groups then hold this process's share of each parameter
+        (accel._torch_zero), which step() steps and the library gathers to every process."""
         # torch.optim.Optimizer.__init__ is not called: this object only forwards to `optimizer`.
         self.optimizer = optimizer
         self._accelerator = accelerator
@@ -111,6 +113,13 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
         if device_placement and accelerator.device != "cpu":
             state = optimizer.state_dict()
             optimizer.load_state_dict(_to_device(state, accelerator.device))
+        self._parameters = _parameters_of(optimizer)  # the module's, whatever the groups hold after
+        self._zero = None
+        if zero_stage:
+            from ._torch_zero import zero_steps
+            self._zero = zero_steps(optimizer, accelerator, zero_stage)
+
+    _zero = None  # also after unpickling, which keeps only the optimizer and the overflow flag
 
     state = _forwarded("state")
     param_groups = _forwarded("param_groups")
@@ -130,7 +139,7 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
             return
         loose = []
         by_module = {}
-        for parameter in _parameters_of(self.optimizer):
+        for parameter in self._parameters if self._zero is not None else _parameters_of(self.optimizer):
             hosted = self._accelerator._hosted_owning(parameter)
             if hosted is None:
                 loose.append(parameter)
@@ -153,6 +162,8 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
     def step(self, closure=None):
         if not self._accelerator.sync_gradients:
             return None
+        if self._zero is not None:
+            return self._zero.step(closure)
         scaling = self._accelerator._torch.scaling
         if not scaling.enabled:
             return self.optimizer.step(closure) if closure is not None else self.optimizer.step()

@@ -82,7 +82,7 @@ class Accelerator(ProcessMixin, PrepareMixin, TrainingMixin, CheckpointingMixin,
         loader's shuffling generator, the default), "torch" and "cuda" (torch's default ones).
         dynamo_backend: only "no" (LibTorch has no TorchDynamo; anything else is UnsupportedError).
         deepspeed_plugin: a DeepSpeedPlugin (or a dict of its fields), whose zero_stage every prepared model
-        takes (ZeRO stages 1 and 2; refused for a model trained by torch's own optimizer).
+        takes (ZeRO stages 1 and 2, with accel's optimizer or torch's, which then steps this process's share).
         kwargs_handlers also takes GradScalerKwargs. log_with: the trackers init_trackers starts
         (accel.tracking: "tensorboard", "jsonl", "csv", "all", LoggerType values, GeneralTracker objects or a
         list of them; None: none), writing under logging_dir (project_config's, else project_dir).

@@ -104,9 +104,10 @@ class DeepSpeedPlugin:
     """Accelerate's DeepSpeedPlugin as far as accel implements it: ZeRO's stage, the model option zero_stage
     of every model the Accelerator prepares. 0: data parallel; 1: each process keeps the optimizer state of
     and steps only its share of the parameters, then the updated parameters are gathered; 2: the gradients
-    are split too (reduce-scattered). Stages 1 and 2 need accel's optimizer (an OptimizerSpec; prepare
-    refuses a torch optimizer with UnsupportedError on several processes); on one process they change
-    nothing. None is DeepSpeed's default, 2."""
+    are split too (reduce-scattered). Stages 1 and 2 step with accel's optimizer (an OptimizerSpec) or a
+    torch optimizer over one prepared module, whose groups then hold this process's share of each parameter
+    (accel._torch_zero; not with fp16 loss scaling); on one process they change nothing. None is DeepSpeed's
+    default, 2."""
 
     zero_stage: int = None
 

@@ -279,9 +279,10 @@ void Model::end_backward() {
   require_prepared_host_model("end_backward");
   if (const ZeroPartition* zero = zero_partition(); zero != nullptr && !has_accel_optimizer()) {
     fail(Code::Unsupported, "zero_stage " + std::to_string(zero->stage) +
-                                " on a model of the caller's tensors needs accel's optimizer over it "
-                                "(accel_optimizer_new): the caller's own optimizer would step every parameter, "
-                                "while each rank updates only its share; prepare with zero_stage 0");
+                                " on a model of the caller's tensors needs an accel optimizer over it "
+                                "(accel_optimizer_new, or accel_optimizer_new_external to step the share of each "
+                                "rank with the caller's own optimizer): the caller's optimizer alone would step "
+                                "every parameter, while each rank updates only its share");
   }
   if (impl_->reducer) impl_->reducer->finish_backward();
 }

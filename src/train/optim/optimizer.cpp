@@ -229,8 +229,16 @@ struct Optimizer::Impl {
   // Under ZeRO: an optimizer of the same kind over this rank's pieces, which holds the state and steps.
   std::unique_ptr<torch::optim::Optimizer> pieces;
   std::atomic<int64_t> state_bytes{0};
+  std::vector<OwnedElements> owned;
 
   int64_t count_state_bytes() const;
+
+  void refuse_if_external(const char* what) const {
+    if (config.external_step) {
+      fail(Code::Unsupported, std::string(what) + ": this optimizer is stepped by the caller's own, which holds the "
+                                                  "state: save and load that one");
+    }
+  }
 
   std::string own_state() const {
     torch::serialize::OutputArchive archive;
@@ -317,6 +325,7 @@ Optimizer::Optimizer(const std::string& kind, const std::vector<std::pair<std::s
   for (const auto& group : groups) {
     impl_->names.push_back(group.names);
     impl_->initial_lrs.push_back(config.lr);
+    for (size_t p = 0; p < group.names.size(); ++p) impl_->owned.push_back({group.names[p], 0, group.params[p].numel()});
   }
 }
 
@@ -325,7 +334,13 @@ Optimizer::~Optimizer() = default;
 void Optimizer::step() {
   // The step counts a captured step advanced on the device are the ones this step must continue from.
   if (impl_->capturable) impl_->capturable->write_back();
-  if (impl_->zero) {
+  if (impl_->config.external_step) {
+    if (impl_->zero) {
+      impl_->zero->step(impl_->config.external_step);
+    } else {
+      impl_->config.external_step();
+    }
+  } else if (impl_->zero) {
     impl_->zero->step([this] {
       impl_->copy_options_to_pieces();
       impl_->pieces->step();
@@ -397,6 +412,7 @@ std::vector<at::Tensor> Optimizer::parameters() const {
 const std::string& Optimizer::kind() const { return impl_->kind; }
 
 std::string Optimizer::save_state() const {
+  impl_->refuse_if_external("save_state");
   if (impl_->capturable) impl_->capturable->write_back();
   if (!impl_->zero) return impl_->own_state();
   // Every rank's pieces assembled into whole parameters' state, saved, then dropped again.
@@ -412,6 +428,7 @@ std::string Optimizer::save_state() const {
 }
 
 void Optimizer::load_state(const std::string& bytes) {
+  impl_->refuse_if_external("load_state");
   // Saved state tensors go where the parameters are (Accelerate moves them to the device as well).
   auto archive = read_archive(bytes, "optimizer", parameters().front().device());
   auto [groups, initial_lrs] = impl_->read_checked(archive);
@@ -444,7 +461,14 @@ void Optimizer::attach_zero(std::shared_ptr<ZeroShard> shard) {
   impl_->pieces = impl_->traits->build(groups, impl_->config);
   impl_->zero = std::move(shard);
   impl_->copy_options_to_pieces();
+  impl_->owned.clear();
+  const ZeroShard& zero = *impl_->zero;
+  for (const ZeroPiece& piece : zero.pieces()) {
+    impl_->owned.push_back({zero.parameters()[piece.parameter].first, piece.begin, piece.numel});
+  }
 }
+
+const std::vector<OwnedElements>& Optimizer::owned_elements() const { return impl_->owned; }
 
 std::vector<at::Tensor> Optimizer::gradient_holders() {
   if (!impl_->zero || impl_->zero->stage() < 2) return parameters();
@@ -480,6 +504,7 @@ int64_t Optimizer::Impl::count_state_bytes() const {
 }
 
 CapturableOptimizer& Optimizer::capturable() {
+  impl_->refuse_if_external("a CUDA-graph step");
   if (impl_->zero) {
     fail(Code::Unsupported, "a CUDA graph cannot capture the step of an optimizer under zero_stage " +
                                 std::to_string(impl_->zero->stage()) + " (its all-gather is not capturable); use zero_stage 0");

@@ -6,6 +6,8 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -31,6 +33,18 @@ struct OptimizerConfig {
   // Parameters whose name matches one of these glob patterns ('*' and '?', e.g. "*bias", "*norm*") go in
   // a second parameter group with weight_decay 0 (the usual "no decay for biases and norms").
   std::vector<std::string> no_decay_patterns;
+  // Set: the caller's own optimizer (torch's, in Python) steps, over the elements this rank owns
+  // (Optimizer::owned_elements): step() runs this instead of torch::optim's step, and under ZeRO then gathers
+  // every rank's updated elements. The kind then only carries group options, and the optimizer keeps no
+  // state of its own (save_state and load_state: Error(Unsupported)).
+  std::function<void()> external_step;
+};
+
+// Elements of one parameter that this rank steps: the whole parameter without ZeRO, its piece under it.
+struct OwnedElements {
+  std::string name;
+  int64_t begin = 0;  // the first of the parameter's (flattened) elements
+  int64_t numel = 0;
 };
 
 // Whether `name` matches the whole glob `pattern` ('*': any run of characters, '?': one character).
@@ -92,6 +106,10 @@ class Optimizer {
   // capturable() is Error(Unsupported). nullptr without ZeRO.
   void attach_zero(std::shared_ptr<ZeroShard> shard);
   ZeroShard* zero_shard() const;
+  // What this rank steps, parameter by parameter in the groups' order (under ZeRO, bucket by bucket): every
+  // trainable element without ZeRO, this rank's pieces with it. What a caller's optimizer
+  // (OptimizerConfig::external_step) must step.
+  const std::vector<OwnedElements>& owned_elements() const;
   // The tensors whose gradients the fp16 scaler unscales for a step: parameters(), or under ZeRO stage 2
   // this rank's pieces (each with its gradient), since a rank holds no other gradients.
   std::vector<at::Tensor> gradient_holders();

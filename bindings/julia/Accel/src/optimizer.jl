@@ -11,6 +11,7 @@ optimizer keys as keywords (`lr = 0.01, weight_decay = 0.01, no_decay = "*bias"`
 """
 mutable struct Optimizer
     ptr::Ptr{accel_optimizer_t}
+    callbacks::Union{Callbacks,Nothing}  # an external optimizer's step function
 end
 
 Base.unsafe_convert(::Type{Ptr{accel_optimizer_t}}, optimizer::Optimizer) = live_pointer(optimizer)
@@ -28,11 +29,48 @@ function Optimizer(model::Model, kind::AbstractString; settings...)
     finally
         close(options)
     end
-    return finalizer(close, Optimizer(ptr))
+    return finalizer(close, Optimizer(ptr, nothing))
+end
+
+function external_step_trampoline(context::Ptr{Cvoid})::Cint
+    callbacks = unsafe_pointer_to_objref(context)::Callbacks
+    return run_callback(() -> callbacks.functions.step(), callbacks)
+end
+
+"""
+    Optimizer(step, model)
+
+An optimizer whose steps the caller's own takes, over a prepared model of the caller's arrays
+(`Model(parameters...)` from Julia memory): `step()` runs on sync steps and must update exactly the
+elements `pieces` lists, reading their gradients where the model's gradient storage holds them; under
+`zero_stage` 1 or 2 every process's updated elements are then gathered to every process. What `step`
+throws is thrown by `step!`.
+"""
+function Optimizer(step::Function, model::Model)
+    callbacks = Callbacks((step = step,))
+    trampoline = @cfunction(external_step_trampoline, Cint, (Ptr{Cvoid},))
+    out = Ref{Ptr{accel_optimizer_t}}(C_NULL)
+    code = accel_optimizer_new_external(out, model, trampoline, payload(callbacks))
+    check_callback_call(callbacks, code)
+    return finalizer(close, Optimizer(out[], callbacks))
+end
+
+"""
+    pieces(optimizer)
+
+The runs of elements this process steps, as `(parameter, first, count)` with `first` 1-based in the
+parameter's flattened elements: every trainable parameter whole without ZeRO, this process's share under it.
+"""
+function pieces(optimizer::Optimizer)
+    name, first, count = Ref{Ptr{UInt8}}(C_NULL), Ref{Int64}(0), Ref{Int64}(0)
+    return map(0:Int(accel_optimizer_num_pieces(optimizer)) - 1) do index
+        @check accel_optimizer_piece(optimizer, index, name, first, count)
+        (unsafe_string(name[]), Int(first[]) + 1, Int(count[]))
+    end
 end
 
 """Steps on a sync step (waiting for the gradients' all-reduce)."""
-step!(optimizer::Optimizer) = @check accel_optimizer_step(optimizer)
+step!(optimizer::Optimizer) = check_callback_call(optimizer.callbacks, accel_optimizer_step(optimizer))
 
 """Clears the gradients on a sync step."""
 zero_grad!(optimizer::Optimizer) = @check accel_optimizer_zero_grad(optimizer)

@@ -319,6 +319,12 @@ mutable struct accel_optimizer_t end
 accel_optimizer_new(out, model, kind, options) =
     ccall((:accel_optimizer_new, libaccel), Cint, (Ptr{Ptr{accel_optimizer_t}}, Ptr{accel_model_t}, Cstring, Ptr{accel_options_t}), out, model, kind, options)
 accel_optimizer_free(optimizer) = ccall((:accel_optimizer_free, libaccel), Cvoid, (Ptr{accel_optimizer_t},), optimizer)
+accel_optimizer_new_external(out, model, step, payload) =
+    ccall((:accel_optimizer_new_external, libaccel), Cint, (Ptr{Ptr{accel_optimizer_t}}, Ptr{accel_model_t}, Ptr{Cvoid}, Ptr{Cvoid}), out, model, step, payload)
+accel_optimizer_num_pieces(optimizer) =
+    ccall((:accel_optimizer_num_pieces, libaccel), Csize_t, (Ptr{accel_optimizer_t},), optimizer)
+accel_optimizer_piece(optimizer, index, name, begin_, numel) =
+    ccall((:accel_optimizer_piece, libaccel), Cint, (Ptr{accel_optimizer_t}, Csize_t, Ptr{Ptr{UInt8}}, Ptr{Int64}, Ptr{Int64}), optimizer, index, name, begin_, numel)
 accel_optimizer_step(optimizer) = ccall((:accel_optimizer_step, libaccel), Cint, (Ptr{accel_optimizer_t},), optimizer)
 accel_optimizer_zero_grad(optimizer) =
     ccall((:accel_optimizer_zero_grad, libaccel), Cint, (Ptr{accel_optimizer_t},), optimizer)

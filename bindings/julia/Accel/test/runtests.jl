@@ -217,6 +217,17 @@ end
         @test_throws AccelError grad_ready!(model, 2)
         @test_throws ArgumentError Model(["w" => weight]; trainable = [true, false])
         @test_throws AccelError Model(["w" => weight, "w" => weight])
+
+        # The program's own optimizer: on one process it steps every element, called back by step!.
+        steps = Ref(0)
+        external = Optimizer(model) do
+            steps[] += 1
+            steps[] == 2 && error("the second step fails")
+        end
+        @test pieces(external) == [("weight", 1, 4)]
+        step!(external)
+        @test steps[] == 1
+        @test_throws ErrorException step!(external)
     end
 
     @testset "train step" begin

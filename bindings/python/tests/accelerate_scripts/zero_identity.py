@@ -1,40 +1,97 @@
-"""An eager nn.Module trained on 2 processes with accel's AdamW under ZeRO (`zero_identity.py STAGE OUT`:
-Accelerate's DeepSpeedPlugin(zero_stage=STAGE)), clipping on: layers of 131 units, so that the processes own
-pieces of parameters. Writes rank 0's final weights and optimizer state bytes to OUT; the test compares
-stages 1 and 2 with stage 0: the same weights bit for bit, about half the state. Under stages 1 and 2 a
-torch optimizer is refused at prepare."""
+"""An eager nn.Module trained on 2 processes under ZeRO (`zero_identity.py STAGE ACCUMULATION OUT`: Accelerate's
+DeepSpeedPlugin(zero_stage=STAGE)), clipping on, by three optimizers in turn: accel's AdamW (OptimizerSpec),
+torch's AdamW and torch's SGD with momentum, each with a fresh copy of the module and a LambdaLR. Layers of
+131 units, so that the processes own pieces of parameters. Each run saves its state after 10 steps, trains
+10 more, loads the state back and trains those 10 again: the weights must come out the same (the optimizer's
+share of the state restored). Writes rank 0's final weights and optimizer state bytes per optimizer to OUT;
+the test compares stages 1 and 2 with stage 0: the same weights bit for bit, about half the state. Under
+stages 1 and 2 a torch optimizer over parameters of no prepared module is refused."""
+import copy
 import sys
+import tempfile
 
 import torch
 import torch.nn.functional as F
 
 import accel
+from accel.utils import broadcast_object_list
 
-STAGE, OUT = int(sys.argv[1]), sys.argv[2]
+STAGE, ACCUMULATION, OUT = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+STEPS, SAVED_AT = 20, 10
 
-accelerator = accel.Accelerator(cpu=True, deepspeed_plugin=accel.DeepSpeedPlugin(zero_stage=STAGE))
+accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
+                                deepspeed_plugin=accel.DeepSpeedPlugin(zero_stage=STAGE))
 torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(6, 131), torch.nn.ReLU(), torch.nn.Linear(131, 3))
-initial = [parameter.detach().clone() for parameter in model.parameters()]
+template = torch.nn.Sequential(torch.nn.Linear(6, 131), torch.nn.ReLU(), torch.nn.Linear(131, 3))
+OPTIMIZERS = {
+    "accel-adamw": lambda model: accel.OptimizerSpec("adamw", lr=0.01),
+    "torch-adamw": lambda model: torch.optim.AdamW(model.parameters(), lr=0.01),
+    "torch-sgd": lambda model: torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-3),
+}
+
+
+def micro_steps(model, optimizer, scheduler, generator, first, last):
+    for _ in range(first * ACCUMULATION, last * ACCUMULATION):
+        x = torch.randn(8, 6, generator=generator)
+        y = torch.randint(0, 3, (8,), generator=generator)
+        with accelerator.accumulate(model):
+            accelerator.backward(F.cross_entropy(model(x), y))
+            if accelerator.sync_gradients:
+                accelerator.clip_grad_norm_(model.parameters(), 0.05)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+
+
+def weights_of(model):
+    return {name: value.detach().clone() for name, value in accelerator.unwrap_model(model).state_dict().items()}
+
+
+def state_bytes(optimizer, model):
+    if isinstance(optimizer, accel.Optimizer):
+        return model._hosted.model.grad_sync_stat("optimizer_state_bytes")
+    return sum(value.numel() * value.element_size() for entry in optimizer.state.values()
+               for value in entry.values() if isinstance(value, torch.Tensor) and value.dim() > 0)
+
+
 if STAGE:
-    # A torch optimizer would step every parameter on every process: refused at prepare, naming the way out.
+    # Under ZeRO a torch optimizer steps a share of one prepared module's parameters: others are refused.
+    loose = torch.nn.Parameter(torch.zeros(3))
     try:
-        accelerator.prepare(torch.optim.AdamW(model.parameters()))
-        raise AssertionError("a torch optimizer was prepared under ZeRO")
+        accelerator.prepare(torch.optim.SGD([loose], lr=0.1))
+        raise AssertionError("a torch optimizer over parameters of no prepared module was prepared under ZeRO")
     except accel.UnsupportedError as error:
-        assert "accel.OptimizerSpec" in str(error), error
-model, optimizer = accelerator.prepare(model, accel.OptimizerSpec("adamw", lr=0.01))
-generator = torch.Generator().manual_seed(1 + accelerator.process_index)
-for step in range(20):
-    x = torch.randn(8, 6, generator=generator)
-    y = torch.randint(0, 3, (8,), generator=generator)
-    accelerator.backward(F.cross_entropy(model(x), y))
-    accelerator.clip_grad_norm_(model.parameters(), 0.05)
-    optimizer.step()
-    optimizer.zero_grad()
-assert all(not torch.equal(before, after) for before, after in zip(initial, model.parameters())), "nothing trained"
-# What shows the split took effect: rank 0's AdamW state, from the prepared module's accel model.
-state_bytes = model._hosted.model.grad_sync_stat("optimizer_state_bytes")
+        assert "prepared module" in str(error), error
+
+results = {}
+for name, make in OPTIMIZERS.items():
+    module = copy.deepcopy(template)
+    initial = [parameter.detach().clone() for parameter in module.parameters()]
+    optimizer = make(module)
+    if isinstance(optimizer, accel.OptimizerSpec):
+        model, optimizer = accelerator.prepare(module, optimizer)
+        scheduler = accelerator.prepare(accel.SchedulerSpec("linear", optimizer, warmup_steps=2, total_steps=40))
+    else:
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (1 + 0.05 * step))
+        model, optimizer, scheduler = accelerator.prepare(module, optimizer, scheduler)
+    generator = torch.Generator().manual_seed(1 + accelerator.process_index)
+    micro_steps(model, optimizer, scheduler, generator, 0, SAVED_AT)
+    resumed_data = generator.get_state()
+    with tempfile.TemporaryDirectory() as folder:
+        folder = broadcast_object_list([folder])[0]  # one checkpoint folder for every process
+        accelerator.save_state(folder)
+        micro_steps(model, optimizer, scheduler, generator, SAVED_AT, STEPS)
+        final = weights_of(model)
+        accelerator.load_state(folder)
+        accelerator.wait_for_everyone()
+    generator.set_state(resumed_data)
+    micro_steps(model, optimizer, scheduler, generator, SAVED_AT, STEPS)
+    again = weights_of(model)
+    assert [key for key in final if not torch.equal(final[key], again[key])] == [], f"{name}: the resume differs"
+    assert all(not torch.equal(before, after) for before, after in zip(initial, model.parameters())), "nothing trained"
+    results[name] = {"weights": final, "optimizer_state_bytes": state_bytes(optimizer, model)}
+    accelerator.free_memory()
+
 if accelerator.is_main_process:
-    weights = {name: value.detach().clone() for name, value in accelerator.unwrap_model(model).state_dict().items()}
-    torch.save({"weights": weights, "optimizer_state_bytes": state_bytes}, OUT)
+    torch.save(results, OUT)
+accelerator.print(f"zero_identity: stage {STAGE}, accumulation {ACCUMULATION}: ok")

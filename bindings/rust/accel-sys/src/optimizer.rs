@@ -3,7 +3,7 @@
 //! (accumulation) accel_optimizer_step and accel_optimizer_zero_grad do nothing; under fp16 a step whose
 //! gradients overflowed is skipped (accel_optimizer_step_was_skipped) and the scale backs off. The header
 //! documents every declaration.
-use std::os::raw::{c_char, c_int};
+use std::os::raw::{c_char, c_int, c_void};
 
 use crate::{accel_model_t, accel_options_t};
 
@@ -17,6 +17,25 @@ extern "C" {
         options: *const accel_options_t,
     ) -> c_int;
     pub fn accel_optimizer_free(optimizer: *mut accel_optimizer_t);
+}
+
+pub type accel_external_step_fn = Option<unsafe extern "C" fn(payload: *mut c_void) -> c_int>;
+
+extern "C" {
+    pub fn accel_optimizer_new_external(
+        out: *mut *mut accel_optimizer_t,
+        model: *mut accel_model_t,
+        step: accel_external_step_fn,
+        payload: *mut c_void,
+    ) -> c_int;
+    pub fn accel_optimizer_num_pieces(optimizer: *const accel_optimizer_t) -> usize;
+    pub fn accel_optimizer_piece(
+        optimizer: *const accel_optimizer_t,
+        index: usize,
+        name: *mut *const c_char,
+        begin: *mut i64,
+        numel: *mut i64,
+    ) -> c_int;
     pub fn accel_optimizer_step(optimizer: *mut accel_optimizer_t) -> c_int;
     pub fn accel_optimizer_zero_grad(optimizer: *mut accel_optimizer_t) -> c_int;
     pub fn accel_optimizer_step_was_skipped(optimizer: *const accel_optimizer_t) -> c_int;

@@ -67,7 +67,7 @@ pub use error::{CallbackResult, Error, Result};
 pub use loader::{Batch, Loader};
 pub use loss::compute_loss;
 pub use model::{Model, Output};
-pub use optimizer::Optimizer;
+pub use optimizer::{Optimizer, Piece};
 pub use options::Options;
 pub use processes::RangeShare;
 pub use scheduler::Scheduler;

@@ -136,3 +136,40 @@ fn rust_owned_classifier_trains_on_two_processes_to_the_weights_of_one() {
     assert_eq!(two.len(), (3 * 4 + 3) * 4);
     assert!(two == one, "two processes trained to other weights than one process on the same batches:\n{}\n{}", two_ranks, one_rank);
 }
+
+/// The caller's own optimizer: on one process it steps every trainable element (the pieces are the whole
+/// parameters), called by `step` on a sync step; its failure fails the step, saying why.
+#[test]
+fn an_external_optimizer_calls_back_to_step_the_pieces_it_lists() {
+    let _one = common::one_test_at_a_time();
+    let state = State::new(None).unwrap();
+    let weight = Tensor::from_vec(vec![1.0f32; 6], &[2, 3]).unwrap();
+    let bias = Tensor::from_vec(vec![0.0f32; 2], &[2]).unwrap();
+    let mut model = Model::from_tensors(&[("weight", &weight), ("bias", &bias)], None, &[]).unwrap();
+    state.prepare_model(&mut model, None).unwrap();
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = calls.clone();
+    let mut optimizer = Optimizer::external(&model, move || {
+        if counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            return Err("the second step fails".into());
+        }
+        Ok(())
+    })
+    .unwrap();
+    let pieces = optimizer.pieces().unwrap();
+    assert_eq!(pieces, [
+        accel::Piece { parameter: "weight".to_string(), begin: 0, numel: 6 },
+        accel::Piece { parameter: "bias".to_string(), begin: 0, numel: 2 }
+    ]);
+    state.accumulate().unwrap();
+    optimizer.step().unwrap();
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let error = optimizer.step().err().expect("the callback failed");
+    assert_eq!(error.code(), sys::ACCEL_ERR_CALLBACK);
+    assert!(error.message().contains("the second step fails"), "{}", error.message());
+
+    let mut script = Model::load(common::tiny_model()).unwrap();
+    state.prepare_model(&mut script, None).unwrap();
+    let refused = Optimizer::external(&script, || Ok(())).err().expect("a TorchScript model's tensors are accel's");
+    assert_eq!(refused.code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
+}

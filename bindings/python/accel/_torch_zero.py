@@ -1,0 +1,126 @@
+"""A torch optimizer under ZeRO (Accelerate's DeepSpeedPlugin(zero_stage=1|2)): each process steps, and keeps
+state for, only its share of the parameters' elements, as the library splits them.
+
+The library makes an external optimizer over the prepared module's accel model
+(capi/accel/optimizer.h, accel_optimizer_new_external) and says which elements this process steps
+(accel_optimizer_piece: a parameter's name and a run of its flattened elements). The torch optimizer's groups
+are given, in place of each parameter, 1-d views of those elements (leaf tensors on the parameter's memory):
+its state then exists for them only. accel_optimizer_step calls back to step the torch optimizer over the
+views, their gradients being views of the parameters' (averaged there for this process's elements), then
+gathers every process's updated elements. Clipping through the Accelerator shares the norm over the
+processes as for accel's own optimizers, and the steps are stage 0's bit for bit (the views start at
+multiples of 64 elements, where torch's elementwise kernels cut the whole parameter).
+
+state_dict() holds this process's share, as DeepSpeed's optimizer files are per process: a checkpoint
+resumes on as many processes.
+"""
+import torch
+
+from ._callbacks import Callbacks
+from ._handle import Handle
+from ._library import ffi, lib
+from .errors import UnsupportedError, check
+
+
+class _ExternalOptimizer(Handle):
+    _free = lib.accel_optimizer_free
+
+    def __init__(self, model, step):
+        """step(): steps the caller's optimizer; called by step() on synchronising steps."""
+        self.callbacks = Callbacks()
+        pointer = self.callbacks.make("accel_external_step_fn", lambda _payload: step())
+        out = ffi.new("accel_optimizer_t **")
+        check(lib.accel_optimizer_new_external(out, model.pointer, pointer, ffi.NULL), self.callbacks)
+        super().__init__(out[0])
+
+    def pieces(self):
+        """[(parameter name, first element, element count)] this process steps."""
+        name, begin, numel = ffi.new("const char **"), ffi.new("int64_t *"), ffi.new("int64_t *")
+        found = []
+        for index in range(lib.accel_optimizer_num_pieces(self.pointer)):
+            check(lib.accel_optimizer_piece(self.pointer, index, name, begin, numel))
+            found.append((ffi.string(name[0]).decode(), begin[0], numel[0]))
+        return found
+
+    def step(self):
+        check(lib.accel_optimizer_step(self.pointer), self.callbacks)
+
+
+def _piece_view(parameter, begin, numel):
+    view = parameter.detach().view(-1).narrow(0, begin, numel)
+    view.requires_grad_(parameter.requires_grad)
+    return view
+
+
+class ZeroSteps:
+    """The share of a torch optimizer's parameters this process steps, and the step over it."""
+
+    def __init__(self, optimizer, hosted, stage):
+        self._optimizer = optimizer
+        self._closure = None
+        self._result = None
+        self._external = _ExternalOptimizer(hosted.model, self._step_pieces)
+        by_name = dict(hosted.module.named_parameters())
+        owned = {}
+        for name, begin, numel in self._external.pieces():
+            owned[id(by_name[name])] = (begin, numel)
+        self._pieces = []  # (view, parameter, begin, numel)
+        state = optimizer.state
+        for group in optimizer.param_groups:
+            views = []
+            for parameter in group["params"]:
+                if id(parameter) not in owned:
+                    state.pop(parameter, None)
+                    continue
+                begin, numel = owned[id(parameter)]
+                view = _piece_view(parameter, begin, numel)
+                if parameter in state:
+                    state[view] = _piece_state(state.pop(parameter), parameter, begin, numel)
+                views.append(view)
+                self._pieces.append((view, parameter, begin, numel))
+            group["params"] = views
+        self.stage = stage
+
+    def step(self, closure=None):
+        self._closure, self._result = closure, None
+        self._external.step()
+        return self._result
+
+    def _step_pieces(self):
+        for view, parameter, begin, numel in self._pieces:
+            grad = parameter.grad
+            view.grad = None if grad is None else grad.view(-1).narrow(0, begin, numel)
+        try:
+            self._result = self._optimizer.step(self._closure) if self._closure is not None else self._optimizer.step()
+        finally:
+            for view, *_ in self._pieces:
+                view.grad = None
+
+    def state_bytes(self):
+        """The bytes of the torch optimizer's per-element state this process holds."""
+        return sum(value.numel() * value.element_size() for entry in self._optimizer.state.values()
+                   for value in entry.values() if isinstance(value, torch.Tensor) and value.dim() > 0)
+
+
+def _piece_state(entry, parameter, begin, numel):
+    """A parameter's optimizer state (prepared after state was loaded into it) cut to its piece."""
+    return {key: value.detach().reshape(-1).narrow(0, begin, numel).clone()
+            if isinstance(value, torch.Tensor) and value.shape == parameter.shape else value
+            for key, value in entry.items()}
+
+
+def zero_steps(optimizer, accelerator, stage):
+    """ZeroSteps for a torch optimizer whose parameters all belong to one module prepared by this
+    Accelerator; UnsupportedError, naming what, otherwise and under fp16 loss scaling."""
+    parameters = [parameter for group in optimizer.param_groups for parameter in group["params"]]
+    owners = {id(owner): owner for owner in (accelerator._hosted_owning(parameter) for parameter in parameters)}
+    if None in (accelerator._hosted_owning(parameter) for parameter in parameters) or len(owners) != 1:
+        raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, (
+            f"prepare: under zero_stage {stage} (DeepSpeedPlugin) a {type(optimizer).__name__} steps this process's "
+            "share of one prepared module's parameters: every parameter it holds must belong to the one module, "
+            "prepared before it (prepare(model, optimizer) does so)"))
+    if accelerator._loss_scaling:
+        raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, (
+            f"prepare: a {type(optimizer).__name__} under zero_stage {stage} with fp16 loss scaling is not supported "
+            "(bf16, or accel.OptimizerSpec, which the library steps, is)"))
+    return ZeroSteps(optimizer, next(iter(owners.values())), stage)
