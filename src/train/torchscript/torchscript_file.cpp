@@ -15,6 +15,7 @@
 
 #include "core/error.hpp"
 #include "core/layout.hpp"
+#include "train/torchscript/code_records.hpp"
 #include "train/torchscript/pickle_lengths.hpp"
 #include "train/torchscript/zip_record_sizes.hpp"
 
@@ -55,7 +56,8 @@ class RecordReads final : public caffe2::serialize::ReadAdapterInterface {
 
 // Where the bytes of each record under data/ (the pickled module's tensors) start in the archive. Throws
 // std::runtime_error for a pickle record (*.pkl, *.debug_pkl) that announces more than it can hold
-// (pickle_lengths.hpp), which LibTorch's unpickler would allocate before finding it missing.
+// (pickle_lengths.hpp), which LibTorch's unpickler would allocate before finding it missing, and for a
+// code record with a class statement LibTorch's importer would crash on (code_records.hpp).
 std::unordered_set<uint64_t> tensor_record_offsets(const std::shared_ptr<caffe2::serialize::ReadAdapterInterface>& archive) {
   caffe2::serialize::PyTorchStreamReader reader(archive);
   std::unordered_set<uint64_t> offsets;
@@ -66,6 +68,12 @@ std::unordered_set<uint64_t> tensor_record_offsets(const std::shared_ptr<caffe2:
       const std::string pickle(static_cast<const char*>(data.get()), size);
       if (const auto problem = pickle_overreach(pickle)) {
         throw std::runtime_error("record '" + name + "' is a pickle with " + *problem);
+      }
+    }
+    if (name.size() > 3 && name.compare(name.size() - 3, 3, ".py") == 0) {  // code/**/*.py: the module's source
+      const auto [data, size] = reader.getRecord(name);
+      if (const auto problem = unimportable_class_statement(std::string(static_cast<const char*>(data.get()), size), name)) {
+        throw std::runtime_error(*problem);
       }
     }
   }
