@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -26,7 +27,7 @@ constexpr const char* kReadKeys[] = {
 // Accelerate's keys (ClusterConfig's fields) for what accel does not do; passed over, and named by `accel env`.
 constexpr const char* kPassedOverKeys[] = {
     "debug",       "downcast_bf16",   "main_training_function", "rdzv_backend",  "same_network",
-    "ipex_config", "mpirun_config",   "fp8_config",             "deepspeed_config", "fsdp_config",
+    "ipex_config", "mpirun_config",   "fp8_config",
     "tp_config",   "megatron_lm_config", "tpu_name",            "tpu_zone",      "tpu_use_cluster",
     "tpu_use_sudo", "command_file",   "commands",               "tpu_vm",        "tpu_env",
 };
@@ -49,6 +50,70 @@ std::optional<std::string> scalar(const ConfigFile& file, const std::string& key
                       (node.IsSequence() ? "list" : "mapping"));
   }
   return node.Scalar();
+}
+
+// A section's keys and single values (a list, as Accelerate's fsdp_transformer_layer_cls_to_wrap may be,
+// joined with commas); null values are left out.
+std::map<std::string, std::string> section_values(const ConfigFile& file, const std::string& section,
+                                                  const YAML::Node& node) {
+  std::map<std::string, std::string> values;
+  if (node.IsNull()) return values;
+  if (!node.IsMap()) throw ConfigError("config file " + file.path + ": " + section + " expects a mapping");
+  for (const auto& entry : node) {
+    if (!entry.first.IsScalar()) throw ConfigError("config file " + file.path + ": a key of " + section + " is not a single word");
+    const std::string key = entry.first.Scalar();
+    if (entry.second.IsSequence()) {
+      std::string joined;
+      for (const auto& item : entry.second) joined += (joined.empty() ? "" : ",") + item.as<std::string>();
+      values[key] = joined;
+    } else if (auto value = scalar(file, section + "." + key, entry.second)) {
+      values[key] = *value;
+    }
+  }
+  return values;
+}
+
+// fsdp_config's keys and the variables Accelerate's launcher exports for them.
+const std::map<std::string, std::string> kFsdpVariables = {
+    {"fsdp_sharding_strategy", "FSDP_SHARDING_STRATEGY"},
+    {"fsdp_offload_params", "FSDP_OFFLOAD_PARAMS"},
+    {"fsdp_min_num_params", "FSDP_MIN_NUM_PARAMS"},
+    {"fsdp_auto_wrap_policy", "FSDP_AUTO_WRAP_POLICY"},
+    {"fsdp_transformer_layer_cls_to_wrap", "FSDP_TRANSFORMER_CLS_TO_WRAP"},
+    {"fsdp_backward_prefetch", "FSDP_BACKWARD_PREFETCH"},
+    {"fsdp_state_dict_type", "FSDP_STATE_DICT_TYPE"},
+    {"fsdp_forward_prefetch", "FSDP_FORWARD_PREFETCH"},
+    {"fsdp_use_orig_params", "FSDP_USE_ORIG_PARAMS"},
+    {"fsdp_cpu_ram_efficient_loading", "FSDP_CPU_RAM_EFFICIENT_LOADING"},
+    {"fsdp_sync_module_states", "FSDP_SYNC_MODULE_STATES"},
+    {"fsdp_activation_checkpointing", "FSDP_ACTIVATION_CHECKPOINTING"},
+};
+
+// The ranks' environment for the file's distributed_type, from its section; the section's other keys (and
+// the section of the type not chosen) are ignored, as accel env lists them.
+void export_plugin_section(ConfigFile& file, const std::map<std::string, std::map<std::string, std::string>>& sections) {
+  const auto type = file.values.find("distributed_type");
+  std::string chosen = type == file.values.end() ? "" : type->second;
+  std::transform(chosen.begin(), chosen.end(), chosen.begin(), [](unsigned char c) { return std::toupper(c); });
+  for (const auto& [section, values] : sections) {
+    const bool used = (section == "fsdp_config" && chosen == "FSDP") || (section == "deepspeed_config" && chosen == "DEEPSPEED");
+    if (used && section == "fsdp_config") file.rank_variables.emplace_back("ACCELERATE_USE_FSDP", "true");
+    if (used && section == "deepspeed_config") file.rank_variables.emplace_back("ACCELERATE_USE_DEEPSPEED", "true");
+    for (const auto& [key, value] : values) {
+      if (used && section == "deepspeed_config" && key == "deepspeed_config_file") {
+        throw ConfigError("config file " + file.path + ": deepspeed_config.deepspeed_config_file is DeepSpeed's own "
+                          "configuration, which accel does not read; give zero_stage (1 or 2) in deepspeed_config");
+      }
+      const auto fsdp = kFsdpVariables.find(key);
+      if (used && section == "fsdp_config" && fsdp != kFsdpVariables.end()) {
+        file.rank_variables.emplace_back(fsdp->second, value);
+      } else if (used && section == "deepspeed_config" && key == "zero_stage") {
+        file.rank_variables.emplace_back("ACCELERATE_DEEPSPEED_ZERO_STAGE", value);
+      } else {
+        file.ignored.push_back(section + "." + key);
+      }
+    }
+  }
 }
 
 void read_dynamo_config(ConfigFile& file, const YAML::Node& node) {
@@ -115,6 +180,7 @@ ConfigFile read_config_file(const std::string& path) {
   if (root.IsNull()) return file;
   if (!root.IsMap()) throw ConfigError("config file " + path + " is not a mapping of keys to values");
   std::optional<bool> legacy_fp16;
+  std::map<std::string, std::map<std::string, std::string>> sections;
   for (const auto& entry : root) {
     if (!entry.first.IsScalar()) throw ConfigError("config file " + path + ": a key is not a single word");
     const std::string key = entry.first.Scalar();
@@ -122,6 +188,8 @@ ConfigFile read_config_file(const std::string& path) {
       if (auto value = scalar(file, key, entry.second)) file.values[key] = *value;
     } else if (key == "dynamo_config") {
       read_dynamo_config(file, entry.second);
+    } else if (key == "fsdp_config" || key == "deepspeed_config") {
+      sections[key] = section_values(file, key, entry.second);
     } else if (key == "compute_environment") {
       const auto value = scalar(file, key, entry.second);
       if (value && *value != "LOCAL_MACHINE") {
@@ -140,6 +208,7 @@ ConfigFile read_config_file(const std::string& path) {
     }
   }
   if (legacy_fp16.value_or(false) && file.values.count("mixed_precision") == 0) file.values["mixed_precision"] = "fp16";
+  export_plugin_section(file, sections);
   return file;
 }
 

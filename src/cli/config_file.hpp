@@ -1,7 +1,8 @@
 // The launch config file: Accelerate's default_config.yaml (as `accelerate config` writes it, or the JSON of
 // `accelerate config default`), read and written with yaml-cpp. accel reads the keys it shares with
-// Accelerate, plus gradient_accumulation_steps of its own, and passes over Accelerate's keys for what it does
-// not do (DeepSpeed's, FSDP's, TPU's, ...) as long as they ask for nothing it would have to refuse.
+// Accelerate, plus gradient_accumulation_steps of its own, turns the section of distributed_type FSDP or
+// DEEPSPEED into the ranks' environment as Accelerate's launcher does, and passes over Accelerate's keys for
+// what it does not do (TPU's, IPEX's, ...) as long as they ask for nothing it would have to refuse.
 #pragma once
 
 #include <stdexcept>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "cli/launch_flags.hpp"
+#include "cli/launch_options.hpp"
 #include "core/env.hpp"
 
 namespace accel::cli {
@@ -25,6 +27,10 @@ struct ConfigFile {
   SettingValues values;
   // Accelerate's keys present in the file that accel has no use for, in file order.
   std::vector<std::string> ignored;
+  // What Accelerate's launcher exports for distributed_type FSDP or DEEPSPEED, from the file's fsdp_config
+  // (ACCELERATE_USE_FSDP=true, FSDP_SHARDING_STRATEGY, ...) or deepspeed_config (ACCELERATE_USE_DEEPSPEED=true,
+  // ACCELERATE_DEEPSPEED_ZERO_STAGE): the Python package reads them as Accelerate's does.
+  Variables rank_variables;
 };
 
 // Whether key is one that accel reads from a config file and `accel config` writes.
@@ -37,7 +43,8 @@ std::string default_config_path(const EnvLookup& env);
 
 // Throws ConfigError when the file cannot be read, is not YAML, is not a mapping, has a key neither accel nor
 // Accelerate knows, holds a list or mapping where a single value belongs, or asks for what accel does not do
-// (compute_environment other than LOCAL_MACHINE). Values are checked where they are resolved.
+// (compute_environment other than LOCAL_MACHINE; a deepspeed_config_file, DeepSpeed's own JSON). Values are
+// checked where they are resolved.
 ConfigFile read_config_file(const std::string& path);
 
 // Writes values (every key is_config_key accepts may be present; use_cpu and enable_cpu_affinity as

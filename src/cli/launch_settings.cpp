@@ -87,15 +87,19 @@ std::string upper(std::string text) {
 }
 
 // A layer's distributed_type stands for settings of its own: MULTI_CPU is use_cpu, MULTI_GPU is not, NO is a
-// single process. The layer gets them, unless it says otherwise, which contradicts it.
+// single process. The layer gets them, unless it says otherwise, which contradicts it. DEEPSPEED and FSDP
+// (whose sections the config file turns into the ranks' environment) are MULTI_GPU, or MULTI_CPU with use_cpu.
 void apply_distributed_type(Layer& layer) {
   const std::string* given = layer.find("distributed_type");
   if (given == nullptr) return;
-  const std::string type = upper(*given);
+  std::string type = upper(*given);
+  if (type == "DEEPSPEED" || type == "FSDP") {
+    type = layer.find("use_cpu") != nullptr && parse_bool(layer, "use_cpu") ? "MULTI_CPU" : "MULTI_GPU";
+  }
   if (type != "NO" && type != "MULTI_CPU" && type != "MULTI_GPU") {
     layer.fail("distributed_type", "is " + type +
-                                       ": accel trains data parallel, as distributed_type NO, MULTI_CPU or MULTI_GPU "
-                                       "(DeepSpeed, FSDP, Megatron-LM, TPUs and other devices are Accelerate's alone)");
+                                       ": accel trains data parallel (NO, MULTI_CPU, MULTI_GPU), with ZeRO stages 1 and 2 "
+                                       "(DEEPSPEED, FSDP); Megatron-LM, TPUs and other devices are Accelerate's alone");
   }
   layer.values["distributed_type"] = type;
   if (type == "NO") {
@@ -222,6 +226,10 @@ ResolvedLaunch resolve_launch(const SettingValues& flags, const ConfigFile* conf
   for (auto& layer : layers) apply_distributed_type(layer);
 
   ResolvedLaunch out;
+  if (config != nullptr) {
+    out.options.rank_variables.insert(out.options.rank_variables.end(), config->rank_variables.begin(),
+                                      config->rank_variables.end());
+  }
   resolve_state(layers, env, out);
   const bool use_cpu = find_setting(out.state, "use_cpu").value == "true";
 

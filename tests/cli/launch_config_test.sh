@@ -302,6 +302,33 @@ test_accel_python_wins() {
   expect "exit code" "$RC" 0 && expect "ACCEL_PYTHON" "$OUT" "0 1 - - - venv"
 }
 
+# ---- FSDP's and DeepSpeed's sections: the environment Accelerate's launcher gives the ranks ----
+
+test_plugin_sections() {
+  cat >"$WORK/plugin_env.py" <<'EOF'
+import os, sys
+names = ["RANK", "ACCEL_USE_CPU", "ACCELERATE_USE_FSDP", "FSDP_SHARDING_STRATEGY", "FSDP_TRANSFORMER_CLS_TO_WRAP",
+         "ACCELERATE_USE_DEEPSPEED", "ACCELERATE_DEEPSPEED_ZERO_STAGE"]
+sys.stdout.write(" ".join(os.environ.get(name, "-") for name in names) + "\n")
+EOF
+  printf '%s\n' "compute_environment: LOCAL_MACHINE" "distributed_type: FSDP" "use_cpu: true" "num_processes: 2" \
+    "fsdp_config:" "  fsdp_sharding_strategy: SHARD_GRAD_OP" "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP" \
+    "  fsdp_transformer_layer_cls_to_wrap: [Block, Embedding]" "  fsdp_version: 1" \
+    "deepspeed_config:" "  zero_stage: 3" >"$WORK/fsdp.yaml"
+  run launch --config-file "$WORK/fsdp.yaml" "$WORK/plugin_env.py"
+  expect "FSDP: exit code" "$RC" 0 &&
+    expect "FSDP: ranks" "$OUT" "0 1 true SHARD_GRAD_OP Block,Embedding - -
+1 1 true SHARD_GRAD_OP Block,Embedding - -" || return 1
+  run env --config-file "$WORK/fsdp.yaml"
+  expect_contains "FSDP: accel env names what is passed over" "$OUT" "fsdp_config.fsdp_version" || return 1
+  printf '%s\n' "distributed_type: DEEPSPEED" "use_cpu: true" "num_processes: 2" "deepspeed_config:" \
+    "  zero_stage: 1" "  offload_optimizer_device: none" >"$WORK/deepspeed.yaml"
+  run launch --config-file "$WORK/deepspeed.yaml" "$WORK/plugin_env.py"
+  expect "DeepSpeed: exit code" "$RC" 0 &&
+    expect "DeepSpeed: ranks" "$OUT" "0 1 - - - true 1
+1 1 - - - true 1"
+}
+
 # ---- what is refused, before anything runs ----
 
 config_with() {
@@ -309,8 +336,11 @@ config_with() {
 }
 
 test_bad_config_files() {
-  config_with "distributed_type: DEEPSPEED" "num_processes: 2"
-  expect_refused "DeepSpeed" "config file $WORK/bad.yaml: distributed_type is DEEPSPEED: accel trains data parallel" \
+  config_with "distributed_type: MEGATRON_LM" "num_processes: 2"
+  expect_refused "Megatron-LM" "config file $WORK/bad.yaml: distributed_type is MEGATRON_LM: accel trains data parallel" \
+    launch --config-file "$WORK/bad.yaml" true || return 1
+  config_with "distributed_type: DEEPSPEED" "deepspeed_config:" "  deepspeed_config_file: ds.json"
+  expect_refused "DeepSpeed's JSON" "deepspeed_config.deepspeed_config_file is DeepSpeed's own configuration" \
     launch --config-file "$WORK/bad.yaml" true || return 1
   config_with "num_processes: 2" "learning_rate: 0.1"
   expect_refused "unknown key" "config file $WORK/bad.yaml: unknown key 'learning_rate'" \
@@ -351,6 +381,7 @@ test_bad_flags() {
     expect_contains "bad environment" "$ERR" "environment variable ACCEL_MIXED_PRECISION='fp9'"
 }
 
+check "config: distributed_type FSDP and DEEPSPEED export their sections as Accelerate's launcher does" test_plugin_sections
 check "script: accel launch --num_processes 2 --cpu --mixed_precision bf16 train.py --lr 3e-4" test_script_with_flags
 check "script: Accelerate's default_config.yaml through --config_file" test_script_with_accelerate_config
 check "script: the JSON of accelerate config default" test_accelerate_default_json

@@ -10,7 +10,8 @@ See bindings/python/README.md for the API and what differs from Accelerate.
 """
 from .accelerator import Accelerator, DistributedType
 from .config import (DataLoaderConfiguration, DeepSpeedPlugin, DistributedDataParallelKwargs,
-                     GradientAccumulationPlugin, GradScalerKwargs, InitProcessGroupKwargs, ProjectConfiguration)
+                     FullyShardedDataParallelPlugin, GradientAccumulationPlugin, GradScalerKwargs,
+                     InitProcessGroupKwargs, ProjectConfiguration)
 from .data_loader import DataLoader
 from .dataset import Dataset
 from .errors import (AccelEnvironmentError, AccelError, AccelIOError, AccelTimeoutError, BadOptionValueError,
@@ -53,6 +54,7 @@ def __getattr__(name):
 
 __all__ = [
     "Accelerator", "DistributedType", "DataLoaderConfiguration", "DeepSpeedPlugin", "DistributedDataParallelKwargs",
+    "FullyShardedDataParallelPlugin",
     "GradientAccumulationPlugin", "GradScalerKwargs", "InitProcessGroupKwargs", "DataLoader", "Dataset",
     "AccelEnvironmentError",
     "AccelError", "AccelIOError", "AccelTimeoutError", "BadOptionValueError", "CallbackError", "DtypeError",

@@ -19,7 +19,8 @@ from ._callbacks import Callbacks
 from ._handle import Handle
 from ._library import ffi, lib
 from .config import (DataLoaderConfiguration, DeepSpeedPlugin, DistributedDataParallelKwargs,  # noqa: F401
-                     GradientAccumulationPlugin, GradScalerKwargs, InitProcessGroupKwargs, ProjectConfiguration)
+                     FullyShardedDataParallelPlugin, GradientAccumulationPlugin, GradScalerKwargs,
+                     InitProcessGroupKwargs, ProjectConfiguration)
 from .errors import UnsupportedError, check
 from .kwargs_handlers import AutocastKwargs, ProfileKwargs
 from .options import Options
@@ -37,6 +38,23 @@ def _with_deprecated_loader_flags(dataloader_config, **flags):
     warnings.warn(f"Passing {', '.join(given)} to the Accelerator is deprecated: pass an "
                   "`accelerate.DataLoaderConfiguration` instead", FutureWarning)
     return DataLoaderConfiguration(**given)
+
+
+def _plugins_of(deepspeed_plugin, fsdp_plugin):
+    """(DeepSpeedPlugin or None, FullyShardedDataParallelPlugin or None): those given (a dict is a plugin's
+    fields), else those ACCELERATE_USE_DEEPSPEED / ACCELERATE_USE_FSDP ask for, as Accelerate reads them.
+    Both at once: ValueError, as in Accelerate."""
+    if deepspeed_plugin is None and os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
+        deepspeed_plugin = DeepSpeedPlugin()
+    if fsdp_plugin is None and os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true":
+        fsdp_plugin = FullyShardedDataParallelPlugin()
+    if isinstance(deepspeed_plugin, dict):
+        deepspeed_plugin = DeepSpeedPlugin(**deepspeed_plugin)
+    if isinstance(fsdp_plugin, dict):
+        fsdp_plugin = FullyShardedDataParallelPlugin(**fsdp_plugin)
+    if deepspeed_plugin is not None and fsdp_plugin is not None:
+        raise ValueError("give a deepspeed_plugin or an fsdp_plugin, not both (each sets how models are sharded)")
+    return deepspeed_plugin, fsdp_plugin
 
 
 def _unpickled_accelerator(arguments):
@@ -89,21 +107,23 @@ class Accelerator(ProcessMixin, PrepareMixin, TrainingMixin, CheckpointingMixin,
 
         Accelerate's order of arguments; its deprecated split_batches, dispatch_batches, even_batches and
         use_seedable_sampler go into the DataLoaderConfiguration (a FutureWarning; a ValueError beside a
-        dataloader_config). fsdp_plugin and megatron_lm_plugin: UnsupportedError (this library has no FSDP
-        or Megatron-LM yet). device (accel's, keyword only): an explicit device.
+        dataloader_config). fsdp_plugin: a FullyShardedDataParallelPlugin (accel.config: SHARD_GRAD_OP trains as
+        ZeRO stage 2, NO_SHARD as data parallelism; strategies that shard parameters are UnsupportedError).
+        Without plugins, ACCELERATE_USE_DEEPSPEED / ACCELERATE_USE_FSDP ("true", which `accel launch` exports
+        from a config file's distributed_type) make them from the environment, as in Accelerate.
+        megatron_lm_plugin: UnsupportedError. device (accel's, keyword only): an explicit device.
 
         A process has one state: while one lives, another Accelerator must ask for the same settings
         (InvalidStateError otherwise); after end_training() or AcceleratorState._reset_state() a new one may
         change them."""
         # What unpickling makes an Accelerator again from (see __reduce__).
         self._arguments = {name: value for name, value in locals().items() if name not in ("self", "__class__")}
-        for name, plugin in (("fsdp_plugin", fsdp_plugin), ("megatron_lm_plugin", megatron_lm_plugin)):
-            if plugin is not None:
-                raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED,
-                                       f"{name}: this library has no {name[:-7].replace('_', '-').upper()} "
-                                       "engine; DeepSpeedPlugin(zero_stage=1|2) shards optimizer state and "
-                                       "gradients (sharded parameters, FSDP's FULL_SHARD or ZeRO-3, are designed "
-                                       "but not built: docs/fsdp.md)")
+        if megatron_lm_plugin is not None:
+            raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED,
+                                   "megatron_lm_plugin: this library has no Megatron-LM engine (tensor and pipeline "
+                                   "parallelism); it is data parallel, with ZeRO stages 1 and 2 (DeepSpeedPlugin, or "
+                                   "FullyShardedDataParallelPlugin with SHARD_GRAD_OP)")
+        deepspeed_plugin, fsdp_plugin = _plugins_of(deepspeed_plugin, fsdp_plugin)
         dataloader_config = _with_deprecated_loader_flags(dataloader_config, split_batches=split_batches,
                                                           dispatch_batches=dispatch_batches, even_batches=even_batches,
                                                           use_seedable_sampler=use_seedable_sampler)
@@ -139,10 +159,10 @@ class Accelerator(ProcessMixin, PrepareMixin, TrainingMixin, CheckpointingMixin,
                 setattr(self, slot, handler)
             else:
                 raise TypeError(f"unsupported kwargs handler {type(handler).__name__}")
-        if deepspeed_plugin is not None:
-            if isinstance(deepspeed_plugin, dict):
-                deepspeed_plugin = DeepSpeedPlugin(**deepspeed_plugin)
-            self._model_settings.update(deepspeed_plugin.options())
+        self._deepspeed_plugin, self._fsdp_plugin = deepspeed_plugin, fsdp_plugin
+        for plugin in (deepspeed_plugin, fsdp_plugin):
+            if plugin is not None:
+                self._model_settings.update(plugin.options())
         self._logging_dir = tracking.logging_dir_of(project_config, project_dir)
         self.log_with, self.trackers = tracking.filter_trackers(log_with, self._logging_dir), []
         # Kept: the settings the library has no getter for (step_scheduler_with_optimizer, rng_types, ...)

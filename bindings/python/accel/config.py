@@ -2,6 +2,11 @@
 options (None: not set, so the ACCEL_* environment or the library's default applies)."""
 import dataclasses
 import datetime
+import os
+import typing
+
+from ._library import lib
+from .errors import UnsupportedError
 
 
 @dataclasses.dataclass
@@ -106,13 +111,129 @@ class DeepSpeedPlugin:
     and steps only its share of the parameters, then the updated parameters are gathered; 2: the gradients
     are split too (reduce-scattered). Stages 1 and 2 step with accel's optimizer (an OptimizerSpec) or a
     torch optimizer over one prepared module, whose groups then hold this process's share of each parameter
-    (accel._torch_zero; not with fp16 loss scaling); on one process they change nothing. None is DeepSpeed's
-    default, 2."""
+    (accel._torch_zero; not with fp16 loss scaling); on one process they change nothing. None reads
+    ACCELERATE_DEEPSPEED_ZERO_STAGE, as Accelerate's, else DeepSpeed's default, 2."""
 
     zero_stage: int = None
 
+    def __post_init__(self):
+        if self.zero_stage is None:  # what `accel launch` exports from a config file's deepspeed_config
+            self.zero_stage = int(os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", 2))
+
     def options(self):
-        return {"zero_stage": 2 if self.zero_stage is None else self.zero_stage}
+        return {"zero_stage": self.zero_stage}
+
+
+# FSDP's sharding strategies in torch's ShardingStrategy numbering (1-based), as Accelerate lists them.
+FSDP_SHARDING_STRATEGY = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2")
+# The strategies accel trains, and the ZeRO stage that gives each: NO_SHARD is data parallelism, SHARD_GRAD_OP
+# shards gradients and optimizer state and keeps whole parameters, which is ZeRO-2.
+_ZERO_STAGE_OF_STRATEGY = {"NO_SHARD": 0, "SHARD_GRAD_OP": 2}
+FSDP_STATE_DICT_TYPE = ("FULL_STATE_DICT", "LOCAL_STATE_DICT", "SHARDED_STATE_DICT")
+
+
+def _env_flag(name, default="false"):
+    return os.environ.get(name, default).strip().lower() in ("1", "true", "yes", "y", "on")
+
+
+def _named(value, names, what):
+    """An enum member (torch's, with .name), a 1-based index (int or digits) or a name, as the name."""
+    if hasattr(value, "name"):
+        value = value.name
+    if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+        index = int(value)
+        if not 1 <= index <= len(names):
+            raise ValueError(f"{what} {index} is not one of 1..{len(names)} ({', '.join(names)})")
+        return names[index - 1]
+    if not isinstance(value, str) or value.upper() not in names:
+        raise ValueError(f"{what} {value!r} is not one of {', '.join(names)}")
+    return value.upper()
+
+
+@dataclasses.dataclass
+class FullyShardedDataParallelPlugin:
+    """Accelerate's FullyShardedDataParallelPlugin, with its fields and its FSDP_* environment (what `accel
+    launch` exports from a config file's fsdp_config, as `accelerate launch` does). accel trains the sharding
+    strategies that keep whole parameters: SHARD_GRAD_OP as ZeRO stage 2 (gradients and optimizer state
+    sharded, with accel's optimizer or a torch one) and NO_SHARD as data parallelism, both giving DDP's
+    weights bit for bit. FULL_SHARD, HYBRID_SHARD and HYBRID_SHARD_ZERO2 (sharded parameters, FSDP's default
+    FULL_SHARD among them) are designed but not built (docs/fsdp.md): UnsupportedError, as are cpu_offload,
+    activation_checkpointing, a mixed_precision_policy (the Accelerator's mixed_precision applies) and a
+    state_dict_type other than FULL_STATE_DICT. The wrap policy (auto_wrap_policy,
+    transformer_cls_names_to_wrap, min_num_params) and the prefetch and gather settings only place and
+    schedule parameter gathers, which these strategies do not make: kept, with no effect. Parameters are
+    always rank 0's after prepare (sync_module_states)."""
+
+    sharding_strategy: typing.Any = None
+    backward_prefetch: typing.Any = None
+    mixed_precision_policy: typing.Any = None
+    auto_wrap_policy: typing.Any = None
+    cpu_offload: typing.Any = None
+    ignored_modules: typing.Any = None
+    state_dict_type: typing.Any = None
+    state_dict_config: typing.Any = None
+    optim_state_dict_config: typing.Any = None
+    limit_all_gathers: bool = True
+    use_orig_params: bool = None
+    param_init_fn: typing.Any = None
+    sync_module_states: bool = None
+    forward_prefetch: bool = None
+    activation_checkpointing: bool = None
+    cpu_ram_efficient_loading: bool = None
+    transformer_cls_names_to_wrap: typing.Any = None
+    min_num_params: int = None
+
+    def __post_init__(self):
+        if self.sharding_strategy is None:
+            self.sharding_strategy = os.environ.get("FSDP_SHARDING_STRATEGY", "FULL_SHARD")
+        self.sharding_strategy = _named(self.sharding_strategy, FSDP_SHARDING_STRATEGY, "sharding_strategy")
+        if self.cpu_offload is None:
+            self.cpu_offload = _env_flag("FSDP_OFFLOAD_PARAMS")
+        if self.state_dict_type is None:
+            self.state_dict_type = os.environ.get("FSDP_STATE_DICT_TYPE", "FULL_STATE_DICT")
+        self.state_dict_type = _named(self.state_dict_type, FSDP_STATE_DICT_TYPE, "state_dict_type")
+        if self.backward_prefetch is None:
+            self.backward_prefetch = os.environ.get("FSDP_BACKWARD_PREFETCH")
+        if self.auto_wrap_policy is None:
+            self.auto_wrap_policy = os.environ.get("FSDP_AUTO_WRAP_POLICY", "NO_WRAP")
+        if self.transformer_cls_names_to_wrap is None and "FSDP_TRANSFORMER_CLS_TO_WRAP" in os.environ:
+            self.transformer_cls_names_to_wrap = os.environ["FSDP_TRANSFORMER_CLS_TO_WRAP"]
+        if isinstance(self.transformer_cls_names_to_wrap, str):
+            self.transformer_cls_names_to_wrap = self.transformer_cls_names_to_wrap.split(",")
+        if self.min_num_params is None and "FSDP_MIN_NUM_PARAMS" in os.environ:
+            self.min_num_params = int(os.environ["FSDP_MIN_NUM_PARAMS"])
+        for field, variable in (("use_orig_params", "FSDP_USE_ORIG_PARAMS"), ("sync_module_states", "FSDP_SYNC_MODULE_STATES"),
+                                ("forward_prefetch", "FSDP_FORWARD_PREFETCH"),
+                                ("activation_checkpointing", "FSDP_ACTIVATION_CHECKPOINTING"),
+                                ("cpu_ram_efficient_loading", "FSDP_CPU_RAM_EFFICIENT_LOADING")):
+            if getattr(self, field) is None:
+                setattr(self, field, _env_flag(variable))
+
+    def zero_stage(self):
+        """The ZeRO stage that trains this plugin's strategy; UnsupportedError, naming the setting, for
+        what accel does not train (see the class)."""
+        def refuse(what):
+            raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, f"FullyShardedDataParallelPlugin: {what}")
+
+        if self.sharding_strategy not in _ZERO_STAGE_OF_STRATEGY:
+            refuse(f"sharding_strategy {self.sharding_strategy} shards parameters (FSDP's FULL_SHARD, ZeRO-3), which "
+                   "is designed but not built (docs/fsdp.md); SHARD_GRAD_OP (gradients and optimizer state sharded, "
+                   "as ZeRO-2) and NO_SHARD train")
+        offload = getattr(self.cpu_offload, "offload_params", self.cpu_offload)
+        if offload:
+            refuse("cpu_offload (parameters and optimizer step on the CPU) is not built")
+        if self.activation_checkpointing:
+            refuse("activation_checkpointing is not built (torch.utils.checkpoint in the model's forward is)")
+        if self.mixed_precision_policy is not None:
+            refuse("mixed_precision_policy is not built: the Accelerator's mixed_precision applies (autocast, "
+                   "fp32 weights and gradients)")
+        if self.state_dict_type != "FULL_STATE_DICT":
+            refuse(f"state_dict_type {self.state_dict_type}: the parameters are whole on every process, and "
+                   "save_state / save_model write them whole (FULL_STATE_DICT)")
+        return _ZERO_STAGE_OF_STRATEGY[self.sharding_strategy]
+
+    def options(self):
+        return {"zero_stage": self.zero_stage()}
 
 
 @dataclasses.dataclass

@@ -224,15 +224,15 @@ class PartialState:
 
 
 class AcceleratorState(PartialState):
-    """PartialState with the Accelerator's settings: mixed_precision, and dynamo_plugin / deepspeed_plugin /
-    fsdp_plugin / megatron_lm_plugin (None: accel has none of them)."""
+    """PartialState with the Accelerator's settings: mixed_precision, deepspeed_plugin and fsdp_plugin (the
+    live Accelerator's, or None), and dynamo_plugin / megatron_lm_plugin (None: accel has neither)."""
 
     _shared_state = PartialState._shared_state
 
     mixed_precision = property(lambda self: self._accelerator.mixed_precision)
+    deepspeed_plugin = property(lambda self: self._accelerator._deepspeed_plugin)
+    fsdp_plugin = property(lambda self: self._accelerator._fsdp_plugin)
     dynamo_plugin = None
-    deepspeed_plugin = None
-    fsdp_plugin = None
     megatron_lm_plugin = None
 
     @property

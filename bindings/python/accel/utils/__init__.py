@@ -1,9 +1,10 @@
 """accel.utils: Accelerate's utilities (accelerate.utils) that accel has: configuration classes, the
 collectives and structure helpers as functions (accel.utils.operations) and seeding (accel.utils.random)."""
 from ..state import PartialState
-from .dataclasses import (DataLoaderConfiguration, DDPCommunicationHookType, DistributedDataParallelKwargs,
-                          DistributedType, GradientAccumulationPlugin, GradScalerKwargs, InitProcessGroupKwargs,
-                          LoggerType, PrecisionType, ProjectConfiguration, RNGType)
+from .dataclasses import (DataLoaderConfiguration, DDPCommunicationHookType, DeepSpeedPlugin,
+                          DistributedDataParallelKwargs, DistributedType, FullyShardedDataParallelPlugin,
+                          GradientAccumulationPlugin, GradScalerKwargs, InitProcessGroupKwargs, LoggerType,
+                          PrecisionType, ProjectConfiguration, RNGType)
 from .dataclasses import (AutocastKwargs, DynamoBackend, FP8RecipeKwargs, KwargsHandler, ProfileKwargs,
                           TorchDynamoPlugin)
 from .imports import (is_aim_available, is_bf16_available, is_bnb_available, is_clearml_available,
@@ -56,7 +57,8 @@ def wait_for_everyone():
     PartialState().wait_for_everyone()
 
 
-__all__ = ["DataLoaderConfiguration", "DDPCommunicationHookType", "DistributedDataParallelKwargs", "DistributedType",
+__all__ = ["DataLoaderConfiguration", "DDPCommunicationHookType", "DeepSpeedPlugin", "DistributedDataParallelKwargs",
+           "DistributedType", "FullyShardedDataParallelPlugin",
            "DistributedOperationException", "GradientAccumulationPlugin", "GradScalerKwargs", "InitProcessGroupKwargs",
            "LoggerType", "PrecisionType", "ProjectConfiguration", "RNGType", "broadcast", "broadcast_object_list",
            "concatenate",

@@ -2,8 +2,9 @@
 accel.config for what each carries to the library)."""
 import enum
 
-from ..config import (DataLoaderConfiguration, DistributedDataParallelKwargs, GradientAccumulationPlugin,
-                      GradScalerKwargs, InitProcessGroupKwargs, ProjectConfiguration)
+from ..config import (DataLoaderConfiguration, DeepSpeedPlugin, DistributedDataParallelKwargs,
+                      FullyShardedDataParallelPlugin, GradientAccumulationPlugin, GradScalerKwargs,
+                      InitProcessGroupKwargs, ProjectConfiguration)
 from ..kwargs_handlers import (AutocastKwargs, DynamoBackend, FP8RecipeKwargs, KwargsHandler, ProfileKwargs,
                                TorchDynamoPlugin)
 
@@ -83,7 +84,8 @@ class DDPCommunicationHookType(str, enum.Enum):
     BF16 = "bf16"
 
 
-__all__ = ["DataLoaderConfiguration", "DDPCommunicationHookType", "DistributedDataParallelKwargs", "DistributedType",
+__all__ = ["DataLoaderConfiguration", "DDPCommunicationHookType", "DeepSpeedPlugin", "DistributedDataParallelKwargs",
+           "DistributedType", "FullyShardedDataParallelPlugin",
            "GradientAccumulationPlugin", "GradScalerKwargs", "InitProcessGroupKwargs", "LoggerType",
            "PrecisionType", "ProjectConfiguration", "RNGType", "AutocastKwargs", "DynamoBackend", "FP8RecipeKwargs",
            "KwargsHandler", "ProfileKwargs", "TorchDynamoPlugin"]

@@ -1,5 +1,5 @@
 """An eager nn.Module trained on 2 processes under ZeRO (`zero_identity.py STAGE ACCUMULATION OUT`: Accelerate's
-DeepSpeedPlugin(zero_stage=STAGE)), clipping on, by three optimizers in turn: accel's AdamW (OptimizerSpec),
+DeepSpeedPlugin(zero_stage=STAGE), or with STAGE "fsdp" its FullyShardedDataParallelPlugin(SHARD_GRAD_OP)), clipping on, by three optimizers in turn: accel's AdamW (OptimizerSpec),
 torch's AdamW and torch's SGD with momentum, each with a fresh copy of the module and a LambdaLR. Layers of
 131 units, so that the processes own pieces of parameters. Each run saves its state after 10 steps, trains
 10 more, loads the state back and trains those 10 again: the weights must come out the same (the optimizer's
@@ -16,11 +16,15 @@ import torch.nn.functional as F
 import accel
 from accel.utils import broadcast_object_list
 
-STAGE, ACCUMULATION, OUT = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+STAGE, ACCUMULATION, OUT = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 STEPS, SAVED_AT = 20, 10
 
-accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
-                                deepspeed_plugin=accel.DeepSpeedPlugin(zero_stage=STAGE))
+if STAGE == "fsdp":  # FSDP's SHARD_GRAD_OP, which accel trains as ZeRO stage 2
+    accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
+                                    fsdp_plugin=accel.FullyShardedDataParallelPlugin(sharding_strategy="SHARD_GRAD_OP"))
+else:
+    accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
+                                    deepspeed_plugin=accel.DeepSpeedPlugin(zero_stage=int(STAGE)))
 torch.manual_seed(0)
 template = torch.nn.Sequential(torch.nn.Linear(6, 131), torch.nn.ReLU(), torch.nn.Linear(131, 3))
 OPTIMIZERS = {
@@ -54,7 +58,7 @@ def state_bytes(optimizer, model):
                for value in entry.values() if isinstance(value, torch.Tensor) and value.dim() > 0)
 
 
-if STAGE:
+if STAGE != "0":
     # Under ZeRO a torch optimizer steps a share of one prepared module's parameters: others are refused.
     loose = torch.nn.Parameter(torch.zeros(3))
     try:

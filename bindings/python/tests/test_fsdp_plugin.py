@@ -1,0 +1,78 @@
+"""Accelerate's FullyShardedDataParallelPlugin as accel trains it: its fields and FSDP_* environment read as
+Accelerate reads them; SHARD_GRAD_OP is ZeRO stage 2 and NO_SHARD data parallelism for every prepared model;
+what shards parameters (FULL_SHARD, Accelerate's default, and the hybrid strategies) and the settings accel
+does not build are refused naming them; ACCELERATE_USE_FSDP / ACCELERATE_USE_DEEPSPEED make the plugins
+from the environment `accel launch` exports. (The weights under ZeRO stage 2: test_accelerate_scripts.py.)"""
+import pytest
+
+import accel
+from accel.state import AcceleratorState
+from accel.utils import FullyShardedDataParallelPlugin
+
+
+@pytest.fixture(autouse=True)
+def no_state_left(monkeypatch):
+    for name in ("ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED", "ACCELERATE_DEEPSPEED_ZERO_STAGE",
+                 "FSDP_SHARDING_STRATEGY", "FSDP_OFFLOAD_PARAMS", "FSDP_STATE_DICT_TYPE", "FSDP_AUTO_WRAP_POLICY",
+                 "FSDP_TRANSFORMER_CLS_TO_WRAP", "FSDP_MIN_NUM_PARAMS", "FSDP_ACTIVATION_CHECKPOINTING"):
+        monkeypatch.delenv(name, raising=False)
+    AcceleratorState._reset_state()
+    yield
+    AcceleratorState._reset_state()
+
+
+def test_the_strategies_that_keep_whole_parameters_map_to_zero_stages():
+    assert FullyShardedDataParallelPlugin(sharding_strategy="SHARD_GRAD_OP").options() == {"zero_stage": 2}
+    assert FullyShardedDataParallelPlugin(sharding_strategy="no_shard").options() == {"zero_stage": 0}
+    assert FullyShardedDataParallelPlugin(sharding_strategy=2).sharding_strategy == "SHARD_GRAD_OP"  # torch's numbers
+    assert FullyShardedDataParallelPlugin(sharding_strategy="3").sharding_strategy == "NO_SHARD"
+
+    class TorchEnumMember:  # what torch.distributed.fsdp.ShardingStrategy.SHARD_GRAD_OP looks like
+        name = "SHARD_GRAD_OP"
+
+    assert FullyShardedDataParallelPlugin(sharding_strategy=TorchEnumMember()).options() == {"zero_stage": 2}
+    with pytest.raises(ValueError, match="sharding_strategy 'SHARD_EVERYTHING' is not one of FULL_SHARD"):
+        FullyShardedDataParallelPlugin(sharding_strategy="SHARD_EVERYTHING")
+
+
+@pytest.mark.parametrize("settings, refused", [
+    ({}, "sharding_strategy FULL_SHARD shards parameters"),  # Accelerate's default
+    ({"sharding_strategy": "HYBRID_SHARD"}, "HYBRID_SHARD shards parameters"),
+    ({"sharding_strategy": "SHARD_GRAD_OP", "cpu_offload": True}, "cpu_offload"),
+    ({"sharding_strategy": "SHARD_GRAD_OP", "activation_checkpointing": True}, "activation_checkpointing"),
+    ({"sharding_strategy": "SHARD_GRAD_OP", "mixed_precision_policy": {"param_dtype": "bf16"}}, "mixed_precision_policy"),
+    ({"sharding_strategy": "SHARD_GRAD_OP", "state_dict_type": "SHARDED_STATE_DICT"}, "SHARDED_STATE_DICT"),
+])
+def test_what_accel_does_not_train_is_refused_by_the_accelerator(settings, refused):
+    with pytest.raises(accel.UnsupportedError, match=refused):
+        accel.Accelerator(cpu=True, fsdp_plugin=FullyShardedDataParallelPlugin(**settings))
+
+
+def test_the_plugin_reads_the_environment_accel_launch_exports(monkeypatch):
+    monkeypatch.setenv("FSDP_SHARDING_STRATEGY", "SHARD_GRAD_OP")
+    monkeypatch.setenv("FSDP_AUTO_WRAP_POLICY", "TRANSFORMER_BASED_WRAP")
+    monkeypatch.setenv("FSDP_TRANSFORMER_CLS_TO_WRAP", "Block,Embedding")
+    monkeypatch.setenv("FSDP_MIN_NUM_PARAMS", "100")
+    plugin = FullyShardedDataParallelPlugin()
+    assert (plugin.sharding_strategy, plugin.auto_wrap_policy, plugin.transformer_cls_names_to_wrap,
+            plugin.min_num_params, plugin.cpu_offload, plugin.state_dict_type) == (
+        "SHARD_GRAD_OP", "TRANSFORMER_BASED_WRAP", ["Block", "Embedding"], 100, False, "FULL_STATE_DICT")
+    monkeypatch.setenv("FSDP_OFFLOAD_PARAMS", "true")
+    assert FullyShardedDataParallelPlugin().cpu_offload is True
+
+
+def test_the_environment_makes_the_accelerators_plugins(monkeypatch):
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    monkeypatch.setenv("FSDP_SHARDING_STRATEGY", "SHARD_GRAD_OP")
+    accelerator = accel.Accelerator(cpu=True)
+    assert accelerator._model_settings["zero_stage"] == 2
+    assert accelerator.state.fsdp_plugin.sharding_strategy == "SHARD_GRAD_OP"
+    assert accelerator.state.deepspeed_plugin is None
+    AcceleratorState._reset_state()
+    monkeypatch.delenv("ACCELERATE_USE_FSDP")
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "1")
+    accelerator = accel.Accelerator(cpu=True)
+    assert accelerator._model_settings["zero_stage"] == 1 and accelerator.state.deepspeed_plugin.zero_stage == 1
+    with pytest.raises(ValueError, match="not both"):
+        accel.Accelerator(cpu=True, fsdp_plugin=FullyShardedDataParallelPlugin(sharding_strategy="NO_SHARD"))
