@@ -1,5 +1,5 @@
-"""A torch optimizer under ZeRO (Accelerate's DeepSpeedPlugin(zero_stage=1|2)): each process steps, and keeps
-state for, only its share of the parameters' elements, as the library splits them.
+"""A torch optimizer under ZeRO (Accelerate's DeepSpeedPlugin(zero_stage=1|2), or FSDP's SHARD_GRAD_OP): each
+process steps, and keeps state for, only its share of the parameters' elements, as the library splits them.
 
 The library makes an external optimizer over the prepared module's accel model
 (capi/accel/optimizer.h, accel_optimizer_new_external) and says which elements this process steps
@@ -55,7 +55,7 @@ def _piece_view(parameter, begin, numel):
 class ZeroSteps:
     """The share of a torch optimizer's parameters this process steps, and the step over it."""
 
-    def __init__(self, optimizer, hosted, stage):
+    def __init__(self, optimizer, hosted):
         self._optimizer = optimizer
         self._closure = None
         self._result = None
@@ -79,7 +79,6 @@ class ZeroSteps:
                 views.append(view)
                 self._pieces.append((view, parameter, begin, numel))
             group["params"] = views
-        self.stage = stage
 
     def step(self, closure=None):
         self._closure, self._result = closure, None
@@ -96,11 +95,6 @@ class ZeroSteps:
             for view, *_ in self._pieces:
                 view.grad = None
 
-    def state_bytes(self):
-        """The bytes of the torch optimizer's per-element state this process holds."""
-        return sum(value.numel() * value.element_size() for entry in self._optimizer.state.values()
-                   for value in entry.values() if isinstance(value, torch.Tensor) and value.dim() > 0)
-
 
 def _piece_state(entry, parameter, begin, numel):
     """A parameter's optimizer state (prepared after state was loaded into it) cut to its piece."""
@@ -112,15 +106,15 @@ def _piece_state(entry, parameter, begin, numel):
 def zero_steps(optimizer, accelerator, stage):
     """ZeroSteps for a torch optimizer whose parameters all belong to one module prepared by this
     Accelerator; UnsupportedError, naming what, otherwise and under fp16 loss scaling."""
-    parameters = [parameter for group in optimizer.param_groups for parameter in group["params"]]
-    owners = {id(owner): owner for owner in (accelerator._hosted_owning(parameter) for parameter in parameters)}
-    if None in (accelerator._hosted_owning(parameter) for parameter in parameters) or len(owners) != 1:
+    owners = [accelerator._hosted_owning(parameter)
+              for group in optimizer.param_groups for parameter in group["params"]]
+    if not owners or None in owners or any(owner is not owners[0] for owner in owners):
         raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, (
-            f"prepare: under zero_stage {stage} (DeepSpeedPlugin) a {type(optimizer).__name__} steps this process's "
-            "share of one prepared module's parameters: every parameter it holds must belong to the one module, "
-            "prepared before it (prepare(model, optimizer) does so)"))
+            f"prepare: under zero_stage {stage} (DeepSpeedPlugin, or FSDP's SHARD_GRAD_OP) a "
+            f"{type(optimizer).__name__} steps this process's share of one prepared module's parameters: every "
+            "parameter it holds must belong to the one module, prepared before it (prepare(model, optimizer) does so)"))
     if accelerator._loss_scaling:
         raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, (
             f"prepare: a {type(optimizer).__name__} under zero_stage {stage} with fp16 loss scaling is not supported "
             "(bf16, or accel.OptimizerSpec, which the library steps, is)"))
-    return ZeroSteps(optimizer, next(iter(owners.values())), stage)
+    return ZeroSteps(optimizer, owners[0])

@@ -202,7 +202,8 @@ class FullyShardedDataParallelPlugin:
             self.transformer_cls_names_to_wrap = self.transformer_cls_names_to_wrap.split(",")
         if self.min_num_params is None and "FSDP_MIN_NUM_PARAMS" in os.environ:
             self.min_num_params = int(os.environ["FSDP_MIN_NUM_PARAMS"])
-        for field, variable in (("use_orig_params", "FSDP_USE_ORIG_PARAMS"), ("sync_module_states", "FSDP_SYNC_MODULE_STATES"),
+        for field, variable in (("use_orig_params", "FSDP_USE_ORIG_PARAMS"),
+                                ("sync_module_states", "FSDP_SYNC_MODULE_STATES"),
                                 ("forward_prefetch", "FSDP_FORWARD_PREFETCH"),
                                 ("activation_checkpointing", "FSDP_ACTIVATION_CHECKPOINTING"),
                                 ("cpu_ram_efficient_loading", "FSDP_CPU_RAM_EFFICIENT_LOADING")):
