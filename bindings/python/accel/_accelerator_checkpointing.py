@@ -6,7 +6,7 @@ import sys
 from ._checkpoint_hooks import HookFiles, HookHandle
 from ._library import ffi, lib
 from ._sizes import convert_file_size_to_int
-from .errors import AccelIOError, check
+from .errors import AccelIOError, InvalidArgumentError, check
 from .model import Model
 
 
@@ -192,7 +192,17 @@ class CheckpointingMixin:
             raise TypeError(f"load_state() got unexpected keyword arguments {sorted(load_model_func_kwargs)} "
                             "(they go to DeepSpeed's or FSDP's own loaders, which accel does not use)")
         models = self._models_after_load_hooks(input_dir)
-        self._checkpoint_call(lib.accel_state_load_state, input_dir, models)
+        try:
+            self._checkpoint_call(lib.accel_state_load_state, input_dir, models)
+        except InvalidArgumentError as error:
+            if self.dataloader_config.use_stateful_dataloader and any(
+                    getattr(loader, "_python_plan", False) for loader in self._dataloaders):
+                error.add_note("(accel: a prepared DataLoader that this package plans (on one process, one that "
+                               "shuffles without a seedable sampler, as Accelerate's) keeps its place among the "
+                               "process's own objects, which move to no other number of processes; with "
+                               "DataLoaderConfiguration(use_seedable_sampler=True) the library plans it, and its "
+                               "place moves)")
+            raise
 
     def register_save_state_pre_hook(self, hook):
         """Accelerate's register_save_state_pre_hook: save_state first calls hook(models, weights,

@@ -2,8 +2,10 @@
 (seedable sampler, data_seed 7, stateful loaders), each step's batch gathered over the processes.
     resume_world_size_worker.py order BATCH STEPS OUT       STEPS steps from the start; rank 0 writes them
     resume_world_size_worker.py save BATCH STEPS CHECKPOINT  STEPS steps, then save_state
-    resume_world_size_worker.py resume BATCH STEPS CHECKPOINT OUT  load_state, then STEPS steps"""
+    resume_world_size_worker.py resume BATCH STEPS CHECKPOINT OUT  load_state, then STEPS steps
+RESUME_SEEDABLE=0 in the environment: the sampler is not seedable (torch plans the shuffle on one process)."""
 import json
+import os
 import sys
 
 import torch
@@ -14,7 +16,7 @@ from accel.utils import DataLoaderConfiguration
 
 mode, batch_size, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 accelerator = accel.Accelerator(dataloader_config=DataLoaderConfiguration(
-    use_stateful_dataloader=True, use_seedable_sampler=True, data_seed=7))
+    use_stateful_dataloader=True, use_seedable_sampler=os.environ.get("RESUME_SEEDABLE", "1") == "1", data_seed=7))
 loader = accelerator.prepare(DataLoader(torch.arange(26), batch_size=batch_size, shuffle=True))
 if mode == "resume":
     accelerator.load_state(sys.argv[4])
