@@ -46,26 +46,18 @@ class IterableDealer final : public Dealer {
 class DispatchDealer final : public Dealer {
  public:
   explicit DispatchDealer(DispatchSpec spec)
-      : spec_(spec), dispatcher_(spec.num_processes, spec.process_index, spec.drop_last) {}
+      : spec_(spec), grouper_(spec.num_processes, spec.split_batches, spec.drop_last),
+        dispatcher_(spec.num_processes, spec.process_index, spec.drop_last) {}
 
   void push(const Batch& batch) override {
     if (finished_) fail(Code::InvalidState, "dispatch dealer: push after finish");
-    grouping_.insert(grouping_.end(), batch.begin(), batch.end());
-    if (++grouped_ < (spec_.split_batches ? 1 : spec_.num_processes)) return;
-    release_held();
-    held_ = std::move(grouping_);
-    grouping_.clear();
-    grouped_ = 0;
+    hold(grouper_.push(batch));
   }
 
   void finish() override {
     if (finished_) fail(Code::InvalidState, "dispatch dealer: finish called twice");
     finished_ = true;
-    // A partial group means the base loader ran out mid-step; upstream keeps it only without drop_last.
-    if (grouped_ > 0 && !spec_.drop_last) {
-      release_held();
-      held_ = std::move(grouping_);
-    }
+    hold(grouper_.finish());
     if (held_) queue(dispatcher_.slice(*held_, /*last=*/true));
     held_.reset();
   }
@@ -76,15 +68,16 @@ class DispatchDealer final : public Dealer {
   int64_t remainder() const override { return dispatcher_.remainder(); }
 
  private:
-  void release_held() {
+  // A new step: the one held before it is not the last, and is sliced.
+  void hold(std::optional<Batch> step) {
+    if (!step) return;
     if (held_) queue(dispatcher_.slice(*held_, /*last=*/false));
-    held_.reset();
+    held_ = std::move(step);
   }
 
   DispatchSpec spec_;
+  StepGrouper grouper_;
   BatchDispatcher dispatcher_;
-  Batch grouping_;               // the base batches of the step in the making, joined
-  int64_t grouped_ = 0;          // how many
   std::optional<Batch> held_;    // the latest whole step, not yet known not to be the last
   bool finished_ = false;
 };

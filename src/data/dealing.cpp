@@ -379,22 +379,32 @@ std::vector<Batch> iterable_shard_batches(const std::vector<int64_t>& items, Ite
 
 // ---- DataLoaderDispatcher ----
 
+StepGrouper::StepGrouper(int64_t num_processes, bool split_batches, bool drop_last)
+    : per_step_(split_batches ? 1 : num_processes), drop_last_(drop_last) {
+  check_processes(num_processes, 0);
+}
+
+std::optional<Batch> StepGrouper::push(const Batch& base_batch) {
+  joined_.insert(joined_.end(), base_batch.begin(), base_batch.end());
+  if (++grouped_ < per_step_) return std::nullopt;
+  grouped_ = 0;
+  return std::exchange(joined_, Batch{});
+}
+
+std::optional<Batch> StepGrouper::finish() {
+  if (grouped_ == 0 || drop_last_) return std::nullopt;
+  grouped_ = 0;
+  return std::exchange(joined_, Batch{});
+}
+
 std::vector<Batch> dispatch_steps(const std::vector<Batch>& base_batches, int64_t num_processes, bool split_batches,
                                   bool drop_last) {
-  check_processes(num_processes, 0);
-  if (split_batches) return base_batches;
+  StepGrouper grouper(num_processes, split_batches, drop_last);
   std::vector<Batch> steps;
-  const auto count = static_cast<int64_t>(base_batches.size());
-  for (int64_t begin = 0; begin < count; begin += num_processes) {
-    const int64_t end = std::min(count, begin + num_processes);
-    // A partial group means the base loader ran out mid-step; upstream keeps it only without drop_last.
-    if (end - begin < num_processes && drop_last) break;
-    Batch step;
-    for (int64_t b = begin; b < end; ++b) {
-      step.insert(step.end(), base_batches[static_cast<size_t>(b)].begin(), base_batches[static_cast<size_t>(b)].end());
-    }
-    steps.push_back(std::move(step));
+  for (const Batch& base_batch : base_batches) {
+    if (auto step = grouper.push(base_batch)) steps.push_back(std::move(*step));
   }
+  if (auto step = grouper.finish()) steps.push_back(std::move(*step));
   return steps;
 }
 

@@ -161,7 +161,26 @@ struct DispatchSpec {
   bool drop_last = false;  // the base loader's drop_last
 };
 
-// The global batches rank 0 broadcasts, one a step.
+// Joins base batches into the global batches rank 0 broadcasts, one a step, as they come: num_processes
+// base batches a step (one with split_batches).
+class StepGrouper {
+ public:
+  StepGrouper(int64_t num_processes, bool split_batches, bool drop_last);
+
+  // The step this base batch completes, if it completes one.
+  std::optional<Batch> push(const Batch& base_batch);
+  // After the last base batch: the partial group a base loader that ran out mid-step leaves, kept without
+  // drop_last as upstream keeps it; nothing otherwise.
+  std::optional<Batch> finish();
+
+ private:
+  int64_t per_step_;
+  bool drop_last_;
+  Batch joined_;        // the base batches of the step in the making, joined
+  int64_t grouped_ = 0;  // how many
+};
+
+// The global batches rank 0 broadcasts, one a step (StepGrouper over them all).
 std::vector<Batch> dispatch_steps(const std::vector<Batch>& base_batches, int64_t num_processes, bool split_batches,
                                   bool drop_last);
 // How many steps that is for `num_base_batches` base batches.
