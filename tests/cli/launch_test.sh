@@ -216,8 +216,10 @@ signal_launcher() {
   local sig=$1 pid
   shift
   rm -f "$WORK"/ready.*
+  # Each rank starts its children, then says it is ready and waits: the signal never meets a shell between
+  # fork and exec, where a shell can lose it (then only the grace period's SIGKILL ends the rank).
   "$ACCEL" launch --nproc-per-node 2 --grace-period-s 3 "$@" -- \
-    sh -c ': >"$1/ready.$RANK"; sleep "60.${0##*-}" & sleep "60.${0##*-}"; :' "$MARKER" "$WORK" 2>"$WORK/err" &
+    sh -c 'sleep "60.${0##*-}" & sleep "60.${0##*-}" & : >"$1/ready.$RANK"; wait' "$MARKER" "$WORK" 2>"$WORK/err" &
   pid=$!
   for _ in $(seq 50); do
     [[ -e $WORK/ready.0 && -e $WORK/ready.1 ]] && break
