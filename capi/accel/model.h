@@ -64,9 +64,11 @@ extern "C" {
 typedef struct accel_model accel_model_t;
 typedef struct accel_output accel_output_t;
 
-/* Loads a TorchScript model (torch.jit.save) from a file or from memory, on the CPU, not prepared.
+/* Loads a TorchScript model (torch.jit.save's default, zip format) from a file or from memory, on the CPU,
+ * not prepared. Every record LibTorch reads unchecked is checked first, so a damaged file is refused.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_IO (cannot open the file); ACCEL_ERR_INVALID_ARGUMENT (not a
- * TorchScript archive; the message says why). */
+ * TorchScript archive, or the mobile flatbuffer format, which LibTorch 1.13 reads unverified; the message
+ * says why). */
 ACCEL_API ACCEL_NODISCARD int accel_model_load(accel_model_t **out, const char *path);
 /* Errors: as accel_model_load, without ACCEL_ERR_IO. */
 ACCEL_API ACCEL_NODISCARD int accel_model_load_buffer(accel_model_t **out, const void *data, size_t size);

@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/layout.hpp"
 #include "train/torchscript/code_records.hpp"
+#include "train/torchscript/debug_records.hpp"
 #include "train/torchscript/pickle_lengths.hpp"
 #include "train/torchscript/zip_record_sizes.hpp"
 
@@ -56,8 +57,9 @@ class RecordReads final : public caffe2::serialize::ReadAdapterInterface {
 
 // Where the bytes of each record under data/ (the pickled module's tensors) start in the archive. Throws
 // std::runtime_error for a pickle record (*.pkl, *.debug_pkl) that announces more than it can hold
-// (pickle_lengths.hpp), which LibTorch's unpickler would allocate before finding it missing, and for a
-// code record with a class statement LibTorch's importer would crash on (code_records.hpp).
+// (pickle_lengths.hpp), which LibTorch's unpickler would allocate before finding it missing, for a debug
+// record LibTorch would read past (debug_records.hpp), and for a code record with a class statement
+// LibTorch's importer would crash on (code_records.hpp).
 std::unordered_set<uint64_t> tensor_record_offsets(const std::shared_ptr<caffe2::serialize::ReadAdapterInterface>& archive) {
   caffe2::serialize::PyTorchStreamReader reader(archive);
   std::unordered_set<uint64_t> offsets;
@@ -68,6 +70,11 @@ std::unordered_set<uint64_t> tensor_record_offsets(const std::shared_ptr<caffe2:
       const std::string pickle(static_cast<const char*>(data.get()), size);
       if (const auto problem = pickle_overreach(pickle)) {
         throw std::runtime_error("record '" + name + "' is a pickle with " + *problem);
+      }
+      if (name.size() > 10 && name.compare(name.size() - 10, 10, ".debug_pkl") == 0) {
+        if (const auto problem = malformed_debug_record(pickle)) {
+          throw std::runtime_error("record '" + name + "' (the code's source ranges) " + *problem);
+        }
       }
     }
     if (name.size() > 3 && name.compare(name.size() - 3, 3, ".py") == 0) {  // code/**/*.py: the module's source
@@ -100,9 +107,13 @@ torch::jit::Module load_torchscript(std::istream& archive, const std::string& so
   torch::jit::Module module;
   std::shared_ptr<RecordReads> reads;
   try {
-    // The flatbuffer format (torch.jit.save(_use_flatbuffer=True)) has no records; LibTorch loads it whole.
+    // The flatbuffer format (torch.jit.save(_use_flatbuffer=True), the mobile one): LibTorch 1.13 reads it
+    // without verifying it, and a damaged file crashed the process (fuzz_model_load); its headers do not
+    // ship the flatbuffers verifier, so no check can come first.
     if (torch::jit::getFileFormat(archive) == torch::jit::FileFormat::FlatbufferFileFormat) {
-      return torch::jit::load(archive);
+      throw std::runtime_error("it is in the flatbuffer format (torch.jit.save(_use_flatbuffer=True)), which accel "
+                               "does not load: LibTorch 1.13 reads it unchecked; save it with torch.jit.save's "
+                               "default format");
     }
     auto adapter = std::make_shared<caffe2::serialize::IStreamAdapter>(&archive);
     if (const auto problem = oversized_zip_record(*adapter)) throw std::runtime_error(*problem);
