@@ -53,21 +53,29 @@ std::optional<Directory> find_directory(const caffe2::serialize::ReadAdapterInte
   return std::nullopt;
 }
 
-}  // namespace
+struct Entry {
+  std::string name;
+  uint64_t name_offset;  // in the archive
+  uint16_t method;
+  uint64_t compressed;
+  uint64_t uncompressed;
+};
 
-std::optional<std::string> oversized_zip_record(const caffe2::serialize::ReadAdapterInterface& archive) {
+// The central directory's entries, up to the first that cannot be read; nullopt without a directory.
+std::optional<std::vector<Entry>> directory_entries(const caffe2::serialize::ReadAdapterInterface& archive) {
   const auto directory = find_directory(archive);
   if (!directory) return std::nullopt;
   const auto entries = read_at(archive, directory->offset, directory->size);
   if (!entries) return std::nullopt;
   const std::vector<char>& d = *entries;
+  std::vector<Entry> found;
   for (size_t at = 0; at + 46 <= d.size() && little_endian(d, at, 4) == kDirectoryEntry;) {
     const auto method = static_cast<uint16_t>(little_endian(d, at + 10, 2));
     uint64_t compressed = little_endian(d, at + 20, 4), uncompressed = little_endian(d, at + 24, 4);
     const size_t name_size = little_endian(d, at + 28, 2), extra_size = little_endian(d, at + 30, 2),
                  comment_size = little_endian(d, at + 32, 2);
     const size_t name_at = at + 46, extra_at = name_at + name_size, next = extra_at + extra_size + comment_size;
-    if (next > d.size()) return std::nullopt;
+    if (next > d.size()) break;
     // zip64 sizes, in the extra field: the uncompressed one first, each only when its 32-bit field is full.
     for (size_t field = extra_at; field + 4 <= extra_at + extra_size;) {
       const auto id = static_cast<uint16_t>(little_endian(d, field, 2));
@@ -80,15 +88,41 @@ std::optional<std::string> oversized_zip_record(const caffe2::serialize::ReadAda
       }
       field = data + length;
     }
-    const bool impossible = (method == kStored && uncompressed != compressed) ||
-                            (method == kDeflated && uncompressed / kDeflateExpansion > compressed);
-    if (impossible) {
-      return "record '" + std::string(d.data() + name_at, name_size) + "' claims " + std::to_string(uncompressed) +
-             " bytes from " + std::to_string(compressed) + (method == kStored ? " stored" : " deflated") + " bytes";
-    }
+    found.push_back({std::string(d.data() + name_at, name_size), directory->offset + name_at, method, compressed,
+                     uncompressed});
     at = next;
   }
+  return found;
+}
+
+}  // namespace
+
+std::optional<std::string> oversized_zip_record(const caffe2::serialize::ReadAdapterInterface& archive) {
+  const auto entries = directory_entries(archive);
+  if (!entries) return std::nullopt;
+  for (const Entry& entry : *entries) {
+    const bool impossible = (entry.method == kStored && entry.uncompressed != entry.compressed) ||
+                            (entry.method == kDeflated && entry.uncompressed / kDeflateExpansion > entry.compressed);
+    if (impossible) {
+      return "record '" + entry.name + "' claims " + std::to_string(entry.uncompressed) + " bytes from " +
+             std::to_string(entry.compressed) + (entry.method == kStored ? " stored" : " deflated") + " bytes";
+    }
+  }
   return std::nullopt;
+}
+
+std::vector<uint64_t> directory_name_ends(const caffe2::serialize::ReadAdapterInterface& archive,
+                                          const std::string& suffix) {
+  std::vector<uint64_t> ends;
+  const auto entries = directory_entries(archive);
+  if (!entries) return ends;
+  for (const Entry& entry : *entries) {
+    const std::string& name = entry.name;
+    if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      ends.push_back(entry.name_offset + name.size() - 1);
+    }
+  }
+  return ends;
 }
 
 }  // namespace accel::train

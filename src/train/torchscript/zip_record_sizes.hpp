@@ -5,8 +5,10 @@
 
 #include <caffe2/serialize/read_adapter_interface.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace accel::train {
 
@@ -16,5 +18,11 @@ namespace accel::train {
 // none, and when the directory cannot be read (LibTorch's reader then refuses the archive itself). Reads
 // only the end of the archive and its central directory.
 std::optional<std::string> oversized_zip_record(const caffe2::serialize::ReadAdapterInterface& archive);
+
+// Where, in the archive behind `archive`, the last byte of each central-directory name ending with `suffix`
+// is: the byte a reader changes to hide those records from the zip reader (which looks records up by their
+// directory names). Empty when there are none, or the directory cannot be read.
+std::vector<uint64_t> directory_name_ends(const caffe2::serialize::ReadAdapterInterface& archive,
+                                          const std::string& suffix);
 
 }  // namespace accel::train
