@@ -45,5 +45,14 @@ TEST(PickleLengths, AnUnknownOpcodeStopsTheWalk) {
   EXPECT_EQ(pickle_overreach(std::string("\x80\x02\xff" "X\xff\xff\xff\x7f", 8)), std::nullopt);
 }
 
+// LibTorch's unpickler takes items and marks off its stack unchecked (a damaged data.pkl made it read
+// before its stack): an opcode that takes more than the stack holds is found first.
+TEST(PickleLengths, AnOpcodeTakingMoreThanTheStackHoldsIsFound) {
+  EXPECT_EQ(pickle_overreach(std::string("\x80\x02\x85.", 4)), "an opcode at byte 2 that takes more items than the stack holds");
+  EXPECT_EQ(pickle_overreach("\x80\x02K\x01t."), "an opcode at byte 4 that takes more items than the stack holds");  // TUPLE, no MARK
+  EXPECT_EQ(pickle_overreach("\x80\x02(K\x01\x86t."), "an opcode at byte 5 that takes more items than the stack holds");  // TUPLE2 of one item
+  EXPECT_EQ(pickle_overreach("\x80\x02(K\x01K\x02t\x85."), std::nullopt);  // MARK 1 2 TUPLE TUPLE1
+}
+
 }  // namespace
 }  // namespace accel::train

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace accel::train {
 
@@ -58,14 +59,66 @@ std::optional<std::string> memo_overreach(uint64_t index, size_t at, size_t size
          std::to_string(size) + " slots a pickle of " + std::to_string(size) + " bytes can fill";
 }
 
+// The unpickler's stack as the opcodes move it: how many items it holds, and where each MARK left it.
+// LibTorch 1.13's unpickler takes items and marks without checking that they are there (a damaged
+// data.pkl made it read before its stack: fuzz_model_load).
+class StackDepth {
+ public:
+  // False when `op` takes more items, or a mark, than the stack holds.
+  bool apply(unsigned char op) {
+    switch (op) {
+      case '(': marks_.push_back(depth_); return true;
+      case '1': return to_mark(0);                               // POP_MARK
+      case 'd': case 'l': case 't': case 'i': case 0x91:         // DICT, LIST, TUPLE, INST, FROZENSET
+        return to_mark(0) && push(1);
+      case 'o': return to_mark(1) && push(1);                    // OBJ: the class after the mark
+      case 'e': case 'u': case 0x90: return to_mark(0) && depth_ >= 1;  // APPENDS, SETITEMS, ADDITEMS: onto the item below
+      case '0': return take(1, 0);                               // POP
+      case '2': return take(1, 2);                               // DUP
+      case 'Q': case 0x85: return take(1, 1);                    // BINPERSID, TUPLE1
+      case 'p': case 'q': case 'r': case 0x94: return take(1, 1);  // PUT, BINPUT, LONG_BINPUT, MEMOIZE
+      case 'R': case 'a': case 'b': case 0x81: case 0x86: case 0x93:  // REDUCE, APPEND, BUILD, NEWOBJ, TUPLE2, STACK_GLOBAL
+        return take(2, 1);
+      case 's': case 0x87: case 0x92: return take(3, 1);          // SETITEM, TUPLE3, NEWOBJ_EX
+      case '.': case 0x80: case 0x95: return true;               // STOP, PROTO, FRAME
+      default: return push(1);                                   // every other known opcode pushes one item
+    }
+  }
+
+ private:
+  bool take(size_t items, size_t pushed) {
+    if (depth_ < items) return false;
+    depth_ -= items;
+    return push(pushed);
+  }
+  bool push(size_t items) {
+    depth_ += items;
+    return true;
+  }
+  // The items after the last mark are taken (at least `at_least` of them), and the mark.
+  bool to_mark(size_t at_least) {
+    if (marks_.empty() || marks_.back() + at_least > depth_) return false;
+    depth_ = marks_.back();
+    marks_.pop_back();
+    return true;
+  }
+
+  size_t depth_ = 0;
+  std::vector<size_t> marks_;
+};
+
 }  // namespace
 
 std::optional<std::string> pickle_overreach(const std::string& pickle) {
   size_t at = 0;
+  StackDepth stack;
   while (at < pickle.size()) {
     const unsigned char op = static_cast<unsigned char>(pickle[at]);
     const Layout layout = layout_of(op);
     const size_t argument = at + 1;
+    if (layout.argument != Argument::Unknown && !stack.apply(op)) {
+      return "an opcode at byte " + std::to_string(at) + " that takes more items than the stack holds";
+    }
     switch (layout.argument) {
       case Argument::Unknown:
         return std::nullopt;
