@@ -5,6 +5,7 @@ import datetime
 import os
 import typing
 
+from ._environment import str_to_bool
 from ._library import lib
 from .errors import UnsupportedError
 
@@ -132,8 +133,9 @@ _ZERO_STAGE_OF_STRATEGY = {"NO_SHARD": 0, "SHARD_GRAD_OP": 2}
 FSDP_STATE_DICT_TYPE = ("FULL_STATE_DICT", "LOCAL_STATE_DICT", "SHARDED_STATE_DICT")
 
 
-def _env_flag(name, default="false"):
-    return os.environ.get(name, default).strip().lower() in ("1", "true", "yes", "y", "on")
+def _env_flag(name):
+    """An FSDP_* flag as Accelerate reads it (str_to_bool; unset is False)."""
+    return str_to_bool(os.environ.get(name, "False")) == 1
 
 
 def _named(value, names, what):
