@@ -93,8 +93,7 @@ const std::map<std::string, std::string> kFsdpVariables = {
 // the section of the type not chosen) are ignored, as accel env lists them.
 void export_plugin_section(ConfigFile& file, const std::map<std::string, std::map<std::string, std::string>>& sections) {
   const auto type = file.values.find("distributed_type");
-  std::string chosen = type == file.values.end() ? "" : type->second;
-  std::transform(chosen.begin(), chosen.end(), chosen.begin(), [](unsigned char c) { return std::toupper(c); });
+  const std::string chosen = type == file.values.end() ? "" : upper_case(type->second);
   for (const auto& [section, values] : sections) {
     const bool used = (section == "fsdp_config" && chosen == "FSDP") || (section == "deepspeed_config" && chosen == "DEEPSPEED");
     if (used && section == "fsdp_config") file.rank_variables.emplace_back("ACCELERATE_USE_FSDP", "true");

@@ -81,18 +81,13 @@ bool parse_bool(const Layer& layer, const std::string& key) {
   return *flag;
 }
 
-std::string upper(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::toupper(c); });
-  return text;
-}
-
 // A layer's distributed_type stands for settings of its own: MULTI_CPU is use_cpu, MULTI_GPU is not, NO is a
 // single process. The layer gets them, unless it says otherwise, which contradicts it. DEEPSPEED and FSDP
 // (whose sections the config file turns into the ranks' environment) are MULTI_GPU, or MULTI_CPU with use_cpu.
 void apply_distributed_type(Layer& layer) {
   const std::string* given = layer.find("distributed_type");
   if (given == nullptr) return;
-  std::string type = upper(*given);
+  std::string type = upper_case(*given);
   if (type == "DEEPSPEED" || type == "FSDP") {
     type = layer.find("use_cpu") != nullptr && parse_bool(layer, "use_cpu") ? "MULTI_CPU" : "MULTI_GPU";
   }

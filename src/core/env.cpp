@@ -28,6 +28,11 @@ std::vector<std::string> environment_names(const std::string& prefix) {
   return names;
 }
 
+std::string upper_case(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::toupper(c); });
+  return text;
+}
+
 std::optional<bool> parse_flag(const std::string& text) {
   std::string lower(text);
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });

@@ -41,4 +41,7 @@ LaunchInfo parse_launch_env(const EnvLookup& env);
 // Parses a boolean flag the way Accelerate does: y/yes/t/true/on/1 and n/no/f/false/off/0, any case.
 std::optional<bool> parse_flag(const std::string& text);
 
+// The text in upper case (ASCII letters): setting names and values compared as Accelerate writes them.
+std::string upper_case(std::string text);
+
 }  // namespace accel

@@ -19,11 +19,7 @@ const OptionSpec* OptionScope::find(const std::string& key) const {
   return nullptr;
 }
 
-std::string option_env_name(const std::string& key) {
-  std::string name = "ACCEL_" + key;
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::toupper(c); });
-  return name;
-}
+std::string option_env_name(const std::string& key) { return upper_case("ACCEL_" + key); }
 
 std::string format_number(double value) {
   // Six digits (ostream's default) say most numbers exactly; more only when they would change the value.
