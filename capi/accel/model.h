@@ -162,6 +162,60 @@ ACCEL_API ACCEL_NODISCARD int accel_model_grad_ready(accel_model_t *model, size_
 ACCEL_API ACCEL_NODISCARD int accel_model_end_backward(accel_model_t *model);
 ACCEL_API ACCEL_NODISCARD int accel_model_grad_reached_by_no_rank(const accel_model_t *model, size_t index, int *out);
 
+/* ZeRO stage 3 (the prepare option zero_stage 3; FSDP's FULL_SHARD) on a model of the caller's tensors
+ * prepared on several processes: each trainable parameter is held as this process's share of its elements
+ * only (the master weights, which the model's optimizer steps), and the caller holds a parameter's values
+ * only while it uses them. The model is cut into units, parameters the caller uses together (a module and
+ * its children), given before prepare by accel_model_set_units (without it, one unit of every trainable
+ * parameter). Each unit has a layout of accel_model_unit_numel elements where each of its parameters starts
+ * at accel_model_parameter_place's offset (zeros between them): a parameter's values are elements [offset,
+ * offset + numel) of the unit's layout, in row-major order. After prepare the model holds no reference to
+ * the caller's memory of the trainable parameters (release it: their values are in the model's shares) and
+ * the caller, per step:
+ * - before using a unit (its forward, and its backward again when it released it after the forward):
+ *   allocates a buffer of the layout, its parameters views of it, and fills it with accel_model_unit_gather;
+ * - after its forward: may release the buffer (FSDP's reshard_after_forward), and must keep it (or gather it
+ *   again) while the backward needs it;
+ * - once the backward has accumulated the unit's gradients into a buffer of the same layout (zeros where
+ *   none): accel_model_unit_reduce, which on a synchronising backward averages them over the processes into
+ *   this process's share (*reduced 1: release the gradients), and on one that only accumulates (no_sync,
+ *   gradient accumulation) does nothing (*reduced 0: keep them, and go on accumulating into them); on a
+ *   synchronising backward every unit must be reduced before accel_model_end_backward, in the same order on
+ *   every process, also one the backward did not reach (zeros).
+ * The optimizer steps the shares (accel_optimizer_new, or accel_optimizer_new_external with the caller's
+ * optimizer stepping accel_optimizer_piece_tensors' values); clipping and the fp16 scaler work on them.
+ * accel_model_grad_view and accel_model_grad_ready are ACCEL_ERR_INVALID_STATE under stage 3, and
+ * accel_model_parameter ACCEL_ERR_UNSUPPORTED for a trainable parameter. accel_state_save_state and
+ * accel_state_save_model gather the parameters unit by unit (every process takes part, process 0 writes:
+ * process 0 then holds the whole model), and the files are those of any stage: load_state and load_model put
+ * each process's share of the saved values into the model, so a checkpoint moves between stages and numbers
+ * of processes. With one process stage 3 shards nothing (as stages 1 and 2), and these calls are
+ * ACCEL_ERR_INVALID_STATE but accel_model_set_units and accel_model_num_units (0). accel_model_set_units on a
+ * TorchScript model is ACCEL_ERR_INVALID_STATE (stage 3 is built for models of the caller's tensors).
+ * accel_model_set_units: per parameter (count accel_model_num_parameters, in its order), its unit, numbered
+ * from 0 without gaps; a frozen parameter's entry is not read (frozen parameters stay whole in the caller's
+ * memory). A unit's parameters need one dtype and device (ACCEL_ERR_INVALID_ARGUMENT at prepare naming two).
+ * accel_model_unit_gather: collective. accel_model_unit_reduce: collective on a synchronising backward;
+ * full_gradients is overwritten.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (set_units after prepare; the others on a model not
+ * sharded); ACCEL_ERR_INVALID_ARGUMENT (a count other than the parameters'; a negative unit; a frozen
+ * parameter's place; a buffer on another device); ACCEL_ERR_OUT_OF_RANGE (unit, index); ACCEL_ERR_SHAPE_MISMATCH
+ * (a buffer that is not 1-d, contiguous, of the layout's length); ACCEL_ERR_DTYPE (a buffer of another dtype);
+ * ACCEL_ERR_UNSUPPORTED (reduce without an accel optimizer over the model); collective errors, naming the
+ * unit. Thread safety: as the model's.
+ * Model states (set_units): prepared host, unprepared torchscript, prepared torchscript -> ACCEL_ERR_INVALID_STATE. */
+ACCEL_API ACCEL_NODISCARD int accel_model_set_units(accel_model_t *model, const int32_t *unit_of_parameter, size_t count);
+/* The number of units of a sharded model; 0 for one that is not (and for NULL). */
+ACCEL_API size_t accel_model_num_units(const accel_model_t *model);
+/* See accel_model_set_units. On one process no model is sharded:
+ * Model states: unprepared host, prepared host, unprepared torchscript, prepared torchscript -> ACCEL_ERR_INVALID_STATE. */
+ACCEL_API ACCEL_NODISCARD int accel_model_unit_numel(const accel_model_t *model, size_t unit, int64_t *out);
+ACCEL_API ACCEL_NODISCARD int accel_model_parameter_place(const accel_model_t *model, size_t index, size_t *unit,
+                                                          int64_t *offset);
+ACCEL_API ACCEL_NODISCARD int accel_model_unit_gather(accel_model_t *model, size_t unit, accel_tensor_t *full);
+ACCEL_API ACCEL_NODISCARD int accel_model_unit_reduce(accel_model_t *model, size_t unit, accel_tensor_t *full_gradients,
+                                                      int *reduced);
+
 /* Output accessors: count; name of entry index (NULL unless the output is a dict); a new handle on entry
  * index (ACCEL_ERR_OUT_OF_RANGE otherwise); accel_output_get_named looks a dict entry up by name. */
 ACCEL_API size_t accel_output_count(const accel_output_t *output);
@@ -186,7 +240,8 @@ ACCEL_API int accel_model_is_training(const accel_model_t *model);
  * Errors: ACCEL_ERR_NULL_ARGUMENT, ACCEL_ERR_OUT_OF_RANGE. */
 ACCEL_API size_t accel_model_num_parameters(const accel_model_t *model);
 ACCEL_API const char *accel_model_parameter_name(const accel_model_t *model, size_t index);
-/* Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE. */
+/* Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE; ACCEL_ERR_UNSUPPORTED (a trainable parameter under
+ * zero_stage 3, see accel_model_set_units). */
 ACCEL_API ACCEL_NODISCARD int accel_model_parameter(const accel_model_t *model, size_t index, accel_tensor_t **out);
 ACCEL_API size_t accel_model_num_buffers(const accel_model_t *model);
 ACCEL_API const char *accel_model_buffer_name(const accel_model_t *model, size_t index);

@@ -42,9 +42,10 @@ typedef int (*accel_external_step_fn)(void *payload);
 /* An accelerated optimizer over the trainable parameters of a prepared model whose steps the caller's own
  * optimizer takes: accel_optimizer_step runs `step` (on sync steps; under fp16 unless the gradients
  * overflowed, after unscaling them), which must update exactly the elements accel_optimizer_piece lists
- * (every trainable element without zero_stage; this process's share under zero_stage 1 or 2, so that the
- * caller's optimizer keeps the state of that share only); under zero_stage 1 or 2 every process's updated
- * elements are then gathered to every process. Clipping (accel_state_clip_grad_norm) and the fp16 scaler
+ * (every trainable element without zero_stage; this process's share under zero_stage 1, 2 or 3, so that
+ * the caller's optimizer keeps the state of that share only); under zero_stage 1 or 2 every process's
+ * updated elements are then gathered to every process (under 3 the caller's next use of a unit gathers it;
+ * the caller steps accel_optimizer_piece_tensors' values there). Clipping (accel_state_clip_grad_norm) and the fp16 scaler
  * treat its parameters as an accel optimizer's, so that under zero_stage 2 the norm is shared. It keeps no
  * state: checkpoint the caller's optimizer (passing this one to accel_state_save_state or load_state is
  * ACCEL_ERR_UNSUPPORTED), as is a CUDA-graph step over it. `step` is called on the thread of
@@ -65,6 +66,14 @@ ACCEL_API size_t accel_optimizer_num_pieces(const accel_optimizer_t *optimizer);
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE (index >= accel_optimizer_num_pieces). */
 ACCEL_API ACCEL_NODISCARD int accel_optimizer_piece(const accel_optimizer_t *optimizer, size_t index, const char **name,
                                                     int64_t *begin, int64_t *numel);
+/* Run `index`'s memory: *value a new handle on its elements as a 1-d tensor (a view of the parameter under
+ * zero_stage 1 and 2; under zero_stage 3 of this process's share of the parameter, the only memory of its
+ * values between the caller's uses; the parameter itself without ZeRO), and *grad a new handle on its
+ * gradient during a call of the step callback (NULL when it has none, and outside the callback under ZeRO).
+ * What a caller's optimizer steps under zero_stage 3, whose parameters hold no values between uses.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE (index >= accel_optimizer_num_pieces). */
+ACCEL_API ACCEL_NODISCARD int accel_optimizer_piece_tensors(const accel_optimizer_t *optimizer, size_t index,
+                                                            accel_tensor_t **value, accel_tensor_t **grad);
 /* Steps on a sync step (see above). Errors: ACCEL_ERR_NULL_ARGUMENT; collective errors while waiting for
  * the gradient all-reduce; ACCEL_ERR_INVALID_STATE once the process group is broken (the gradients may not
  * be averaged over the processes; the parameters are left unchanged); the failure of a background save no

@@ -142,7 +142,8 @@
  *   grad_compression string: "no", "fp16", "bf16"; default "no"
  *                    DDP's fp16/bf16 compress hook: buckets all-reduced in 16 bits
  *   zero_stage       int; default 0
- *                    DeepSpeed's ZeRO stage: 0 data parallel, 1 optimizer state split, 2 gradients too
+ *                    DeepSpeed's ZeRO stage: 0 data parallel, 1 optimizer state split, 2 gradients too, 3
+ *                    parameters too (models of the caller's tensors)
  * Optimizer keys (accel_optimizer_new; accel/optimizer.h).
  *   lr               double; default 0.001
  *                    the learning rate

@@ -29,7 +29,8 @@ VALID_BY_NAME = {
     "state": "(accel_state_t *)a->state", "optimizer": "(accel_optimizer_t *)a->optimizer",
     "inputs": "(accel_tensor_t *const *)&a->input", "directory": "a->directory", "path": "a->directory",
     "kind": '"sgd"', "name": '"syncs"', "found_inf": "(void *)a->scratch", "total_norm": "(void *)a->scratch",
-    "grad_enabled": "1", "on": "1", "step": "a->step",
+    "grad_enabled": "1", "on": "1", "step": "a->step", "full": "(accel_tensor_t *)a->input",
+    "full_gradients": "(accel_tensor_t *)a->input",
 }
 
 
@@ -63,6 +64,8 @@ def _valid_argument(parameter):
         return VALID_BY_NAME[parameter.name]
     if parameter.name == "out" or len(c_type.pointers) == 2 and not c_type.const and not any(c_type.pointers):
         return "(void *)a->scratch"  # an out-parameter
+    if len(c_type.pointers) == 1 and not c_type.const and c_type.base in ("size_t", "int64_t", "int"):
+        return "(void *)a->scratch"  # a number's out-parameter
     if c_type.pointers:
         return "NULL"  # arrays with a count of 0, options
     return "1.0" if c_type.base == "double" else "0"

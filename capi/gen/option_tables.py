@@ -128,7 +128,7 @@ MODEL = Scope(
         Option("grad_compression", str, "no",
                "DDP's fp16/bf16 compress hook: buckets all-reduced in 16 bits", choices=("no", "fp16", "bf16")),
         Option("zero_stage", int, 0,
-               "DeepSpeed's ZeRO stage: 0 data parallel, 1 optimizer state split, 2 gradients too"),
+               "DeepSpeed's ZeRO stage: 0 data parallel, 1 optimizer state split, 2 gradients too, 3 parameters too (models of the caller's tensors)"),
     ])
 
 OPTIMIZER = Scope(

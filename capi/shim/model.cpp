@@ -1,5 +1,8 @@
 #include "accel/model.h"
 
+#include <tuple>
+#include <vector>
+
 #include "ckpt/save_model.hpp"
 #include "core/named_tensors.hpp"
 #include "shim/entry_point.hpp"
@@ -134,7 +137,12 @@ extern "C" const char* accel_model_parameter_name(const accel_model_t* model, si
 extern "C" int accel_model_parameter(const accel_model_t* model, size_t index, accel_tensor_t** out) {
   return guarded_out(__func__, out, [&] {
     require(model, "model");
-    *out = new accel_tensor(entry_at(model->model->named_parameters(), index).second);
+    const auto& [name, tensor] = entry_at(model->model->named_parameters(), index);
+    if (model->model->sharded_units() != nullptr && tensor.requires_grad()) {
+      accel::fail(accel::Code::Unsupported, "parameter '" + name + "' is sharded (zero_stage 3): its values are "
+                                            "gathered into the caller's unit buffers, not held whole by the model");
+    }
+    *out = new accel_tensor(tensor);
   });
 }
 
@@ -179,6 +187,57 @@ extern "C" int accel_model_grad_reached_by_no_rank(const accel_model_t* model, s
     require(model, "model");
     require(out, "out");
     *out = model->model->grad_reached_by_no_rank(index) ? 1 : 0;
+  });
+}
+
+extern "C" int accel_model_set_units(accel_model_t* model, const int32_t* unit_of_parameter, size_t count) {
+  return guarded(__func__, [&] {
+    require(model, "model");
+    if (count > 0) require(unit_of_parameter, "unit_of_parameter");
+    model->model->set_units(std::vector<int32_t>(unit_of_parameter, unit_of_parameter + count));
+  });
+}
+
+extern "C" size_t accel_model_num_units(const accel_model_t* model) {
+  return read_handle<size_t>(__func__, model, 0, [&](const auto&) {
+    const auto* units = model->model->sharded_units();
+    return units == nullptr ? size_t{0} : units->unit_count();
+  });
+}
+
+extern "C" int accel_model_unit_numel(const accel_model_t* model, size_t unit, int64_t* out) {
+  return guarded(__func__, [&] {
+    require(model, "model");
+    require(out, "out");
+    const auto* units = model->model->sharded_units();
+    if (units == nullptr) accel::fail(accel::Code::InvalidState, "unit_numel: the model is not sharded (zero_stage 3)");
+    *out = units->unit_numel(unit);
+  });
+}
+
+extern "C" int accel_model_parameter_place(const accel_model_t* model, size_t index, size_t* unit, int64_t* offset) {
+  return guarded(__func__, [&] {
+    require(model, "model");
+    require(unit, "unit");
+    require(offset, "offset");
+    std::tie(*unit, *offset) = model->model->parameter_place(index);
+  });
+}
+
+extern "C" int accel_model_unit_gather(accel_model_t* model, size_t unit, accel_tensor_t* full) {
+  return guarded(__func__, [&] {
+    require(model, "model");
+    require(full, "full");
+    model->model->gather_unit(unit, full->tensor);
+  });
+}
+
+extern "C" int accel_model_unit_reduce(accel_model_t* model, size_t unit, accel_tensor_t* full_gradients, int* reduced) {
+  return guarded(__func__, [&] {
+    require(model, "model");
+    require(full_gradients, "full_gradients");
+    require(reduced, "reduced");
+    *reduced = model->model->reduce_unit(unit, full_gradients->tensor) ? 1 : 0;
   });
 }
 

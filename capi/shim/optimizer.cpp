@@ -1,5 +1,6 @@
 #include "accel/optimizer.h"
 
+#include <memory>
 #include <string>
 
 #include "shim/entry_point.hpp"
@@ -35,6 +36,21 @@ extern "C" int accel_optimizer_new_external(accel_optimizer_t** out, accel_model
 extern "C" size_t accel_optimizer_num_pieces(const accel_optimizer_t* optimizer) {
   return read_handle<size_t>(__func__, optimizer, 0,
                              [&](const auto&) { return optimizer->optimizer->optimizer().owned_elements().size(); });
+}
+
+extern "C" int accel_optimizer_piece_tensors(const accel_optimizer_t* optimizer, size_t index, accel_tensor_t** value,
+                                             accel_tensor_t** grad) {
+  return guarded(__func__, [&] {
+    require(optimizer, "optimizer");
+    require(value, "value");
+    require(grad, "grad");
+    *value = nullptr;
+    *grad = nullptr;
+    const at::Tensor tensor = optimizer->optimizer->optimizer().owned_tensor(index);
+    auto value_handle = std::make_unique<accel_tensor>(tensor.detach().view({-1}));
+    if (tensor.grad().defined()) *grad = new accel_tensor(tensor.grad().view({-1}));
+    *value = value_handle.release();
+  });
 }
 
 extern "C" int accel_optimizer_piece(const accel_optimizer_t* optimizer, size_t index, const char** name, int64_t* begin,

@@ -91,10 +91,13 @@ CheckpointSnapshot take_snapshot(const std::shared_ptr<distributed::State>& stat
       optimizer_states.push_back(optimizer->optimizer().save_state());
     }
   }
+  // Under zero_stage 3 a model's parameters are gathered unit by unit, every rank taking part.
+  std::vector<NamedTensors> whole_models;
+  for (const train::Model* model : objects.models) whole_models.push_back(model->whole_parameters_and_buffers(snapshot.rank == 0));
   if (snapshot.rank != 0) return snapshot;
 
-  for (const train::Model* model : objects.models) {
-    StoredModel stored = stored_model(*model);
+  for (const NamedTensors& whole : whole_models) {
+    StoredModel stored = stored_model(whole);
     if (copy_tensors) {
       for (auto& entry : stored.tensors) entry.second = host_copy(entry.second);
     }

@@ -51,8 +51,7 @@ std::map<std::string, std::string> StoredModel::ties_to(const std::vector<std::s
   return metadata;
 }
 
-StoredModel stored_model(const train::Model& model) {
-  const NamedTensors own = model.parameters_and_buffers();
+StoredModel stored_model(const NamedTensors& own) {
   const std::vector<size_t> leaders = tie_leaders(own);
   StoredModel stored;
   for (size_t i = 0; i < own.size(); ++i) {
@@ -115,7 +114,7 @@ ModelWeights ModelWeights::from_directory(const train::Model& model, const std::
 
 void ModelWeights::check_against(const train::Model& model, const StoredByName& stored, const std::string& source,
                                  const std::map<std::string, std::string>& metadata) {
-  const NamedTensors own = model.parameters_and_buffers();
+  const NamedTensors own = model.tensor_slots();
   std::unordered_map<std::string, size_t> own_index;
   for (size_t i = 0; i < own.size(); ++i) own_index.emplace(own[i].first, i);
   // `name` of the files loaded into the model's tensor `name_in_model`.
@@ -173,8 +172,15 @@ void ModelWeights::check_against(const train::Model& model, const StoredByName& 
 
 void ModelWeights::copy_into(const train::Model& model) const {
   const at::NoGradGuard no_grad;
-  const NamedTensors own = model.parameters_and_buffers();
-  for (const auto& [index, view] : copies_) own[index].second.copy_(formats::copy_to_tensor(*view));
+  const NamedTensors own = model.tensor_slots();
+  for (const auto& [index, view] : copies_) {
+    // Under zero_stage 3 a trainable parameter's values are this rank's share, in the model.
+    if (model.is_sharded(own[index].second)) {
+      model.assign_sharded(own[index].second, formats::copy_to_tensor(*view));
+    } else {
+      own[index].second.copy_(formats::copy_to_tensor(*view));
+    }
+  }
 }
 
 }  // namespace accel::ckpt

@@ -33,7 +33,8 @@ struct StoredModel {
   // The metadata of a file holding these of the tensors' names: the ties to them.
   std::map<std::string, std::string> ties_to(const std::vector<std::string>& names) const;
 };
-StoredModel stored_model(const train::Model& model);
+// own: a model's slots with their values (train::Model::whole_parameters_and_buffers).
+StoredModel stored_model(const NamedTensors& own);
 
 // Weights read from files and checked against a model: every tensor of the model has its bytes (a tied
 // one through the name stored), with the model's shape and dtype; no file holds a tensor the model lacks.

@@ -20,9 +20,9 @@ namespace {
 // Returns the names of the files written, which the caller keeps while it removes the previous save's
 // others. The previous save's entry point (model.safetensors or the index) goes before any new file is
 // renamed over one of its shards, so that no index ever names a shard of another save.
-std::set<std::string> write_model_files(const train::Model& model, const std::string& directory, uint64_t max_shard_size) {
+std::set<std::string> write_model_files(const NamedTensors& whole, const std::string& directory, uint64_t max_shard_size) {
   create_directories(directory);
-  const StoredModel model_files = stored_model(model);
+  const StoredModel model_files = stored_model(whole);
   const NamedTensors& stored = model_files.tensors;
   std::vector<uint64_t> sizes;
   for (const auto& [name, tensor] : stored) sizes.push_back(static_cast<uint64_t>(tensor.numel()) * tensor.element_size());
@@ -68,12 +68,14 @@ void save_model(distributed::State& state, const train::Model& model, const std:
                 uint64_t max_shard_size) {
   const std::string directory = model_directory(requested_directory);
   const timeline::Span span("save_model");
+  // Under zero_stage 3 every rank takes part in gathering the parameters; rank 0 keeps them.
+  const NamedTensors whole = model.whole_parameters_and_buffers(state.launch().rank == 0);
   distributed::all_or_none(
       state,
       [&] {
         if (state.launch().rank != 0) return;
         const std::set<std::string> written =
-            write_model_files(model, directory, max_shard_size == 0 ? kDefaultMaxShardSize : max_shard_size);
+            write_model_files(whole, directory, max_shard_size == 0 ? kDefaultMaxShardSize : max_shard_size);
         for (const std::string& name : list_directory(directory)) {
           if (is_model_file(name) && written.count(name) == 0) remove_all(join_path(directory, name));
         }

@@ -104,13 +104,13 @@ bool TrainingLoop::unscale_gradients(const Model& model) {
   return shard->any_rank(scaler_->unscale_parameters(shard->gradient_pieces(parameters)));
 }
 
-// The ZeRO stage 2 split that holds these parameters' gradients in pieces, if any.
+// The ZeRO stage 2 or 3 split that holds these parameters' gradients in pieces, if any.
 ZeroShard* TrainingLoop::split_gradients_of(const std::vector<at::Tensor>& parameters) const {
   if (parameters.empty()) return nullptr;
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto* accelerated : optimizers_) {
     ZeroShard* shard = accelerated->optimizer().zero_shard();
-    if (shard != nullptr && shard->stage() == 2 && shard->holds(parameters.front())) return shard;
+    if (shard != nullptr && shard->stage() >= 2 && shard->holds(parameters.front())) return shard;
   }
   return nullptr;
 }

@@ -47,11 +47,10 @@ PrepareConfig prepare_config(const Options* explicit_options) {
                                : compression == "bf16" ? GradCompression::Bf16
                                                        : GradCompression::None;
   const int64_t zero_stage = values.get_int("zero_stage");
-  if (zero_stage < 0 || zero_stage > 2) {
+  if (zero_stage < 0 || zero_stage > 3) {
     fail(Code::BadOptionValue, "option zero_stage: " + std::to_string(zero_stage) +
-                                   " is not a ZeRO stage accel has (0: data parallel, 1: optimizer state split "
-                                   "between the ranks, 2: gradients too; 3, the parameters too, as FSDP's "
-                                   "FULL_SHARD, is designed but not built: docs/fsdp.md)");
+                                   " is not a ZeRO stage (0: data parallel, 1: optimizer state split between the "
+                                   "ranks, 2: gradients too, 3: the parameters too, as FSDP's FULL_SHARD)");
   }
   config.reducer.zero_stage = static_cast<int32_t>(zero_stage);
   config.broadcast_buffers = values.get_bool("broadcast_buffers");

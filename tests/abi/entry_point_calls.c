@@ -880,6 +880,21 @@ static int call_wrong_kind_accel_model_num_parameters(const struct entry_argumen
   (void)accel_model_num_parameters((accel_model_t *)a->progress);
   return 0;
 }
+static int call_null_accel_model_num_units(const struct entry_arguments *a) {
+  (void)a;
+  (void)accel_model_num_units(NULL);
+  return 0;
+}
+static int call_garbage_accel_model_num_units(const struct entry_arguments *a) {
+  (void)a;
+  (void)accel_model_num_units((accel_model_t *)a->garbage);
+  return 0;
+}
+static int call_wrong_kind_accel_model_num_units(const struct entry_arguments *a) {
+  (void)a;
+  (void)accel_model_num_units((accel_model_t *)a->progress);
+  return 0;
+}
 static int call_null_accel_model_parameter(const struct entry_arguments *a) {
   (void)a;
   int code = accel_model_parameter(NULL, 0, NULL);
@@ -913,6 +928,24 @@ static int call_wrong_kind_accel_model_parameter_name(const struct entry_argumen
   (void)accel_model_parameter_name((accel_model_t *)a->progress, 0);
   return 0;
 }
+static int call_null_accel_model_parameter_place(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_parameter_place(NULL, 0, NULL, NULL);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_parameter_place (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_model_parameter_place(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_parameter_place((accel_model_t *)a->garbage, 0, (void *)a->scratch, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_parameter_place (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_model_parameter_place(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_parameter_place((accel_model_t *)a->progress, 0, (void *)a->scratch, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_parameter_place (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
 static int call_null_accel_model_save_torchscript(const struct entry_arguments *a) {
   (void)a;
   int code = accel_model_save_torchscript(NULL, NULL);
@@ -931,6 +964,24 @@ static int call_wrong_kind_accel_model_save_torchscript(const struct entry_argum
   if (code == ACCEL_OK) { fprintf(stderr, "accel_model_save_torchscript (wrong_kind) returned ACCEL_OK\n"); return 1; }
   return 0;
 }
+static int call_null_accel_model_set_units(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_set_units(NULL, NULL, 0);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_set_units (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_model_set_units(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_set_units((accel_model_t *)a->garbage, (void *)a->scratch, 0);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_set_units (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_model_set_units(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_set_units((accel_model_t *)a->progress, (void *)a->scratch, 0);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_set_units (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
 static int call_null_accel_model_train(const struct entry_arguments *a) {
   (void)a;
   int code = accel_model_train(NULL, 0);
@@ -947,6 +998,60 @@ static int call_wrong_kind_accel_model_train(const struct entry_arguments *a) {
   (void)a;
   int code = accel_model_train((accel_model_t *)a->progress, 0);
   if (code == ACCEL_OK) { fprintf(stderr, "accel_model_train (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_null_accel_model_unit_gather(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_unit_gather(NULL, 0, NULL);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_unit_gather (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_model_unit_gather(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_unit_gather((accel_model_t *)a->garbage, 0, (accel_tensor_t *)a->garbage);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_unit_gather (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_model_unit_gather(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_unit_gather((accel_model_t *)a->progress, 0, (accel_tensor_t *)a->progress);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_unit_gather (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_null_accel_model_unit_numel(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_unit_numel(NULL, 0, NULL);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_unit_numel (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_model_unit_numel(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_unit_numel((accel_model_t *)a->garbage, 0, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_unit_numel (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_model_unit_numel(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_unit_numel((accel_model_t *)a->progress, 0, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_unit_numel (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_null_accel_model_unit_reduce(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_unit_reduce(NULL, 0, NULL, NULL);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_unit_reduce (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_model_unit_reduce(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_unit_reduce((accel_model_t *)a->garbage, 0, (accel_tensor_t *)a->garbage, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_unit_reduce (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_model_unit_reduce(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_unit_reduce((accel_model_t *)a->progress, 0, (accel_tensor_t *)a->progress, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_unit_reduce (wrong_kind) returned ACCEL_OK\n"); return 1; }
   return 0;
 }
 static int call_null_accel_model_unwrap(const struct entry_arguments *a) {
@@ -1136,6 +1241,24 @@ static int call_wrong_kind_accel_optimizer_piece(const struct entry_arguments *a
   (void)a;
   int code = accel_optimizer_piece((accel_optimizer_t *)a->progress, 0, (void *)a->scratch, (void *)a->scratch, (void *)a->scratch);
   if (code == ACCEL_OK) { fprintf(stderr, "accel_optimizer_piece (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_null_accel_optimizer_piece_tensors(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_optimizer_piece_tensors(NULL, 0, NULL, NULL);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_optimizer_piece_tensors (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_optimizer_piece_tensors(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_optimizer_piece_tensors((accel_optimizer_t *)a->garbage, 0, (void *)a->scratch, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_optimizer_piece_tensors (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_optimizer_piece_tensors(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_optimizer_piece_tensors((accel_optimizer_t *)a->progress, 0, (void *)a->scratch, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_optimizer_piece_tensors (wrong_kind) returned ACCEL_OK\n"); return 1; }
   return 0;
 }
 static int call_null_accel_optimizer_set_lr(const struct entry_arguments *a) {
@@ -3248,6 +3371,38 @@ static int call_prepared_torchscript_accel_model_grad_view(const struct entry_ar
   }
   return 0;
 }
+static int call_unprepared_host_accel_model_parameter_place(const struct entry_arguments *a) {
+  int code = accel_model_parameter_place((accel_model_t *)a->model, 0, (void *)a->scratch, (void *)a->scratch);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_parameter_place (unprepared host model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_prepared_host_accel_model_parameter_place(const struct entry_arguments *a) {
+  int code = accel_model_parameter_place((accel_model_t *)a->model, 0, (void *)a->scratch, (void *)a->scratch);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_parameter_place (prepared host model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_unprepared_torchscript_accel_model_parameter_place(const struct entry_arguments *a) {
+  int code = accel_model_parameter_place((accel_model_t *)a->model, 0, (void *)a->scratch, (void *)a->scratch);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_parameter_place (unprepared torchscript model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_prepared_torchscript_accel_model_parameter_place(const struct entry_arguments *a) {
+  int code = accel_model_parameter_place((accel_model_t *)a->model, 0, (void *)a->scratch, (void *)a->scratch);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_parameter_place (prepared torchscript model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
 static int call_unprepared_host_accel_model_save_torchscript(const struct entry_arguments *a) {
   int code = accel_model_save_torchscript((accel_model_t *)a->model, a->directory);
   if (code != ACCEL_ERR_UNSUPPORTED) {
@@ -3260,6 +3415,102 @@ static int call_prepared_host_accel_model_save_torchscript(const struct entry_ar
   int code = accel_model_save_torchscript((accel_model_t *)a->model, a->directory);
   if (code != ACCEL_ERR_UNSUPPORTED) {
     fprintf(stderr, "accel_model_save_torchscript (prepared host model) returned %s, not ACCEL_ERR_UNSUPPORTED: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_unprepared_host_accel_model_unit_gather(const struct entry_arguments *a) {
+  int code = accel_model_unit_gather((accel_model_t *)a->model, 0, (accel_tensor_t *)a->input);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_unit_gather (unprepared host model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_prepared_host_accel_model_unit_gather(const struct entry_arguments *a) {
+  int code = accel_model_unit_gather((accel_model_t *)a->model, 0, (accel_tensor_t *)a->input);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_unit_gather (prepared host model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_unprepared_torchscript_accel_model_unit_gather(const struct entry_arguments *a) {
+  int code = accel_model_unit_gather((accel_model_t *)a->model, 0, (accel_tensor_t *)a->input);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_unit_gather (unprepared torchscript model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_prepared_torchscript_accel_model_unit_gather(const struct entry_arguments *a) {
+  int code = accel_model_unit_gather((accel_model_t *)a->model, 0, (accel_tensor_t *)a->input);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_unit_gather (prepared torchscript model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_unprepared_host_accel_model_unit_numel(const struct entry_arguments *a) {
+  int code = accel_model_unit_numel((accel_model_t *)a->model, 0, (void *)a->scratch);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_unit_numel (unprepared host model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_prepared_host_accel_model_unit_numel(const struct entry_arguments *a) {
+  int code = accel_model_unit_numel((accel_model_t *)a->model, 0, (void *)a->scratch);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_unit_numel (prepared host model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_unprepared_torchscript_accel_model_unit_numel(const struct entry_arguments *a) {
+  int code = accel_model_unit_numel((accel_model_t *)a->model, 0, (void *)a->scratch);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_unit_numel (unprepared torchscript model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_prepared_torchscript_accel_model_unit_numel(const struct entry_arguments *a) {
+  int code = accel_model_unit_numel((accel_model_t *)a->model, 0, (void *)a->scratch);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_unit_numel (prepared torchscript model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_unprepared_host_accel_model_unit_reduce(const struct entry_arguments *a) {
+  int code = accel_model_unit_reduce((accel_model_t *)a->model, 0, (accel_tensor_t *)a->input, (void *)a->scratch);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_unit_reduce (unprepared host model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_prepared_host_accel_model_unit_reduce(const struct entry_arguments *a) {
+  int code = accel_model_unit_reduce((accel_model_t *)a->model, 0, (accel_tensor_t *)a->input, (void *)a->scratch);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_unit_reduce (prepared host model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_unprepared_torchscript_accel_model_unit_reduce(const struct entry_arguments *a) {
+  int code = accel_model_unit_reduce((accel_model_t *)a->model, 0, (accel_tensor_t *)a->input, (void *)a->scratch);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_unit_reduce (unprepared torchscript model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_prepared_torchscript_accel_model_unit_reduce(const struct entry_arguments *a) {
+  int code = accel_model_unit_reduce((accel_model_t *)a->model, 0, (accel_tensor_t *)a->input, (void *)a->scratch);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_unit_reduce (prepared torchscript model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
     return 1;
   }
   return 0;
@@ -3564,18 +3815,36 @@ const struct entry_point entry_points[] = {
   {"accel_model_num_parameters", "null", call_null_accel_model_num_parameters},
   {"accel_model_num_parameters", "garbage", call_garbage_accel_model_num_parameters},
   {"accel_model_num_parameters", "wrong_kind", call_wrong_kind_accel_model_num_parameters},
+  {"accel_model_num_units", "null", call_null_accel_model_num_units},
+  {"accel_model_num_units", "garbage", call_garbage_accel_model_num_units},
+  {"accel_model_num_units", "wrong_kind", call_wrong_kind_accel_model_num_units},
   {"accel_model_parameter", "null", call_null_accel_model_parameter},
   {"accel_model_parameter", "garbage", call_garbage_accel_model_parameter},
   {"accel_model_parameter", "wrong_kind", call_wrong_kind_accel_model_parameter},
   {"accel_model_parameter_name", "null", call_null_accel_model_parameter_name},
   {"accel_model_parameter_name", "garbage", call_garbage_accel_model_parameter_name},
   {"accel_model_parameter_name", "wrong_kind", call_wrong_kind_accel_model_parameter_name},
+  {"accel_model_parameter_place", "null", call_null_accel_model_parameter_place},
+  {"accel_model_parameter_place", "garbage", call_garbage_accel_model_parameter_place},
+  {"accel_model_parameter_place", "wrong_kind", call_wrong_kind_accel_model_parameter_place},
   {"accel_model_save_torchscript", "null", call_null_accel_model_save_torchscript},
   {"accel_model_save_torchscript", "garbage", call_garbage_accel_model_save_torchscript},
   {"accel_model_save_torchscript", "wrong_kind", call_wrong_kind_accel_model_save_torchscript},
+  {"accel_model_set_units", "null", call_null_accel_model_set_units},
+  {"accel_model_set_units", "garbage", call_garbage_accel_model_set_units},
+  {"accel_model_set_units", "wrong_kind", call_wrong_kind_accel_model_set_units},
   {"accel_model_train", "null", call_null_accel_model_train},
   {"accel_model_train", "garbage", call_garbage_accel_model_train},
   {"accel_model_train", "wrong_kind", call_wrong_kind_accel_model_train},
+  {"accel_model_unit_gather", "null", call_null_accel_model_unit_gather},
+  {"accel_model_unit_gather", "garbage", call_garbage_accel_model_unit_gather},
+  {"accel_model_unit_gather", "wrong_kind", call_wrong_kind_accel_model_unit_gather},
+  {"accel_model_unit_numel", "null", call_null_accel_model_unit_numel},
+  {"accel_model_unit_numel", "garbage", call_garbage_accel_model_unit_numel},
+  {"accel_model_unit_numel", "wrong_kind", call_wrong_kind_accel_model_unit_numel},
+  {"accel_model_unit_reduce", "null", call_null_accel_model_unit_reduce},
+  {"accel_model_unit_reduce", "garbage", call_garbage_accel_model_unit_reduce},
+  {"accel_model_unit_reduce", "wrong_kind", call_wrong_kind_accel_model_unit_reduce},
   {"accel_model_unwrap", "null", call_null_accel_model_unwrap},
   {"accel_model_unwrap", "garbage", call_garbage_accel_model_unwrap},
   {"accel_model_unwrap", "wrong_kind", call_wrong_kind_accel_model_unwrap},
@@ -3609,6 +3878,9 @@ const struct entry_point entry_points[] = {
   {"accel_optimizer_piece", "null", call_null_accel_optimizer_piece},
   {"accel_optimizer_piece", "garbage", call_garbage_accel_optimizer_piece},
   {"accel_optimizer_piece", "wrong_kind", call_wrong_kind_accel_optimizer_piece},
+  {"accel_optimizer_piece_tensors", "null", call_null_accel_optimizer_piece_tensors},
+  {"accel_optimizer_piece_tensors", "garbage", call_garbage_accel_optimizer_piece_tensors},
+  {"accel_optimizer_piece_tensors", "wrong_kind", call_wrong_kind_accel_optimizer_piece_tensors},
   {"accel_optimizer_set_lr", "null", call_null_accel_optimizer_set_lr},
   {"accel_optimizer_set_lr", "garbage", call_garbage_accel_optimizer_set_lr},
   {"accel_optimizer_set_lr", "wrong_kind", call_wrong_kind_accel_optimizer_set_lr},
@@ -3974,8 +4246,24 @@ const struct entry_point entry_points[] = {
   {"accel_model_grad_view", "unprepared host", call_unprepared_host_accel_model_grad_view},
   {"accel_model_grad_view", "unprepared torchscript", call_unprepared_torchscript_accel_model_grad_view},
   {"accel_model_grad_view", "prepared torchscript", call_prepared_torchscript_accel_model_grad_view},
+  {"accel_model_parameter_place", "unprepared host", call_unprepared_host_accel_model_parameter_place},
+  {"accel_model_parameter_place", "prepared host", call_prepared_host_accel_model_parameter_place},
+  {"accel_model_parameter_place", "unprepared torchscript", call_unprepared_torchscript_accel_model_parameter_place},
+  {"accel_model_parameter_place", "prepared torchscript", call_prepared_torchscript_accel_model_parameter_place},
   {"accel_model_save_torchscript", "unprepared host", call_unprepared_host_accel_model_save_torchscript},
   {"accel_model_save_torchscript", "prepared host", call_prepared_host_accel_model_save_torchscript},
+  {"accel_model_unit_gather", "unprepared host", call_unprepared_host_accel_model_unit_gather},
+  {"accel_model_unit_gather", "prepared host", call_prepared_host_accel_model_unit_gather},
+  {"accel_model_unit_gather", "unprepared torchscript", call_unprepared_torchscript_accel_model_unit_gather},
+  {"accel_model_unit_gather", "prepared torchscript", call_prepared_torchscript_accel_model_unit_gather},
+  {"accel_model_unit_numel", "unprepared host", call_unprepared_host_accel_model_unit_numel},
+  {"accel_model_unit_numel", "prepared host", call_prepared_host_accel_model_unit_numel},
+  {"accel_model_unit_numel", "unprepared torchscript", call_unprepared_torchscript_accel_model_unit_numel},
+  {"accel_model_unit_numel", "prepared torchscript", call_prepared_torchscript_accel_model_unit_numel},
+  {"accel_model_unit_reduce", "unprepared host", call_unprepared_host_accel_model_unit_reduce},
+  {"accel_model_unit_reduce", "prepared host", call_prepared_host_accel_model_unit_reduce},
+  {"accel_model_unit_reduce", "unprepared torchscript", call_unprepared_torchscript_accel_model_unit_reduce},
+  {"accel_model_unit_reduce", "prepared torchscript", call_prepared_torchscript_accel_model_unit_reduce},
   {"accel_optimizer_new", "unprepared host", call_unprepared_host_accel_optimizer_new},
   {"accel_optimizer_new", "unprepared torchscript", call_unprepared_torchscript_accel_optimizer_new},
   {"accel_optimizer_new_external", "unprepared host", call_unprepared_host_accel_optimizer_new_external},

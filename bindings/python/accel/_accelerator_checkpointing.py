@@ -76,12 +76,16 @@ class CheckpointingMixin:
         Accelerator prepared it, or when hooks offload some of its weights."""
         from .utils.modeling import offloads
         hosted = None if self._torch_objects is None else self._torch_objects.hosted_of(module)
-        return not safe_serialization or hosted is None or any(offloads(sub) for sub in module.modules())
+        return (not safe_serialization or hosted is None or hasattr(hosted, "gathered")
+                or any(offloads(sub) for sub in module.modules()))
 
     def _state_dict_to_save(self, module):
         """The unwrapped module's state dict, its offloaded weights read back through their hooks (on the
         CPU); RuntimeError when weights are on the meta device with no hook to read them."""
         from .utils.modeling import get_state_dict_offloaded_model, offloads
+        hosted = None if self._torch_objects is None else self._torch_objects.hosted_of(module)
+        if hasattr(hosted, "gathered"):
+            return self.get_state_dict(module)
         module = self.unwrap_model(module)
         if any(offloads(sub) for sub in module.modules()):
             return get_state_dict_offloaded_model(module)

@@ -247,8 +247,15 @@ class PrepareMixin:
         return module
 
     def get_state_dict(self, model, unwrap=True):
-        """The model's state_dict: of the unwrapped model (no "module." prefix) unless unwrap is False."""
-        return (self.unwrap_model(model) if unwrap else model).state_dict()
+        """The model's state_dict: of the unwrapped model (no "module." prefix) unless unwrap is False. Under
+        zero_stage 3 (FSDP's FULL_SHARD) every unit is gathered for it, unit by unit into copies (collective:
+        every process calls it, as under Accelerate's FSDP)."""
+        hosted = None if self._torch_objects is None else self._torch_objects.hosted_of(model)
+        gathered = getattr(hosted, "gathered", None)
+        if gathered is None:
+            return (self.unwrap_model(model) if unwrap else model).state_dict()
+        with gathered():
+            return {name: tensor.clone() for name, tensor in (self.unwrap_model(model) if unwrap else model).state_dict().items()}
 
     def skip_first_batches(self, dataloader, num_batches=0):
         """The next epoch of dataloader skips its first num_batches batches (in place; returned for

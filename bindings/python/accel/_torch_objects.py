@@ -62,7 +62,12 @@ class TorchObjects:
         accelerator = self._accelerator
         device = torch.device(accelerator.device)
         module.to(device)
-        hosted = HostedModule(module, accelerator._prepare_host_model, accelerator.num_processes > 1)
+        if accelerator._model_settings.get("zero_stage") == 3 and accelerator.num_processes > 1:
+            from ._torch_sharded import ShardedModule, wrap_policy
+            wrap = wrap_policy(accelerator.state.fsdp_plugin, deepspeed=accelerator.state.deepspeed_plugin is not None)
+            hosted = ShardedModule(module, accelerator._prepare_host_model, wrap)
+        else:
+            hosted = HostedModule(module, accelerator._prepare_host_model, accelerator.num_processes > 1)
         dtype = _low_precision_dtype(accelerator.mixed_precision, device.type)
         if dtype is not None:
             to_fp32 = accelerator._model_settings.get("convert_outputs_to_fp32")

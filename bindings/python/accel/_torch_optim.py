@@ -147,6 +147,8 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
                 by_module.setdefault(id(hosted), (hosted, []))[1].append(parameter)
         for hosted, parameters in by_module.values():
             hosted.zero_grad(parameters, set_to_none is None or set_to_none)
+        if self._zero is not None:
+            self._zero.zero_grad()
         for parameter in loose:
             if parameter.grad is None:
                 continue

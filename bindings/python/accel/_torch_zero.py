@@ -20,6 +20,9 @@ from ._callbacks import Callbacks
 from ._handle import Handle
 from ._library import ffi, lib
 from .errors import UnsupportedError, check
+from .tensor import Tensor, returned_like
+
+_TORCH_EXAMPLE = torch.empty(0)  # what returned_like converts the library's tensors to
 
 
 class _ExternalOptimizer(Handle):
@@ -42,8 +45,19 @@ class _ExternalOptimizer(Handle):
             found.append((ffi.string(name[0]).decode(), begin[0], numel[0]))
         return found
 
+    def piece_tensors(self, index):
+        """(the elements of piece index as a 1-d torch tensor, its gradient or None): under zero_stage 3 this
+        process's share of the parameter, which holds its values between uses."""
+        value, grad = ffi.new("accel_tensor_t **"), ffi.new("accel_tensor_t **")
+        check(lib.accel_optimizer_piece_tensors(self.pointer, index, value, grad))
+        tensors = [Tensor(value[0]), Tensor(grad[0]) if grad[0] != ffi.NULL else None]
+        return tuple(None if tensor is None else returned_like(tensor, _TORCH_EXAMPLE) for tensor in tensors)
+
     def step(self):
         check(lib.accel_optimizer_step(self.pointer), self.callbacks)
+
+    def zero_grad(self):
+        check(lib.accel_optimizer_zero_grad(self.pointer))
 
 
 def _piece_view(parameter, begin, numel):
@@ -60,10 +74,12 @@ class ZeroSteps:
         self._closure = None
         self._result = None
         self._external = _ExternalOptimizer(hosted.model, self._step_pieces)
+        # Under stage 3 the pieces are the library's shares, the parameters' only values between uses.
+        self._sharded = hosted.model.num_units() > 0
         by_name = dict(hosted.module.named_parameters())
         owned = {}
-        for name, begin, numel in self._external.pieces():
-            owned[id(by_name[name])] = (begin, numel)
+        for index, (name, begin, numel) in enumerate(self._external.pieces()):
+            owned[id(by_name[name])] = (begin, numel, index)
         self._pieces = []  # (view, parameter, begin, numel)
         state = optimizer.state
         for group in optimizer.param_groups:
@@ -72,12 +88,15 @@ class ZeroSteps:
                 if id(parameter) not in owned:
                     state.pop(parameter, None)
                     continue
-                begin, numel = owned[id(parameter)]
-                view = _piece_view(parameter, begin, numel)
+                begin, numel, index = owned[id(parameter)]
+                if self._sharded:
+                    view = self._external.piece_tensors(index)[0].requires_grad_(parameter.requires_grad)
+                else:
+                    view = _piece_view(parameter, begin, numel)
                 if parameter in state:
                     state[view] = _piece_state(state.pop(parameter), parameter, begin, numel)
                 views.append(view)
-                self._pieces.append((view, parameter, begin, numel))
+                self._pieces.append((view, parameter, begin, numel, index))
             group["params"] = views
 
     def step(self, closure=None):
@@ -85,10 +104,19 @@ class ZeroSteps:
         self._external.step()
         return self._result
 
+    def zero_grad(self):
+        """Under stage 3 the gradients are the shares' (the library's): cleared there."""
+        if self._sharded:
+            self._external.zero_grad()
+
     def _step_pieces(self):
-        for view, parameter, begin, numel in self._pieces:
-            grad = parameter.grad
-            view.grad = None if grad is None else grad.view(-1).narrow(0, begin, numel)
+        for view, parameter, begin, numel, index in self._pieces:
+            if self._sharded:
+                grad = self._external.piece_tensors(index)[1]
+            else:
+                grad = parameter.grad
+                grad = None if grad is None else grad.view(-1).narrow(0, begin, numel)
+            view.grad = grad
         try:
             self._result = self._optimizer.step(self._closure) if self._closure is not None else self._optimizer.step()
         finally:
@@ -110,7 +138,7 @@ def zero_steps(optimizer, accelerator, stage):
               for group in optimizer.param_groups for parameter in group["params"]]
     if not owners or None in owners or any(owner is not owners[0] for owner in owners):
         raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, (
-            f"prepare: under zero_stage {stage} (DeepSpeedPlugin, or FSDP's SHARD_GRAD_OP) a "
+            f"prepare: under zero_stage {stage} (DeepSpeedPlugin, or FSDP's SHARD_GRAD_OP or FULL_SHARD) a "
             f"{type(optimizer).__name__} steps this process's share of one prepared module's parameters: every "
             "parameter it holds must belong to the one module, prepared before it (prepare(model, optimizer) does so)"))
     if accelerator._loss_scaling:

@@ -110,10 +110,11 @@ class DeepSpeedPlugin:
     """Accelerate's DeepSpeedPlugin as far as accel implements it: ZeRO's stage, the model option zero_stage
     of every model the Accelerator prepares. 0: data parallel; 1: each process keeps the optimizer state of
     and steps only its share of the parameters, then the updated parameters are gathered; 2: the gradients
-    are split too (reduce-scattered). Stages 1 and 2 step with accel's optimizer (an OptimizerSpec) or a
-    torch optimizer over one prepared module, whose groups then hold this process's share of each parameter
-    (accel._torch_zero; not with fp16 loss scaling); on one process they change nothing. None reads
-    ACCELERATE_DEEPSPEED_ZERO_STAGE, as Accelerate's, else DeepSpeed's default, 2."""
+    are split too (reduce-scattered); 3: the parameters too, each child of a torch module's root gathered
+    around its forward and backward (accel._torch_sharded). Stages 1-3 step with accel's optimizer (an
+    OptimizerSpec) or a torch optimizer over one prepared module, whose groups then hold this process's
+    share of each parameter (accel._torch_zero; not with fp16 loss scaling); on one process they change
+    nothing. None reads ACCELERATE_DEEPSPEED_ZERO_STAGE, as Accelerate's, else DeepSpeed's default, 2."""
 
     zero_stage: int = None
 
@@ -128,8 +129,9 @@ class DeepSpeedPlugin:
 # FSDP's sharding strategies in torch's ShardingStrategy numbering (1-based), as Accelerate lists them.
 FSDP_SHARDING_STRATEGY = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2")
 # The strategies accel trains, and the ZeRO stage that gives each: NO_SHARD is data parallelism, SHARD_GRAD_OP
-# shards gradients and optimizer state and keeps whole parameters, which is ZeRO-2.
-_ZERO_STAGE_OF_STRATEGY = {"NO_SHARD": 0, "SHARD_GRAD_OP": 2}
+# shards gradients and optimizer state and keeps whole parameters, which is ZeRO-2; FULL_SHARD shards the
+# parameters too, ZeRO-3.
+_ZERO_STAGE_OF_STRATEGY = {"NO_SHARD": 0, "SHARD_GRAD_OP": 2, "FULL_SHARD": 3}
 FSDP_STATE_DICT_TYPE = ("FULL_STATE_DICT", "LOCAL_STATE_DICT", "SHARDED_STATE_DICT")
 
 
@@ -155,16 +157,17 @@ def _named(value, names, what):
 @dataclasses.dataclass
 class FullyShardedDataParallelPlugin:
     """Accelerate's FullyShardedDataParallelPlugin, with its fields and its FSDP_* environment (what `accel
-    launch` exports from a config file's fsdp_config, as `accelerate launch` does). accel trains the sharding
-    strategies that keep whole parameters: SHARD_GRAD_OP as ZeRO stage 2 (gradients and optimizer state
-    sharded, with accel's optimizer or a torch one) and NO_SHARD as data parallelism, both giving DDP's
-    weights bit for bit. FULL_SHARD, HYBRID_SHARD and HYBRID_SHARD_ZERO2 (sharded parameters, FSDP's default
-    FULL_SHARD among them) are designed but not built (docs/fsdp.md): UnsupportedError, as are cpu_offload,
+    launch` exports from a config file's fsdp_config, as `accelerate launch` does). accel trains FULL_SHARD
+    (FSDP's default) as ZeRO stage 3: parameters, gradients and optimizer state sharded, each unit of the
+    wrap policy (auto_wrap_policy TRANSFORMER_BASED_WRAP with transformer_cls_names_to_wrap, SIZE_BASED_WRAP
+    with min_num_params, a callable of torch's signature, NO_WRAP) gathered around its forward and backward
+    (accel._torch_sharded); SHARD_GRAD_OP as ZeRO stage 2 (gradients and optimizer state sharded) and
+    NO_SHARD as data parallelism; all with accel's optimizer or a torch one, giving DDP's weights bit for
+    bit. HYBRID_SHARD and HYBRID_SHARD_ZERO2 are not built: UnsupportedError, as are cpu_offload,
     activation_checkpointing, a mixed_precision_policy (the Accelerator's mixed_precision applies) and a
-    state_dict_type other than FULL_STATE_DICT. The wrap policy (auto_wrap_policy,
-    transformer_cls_names_to_wrap, min_num_params) and the prefetch and gather settings only place and
-    schedule parameter gathers, which these strategies do not make: kept, with no effect. Parameters are
-    always rank 0's after prepare (sync_module_states)."""
+    state_dict_type other than FULL_STATE_DICT. The prefetch and gather-limiting settings are kept with no
+    effect (gathers are not prefetched yet). Parameters are always rank 0's after prepare
+    (sync_module_states)."""
 
     sharding_strategy: typing.Any = None
     backward_prefetch: typing.Any = None
@@ -219,9 +222,8 @@ class FullyShardedDataParallelPlugin:
             raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, f"FullyShardedDataParallelPlugin: {what}")
 
         if self.sharding_strategy not in _ZERO_STAGE_OF_STRATEGY:
-            refuse(f"sharding_strategy {self.sharding_strategy} shards parameters (FSDP's FULL_SHARD, ZeRO-3), which "
-                   "is designed but not built (docs/fsdp.md); SHARD_GRAD_OP (gradients and optimizer state sharded, "
-                   "as ZeRO-2) and NO_SHARD train")
+            refuse(f"sharding_strategy {self.sharding_strategy} (sharding within each machine) is not built "
+                   "(docs/fsdp.md); FULL_SHARD (ZeRO-3), SHARD_GRAD_OP (ZeRO-2) and NO_SHARD train")
         offload = getattr(self.cpu_offload, "offload_params", self.cpu_offload)
         if offload:
             refuse("cpu_offload (parameters and optimizer step on the CPU) is not built")
@@ -231,8 +233,8 @@ class FullyShardedDataParallelPlugin:
             refuse("mixed_precision_policy is not built: the Accelerator's mixed_precision applies (autocast, "
                    "fp32 weights and gradients)")
         if self.state_dict_type != "FULL_STATE_DICT":
-            refuse(f"state_dict_type {self.state_dict_type}: the parameters are whole on every process, and "
-                   "save_state / save_model write them whole (FULL_STATE_DICT)")
+            refuse(f"state_dict_type {self.state_dict_type}: save_model and get_state_dict write the parameters "
+                   "whole (FULL_STATE_DICT)")
         return _ZERO_STAGE_OF_STRATEGY[self.sharding_strategy]
 
     def options(self):

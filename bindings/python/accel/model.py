@@ -114,6 +114,43 @@ class Model(Handle):
         check(lib.accel_model_grad_reached_by_no_rank(self.pointer, index, out))
         return bool(out[0])
 
+    # --- ZeRO stage 3 (capi/accel/model.h, accel_model_set_units): accel.torch_model drives these -----------
+
+    def set_units(self, unit_of_parameter):
+        """Before prepare: per parameter (in this model's order), the unit zero_stage 3 gathers it in."""
+        units = list(unit_of_parameter)
+        check(lib.accel_model_set_units(self.pointer, ffi.new("int32_t[]", units), len(units)))
+
+    def num_units(self):
+        """The units of a model sharded by zero_stage 3; 0 for one that is not."""
+        return lib.accel_model_num_units(self.pointer)
+
+    def unit_numel(self, unit):
+        """The elements of a unit's layout: what its full buffer holds."""
+        out = ffi.new("int64_t *")
+        check(lib.accel_model_unit_numel(self.pointer, unit, out))
+        return out[0]
+
+    def parameter_place(self, index):
+        """(unit, first element in the unit's layout) of trainable parameter index."""
+        unit, offset = ffi.new("size_t *"), ffi.new("int64_t *")
+        check(lib.accel_model_parameter_place(self.pointer, index, unit, offset))
+        return unit[0], offset[0]
+
+    def unit_gather(self, unit, full):
+        """Fills full (the unit's layout: a 1-d tensor of unit_numel elements) with every process's share of
+        the unit's parameters. Collective."""
+        with lent_all([full]) as (tensor,):
+            check(lib.accel_model_unit_gather(self.pointer, unit, tensor.pointer))
+
+    def unit_reduce(self, unit, full_gradients):
+        """Hands the unit's accumulated gradients (its layout) over: True when averaged into this process's
+        share (a synchronising backward; collective), False when the backward only accumulates (keep them)."""
+        reduced = ffi.new("int *")
+        with lent_all([full_gradients]) as (tensor,):
+            check(lib.accel_model_unit_reduce(self.pointer, unit, tensor.pointer, reduced))
+        return bool(reduced[0])
+
     def __call__(self, *inputs, **named_inputs):
         """forward(*inputs, **named_inputs), building the autograd graph (training)."""
         return self._run(lib.accel_model_forward, inputs, named_inputs)

@@ -1,8 +1,8 @@
 """Accelerate's FullyShardedDataParallelPlugin as accel trains it: its fields and FSDP_* environment read as
-Accelerate reads them; SHARD_GRAD_OP is ZeRO stage 2 and NO_SHARD data parallelism for every prepared model;
-what shards parameters (FULL_SHARD, Accelerate's default, and the hybrid strategies) and the settings accel
-does not build are refused naming them; ACCELERATE_USE_FSDP / ACCELERATE_USE_DEEPSPEED make the plugins
-from the environment `accel launch` exports. (The weights under ZeRO stage 2: test_accelerate_scripts.py.)"""
+Accelerate reads them; FULL_SHARD (Accelerate's default) is ZeRO stage 3, SHARD_GRAD_OP stage 2 and NO_SHARD
+data parallelism for every prepared model; the hybrid strategies and the settings accel does not build are
+refused naming them; ACCELERATE_USE_FSDP / ACCELERATE_USE_DEEPSPEED make the plugins from the environment
+`accel launch` exports. (The weights under ZeRO: test_accelerate_scripts.py; units: test_torch_sharded.py.)"""
 import pytest
 
 import accel
@@ -21,7 +21,8 @@ def no_state_left(monkeypatch):
     AcceleratorState._reset_state()
 
 
-def test_the_strategies_that_keep_whole_parameters_map_to_zero_stages():
+def test_the_strategies_map_to_zero_stages():
+    assert FullyShardedDataParallelPlugin().options() == {"zero_stage": 3}  # FULL_SHARD, Accelerate's default
     assert FullyShardedDataParallelPlugin(sharding_strategy="SHARD_GRAD_OP").options() == {"zero_stage": 2}
     assert FullyShardedDataParallelPlugin(sharding_strategy="no_shard").options() == {"zero_stage": 0}
     assert FullyShardedDataParallelPlugin(sharding_strategy=2).sharding_strategy == "SHARD_GRAD_OP"  # torch's numbers
@@ -36,8 +37,7 @@ def test_the_strategies_that_keep_whole_parameters_map_to_zero_stages():
 
 
 @pytest.mark.parametrize("settings, refused", [
-    ({}, "sharding_strategy FULL_SHARD shards parameters"),  # Accelerate's default
-    ({"sharding_strategy": "HYBRID_SHARD"}, "HYBRID_SHARD shards parameters"),
+    ({"sharding_strategy": "HYBRID_SHARD"}, "HYBRID_SHARD .sharding within each machine. is not built"),
     ({"sharding_strategy": "SHARD_GRAD_OP", "cpu_offload": True}, "cpu_offload"),
     ({"sharding_strategy": "SHARD_GRAD_OP", "activation_checkpointing": True}, "activation_checkpointing"),
     ({"sharding_strategy": "SHARD_GRAD_OP", "mixed_precision_policy": {"param_dtype": "bf16"}}, "mixed_precision_policy"),

@@ -50,7 +50,7 @@ struct ZeroPiece {
 
 // The split of a whole model, shared by the reducer and the optimizer's side of ZeRO.
 struct ZeroPartition {
-  int32_t stage = 0;  // 1 or 2 once prepared for ZeRO; 0 otherwise
+  int32_t stage = 0;  // 1, 2 or 3 once prepared for ZeRO; 0 otherwise
   int32_t world = 1;
   int32_t rank = 0;
   std::vector<std::vector<size_t>> members;  // per bucket: parameter indices, as the reducer's bucket
@@ -60,6 +60,9 @@ struct ZeroPartition {
   // by the reducer after a synchronising backward and dropped by the optimizer's zero_grad. Shared, so that the optimizer's copy of
   // the partition sees the reducer's.
   std::shared_ptr<std::vector<at::Tensor>> held_pieces = std::make_shared<std::vector<at::Tensor>>();
+  // Stage 3 (sharded_units.hpp): per bucket (a unit), this rank's chunk of its parameters, the only memory
+  // of their values between the caller's uses; the optimizer's pieces are views of it. Empty otherwise.
+  std::vector<at::Tensor> parameter_chunks;
 
   // A rank's pieces, bucket by bucket in member order.
   std::vector<ZeroPiece> pieces_of(int32_t rank) const;

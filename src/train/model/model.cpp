@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 #include "core/error.hpp"
 #include "core/timeline.hpp"
@@ -24,6 +25,12 @@ struct Model::Impl {
   std::shared_ptr<distributed::State> state;
   PrepareConfig config;
   std::unique_ptr<Reducer> reducer;
+  // ZeRO stage 3 (set_units before prepare; units after), and which units the synchronising backward in
+  // progress has reduced.
+  std::vector<int32_t> unit_of_parameter;
+  std::unique_ptr<ShardedUnits> units;
+  bool backward_synchronises = false;
+  std::vector<bool> reduced;
   // A module's parameters or buffers: every slot under its name, and each tensor once (its first slot).
   struct Slots {
     NamedTensors every;
@@ -168,6 +175,11 @@ void Model::prepare(std::shared_ptr<distributed::State> state, const PrepareConf
   refresh_cached_tensors();  // the move to the device replaced the tensors
   impl_->config = config;
   const bool host_owned = impl_->body->host_owned();
+  if (config.reducer.zero_stage == 3 && !host_owned) {
+    fail(Code::Unsupported, "zero_stage 3 is built for models of the caller's tensors (accel_model_from_tensors: "
+                            "torch nn.Modules, LibTorch modules, Rust and Julia arrays), whose runtime says when each "
+                            "unit is used; a TorchScript model run by accel trains under zero_stage 0-2 (docs/fsdp.md)");
+  }
   if (host_owned) {
     // The caller's backward accumulates into accel's gradient storage (the buckets themselves with several
     // processes), marking each gradient ready itself.
@@ -181,7 +193,11 @@ void Model::prepare(std::shared_ptr<distributed::State> state, const PrepareConf
     for (const auto& buffer : named_buffers()) tensors.push_back(buffer.second);
     broadcast_coalesced(*state, tensors);
     auto trainable = trainable_parameters();
-    if (!trainable.empty()) impl_->reducer = std::make_unique<Reducer>(state, std::move(trainable), impl_->config.reducer);
+    if (impl_->config.reducer.zero_stage == 3) {
+      shard_parameters(state);
+    } else if (!trainable.empty()) {
+      impl_->reducer = std::make_unique<Reducer>(state, std::move(trainable), impl_->config.reducer);
+    }
   } else if (host_owned) {
     for (const auto& parameter : trainable_parameters()) {
       auto grad = at::zeros_like(parameter.second, at::MemoryFormat::Contiguous);
@@ -192,6 +208,70 @@ void Model::prepare(std::shared_ptr<distributed::State> state, const PrepareConf
 }
 
 bool Model::prepared() const { return impl_->state != nullptr; }
+
+// Stage 3's units over the trainable parameters (rank 0's values, broadcast just before); the model then lets
+// go of the caller's memory of them, so that the caller can release it (its parameters become views of each
+// unit's buffer): the tensors here keep their shapes and no storage.
+void Model::shard_parameters(const std::shared_ptr<distributed::State>& state) {
+  const NamedTensors& parameters = named_parameters();
+  std::vector<int32_t> unit_of;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (!parameters[i].second.requires_grad()) continue;
+    unit_of.push_back(impl_->unit_of_parameter.empty() ? 0 : impl_->unit_of_parameter[i]);
+  }
+  if (unit_of.empty()) return;
+  impl_->units = std::make_unique<ShardedUnits>(state, trainable_parameters(), unit_of);
+  impl_->reduced.assign(impl_->units->unit_count(), false);
+  for (const auto& [name, tensor] : parameters) {
+    if (!tensor.requires_grad()) continue;
+    c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+    storage->set_data_ptr_noswap(at::DataPtr(nullptr, tensor.device()));
+    storage->set_nbytes(0);
+  }
+}
+
+void Model::set_units(std::vector<int32_t> unit_of_parameter) {
+  if (!impl_->body->host_owned()) {
+    fail(Code::InvalidState, "set_units: units are for models of the caller's tensors, which zero_stage 3 shards; "
+                             "accel runs this TorchScript model whole");
+  }
+  if (impl_->state) fail(Code::InvalidState, "set_units: the model is prepared already; give its units before prepare");
+  require_argument(unit_of_parameter.size() == named_parameters().size(),
+                   "set_units: " + std::to_string(unit_of_parameter.size()) + " units given for " +
+                       std::to_string(named_parameters().size()) + " parameters");
+  impl_->unit_of_parameter = std::move(unit_of_parameter);
+}
+
+const ShardedUnits* Model::sharded_units() const { return impl_->units.get(); }
+
+ShardedUnits& Model::require_units(const char* what) const {
+  if (!impl_->units) {
+    fail(Code::InvalidState, std::string(what) + ": the model is not sharded (it is prepared under zero_stage 3 on "
+                                                 "several processes, with trainable parameters, or not at all)");
+  }
+  return *impl_->units;
+}
+
+void Model::gather_unit(size_t unit, const at::Tensor& full) {
+  const timeline::Span span("unit gather");
+  require_units("gather_unit").gather(unit, full);
+}
+
+bool Model::reduce_unit(size_t unit, const at::Tensor& full_gradients) {
+  ShardedUnits& units = require_units("reduce_unit");
+  if (unit >= units.unit_count()) units.unit_numel(unit);  // the out-of-range error, before any decision
+  if (!impl_->backward_synchronises) return false;
+  if (const ZeroPartition* zero = zero_partition(); zero != nullptr) require_optimizer_for(*zero);
+  const timeline::Span span("unit reduce");
+  units.reduce(unit, full_gradients);
+  impl_->reduced[unit] = true;
+  return true;
+}
+
+std::pair<size_t, int64_t> Model::parameter_place(size_t index) const {
+  const size_t trainable = trainable_index(index, "parameter_place");
+  return require_units("parameter_place").place(trainable);
+}
 
 void Model::begin_forward(bool grad_enabled) {
   require_prepared_host_model("begin_forward");
@@ -210,6 +290,10 @@ void Model::start_forward(bool grad_enabled) {
   const bool synchronises = grad_enabled && !impl_->no_sync &&
                             (impl_->state->sync_gradients() || impl_->state->options().get_bool("sync_each_batch"));
   if (impl_->reducer && grad_enabled) impl_->reducer->prepare_for_backward(synchronises);
+  if (grad_enabled) {
+    impl_->backward_synchronises = synchronises;
+    impl_->reduced.assign(impl_->reduced.size(), false);
+  }
   impl_->last_forward_synchronised = synchronises;
 }
 
@@ -260,13 +344,22 @@ size_t Model::trainable_index(size_t index, const char* what) const {
   return trainable;
 }
 
+void Model::refuse_under_units(const char* what) const {
+  if (impl_->units) {
+    fail(Code::InvalidState, std::string(what) + ": under zero_stage 3 the gradients are handed over a unit at a time "
+                                                 "(reduce_unit), not kept per parameter");
+  }
+}
+
 at::Tensor Model::grad_view(size_t index) const {
   trainable_index(index, "grad_view");
+  refuse_under_units("grad_view");
   return named_parameters()[index].second.grad();
 }
 
 void Model::grad_ready(size_t index) {
   const size_t trainable = trainable_index(index, "grad_ready");
+  refuse_under_units("grad_ready");
   if (impl_->reducer) impl_->reducer->mark_ready(trainable);
 }
 
@@ -277,14 +370,29 @@ bool Model::grad_reached_by_no_rank(size_t index) const {
 
 void Model::end_backward() {
   require_prepared_host_model("end_backward");
-  if (const ZeroPartition* zero = zero_partition(); zero != nullptr && !has_accel_optimizer()) {
-    fail(Code::Unsupported, "zero_stage " + std::to_string(zero->stage) +
+  if (const ZeroPartition* zero = zero_partition(); zero != nullptr) require_optimizer_for(*zero);
+  if (impl_->units && impl_->backward_synchronises) {
+    std::string missing;
+    for (size_t u = 0; u < impl_->reduced.size(); ++u) {
+      if (!impl_->reduced[u]) missing += (missing.empty() ? "" : ", ") + std::to_string(u);
+    }
+    if (!missing.empty()) {
+      fail(Code::InvalidState, "end_backward: a synchronising backward ended without the gradients of unit(s) " +
+                                   missing + " (reduce_unit every unit, with zeros for one the backward did not "
+                                   "reach, so that every rank reduces the same units)");
+    }
+  }
+  if (impl_->reducer) impl_->reducer->finish_backward();
+}
+
+void Model::require_optimizer_for(const ZeroPartition& zero) const {
+  if (!has_accel_optimizer()) {
+    fail(Code::Unsupported, "zero_stage " + std::to_string(zero.stage) +
                                 " on a model of the caller's tensors needs an accel optimizer over it "
                                 "(accel_optimizer_new, or accel_optimizer_new_external to step the share of each "
                                 "rank with the caller's own optimizer): the caller's optimizer alone would step "
                                 "every parameter, while each rank updates only its share");
   }
-  if (impl_->reducer) impl_->reducer->finish_backward();
 }
 
 void Model::train(bool on) { impl_->body->train(on); }
@@ -339,6 +447,51 @@ const NamedTensors& Model::named_buffers() const {
 }
 
 NamedTensors Model::parameters_and_buffers() const {
+  if (impl_->units) {
+    fail(Code::Unsupported, "parameters_and_buffers: under zero_stage 3 each process holds its share of each trainable "
+                            "parameter only; whole_parameters_and_buffers gathers them");
+  }
+  return tensor_slots();
+}
+
+NamedTensors Model::whole_parameters_and_buffers(bool keep) const {
+  if (!impl_->units) return keep ? tensor_slots() : NamedTensors{};
+  const std::vector<at::Tensor> whole = impl_->units->gather_whole(keep);
+  if (!keep) return {};
+  std::unordered_map<const c10::TensorImpl*, size_t> trainable;
+  size_t index = 0;
+  for (const auto& parameter : named_parameters()) {
+    if (parameter.second.requires_grad()) trainable.emplace(parameter.second.unsafeGetTensorImpl(), index++);
+  }
+  NamedTensors slots = tensor_slots();
+  for (auto& slot : slots) {
+    const auto found = trainable.find(slot.second.unsafeGetTensorImpl());
+    if (found != trainable.end()) slot.second = whole[found->second];
+  }
+  return slots;
+}
+
+bool Model::is_sharded(const at::Tensor& parameter) const {
+  return impl_->units && trainable_position(parameter) >= 0;
+}
+
+int64_t Model::trainable_position(const at::Tensor& parameter) const {
+  int64_t index = 0;
+  for (const auto& entry : named_parameters()) {
+    if (!entry.second.requires_grad()) continue;
+    if (entry.second.unsafeGetTensorImpl() == parameter.unsafeGetTensorImpl()) return index;
+    ++index;
+  }
+  return -1;
+}
+
+void Model::assign_sharded(const at::Tensor& parameter, const at::Tensor& values) const {
+  const int64_t index = impl_->units ? trainable_position(parameter) : -1;
+  require_argument(index >= 0, "assign_sharded: the tensor is not a parameter this model shards");
+  impl_->units->assign(static_cast<size_t>(index), values);
+}
+
+NamedTensors Model::tensor_slots() const {
   list_tensors();
   NamedTensors tensors = impl_->parameters->every;
   tensors.insert(tensors.end(), impl_->buffers->every.begin(), impl_->buffers->every.end());
@@ -358,6 +511,7 @@ std::vector<std::vector<std::string>> Model::bucket_names() const {
 }
 
 const ZeroPartition* Model::zero_partition() const {
+  if (impl_->units) return &impl_->units->partition();
   if (!impl_->reducer || impl_->reducer->zero_partition().stage == 0) return nullptr;
   return &impl_->reducer->zero_partition();
 }

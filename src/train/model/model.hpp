@@ -13,6 +13,7 @@
 #include "core/named_tensors.hpp"
 #include "distributed/state.hpp"
 #include "train/ddp/reducer.hpp"
+#include "train/ddp/sharded_units.hpp"
 
 namespace accel::train {
 
@@ -96,16 +97,49 @@ class Model {
   const NamedTensors& named_parameters() const;
   const NamedTensors& named_buffers() const;
   // Parameters, then buffers, under every name, as torch's state_dict (a tied tensor under each of its
-  // names): what a saved model's names are checked against.
+  // names): what a saved model's names are checked against. Error(Unsupported) under stage 3, whose
+  // trainable parameters have no whole values here (sharded_units()).
+  // named_parameters' tensors under stage 3: the trainable ones hold no memory (their shapes, dtypes and
+  // devices stay right; reading their elements is an error of the caller's).
   NamedTensors parameters_and_buffers() const;
+  // The same slots whatever the stage: under stage 3 the sharded parameters' tensors hold no values (their
+  // names, shapes, dtypes and devices are right): what a saved model is checked against.
+  NamedTensors tensor_slots() const;
+  // parameters_and_buffers' slots with their values: under stage 3 the sharded parameters gathered unit by
+  // unit (collective: every rank calls it; keep false, on a rank that only takes part, returns nothing).
+  NamedTensors whole_parameters_and_buffers(bool keep) const;
+  // Whether a tensor of tensor_slots() is a parameter sharded under stage 3; and loading one: this rank's
+  // elements taken from its whole value (Error(InvalidArgument) for another tensor, Error(ShapeMismatch)).
+  bool is_sharded(const at::Tensor& parameter) const;
+  void assign_sharded(const at::Tensor& parameter, const at::Tensor& values) const;
   // The parameters that require grad, each once: what optimizers, clipping and the reducer work on.
   NamedTensors trainable_parameters() const;
   // Gradient buckets, for inspection and tests; empty when not data-parallel.
   std::vector<std::vector<std::string>> bucket_names() const;
   // The split of the trainable parameters between the ranks under ZeRO (PrepareConfig's
-  // reducer.zero_stage 1 or 2 on several processes); nullptr otherwise (on one process zero_stage means
+  // reducer.zero_stage 1, 2 or 3 on several processes); nullptr otherwise (on one process zero_stage means
   // nothing).
   const ZeroPartition* zero_partition() const;
+  // ZeRO stage 3 (PrepareConfig's reducer.zero_stage 3), for a model of the caller's tensors on several
+  // processes: each trainable parameter is held as this rank's elements only (train/ddp/sharded_units.hpp),
+  // the caller holding a unit's full buffer while it uses the unit.
+  // set_units, before prepare: per parameter (named_parameters' order), its unit, numbered from 0 (a frozen
+  // parameter's entry is not read: frozen parameters stay whole in the caller's memory). Without it, every
+  // trainable parameter is in unit 0. Error(InvalidState) after prepare; Error(InvalidArgument) for a count
+  // other than the parameters'.
+  void set_units(std::vector<int32_t> unit_of_parameter);
+  // The units once prepared under stage 3 on several processes; nullptr otherwise (stage 3 on one process
+  // shards nothing, as stages 1 and 2).
+  const ShardedUnits* sharded_units() const;
+  // ShardedUnits::gather and reduce for the caller: gather is collective; reduce is collective on a
+  // synchronising backward and returns true, and returns false, doing nothing, on one that accumulates (the
+  // caller keeps its full gradients and hands them over on the synchronising one). Error(InvalidState) when
+  // the model is not sharded (sharded_units() is nullptr), and ShardedUnits' errors.
+  void gather_unit(size_t unit, const at::Tensor& full);
+  bool reduce_unit(size_t unit, const at::Tensor& full_gradients);
+  // Parameter index's unit and first element in the unit's layout. Error(OutOfRange), Error(InvalidState) as
+  // above, Error(InvalidArgument) for a frozen parameter.
+  std::pair<size_t, int64_t> parameter_place(size_t index) const;
   // Called when accel's optimizer is made over this model: a model of the caller's tensors under ZeRO
   // refuses to synchronise a backward without one (Error(Unsupported) from end_backward), since the
   // caller's own optimizer would step every parameter with gradients that only their owners hold.
@@ -134,6 +168,14 @@ class Model {
   void refresh_cached_tensors();
   // Whether note_accel_optimizer was called.
   bool has_accel_optimizer() const;
+  // Error(Unsupported) unless it was: ZeRO's ranks each step a share only.
+  void require_optimizer_for(const ZeroPartition& zero) const;
+  void shard_parameters(const std::shared_ptr<distributed::State>& state);
+  ShardedUnits& require_units(const char* what) const;
+  // Its index among the trainable parameters; -1 for another tensor.
+  int64_t trainable_position(const at::Tensor& parameter) const;
+  // Error(InvalidState) naming `what` under stage 3, whose gradients are not kept per parameter.
+  void refuse_under_units(const char* what) const;
   std::shared_ptr<Impl> impl_;
 };
 

@@ -470,6 +470,14 @@ void Optimizer::attach_zero(std::shared_ptr<ZeroShard> shard) {
 
 const std::vector<OwnedElements>& Optimizer::owned_elements() const { return impl_->owned; }
 
+at::Tensor Optimizer::owned_tensor(size_t index) const {
+  if (index >= impl_->owned.size()) {
+    fail(Code::OutOfRange, "piece " + std::to_string(index) + " out of range (the optimizer steps " +
+                               std::to_string(impl_->owned.size()) + ")");
+  }
+  return impl_->zero ? impl_->zero->views()[index] : parameters()[index];
+}
+
 std::vector<at::Tensor> Optimizer::gradient_holders() {
   if (!impl_->zero || impl_->zero->stage() < 2) return parameters();
   return impl_->zero->gradient_pieces(parameters());

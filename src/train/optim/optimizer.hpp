@@ -110,6 +110,10 @@ class Optimizer {
   // trainable element without ZeRO, this rank's pieces with it. What a caller's optimizer
   // (OptimizerConfig::external_step) must step.
   const std::vector<OwnedElements>& owned_elements() const;
+  // The tensor of owned_elements()[index]: the parameter without ZeRO; under it the piece's 1-d view (of the
+  // parameter's memory, or under stage 3 of this rank's chunk), whose gradient is set for the length of a
+  // step. Error(OutOfRange).
+  at::Tensor owned_tensor(size_t index) const;
   // The tensors whose gradients the fp16 scaler unscales for a step: parameters(), or under ZeRO stage 2
   // this rank's pieces (each with its gradient), since a rank holds no other gradients.
   std::vector<at::Tensor> gradient_holders();

@@ -35,7 +35,7 @@ ZeroShard::ZeroShard(std::shared_ptr<distributed::State> state, ZeroPartition pa
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const at::Tensor& parameter = parameters_[i].second;
     index_[parameter.unsafeGetTensorImpl()] = i;
-    if (!parameter.is_contiguous()) {
+    if (partition_.stage < 3 && !parameter.is_contiguous()) {
       fail(Code::Unsupported, "zero_stage " + std::to_string(partition_.stage) + ": parameter '" + parameters_[i].first +
                                   "' is not contiguous, and ZeRO steps views of its memory; make it contiguous");
     }
@@ -46,7 +46,10 @@ ZeroShard::ZeroShard(std::shared_ptr<distributed::State> state, ZeroPartition pa
   }
   for (size_t k = 0; k < pieces_.size(); ++k) {
     const ZeroPiece& piece = pieces_[k];
-    views_.push_back(parameters_[piece.parameter].second.detach().view({-1}).narrow(0, piece.begin, piece.numel));
+    // Stage 3: the parameters' values live in this rank's chunks only (train/ddp/sharded_units.hpp).
+    views_.push_back(partition_.stage == 3
+                         ? partition_.parameter_chunks[piece.bucket].narrow(0, piece.in_chunk, piece.numel)
+                         : parameters_[piece.parameter].second.detach().view({-1}).narrow(0, piece.begin, piece.numel));
     pieces_by_parameter_[piece.parameter].push_back(k);
   }
 }
@@ -90,7 +93,8 @@ void ZeroShard::step(const std::function<void()>& step) {
   for (const auto& parameter : parameters_) all.push_back(parameter.second);
   gradient_pieces(all);
   step();
-  gather_parameters();
+  // Stage 3 gathers a unit's parameters when the caller next uses them.
+  if (partition_.stage < 3) gather_parameters();
 }
 
 void ZeroShard::forget_gradients(bool set_to_none) {

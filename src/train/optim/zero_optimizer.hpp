@@ -1,4 +1,4 @@
-// The optimizer's side of ZeRO stages 1 and 2 (DeepSpeed's zero_optimization.stage, PyTorch's
+// The optimizer's side of ZeRO stages 1, 2 and 3 (DeepSpeed's zero_optimization.stage, PyTorch's
 // ZeroRedundancyOptimizer): each rank steps, and keeps optimizer state for, only the elements it owns
 // (train/ddp/zero_partition.hpp), as pieces: 1-d views of its parameters' elements, stepped by an optimizer of
 // their own; then every rank takes every updated element from its owner. What must agree over the ranks is
@@ -48,8 +48,9 @@ class ZeroShard {
   std::vector<at::Tensor> gradient_pieces(const std::vector<at::Tensor>& parameters);
 
   // Runs `step` (an optimizer step over the pieces, which leaves a piece without a gradient alone) with the
-  // pieces' gradients up to date, then gives every rank the updated elements of every owner (an
-  // all-gather per gradient bucket). Collective.
+  // pieces' gradients up to date, then, under stages 1 and 2, gives every rank the updated elements of every
+  // owner (an all-gather per gradient bucket; collective). Under stage 3 the pieces are views of this rank's
+  // chunks of the units (ZeroPartition::parameter_chunks), which the caller's next use gathers.
   void step(const std::function<void()>& step);
   // zero_grad for what the pieces hold: their gradients and the reducer's held pieces dropped
   // (set_to_none) or zeroed.

@@ -116,6 +116,47 @@ gradient holds the average over the ranks. A parameter never marked ready is an 
 the model was prepared with `find_unused_parameters = true`."""
 end_backward!(model::Model) = @check accel_model_end_backward(model)
 
+"""
+    set_units!(model, unit_of_parameter)
+
+ZeRO stage 3 (prepare option `zero_stage = 3`, several processes), before [`prepare_model!`](@ref): per
+parameter, the unit (numbered from 0) it is gathered in; without it, one unit of every trainable parameter.
+After prepare the model holds each process's share only, and the program holds a unit's values in a buffer
+of the unit's layout while it uses the unit ([`unit_gather!`](@ref), [`unit_reduce!`](@ref)).
+"""
+set_units!(model::Model, unit_of_parameter::AbstractVector{<:Integer}) =
+    @check accel_model_set_units(model, Int32.(collect(unit_of_parameter)), length(unit_of_parameter))
+
+"""The number of units of a model sharded under zero_stage 3; 0 for one that is not."""
+num_units(model::Model) = Int(accel_model_num_units(model))
+
+"""The elements of unit `unit`'s (0-based, as set_units! numbers them) layout: what its buffer holds."""
+function unit_numel(model::Model, unit::Integer)
+    out = Ref{Int64}(0)
+    @check accel_model_unit_numel(model, unit, out)
+    Int(out[])
+end
+
+"""`(unit, first)`: parameter `index`'s (1-based) unit (0-based) and its first element (1-based) in the
+unit's layout."""
+function parameter_place(model::Model, index::Integer)
+    unit, offset = Ref{Csize_t}(0), Ref{Int64}(0)
+    @check accel_model_parameter_place(model, index - 1, unit, offset)
+    (Int(unit[]), Int(offset[]) + 1)
+end
+
+"""Fills `full` (1-d, `unit_numel` elements) with every process's share of the unit's parameters. Collective."""
+unit_gather!(model::Model, unit::Integer, full::Tensor) = @check accel_model_unit_gather(model, unit, full)
+
+"""Hands the unit's gradients over (`full_gradients`: its layout, zeros where none; overwritten): `true` when
+averaged into this process's share (a synchronising backward; collective), `false` when the backward only
+accumulates (keep them and add the next backward's)."""
+function unit_reduce!(model::Model, unit::Integer, full_gradients::Tensor)
+    reduced = Ref{Cint}(0)
+    @check accel_model_unit_reduce(model, unit, full_gradients, reduced)
+    reduced[] != 0
+end
+
 """Whether no rank's backward reached parameter `index` (1-based) in the last synchronising backward
 (`find_unused_parameters`): its gradient was left as it was."""
 function grad_reached_by_no_rank(model::Model, index::Integer)

@@ -69,6 +69,19 @@ function pieces(optimizer::Optimizer)
     end
 end
 
+"""
+    piece_tensors(optimizer, index)
+
+`(value, grad)` of piece `index` (1-based): its elements as a 1-d tensor (under zero_stage 3 this process's
+share of the parameter, its only values between uses) and, during the external step, its gradient
+(`nothing` when it has none): what the program's own optimizer steps.
+"""
+function piece_tensors(optimizer::Optimizer, index::Integer)
+    value, grad = Ref{Ptr{accel_tensor_t}}(C_NULL), Ref{Ptr{accel_tensor_t}}(C_NULL)
+    @check accel_optimizer_piece_tensors(optimizer, index - 1, value, grad)
+    (owned_tensor(value[]), grad[] == C_NULL ? nothing : owned_tensor(grad[]))
+end
+
 """Steps on a sync step (waiting for the gradients' all-reduce)."""
 step!(optimizer::Optimizer) = check_callback_call(optimizer.callbacks, accel_optimizer_step(optimizer))
 

@@ -282,6 +282,17 @@ accel_model_grad_ready(model, index) =
 accel_model_end_backward(model) = ccall((:accel_model_end_backward, libaccel), Cint, (Ptr{accel_model_t},), model)
 accel_model_grad_reached_by_no_rank(model, index, out) =
     ccall((:accel_model_grad_reached_by_no_rank, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{Cint}), model, index, out)
+accel_model_set_units(model, unit_of_parameter, count) =
+    ccall((:accel_model_set_units, libaccel), Cint, (Ptr{accel_model_t}, Ptr{Int32}, Csize_t), model, unit_of_parameter, count)
+accel_model_num_units(model) = ccall((:accel_model_num_units, libaccel), Csize_t, (Ptr{accel_model_t},), model)
+accel_model_unit_numel(model, unit, out) =
+    ccall((:accel_model_unit_numel, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{Int64}), model, unit, out)
+accel_model_parameter_place(model, index, unit, offset) =
+    ccall((:accel_model_parameter_place, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{Csize_t}, Ptr{Int64}), model, index, unit, offset)
+accel_model_unit_gather(model, unit, full) =
+    ccall((:accel_model_unit_gather, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{accel_tensor_t}), model, unit, full)
+accel_model_unit_reduce(model, unit, full_gradients, reduced) =
+    ccall((:accel_model_unit_reduce, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{accel_tensor_t}, Ptr{Cint}), model, unit, full_gradients, reduced)
 accel_output_count(output) = ccall((:accel_output_count, libaccel), Csize_t, (Ptr{accel_output_t},), output)
 accel_output_name(output, index) =
     ccall((:accel_output_name, libaccel), Cstring, (Ptr{accel_output_t}, Csize_t), output, index)
@@ -325,6 +336,8 @@ accel_optimizer_num_pieces(optimizer) =
     ccall((:accel_optimizer_num_pieces, libaccel), Csize_t, (Ptr{accel_optimizer_t},), optimizer)
 accel_optimizer_piece(optimizer, index, name, begin_, numel) =
     ccall((:accel_optimizer_piece, libaccel), Cint, (Ptr{accel_optimizer_t}, Csize_t, Ptr{Ptr{UInt8}}, Ptr{Int64}, Ptr{Int64}), optimizer, index, name, begin_, numel)
+accel_optimizer_piece_tensors(optimizer, index, value, grad) =
+    ccall((:accel_optimizer_piece_tensors, libaccel), Cint, (Ptr{accel_optimizer_t}, Csize_t, Ptr{Ptr{accel_tensor_t}}, Ptr{Ptr{accel_tensor_t}}), optimizer, index, value, grad)
 accel_optimizer_step(optimizer) = ccall((:accel_optimizer_step, libaccel), Cint, (Ptr{accel_optimizer_t},), optimizer)
 accel_optimizer_zero_grad(optimizer) =
     ccall((:accel_optimizer_zero_grad, libaccel), Cint, (Ptr{accel_optimizer_t},), optimizer)

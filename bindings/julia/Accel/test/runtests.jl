@@ -225,6 +225,12 @@ end
             steps[] == 2 && error("the second step fails")
         end
         @test pieces(external) == [("weight", 1, 4)]
+        value, grad = piece_tensors(external, 1)
+        @test size(Array(value)) == (4,) && grad !== nothing
+        # One process shards nothing under zero_stage 3: the unit calls say so.
+        @test num_units(model) == 0
+        @test_throws AccelError unit_numel(model, 0)
+        @test_throws AccelError set_units!(model, [0])
         step!(external)
         @test steps[] == 1
         @test_throws ErrorException step!(external)

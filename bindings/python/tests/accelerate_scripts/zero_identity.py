@@ -1,11 +1,13 @@
 """An eager nn.Module trained on 2 processes under ZeRO (`zero_identity.py STAGE ACCUMULATION OUT`: Accelerate's
-DeepSpeedPlugin(zero_stage=STAGE), or with STAGE "fsdp" its FullyShardedDataParallelPlugin(SHARD_GRAD_OP)), clipping on, by three optimizers in turn: accel's AdamW (OptimizerSpec),
+DeepSpeedPlugin(zero_stage=STAGE), or with STAGE "fsdp" its FullyShardedDataParallelPlugin(SHARD_GRAD_OP), with
+"fsdp-full" FULL_SHARD with a size-based wrap policy), clipping on, by three optimizers in turn: accel's AdamW (OptimizerSpec),
 torch's AdamW and torch's SGD with momentum, each with a fresh copy of the module and a LambdaLR. Layers of
 131 units, so that the processes own pieces of parameters. Each run saves its state after 10 steps, trains
 10 more, loads the state back and trains those 10 again: the weights must come out the same (the optimizer's
 share of the state restored). Writes rank 0's final weights and optimizer state bytes per optimizer to OUT;
-the test compares stages 1 and 2 with stage 0: the same weights bit for bit, about half the state. Under
-stages 1 and 2 a torch optimizer over parameters of no prepared module is refused."""
+the test compares stages 1, 2 and 3 with stage 0: the same weights bit for bit, about half the state. Under
+ZeRO a torch optimizer over parameters of no prepared module is refused. Under stage 3 the module holds no
+parameter memory between steps."""
 import copy
 import sys
 import tempfile
@@ -22,6 +24,11 @@ STEPS, SAVED_AT = 20, 10
 if STAGE == "fsdp":  # FSDP's SHARD_GRAD_OP, which accel trains as ZeRO stage 2
     accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
                                     fsdp_plugin=accel.FullyShardedDataParallelPlugin(sharding_strategy="SHARD_GRAD_OP"))
+elif STAGE == "fsdp-full":  # FSDP's FULL_SHARD (ZeRO stage 3), each Linear a unit of its own
+    accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
+                                    fsdp_plugin=accel.FullyShardedDataParallelPlugin(
+                                        sharding_strategy="FULL_SHARD", auto_wrap_policy="SIZE_BASED_WRAP",
+                                        min_num_params=20))
 else:
     accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
                                     deepspeed_plugin=accel.DeepSpeedPlugin(zero_stage=int(STAGE)))
@@ -48,7 +55,7 @@ def micro_steps(model, optimizer, scheduler, generator, first, last):
 
 
 def weights_of(model):
-    return {name: value.detach().clone() for name, value in accelerator.unwrap_model(model).state_dict().items()}
+    return {name: value.detach().clone() for name, value in accelerator.get_state_dict(model).items()}
 
 
 def state_bytes(optimizer, model):
@@ -92,7 +99,10 @@ for name, make in OPTIMIZERS.items():
     micro_steps(model, optimizer, scheduler, generator, SAVED_AT, STEPS)
     again = weights_of(model)
     assert [key for key in final if not torch.equal(final[key], again[key])] == [], f"{name}: the resume differs"
-    assert all(not torch.equal(before, after) for before, after in zip(initial, model.parameters())), "nothing trained"
+    assert all(not torch.equal(before, final[name]) for before, name in zip(initial, final)), "nothing trained"
+    if STAGE in ("3", "fsdp-full"):
+        held = [key for key, parameter in accelerator.unwrap_model(model).named_parameters() if parameter.storage().size()]
+        assert held == [], f"{name}: parameters still held between steps: {held}"
     results[name] = {"weights": final, "optimizer_state_bytes": state_bytes(optimizer, model)}
     accelerator.free_memory()
 

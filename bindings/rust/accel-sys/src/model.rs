@@ -47,6 +47,17 @@ extern "C" {
     pub fn accel_model_grad_ready(model: *mut accel_model_t, index: usize) -> c_int;
     pub fn accel_model_end_backward(model: *mut accel_model_t) -> c_int;
     pub fn accel_model_grad_reached_by_no_rank(model: *const accel_model_t, index: usize, out: *mut c_int) -> c_int;
+    pub fn accel_model_set_units(model: *mut accel_model_t, unit_of_parameter: *const i32, count: usize) -> c_int;
+    pub fn accel_model_num_units(model: *const accel_model_t) -> usize;
+    pub fn accel_model_unit_numel(model: *const accel_model_t, unit: usize, out: *mut i64) -> c_int;
+    pub fn accel_model_parameter_place(model: *const accel_model_t, index: usize, unit: *mut usize, offset: *mut i64) -> c_int;
+    pub fn accel_model_unit_gather(model: *mut accel_model_t, unit: usize, full: *mut accel_tensor_t) -> c_int;
+    pub fn accel_model_unit_reduce(
+        model: *mut accel_model_t,
+        unit: usize,
+        full_gradients: *mut accel_tensor_t,
+        reduced: *mut c_int,
+    ) -> c_int;
     pub fn accel_output_count(output: *const accel_output_t) -> usize;
     pub fn accel_output_name(output: *const accel_output_t, index: usize) -> *const c_char;
     pub fn accel_output_get(output: *const accel_output_t, index: usize, out: *mut *mut accel_tensor_t) -> c_int;

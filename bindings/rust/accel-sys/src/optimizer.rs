@@ -5,7 +5,7 @@
 //! documents every declaration.
 use std::os::raw::{c_char, c_int, c_void};
 
-use crate::{accel_model_t, accel_options_t};
+use crate::{accel_model_t, accel_options_t, accel_tensor_t};
 
 opaque!(accel_optimizer_t);
 
@@ -35,6 +35,12 @@ extern "C" {
         name: *mut *const c_char,
         begin: *mut i64,
         numel: *mut i64,
+    ) -> c_int;
+    pub fn accel_optimizer_piece_tensors(
+        optimizer: *const accel_optimizer_t,
+        index: usize,
+        value: *mut *mut accel_tensor_t,
+        grad: *mut *mut accel_tensor_t,
     ) -> c_int;
     pub fn accel_optimizer_step(optimizer: *mut accel_optimizer_t) -> c_int;
     pub fn accel_optimizer_zero_grad(optimizer: *mut accel_optimizer_t) -> c_int;

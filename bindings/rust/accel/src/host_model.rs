@@ -78,6 +78,52 @@ impl Model {
         one_at_a_time(|| check(unsafe { sys::accel_model_end_backward(self.as_ptr()) }))
     }
 
+    /// ZeRO stage 3 (prepare option `zero_stage` 3, several processes; capi/accel/model.h,
+    /// `accel_model_set_units`), before `State::prepare_model`: per parameter, the unit it is gathered in
+    /// (numbered from 0; one unit of every trainable parameter without this call). After prepare the model
+    /// holds each process's share only, and the program holds a unit's values in a buffer of the unit's
+    /// layout while it uses the unit: `unit_gather` fills it, `unit_reduce` hands the unit's gradients over.
+    pub fn set_units(&mut self, unit_of_parameter: &[i32]) -> Result<()> {
+        check(unsafe { sys::accel_model_set_units(self.as_ptr(), unit_of_parameter.as_ptr(), unit_of_parameter.len()) })
+    }
+
+    /// The number of units of a model sharded under zero_stage 3; 0 for one that is not (one process, another stage).
+    pub fn num_units(&self) -> usize {
+        unsafe { sys::accel_model_num_units(self.as_ptr()) }
+    }
+
+    /// The elements of unit `unit`'s layout (what its buffer holds).
+    pub fn unit_numel(&self, unit: usize) -> Result<i64> {
+        let mut out = 0i64;
+        check(unsafe { sys::accel_model_unit_numel(self.as_ptr(), unit, &mut out) })?;
+        Ok(out)
+    }
+
+    /// Parameter `index`'s unit and the first of its elements in that unit's layout.
+    pub fn parameter_place(&self, index: usize) -> Result<(usize, i64)> {
+        let (mut unit, mut offset) = (0usize, 0i64);
+        check(unsafe { sys::accel_model_parameter_place(self.as_ptr(), index, &mut unit, &mut offset) })?;
+        Ok((unit, offset))
+    }
+
+    /// Fills `full` (1-d, `unit_numel` elements) with every process's share of the unit's parameters.
+    /// Collective.
+    pub fn unit_gather(&mut self, unit: usize, full: &Tensor) -> Result<()> {
+        one_at_a_time(|| check(unsafe { sys::accel_model_unit_gather(self.as_ptr(), unit, full.as_ptr()) }))
+    }
+
+    /// Hands the unit's gradients of this backward over (`full_gradients`: the unit's layout, zeros where
+    /// there are none; overwritten): true when averaged into this process's share (a synchronising
+    /// backward; collective), false when the backward only accumulates (keep them and add the next
+    /// backward's).
+    pub fn unit_reduce(&mut self, unit: usize, full_gradients: &Tensor) -> Result<bool> {
+        let mut reduced: c_int = 0;
+        one_at_a_time(|| {
+            check(unsafe { sys::accel_model_unit_reduce(self.as_ptr(), unit, full_gradients.as_ptr(), &mut reduced) })
+        })?;
+        Ok(reduced != 0)
+    }
+
     /// Whether no rank's backward reached parameter `index` in the last synchronising backward
     /// (find_unused_parameters): its gradient was left as it was.
     pub fn grad_reached_by_no_rank(&self, index: usize) -> Result<bool> {

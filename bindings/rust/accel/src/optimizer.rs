@@ -13,6 +13,7 @@ use crate::model::Model;
 use crate::options::{options_ptr, Options};
 use crate::serial::one_at_a_time;
 use crate::strings::{from_c_or_empty, to_c};
+use crate::tensor::Tensor;
 
 pub struct Optimizer {
     ptr: NonNull<sys::accel_optimizer_t>,
@@ -71,6 +72,16 @@ impl Optimizer {
                 Ok(Piece { parameter: from_c_or_empty(name), begin, numel })
             })
             .collect()
+    }
+
+    /// Piece `index`'s memory as a 1-d tensor (under zero_stage 3 this process's share of the parameter,
+    /// its only values between uses) and, during the external step's callback, its gradient (None when it
+    /// has none): what the program's own optimizer steps.
+    pub fn piece_tensors(&self, index: usize) -> Result<(Tensor, Option<Tensor>)> {
+        let (mut value, mut grad) = (ptr::null_mut(), ptr::null_mut());
+        check(unsafe { sys::accel_optimizer_piece_tensors(self.as_ptr(), index, &mut value, &mut grad) })?;
+        let value = NonNull::new(value).map(Tensor::from_raw).expect("ACCEL_OK comes with a value");
+        Ok((value, NonNull::new(grad).map(Tensor::from_raw)))
     }
 
     /// Steps on a sync step (waiting for the gradients' all-reduce).

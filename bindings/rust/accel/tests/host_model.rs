@@ -173,3 +173,37 @@ fn an_external_optimizer_calls_back_to_step_the_pieces_it_lists() {
     let refused = Optimizer::external(&script, || Ok(())).err().expect("a TorchScript model's tensors are accel's");
     assert_eq!(refused.code(), sys::ACCEL_ERR_INVALID_ARGUMENT);
 }
+
+/// ZeRO stage 3's calls: units are given before prepare (a TorchScript model has none); on one process
+/// nothing is sharded, so the unit calls say the model is not; a piece's tensor is the parameter's memory
+/// (without ZeRO, the whole parameter), its gradient there during the external step only.
+#[test]
+fn stage_three_units_are_given_before_prepare_and_one_process_shards_nothing() {
+    let _one = common::one_test_at_a_time();
+    let state = State::new(None).unwrap();
+    let weight = Tensor::from_vec(vec![1.0f32; 6], &[2, 3]).unwrap();
+    let bias = Tensor::from_vec(vec![0.0f32; 2], &[2]).unwrap();
+    let mut model = Model::from_tensors(&[("weight", &weight), ("bias", &bias)], None, &[]).unwrap();
+    let wrong = model.set_units(&[0]).err().expect("one unit for two parameters");
+    assert!(wrong.message().contains("1 units given for 2 parameters"), "{}", wrong.message());
+    model.set_units(&[0, 1]).unwrap();
+    state.prepare_model(&mut model, Some(&Options::from_text(&[("zero_stage", "3")]).unwrap())).unwrap();
+    assert_eq!(model.num_units(), 0);
+    let refused = model.set_units(&[0, 0]).err().expect("units after prepare");
+    assert_eq!(refused.code(), sys::ACCEL_ERR_INVALID_STATE);
+    let full = Tensor::from_vec(vec![0.0f32; 64], &[64]).unwrap();
+    for error in [model.unit_gather(0, &full).err(), model.unit_reduce(0, &full).err(), model.unit_numel(0).err(),
+                  model.parameter_place(0).err()] {
+        let error = error.expect("one process shards nothing");
+        assert_eq!(error.code(), sys::ACCEL_ERR_INVALID_STATE);
+        assert!(error.message().contains("not sharded"), "{}", error.message());
+    }
+    let optimizer = Optimizer::external(&model, || Ok(())).unwrap();
+    let (value, grad) = optimizer.piece_tensors(0).unwrap();
+    assert_eq!((value.shape(), value.data_ptr().unwrap()), (vec![6], weight.data_ptr().unwrap()));
+    assert!(grad.is_some(), "without ZeRO the piece is the parameter, whose gradient storage is set at prepare");
+    assert_eq!(optimizer.piece_tensors(2).err().expect("two pieces").code(), sys::ACCEL_ERR_OUT_OF_RANGE);
+
+    let mut script = Model::load(common::tiny_model()).unwrap();
+    assert_eq!(script.set_units(&[]).err().expect("a TorchScript model has no units").code(), sys::ACCEL_ERR_INVALID_STATE);
+}

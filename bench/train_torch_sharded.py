@@ -1,0 +1,62 @@
+"""An eager torch MLP trained through the accel Python package on the processes `accel launch` starts,
+under a ZeRO stage (DeepSpeedPlugin(zero_stage=STAGE): stage 3 gathers each Linear around its forward and
+backward), for bench/run_zero_memory.sh's stage 3 rows and step times.
+
+usage: train_torch_sharded.py STAGE STEPS IN WIDTH DEPTH OUT
+Rank 0 prints one line:
+  accel-torch stage=S step_ms=T parameter_bytes=P optimizer_state_bytes=O
+step_ms: the median step (forward, backward, AdamW) after 3 warm-up steps; parameter_bytes: what this
+process holds of the parameters between steps (torch's storage plus, under stage 3, its share in the
+library); optimizer_state_bytes: AdamW's state on this process.
+"""
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+import accel
+
+WARMUP = 3
+
+
+def main() -> int:
+    if len(sys.argv) != 7 or not all(value.isdigit() for value in sys.argv[1:]):
+        print(__doc__.strip().splitlines()[3], file=sys.stderr)
+        return 2
+    stage, steps, inputs, width, depth, outputs = (int(value) for value in sys.argv[1:])
+    accelerator = accel.Accelerator(cpu=True, deepspeed_plugin=accel.DeepSpeedPlugin(zero_stage=stage))
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(inputs, width), torch.nn.ReLU()]
+    for _ in range(depth - 1):
+        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    layers.append(torch.nn.Linear(width, outputs))
+    module = torch.nn.Sequential(*layers)
+    model, optimizer = accelerator.prepare(module, torch.optim.AdamW(module.parameters(), lr=1e-4))
+    generator = torch.Generator().manual_seed(1 + accelerator.process_index)
+    times = []
+    for step in range(WARMUP + steps):
+        x = torch.randn(64, inputs, generator=generator)
+        y = torch.randint(0, outputs, (64,), generator=generator)
+        started = time.perf_counter()
+        accelerator.backward(F.cross_entropy(model(x), y))
+        optimizer.step()
+        optimizer.zero_grad()
+        if step >= WARMUP:
+            times.append(time.perf_counter() - started)
+    hosted = accelerator._hosted_owning(next(module.parameters()))
+    parameter_bytes = sum(p.storage().size() * p.element_size() for p in module.parameters())
+    units = hosted.model.num_units()
+    parameter_bytes += sum(hosted.model.unit_numel(u) // accelerator.num_processes * 4 for u in range(units))
+    state_bytes = sum(value.numel() * value.element_size() for entry in optimizer.state.values()
+                      for value in entry.values() if isinstance(value, torch.Tensor) and value.dim() > 0)
+    if accelerator.is_main_process:
+        print(f"accel-torch stage={stage} step_ms={statistics.median(times) * 1000:.2f} "
+              f"parameter_bytes={parameter_bytes} optimizer_state_bytes={state_bytes}", flush=True)
+    accelerator.end_training()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,302 @@
+"""ZeRO stage 3 for an eager torch.nn.Module on several processes (FSDP's FULL_SHARD,
+DeepSpeedPlugin(zero_stage=3)): each process holds its share of every trainable parameter in the library
+(capi/accel/model.h, accel_model_set_units), and a parameter's values exist in torch only while its unit is
+in use.
+
+The module is cut into units (wrap policies below); each unit gets one flat buffer in the library's layout,
+and its parameters become views of it (the same Parameter objects: optimizers, hooks and the caller's
+references keep working). Between uses the buffer's storage is resized to nothing, as FSDP frees its flat
+parameters; autograd's saved tensors share that storage, so gathering it again before backward gives them
+their values back. Per step:
+- a unit's forward pre-hook gathers it (accel_model_unit_gather); its forward hook releases it (but for the
+  root unit, which backward needs next) and hooks the outputs' gradients;
+- the first of those hooks in backward gathers the unit again and installs views of a gradient buffer as its
+  parameters' .grad, so that autograd accumulates there in place;
+- once every parameter of the unit has accumulated, the buffer goes to the library (accel_model_unit_reduce):
+  on a synchronising backward it is averaged into this process's share and released, on an accumulating one
+  it is kept for the next backward; the parameters are released;
+- when the backward ends, units it did not reach are reduced with zeros (every process reduces every unit),
+  then accel_model_end_backward.
+The optimizer steps the shares: accel's optimizers in the library, torch's through accel._torch_zero.
+
+A parameter is used only inside the forward of its unit's modules (FSDP's rule): a module that reads another
+unit's parameter directly (x @ other.weight) must share a unit with it (a parameter that several modules
+register, as tied weights, puts them in one unit by itself).
+"""
+import contextlib
+import functools
+
+import torch
+
+from .model import Model
+from .torch_model import _ENGINE, _post_accumulate_grad_hook
+
+
+def _storage(tensor):
+    return tensor.untyped_storage() if hasattr(tensor, "untyped_storage") else tensor.storage()._storage
+
+
+def _tensors_in(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _tensors_in(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors_in(item)
+
+
+# --- units -------------------------------------------------------------------------------------------------
+
+def wrap_policy(fsdp_plugin=None, deepspeed=False):
+    """wrap(module, nonwrapped_numel, depth) -> whether a submodule is a unit of its own, as the plugin says:
+    FSDP's TRANSFORMER_BASED_WRAP (transformer_cls_names_to_wrap), SIZE_BASED_WRAP (min_num_params, counted
+    as FSDP counts: the parameters of the subtree not in units below), a callable auto_wrap_policy (torch's
+    signature: module, recurse, nonwrapped_numel), NO_WRAP (the whole module one unit); DeepSpeed's stage 3
+    (deepspeed True, no FSDP plugin): each child of the root."""
+    if fsdp_plugin is None:
+        return lambda module, numel, depth: deepspeed and depth == 1
+    policy = fsdp_plugin.auto_wrap_policy
+    if callable(policy):
+        return lambda module, numel, depth: bool(policy(module=module, recurse=False, nonwrapped_numel=numel))
+    if policy == "TRANSFORMER_BASED_WRAP":
+        names = set(fsdp_plugin.transformer_cls_names_to_wrap or ())
+        return lambda module, numel, depth: type(module).__name__ in names
+    if policy == "SIZE_BASED_WRAP":
+        minimum = fsdp_plugin.min_num_params or 100_000_000  # torch's default
+        return lambda module, numel, depth: numel >= minimum
+    return lambda module, numel, depth: False
+
+
+def unit_groups(root, wrap):
+    """({id(trainable parameter): unit key}, {id(module whose forward uses a unit): unit key}): each parameter
+    is in the unit of the innermost module the policy wraps (the root's otherwise), and units that register
+    one parameter between them (tied weights) are one."""
+    wrapped = set()
+
+    def count(module, depth):
+        numel = sum(p.numel() for p in module._parameters.values() if p is not None)
+        for child in module.children():
+            numel += count(child, depth + 1)
+        if module is not root and wrap(module, numel, depth):
+            wrapped.add(id(module))
+            return 0
+        return numel
+
+    count(root, 0)
+    unit_module = {}  # id(module) -> id(the module whose unit holds its parameters)
+
+    def assign(module, unit):
+        here = unit_module.setdefault(id(module), id(module) if id(module) in wrapped else unit)
+        for child in module.children():
+            assign(child, here)
+
+    assign(root, id(root))
+    parent = {}
+
+    def find(key):
+        while parent.get(key, key) != key:
+            key = parent[key]
+        return key
+
+    first_unit = {}
+    for module in root.modules():
+        for parameter in module._parameters.values():
+            if parameter is not None and parameter.requires_grad:
+                earlier = find(first_unit.setdefault(id(parameter), unit_module[id(module)]))
+                here = find(unit_module[id(module)])
+                if earlier != here:
+                    parent[here] = earlier
+    return ({key: find(unit) for key, unit in first_unit.items()},
+            {key: find(key) for key in set(unit_module.values())})
+
+
+class _Unit:
+    def __init__(self, index, numel, dtype, device):
+        self.index = index
+        self.flat = torch.empty(numel, dtype=dtype, device=device)
+        self.members = []  # (parameter, offset in the layout)
+        self.grads = None  # the gradients' buffer while backwards accumulate into it
+        self.grad_views = {}  # id(parameter) -> its view of grads
+        self.gathered = False
+        self.waiting = set()  # id(parameter) whose gradient this backward has not accumulated yet
+        self.done = False  # handed to the library in this backward
+
+    def views(self, flat):
+        return [(parameter, flat.narrow(0, offset, parameter.numel()).view(parameter.shape))
+                for parameter, offset in self.members]
+
+    def release(self):
+        if self.gathered:
+            _storage(self.flat).resize_(0)
+            self.gathered = False
+
+
+class ShardedModule:
+    """One nn.Module prepared under ZeRO stage 3 on several processes: the accel model over its tensors, its
+    units and the hooks (the interface of accel.torch_model.HostedModule)."""
+
+    def __init__(self, module, prepare_model, wrap):
+        named_parameters = list(module.named_parameters())
+        self.module = module
+        group_of, unit_of_module = unit_groups(module, wrap)
+        number = {}
+        unit_of = []
+        for _, parameter in named_parameters:
+            group = group_of.get(id(parameter))
+            unit_of.append(0 if group is None else number.setdefault(group, len(number)))
+        self.model = Model.from_tensors([(name, parameter.detach()) for name, parameter in named_parameters],
+                                        [(name, buffer.detach()) for name, buffer in module.named_buffers()],
+                                        [parameter.requires_grad for _, parameter in named_parameters])
+        self.model.set_units(unit_of)
+        prepare_model(self.model)
+        self.trainable = {index: parameter for index, (_, parameter) in enumerate(named_parameters)
+                          if parameter.requires_grad}
+        self.grads = {}
+        self._by_parameter = {id(parameter): index for index, parameter in self.trainable.items()}
+        self._units = []
+        for unit in range(self.model.num_units()):
+            first = next(p for i, p in self.trainable.items() if unit_of[i] == unit)
+            self._units.append(_Unit(unit, self.model.unit_numel(unit), first.dtype, first.device))
+        self._hooks = []
+        for index, parameter in self.trainable.items():
+            unit, offset = self.model.parameter_place(index)
+            self._units[unit].members.append((parameter, offset))
+            # Before the parameter is released: the hook is made from a view of it on torch < 2.1.
+            self._hooks.append(_post_accumulate_grad_hook(parameter, functools.partial(self._accumulated, unit,
+                                                                                        parameter)))
+        with torch.no_grad():
+            for unit in self._units:
+                for parameter, view in unit.views(unit.flat):
+                    parameter.data = view
+                unit.gathered = True
+                unit.release()
+        self._root = number.get(unit_of_module[id(module)])
+        self._end_queued = False
+        for sub in module.modules():
+            unit = number.get(unit_of_module.get(id(sub)))
+            if unit is None:
+                continue
+            self._hooks.append((sub.register_forward_pre_hook(functools.partial(self._before_forward, unit)), None))
+            self._hooks.append((sub.register_forward_hook(functools.partial(self._after_forward, unit)), None))
+
+    # --- what the Accelerator asks of a prepared module ---------------------------------------------------
+
+    def owns(self, parameter):
+        return id(parameter) in self._by_parameter
+
+    def zero_grad(self, parameters, set_to_none=False):
+        """The shares' gradients are the optimizer's to clear; gradients still accumulating go too."""
+        for unit in self._units:
+            if unit.grads is not None:
+                unit.grads.zero_()
+
+    def begin_forward(self):
+        self.model.begin_forward(torch.is_grad_enabled())
+
+    def remove_hooks(self):
+        for handle, _kept in self._hooks:
+            handle.remove()
+        self._hooks.clear()
+
+    @contextlib.contextmanager
+    def gathered(self):
+        """Every unit gathered for the block (collective): the module's parameters hold their values, as
+        FSDP's summon_full_params."""
+        held = [unit for unit in self._units if not unit.gathered]
+        for unit in held:
+            self._gather(unit)
+        try:
+            yield self.module
+        finally:
+            for unit in held:
+                unit.release()
+
+    # --- the hooks ----------------------------------------------------------------------------------------
+
+    def _gather(self, unit):
+        if not unit.gathered:
+            _storage(unit.flat).resize_(unit.flat.numel() * unit.flat.element_size())
+            unit.gathered = True
+            self.model.unit_gather(unit.index, unit.flat)
+
+    def _before_forward(self, unit, _module, _inputs):
+        self._gather(self._units[unit])
+
+    def _after_forward(self, unit, _module, _inputs, output):
+        if torch.is_grad_enabled():
+            for tensor in _tensors_in(output):
+                if tensor.requires_grad:
+                    tensor.register_hook(functools.partial(self._before_backward, unit))
+            if unit == self._root:
+                return
+        self._units[unit].release()
+
+    def _begin_backward(self):
+        if self._end_queued:
+            return
+        self._end_queued = True
+        _ENGINE.queue_callback(self._end_backward)
+        for unit in self._units:
+            unit.done = False
+            unit.waiting = {id(parameter) for parameter, _ in unit.members}
+
+    def _grad_buffer(self, unit):
+        """The unit's gradient buffer, made (zeros) with its views installed as the parameters' .grad."""
+        if unit.grads is None:
+            unit.grads = torch.zeros_like(unit.flat)
+            unit.grad_views = {}
+            for parameter, view in unit.views(unit.grads):
+                unit.grad_views[id(parameter)] = view
+                self._install(parameter, view)
+        return unit.grads
+
+    @staticmethod
+    def _install(parameter, view):
+        """view as parameter.grad, keeping what autograd put elsewhere (after a grad of None)."""
+        current = parameter.grad
+        if current is None or current.data_ptr() != view.data_ptr():
+            if current is not None:
+                view.add_(current)
+            parameter.grad = view
+
+    def _before_backward(self, unit, _grad):
+        self._begin_backward()
+        unit = self._units[unit]
+        if not unit.done:
+            self._gather(unit)
+            with torch.no_grad():
+                self._grad_buffer(unit)
+
+    def _accumulated(self, unit, parameter):
+        self._begin_backward()
+        unit = self._units[unit]
+        with torch.no_grad():
+            self._grad_buffer(unit)
+            self._install(parameter, unit.grad_views[id(parameter)])
+        unit.waiting.discard(id(parameter))
+        if not unit.waiting and not unit.done:
+            self._reduce(unit)
+
+    def _reduce(self, unit):
+        unit.done = True
+        if self.model.unit_reduce(unit.index, unit.grads):
+            for parameter, _ in unit.members:
+                parameter.grad = None
+            unit.grads, unit.grad_views = None, {}
+        unit.release()
+
+    def _end_backward(self):
+        self._end_queued = False
+        for unit in self._units:
+            if not unit.done:
+                kept = unit.grads is not None
+                with torch.no_grad():
+                    self._grad_buffer(unit)
+                self._reduce(unit)
+                if not kept and unit.grads is not None:  # an accumulating backward that did not reach it
+                    for parameter, _ in unit.members:
+                        parameter.grad = None
+                    unit.grads, unit.grad_views = None, {}
+        self.model.end_backward()

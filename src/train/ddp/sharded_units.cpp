@@ -1,0 +1,189 @@
+#include "train/ddp/sharded_units.hpp"
+
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/zeros.h>
+
+#include "core/error.hpp"
+#include "distributed/group/process_group.hpp"
+
+namespace accel::train {
+
+ShardedUnits::ShardedUnits(std::shared_ptr<distributed::State> state, const NamedTensors& trainable,
+                           const std::vector<int32_t>& unit_of)
+    : state_(std::move(state)), trainable_(trainable), places_(trainable.size()) {
+  require_argument(unit_of.size() == trainable_.size(),
+                   "zero_stage 3: " + std::to_string(unit_of.size()) + " units given for " +
+                       std::to_string(trainable_.size()) + " trainable parameters");
+  int32_t units = 0;
+  for (int32_t unit : unit_of) {
+    require_argument(unit >= 0, "zero_stage 3: a unit number is negative (" + std::to_string(unit) + ")");
+    units = std::max(units, unit + 1);
+  }
+  partition_.stage = 3;
+  partition_.world = static_cast<int32_t>(state_->launch().world_size);
+  partition_.rank = static_cast<int32_t>(state_->launch().rank);
+  partition_.members.assign(static_cast<size_t>(units), {});
+  for (size_t i = 0; i < unit_of.size(); ++i) partition_.members[static_cast<size_t>(unit_of[i])].push_back(i);
+  std::vector<std::vector<int64_t>> numels;
+  for (size_t u = 0; u < partition_.members.size(); ++u) {
+    const auto& members = partition_.members[u];
+    require_argument(!members.empty(), "zero_stage 3: unit " + std::to_string(u) + " has no parameter (units are "
+                                           "numbered from 0 without gaps)");
+    numels.emplace_back();
+    for (size_t member : members) {
+      const at::Tensor& first = trainable_[members.front()].second;
+      const at::Tensor& tensor = trainable_[member].second;
+      if (tensor.scalar_type() != first.scalar_type() || tensor.device() != first.device()) {
+        fail(Code::InvalidArgument,
+             "zero_stage 3: unit " + std::to_string(u) + " holds '" + trainable_[members.front()].first + "' (" +
+                 c10::toString(first.scalar_type()) + ", " + first.device().str() + ") and '" + trainable_[member].first +
+                 "' (" + c10::toString(tensor.scalar_type()) + ", " + tensor.device().str() +
+                 "): a unit's parameters are gathered as one buffer, so they need one dtype and device; put them "
+                 "in different units");
+      }
+      numels.back().push_back(tensor.numel());
+    }
+    gather_names_.push_back("ZeRO-3 parameter all-gather of unit " + std::to_string(u));
+    reduce_names_.push_back("ZeRO-3 gradient reduction of unit " + std::to_string(u));
+  }
+  partition_.buckets = split_buckets(numels, partition_.world);
+  for (size_t u = 0; u < partition_.members.size(); ++u) {
+    for (size_t m = 0; m < partition_.members[u].size(); ++m) {
+      places_[partition_.members[u][m]] = {u, partition_.buckets[u].offsets[m]};
+    }
+  }
+  pieces_ = partition_.pieces_of(partition_.rank);
+  partition_.held_pieces->assign(pieces_.size(), at::Tensor());
+  at::NoGradGuard no_grad;
+  for (size_t u = 0; u < partition_.members.size(); ++u) {
+    const auto options = trainable_[partition_.members[u].front()].second.options().requires_grad(false);
+    partition_.parameter_chunks.push_back(at::zeros({partition_.buckets[u].chunk}, options));
+    gradient_chunks_.push_back(at::zeros({partition_.buckets[u].chunk}, options));
+  }
+  for (const ZeroPiece& piece : pieces_) {
+    const at::Tensor& parameter = trainable_[piece.parameter].second;
+    partition_.parameter_chunks[piece.bucket].narrow(0, piece.in_chunk, piece.numel)
+        .copy_(parameter.detach().reshape({-1}).narrow(0, piece.begin, piece.numel));
+  }
+}
+
+int64_t ShardedUnits::unit_numel(size_t unit) const {
+  require_unit(unit, "unit_numel");
+  return partition_.buckets[unit].chunk * partition_.world;
+}
+
+std::pair<size_t, int64_t> ShardedUnits::place(size_t trainable) const {
+  if (trainable >= places_.size()) {
+    fail(Code::OutOfRange, "zero_stage 3: trainable parameter " + std::to_string(trainable) + " out of range (" +
+                               std::to_string(places_.size()) + ")");
+  }
+  return places_[trainable];
+}
+
+void ShardedUnits::require_unit(size_t unit, const char* what) const {
+  if (unit >= partition_.buckets.size()) {
+    fail(Code::OutOfRange, std::string(what) + ": unit " + std::to_string(unit) + " out of range (the model has " +
+                               std::to_string(partition_.buckets.size()) + ")");
+  }
+}
+
+void ShardedUnits::require_layout(size_t unit, const at::Tensor& full, const char* what) const {
+  require_unit(unit, what);
+  const at::Tensor& chunk = partition_.parameter_chunks[unit];
+  require_argument(full.defined(), std::string(what) + ": the unit's buffer is an undefined tensor");
+  const int64_t numel = unit_numel(unit);
+  if (full.dim() != 1 || full.numel() != numel || !full.is_contiguous()) {
+    fail(Code::ShapeMismatch, std::string(what) + ": unit " + std::to_string(unit) + "'s buffer must be 1-d and "
+                                  "contiguous with " + std::to_string(numel) + " elements, got " + c10::str(full.sizes()));
+  }
+  if (full.scalar_type() != chunk.scalar_type()) {
+    fail(Code::Dtype, std::string(what) + ": unit " + std::to_string(unit) + "'s buffer is " +
+                          c10::toString(full.scalar_type()) + ", its parameters are " + c10::toString(chunk.scalar_type()));
+  }
+  require_argument(full.device() == chunk.device(), std::string(what) + ": unit " + std::to_string(unit) +
+                                                        "'s buffer is on " + full.device().str() + ", its parameters on " +
+                                                        chunk.device().str());
+}
+
+void ShardedUnits::gather(size_t unit, const at::Tensor& full) {
+  require_layout(unit, full, "gather");
+  const char* what = gather_names_[unit].c_str();
+  at::Tensor output = full;
+  state_->group(what)->transport().all_gather(output, partition_.parameter_chunks[unit], what);
+}
+
+void ShardedUnits::reduce(size_t unit, const at::Tensor& full_gradients) {
+  require_layout(unit, full_gradients, "reduce");
+  at::NoGradGuard no_grad;
+  const char* what = reduce_names_[unit].c_str();
+  distributed::ProcessGroup* group = state_->group(what);
+  at::Tensor full = full_gradients;
+  // As data parallelism's buckets are filled: each gradient divided by the number of ranks (a tensor
+  // divisor, the kernel the transports' fill uses), then summed.
+  const auto divisor = at::scalar_tensor(static_cast<double>(partition_.world), full.options());
+  at::div_out(full, full, divisor);
+  const int64_t chunk = partition_.buckets[unit].chunk;
+  at::Tensor received;
+  if (group->uses_shared_memory() && !group->shared_memory_spans_nodes()) {
+    received = at::empty({chunk}, full.options());
+    group->transport().reduce_scatter(received, full, distributed::ReduceKind::Sum, what);
+  } else {
+    group->transport().allreduce(full, distributed::ReduceKind::Sum, what);
+    received = full.narrow(0, partition_.rank * chunk, chunk);
+  }
+  auto& held = *partition_.held_pieces;
+  bool holds_gradients = false;
+  for (size_t k = 0; k < pieces_.size(); ++k) holds_gradients |= pieces_[k].bucket == unit && held[k].defined();
+  at::Tensor& gradients = gradient_chunks_[unit];
+  if (holds_gradients) {
+    gradients.add_(received);
+  } else {
+    gradients.copy_(received);
+  }
+  for (size_t k = 0; k < pieces_.size(); ++k) {
+    if (pieces_[k].bucket == unit) held[k] = gradients.narrow(0, pieces_[k].in_chunk, pieces_[k].numel);
+  }
+}
+
+void ShardedUnits::assign(size_t trainable, const at::Tensor& values) {
+  place(trainable);
+  const at::Tensor& parameter = trainable_[trainable].second;
+  if (values.sizes() != parameter.sizes()) {
+    fail(Code::ShapeMismatch, "'" + trainable_[trainable].first + "' is " + c10::str(parameter.sizes()) + ", the values given are " +
+                                  c10::str(values.sizes()));
+  }
+  at::NoGradGuard no_grad;
+  const at::Tensor flat = values.reshape({-1});
+  for (const ZeroPiece& piece : pieces_) {
+    if (piece.parameter != trainable) continue;
+    partition_.parameter_chunks[piece.bucket].narrow(0, piece.in_chunk, piece.numel).copy_(flat.narrow(0, piece.begin, piece.numel));
+  }
+}
+
+std::vector<at::Tensor> ShardedUnits::gather_whole(bool keep) {
+  std::vector<at::Tensor> whole(keep ? trainable_.size() : 0);
+  for (size_t u = 0; u < unit_count(); ++u) {
+    const at::Tensor full = at::empty({unit_numel(u)}, partition_.parameter_chunks[u].options());
+    gather(u, full);
+    if (!keep) continue;
+    const auto& members = partition_.members[u];
+    for (size_t m = 0; m < members.size(); ++m) {
+      const at::Tensor& parameter = trainable_[members[m]].second;
+      whole[members[m]] = full.narrow(0, partition_.buckets[u].offsets[m], parameter.numel()).view(parameter.sizes());
+    }
+  }
+  return whole;
+}
+
+int64_t ShardedUnits::held_bytes() const {
+  int64_t bytes = 0;
+  for (const auto* chunks : {&partition_.parameter_chunks, &gradient_chunks_}) {
+    for (const auto& chunk : *chunks) bytes += static_cast<int64_t>(chunk.nbytes());
+  }
+  return bytes;
+}
+
+}  // namespace accel::train

@@ -1,0 +1,77 @@
+// ZeRO stage 3 (FSDP's FULL_SHARD, DeepSpeed's zero_optimization.stage 3) for a model of the caller's
+// tensors: each trainable parameter is held, between the uses the caller announces, as this rank's elements
+// only. The model is cut into units (lists of parameters the caller's runtime uses together: a module and
+// its children); each unit is laid out as ZeRO lays out a gradient bucket (zero_partition.hpp: members at
+// multiples of 64 elements, cut into one equal chunk per rank), and this rank keeps its chunk of the unit's
+// parameters (the master weights, which the optimizer steps in place) and of their averaged gradients.
+//
+// The caller holds, while a unit is in use, a full buffer in that layout (its parameters are views of it)
+// and asks for it to be filled (gather: an all-gather of the chunks), and hands its unit's gradients over in
+// the same layout once its backward has accumulated them (reduce: each rank's gradients divided by the
+// number of ranks and summed in rank order, as data parallelism's all-reduce sums them, this rank keeping its
+// chunk). Through the shared-memory transport that is a reduce-scatter; through Gloo, whose ring starts each
+// element's sum at another rank, an all-reduce of which the chunk is kept (the same bits, no saving in
+// traffic). So the optimizer's pieces get, bit for bit, the values data parallelism's parameters hold.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/named_tensors.hpp"
+#include "distributed/state.hpp"
+#include "train/ddp/zero_partition.hpp"
+
+namespace accel::train {
+
+class ShardedUnits {
+ public:
+  // trainable: the model's trainable parameters (their values now are what the chunks start from);
+  // unit_of: per trainable parameter, its unit, numbered from 0 with none left empty. Every member of a unit
+  // must have one dtype and device (Error(InvalidArgument) naming two that differ, as FSDP's uniform dtype).
+  ShardedUnits(std::shared_ptr<distributed::State> state, const NamedTensors& trainable,
+               const std::vector<int32_t>& unit_of);
+
+  // partition().stage is 3; partition().parameter_chunks holds this rank's chunk of each unit's parameters,
+  // and held_pieces, after a unit's synchronising reduce, the averaged gradient of each of this rank's pieces.
+  const ZeroPartition& partition() const { return partition_; }
+  size_t unit_count() const { return partition_.buckets.size(); }
+  // The elements of a unit's full layout (chunk * ranks).
+  int64_t unit_numel(size_t unit) const;
+  // Trainable parameter `trainable`'s unit and its first element in that unit's layout.
+  std::pair<size_t, int64_t> place(size_t trainable) const;
+
+  // Fills `full` (1-d, contiguous, unit_numel elements, the unit's dtype and device) with every rank's chunk:
+  // the unit's parameters at their places, zeros between them. Collective.
+  void gather(size_t unit, const at::Tensor& full);
+  // `full_gradients` (as gather's `full`) holds this rank's accumulated gradients of the unit, zeros where it
+  // has none: they are averaged over the ranks into this rank's chunk (added to what it holds since the
+  // optimizer's zero_grad, as FSDP adds to its sharded gradients). Collective. full_gradients is overwritten.
+  void reduce(size_t unit, const at::Tensor& full_gradients);
+  // Copies this rank's elements of trainable parameter `trainable` from `values` (its whole value, of its
+  // shape) into the chunks: what loading a checkpoint does. Error(OutOfRange), Error(ShapeMismatch).
+  void assign(size_t trainable, const at::Tensor& values);
+  // Every trainable parameter's whole value, gathered unit by unit (collective): with keep false the gathered
+  // units are dropped as they arrive and nothing is returned (a rank that only takes part).
+  std::vector<at::Tensor> gather_whole(bool keep);
+  // The bytes of this rank's chunks: parameters and gradients.
+  int64_t held_bytes() const;
+
+ private:
+  void require_unit(size_t unit, const char* what) const;
+  void require_layout(size_t unit, const at::Tensor& full, const char* what) const;
+
+  std::shared_ptr<distributed::State> state_;
+  NamedTensors trainable_;
+  ZeroPartition partition_;
+  std::vector<ZeroPiece> pieces_;                        // this rank's
+  std::vector<std::pair<size_t, int64_t>> places_;       // per trainable parameter
+  std::vector<at::Tensor> gradient_chunks_;              // per unit
+  std::vector<std::string> gather_names_, reduce_names_;  // per unit: what the health layer calls them
+};
+
+}  // namespace accel::train

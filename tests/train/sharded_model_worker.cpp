@@ -1,0 +1,241 @@
+// ZeRO stage 3 on a model of the caller's tensors (Model::set_units, gather_unit, reduce_unit), on every rank
+// under `accel launch`: the caller here is LibTorch's autograd on tensors the test owns, driving the units as
+// an eager runtime's hooks do (accel._torch_sharded for torch). It must train to the very weights the same
+// tensors reach under stage 0, hold only its share between steps, save and load whole weights through
+// the checkpoint code, and refuse what the units' protocol forbids. Registered with 1, 2 and 3 processes,
+// and 2 over Gloo (where the reduction is an all-reduce of which each rank keeps its chunk).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ckpt/save_model.hpp"
+#include "core/files.hpp"
+#include "core_worker.hpp"
+#include "distributed/collectives/collectives.hpp"
+#include "expect_error.hpp"
+#include "temp_dir.hpp"
+#include "train/optim/optimizer.hpp"
+#include "train/training_loop.hpp"
+
+namespace {
+
+using namespace accel;
+using namespace accel::train;
+
+using core_worker::load_mlp;
+using core_worker::rank;
+using core_worker::state;
+using core_worker::world;
+
+// The caller's side: its tensors (leaves with autograd), the model made of them and, under stage 3, one
+// buffer per unit that the tensors are views of while the unit is in use.
+struct Caller {
+  std::vector<std::string> names;
+  std::vector<at::Tensor> tensors;
+  std::vector<std::vector<int64_t>> shapes;  // the tensors' own, which releasing them forgets
+  std::shared_ptr<Model> model;
+  std::vector<at::Tensor> buffers;  // per unit; empty: stage 0
+  std::vector<at::Tensor> accumulated;  // per unit: gradients of backwards that did not synchronise
+
+  at::Tensor forward(const at::Tensor& x) const {
+    return at::matmul(at::relu(at::matmul(x, tensors[0]) + tensors[1]), tensors[2]) + tensors[3];
+  }
+
+  bool sharded() const { return !buffers.empty(); }
+
+  // Every unit gathered, its tensors views of its buffer.
+  void gather() {
+    for (size_t u = 0; u < buffers.size(); ++u) {
+      buffers[u] = at::empty({model->sharded_units()->unit_numel(u)});
+      model->gather_unit(u, buffers[u]);
+    }
+    for (size_t i = 0; sharded() && i < tensors.size(); ++i) {
+      const auto [unit, offset] = model->parameter_place(i);
+      const int64_t numel = c10::multiply_integers(shapes[i]);
+      tensors[i].set_data(buffers[unit].narrow(0, offset, numel).view(shapes[i]));
+    }
+  }
+
+  // The tensors released: no values between steps.
+  void release() {
+    for (auto& tensor : tensors) tensor.set_data(at::empty({0}));
+    for (auto& buffer : buffers) buffer = at::Tensor();
+  }
+
+  // One backward as the caller runs it: under stage 3 each unit's gradients are laid out as its buffer and
+  // reduced, last layer's unit first as backward reaches it; then the end.
+  void backward(const at::Tensor& loss) {
+    loss.backward();
+    if (!sharded()) {
+      for (size_t i = tensors.size(); i-- > 0;) model->grad_ready(i);
+    }
+    accumulated.resize(buffers.size());
+    for (size_t u = buffers.size(); u-- > 0;) {
+      auto& gradients = accumulated[u];
+      if (!gradients.defined()) gradients = at::zeros({model->sharded_units()->unit_numel(u)});
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        const auto [unit, offset] = model->parameter_place(i);
+        if (unit == u) gradients.narrow(0, offset, tensors[i].numel()).add_(tensors[i].grad().view({-1}));
+      }
+      // An accumulating backward keeps them for the next one.
+      if (model->reduce_unit(u, gradients)) gradients = at::Tensor();
+    }
+    for (size_t i = 0; sharded() && i < tensors.size(); ++i) tensors[i].mutable_grad() = at::Tensor();
+    model->end_backward();
+  }
+};
+
+// The MLP's weights in tensors the caller owns, prepared; with stage 3 its layers are units 0 and 1.
+Caller caller_copy_of(const Model& reference, int32_t zero_stage) {
+  Caller caller;
+  NamedTensors named;
+  for (const auto& [name, tensor] : reference.named_parameters()) {
+    caller.names.push_back(name);
+    caller.tensors.push_back(tensor.detach().clone().requires_grad_());
+    caller.shapes.push_back(tensor.sizes().vec());
+    named.emplace_back(name, caller.tensors.back());
+  }
+  caller.model = Model::from_tensors(named, std::vector<bool>(named.size(), true), {});
+  PrepareConfig prepare;
+  prepare.reducer.zero_stage = zero_stage;
+  if (zero_stage == 3) caller.model->set_units({0, 0, 1, 1});
+  caller.model->prepare(state, prepare);
+  if (caller.model->sharded_units() != nullptr) {
+    caller.buffers.resize(caller.model->sharded_units()->unit_count());
+    caller.release();
+  } else {
+    for (size_t i = 0; i < caller.tensors.size(); ++i) caller.tensors[i].mutable_grad() = caller.model->grad_view(i).detach();
+  }
+  return caller;
+}
+
+at::Tensor my_rows(const at::Tensor& global) {
+  const int64_t per_rank = global.size(0) / world();
+  return global.narrow(0, rank() * per_rank, per_rank);
+}
+
+std::shared_ptr<AcceleratedOptimizer> optimizer_for(const std::shared_ptr<TrainingLoop>& loop, const Model& model,
+                                                   const std::string& kind) {
+  OptimizerConfig config;
+  config.lr = kind == "sgd" ? 0.05 : 0.01;
+  config.momentum = kind == "sgd" ? 0.9 : 0.0;
+  config.weight_decay = 0.01;
+  return prepare_optimizer(loop, model, kind, config);
+}
+
+// 20 steps, accumulation 1 and 3, clipping on, SGD with momentum and AdamW: stage 3's weights are stage 0's
+// bit for bit, and between steps the caller holds no parameter memory.
+TEST(ShardedModel, TrainsToStageZerosWeights) {
+  if (world() == 1) GTEST_SKIP() << "one process shards nothing";
+  auto loop = std::make_shared<TrainingLoop>(state);
+  for (const std::string kind : {"sgd", "adamw"}) {
+    for (const int64_t accumulation : {1, 3}) {
+      SCOPED_TRACE(kind + ", accumulation " + std::to_string(accumulation));
+      loop->set_gradient_accumulation_steps(accumulation);
+      const auto reference = load_mlp("sharded_" + kind);
+      auto whole = caller_copy_of(*reference, 0);
+      auto sharded = caller_copy_of(*reference, 3);
+      ASSERT_EQ(sharded.model->sharded_units()->unit_count(), 2u);
+      auto whole_optimizer = optimizer_for(loop, *whole.model, kind);
+      auto sharded_optimizer = optimizer_for(loop, *sharded.model, kind);
+      at::manual_seed(3);
+      const auto inputs = at::randn({20 * accumulation, 4 * world(), 8});
+      const auto targets = at::randn({20 * accumulation, 4 * world(), 4});
+      for (int64_t step = 0; step < 20 * accumulation; ++step) {
+        loop->accumulate();
+        const auto x = my_rows(inputs[step]), y = my_rows(targets[step]);
+        for (auto* caller : {&whole, &sharded}) {
+          caller->model->begin_forward(true);
+          caller->gather();
+          caller->backward(at::mse_loss(caller->forward(x), y));
+          if (caller->sharded()) caller->release();
+          if (state->sync_gradients()) loop->clip_grad_norm(*caller->model, 0.05, 2.0);
+        }
+        for (auto* optimizer : {&whole_optimizer, &sharded_optimizer}) {
+          (*optimizer)->step();
+          (*optimizer)->zero_grad();
+        }
+      }
+      for (const auto& tensor : sharded.tensors) EXPECT_EQ(tensor.storage().nbytes(), 0u);
+      sharded.gather();
+      for (size_t i = 0; i < whole.tensors.size(); ++i) {
+        EXPECT_TRUE(whole.tensors[i].detach().equal(sharded.tensors[i].detach())) << whole.names[i];
+      }
+      EXPECT_FALSE(whole.tensors[0].detach().equal(reference->named_parameters()[0].second)) << "nothing trained";
+      loop->set_gradient_accumulation_steps(1);
+    }
+  }
+}
+
+// save_model gathers the units (every rank), and a stage 0 model loads the files to the same values; loading
+// them into a sharded model puts each rank's share back.
+TEST(ShardedModel, SavedWeightsAreWholeAndLoadBackIntoShares) {
+  if (world() == 1) GTEST_SKIP() << "one process shards nothing";
+  const auto reference = load_mlp("sharded_saved");
+  auto sharded = caller_copy_of(*reference, 3);
+  auto whole = caller_copy_of(*reference, 0);
+  std::string directory = test_support::temp_directory() + "/sharded_model_" + std::to_string(getpid());
+  distributed::broadcast_bytes(*state, directory, 0);
+  ckpt::save_model(*state, *sharded.model, directory, 0);
+  for (auto& tensor : whole.tensors) tensor.detach().zero_();
+  ckpt::load_model(*whole.model, directory);
+  for (size_t i = 0; i < whole.tensors.size(); ++i) {
+    EXPECT_TRUE(whole.tensors[i].detach().equal(reference->named_parameters()[i].second)) << whole.names[i];
+  }
+  for (auto& tensor : whole.tensors) tensor.detach().mul_(2.0);
+  ckpt::save_model(*state, *whole.model, directory, 0);
+  ckpt::load_model(*sharded.model, directory);
+  sharded.gather();
+  for (size_t i = 0; i < whole.tensors.size(); ++i) {
+    EXPECT_TRUE(sharded.tensors[i].detach().equal(whole.tensors[i].detach())) << whole.names[i];
+  }
+  distributed::all_or_none(*state, [&] { if (rank() == 0) remove_all(directory); }, "removing the saved model");
+}
+
+// What the units' protocol forbids, named.
+TEST(ShardedModel, RefusesWhatTheUnitsDoNotAllow) {
+  auto loop = std::make_shared<TrainingLoop>(state);
+  const auto reference = load_mlp("sharded_errors");
+  auto caller = caller_copy_of(*reference, 3);
+  expect_error(Code::InvalidState, "prepared already", [&] { caller.model->set_units({0, 0, 0, 0}); });
+  if (world() == 1) {
+    EXPECT_EQ(caller.model->sharded_units(), nullptr);
+    expect_error(Code::InvalidState, "not sharded", [&] { caller.model->gather_unit(0, at::empty({64})); });
+    return;
+  }
+  const int64_t numel = caller.model->sharded_units()->unit_numel(0);
+  expect_error(Code::ShapeMismatch, "must be 1-d and contiguous with " + std::to_string(numel),
+               [&] { caller.model->gather_unit(0, at::empty({numel + 1})); });
+  expect_error(Code::Dtype, "is Double, its parameters are Float",
+               [&] { caller.model->gather_unit(0, at::empty({numel}, at::kDouble)); });
+  expect_error(Code::OutOfRange, "unit 2 out of range", [&] { caller.model->gather_unit(2, at::empty({numel})); });
+  expect_error(Code::InvalidState, "handed over a unit at a time", [&] { caller.model->grad_view(0); });
+  expect_error(Code::Unsupported, "whole_parameters_and_buffers", [&] { caller.model->parameters_and_buffers(); });
+  // A synchronising backward must reduce every unit (zeros for one it did not reach) before it ends.
+  auto optimizer = optimizer_for(loop, *caller.model, "sgd");
+  loop->accumulate();
+  caller.model->begin_forward(true);
+  caller.model->reduce_unit(1, at::zeros({caller.model->sharded_units()->unit_numel(1)}));
+  expect_error(Code::InvalidState, "without the gradients of unit(s) 0", [&] { caller.model->end_backward(); });
+  EXPECT_FALSE(state->broken());
+
+  NamedTensors mixed{{"a", at::ones({3})}, {"b", at::ones({3}, at::kDouble)}};
+  auto model = Model::from_tensors(mixed, {true, true}, {});
+  model->set_units({0, 0});
+  PrepareConfig prepare;
+  prepare.reducer.zero_stage = 3;
+  expect_error(Code::InvalidArgument, "unit 0 holds 'a' (Float, cpu) and 'b' (Double, cpu)",
+               [&] { model->prepare(state, prepare); });
+  expect_error(Code::InvalidArgument, "2 units given for 4 parameters",
+               [&] { Model::from_tensors(reference->named_parameters(), {true, true, true, true}, {})->set_units({0, 1}); });
+  auto script = load_mlp("sharded_script");
+  expect_error(Code::InvalidState, "units are for models of the caller's tensors", [&] { script->set_units({0, 0, 0, 0}); });
+  expect_error(Code::Unsupported, "zero_stage 3 is built for models of the caller's tensors",
+               [&] { script->prepare(state, prepare); });
+}
+
+}  // namespace
