@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ZeRO's memory, shown (run by `./dev bench zero-memory`; needs root and the cgroup v1 memory controller).
+# ZeRO's memory, shown (run by `./dev bench zero-memory`; needs root and the cgroup v1 memory controller;
+# ZERO_MEMORY_PARTS=torch runs part 3 alone).
 #   bench/run_zero_memory.sh BIN_DIR MODEL_DIR   BIN_DIR holds accel and train_accel (build/bin); MODEL_DIR
 #                                                receives zero_deep_mlp.pt (build/bench)
 # A deep MLP 784-2048x12-10 (bench/make_deep_mlp.py: 47.8 M parameters, 191 MB of fp32, gradient buckets of
@@ -16,6 +17,16 @@
 # (malloc=mmap-threshold-1MiB, MALLOC_MMAP_THRESHOLD_=1048576), under which freed large blocks go back to
 # the system: stage 2 allocates its gradients and buckets afresh each backward, and glibc's dynamic
 # threshold keeps them on a fragmented heap.
+#   3. Stage 3 shards models of the caller's tensors: the same MLP as an eager torch module trained through
+#      the Python package (bench/train_torch_sharded.py, DeepSpeedPlugin(zero_stage=S), each Linear a unit),
+#      stage 0 against stage 3, with the fixed mmap threshold, then under a limit halfway between their
+#      peaks:
+#        zero-memory-torch: stage=S peak_mb=P parameter_mb=M optimizer_state_mb=O step_ms=T
+#        zero-memory-torch-limit: limit_mb=L stage=S result=trained|killed
+#      (parameter_mb: what rank 0 holds of the parameters between steps).
+#   4. Stage 3's step time on the training benchmark's MLP 784-1024-1024-10 (AdamW, batch 64 per process),
+#      stage 0 and stage 3 interleaved, ZERO_STEP_ROUNDS rounds (default 5) of 100 steps, medians:
+#        zero-step-torch: stage0_ms=A stage3_ms=B stage3_vs_stage0=R   (target R <= 1.3)
 set -euo pipefail
 BIN=${1:?usage: bench/run_zero_memory.sh BIN_DIR MODEL_DIR}
 MODEL_DIR=${2:?usage: bench/run_zero_memory.sh BIN_DIR MODEL_DIR}
@@ -28,6 +39,7 @@ if [ ! -w "$CGROUP_ROOT" ]; then
   echo "zero-memory: skipped: needs root and a writable cgroup v1 memory controller at $CGROUP_ROOT" >&2
   exit 0
 fi
+LIBACCEL=$(cd "$BIN/../lib" && pwd)/libaccel.so  # what accel's Python package opens (part 3)
 MODEL=$MODEL_DIR/zero_deep_mlp.pt
 if [ "$(dirname "${BASH_SOURCE[0]}")/make_deep_mlp.py" -nt "$MODEL" ]; then
   "$PYTHON" "$(dirname "${BASH_SOURCE[0]}")/make_deep_mlp.py" "$MODEL" 784 2048 12 10
@@ -37,19 +49,29 @@ group=$CGROUP_ROOT/accel_zero_memory_$$
 cleanup() { [ -d "$group" ] && rmdir "$group" 2>/dev/null || true; }
 trap cleanup EXIT
 
-# run_in_group STAGE LIMIT_BYTES [VARIABLE=VALUE...]: trains in a fresh cgroup (LIMIT_BYTES 0: no limit),
-# the processes started with the variables added to their environment; prints the train_accel line (empty
-# when a rank was killed) then the group's peak in bytes.
-run_in_group() {
+# in_group LIMIT_BYTES PREFIX COMMAND...: runs COMMAND on 2 processes in a fresh cgroup (LIMIT_BYTES 0: no
+# limit); prints its line starting with PREFIX (empty when a rank was killed) then the group's peak in bytes.
+in_group() {
   cleanup
   mkdir "$group"
-  [ "$2" = 0 ] || echo "$2" > "$group/memory.limit_in_bytes"
+  [ "$1" = 0 ] || echo "$1" > "$group/memory.limit_in_bytes"
   local line
-  line=$(bash -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' _ "$group" env "${@:3}" \
-    "$BIN/accel" launch --nproc-per-node 2 --cpu --master-port 0 -- \
-    "$BIN/train_accel" "$MODEL" "$STEPS" 2 optimizer=adamw "zero_stage=$1" 2>/dev/null | grep '^accel ' || true)
+  line=$(bash -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' _ "$group" \
+    "$BIN/accel" launch --nproc-per-node 2 --cpu --master-port 0 -- "${@:3}" 2>/dev/null | grep "^$2 " || true)
   echo "$line"
   cat "$group/memory.max_usage_in_bytes"
+}
+
+# run_in_group STAGE LIMIT_BYTES [VARIABLE=VALUE...]: train_accel in_group, the processes started with the
+# variables added to their environment.
+run_in_group() {
+  in_group "$2" accel env "${@:3}" "$BIN/train_accel" "$MODEL" "$STEPS" 2 optimizer=adamw "zero_stage=$1"
+}
+
+# run_torch_in_group STAGE LIMIT_BYTES: bench/train_torch_sharded.py in_group (part 3).
+run_torch_in_group() {
+  in_group "$2" accel-torch env MALLOC_MMAP_THRESHOLD_=1048576 ACCEL_LIBRARY="$LIBACCEL" "$PYTHON" \
+    "$(dirname "${BASH_SOURCE[0]}")/train_torch_sharded.py" "$1" "$STEPS" 784 2048 12 10
 }
 
 mb() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
@@ -74,5 +96,44 @@ measure() {
   done
 }
 
-measure default
-measure mmap-threshold-1MiB MALLOC_MMAP_THRESHOLD_=1048576
+measure_torch() {
+  local stage line bytes limit
+  local -A peak
+  for stage in 0 3; do
+    { read -r line; read -r bytes; } < <(run_torch_in_group "$stage" 0)
+    [ -n "$line" ] || { echo "zero-memory: the torch module did not train at stage $stage" >&2; exit 1; }
+    peak[$stage]=$bytes
+    echo "zero-memory-torch: stage=$stage peak_mb=$(mb "$bytes") parameter_mb=$(mb "$(value "$line" parameter_bytes)")" \
+      "optimizer_state_mb=$(mb "$(value "$line" optimizer_state_bytes)") step_ms=$(value "$line" step_ms)"
+  done
+  limit=$(( (peak[0] + peak[3]) / 2 ))
+  for stage in 0 3; do
+    { read -r line; read -r bytes; } < <(run_torch_in_group "$stage" "$limit")
+    echo "zero-memory-torch-limit: limit_mb=$(mb "$limit") stage=$stage result=$([ -n "$line" ] && echo trained || echo killed)"
+  done
+}
+
+measure_step_time() {
+  local round stage line
+  local -A times
+  for round in $(seq "${ZERO_STEP_ROUNDS:-5}"); do
+    for stage in 0 3; do
+      line=$(ACCEL_LIBRARY="$LIBACCEL" "$BIN/accel" launch --nproc-per-node 2 --cpu --master-port 0 -- "$PYTHON" \
+        "$(dirname "${BASH_SOURCE[0]}")/train_torch_sharded.py" "$stage" 100 784 1024 2 10 2>/dev/null | grep '^accel-torch ' || true)
+      result "stage $stage" "$line"
+      times[$stage]+="$(value "$line" step_ms) "
+    done
+  done
+  median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+  local zero three
+  zero=$(median "${times[0]}")
+  three=$(median "${times[3]}")
+  echo "zero-step-torch: stage0_ms=$zero stage3_ms=$three stage3_vs_stage0=$(awk -v a="$three" -v b="$zero" 'BEGIN { printf "%.3f", a / b }')"
+}
+
+if [ "${ZERO_MEMORY_PARTS:-all}" != torch ]; then
+  measure default
+  measure mmap-threshold-1MiB MALLOC_MMAP_THRESHOLD_=1048576
+fi
+measure_torch
+measure_step_time

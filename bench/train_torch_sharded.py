@@ -7,8 +7,10 @@ Rank 0 prints one line:
   accel-torch stage=S step_ms=T parameter_bytes=P optimizer_state_bytes=O
 step_ms: the median step (forward, backward, AdamW) after 3 warm-up steps; parameter_bytes: what this
 process holds of the parameters between steps (torch's storage plus, under stage 3, its share in the
-library); optimizer_state_bytes: AdamW's state on this process.
+library); optimizer_state_bytes: AdamW's state on this process. The package is bindings/python of this
+checkout; the library is ACCEL_LIBRARY (run_zero_memory.sh sets it).
 """
+import os
 import statistics
 import sys
 import time
@@ -16,7 +18,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-import accel
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bindings", "python"))
+import accel  # noqa: E402
 
 WARMUP = 3
 
