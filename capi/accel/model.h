@@ -36,13 +36,15 @@
  * gathered to every process; 2 also reduce-scatters the gradient buckets, so a process holds only its own
  * elements' averaged gradients (a parameter it owns whole keeps its gradient, one it owns in part has none,
  * its piece being held for the optimizer, the others' are dropped; a model of the caller's tensors keeps its
- * gradient storage, unaveraged outside its share). Both take the same steps as 0,
+ * gradient storage, unaveraged outside its share); 3, for a model of the caller's tensors only
+ * (ACCEL_ERR_UNSUPPORTED for a TorchScript model), also holds each trainable parameter as each process's
+ * share, gathered by the caller around its use (accel_model_set_units below). All take the same steps as 0,
  * bit for bit, clipping (the norm is shared) and the fp16 scaler (an overflow anywhere skips every process's
  * step) included; checkpoints hold the optimizer state gathered, so any stage and number of processes
  * resumes them. Another value is ACCEL_ERR_BAD_OPTION_VALUE; 2 with find_unused_parameters, static_graph,
  * grad_compression or gradient_as_bucket_view is ACCEL_ERR_UNSUPPORTED from accel_state_prepare_model, as
  * is a CUDA-graph step (accel_train_step_new with cuda_graph) of such a model; a model of the caller's
- * tensors under 1 or 2 whose backward ends (accel_model_end_backward) without an accel optimizer made over
+ * tensors under 1, 2 or 3 whose backward ends (accel_model_end_backward) without an accel optimizer made over
  * it (accel_optimizer_new, or accel_optimizer_new_external for the caller's own) is ACCEL_ERR_UNSUPPORTED, as is accel_optimizer_new over such a model with a non-contiguous parameter
  * (its pieces are views of its memory). On one process the option changes nothing).
  * The model is always moved to the state's device (Accelerate's device_placement applies to loaders

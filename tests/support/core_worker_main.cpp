@@ -18,6 +18,16 @@ std::shared_ptr<accel::train::Model> load_mlp(const std::string& tag) {
   return accel::train::Model::load_file(tiny_models::mlp(tiny_models::temp_file(tag + ".pt")));
 }
 
+std::shared_ptr<accel::train::AcceleratedOptimizer> test_optimizer(const std::shared_ptr<accel::train::TrainingLoop>& loop,
+                                                                   const accel::train::Model& model,
+                                                                   const std::string& kind) {
+  accel::train::OptimizerConfig config;
+  config.lr = kind == "sgd" ? 0.05 : 0.01;
+  config.momentum = kind == "sgd" ? 0.9 : 0.0;
+  config.weight_decay = 0.01;
+  return accel::train::prepare_optimizer(loop, model, kind, config);
+}
+
 }  // namespace core_worker
 
 int main(int argc, char** argv) {

@@ -23,6 +23,8 @@ using namespace accel;
 using namespace accel::train;
 
 using core_worker::load_mlp;
+using core_worker::my_rows;
+using core_worker::test_optimizer;
 using core_worker::rank;
 using core_worker::state;
 using core_worker::world;
@@ -64,20 +66,6 @@ CallerModel caller_copy_of(const Model& reference, const PrepareConfig& prepare 
   return caller;
 }
 
-std::shared_ptr<AcceleratedOptimizer> optimizer_for(const std::shared_ptr<TrainingLoop>& loop, const Model& model,
-                                                   const std::string& kind) {
-  OptimizerConfig config;
-  config.lr = kind == "sgd" ? 0.05 : 0.01;
-  config.momentum = kind == "sgd" ? 0.9 : 0.0;
-  config.weight_decay = 0.01;
-  return prepare_optimizer(loop, model, kind, config);
-}
-
-at::Tensor my_rows(const at::Tensor& global) {
-  const int64_t per_rank = global.size(0) / world();
-  return global.narrow(0, rank() * per_rank, per_rank);
-}
-
 void expect_same_weights(const Model& script, const CallerModel& caller) {
   const auto& parameters = script.named_parameters();
   ASSERT_EQ(parameters.size(), caller.tensors.size());
@@ -95,8 +83,8 @@ TEST(HostModel, TrainsToTheWeightsOfTheSameTorchScriptModel) {
     auto script = load_mlp("host_script_" + kind);
     script->prepare(state, PrepareConfig{});
     auto caller = caller_copy_of(*script);
-    auto script_optimizer = optimizer_for(loop, *script, kind);
-    auto caller_optimizer = optimizer_for(loop, *caller.model, kind);
+    auto script_optimizer = test_optimizer(loop, *script, kind);
+    auto caller_optimizer = test_optimizer(loop, *caller.model, kind);
     at::manual_seed(7);
     const auto inputs = at::randn({20, 4 * world(), 8});
     const auto targets = at::randn({20, 4 * world(), 4});
@@ -134,7 +122,7 @@ TEST(HostModel, TheCallersOptimizerStepsItsShareUnderZero) {
   zero.reducer.first_bucket_bytes = 4;  // a bucket per parameter: pieces start inside parameters
   zero.reducer.bucket_bytes = 4;
   auto split = caller_copy_of(*reference, zero);
-  auto accel_sgd = optimizer_for(loop, *whole.model, "sgd");
+  auto accel_sgd = test_optimizer(loop, *whole.model, "sgd");
 
   struct Share {
     at::Tensor view;

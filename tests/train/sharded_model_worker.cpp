@@ -27,6 +27,8 @@ using namespace accel;
 using namespace accel::train;
 
 using core_worker::load_mlp;
+using core_worker::my_rows;
+using core_worker::test_optimizer;
 using core_worker::rank;
 using core_worker::state;
 using core_worker::world;
@@ -113,20 +115,6 @@ Caller caller_copy_of(const Model& reference, int32_t zero_stage) {
   return caller;
 }
 
-at::Tensor my_rows(const at::Tensor& global) {
-  const int64_t per_rank = global.size(0) / world();
-  return global.narrow(0, rank() * per_rank, per_rank);
-}
-
-std::shared_ptr<AcceleratedOptimizer> optimizer_for(const std::shared_ptr<TrainingLoop>& loop, const Model& model,
-                                                   const std::string& kind) {
-  OptimizerConfig config;
-  config.lr = kind == "sgd" ? 0.05 : 0.01;
-  config.momentum = kind == "sgd" ? 0.9 : 0.0;
-  config.weight_decay = 0.01;
-  return prepare_optimizer(loop, model, kind, config);
-}
-
 // 20 steps, accumulation 1 and 3, clipping on, SGD with momentum and AdamW: stage 3's weights are stage 0's
 // bit for bit, and between steps the caller holds no parameter memory.
 TEST(ShardedModel, TrainsToStageZerosWeights) {
@@ -140,8 +128,8 @@ TEST(ShardedModel, TrainsToStageZerosWeights) {
       auto whole = caller_copy_of(*reference, 0);
       auto sharded = caller_copy_of(*reference, 3);
       ASSERT_EQ(sharded.model->sharded_units()->unit_count(), 2u);
-      auto whole_optimizer = optimizer_for(loop, *whole.model, kind);
-      auto sharded_optimizer = optimizer_for(loop, *sharded.model, kind);
+      auto whole_optimizer = test_optimizer(loop, *whole.model, kind);
+      auto sharded_optimizer = test_optimizer(loop, *sharded.model, kind);
       at::manual_seed(3);
       const auto inputs = at::randn({20 * accumulation, 4 * world(), 8});
       const auto targets = at::randn({20 * accumulation, 4 * world(), 4});
@@ -187,6 +175,8 @@ TEST(ShardedModel, SavedWeightsAreWholeAndLoadBackIntoShares) {
     EXPECT_TRUE(whole.tensors[i].detach().equal(reference->named_parameters()[i].second)) << whole.names[i];
   }
   for (auto& tensor : whole.tensors) tensor.detach().mul_(2.0);
+  // Every rank has read the first files before process 0 writes the next ones.
+  distributed::all_or_none(*state, [] {}, "reading the saved model");
   ckpt::save_model(*state, *whole.model, directory, 0);
   ckpt::load_model(*sharded.model, directory);
   sharded.gather();
@@ -216,7 +206,7 @@ TEST(ShardedModel, RefusesWhatTheUnitsDoNotAllow) {
   expect_error(Code::InvalidState, "handed over a unit at a time", [&] { caller.model->grad_view(0); });
   expect_error(Code::Unsupported, "whole_parameters_and_buffers", [&] { caller.model->parameters_and_buffers(); });
   // A synchronising backward must reduce every unit (zeros for one it did not reach) before it ends.
-  auto optimizer = optimizer_for(loop, *caller.model, "sgd");
+  auto optimizer = test_optimizer(loop, *caller.model, "sgd");
   loop->accumulate();
   caller.model->begin_forward(true);
   caller.model->reduce_unit(1, at::zeros({caller.model->sharded_units()->unit_numel(1)}));

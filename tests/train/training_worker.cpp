@@ -34,6 +34,7 @@ using namespace accel;
 using namespace accel::train;
 
 using core_worker::load_mlp;
+using core_worker::my_rows;
 using core_worker::rank;
 using core_worker::state;
 using core_worker::world;
@@ -56,12 +57,6 @@ double max_difference(const Model& a, const Model& b) {
     worst = std::max(worst, (left[i].second - right[i].second).abs().max().item<double>());
   }
   return worst;
-}
-
-// Rows of this rank when a global batch is split evenly over the ranks, in rank order.
-at::Tensor my_rows(const at::Tensor& global) {
-  const int64_t per_rank = global.size(0) / world();
-  return global.narrow(0, rank() * per_rank, per_rank);
 }
 
 // A prepared model with an accelerated optimizer, and an unprepared copy (same weights) with a plain one:

@@ -42,7 +42,8 @@ class CheckpointingMixin:
         reads them back (Model.load_weights the safetensors of a prepared model).
 
         A model this Accelerator prepared is written as safetensors by the library, from the main process
-        while the others wait (collective). Any other torch module (one never prepared, or a dispatched model
+        while the others wait (collective); under zero_stage 3 its units are gathered for it (collective too)
+        and the main process writes it as it writes any torch module. Any other torch module (one never prepared, or a dispatched model
         whose offloaded weights are read back through its hooks), and every torch.save, is written by the
         main process (each machine's with project_configuration.save_on_each_node) as Accelerate writes it;
         the others do not wait. A save_directory that is a file is an AccelIOError."""

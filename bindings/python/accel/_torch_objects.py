@@ -99,7 +99,7 @@ class TorchObjects:
     # --- optimizers and schedulers ------------------------------------------------------------------------
 
     def prepare_optimizer(self, optimizer, zero_stage=0):
-        """zero_stage 1 or 2 (with several processes): the optimizer steps this process's share only
+        """zero_stage 1, 2 or 3 (with several processes): the optimizer steps this process's share only
         (accel._torch_zero)."""
         if isinstance(optimizer, _torch_optim.AcceleratedOptimizer):
             return optimizer

@@ -104,8 +104,9 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
     torch's zero_grad (set_to_none None means True, as in Accelerate)."""
 
     def __init__(self, optimizer, accelerator, device_placement=True, zero_stage=0):
-        """zero_stage 1 or 2: the optimizer's groups then hold this process's share of each parameter
-        (accel._torch_zero), which step() steps and the library gathers to every process."""
+        """zero_stage 1, 2 or 3: the optimizer's groups then hold this process's share of each parameter
+        (accel._torch_zero), which step() steps and the library gathers to every process (under 3, the
+        library's shares themselves, gathered when the module next uses them)."""
         # torch.optim.Optimizer.__init__ is not called: this object only forwards to `optimizer`.
         self.optimizer = optimizer
         self._accelerator = accelerator

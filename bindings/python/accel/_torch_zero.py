@@ -1,5 +1,8 @@
-"""A torch optimizer under ZeRO (Accelerate's DeepSpeedPlugin(zero_stage=1|2), or FSDP's SHARD_GRAD_OP): each
-process steps, and keeps state for, only its share of the parameters' elements, as the library splits them.
+"""A torch optimizer under ZeRO (Accelerate's DeepSpeedPlugin(zero_stage=1|2|3), or FSDP's SHARD_GRAD_OP and
+FULL_SHARD): each process steps, and keeps state for, only its share of the parameters' elements, as the
+library splits them. Under stage 3 the views are the library's shares themselves
+(accel_optimizer_piece_tensors), the parameters holding no values between uses (accel._torch_sharded), and
+their gradients are read from the library at each step.
 
 The library makes an external optimizer over the prepared module's accel model
 (capi/accel/optimizer.h, accel_optimizer_new_external) and says which elements this process steps
