@@ -8,11 +8,15 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ckpt/save_model.hpp"
+#include "core/error.hpp"
 #include "core/files.hpp"
 #include "core_worker.hpp"
 #include "distributed/collectives/collectives.hpp"
@@ -226,6 +230,46 @@ TEST(ShardedModel, RefusesWhatTheUnitsDoNotAllow) {
   expect_error(Code::InvalidState, "units are for models of the caller's tensors", [&] { script->set_units({0, 0, 0, 0}); });
   expect_error(Code::Unsupported, "zero_stage 3 is built for models of the caller's tensors",
                [&] { script->prepare(state, prepare); });
+}
+
+// Driven by the ctest entries train.sharded_model_failure.* (skipped otherwise): SHARDED_FAILURE "stall" has
+// rank 1 sleep instead of gathering unit 1, "exit" has it leave before reducing unit 1. Rank 0 must fail
+// within the timeout (ACCEL_TIMEOUT_S) plus a few seconds, naming the unit's collective and rank 1, and its
+// shares must be those of before the step: the optimizer step is refused.
+TEST(ShardedModel, ALostOrStalledRankFailsTheOthersNamingTheUnit) {
+  const char* mode = std::getenv("SHARDED_FAILURE");
+  if (mode == nullptr || world() != 2) GTEST_SKIP() << "run by train.sharded_model_failure.*";
+  const std::string failure = mode;
+  auto loop = std::make_shared<TrainingLoop>(state);
+  auto caller = caller_copy_of(*load_mlp("sharded_failure"), 3);
+  auto optimizer = test_optimizer(loop, *caller.model, "sgd");
+  loop->accumulate();
+  caller.model->begin_forward(true);
+  const auto before = caller.model->sharded_units()->partition().parameter_chunks;
+  std::vector<at::Tensor> shares;
+  for (const auto& chunk : before) shares.push_back(chunk.clone());
+  auto full = at::empty({caller.model->sharded_units()->unit_numel(1)});
+  if (rank() == 1) {
+    if (failure == "stall") sleep(static_cast<unsigned>(3 * state->options().get_double("timeout_s")));
+    if (failure == "exit") caller.model->gather_unit(1, full);
+    _exit(0);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::string collective = failure == "stall" ? "ZeRO-3 parameter all-gather of unit 1"
+                                                    : "ZeRO-3 gradient reduction of unit 1";
+  try {
+    caller.model->gather_unit(1, full);
+    caller.model->reduce_unit(1, at::zeros_like(full));
+    ADD_FAILURE() << "rank 1's " << failure << " went unnoticed";
+  } catch (const Error& error) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "rank 0: %s after %.1f s\n", error.what(), elapsed);
+    EXPECT_TRUE(error.code() == Code::Timeout || error.code() == Code::PeerFailed) << error.what();
+    EXPECT_NE(std::string(error.what()).find(collective), std::string::npos) << error.what();
+    EXPECT_LT(elapsed, state->options().get_double("timeout_s") + 5.0);
+  }
+  expect_error(Code::InvalidState, "", [&] { optimizer->step(); });
+  for (size_t u = 0; u < shares.size(); ++u) EXPECT_TRUE(before[u].equal(shares[u])) << "unit " << u << " changed";
 }
 
 }  // namespace

@@ -138,9 +138,14 @@ class TorchObjects:
 
     # --- lifetime -----------------------------------------------------------------------------------------
 
-    def forget(self):
-        """free_memory: the hooks come off the modules and nothing is held any more."""
+    def forget(self, gather_sharded=False):
+        """free_memory (gather_sharded True) and close: the hooks come off the modules and nothing is held
+        any more. gather_sharded: a module sharded by zero_stage 3 gets its whole parameters back first
+        (collective: free_memory runs on every process, as the script around it); without it (close, which
+        communicates nothing) such a module is left without values."""
         for hosted in self.hosted:
+            if gather_sharded and hasattr(hosted, "gather_for_good"):
+                hosted.gather_for_good()
             hosted.remove_hooks()
         self.hosted.clear()
         self._hosted_by_id.clear()

@@ -200,6 +200,13 @@ class ShardedModule:
             handle.remove()
         self._hooks.clear()
 
+    def gather_for_good(self):
+        """Every unit gathered and left so (collective): the module's parameters hold their values again,
+        in their units' buffers, once the library's shares are gone (free_memory)."""
+        for unit in self._units:
+            self._gather(unit)
+        self._units = []
+
     @contextlib.contextmanager
     def gathered(self):
         """Every unit gathered for the block (collective): the module's parameters hold their values, as

@@ -243,10 +243,11 @@ class Accelerator(ProcessMixin, PrepareMixin, TrainingMixin, CheckpointingMixin,
         """Accelerate's free_memory: forgets the objects this Accelerator prepared and those registered for
         checkpointing (they are freed once nothing else refers to them), restarts the accumulation counter,
         stops tracking loaders in an epoch and returns CUDA's cached blocks, so that objects made afresh,
-        prepared and registered again resume from a checkpoint (load_state) as the first ones would. Returns
-        a None for each object given, to assign back."""
+        prepared and registered again resume from a checkpoint (load_state) as the first ones would. A torch
+        module sharded by zero_stage 3 gets its whole parameters back (collective then, as Accelerate's
+        scripts call it on every process). Returns a None for each object given, to assign back."""
         if self._torch_objects is not None:
-            self._torch_objects.forget()
+            self._torch_objects.forget(gather_sharded=True)
         for prepared in (self._accel_schedulers, self._accel_optimizers, self._loaders, self._accel_models, self._custom_objects,
                          self._dataloaders):
             prepared.clear()

@@ -105,6 +105,8 @@ for name, make in OPTIMIZERS.items():
         assert held == [], f"{name}: parameters still held between steps: {held}"
     results[name] = {"weights": final, "optimizer_state_bytes": state_bytes(optimizer, model)}
     accelerator.free_memory()
+    # free_memory gives a sharded module its whole parameters back.
+    assert all(torch.equal(again[key], value) for key, value in module.state_dict().items()), f"{name}: free_memory"
 
 if accelerator.is_main_process:
     torch.save(results, OUT)
