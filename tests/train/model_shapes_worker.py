@@ -5,7 +5,7 @@ the gradients), the same with the batches from a torch DataLoader prepared by ac
 writes it), or with torch's DistributedDataParallel over Gloo on either module, the way Accelerate drives
 it, and writes each run's parameters and buffers to OUT_DIR/<side>-<run>-rank<r>.npz.
 
-usage: model_shapes_worker.py accel|eager|loader|eager,loader|torch|torch_eager RUNS_JSON OUT_DIR
+usage: model_shapes_worker.py accel|eager|loader|sharded|eager,loader|torch|torch_eager RUNS_JSON OUT_DIR
 (eager,loader: both, one launch)
 
 The accel, eager and loader sides make one state for all their runs, which must then share their state
@@ -45,7 +45,8 @@ def train_accel(runs, out_dir, sides=("accel",)):
     the torch module on a prepared DataLoader's batches."""
     import accel
 
-    trainers = {"accel": train_one_accel_run, "eager": train_one_eager_run, "loader": train_one_loader_run}
+    trainers = {"accel": train_one_accel_run, "eager": train_one_eager_run, "loader": train_one_loader_run,
+                "sharded": train_one_sharded_run}
     settings = {"cpu": True, "mixed_precision": runs[0]["mixed_precision"],
                 "gradient_accumulation_steps": runs[0]["accumulation"]}
     assert all((run["mixed_precision"], run["accumulation"]) == (runs[0]["mixed_precision"], runs[0]["accumulation"])
@@ -56,7 +57,8 @@ def train_accel(runs, out_dir, sides=("accel",)):
         for side in sides:
             # Another Accelerator object on the same state, for this run's model options.
             run_accelerator = accel.Accelerator(**settings, kwargs_handlers=[accel.DistributedDataParallelKwargs(
-                broadcast_buffers=run["broadcast_buffers"], find_unused_parameters=run["find_unused_parameters"])])
+                broadcast_buffers=run["broadcast_buffers"], find_unused_parameters=run["find_unused_parameters"])],
+                **({"deepspeed_plugin": accel.DeepSpeedPlugin(zero_stage=3)} if side == "sharded" else {}))
             try:
                 trainers[side](accel, run_accelerator, run, rank, out_dir)
             except accel.AccelError as error:  # refused alike on every rank (a model accel cannot train): go on
@@ -136,6 +138,25 @@ def train_one_eager_run(accel, run_accelerator, run, rank, out_dir):
     train_prepared(run_accelerator, run, model, optimizer, steps_of(run, data, torch.from_numpy), F.cross_entropy)
     save(out_dir, "eager", run, rank, module.named_parameters(), module.named_buffers(),
          lambda t: t.detach().numpy())
+
+
+def train_one_sharded_run(accel, run_accelerator, run, rank, out_dir):
+    """As train_one_eager_run under ZeRO stage 3 (DeepSpeedPlugin(zero_stage=3): each child of the root a
+    unit, gathered around its forward and backward); the weights saved from get_state_dict (collective).
+    A case whose ranks take different paths (route) is not run: see model_shapes_test.py."""
+    import torch
+    import torch.nn.functional as F
+
+    if "route" in run["inputs"]:
+        return
+
+    data = np.load(run["data"][rank])
+    module = eager_module(run)
+    model, optimizer = run_accelerator.prepare(module, torch_optimizer(run, module.parameters()))
+    train_prepared(run_accelerator, run, model, optimizer, steps_of(run, data, torch.from_numpy), F.cross_entropy)
+    whole = run_accelerator.get_state_dict(model)
+    save(out_dir, "sharded", run, rank, [(name, whole[name]) for name, _ in module.named_parameters()],
+         [(name, whole[name]) for name, _ in module.named_buffers()], lambda t: t.detach().numpy())
 
 
 def train_one_loader_run(accel, run_accelerator, run, rank, out_dir):

@@ -203,8 +203,7 @@ class ShardedModule:
     def gather_for_good(self):
         """Every unit gathered and left so (collective): the module's parameters hold their values again,
         in their units' buffers, once the library's shares are gone (free_memory)."""
-        for unit in self._units:
-            self._gather(unit)
+        self._gather_every_unit()
         self._units = []
 
     @contextlib.contextmanager
@@ -212,13 +211,19 @@ class ShardedModule:
         """Every unit gathered for the block (collective): the module's parameters hold their values, as
         FSDP's summon_full_params."""
         held = [unit for unit in self._units if not unit.gathered]
-        for unit in held:
-            self._gather(unit)
+        self._gather_every_unit()
         try:
             yield self.module
         finally:
             for unit in held:
                 unit.release()
+
+    def _gather_every_unit(self):
+        """Every unit gathered again, in order, whatever this process holds: the same collectives on every
+        process even after a step that failed part-way on some."""
+        for unit in self._units:
+            unit.release()
+            self._gather(unit)
 
     # --- the hooks ----------------------------------------------------------------------------------------
 
