@@ -23,7 +23,9 @@
 #      peaks:
 #        zero-memory-torch: stage=S peak_mb=P parameter_mb=M optimizer_state_mb=O step_ms=T
 #        zero-memory-torch-limit: limit_mb=L stage=S result=trained|killed
-#      (parameter_mb: what rank 0 holds of the parameters between steps).
+#      (parameter_mb: what rank 0 holds of the parameters between steps); then stage 3 again with a
+#      save_state after the steps, whose units are gathered one at a time while process 0 writes them:
+#        zero-memory-torch-save: stage=3 peak_mb=P peak_vs_training=R   (target R <= 1.2)
 #   4. Stage 3's step time on the training benchmark's MLP 784-1024-1024-10 (AdamW, batch 64 per process),
 #      stage 0 and stage 3 interleaved, ZERO_STEP_ROUNDS rounds (default 5) of 100 steps, medians:
 #        zero-step-torch: stage0_ms=A stage3_ms=B stage3_vs_stage0=R   (target R <= 1.3)
@@ -68,10 +70,10 @@ run_in_group() {
   in_group "$2" accel env "${@:3}" "$BIN/train_accel" "$MODEL" "$STEPS" 2 optimizer=adamw "zero_stage=$1"
 }
 
-# run_torch_in_group STAGE LIMIT_BYTES: bench/train_torch_sharded.py in_group (part 3).
+# run_torch_in_group STAGE LIMIT_BYTES [SAVE_DIR]: bench/train_torch_sharded.py in_group (part 3).
 run_torch_in_group() {
   in_group "$2" accel-torch env MALLOC_MMAP_THRESHOLD_=1048576 ACCEL_LIBRARY="$LIBACCEL" "$PYTHON" \
-    "$(dirname "${BASH_SOURCE[0]}")/train_torch_sharded.py" "$1" "$STEPS" 784 2048 12 10
+    "$(dirname "${BASH_SOURCE[0]}")/train_torch_sharded.py" "$1" "$STEPS" 784 2048 12 10 "${@:3}"
 }
 
 mb() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
@@ -111,6 +113,13 @@ measure_torch() {
     { read -r line; read -r bytes; } < <(run_torch_in_group "$stage" "$limit")
     echo "zero-memory-torch-limit: limit_mb=$(mb "$limit") stage=$stage result=$([ -n "$line" ] && echo trained || echo killed)"
   done
+  local saved
+  saved=$(mktemp -d)
+  { read -r line; read -r bytes; } < <(run_torch_in_group 3 0 "$saved/checkpoint")
+  rm -rf "$saved"
+  [ -n "$line" ] || { echo "zero-memory: the torch module did not save at stage 3" >&2; exit 1; }
+  echo "zero-memory-torch-save: stage=3 peak_mb=$(mb "$bytes")" \
+    "peak_vs_training=$(awk -v a="$bytes" -v b="${peak[3]}" 'BEGIN { printf "%.3f", a / b }')"
 }
 
 measure_step_time() {

@@ -2,8 +2,9 @@
 under a ZeRO stage (DeepSpeedPlugin(zero_stage=STAGE): stage 3 gathers each Linear around its forward and
 backward), for bench/run_zero_memory.sh's stage 3 rows and step times.
 
-usage: train_torch_sharded.py STAGE STEPS IN WIDTH DEPTH OUT
-Rank 0 prints one line:
+usage: train_torch_sharded.py STAGE STEPS IN WIDTH DEPTH OUT [SAVE_DIR]
+With SAVE_DIR, accelerator.save_state(SAVE_DIR) after the steps (the checkpoint's memory, part 3 of
+run_zero_memory.sh). Rank 0 prints one line:
   accel-torch stage=S step_ms=T parameter_bytes=P optimizer_state_bytes=O
 step_ms: the median step (forward, backward, AdamW) after 3 warm-up steps; parameter_bytes: what this
 process holds of the parameters between steps (torch's storage plus, under stage 3, its share in the
@@ -25,10 +26,10 @@ WARMUP = 3
 
 
 def main() -> int:
-    if len(sys.argv) != 7 or not all(value.isdigit() for value in sys.argv[1:]):
+    if len(sys.argv) not in (7, 8) or not all(value.isdigit() for value in sys.argv[1:7]):
         print(__doc__.strip().splitlines()[3], file=sys.stderr)
         return 2
-    stage, steps, inputs, width, depth, outputs = (int(value) for value in sys.argv[1:])
+    stage, steps, inputs, width, depth, outputs = (int(value) for value in sys.argv[1:7])
     accelerator = accel.Accelerator(cpu=True, deepspeed_plugin=accel.DeepSpeedPlugin(zero_stage=stage))
     torch.manual_seed(0)
     layers = [torch.nn.Linear(inputs, width), torch.nn.ReLU()]
@@ -54,6 +55,8 @@ def main() -> int:
     parameter_bytes += sum(hosted.model.unit_numel(u) // accelerator.num_processes * 4 for u in range(units))
     state_bytes = sum(value.numel() * value.element_size() for entry in optimizer.state.values()
                       for value in entry.values() if isinstance(value, torch.Tensor) and value.dim() > 0)
+    if len(sys.argv) == 8:
+        accelerator.save_state(sys.argv[7])
     if accelerator.is_main_process:
         print(f"accel-torch stage={stage} step_ms={statistics.median(times) * 1000:.2f} "
               f"parameter_bytes={parameter_bytes} optimizer_state_bytes={state_bytes}", flush=True)

@@ -8,6 +8,7 @@
 #include "ckpt/model_weights.hpp"
 #include "ckpt/one_folder.hpp"
 #include "ckpt/rng_states.hpp"
+#include "ckpt/streamed_model.hpp"
 #include "core/error.hpp"
 #include "core/features.hpp"
 #include "core/files.hpp"
@@ -91,13 +92,12 @@ CheckpointSnapshot take_snapshot(const std::shared_ptr<distributed::State>& stat
       optimizer_states.push_back(optimizer->optimizer().save_state());
     }
   }
-  // Under zero_stage 3 a model's parameters are gathered unit by unit, every rank taking part.
-  std::vector<NamedTensors> whole_models;
-  for (const train::Model* model : objects.models) whole_models.push_back(model->whole_parameters_and_buffers(snapshot.rank == 0));
   if (snapshot.rank != 0) return snapshot;
 
-  for (const NamedTensors& whole : whole_models) {
-    StoredModel stored = stored_model(whole);
+  for (const train::Model* model : objects.models) {
+    // A sharded model is written by begin_save as its units are gathered.
+    snapshot.written_models.push_back(model->sharded_units() != nullptr);
+    StoredModel stored = snapshot.written_models.back() ? StoredModel{} : stored_model(model->tensor_slots());
     if (copy_tensors) {
       for (auto& entry : stored.tensors) entry.second = host_copy(entry.second);
     }
@@ -126,6 +126,7 @@ void write_snapshot(const CheckpointSnapshot& snapshot, const std::string& direc
   }
   if (snapshot.rank != 0) return;
   for (size_t i = 0; i < snapshot.models.size(); ++i) {
+    if (snapshot.written_models[i]) continue;
     formats::write_safetensors(join_path(directory, checkpoint_model_file(i)), snapshot.models[i].tensors,
                                snapshot.models[i].ties);
   }
@@ -143,6 +144,31 @@ void discard_staging(const std::string& staging) noexcept {
   }
 }
 
+namespace {
+
+// The files of models sharded by zero_stage 3, written as their units are gathered: every rank takes part,
+// the main process writes (no rank ever holds the whole model). Collective.
+void write_sharded_models(const CheckpointObjects& objects, const std::string& staging, bool main) {
+  for (size_t i = 0; i < objects.models.size(); ++i) {
+    const train::Model& model = *objects.models[i];
+    if (model.sharded_units() == nullptr) continue;
+    const StoredModel layout = stored_layout(model);
+    if (!main) {
+      stream_stored_values(model, layout, false, {});
+      continue;
+    }
+    AtomicFile file(join_path(staging, checkpoint_model_file(i)));
+    std::vector<formats::TensorHeader> entries;
+    for (const auto& [name, tensor] : layout.tensors) entries.push_back(formats::header_of(name, tensor));
+    formats::SafetensorsStream stream(file, std::move(entries), layout.ties);
+    stream_stored_values(model, layout, true, [&](const at::Tensor& value) { stream.append(value); });
+    stream.finish();
+    file.commit();
+  }
+}
+
+}  // namespace
+
 CheckpointSnapshot begin_save(const std::shared_ptr<distributed::State>& state, const std::string& directory,
                               const CheckpointObjects& objects, bool copy_tensors) {
   const std::string staging = staging_directory(directory);
@@ -155,6 +181,7 @@ CheckpointSnapshot begin_save(const std::shared_ptr<distributed::State>& state, 
       remove_all(staging);
       create_directories(staging);
     }
+    write_sharded_models(objects, staging, main);
   };
   if (state->launch().world_size == 1) {
     prepare();

@@ -19,8 +19,10 @@ namespace accel::ckpt {
 struct CheckpointSnapshot {
   int32_t rank = 0;
   // The main process's part (empty elsewhere): each model's tensors, the optimizer, scheduler and
-  // grad-scaler archives as uint8 tensors, and the manifest.
+  // grad-scaler archives as uint8 tensors, and the manifest. A model sharded by zero_stage 3 has no tensors
+  // here: begin_save writes its file as its units are gathered (written_models).
   std::vector<StoredModel> models;
+  std::vector<bool> written_models;
   NamedTensors shared_states;
   Manifest manifest;
   // This rank's part: loader positions and random generator states, and each registered object's bytes
@@ -50,7 +52,8 @@ std::string staging_directory(const std::string& directory);
 void discard_staging(const std::string& staging) noexcept;
 
 // The first half of every save, on the calling thread: this rank's snapshot (take_snapshot), then the main
-// process clears and makes the staging folder. Collective: when any rank fails, every rank throws (its own
+// process clears and makes the staging folder, and the files of models sharded by zero_stage 3 are written
+// into it as their units are gathered (every rank takes part; never in the background). Collective: when any rank fails, every rank throws (its own
 // error, or Error(PeerFailed) naming the rank), the previous checkpoint stays and no staging folder is left.
 CheckpointSnapshot begin_save(const std::shared_ptr<distributed::State>& state, const std::string& directory,
                               const CheckpointObjects& objects, bool copy_tensors);

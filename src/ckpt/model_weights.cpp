@@ -20,7 +20,8 @@ bool same_view(const at::Tensor& a, const at::Tensor& b) {
 }
 
 // For each tensor, the index of the first one it is tied to: itself when it is the first or untied. A
-// tensor without elements holds no memory to share (its address may be null for all of them).
+// tensor without elements holds no memory to share (its address may be null for all of them); a parameter
+// sharded by zero_stage 3 holds none either, and the model gives its slots one tensor object.
 std::vector<size_t> tie_leaders(const NamedTensors& tensors) {
   std::vector<size_t> leaders(tensors.size());
   std::unordered_map<const void*, std::vector<size_t>> by_address;
@@ -28,7 +29,9 @@ std::vector<size_t> tie_leaders(const NamedTensors& tensors) {
     leaders[i] = i;
     const at::Tensor& tensor = tensors[i].second;
     if (tensor.numel() == 0) continue;
-    std::vector<size_t>& earlier = by_address[tensor.data_ptr()];
+    const bool holds_memory = tensor.storage().nbytes() > 0;
+    std::vector<size_t>& earlier =
+        by_address[holds_memory ? tensor.data_ptr() : static_cast<const void*>(tensor.unsafeGetTensorImpl())];
     for (size_t j : earlier) {
       if (same_view(tensors[j].second, tensor)) {
         leaders[i] = j;

@@ -33,7 +33,7 @@ struct StoredModel {
   // The metadata of a file holding these of the tensors' names: the ties to them.
   std::map<std::string, std::string> ties_to(const std::vector<std::string>& names) const;
 };
-// own: a model's slots with their values (train::Model::whole_parameters_and_buffers).
+// own: a model's slots (train::Model::tensor_slots).
 StoredModel stored_model(const NamedTensors& own);
 
 // Weights read from files and checked against a model: every tensor of the model has its bytes (a tied

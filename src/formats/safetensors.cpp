@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
@@ -71,10 +72,15 @@ std::string list_names(const std::vector<ArrayView>& arrays) {
 
 size_t tensor_bytes(const at::Tensor& tensor) { return static_cast<size_t>(tensor.numel()) * tensor.element_size(); }
 
-// The JSON header, padded with spaces so that the payload after it starts 8-byte aligned, as the
-// reference writer pads it.
-std::string header_json(const std::map<std::string, at::Tensor>& sorted,
-                        const std::map<std::string, std::string>& metadata) {
+size_t header_bytes(const TensorHeader& entry) {
+  size_t elements = 1;
+  for (int64_t size : entry.shape) elements *= static_cast<size_t>(size);
+  return elements * c10::elementSize(entry.dtype);
+}
+
+// The JSON header, the payload in the entries' order, padded with spaces so that the payload after it
+// starts 8-byte aligned, as the reference writer pads it.
+std::string header_json(const std::vector<TensorHeader>& entries, const std::map<std::string, std::string>& metadata) {
   std::string header = "{\"__metadata__\":{";
   bool first = true;
   for (const auto& [key, value] : metadata) {
@@ -83,16 +89,28 @@ std::string header_json(const std::map<std::string, at::Tensor>& sorted,
   }
   header += "}";
   size_t offset = 0;
-  for (const auto& [name, tensor] : sorted) {
-    const size_t bytes = tensor_bytes(tensor);
-    header += "," + json_quote(name) + ":{\"dtype\":\"" + dtype_info(tensor.scalar_type()).safetensors + "\",\"shape\":[";
-    for (int64_t d = 0; d < tensor.dim(); ++d) header += (d ? "," : "") + std::to_string(tensor.size(d));
+  for (const TensorHeader& entry : entries) {
+    const size_t bytes = header_bytes(entry);
+    header += "," + json_quote(entry.name) + ":{\"dtype\":\"" + dtype_info(entry.dtype).safetensors + "\",\"shape\":[";
+    for (size_t d = 0; d < entry.shape.size(); ++d) header += (d ? "," : "") + std::to_string(entry.shape[d]);
     header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + bytes) + "]}";
     offset += bytes;
   }
   header += "}";
   while ((8 + header.size()) % 8 != 0) header += ' ';
   return header;
+}
+
+void write_header(AtomicFile& file, const std::vector<TensorHeader>& entries, std::map<std::string, std::string> metadata) {
+  std::set<std::string> names;
+  for (const TensorHeader& entry : entries) {
+    if (!names.insert(entry.name).second) fail(Code::InvalidArgument, "tensor name '" + entry.name + "' appears twice");
+  }
+  metadata.emplace("format", "pt");
+  const std::string header = header_json(entries, metadata);
+  const uint64_t header_size = header.size();
+  file.write(&header_size, sizeof header_size);
+  file.write(header.data(), header.size());
 }
 
 }  // namespace
@@ -131,20 +149,47 @@ const ArrayView& SafetensorsFile::array(const std::string& name) const {
   return *found;
 }
 
+TensorHeader header_of(const std::string& name, const at::Tensor& tensor) {
+  return {name, tensor.scalar_type(), tensor.sizes().vec()};
+}
+
 void write_safetensors(AtomicFile& file, const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
-  std::map<std::string, at::Tensor> sorted;
-  for (const auto& [name, tensor] : tensors) {
-    if (!sorted.emplace(name, tensor.detach().cpu().contiguous()).second) {
-      fail(Code::InvalidArgument, "tensor name '" + name + "' appears twice");
-    }
+  std::vector<std::pair<std::string, at::Tensor>> sorted;
+  for (const auto& [name, tensor] : tensors) sorted.emplace_back(name, tensor);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<TensorHeader> entries;
+  for (const auto& [name, tensor] : sorted) entries.push_back(header_of(name, tensor));
+  SafetensorsStream stream(file, std::move(entries), metadata);
+  for (const auto& entry : sorted) stream.append(entry.second);
+  stream.finish();
+}
+
+SafetensorsStream::SafetensorsStream(AtomicFile& file, std::vector<TensorHeader> entries,
+                                     const std::map<std::string, std::string>& metadata)
+    : file_(file), entries_(std::move(entries)) {
+  write_header(file_, entries_, metadata);
+}
+
+void SafetensorsStream::append(const at::Tensor& tensor) {
+  if (next_ == entries_.size()) {
+    fail(Code::InvalidArgument, file_.path() + ": a tensor more than the " + std::to_string(entries_.size()) + " announced");
   }
-  std::map<std::string, std::string> all_metadata = metadata;
-  all_metadata.emplace("format", "pt");
-  const std::string header = header_json(sorted, all_metadata);
-  const uint64_t header_size = header.size();
-  file.write(&header_size, sizeof header_size);
-  file.write(header.data(), header.size());
-  for (const auto& [name, tensor] : sorted) file.write(tensor.data_ptr(), tensor_bytes(tensor));
+  const TensorHeader& entry = entries_[next_];
+  if (tensor.scalar_type() != entry.dtype || tensor.sizes().vec() != entry.shape) {
+    fail(Code::InvalidArgument, file_.path() + ": '" + entry.name + "' was announced as " + c10::toString(entry.dtype) +
+                                    " " + c10::str(c10::IntArrayRef(entry.shape)) + ", its tensor is " +
+                                    c10::toString(tensor.scalar_type()) + " " + c10::str(tensor.sizes()));
+  }
+  const at::Tensor bytes = tensor.detach().cpu().contiguous();
+  file_.write(bytes.data_ptr(), tensor_bytes(bytes));
+  ++next_;
+}
+
+void SafetensorsStream::finish() const {
+  if (next_ != entries_.size()) {
+    fail(Code::InvalidState, file_.path() + ": " + std::to_string(next_) + " of " + std::to_string(entries_.size()) +
+                                 " announced tensors were written");
+  }
 }
 
 void write_safetensors(const std::string& path, const NamedTensors& tensors,

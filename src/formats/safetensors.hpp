@@ -66,6 +66,31 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
 // The same contents into `file`, left for the caller to commit: several files made visible together.
 void write_safetensors(AtomicFile& file, const NamedTensors& tensors, const std::map<std::string, std::string>& metadata = {});
 
+// One tensor of a file written in parts: its name, dtype and shape.
+struct TensorHeader {
+  std::string name;
+  at::ScalarType dtype = at::kFloat;
+  std::vector<int64_t> shape;
+};
+TensorHeader header_of(const std::string& name, const at::Tensor& tensor);
+
+// A .safetensors file written one tensor at a time, its payload in the order `entries` gives (the header,
+// written first, says where each lies): for tensors that never exist all at once, as a sharded model's
+// parameters gathered unit by unit. append() each entry's tensor in that order (a CPU copy is written:
+// Error(InvalidArgument) for another dtype or shape than the next entry's, or one too many); finish() is
+// Error(InvalidState) unless every entry came. The file stays the caller's to commit. Not thread-safe.
+class SafetensorsStream {
+ public:
+  SafetensorsStream(AtomicFile& file, std::vector<TensorHeader> entries, const std::map<std::string, std::string>& metadata = {});
+  void append(const at::Tensor& tensor);
+  void finish() const;
+
+ private:
+  AtomicFile& file_;
+  std::vector<TensorHeader> entries_;
+  size_t next_ = 0;
+};
+
 // A CPU tensor holding a copy of the view's bytes: views may be unaligned for their dtype (array_view.hpp),
 // so they are copied rather than wrapped.
 at::Tensor copy_to_tensor(const ArrayView& view);

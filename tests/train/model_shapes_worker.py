@@ -142,8 +142,9 @@ def train_one_eager_run(accel, run_accelerator, run, rank, out_dir):
 
 def train_one_sharded_run(accel, run_accelerator, run, rank, out_dir):
     """As train_one_eager_run under ZeRO stage 3 (DeepSpeedPlugin(zero_stage=3): each child of the root a
-    unit, gathered around its forward and backward); the weights saved from get_state_dict (collective).
-    A case whose ranks take different paths (route) is not run: see model_shapes_test.py."""
+    unit, gathered around its forward and backward); the weights saved from the module once free_memory has
+    given it its whole parameters back (collective). A case whose ranks take different paths (route) is not
+    run: see model_shapes_test.py."""
     import torch
     import torch.nn.functional as F
 
@@ -154,9 +155,8 @@ def train_one_sharded_run(accel, run_accelerator, run, rank, out_dir):
     module = eager_module(run)
     model, optimizer = run_accelerator.prepare(module, torch_optimizer(run, module.parameters()))
     train_prepared(run_accelerator, run, model, optimizer, steps_of(run, data, torch.from_numpy), F.cross_entropy)
-    whole = run_accelerator.get_state_dict(model)
-    save(out_dir, "sharded", run, rank, [(name, whole[name]) for name, _ in module.named_parameters()],
-         [(name, whole[name]) for name, _ in module.named_buffers()], lambda t: t.detach().numpy())
+    run_accelerator.free_memory()
+    save(out_dir, "sharded", run, rank, module.named_parameters(), module.named_buffers(), lambda t: t.detach().numpy())
 
 
 def train_one_loader_run(accel, run_accelerator, run, rank, out_dir):

@@ -163,8 +163,9 @@ TEST(ShardedModel, TrainsToStageZerosWeights) {
   }
 }
 
-// save_model gathers the units (every rank), and a stage 0 model loads the files to the same values; loading
-// them into a sharded model puts each rank's share back.
+// save_model gathers the units one at a time (every rank) while process 0 writes them, into one file or
+// into shards with an index, and a stage 0 model loads the files to the same values; loading them into a
+// sharded model puts each rank's share back.
 TEST(ShardedModel, SavedWeightsAreWholeAndLoadBackIntoShares) {
   if (world() == 1) GTEST_SKIP() << "one process shards nothing";
   const auto reference = load_mlp("sharded_saved");
@@ -178,8 +179,17 @@ TEST(ShardedModel, SavedWeightsAreWholeAndLoadBackIntoShares) {
   for (size_t i = 0; i < whole.tensors.size(); ++i) {
     EXPECT_TRUE(whole.tensors[i].detach().equal(reference->named_parameters()[i].second)) << whole.names[i];
   }
+  // Sharded files (max_shard_size 200 bytes: a tensor or two each), streamed unit by unit into several files.
+  distributed::all_or_none(*state, [] {}, "reading the saved model");
+  ckpt::save_model(*state, *sharded.model, directory, 200);
+  EXPECT_FALSE(path_exists(directory + "/model.safetensors"));
+  for (auto& tensor : whole.tensors) tensor.detach().zero_();
+  ckpt::load_model(*whole.model, directory);
+  for (size_t i = 0; i < whole.tensors.size(); ++i) {
+    EXPECT_TRUE(whole.tensors[i].detach().equal(reference->named_parameters()[i].second)) << whole.names[i] << " (shards)";
+  }
   for (auto& tensor : whole.tensors) tensor.detach().mul_(2.0);
-  // Every rank has read the first files before process 0 writes the next ones.
+  // Every rank has read the files before process 0 writes the next ones.
   distributed::all_or_none(*state, [] {}, "reading the saved model");
   ckpt::save_model(*state, *whole.model, directory, 0);
   ckpt::load_model(*sharded.model, directory);
@@ -208,7 +218,7 @@ TEST(ShardedModel, RefusesWhatTheUnitsDoNotAllow) {
                [&] { caller.model->gather_unit(0, at::empty({numel}, at::kDouble)); });
   expect_error(Code::OutOfRange, "unit 2 out of range", [&] { caller.model->gather_unit(2, at::empty({numel})); });
   expect_error(Code::InvalidState, "handed over a unit at a time", [&] { caller.model->grad_view(0); });
-  expect_error(Code::Unsupported, "whole_parameters_and_buffers", [&] { caller.model->parameters_and_buffers(); });
+  expect_error(Code::Unsupported, "for_each_gathered_parameter", [&] { caller.model->parameters_and_buffers(); });
   // A synchronising backward must reduce every unit (zeros for one it did not reach) before it ends.
   auto optimizer = test_optimizer(loop, *caller.model, "sgd");
   loop->accumulate();

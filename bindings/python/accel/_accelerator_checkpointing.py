@@ -42,8 +42,8 @@ class CheckpointingMixin:
         reads them back (Model.load_weights the safetensors of a prepared model).
 
         A model this Accelerator prepared is written as safetensors by the library, from the main process
-        while the others wait (collective); under zero_stage 3 its units are gathered for it (collective too)
-        and the main process writes it as it writes any torch module. Any other torch module (one never prepared, or a dispatched model
+        while the others wait (collective); under zero_stage 3 the processes gather its units one at a time
+        while the main process writes them, so that no process holds the whole model. Any other torch module (one never prepared, or a dispatched model
         whose offloaded weights are read back through its hooks), and every torch.save, is written by the
         main process (each machine's with project_configuration.save_on_each_node) as Accelerate writes it;
         the others do not wait. A save_directory that is a file is an AccelIOError."""
@@ -77,15 +77,14 @@ class CheckpointingMixin:
         Accelerator prepared it, or when hooks offload some of its weights."""
         from .utils.modeling import offloads
         hosted = None if self._torch_objects is None else self._torch_objects.hosted_of(module)
-        return (not safe_serialization or hosted is None or hasattr(hosted, "gathered")
-                or any(offloads(sub) for sub in module.modules()))
+        return not safe_serialization or hosted is None or any(offloads(sub) for sub in module.modules())
 
     def _state_dict_to_save(self, module):
         """The unwrapped module's state dict, its offloaded weights read back through their hooks (on the
         CPU); RuntimeError when weights are on the meta device with no hook to read them."""
         from .utils.modeling import get_state_dict_offloaded_model, offloads
         hosted = None if self._torch_objects is None else self._torch_objects.hosted_of(module)
-        if hasattr(hosted, "gathered"):
+        if hasattr(hosted, "whole_state_dict"):
             return self.get_state_dict(module)
         module = self.unwrap_model(module)
         if any(offloads(sub) for sub in module.modules()):

@@ -248,14 +248,14 @@ class PrepareMixin:
 
     def get_state_dict(self, model, unwrap=True):
         """The model's state_dict: of the unwrapped model (no "module." prefix) unless unwrap is False. Under
-        zero_stage 3 (FSDP's FULL_SHARD) every unit is gathered for it, unit by unit into copies (collective:
-        every process calls it, as under Accelerate's FSDP)."""
+        zero_stage 3 (FSDP's FULL_SHARD) its units are gathered one at a time into copies on the main process,
+        the others getting an empty dict, as Accelerate's FSDP gives its full state dict to rank 0 only
+        (collective: every process calls it)."""
         hosted = None if self._torch_objects is None else self._torch_objects.hosted_of(model)
-        gathered = getattr(hosted, "gathered", None)
-        if gathered is None:
+        if not hasattr(hosted, "whole_state_dict"):
             return (self.unwrap_model(model) if unwrap else model).state_dict()
-        with gathered():
-            return {name: tensor.clone() for name, tensor in (self.unwrap_model(model) if unwrap else model).state_dict().items()}
+        whole = hosted.whole_state_dict(keep=self.is_main_process)
+        return whole if unwrap or not whole else type(whole)((f"module.{name}", value) for name, value in whole.items())
 
     def skip_first_batches(self, dataloader, num_batches=0):
         """The next epoch of dataloader skips its first num_batches batches (in place; returned for

@@ -23,7 +23,6 @@ A parameter is used only inside the forward of its unit's modules (FSDP's rule):
 unit's parameter directly (x @ other.weight) must share a unit with it (a parameter that several modules
 register, as tied weights, puts them in one unit by itself).
 """
-import contextlib
 import functools
 
 import torch
@@ -200,23 +199,34 @@ class ShardedModule:
             handle.remove()
         self._hooks.clear()
 
+    def whole_state_dict(self, keep):
+        """The module's state_dict with copies of its values, its units gathered one at a time (collective),
+        on the process that keeps it; an empty one elsewhere."""
+        entries = self.module.state_dict(keep_vars=True)
+        names = {}
+        for name, value in entries.items():
+            names.setdefault(id(value), []).append(name)
+        copies = {}
+        with torch.no_grad():
+            for unit in self._units:
+                held = unit.gathered
+                unit.release()
+                self._gather(unit)
+                for parameter, _ in unit.members:
+                    for name in names.get(id(parameter), ()) if keep else ():
+                        copies[name] = parameter.detach().clone()
+                if not held:
+                    unit.release()
+            if not keep:
+                return type(entries)()
+            return type(entries)((name, copies[name] if name in copies else value.detach().clone())
+                                 for name, value in entries.items())
+
     def gather_for_good(self):
         """Every unit gathered and left so (collective): the module's parameters hold their values again,
         in their units' buffers, once the library's shares are gone (free_memory)."""
         self._gather_every_unit()
         self._units = []
-
-    @contextlib.contextmanager
-    def gathered(self):
-        """Every unit gathered for the block (collective): the module's parameters hold their values, as
-        FSDP's summon_full_params."""
-        held = [unit for unit in self._units if not unit.gathered]
-        self._gather_every_unit()
-        try:
-            yield self.module
-        finally:
-            for unit in held:
-                unit.release()
 
     def _gather_every_unit(self):
         """Every unit gathered again, in order, whatever this process holds: the same collectives on every

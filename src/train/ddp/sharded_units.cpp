@@ -163,19 +163,22 @@ void ShardedUnits::assign(size_t trainable, const at::Tensor& values) {
   }
 }
 
-std::vector<at::Tensor> ShardedUnits::gather_whole(bool keep) {
-  std::vector<at::Tensor> whole(keep ? trainable_.size() : 0);
+void ShardedUnits::for_each_whole(bool keep, const std::function<void(size_t, const at::Tensor&)>& each) {
+  std::exception_ptr failed;
   for (size_t u = 0; u < unit_count(); ++u) {
     const at::Tensor full = at::empty({unit_numel(u)}, partition_.parameter_chunks[u].options());
     gather(u, full);
-    if (!keep) continue;
     const auto& members = partition_.members[u];
-    for (size_t m = 0; m < members.size(); ++m) {
+    for (size_t m = 0; keep && !failed && m < members.size(); ++m) {
       const at::Tensor& parameter = trainable_[members[m]].second;
-      whole[members[m]] = full.narrow(0, partition_.buckets[u].offsets[m], parameter.numel()).view(parameter.sizes());
+      try {
+        each(members[m], full.narrow(0, partition_.buckets[u].offsets[m], parameter.numel()).view(parameter.sizes()));
+      } catch (...) {
+        failed = std::current_exception();
+      }
     }
   }
-  return whole;
+  if (failed) std::rethrow_exception(failed);
 }
 
 int64_t ShardedUnits::held_bytes() const {

@@ -17,6 +17,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -55,9 +56,11 @@ class ShardedUnits {
   // Copies this rank's elements of trainable parameter `trainable` from `values` (its whole value, of its
   // shape) into the chunks: what loading a checkpoint does. Error(OutOfRange), Error(ShapeMismatch).
   void assign(size_t trainable, const at::Tensor& values);
-  // Every trainable parameter's whole value, gathered unit by unit (collective): with keep false the gathered
-  // units are dropped as they arrive and nothing is returned (a rank that only takes part).
-  std::vector<at::Tensor> gather_whole(bool keep);
+  // Every unit gathered in turn (collective): with keep, each(trainable index, whole value) for its members
+  // in order (partition().members), the unit's memory freed before the next unit; without, this rank only
+  // takes part. What each throws is thrown once every unit has been gathered, so that no other rank is left
+  // waiting in a gather.
+  void for_each_whole(bool keep, const std::function<void(size_t, const at::Tensor&)>& each);
   // The bytes of this rank's chunks: parameters and gradients.
   int64_t held_bytes() const;
 

@@ -449,26 +449,26 @@ const NamedTensors& Model::named_buffers() const {
 NamedTensors Model::parameters_and_buffers() const {
   if (impl_->units) {
     fail(Code::Unsupported, "parameters_and_buffers: under zero_stage 3 each process holds its share of each trainable "
-                            "parameter only; whole_parameters_and_buffers gathers them");
+                            "parameter only; for_each_gathered_parameter gathers them");
   }
   return tensor_slots();
 }
 
-NamedTensors Model::whole_parameters_and_buffers(bool keep) const {
-  if (!impl_->units) return keep ? tensor_slots() : NamedTensors{};
-  const std::vector<at::Tensor> whole = impl_->units->gather_whole(keep);
-  if (!keep) return {};
-  std::unordered_map<const c10::TensorImpl*, size_t> trainable;
-  size_t index = 0;
-  for (const auto& parameter : named_parameters()) {
-    if (parameter.second.requires_grad()) trainable.emplace(parameter.second.unsafeGetTensorImpl(), index++);
+std::vector<at::Tensor> Model::sharded_parameters() const {
+  std::vector<at::Tensor> ordered;
+  if (!impl_->units) return ordered;
+  const NamedTensors trainable = trainable_parameters();
+  for (const auto& members : impl_->units->partition().members) {
+    for (size_t member : members) ordered.push_back(trainable[member].second);
   }
-  NamedTensors slots = tensor_slots();
-  for (auto& slot : slots) {
-    const auto found = trainable.find(slot.second.unsafeGetTensorImpl());
-    if (found != trainable.end()) slot.second = whole[found->second];
-  }
-  return slots;
+  return ordered;
+}
+
+void Model::for_each_gathered_parameter(bool keep,
+                                        const std::function<void(const at::Tensor&, const at::Tensor&)>& each) const {
+  if (!impl_->units) return;
+  const NamedTensors trainable = trainable_parameters();
+  impl_->units->for_each_whole(keep, [&](size_t member, const at::Tensor& whole) { each(trainable[member].second, whole); });
 }
 
 bool Model::is_sharded(const at::Tensor& parameter) const {

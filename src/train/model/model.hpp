@@ -105,9 +105,13 @@ class Model {
   // The same slots whatever the stage: under stage 3 the sharded parameters' tensors hold no values (their
   // names, shapes, dtypes and devices are right): what a saved model is checked against.
   NamedTensors tensor_slots() const;
-  // parameters_and_buffers' slots with their values: under stage 3 the sharded parameters gathered unit by
-  // unit (collective: every rank calls it; keep false, on a rank that only takes part, returns nothing).
-  NamedTensors whole_parameters_and_buffers(bool keep) const;
+  // Under stage 3: the sharded parameters (named_parameters' tensors, which hold no values) in unit order,
+  // and every unit gathered in turn (collective: every rank calls it): with keep, each(parameter, its whole
+  // value) in that order, each unit's memory freed before the next; without, this rank only takes part.
+  // What each throws is thrown once every unit has been gathered. Nothing (empty) without stage 3.
+  std::vector<at::Tensor> sharded_parameters() const;
+  void for_each_gathered_parameter(bool keep,
+                                   const std::function<void(const at::Tensor&, const at::Tensor&)>& each) const;
   // Whether a tensor of tensor_slots() is a parameter sharded under stage 3; and loading one: this rank's
   // elements taken from its whole value (Error(InvalidArgument) for another tensor, Error(ShapeMismatch)).
   bool is_sharded(const at::Tensor& parameter) const;

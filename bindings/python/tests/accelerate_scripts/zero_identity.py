@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 import accel
-from accel.utils import broadcast_object_list
+from accel.utils import broadcast_object_list, load_checkpoint_in_model
 
 STAGE, ACCUMULATION, OUT = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 STEPS, SAVED_AT = 20, 10
@@ -103,10 +103,23 @@ for name, make in OPTIMIZERS.items():
     if STAGE in ("3", "fsdp-full"):
         held = [key for key, parameter in accelerator.unwrap_model(model).named_parameters() if parameter.storage().size()]
         assert held == [], f"{name}: parameters still held between steps: {held}"
+        # save_model streams the units (the library writes them as they are gathered) into the files of
+        # any stage; get_state_dict gives the weights to the main process only, as Accelerate's FSDP.
+        assert accelerator.is_main_process or again == {}, "get_state_dict copies on the main process only"
+        with tempfile.TemporaryDirectory() as saved:
+            saved = broadcast_object_list([saved])[0]
+            accelerator.save_model(model, saved, max_shard_size=2000)
+            if accelerator.is_main_process:
+                loaded = copy.deepcopy(template)
+                load_checkpoint_in_model(loaded, saved)
+                differing = [key for key, value in loaded.state_dict().items() if not torch.equal(value, again[key])]
+                assert differing == [], f"{name}: save_model wrote other values for {differing}"
+            accelerator.wait_for_everyone()
     results[name] = {"weights": final, "optimizer_state_bytes": state_bytes(optimizer, model)}
     accelerator.free_memory()
     # free_memory gives a sharded module its whole parameters back.
-    assert all(torch.equal(again[key], value) for key, value in module.state_dict().items()), f"{name}: free_memory"
+    if accelerator.is_main_process:
+        assert all(torch.equal(again[key], value) for key, value in module.state_dict().items()), f"{name}: free_memory"
 
 if accelerator.is_main_process:
     torch.save(results, OUT)
