@@ -17,7 +17,7 @@ from conftest import child_environment
 HERE = pathlib.Path(__file__).resolve().parent
 SCRIPTS = HERE / "accelerate_scripts"
 LAUNCHER = os.environ.get("ACCEL_LAUNCHER", str(HERE.parents[2] / "build" / "bin" / "accel"))
-IDENTITY_RUNS = ("ddp_identity.py", "zero_identity.py")  # each with a test of its own, below
+IDENTITY_RUNS = ("ddp_identity.py", "zero_identity.py", "zero3_resume.py")  # each with a test of its own, below
 # The folder's _*.py are modules its scripts share, not scripts.
 ACCELERATE_STYLE = sorted(path for path in SCRIPTS.glob("[!_]*.py") if path.name not in IDENTITY_RUNS)
 
@@ -81,3 +81,13 @@ def test_an_eager_module_under_zero_stages_one_to_three_ends_with_stage_zeros_we
                 # gaps make it 0.45; 0.58 under stage 3, whose units are each padded to a multiple of 128).
                 ratio = runs[stage][optimizer]["optimizer_state_bytes"] / whole["optimizer_state_bytes"]
                 assert 0.4 < ratio < 0.6, (optimizer, stage, accumulation)
+
+
+def test_a_stage_three_checkpoint_resumes_under_another_stage_and_number_of_processes(tmp_path):
+    """save_state of a model sharded by ZeRO stage 3 on 2 processes (its file streamed unit by unit, the rest
+    in the background) resumes under stage 0 on 1 process and under stage 3 on 3, to the weights the run
+    that never stopped reached (to 1e-6: the global batch's gradients are summed in another grouping)."""
+    pytest.importorskip("torch")
+    launch(2, SCRIPTS / "zero3_resume.py", "save", 3, tmp_path)
+    for processes, stage in ((1, 0), (3, 3)):
+        assert "zero3_resume: resume" in launch(processes, SCRIPTS / "zero3_resume.py", "resume", stage, tmp_path)

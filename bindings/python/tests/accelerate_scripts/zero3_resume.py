@@ -1,0 +1,50 @@
+"""A checkpoint of ZeRO stage 3 resumed elsewhere (`zero3_resume.py PHASE STAGE DIR`): PHASE "save" trains an
+eager module 6 steps (accel's SGD with momentum) under DeepSpeedPlugin(zero_stage=STAGE), saves its state into DIR (save_state_async
+under stage 3: the model's file is streamed before the call returns, the rest written in the background),
+trains 6 more and writes rank 0's weights to DIR/expected.pt; PHASE "resume" (another stage and number of
+processes) loads DIR, trains the same 6 steps on the same global batches and must end with those weights.
+The global batch is 24 rows, split evenly over 1, 2 or 3 processes."""
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import accel
+
+PHASE, STAGE, DIR = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+accelerator = accel.Accelerator(cpu=True, deepspeed_plugin=accel.DeepSpeedPlugin(zero_stage=STAGE))
+torch.manual_seed(0)
+module = torch.nn.Sequential(torch.nn.Linear(6, 131), torch.nn.ReLU(), torch.nn.Linear(131, 3))
+# accel's optimizer: its state is saved gathered, so another number of processes resumes it (a torch
+# optimizer's state_dict is per process under ZeRO, as DeepSpeed's optimizer files are).
+model, optimizer = accelerator.prepare(module, accel.OptimizerSpec("sgd", lr=0.05, momentum=0.9))
+rows = 24 // accelerator.num_processes
+
+
+def train(first, last):
+    for step in range(first, last):
+        generator = torch.Generator().manual_seed(step)
+        x, y = torch.randn(24, 6, generator=generator), torch.randint(0, 3, (24,), generator=generator)
+        mine = slice(accelerator.process_index * rows, (accelerator.process_index + 1) * rows)
+        accelerator.backward(F.cross_entropy(model(x[mine]), y[mine]))
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+if PHASE == "save":
+    train(0, 6)
+    accelerator.save_state_async(DIR)
+    train(6, 12)
+    accelerator.wait_for_save()
+    weights = accelerator.get_state_dict(model)
+    if accelerator.is_main_process:
+        torch.save(weights, f"{DIR}/expected.pt")
+else:
+    accelerator.load_state(DIR)
+    train(6, 12)
+    weights = accelerator.get_state_dict(model)
+    if accelerator.is_main_process:
+        expected = torch.load(f"{DIR}/expected.pt")
+        differing = [name for name in expected if not torch.allclose(expected[name], weights[name], rtol=0, atol=1e-6)]
+        assert differing == [], differing
+accelerator.print(f"zero3_resume: {PHASE} at stage {STAGE} on {accelerator.num_processes}: ok")
