@@ -227,6 +227,22 @@ TEST(ShardedModel, RefusesWhatTheUnitsDoNotAllow) {
   expect_error(Code::InvalidState, "without the gradients of unit(s) 0", [&] { caller.model->end_backward(); });
   EXPECT_FALSE(state->broken());
 
+  // Ranks whose forwards took different paths: rank 1 gathers unit 1 where rank 0 gathers unit 0, of the
+  // same size, so the all-gathers pair; the synchronising backward's end finds it on every rank.
+  NamedTensors twins{{"a", at::ones({64})}, {"b", at::ones({64})}};
+  auto paths = Model::from_tensors(twins, {true, true}, {});
+  paths->set_units({0, 1});
+  PrepareConfig sharded;
+  sharded.reducer.zero_stage = 3;
+  paths->prepare(state, sharded);
+  auto paths_optimizer = test_optimizer(loop, *paths, "sgd");
+  loop->accumulate();
+  paths->begin_forward(true);
+  const auto buffer = at::empty({paths->sharded_units()->unit_numel(0)});
+  paths->gather_unit(rank() == 1 ? 1 : 0, buffer);
+  for (size_t unit : {1, 0}) paths->reduce_unit(unit, at::zeros_like(buffer));
+  expect_error(Code::InvalidState, "gathered or reduced different units", [&] { paths->end_backward(); });
+
   NamedTensors mixed{{"a", at::ones({3})}, {"b", at::ones({3}, at::kDouble)}};
   auto model = Model::from_tensors(mixed, {true, true}, {});
   model->set_units({0, 0});

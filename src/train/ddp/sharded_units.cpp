@@ -108,8 +108,32 @@ void ShardedUnits::require_layout(size_t unit, const at::Tensor& full, const cha
                                                         chunk.device().str());
 }
 
+void ShardedUnits::note_call(size_t unit, bool gather) {
+  constexpr int64_t kModulus = int64_t{1} << 52;
+  const int64_t call = static_cast<int64_t>(unit) * 2 + (gather ? 1 : 2);
+  calls_signature_ = static_cast<int64_t>((static_cast<__int128>(calls_signature_) * 1000003 + call) % kModulus);
+}
+
+void ShardedUnits::require_ranks_in_step(const char* what) {
+  const double mine = static_cast<double>(calls_signature_);
+  calls_signature_ = 0;
+  auto extremes = at::empty({2}, at::kDouble);
+  double* values = extremes.data_ptr<double>();
+  values[0] = mine;
+  values[1] = -mine;
+  const char* check = "ZeRO-3 units in step";
+  state_->group(check)->transport().allreduce(extremes, distributed::ReduceKind::Max, check);
+  if (values[0] != mine || -values[1] != mine) {
+    fail(Code::InvalidState, std::string(what) + ": the processes gathered or reduced different units since the last "
+                                                 "synchronising backward (their forwards took different paths: a "
+                                                 "unit some of them skipped); under zero_stage 3 every process must "
+                                                 "use the same units in the same order");
+  }
+}
+
 void ShardedUnits::gather(size_t unit, const at::Tensor& full) {
   require_layout(unit, full, "gather");
+  note_call(unit, true);
   const char* what = gather_names_[unit].c_str();
   at::Tensor output = full;
   state_->group(what)->transport().all_gather(output, partition_.parameter_chunks[unit], what);
@@ -117,6 +141,7 @@ void ShardedUnits::gather(size_t unit, const at::Tensor& full) {
 
 void ShardedUnits::reduce(size_t unit, const at::Tensor& full_gradients) {
   require_layout(unit, full_gradients, "reduce");
+  note_call(unit, false);
   at::NoGradGuard no_grad;
   const char* what = reduce_names_[unit].c_str();
   distributed::ProcessGroup* group = state_->group(what);

@@ -63,6 +63,10 @@ class ShardedUnits {
   void for_each_whole(bool keep, const std::function<void(size_t, const at::Tensor&)>& each);
   // The bytes of this rank's chunks: parameters and gradients.
   int64_t held_bytes() const;
+  // Fails on every rank alike (Error(InvalidState)) when the ranks gathered or reduced other units, or in
+  // another order, since the last call: a unit some ranks skipped, whose collectives then paired with
+  // another unit's of the same size. One small all-reduce. Collective.
+  void require_ranks_in_step(const char* what);
 
  private:
   void require_unit(size_t unit, const char* what) const;
@@ -75,6 +79,10 @@ class ShardedUnits {
   std::vector<std::pair<size_t, int64_t>> places_;       // per trainable parameter
   std::vector<at::Tensor> gradient_chunks_;              // per unit
   std::vector<std::string> gather_names_, reduce_names_;  // per unit: what the health layer calls them
+  // The gathers and reductions since the last require_ranks_in_step, as a number below 2^52 (exact in a
+  // double, which every transport reduces).
+  int64_t calls_signature_ = 0;
+  void note_call(size_t unit, bool gather);
 };
 
 }  // namespace accel::train

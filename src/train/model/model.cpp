@@ -381,6 +381,8 @@ void Model::end_backward() {
                                    missing + " (reduce_unit every unit, with zeros for one the backward did not "
                                    "reach, so that every rank reduces the same units)");
     }
+    // Before any optimizer step takes gradients that a unit's reduction may have paired with another's.
+    impl_->units->require_ranks_in_step("end_backward");
   }
   if (impl_->reducer) impl_->reducer->finish_backward();
 }
