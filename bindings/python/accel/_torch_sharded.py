@@ -28,7 +28,7 @@ import functools
 import torch
 
 from .model import Model
-from .torch_model import _ENGINE, _post_accumulate_grad_hook
+from .torch_model import _ENGINE, PreparedModule, _post_accumulate_grad_hook
 
 
 def _storage(tensor):
@@ -132,9 +132,9 @@ class _Unit:
             self.gathered = False
 
 
-class ShardedModule:
+class ShardedModule(PreparedModule):
     """One nn.Module prepared under ZeRO stage 3 on several processes: the accel model over its tensors, its
-    units and the hooks (the interface of accel.torch_model.HostedModule)."""
+    units and the hooks."""
 
     def __init__(self, module, prepare_model, wrap):
         named_parameters = list(module.named_parameters())
@@ -152,7 +152,7 @@ class ShardedModule:
         prepare_model(self.model)
         self.trainable = {index: parameter for index, (_, parameter) in enumerate(named_parameters)
                           if parameter.requires_grad}
-        self.grads = {}
+        self.grads = {}  # no gradient storage of the caller's: what clip_grad_norm_ reads its dtype from
         self._by_parameter = {id(parameter): index for index, parameter in self.trainable.items()}
         self._units = []
         for unit in range(self.model.num_units()):
@@ -182,22 +182,11 @@ class ShardedModule:
 
     # --- what the Accelerator asks of a prepared module ---------------------------------------------------
 
-    def owns(self, parameter):
-        return id(parameter) in self._by_parameter
-
     def zero_grad(self, parameters, set_to_none=False):
         """The shares' gradients are the optimizer's to clear; gradients still accumulating go too."""
         for unit in self._units:
             if unit.grads is not None:
                 unit.grads.zero_()
-
-    def begin_forward(self):
-        self.model.begin_forward(torch.is_grad_enabled())
-
-    def remove_hooks(self):
-        for handle, _kept in self._hooks:
-            handle.remove()
-        self._hooks.clear()
 
     def whole_state_dict(self, keep):
         """The module's state_dict with copies of its values, its units gathered one at a time (collective),

@@ -85,7 +85,24 @@ def _post_accumulate_grad_hook(parameter, hook):
     return accumulator.register_hook(lambda _inputs, _outputs: hook()), accumulator
 
 
-class HostedModule:
+class PreparedModule:
+    """What a prepared nn.Module's keeper (HostedModule, accel._torch_sharded.ShardedModule) answers for
+    every stage: self.model is the accel model, self._by_parameter its trainable parameters' indices by id,
+    self._hooks the (handle, kept object) pairs of its hooks."""
+
+    def owns(self, parameter):
+        return id(parameter) in self._by_parameter
+
+    def begin_forward(self):
+        self.model.begin_forward(torch.is_grad_enabled())
+
+    def remove_hooks(self):
+        for handle, _kept in self._hooks:
+            handle.remove()
+        self._hooks.clear()
+
+
+class HostedModule(PreparedModule):
     """One prepared nn.Module: the accel model over its tensors, the gradient storage and the hooks."""
 
     def __init__(self, module, prepare_model, several_processes=False):
@@ -110,9 +127,6 @@ class HostedModule:
         for index, parameter in self.trainable.items():
             parameter.grad = self.grads[index]
             self._hooks.append(_post_accumulate_grad_hook(parameter, functools.partial(self._grad_ready, index)))
-
-    def owns(self, parameter):
-        return id(parameter) in self._by_parameter
 
     def storage_of(self, parameter):
         return self.grads[self._by_parameter[id(parameter)]]
@@ -159,14 +173,6 @@ class HostedModule:
         for index in self._none:
             reached_by_no_rank = not self._several_processes or self.model.grad_reached_by_no_rank(index)
             self.trainable[index].grad = None if reached_by_no_rank else self.grads[index]
-
-    def begin_forward(self):
-        self.model.begin_forward(torch.is_grad_enabled())
-
-    def remove_hooks(self):
-        for handle, _kept in self._hooks:
-            handle.remove()
-        self._hooks.clear()
 
 
 class DataParallelModule(torch.nn.Module):
