@@ -153,6 +153,10 @@ TEST(ShardedModel, TrainsToStageZerosWeights) {
         }
       }
       for (const auto& tensor : sharded.tensors) EXPECT_EQ(tensor.storage().nbytes(), 0u);
+      // A rank holds its chunk of each unit's gradients: half (world 2) or a third of the layouts, padded.
+      int64_t layouts = 0;
+      for (size_t u = 0; u < sharded.buffers.size(); ++u) layouts += sharded.model->sharded_units()->unit_numel(u);
+      EXPECT_EQ(sharded.model->grad_sync_report().gradient_bytes, layouts / world() * 4);
       sharded.gather();
       for (size_t i = 0; i < whole.tensors.size(); ++i) {
         EXPECT_TRUE(whole.tensors[i].detach().equal(sharded.tensors[i].detach())) << whole.names[i];

@@ -206,11 +206,9 @@ void ShardedUnits::for_each_whole(bool keep, const std::function<void(size_t, co
   if (failed) std::rethrow_exception(failed);
 }
 
-int64_t ShardedUnits::held_bytes() const {
+int64_t ShardedUnits::gradient_bytes() const {
   int64_t bytes = 0;
-  for (const auto* chunks : {&partition_.parameter_chunks, &gradient_chunks_}) {
-    for (const auto& chunk : *chunks) bytes += static_cast<int64_t>(chunk.nbytes());
-  }
+  for (const auto& chunk : gradient_chunks_) bytes += static_cast<int64_t>(chunk.nbytes());
   return bytes;
 }
 

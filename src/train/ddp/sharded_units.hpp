@@ -61,8 +61,8 @@ class ShardedUnits {
   // takes part. What each throws is thrown once every unit has been gathered, so that no other rank is left
   // waiting in a gather.
   void for_each_whole(bool keep, const std::function<void(size_t, const at::Tensor&)>& each);
-  // The bytes of this rank's chunks: parameters and gradients.
-  int64_t held_bytes() const;
+  // The bytes of this rank's chunks of the units' averaged gradients (GradSyncReport::gradient_bytes).
+  int64_t gradient_bytes() const;
   // Fails on every rank alike (Error(InvalidState)) when the ranks gathered or reduced other units, or in
   // another order, since the last call: a unit some ranks skipped, whose collectives then paired with
   // another unit's of the same size. One small all-reduce. Collective.

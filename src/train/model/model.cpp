@@ -530,6 +530,7 @@ bool Model::has_accel_optimizer() const {
 
 GradSyncReport Model::grad_sync_report() const {
   GradSyncReport report = impl_->reducer ? impl_->reducer->sync_report() : GradSyncReport{};
+  if (impl_->units) report.gradient_bytes = impl_->units->gradient_bytes();
   std::lock_guard<std::mutex> lock(impl_->optimizers_mutex);
   for (const auto& state_bytes : impl_->optimizer_state_bytes) report.optimizer_state_bytes += state_bytes();
   return report;
