@@ -64,8 +64,10 @@ class TorchObjects:
         module.to(device)
         if accelerator._model_settings.get("zero_stage") == 3 and accelerator.num_processes > 1:
             from ._torch_sharded import ShardedModule, wrap_policy
-            wrap = wrap_policy(accelerator.state.fsdp_plugin, deepspeed=accelerator.state.deepspeed_plugin is not None)
-            hosted = ShardedModule(module, accelerator._prepare_host_model, wrap)
+            plugin = accelerator.state.fsdp_plugin
+            wrap = wrap_policy(plugin, deepspeed=accelerator.state.deepspeed_plugin is not None)
+            hosted = ShardedModule(module, accelerator._prepare_host_model, wrap,
+                                   reshard_after_forward=plugin is None or plugin.reshard_after_forward)
         else:
             hosted = HostedModule(module, accelerator._prepare_host_model, accelerator.num_processes > 1)
         dtype = _low_precision_dtype(accelerator.mixed_precision, device.type)

@@ -136,7 +136,9 @@ class ShardedModule(PreparedModule):
     """One nn.Module prepared under ZeRO stage 3 on several processes: the accel model over its tensors, its
     units and the hooks."""
 
-    def __init__(self, module, prepare_model, wrap):
+    def __init__(self, module, prepare_model, wrap, reshard_after_forward=True):
+        """wrap: wrap_policy's; reshard_after_forward False keeps each unit gathered from its forward to its
+        backward (one gather a step instead of two; the whole model gathered at the end of forward)."""
         named_parameters = list(module.named_parameters())
         self.module = module
         group_of, unit_of_module = unit_groups(module, wrap)
@@ -172,6 +174,7 @@ class ShardedModule(PreparedModule):
                 unit.gathered = True
                 unit.release()
         self._root = number.get(unit_of_module[id(module)])
+        self._reshard_after_forward = reshard_after_forward
         self._end_queued = False
         for sub in module.modules():
             unit = number.get(unit_of_module.get(id(sub)))
@@ -240,7 +243,7 @@ class ShardedModule(PreparedModule):
             for tensor in _tensors_in(output):
                 if tensor.requires_grad:
                     tensor.register_hook(functools.partial(self._before_backward, unit))
-            if unit == self._root:
+            if unit == self._root or not self._reshard_after_forward:
                 return
         self._units[unit].release()
 

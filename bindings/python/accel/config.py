@@ -161,7 +161,8 @@ class FullyShardedDataParallelPlugin:
     (FSDP's default) as ZeRO stage 3: parameters, gradients and optimizer state sharded, each unit of the
     wrap policy (auto_wrap_policy TRANSFORMER_BASED_WRAP with transformer_cls_names_to_wrap, SIZE_BASED_WRAP
     with min_num_params, a callable of torch's signature, NO_WRAP) gathered around its forward and backward
-    (accel._torch_sharded); SHARD_GRAD_OP as ZeRO stage 2 (gradients and optimizer state sharded) and
+    (accel._torch_sharded), or with reshard_after_forward False kept from its forward to its backward (one
+    gather a step, the whole model gathered at the end of forward); SHARD_GRAD_OP as ZeRO stage 2 (gradients and optimizer state sharded) and
     NO_SHARD as data parallelism; all with accel's optimizer or a torch one, giving DDP's weights bit for
     bit. HYBRID_SHARD and HYBRID_SHARD_ZERO2 are not built: UnsupportedError, as are cpu_offload,
     activation_checkpointing, a mixed_precision_policy (the Accelerator's mixed_precision applies) and a
@@ -187,6 +188,7 @@ class FullyShardedDataParallelPlugin:
     cpu_ram_efficient_loading: bool = None
     transformer_cls_names_to_wrap: typing.Any = None
     min_num_params: int = None
+    reshard_after_forward: bool = None
 
     def __post_init__(self):
         if self.sharding_strategy is None:
@@ -214,6 +216,8 @@ class FullyShardedDataParallelPlugin:
                                 ("cpu_ram_efficient_loading", "FSDP_CPU_RAM_EFFICIENT_LOADING")):
             if getattr(self, field) is None:
                 setattr(self, field, _env_flag(variable))
+        if self.reshard_after_forward is None:  # Accelerate 1.x's field (FSDP2's), true unless said otherwise
+            self.reshard_after_forward = str_to_bool(os.environ.get("FSDP_RESHARD_AFTER_FORWARD", "true")) == 1
 
     def zero_stage(self):
         """The ZeRO stage that trains this plugin's strategy; UnsupportedError, naming the setting, for

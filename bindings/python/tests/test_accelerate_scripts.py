@@ -61,7 +61,7 @@ def test_an_eager_module_trained_by_accel_ends_with_torch_ddps_weights(tmp_path)
         assert differing == [], run
 
 
-ZERO_RUNS = ("1", "2", "fsdp", "3", "fsdp-full")
+ZERO_RUNS = ("1", "2", "fsdp", "3", "fsdp-full", "fsdp-keep")
 
 
 def test_an_eager_module_under_zero_stages_one_to_three_ends_with_stage_zeros_weights(tmp_path):

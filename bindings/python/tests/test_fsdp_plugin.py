@@ -14,7 +14,8 @@ from accel.utils import FullyShardedDataParallelPlugin
 def no_state_left(monkeypatch):
     for name in ("ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED", "ACCELERATE_DEEPSPEED_ZERO_STAGE",
                  "FSDP_SHARDING_STRATEGY", "FSDP_OFFLOAD_PARAMS", "FSDP_STATE_DICT_TYPE", "FSDP_AUTO_WRAP_POLICY",
-                 "FSDP_TRANSFORMER_CLS_TO_WRAP", "FSDP_MIN_NUM_PARAMS", "FSDP_ACTIVATION_CHECKPOINTING"):
+                 "FSDP_TRANSFORMER_CLS_TO_WRAP", "FSDP_MIN_NUM_PARAMS", "FSDP_ACTIVATION_CHECKPOINTING",
+                 "FSDP_RESHARD_AFTER_FORWARD"):
         monkeypatch.delenv(name, raising=False)
     AcceleratorState._reset_state()
     yield
@@ -59,6 +60,9 @@ def test_the_plugin_reads_the_environment_accel_launch_exports(monkeypatch):
         "SHARD_GRAD_OP", "TRANSFORMER_BASED_WRAP", ["Block", "Embedding"], 100, False, "FULL_STATE_DICT")
     monkeypatch.setenv("FSDP_OFFLOAD_PARAMS", "true")
     assert FullyShardedDataParallelPlugin().cpu_offload is True
+    assert plugin.reshard_after_forward is True  # Accelerate's default
+    monkeypatch.setenv("FSDP_RESHARD_AFTER_FORWARD", "false")
+    assert FullyShardedDataParallelPlugin().reshard_after_forward is False
 
 
 def test_the_environment_makes_the_accelerators_plugins(monkeypatch):

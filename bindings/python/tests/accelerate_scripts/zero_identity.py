@@ -1,6 +1,6 @@
 """An eager nn.Module trained on 2 processes under ZeRO (`zero_identity.py STAGE ACCUMULATION OUT`: Accelerate's
 DeepSpeedPlugin(zero_stage=STAGE), or with STAGE "fsdp" its FullyShardedDataParallelPlugin(SHARD_GRAD_OP), with
-"fsdp-full" FULL_SHARD with a size-based wrap policy), clipping on, by three optimizers in turn: accel's AdamW (OptimizerSpec),
+"fsdp-full" FULL_SHARD with a size-based wrap policy, "fsdp-keep" the same with reshard_after_forward False), clipping on, by three optimizers in turn: accel's AdamW (OptimizerSpec),
 torch's AdamW and torch's SGD with momentum, each with a fresh copy of the module and a LambdaLR. Layers of
 131 units, so that the processes own pieces of parameters. Each run saves its state after 10 steps, trains
 10 more, loads the state back and trains those 10 again: the weights must come out the same (the optimizer's
@@ -24,11 +24,11 @@ STEPS, SAVED_AT = 20, 10
 if STAGE == "fsdp":  # FSDP's SHARD_GRAD_OP, which accel trains as ZeRO stage 2
     accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
                                     fsdp_plugin=accel.FullyShardedDataParallelPlugin(sharding_strategy="SHARD_GRAD_OP"))
-elif STAGE == "fsdp-full":  # FSDP's FULL_SHARD (ZeRO stage 3), each Linear a unit of its own
+elif STAGE in ("fsdp-full", "fsdp-keep"):  # FSDP's FULL_SHARD (ZeRO stage 3), each Linear a unit of its own
     accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
                                     fsdp_plugin=accel.FullyShardedDataParallelPlugin(
                                         sharding_strategy="FULL_SHARD", auto_wrap_policy="SIZE_BASED_WRAP",
-                                        min_num_params=20))
+                                        min_num_params=20, reshard_after_forward=STAGE == "fsdp-full"))
 else:
     accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
                                     deepspeed_plugin=accel.DeepSpeedPlugin(zero_stage=int(STAGE)))
@@ -100,9 +100,15 @@ for name, make in OPTIMIZERS.items():
     again = weights_of(model)
     assert [key for key in final if not torch.equal(final[key], again[key])] == [], f"{name}: the resume differs"
     assert all(not torch.equal(before, final[name]) for before, name in zip(initial, final)), "nothing trained"
-    if STAGE in ("3", "fsdp-full"):
+    if STAGE in ("3", "fsdp-full", "fsdp-keep"):
         held = [key for key, parameter in accelerator.unwrap_model(model).named_parameters() if parameter.storage().size()]
         assert held == [], f"{name}: parameters still held between steps: {held}"
+        # After a forward the units are released (reshard_after_forward), or kept to the backward.
+        probe = model(torch.randn(2, 6))
+        kept = [bool(parameter.storage().size()) for parameter in module.parameters()]
+        assert all(kept) if STAGE == "fsdp-keep" else not any(kept), f"{name}: {kept} after the forward"
+        accelerator.backward(probe.sum() * 0)
+        optimizer.zero_grad()
         # save_model streams the units (the library writes them as they are gathered) into the files of
         # any stage; get_state_dict gives the weights to the main process only, as Accelerate's FSDP.
         assert accelerator.is_main_process or again == {}, "get_state_dict copies on the main process only"
