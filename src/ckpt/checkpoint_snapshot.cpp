@@ -150,20 +150,9 @@ namespace {
 // the main process writes (no rank ever holds the whole model). Collective.
 void write_sharded_models(const CheckpointObjects& objects, const std::string& staging, bool main) {
   for (size_t i = 0; i < objects.models.size(); ++i) {
-    const train::Model& model = *objects.models[i];
-    if (model.sharded_units() == nullptr) continue;
-    const StoredModel layout = stored_layout(model);
-    if (!main) {
-      stream_stored_values(model, layout, false, {});
-      continue;
+    if (objects.models[i]->sharded_units() != nullptr) {
+      write_model_file(*objects.models[i], join_path(staging, checkpoint_model_file(i)), main);
     }
-    AtomicFile file(join_path(staging, checkpoint_model_file(i)));
-    std::vector<formats::TensorHeader> entries;
-    for (const auto& [name, tensor] : layout.tensors) entries.push_back(formats::header_of(name, tensor));
-    formats::SafetensorsStream stream(file, std::move(entries), layout.ties);
-    stream_stored_values(model, layout, true, [&](const at::Tensor& value) { stream.append(value); });
-    stream.finish();
-    file.commit();
   }
 }
 

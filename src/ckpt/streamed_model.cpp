@@ -43,6 +43,21 @@ void stream_stored_values(const train::Model& model, const StoredModel& layout, 
   if (failed) std::rethrow_exception(failed);
 }
 
+void write_model_file(const train::Model& model, const std::string& path, bool writer) {
+  const StoredModel layout = stored_layout(model);
+  if (!writer) {
+    stream_stored_values(model, layout, false, {});
+    return;
+  }
+  AtomicFile file(path);
+  std::vector<formats::TensorHeader> entries;
+  for (const auto& [name, tensor] : layout.tensors) entries.push_back(formats::header_of(name, tensor));
+  formats::SafetensorsStream stream(file, std::move(entries), layout.ties);
+  stream_stored_values(model, layout, true, [&](const at::Tensor& value) { stream.append(value); });
+  stream.finish();
+  file.commit();
+}
+
 std::set<std::string> write_model_files(const train::Model& model, const std::string& directory,
                                         uint64_t max_shard_size, bool writer) {
   const StoredModel layout = stored_layout(model);

@@ -25,6 +25,10 @@ StoredModel stored_layout(const train::Model& model);
 void stream_stored_values(const train::Model& model, const StoredModel& layout, bool writer,
                           const std::function<void(const at::Tensor&)>& append);
 
+// The model's weights as one safetensors file at path, its values streamed (stored_layout's order),
+// committed once whole. Collective under zero_stage 3; only a writer writes.
+void write_model_file(const train::Model& model, const std::string& path, bool writer);
+
 // The model's files in directory (made if missing): model.safetensors, or above max_shard_size bytes shards
 // and an index (model_layout.hpp), under temporary names (AtomicFile) committed only once all are written,
 // the previous save's entry point removed first. Collective under zero_stage 3; only a writer writes.

@@ -126,6 +126,12 @@ class _Unit:
         return [(parameter, flat.narrow(0, offset, parameter.numel()).view(parameter.shape))
                 for parameter, offset in self.members]
 
+    def drop_grads(self):
+        """The gradient buffer goes, and the parameters' .grad with it."""
+        for parameter, _ in self.members:
+            parameter.grad = None
+        self.grads, self.grad_views = None, {}
+
     def release(self):
         if self.gathered:
             _storage(self.flat).resize_(0)
@@ -202,8 +208,7 @@ class ShardedModule(PreparedModule):
         with torch.no_grad():
             for unit in self._units:
                 held = unit.gathered
-                unit.release()
-                self._gather(unit)
+                self._gather_again(unit)
                 for parameter, _ in unit.members:
                     for name in names.get(id(parameter), ()) if keep else ():
                         copies[name] = parameter.detach().clone()
@@ -224,8 +229,7 @@ class ShardedModule(PreparedModule):
         """Every unit gathered again, in order, whatever this process holds: the same collectives on every
         process even after a step that failed part-way on some."""
         for unit in self._units:
-            unit.release()
-            self._gather(unit)
+            self._gather_again(unit)
 
     # --- the hooks ----------------------------------------------------------------------------------------
 
@@ -234,6 +238,11 @@ class ShardedModule(PreparedModule):
             _storage(unit.flat).resize_(unit.flat.numel() * unit.flat.element_size())
             unit.gathered = True
             self.model.unit_gather(unit.index, unit.flat)
+
+    def _gather_again(self, unit):
+        """Gathered whatever this process holds of it: the same collective on every process."""
+        unit.release()
+        self._gather(unit)
 
     def _before_forward(self, unit, _module, _inputs):
         self._gather(self._units[unit])
@@ -296,9 +305,7 @@ class ShardedModule(PreparedModule):
     def _reduce(self, unit):
         unit.done = True
         if self.model.unit_reduce(unit.index, unit.grads):
-            for parameter, _ in unit.members:
-                parameter.grad = None
-            unit.grads, unit.grad_views = None, {}
+            unit.drop_grads()
         unit.release()
 
     def _end_backward(self):
@@ -310,7 +317,5 @@ class ShardedModule(PreparedModule):
                     self._grad_buffer(unit)
                 self._reduce(unit)
                 if not kept and unit.grads is not None:  # an accumulating backward that did not reach it
-                    for parameter, _ in unit.members:
-                        parameter.grad = None
-                    unit.grads, unit.grad_views = None, {}
+                    unit.drop_grads()
         self.model.end_backward()

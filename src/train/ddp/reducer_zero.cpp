@@ -12,9 +12,8 @@
 namespace accel::train {
 
 bool Reducer::Impl::scatters_bit_identically() {
-  distributed::ProcessGroup* group = state->group("ZeRO gradient reduce-scatter");
-  return group->uses_shared_memory() && !group->shared_memory_spans_nodes() &&
-         !parameters.empty() && parameters.front().second.device().is_cpu();
+  return !parameters.empty() &&
+         scatters_like_allreduce(*state->group("ZeRO gradient reduce-scatter"), parameters.front().second);
 }
 
 // Stage 2 without the reduce-scatter: every gradient was averaged; the rank keeps those of the parameters it

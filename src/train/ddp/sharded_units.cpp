@@ -22,6 +22,7 @@ ShardedUnits::ShardedUnits(std::shared_ptr<distributed::State> state, const Name
     require_argument(unit >= 0, "zero_stage 3: a unit number is negative (" + std::to_string(unit) + ")");
     units = std::max(units, unit + 1);
   }
+  for (size_t i = 0; i < trainable_.size(); ++i) index_.emplace(trainable_[i].second.unsafeGetTensorImpl(), i);
   partition_.stage = 3;
   partition_.world = static_cast<int32_t>(state_->launch().world_size);
   partition_.rank = static_cast<int32_t>(state_->launch().rank);
@@ -152,7 +153,7 @@ void ShardedUnits::reduce(size_t unit, const at::Tensor& full_gradients) {
   at::div_out(full, full, divisor);
   const int64_t chunk = partition_.buckets[unit].chunk;
   at::Tensor received;
-  if (group->uses_shared_memory() && !group->shared_memory_spans_nodes()) {
+  if (scatters_like_allreduce(*group, full)) {
     received = at::empty({chunk}, full.options());
     group->transport().reduce_scatter(received, full, distributed::ReduceKind::Sum, what);
   } else {
@@ -173,8 +174,20 @@ void ShardedUnits::reduce(size_t unit, const at::Tensor& full_gradients) {
   }
 }
 
-void ShardedUnits::assign(size_t trainable, const at::Tensor& values) {
-  place(trainable);
+bool ShardedUnits::holds(const at::Tensor& parameter) const { return index_.count(parameter.unsafeGetTensorImpl()) != 0; }
+
+std::vector<at::Tensor> ShardedUnits::parameters_in_unit_order() const {
+  std::vector<at::Tensor> ordered;
+  for (const auto& members : partition_.members) {
+    for (size_t member : members) ordered.push_back(trainable_[member].second);
+  }
+  return ordered;
+}
+
+void ShardedUnits::assign(const at::Tensor& given, const at::Tensor& values) {
+  const auto found = index_.find(given.unsafeGetTensorImpl());
+  require_argument(found != index_.end(), "zero_stage 3: the tensor is not a parameter this model shards");
+  const size_t trainable = found->second;
   const at::Tensor& parameter = trainable_[trainable].second;
   if (values.sizes() != parameter.sizes()) {
     fail(Code::ShapeMismatch, "'" + trainable_[trainable].first + "' is " + c10::str(parameter.sizes()) + ", the values given are " +
@@ -188,7 +201,7 @@ void ShardedUnits::assign(size_t trainable, const at::Tensor& values) {
   }
 }
 
-void ShardedUnits::for_each_whole(bool keep, const std::function<void(size_t, const at::Tensor&)>& each) {
+void ShardedUnits::for_each_whole(bool keep, const std::function<void(const at::Tensor&, const at::Tensor&)>& each) {
   std::exception_ptr failed;
   for (size_t u = 0; u < unit_count(); ++u) {
     const at::Tensor full = at::empty({unit_numel(u)}, partition_.parameter_chunks[u].options());
@@ -197,7 +210,7 @@ void ShardedUnits::for_each_whole(bool keep, const std::function<void(size_t, co
     for (size_t m = 0; keep && !failed && m < members.size(); ++m) {
       const at::Tensor& parameter = trainable_[members[m]].second;
       try {
-        each(members[m], full.narrow(0, partition_.buckets[u].offsets[m], parameter.numel()).view(parameter.sizes()));
+        each(parameter, full.narrow(0, partition_.buckets[u].offsets[m], parameter.numel()).view(parameter.sizes()));
       } catch (...) {
         failed = std::current_exception();
       }

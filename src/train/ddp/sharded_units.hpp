@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -53,14 +54,19 @@ class ShardedUnits {
   // has none: they are averaged over the ranks into this rank's chunk (added to what it holds since the
   // optimizer's zero_grad, as FSDP adds to its sharded gradients). Collective. full_gradients is overwritten.
   void reduce(size_t unit, const at::Tensor& full_gradients);
-  // Copies this rank's elements of trainable parameter `trainable` from `values` (its whole value, of its
-  // shape) into the chunks: what loading a checkpoint does. Error(OutOfRange), Error(ShapeMismatch).
-  void assign(size_t trainable, const at::Tensor& values);
-  // Every unit gathered in turn (collective): with keep, each(trainable index, whole value) for its members
-  // in order (partition().members), the unit's memory freed before the next unit; without, this rank only
+  // Whether a tensor is one of the trainable parameters (the very tensor given, by identity).
+  bool holds(const at::Tensor& parameter) const;
+  // Copies this rank's elements of `parameter` (one it holds) from `values` (its whole value, of its shape)
+  // into the chunks: what loading a checkpoint does. Error(InvalidArgument) for a tensor it does not hold,
+  // Error(ShapeMismatch).
+  void assign(const at::Tensor& parameter, const at::Tensor& values);
+  // The trainable parameters in unit order (partition().members, unit by unit): for_each_whole's order.
+  std::vector<at::Tensor> parameters_in_unit_order() const;
+  // Every unit gathered in turn (collective): with keep, each(parameter, its whole value) in
+  // parameters_in_unit_order's order, the unit's memory freed before the next unit; without, this rank only
   // takes part. What each throws is thrown once every unit has been gathered, so that no other rank is left
   // waiting in a gather.
-  void for_each_whole(bool keep, const std::function<void(size_t, const at::Tensor&)>& each);
+  void for_each_whole(bool keep, const std::function<void(const at::Tensor&, const at::Tensor&)>& each);
   // The bytes of this rank's chunks of the units' averaged gradients (GradSyncReport::gradient_bytes).
   int64_t gradient_bytes() const;
   // Fails on every rank alike (Error(InvalidState)) when the ranks gathered or reduced other units, or in
@@ -77,6 +83,7 @@ class ShardedUnits {
   ZeroPartition partition_;
   std::vector<ZeroPiece> pieces_;                        // this rank's
   std::vector<std::pair<size_t, int64_t>> places_;       // per trainable parameter
+  std::unordered_map<const c10::TensorImpl*, size_t> index_;  // a trainable parameter's index
   std::vector<at::Tensor> gradient_chunks_;              // per unit
   std::vector<std::string> gather_names_, reduce_names_;  // per unit: what the health layer calls them
   // The gathers and reductions since the last require_ranks_in_step, as a number below 2^52 (exact in a

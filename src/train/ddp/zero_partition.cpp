@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "distributed/group/process_group.hpp"
 
 namespace accel::train {
 
@@ -16,6 +17,10 @@ std::pair<int64_t, int64_t> ZeroBucketSplit::part(size_t member, int64_t rank) c
   const int64_t begin = std::clamp(rank * chunk - offsets[member], int64_t{0}, numels[member]);
   const int64_t end = std::clamp((rank + 1) * chunk - offsets[member], int64_t{0}, numels[member]);
   return {begin, end};
+}
+
+bool scatters_like_allreduce(distributed::ProcessGroup& group, const at::Tensor& like) {
+  return group.uses_shared_memory() && !group.shared_memory_spans_nodes() && like.device().is_cpu();
 }
 
 std::vector<ZeroBucketSplit> split_buckets(const std::vector<std::vector<int64_t>>& numels, int32_t world) {

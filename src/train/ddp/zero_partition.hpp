@@ -20,6 +20,10 @@
 #include <utility>
 #include <vector>
 
+namespace accel::distributed {
+class ProcessGroup;
+}
+
 namespace accel::train {
 
 // One bucket, split.
@@ -33,6 +37,11 @@ struct ZeroBucketSplit {
   // The rank whose chunk holds the whole member, or -1 where it crosses into another's.
   int32_t whole_owner(size_t member) const;
 };
+
+// Whether a reduce-scatter through `group` sums each element in the rank order its all-reduce sums it, so that
+// a rank's chunk holds the bits of data parallelism's average: the shared-memory transport on one node, for
+// CPU tensors (`like`'s device). Gloo's ring starts an element's sum at a rank that depends on its place.
+bool scatters_like_allreduce(distributed::ProcessGroup& group, const at::Tensor& like);
 
 // Lays the buckets' members (their element counts, bucket by bucket) out and cuts each bucket into `world`
 // chunks. world < 1: Error(InvalidArgument).

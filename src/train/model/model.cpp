@@ -457,40 +457,19 @@ NamedTensors Model::parameters_and_buffers() const {
 }
 
 std::vector<at::Tensor> Model::sharded_parameters() const {
-  std::vector<at::Tensor> ordered;
-  if (!impl_->units) return ordered;
-  const NamedTensors trainable = trainable_parameters();
-  for (const auto& members : impl_->units->partition().members) {
-    for (size_t member : members) ordered.push_back(trainable[member].second);
-  }
-  return ordered;
+  return impl_->units ? impl_->units->parameters_in_unit_order() : std::vector<at::Tensor>{};
 }
 
 void Model::for_each_gathered_parameter(bool keep,
                                         const std::function<void(const at::Tensor&, const at::Tensor&)>& each) const {
-  if (!impl_->units) return;
-  const NamedTensors trainable = trainable_parameters();
-  impl_->units->for_each_whole(keep, [&](size_t member, const at::Tensor& whole) { each(trainable[member].second, whole); });
+  if (impl_->units) impl_->units->for_each_whole(keep, each);
 }
 
-bool Model::is_sharded(const at::Tensor& parameter) const {
-  return impl_->units && trainable_position(parameter) >= 0;
-}
-
-int64_t Model::trainable_position(const at::Tensor& parameter) const {
-  int64_t index = 0;
-  for (const auto& entry : named_parameters()) {
-    if (!entry.second.requires_grad()) continue;
-    if (entry.second.unsafeGetTensorImpl() == parameter.unsafeGetTensorImpl()) return index;
-    ++index;
-  }
-  return -1;
-}
+bool Model::is_sharded(const at::Tensor& parameter) const { return impl_->units && impl_->units->holds(parameter); }
 
 void Model::assign_sharded(const at::Tensor& parameter, const at::Tensor& values) const {
-  const int64_t index = impl_->units ? trainable_position(parameter) : -1;
-  require_argument(index >= 0, "assign_sharded: the tensor is not a parameter this model shards");
-  impl_->units->assign(static_cast<size_t>(index), values);
+  if (!impl_->units) fail(Code::InvalidArgument, "assign_sharded: the model shards no parameter");
+  impl_->units->assign(parameter, values);
 }
 
 NamedTensors Model::tensor_slots() const {

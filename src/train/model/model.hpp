@@ -176,8 +176,6 @@ class Model {
   void require_optimizer_for(const ZeroPartition& zero) const;
   void shard_parameters(const std::shared_ptr<distributed::State>& state);
   ShardedUnits& require_units(const char* what) const;
-  // Its index among the trainable parameters; -1 for another tensor.
-  int64_t trainable_position(const at::Tensor& parameter) const;
   // Error(InvalidState) naming `what` under stage 3, whose gradients are not kept per parameter.
   void refuse_under_units(const char* what) const;
   std::shared_ptr<Impl> impl_;
