@@ -24,8 +24,13 @@
 #        zero-memory-torch: stage=S peak_mb=P parameter_mb=M optimizer_state_mb=O step_ms=T
 #        zero-memory-torch-limit: limit_mb=L stage=S result=trained|killed
 #      (parameter_mb: what rank 0 holds of the parameters between steps); then stage 3 again with a
-#      save_state after the steps, whose units are gathered one at a time while process 0 writes them:
-#        zero-memory-torch-save: stage=3 peak_mb=P peak_vs_training=R   (target R <= 1.2)
+#      save_state after the steps (the units gathered one at a time while process 0 writes them, each
+#      process writing the optimizer state of its own share), with torch's AdamW and with accel's:
+#        zero-memory-torch-save: optimizer=torch|accel stage=3 peak_mb=P peak_vs_training=R rss_vs_training=Q
+#      (target Q <= 1.2: the processes' peak resident memory, summed, against the same run's before the
+#      save; R is the cgroup's peak against the training run's, which counts the written files' page cache),
+#      and under the limit above, where stage 3 trained:
+#        zero-memory-torch-save-limit: optimizer=torch|accel limit_mb=L result=saved|killed
 #   4. Stage 3's step time on the training benchmark's MLP 784-1024-1024-10 (AdamW, batch 64 per process),
 #      stage 0 and stage 3 interleaved, ZERO_STEP_ROUNDS rounds (default 5) of 100 steps, medians:
 #        zero-step-torch: stage0_ms=A stage3_ms=B stage3_vs_stage0=R   (target R <= 1.3)
@@ -113,13 +118,21 @@ measure_torch() {
     { read -r line; read -r bytes; } < <(run_torch_in_group "$stage" "$limit")
     echo "zero-memory-torch-limit: limit_mb=$(mb "$limit") stage=$stage result=$([ -n "$line" ] && echo trained || echo killed)"
   done
-  local saved
-  saved=$(mktemp -d)
-  { read -r line; read -r bytes; } < <(run_torch_in_group 3 0 "$saved/checkpoint")
-  rm -rf "$saved"
-  [ -n "$line" ] || { echo "zero-memory: the torch module did not save at stage 3" >&2; exit 1; }
-  echo "zero-memory-torch-save: stage=3 peak_mb=$(mb "$bytes")" \
-    "peak_vs_training=$(awk -v a="$bytes" -v b="${peak[3]}" 'BEGIN { printf "%.3f", a / b }')"
+  local saved optimizer
+  for optimizer in torch accel; do
+    saved=$(mktemp -d)
+    { read -r line; read -r bytes; } < <(run_torch_in_group 3 0 "$saved/checkpoint" "$optimizer")
+    rm -rf "$saved"
+    [ -n "$line" ] || { echo "zero-memory: the torch module did not save at stage 3 ($optimizer)" >&2; exit 1; }
+    echo "zero-memory-torch-save: optimizer=$optimizer stage=3 peak_mb=$(mb "$bytes")" \
+      "peak_vs_training=$(awk -v a="$bytes" -v b="${peak[3]}" 'BEGIN { printf "%.3f", a / b }')" \
+      "rss_vs_training=$(awk -v a="$(value "$line" rss_peak_kb)" -v b="$(value "$line" rss_training_kb)" \
+                          'BEGIN { printf "%.3f", a / b }')"
+    saved=$(mktemp -d)
+    { read -r line; read -r bytes; } < <(run_torch_in_group 3 "$limit" "$saved/checkpoint" "$optimizer")
+    rm -rf "$saved"
+    echo "zero-memory-torch-save-limit: optimizer=$optimizer limit_mb=$(mb "$limit") result=$([ -n "$line" ] && echo saved || echo killed)"
+  done
 }
 
 measure_step_time() {

@@ -2,16 +2,20 @@
 under a ZeRO stage (DeepSpeedPlugin(zero_stage=STAGE): stage 3 gathers each Linear around its forward and
 backward), for bench/run_zero_memory.sh's stage 3 rows and step times.
 
-usage: train_torch_sharded.py STAGE STEPS IN WIDTH DEPTH OUT [SAVE_DIR]
+usage: train_torch_sharded.py STAGE STEPS IN WIDTH DEPTH OUT [SAVE_DIR [OPTIMIZER]]
+OPTIMIZER: torch (torch.optim.AdamW, the default) or accel (accel.OptimizerSpec("adamw"), the library's).
 With SAVE_DIR, accelerator.save_state(SAVE_DIR) after the steps (the checkpoint's memory, part 3 of
 run_zero_memory.sh). Rank 0 prints one line:
-  accel-torch stage=S step_ms=T parameter_bytes=P optimizer_state_bytes=O
+  accel-torch stage=S step_ms=T parameter_bytes=P optimizer_state_bytes=O rss_training_kb=R rss_peak_kb=Q
 step_ms: the median step (forward, backward, AdamW) after 3 warm-up steps; parameter_bytes: what this
 process holds of the parameters between steps (torch's storage plus, under stage 3, its share in the
-library); optimizer_state_bytes: AdamW's state on this process. The package is bindings/python of this
-checkout; the library is ACCEL_LIBRARY (run_zero_memory.sh sets it).
+library); optimizer_state_bytes: AdamW's state on this process; rss_training_kb: the processes' peak
+resident memory after the steps, summed over them; rss_peak_kb: the same at the end (after the save):
+process memory without the page cache, which a cgroup's figure counts. The package is bindings/python of
+this checkout; the library is ACCEL_LIBRARY (run_zero_memory.sh sets it).
 """
 import os
+import resource
 import statistics
 import sys
 import time
@@ -26,7 +30,9 @@ WARMUP = 3
 
 
 def main() -> int:
-    if len(sys.argv) not in (7, 8) or not all(value.isdigit() for value in sys.argv[1:7]):
+    use_accel_optimizer = len(sys.argv) == 9 and sys.argv[8] == "accel"
+    if (len(sys.argv) not in (7, 8, 9) or not all(value.isdigit() for value in sys.argv[1:7])
+            or (len(sys.argv) == 9 and sys.argv[8] not in ("torch", "accel"))):
         print(__doc__.strip().splitlines()[3], file=sys.stderr)
         return 2
     stage, steps, inputs, width, depth, outputs = (int(value) for value in sys.argv[1:7])
@@ -37,7 +43,9 @@ def main() -> int:
         layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
     layers.append(torch.nn.Linear(width, outputs))
     module = torch.nn.Sequential(*layers)
-    model, optimizer = accelerator.prepare(module, torch.optim.AdamW(module.parameters(), lr=1e-4))
+    spec = (accel.OptimizerSpec("adamw", lr=1e-4) if use_accel_optimizer
+            else torch.optim.AdamW(module.parameters(), lr=1e-4))
+    model, optimizer = accelerator.prepare(module, spec)
     generator = torch.Generator().manual_seed(1 + accelerator.process_index)
     times = []
     for step in range(WARMUP + steps):
@@ -53,13 +61,20 @@ def main() -> int:
     parameter_bytes = sum(p.storage().size() * p.element_size() for p in module.parameters())
     units = hosted.model.num_units()
     parameter_bytes += sum(hosted.model.unit_numel(u) // accelerator.num_processes * 4 for u in range(units))
-    state_bytes = sum(value.numel() * value.element_size() for entry in optimizer.state.values()
-                      for value in entry.values() if isinstance(value, torch.Tensor) and value.dim() > 0)
-    if len(sys.argv) == 8:
+    if use_accel_optimizer:
+        state_bytes = int(hosted.model.grad_sync_stat("optimizer_state_bytes"))
+    else:
+        state_bytes = sum(value.numel() * value.element_size() for entry in optimizer.state.values()
+                          for value in entry.values() if isinstance(value, torch.Tensor) and value.dim() > 0)
+    rss_training = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if len(sys.argv) >= 8:
         accelerator.save_state(sys.argv[7])
+    rss = accelerator.reduce(torch.tensor([rss_training, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]),
+                             reduction="sum")
     if accelerator.is_main_process:
         print(f"accel-torch stage={stage} step_ms={statistics.median(times) * 1000:.2f} "
-              f"parameter_bytes={parameter_bytes} optimizer_state_bytes={state_bytes}", flush=True)
+              f"parameter_bytes={parameter_bytes} optimizer_state_bytes={state_bytes} "
+              f"rss_training_kb={int(rss[0])} rss_peak_kb={int(rss[1])}", flush=True)
     accelerator.end_training()
     return 0
 

@@ -22,6 +22,7 @@
 #include "formats/array_view.hpp"
 #include "formats/safetensors.hpp"
 #include "train/optim/archive.hpp"
+#include "train/optim/optimizer.hpp"
 
 namespace accel::ckpt {
 
@@ -52,6 +53,7 @@ struct LoadedCheckpoint {
   Manifest manifest;
   std::vector<ModelWeights> models;
   std::vector<std::string> optimizers;
+  std::vector<std::vector<std::string>> optimizer_parts;  // per optimizer, every saving rank's (ZeRO)
   std::vector<std::string> schedulers;
   std::optional<std::string> scaler;
   std::vector<std::string> loaders;
@@ -66,8 +68,8 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
   loaded.manifest = read_manifest(manifest_path);
   const Manifest& manifest = loaded.manifest;
   // Registered objects are per process; without them a checkpoint resumes on another number of processes
-  // (the optimizer state is whole, ZeRO's included), a rank past the saved ones keeping its own random
-  // state. Loaders resume there from rank 0's position (every rank's is the same step), which
+  // (the optimizer state is whole, or under ZeRO every rank's part is read), a rank past the saved ones
+  // keeping its own random state. Loaders resume there from rank 0's position (every rank's is the same step), which
   // Loader::load_state accepts when the global batch is the same.
   const bool same_world = manifest.world_size == state.launch().world_size;
   if (!same_world && !manifest.custom_objects.empty()) {
@@ -91,7 +93,15 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
   const formats::SafetensorsFile shared(shared_path);
   for (size_t i = 0; i < objects.optimizers.size(); ++i) {
     loaded.optimizers.push_back(view_bytes(shared, states_entry("optimizer", i), shared_path));
-    train::read_archive(loaded.optimizers.back(), "optimizer");
+    loaded.optimizer_parts.emplace_back();
+    if (!train::Optimizer::saved_per_process(loaded.optimizers.back())) continue;
+    // Saved under ZeRO by every process: whoever loads reads every part (any stage, any number of processes).
+    for (int64_t rank = 0; rank < manifest.world_size; ++rank) {
+      const std::string part_path = join_path(join_path(directory, rank_directory(rank)), kStatesFile);
+      const formats::SafetensorsFile part(part_path);
+      loaded.optimizer_parts.back().push_back(view_bytes(part, states_entry(kOptimizerPartEntry, i), part_path));
+      train::read_archive(loaded.optimizer_parts.back().back(), "optimizer");
+    }
   }
   for (size_t i = 0; i < objects.schedulers.size(); ++i) {
     loaded.schedulers.push_back(view_bytes(shared, states_entry("scheduler", i), shared_path));
@@ -197,7 +207,9 @@ void load_state(const std::shared_ptr<distributed::State>& state, const std::str
 
   for (size_t i = 0; i < objects.loaders.size(); ++i) objects.loaders[i]->load_state(loaded.loaders[i]);
   for (size_t i = 0; i < objects.models.size(); ++i) loaded.models[i].copy_into(*objects.models[i]);
-  for (size_t i = 0; i < objects.optimizers.size(); ++i) objects.optimizers[i]->optimizer().load_state(loaded.optimizers[i]);
+  for (size_t i = 0; i < objects.optimizers.size(); ++i) {
+    objects.optimizers[i]->optimizer().load_state(loaded.optimizers[i], loaded.optimizer_parts[i]);
+  }
   for (size_t i = 0; i < objects.schedulers.size(); ++i) objects.schedulers[i]->scheduler().load_state(loaded.schedulers[i]);
   if (scaler != nullptr) scaler->load_state(*loaded.scaler);
   if (!loaded.rng.empty()) restore_rng_states(loaded.rng);

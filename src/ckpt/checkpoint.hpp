@@ -5,8 +5,10 @@
 //   model.safetensors, model_<i>...  each model's parameters and buffers, tied weights once (main process;
 //                                    ckpt/model_weights.hpp)
 //   states.safetensors               optimizer.<i>, scheduler.<i>, scaler: saved archives as uint8 tensors
-//                                    (main process; they are the same on every rank)
-//   rank<r>/states.safetensors       loader.<i> and rng.<generator>: what differs between ranks
+//                                    (main process; they are the same on every rank; under ZeRO an
+//                                    optimizer's holds its group options only)
+//   rank<r>/states.safetensors       loader.<i> and rng.<generator>: what differs between ranks; under
+//                                    ZeRO optimizer_part.<i>, the state of what the rank stepped
 //   rank<r>/custom_checkpoint_<name>.bin  each registered object's bytes, as its save function gave them
 // Keeping the opaque archives inside safetensors files gives every file one format whose reader detects
 // truncation, so loading can refuse a damaged checkpoint before touching anything.

@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "ckpt/model_weights.hpp"
 #include "ckpt/one_folder.hpp"
@@ -23,10 +22,11 @@ namespace accel::ckpt {
 namespace {
 
 
-at::Tensor bytes_tensor(const std::string& bytes) {
-  auto tensor = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
-  std::memcpy(tensor.data_ptr<uint8_t>(), bytes.data(), bytes.size());
-  return tensor;
+// The bytes as a uint8 tensor that owns them (no copy: an optimizer's state can be most of a process's memory).
+at::Tensor bytes_tensor(std::string bytes) {
+  auto* owner = new std::string(std::move(bytes));
+  return at::from_blob(owner->data(), {static_cast<int64_t>(owner->size())}, [owner](void*) { delete owner; },
+                       at::TensorOptions(at::kByte));
 }
 
 // A copy in host memory, contiguous, that later in-place updates of the model do not reach.
@@ -85,12 +85,16 @@ CheckpointSnapshot take_snapshot(const std::shared_ptr<distributed::State>& stat
     snapshot.rank_states.emplace_back(states_entry("loader", i), bytes_tensor(objects.loaders[i]->save_state()));
   }
   for (auto& [generator, rng_state] : capture_rng_states()) snapshot.rank_states.emplace_back("rng." + generator, rng_state);
-  // Under ZeRO an optimizer's state is gathered from every rank, so every rank takes part; rank 0 writes it.
+  // Under ZeRO each process writes the state of what it steps into its own folder, so none gathers more.
   std::vector<std::string> optimizer_states;
-  for (auto* optimizer : objects.optimizers) {
-    if (snapshot.rank == 0 || optimizer->optimizer().zero_shard() != nullptr) {
-      optimizer_states.push_back(optimizer->optimizer().save_state());
+  for (size_t i = 0; i < objects.optimizers.size(); ++i) {
+    const train::Optimizer& optimizer = objects.optimizers[i]->optimizer();
+    if (snapshot.rank != 0 && optimizer.zero_shard() == nullptr) continue;
+    auto [shared, own] = optimizer.save_state_per_process();
+    if (optimizer.zero_shard() != nullptr) {
+      snapshot.rank_states.emplace_back(states_entry(kOptimizerPartEntry, i), bytes_tensor(std::move(own)));
     }
+    optimizer_states.push_back(std::move(shared));
   }
   if (snapshot.rank != 0) return snapshot;
 
@@ -104,7 +108,7 @@ CheckpointSnapshot take_snapshot(const std::shared_ptr<distributed::State>& stat
     snapshot.models.push_back(std::move(stored));
   }
   for (size_t i = 0; i < objects.optimizers.size(); ++i) {
-    snapshot.shared_states.emplace_back(states_entry("optimizer", i), bytes_tensor(optimizer_states[i]));
+    snapshot.shared_states.emplace_back(states_entry("optimizer", i), bytes_tensor(std::move(optimizer_states[i])));
   }
   for (size_t i = 0; i < objects.schedulers.size(); ++i) {
     snapshot.shared_states.emplace_back(states_entry("scheduler", i), bytes_tensor(objects.schedulers[i]->scheduler().save_state()));

@@ -22,6 +22,9 @@ std::string checkpoint_model_file(size_t index);
 std::string rank_directory(int64_t rank);
 // "<kind>.<index>" ("optimizer.0", "loader.1"): an object's entry in a states file.
 std::string states_entry(const char* kind, size_t index);
+// The kind of a ZeRO optimizer's entry in each rank's states file: the state of the pieces that rank
+// stepped ("optimizer_part.0"); the checkpoint's own "optimizer.0" then holds its group options only.
+constexpr const char* kOptimizerPartEntry = "optimizer_part";
 
 struct Manifest {
   std::string accel_version;
@@ -45,8 +48,8 @@ struct Manifest {
   int64_t tracker_last_step = -1;
   // The highest ZeRO stage of the saved optimizers ("zero_stage", absent for 0 and from older
   // checkpoints) and how their parameters were split: per rank, what it stepped, a parameter's name or
-  // "name[begin:end]" for a piece of its flattened elements ("zero_split"). The optimizer state itself is saved gathered, the same bytes as zero_stage 0's, so any
-  // stage and world size loads it.
+  // "name[begin:end]" for a piece of its flattened elements ("zero_split"). The optimizer state itself is saved
+  // by each rank (its pieces, kOptimizerPartEntry), and any stage and world size loads it.
   int64_t zero_stage = 0;
   std::vector<std::vector<std::string>> zero_split;
 };

@@ -1,7 +1,8 @@
 #!/bin/sh
 # A checkpoint saved under ZeRO stage 2 on 2 processes resumes under stage 0 on 1 process, and the reverse,
 # with the same continuation as the run that never stopped (tests/train/zero_worker.cpp, ZeroCheckpoint); `accel checkpoint inspect` shows the
-# split, pieces of parameters included. Usage: zero_checkpoint_test.sh ACCEL_CLI ZERO_WORKER
+# split, pieces of parameters included. Each rank saved the optimizer state of its pieces in its folder: one
+# folder's file missing fails the load naming it, the weights untouched. Usage: zero_checkpoint_test.sh ACCEL_CLI ZERO_WORKER
 set -eu
 accel=$1
 worker=$2
@@ -16,6 +17,11 @@ run 2 2 save
 grep -q '"zero_stage": 2' "$directory/inspect.txt" || { cat "$directory/inspect.txt"; echo "inspect shows no zero_stage"; exit 1; }
 grep -q '"zero_split": \[\[' "$directory/inspect.txt" || { cat "$directory/inspect.txt"; echo "inspect shows no split"; exit 1; }
 grep -q '"w1\[0:[0-9]*\]"' "$directory/inspect.txt" || { cat "$directory/inspect.txt"; echo "inspect shows no piece of w1"; exit 1; }
+mkdir "$directory/damaged"
+cp -r "$directory/checkpoint" "$directory/damaged/"
+rm "$directory/damaged/checkpoint/rank1/states.safetensors"
+ZERO_CKPT_DIR=$directory/damaged ZERO_CKPT_STAGE=0 ZERO_CKPT_PHASE=missing-part \
+  "$accel" launch --master-port 0 --cpu --nproc-per-node 1 -- "$worker" --gtest_filter='ZeroCheckpoint.*'
 run 1 0 resume
 rm -rf "$directory/checkpoint" "$directory/never_stopped.bin"
 run 1 0 save

@@ -170,6 +170,50 @@ TEST(Zero, EveryElementIsSteppedByExactlyOneRank) {
   }
 }
 
+// A checkpoint's ZeRO optimizer state is each rank's own pieces (nothing gathered, so no rank holds more than
+// its share): every rank's parts together load into a stage 0 optimizer as the whole state save_state()
+// gathers; a rank's part alone covers some parameters partly and is refused naming one, the state unchanged.
+TEST(Zero, EachRankSavesItsOwnPiecesOfTheState) {
+  auto loop = std::make_shared<TrainingLoop>(state);
+  if (world() == 1) GTEST_SKIP() << "one process has nothing to split";
+  auto split = make(loop, "parts2", 2, "adamw", false, 131);
+  auto whole = make(loop, "parts0", 0, "adamw", false, 131);
+  std::vector<Trained> models{split};
+  train_side_by_side(loop, models);
+  Optimizer& optimizer = split.optimizer->optimizer();
+  const auto saved = optimizer.save_state_per_process();
+  EXPECT_TRUE(Optimizer::saved_per_process(saved.shared));
+  const int64_t own_state = optimizer.state_bytes();
+  EXPECT_LT(static_cast<int64_t>(saved.own.size()), own_state + (1 << 16)) << "a rank's part is about its own state";
+
+  std::vector<std::string> parts;
+  for (int32_t source = 0; source < world(); ++source) {
+    std::string bytes = source == rank() ? saved.own : std::string();
+    distributed::broadcast_bytes(*state, bytes, source);
+    parts.push_back(std::move(bytes));
+  }
+  {
+    at::NoGradGuard no_grad;
+    const auto from = split.model->trainable_parameters();
+    const auto to = whole.model->trainable_parameters();
+    for (size_t i = 0; i < from.size(); ++i) to[i].second.copy_(from[i].second);
+  }
+  whole.optimizer->optimizer().load_state(saved.shared, parts);
+  const auto all = distributed::gather(*state, at::full({1}, own_state, at::kLong));
+  EXPECT_EQ(whole.optimizer->optimizer().state_bytes(), all.sum().item<int64_t>());
+  // The same state stepped on: stage 0 goes on as stage 2 does, bit for bit, only if every piece came back.
+  std::vector<Trained> both{split, whole};
+  train_side_by_side(loop, both);
+  expect_bit_identical(*whole.model, *split.model, "stage 0 loaded from the stage 2 parts");
+
+  const std::string before = optimizer.save_state_per_process().own;
+  expect_error(Code::InvalidArgument, "once (a process's part is missing or repeated)",
+               [&] { optimizer.load_state(saved.shared, {saved.own}); });
+  expect_error(Code::InvalidArgument, "no process's part was given", [&] { optimizer.load_state(saved.shared); });
+  EXPECT_EQ(optimizer.state_bytes(), own_state);
+  EXPECT_EQ(optimizer.save_state_per_process().own, before) << "a refused load changed the state";
+}
+
 // Between a synchronising backward and the step, a stage 2 rank holds the averaged gradients of its own
 // elements, and no others: a parameter it owns whole has its gradient, one it owns a piece of has the
 // piece held for the optimizer, the others none.
@@ -413,6 +457,13 @@ TEST(ZeroCheckpoint, ResumesUnderAnotherStageAndWorldSize) {
     ckpt::save_state(state, directory + "/checkpoint", objects);
     train_steps(loop, trained, 10, 10);
     if (rank() == 0) std::ofstream(directory + "/never_stopped.bin", std::ios::binary) << weight_bytes(*trained.model);
+    return;
+  }
+  if (phase == "missing-part") {
+    // A ZeRO optimizer's state is in every saving rank's folder: without one, nothing is loaded.
+    const std::string before = weight_bytes(*trained.model);
+    expect_error(Code::Io, "rank1/states.safetensors", [&] { ckpt::load_state(state, directory + "/checkpoint", objects); });
+    EXPECT_TRUE(before == weight_bytes(*trained.model)) << "a refused load changed the weights";
     return;
   }
   ckpt::load_state(state, directory + "/checkpoint", objects);

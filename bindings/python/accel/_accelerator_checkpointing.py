@@ -22,6 +22,22 @@ def _size_in_bytes(size):
     return value
 
 
+class _SinkFile:
+    """What torch.save and pickle.dump write into while a registered object is saved: each write goes to the
+    library's sink (accel_sink_write copies it), valid for the length of the save callback."""
+
+    def __init__(self, sink):
+        self._sink = sink
+
+    def write(self, data):
+        view = memoryview(data)
+        check(lib.accel_sink_write(self._sink, ffi.from_buffer(view), view.nbytes))
+        return view.nbytes
+
+    def flush(self):
+        pass
+
+
 class CheckpointingMixin:
     """The Accelerator's save and load methods."""
 
@@ -276,16 +292,17 @@ class CheckpointingMixin:
                              "".join(f"\n\t- Item at index {index}, `{type(objects[i]).__name__}`"
                                      for index, i in enumerate(invalid)))
         for obj in objects:
-            self._register_bytes_object(str(len(self._custom_objects)), lambda obj=obj: pickle.dumps(obj.state_dict()),
+            self._register_bytes_object(str(len(self._custom_objects)),
+                                        lambda file, obj=obj: pickle.dump(obj.state_dict(), file),
                                         lambda data, obj=obj: obj.load_state_dict(pickle.loads(data)))
             self._custom_objects.append(obj)
 
     def _register_bytes_object(self, name, save, load):
-        """Registers, under name, an object every save_state and load_state carries: save() gives its
-        bytes, load(bytes) restores it."""
+        """Registers, under name, an object every save_state and load_state carries: save(file) writes its
+        bytes into a file-like object (straight into the library's copy, so an optimizer's state is held
+        once more while saving, not twice), load(bytes) restores it."""
         def save_callback(sink, _payload):
-            data = save()
-            check(lib.accel_sink_write(sink, data, len(data)))
+            save(_SinkFile(sink))
 
         def load_callback(data, size, _payload):
             load(ffi.buffer(data, size)[:])

@@ -138,7 +138,7 @@ class PrepareMixin:
         elif self.dataloader_config.use_stateful_dataloader:
             index = len(self._dataloaders)
             self._register_bytes_object("dl_state_dict" if index == 0 else f"dl_state_dict_{index}",
-                                        prepared.state_dict, prepared.load_state_dict)
+                                        lambda file: file.write(prepared.state_dict()), prepared.load_state_dict)
         self._dataloaders.append(prepared)
         return prepared
 

@@ -125,10 +125,8 @@ class TorchObjects:
         return prepared
 
     def _register_state_dict(self, obj, kind, index):
-        def save():
-            buffer = io.BytesIO()
-            torch.save(obj.state_dict(), buffer)
-            return buffer.getvalue()
+        def save(file):
+            torch.save(obj.state_dict(), file)
 
         def load(data):
             obj.load_state_dict(torch.load(io.BytesIO(data), map_location="cpu"))

@@ -18,9 +18,13 @@ torch::serialize::InputArchive read_archive(const std::string& bytes, const std:
 }
 
 std::string archive_bytes(torch::serialize::OutputArchive& archive) {
-  std::ostringstream out;
-  archive.save_to(out);
-  return out.str();
+  // Appended as written: a string stream's str() would hold the state twice (its buffer and the copy).
+  std::string bytes;
+  archive.save_to([&bytes](const void* data, size_t size) {
+    bytes.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  return bytes;
 }
 
 namespace {

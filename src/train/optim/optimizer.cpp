@@ -8,8 +8,10 @@
 
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "core/error.hpp"
 #include "core/options.hpp"
@@ -20,6 +22,14 @@
 
 namespace accel::train {
 namespace {
+
+// Marks the shared bytes of a state saved per process (Optimizer::save_state_per_process).
+constexpr const char* kPerProcessKey = "accel/state_per_process";
+
+bool marked_per_process(torch::serialize::InputArchive& archive) {
+  c10::IValue flag;
+  return archive.try_read(kPerProcessKey, flag) && flag.isBool() && flag.toBool();
+}
 
 using TorchOptions = torch::optim::OptimizerOptions;
 // The group options an archive holds, each with the (saved) keys of its parameters.
@@ -240,12 +250,35 @@ struct Optimizer::Impl {
     }
   }
 
-  std::string own_state() const {
+  std::string own_state(bool per_process = false) const {
     torch::serialize::OutputArchive archive;
     optimizer->save(archive);
     archive.write("accel/kind", c10::IValue(kind));
     archive.write("accel/initial_lrs", c10::IValue(initial_lrs));
+    if (per_process) archive.write(kPerProcessKey, c10::IValue(true));
     return archive_bytes(archive);
+  }
+
+  // Every parameter with its name, in group order.
+  NamedTensors named_parameters() const {
+    NamedTensors named;
+    const auto& groups = optimizer->param_groups();
+    for (size_t g = 0; g < groups.size(); ++g) {
+      for (size_t p = 0; p < groups[g].params().size(); ++p) named.emplace_back(names[g][p], groups[g].params()[p]);
+    }
+    return named;
+  }
+
+  // Under ZeRO, the name this optimizer gives each of the shard's parameters ("" for one it does not hold).
+  std::vector<std::string> shard_names() const {
+    std::unordered_map<const c10::TensorImpl*, std::string> by_tensor;
+    for (const auto& [name, parameter] : named_parameters()) by_tensor.emplace(parameter.unsafeGetTensorImpl(), name);
+    std::vector<std::string> shard;
+    for (const auto& entry : zero->parameters()) {
+      const auto found = by_tensor.find(entry.second.unsafeGetTensorImpl());
+      shard.push_back(found == by_tensor.end() ? std::string() : found->second);
+    }
+    return shard;
   }
 
   // The pieces' groups take their options from the whole parameters' groups, where lr schedules and
@@ -297,16 +330,20 @@ struct Optimizer::Impl {
   }
 
   // Python's load_state_dict replaces the whole per-parameter state; torch::optim's load only adds to it.
-  // On failure the previous state is put back.
-  void replace_state(torch::serialize::InputArchive& archive) {
+  // `then` completes the state (the pieces saved per process); on any failure the previous state is put back.
+  void replace_state(torch::serialize::InputArchive& archive, const std::function<void()>& then) {
     // The map's key is a string in LibTorch 1.13 and a parameter's address in 2.x.
     std::remove_reference_t<decltype(optimizer->state())> previous;
     std::swap(previous, optimizer->state());
     try {
       optimizer->load(archive);
+      then();
     } catch (const c10::Error& error) {
       std::swap(previous, optimizer->state());
       fail_from(error, Code::InvalidArgument, "optimizer state is unreadable: ");
+    } catch (...) {
+      std::swap(previous, optimizer->state());
+      throw;
     }
   }
 };
@@ -417,7 +454,8 @@ std::string Optimizer::save_state() const {
   if (!impl_->zero) return impl_->own_state();
   // Every rank's pieces assembled into whole parameters' state, saved, then dropped again.
   try {
-    gather_piece_states(*impl_->zero, *impl_->pieces, *impl_->optimizer, impl_->kind);
+    const auto parts = impl_->zero->gather_bytes(piece_states(*impl_->zero, *impl_->pieces, impl_->shard_names()));
+    assemble_piece_states(parts, impl_->named_parameters(), *impl_->optimizer, impl_->kind);
     const std::string whole = impl_->own_state();
     impl_->optimizer->state().clear();
     return whole;
@@ -427,12 +465,32 @@ std::string Optimizer::save_state() const {
   }
 }
 
-void Optimizer::load_state(const std::string& bytes) {
+Optimizer::PerProcessState Optimizer::save_state_per_process() const {
+  impl_->refuse_if_external("save_state");
+  if (impl_->capturable) impl_->capturable->write_back();
+  if (!impl_->zero) return {impl_->own_state(), std::string()};
+  // Under ZeRO the whole parameters' optimizer holds no per-parameter state: its archive is the options.
+  return {impl_->own_state(/*per_process=*/true), piece_states(*impl_->zero, *impl_->pieces, impl_->shard_names())};
+}
+
+bool Optimizer::saved_per_process(const std::string& bytes) {
+  auto archive = read_archive(bytes, "optimizer");
+  return marked_per_process(archive);
+}
+
+void Optimizer::load_state(const std::string& bytes) { load_state(bytes, {}); }
+
+void Optimizer::load_state(const std::string& shared, const std::vector<std::string>& process_parts) {
   impl_->refuse_if_external("load_state");
   // Saved state tensors go where the parameters are (Accelerate moves them to the device as well).
-  auto archive = read_archive(bytes, "optimizer", parameters().front().device());
+  auto archive = read_archive(shared, "optimizer", parameters().front().device());
   auto [groups, initial_lrs] = impl_->read_checked(archive);
-  impl_->replace_state(archive);
+  const bool per_process = marked_per_process(archive);
+  require_argument(!per_process || !process_parts.empty(),
+                   "optimizer state was saved by each process under ZeRO, and no process's part was given");
+  impl_->replace_state(archive, [&] {
+    if (per_process) assemble_piece_states(process_parts, impl_->named_parameters(), *impl_->optimizer, impl_->kind);
+  });
   if (impl_->zero) {
     cut_piece_states(*impl_->zero, *impl_->optimizer, *impl_->pieces);
     impl_->optimizer->state().clear();

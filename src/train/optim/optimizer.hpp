@@ -98,6 +98,24 @@ class Optimizer {
   std::string save_state() const;
   void load_state(const std::string& bytes);
 
+  // For a checkpoint that every process writes its part of. Without ZeRO, `shared` is save_state()'s bytes
+  // and `own` is empty. Under ZeRO, `shared` is the kind, initial lrs and group options (what every rank
+  // holds alike) and `own` the state of this rank's pieces: nothing is gathered, no rank holds more than its
+  // share, and the call is not collective.
+  struct PerProcessState {
+    std::string shared;
+    std::string own;
+  };
+  PerProcessState save_state_per_process() const;
+  // Whether saved bytes are save_state_per_process()'s `shared` of a ZeRO optimizer, whose per-parameter
+  // state is in the processes' parts.
+  static bool saved_per_process(const std::string& bytes);
+  // load_state() from save_state_per_process()'s bytes: `shared` and the `own` of every process that saved
+  // (in rank order, as many as there were: any stage and number of processes loads them). The errors of
+  // load_state(), and Error(InvalidArgument) naming the process or parameter when the parts do not hold
+  // every parameter's state once; the optimizer is then unchanged.
+  void load_state(const std::string& shared, const std::vector<std::string>& process_parts);
+
   // ZeRO (train/optim/zero_optimizer.hpp), attached once after construction: step() then steps this rank's
   // pieces only (with an optimizer of the same kind and group options over them) and gathers the rest from
   // their owners, the state of other ranks' elements is not kept, save_state() is collective and returns

@@ -15,7 +15,7 @@ PHASE, STAGE, DIR = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 accelerator = accel.Accelerator(cpu=True, deepspeed_plugin=accel.DeepSpeedPlugin(zero_stage=STAGE))
 torch.manual_seed(0)
 module = torch.nn.Sequential(torch.nn.Linear(6, 131), torch.nn.ReLU(), torch.nn.Linear(131, 3))
-# accel's optimizer: its state is saved gathered, so another number of processes resumes it (a torch
+# accel's optimizer: each process saves its share of the state and any number of processes reads them all (a torch
 # optimizer's state_dict is per process under ZeRO, as DeepSpeed's optimizer files are).
 model, optimizer = accelerator.prepare(module, accel.OptimizerSpec("sgd", lr=0.05, momentum=0.9))
 rows = 24 // accelerator.num_processes
