@@ -197,12 +197,21 @@ ACCEL_API ACCEL_NODISCARD int accel_model_grad_reached_by_no_rank(const accel_mo
  * accel_model_set_units: per parameter (count accel_model_num_parameters, in its order), its unit, numbered
  * from 0 without gaps; a frozen parameter's entry is not read (frozen parameters stay whole in the caller's
  * memory). A unit's parameters need one dtype and device (ACCEL_ERR_INVALID_ARGUMENT at prepare naming two).
- * accel_model_unit_gather: collective. accel_model_unit_reduce: collective on a synchronising backward;
- * full_gradients is overwritten.
+ * Mixed precision (FSDP's MixedPrecision; the prepare options zero_param_dtype and zero_reduce_dtype): a unit
+ * is computed in zero_param_dtype, its buffer of that dtype filled with the shares cast to it (the cast before
+ * the all-gather, so half the traffic in 16 bits), and its gradients handed over in it, averaged in
+ * zero_reduce_dtype and added to the share's gradients in the parameters' dtype (the shares are the master
+ * weights the optimizer steps). A buffer of the parameters' own dtype is gathered exact (what a checkpoint or
+ * a state dict needs).
+ * accel_model_unit_gather: collective; full is of the unit's compute dtype or its parameters' dtype.
+ * accel_model_unit_reduce: collective on a synchronising backward; full_gradients, of the compute dtype, is
+ * overwritten.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (set_units after prepare; the others on a model not
  * sharded); ACCEL_ERR_INVALID_ARGUMENT (a count other than the parameters'; a negative unit; a frozen
  * parameter's place; a buffer on another device); ACCEL_ERR_OUT_OF_RANGE (unit, index); ACCEL_ERR_SHAPE_MISMATCH
  * (a buffer that is not 1-d, contiguous, of the layout's length); ACCEL_ERR_DTYPE (a buffer of another dtype);
+ * ACCEL_ERR_UNSUPPORTED at prepare (zero_reduce_dtype "bf16" where Gloo would carry it: LibTorch 1.13's has
+ * no bfloat16 sum);
  * ACCEL_ERR_UNSUPPORTED (reduce without an accel optimizer over the model); collective errors, naming the
  * unit. Thread safety: as the model's.
  * Model states (set_units): prepared host, unprepared torchscript, prepared torchscript -> ACCEL_ERR_INVALID_STATE. */

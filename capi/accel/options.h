@@ -144,6 +144,14 @@
  *   zero_stage       int; default 0
  *                    DeepSpeed's ZeRO stage: 0 data parallel, 1 optimizer state split, 2 gradients too, 3
  *                    parameters too (models of the caller's tensors)
+ *   zero_param_dtype string: "auto", "fp32", "bf16", "fp16"; default "auto"
+ *                    zero_stage 3's mixed precision (FSDP's MixedPrecision param_dtype): the dtype units are
+ *                    gathered in and their gradients handed over in, the shares staying in the parameters'
+ *                    dtype as the master weights the optimizer steps; auto = the parameters' own
+ *   zero_reduce_dtype string: "auto", "fp32", "bf16", "fp16"; default "auto"
+ *                    zero_stage 3's gradient reduction dtype (FSDP's reduce_dtype): gradients are averaged in
+ *                    it, then added to the shares' gradients in the parameters' dtype; auto =
+ *                    zero_param_dtype's
  * Optimizer keys (accel_optimizer_new; accel/optimizer.h).
  *   lr               double; default 0.001
  *                    the learning rate

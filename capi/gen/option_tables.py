@@ -129,6 +129,14 @@ MODEL = Scope(
                "DDP's fp16/bf16 compress hook: buckets all-reduced in 16 bits", choices=("no", "fp16", "bf16")),
         Option("zero_stage", int, 0,
                "DeepSpeed's ZeRO stage: 0 data parallel, 1 optimizer state split, 2 gradients too, 3 parameters too (models of the caller's tensors)"),
+        Option("zero_param_dtype", str, "auto",
+               "zero_stage 3's mixed precision (FSDP's MixedPrecision param_dtype): the dtype units are gathered in and"
+               " their gradients handed over in, the shares staying in the parameters' dtype as the master weights the"
+               " optimizer steps; auto = the parameters' own", choices=("auto", "fp32", "bf16", "fp16")),
+        Option("zero_reduce_dtype", str, "auto",
+               "zero_stage 3's gradient reduction dtype (FSDP's reduce_dtype): gradients are averaged in it, then"
+               " added to the shares' gradients in the parameters' dtype; auto = zero_param_dtype's",
+               choices=("auto", "fp32", "bf16", "fp16")),
     ])
 
 OPTIMIZER = Scope(

@@ -14,6 +14,8 @@ const OptionScope& prepare_option_scope() {
       {"convert_outputs_to_fp32", OptionType::Bool, true, {}, false},
       {"grad_compression", OptionType::String, std::string("no"), {"no", "fp16", "bf16"}, false},
       {"zero_stage", OptionType::Int, int64_t{0}, {}, false},
+      {"zero_param_dtype", OptionType::String, std::string("auto"), {"auto", "fp32", "bf16", "fp16"}, false},
+      {"zero_reduce_dtype", OptionType::String, std::string("auto"), {"auto", "fp32", "bf16", "fp16"}, false},
   }};
   return scope;
 }

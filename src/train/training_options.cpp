@@ -24,6 +24,14 @@ std::vector<int64_t> parse_milestones(const std::string& text) {
   return milestones;
 }
 
+// A zero_param_dtype / zero_reduce_dtype choice (the table allows only these).
+std::optional<at::ScalarType> unit_dtype(const std::string& name) {
+  if (name == "fp32") return at::kFloat;
+  if (name == "bf16") return at::kBFloat16;
+  if (name == "fp16") return at::kHalf;
+  return std::nullopt;
+}
+
 }  // namespace
 
 LossConfig loss_config(const ResolvedOptions& values) {
@@ -53,6 +61,15 @@ PrepareConfig prepare_config(const Options* explicit_options) {
                                    "ranks, 2: gradients too, 3: the parameters too, as FSDP's FULL_SHARD)");
   }
   config.reducer.zero_stage = static_cast<int32_t>(zero_stage);
+  config.reducer.unit_param_dtype = unit_dtype(values.get_string("zero_param_dtype"));
+  config.reducer.unit_reduce_dtype = unit_dtype(values.get_string("zero_reduce_dtype"));
+  for (const char* key : {"zero_param_dtype", "zero_reduce_dtype"}) {
+    if (values.get_string(key) != "auto" && zero_stage != 3) {
+      fail(Code::BadOptionValue, std::string("option ") + key + ": '" + values.get_string(key) +
+                                     "' is zero_stage 3's mixed precision (units gathered and reduced in 16 bits), "
+                                     "and zero_stage is " + std::to_string(zero_stage));
+    }
+  }
   config.broadcast_buffers = values.get_bool("broadcast_buffers");
   config.keep_low_precision_outputs = !values.get_bool("convert_outputs_to_fp32");
   return config;

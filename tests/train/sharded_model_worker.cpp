@@ -262,6 +262,55 @@ TEST(ShardedModel, RefusesWhatTheUnitsDoNotAllow) {
                [&] { script->prepare(state, prepare); });
 }
 
+// FSDP's mixed precision (zero_param_dtype, zero_reduce_dtype): a unit gathered in the compute dtype holds
+// the parameters cast to it (each share is cast before the all-gather), one gathered in the parameters' own
+// dtype their exact values; gradients are handed over in the compute dtype only; a bf16 reduction is refused
+// at prepare where Gloo would carry it. (The steps, bit for bit: fsdp_mixed_precision.py.)
+TEST(ShardedModel, MixedPrecisionGathersInTheComputeDtype) {
+  if (world() == 1) GTEST_SKIP() << "one process shards nothing";
+  auto loop = std::make_shared<TrainingLoop>(state);
+  const auto reference = load_mlp("sharded_mixed");
+  const auto make = [&](at::ScalarType reduce) {
+    NamedTensors named;
+    for (const auto& [name, tensor] : reference->named_parameters()) named.emplace_back(name, tensor.detach().clone().requires_grad_());
+    auto model = Model::from_tensors(named, std::vector<bool>(named.size(), true), {});
+    model->set_units({0, 0, 1, 1});
+    PrepareConfig prepare;
+    prepare.reducer.zero_stage = 3;
+    prepare.reducer.unit_param_dtype = at::kBFloat16;
+    prepare.reducer.unit_reduce_dtype = reduce;
+    model->prepare(state, prepare);
+    return model;
+  };
+  auto model = make(at::kFloat);
+  const ShardedUnits& units = *model->sharded_units();
+  EXPECT_EQ(units.compute_dtype(1), at::kBFloat16);
+  EXPECT_EQ(units.reduce_dtype(1), at::kFloat);
+  for (size_t u = 0; u < units.unit_count(); ++u) {
+    auto low = at::empty({units.unit_numel(u)}, at::kBFloat16);
+    auto exact = at::empty({units.unit_numel(u)});
+    model->gather_unit(u, low);
+    model->gather_unit(u, exact);
+    EXPECT_TRUE(low.equal(exact.to(at::kBFloat16))) << "unit " << u;
+    for (size_t i = 0; i < 4; ++i) {
+      const auto [unit, offset] = units.place(i);
+      const at::Tensor& expected = reference->named_parameters()[i].second;
+      if (unit == u) EXPECT_TRUE(exact.narrow(0, offset, expected.numel()).view(expected.sizes()).equal(expected)) << i;
+    }
+  }
+  auto optimizer = test_optimizer(loop, *model, "sgd");
+  loop->accumulate();
+  model->begin_forward(true);
+  expect_error(Code::Dtype, "is Float, its parameters are Float computed in BFloat16",
+               [&] { model->reduce_unit(0, at::zeros({units.unit_numel(0)})); });
+  if (state->group("bf16 check")->allreduces_bfloat16()) {
+    EXPECT_EQ(make(at::kBFloat16)->sharded_units()->reduce_dtype(0), at::kBFloat16);
+  } else {
+    expect_error(Code::Unsupported, "zero_reduce_dtype 'bf16': this LibTorch's Gloo cannot sum bfloat16",
+                 [&] { make(at::kBFloat16); });
+  }
+}
+
 // Driven by the ctest entries train.sharded_model_failure.* (skipped otherwise): SHARDED_FAILURE "stall" has
 // rank 1 sleep instead of gathering unit 1, "exit" has it leave before reducing unit 1. Rank 0 must fail
 // within the timeout (ACCEL_TIMEOUT_S) plus a few seconds, naming the unit's collective and rank 1, and its

@@ -410,6 +410,14 @@ TEST(Zero, StageIsAnOptionOfZeroToThree) {
   expect_error(Code::BadOptionValue, "option zero_stage: 4 is not a ZeRO stage", [&] { prepare_config(&options); });
   options.set("zero_stage", OptionValue(int64_t{3}));
   EXPECT_EQ(prepare_config(&options).reducer.zero_stage, 3);
+  EXPECT_FALSE(prepare_config(&options).reducer.unit_param_dtype.has_value());
+  options.set("zero_param_dtype", OptionValue(std::string("bf16")));
+  options.set("zero_reduce_dtype", OptionValue(std::string("fp32")));
+  EXPECT_EQ(prepare_config(&options).reducer.unit_param_dtype, at::kBFloat16);
+  EXPECT_EQ(prepare_config(&options).reducer.unit_reduce_dtype, at::kFloat);
+  options.set("zero_stage", OptionValue(int64_t{2}));
+  expect_error(Code::BadOptionValue, "option zero_param_dtype: 'bf16' is zero_stage 3's mixed precision",
+               [&] { prepare_config(&options); });
 }
 
 // Driven by tests/train/zero_checkpoint_test.sh (skipped otherwise): ZERO_CKPT_PHASE "save" trains 10

@@ -19,6 +19,12 @@ their values back. Per step:
   then accel_model_end_backward.
 The optimizer steps the shares: accel's optimizers in the library, torch's through accel._torch_zero.
 
+Mixed precision (FSDP's MixedPrecision, the plugin's mixed_precision_policy): the units' buffers are in
+param_dtype (the library casts each share before the all-gather, and averages the gradients in
+reduce_dtype), so the module computes in it; floating inputs of the root's forward are cast to it, as FSDP's
+cast_root_forward_inputs. The shares stay the master weights in the parameters' dtype, and what leaves the
+module whole (get_state_dict, free_memory) is gathered in that dtype.
+
 A parameter is used only inside the forward of its unit's modules (FSDP's rule): a module that reads another
 unit's parameter directly (x @ other.weight) must share a unit with it (a parameter that several modules
 register, as tied weights, puts them in one unit by itself).
@@ -27,6 +33,8 @@ import functools
 
 import torch
 
+from ._library import lib
+from .errors import UnsupportedError
 from .model import Model
 from .torch_model import _ENGINE, PreparedModule, _post_accumulate_grad_hook
 
@@ -44,6 +52,33 @@ def _tensors_in(value):
     elif isinstance(value, dict):
         for item in value.values():
             yield from _tensors_in(item)
+
+
+_TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def _cast_floating(value, dtype):
+    """value with its floating tensors (in nested lists, tuples and dicts) cast to dtype."""
+    if isinstance(value, torch.Tensor):
+        return value.to(dtype) if value.is_floating_point() else value
+    if isinstance(value, (list, tuple)):
+        items = [_cast_floating(item, dtype) for item in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    if isinstance(value, dict):
+        return type(value)((key, _cast_floating(item, dtype)) for key, item in value.items())
+    return value
+
+
+def refuse_other_buffer_dtype(module, buffer_dtype):
+    """UnsupportedError naming a floating buffer of module not of buffer_dtype (a mixed precision policy's
+    name, or None for none): buffers are not cast."""
+    if buffer_dtype is None:
+        return
+    for name, buffer in module.named_buffers():
+        if buffer.is_floating_point() and buffer.dtype != _TORCH_DTYPES[buffer_dtype]:
+            raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, f"mixed_precision_policy: buffer_dtype {buffer_dtype} "
+                                   f"for the buffer '{name}' ({buffer.dtype}) is not built: buffers stay in their "
+                                   "dtype; give buffer_dtype=None")
 
 
 # --- units -------------------------------------------------------------------------------------------------
@@ -112,9 +147,10 @@ def unit_groups(root, wrap):
 
 
 class _Unit:
-    def __init__(self, index, numel, dtype, device):
+    def __init__(self, index, numel, dtype, master_dtype, device):
         self.index = index
         self.flat = torch.empty(numel, dtype=dtype, device=device)
+        self.master_dtype = master_dtype  # the shares' dtype: the parameters' exact values
         self.members = []  # (parameter, offset in the layout)
         self.grads = None  # the gradients' buffer while backwards accumulate into it
         self.grad_views = {}  # id(parameter) -> its view of grads
@@ -142,9 +178,14 @@ class ShardedModule(PreparedModule):
     """One nn.Module prepared under ZeRO stage 3 on several processes: the accel model over its tensors, its
     units and the hooks."""
 
-    def __init__(self, module, prepare_model, wrap, reshard_after_forward=True):
+    def __init__(self, module, prepare_model, wrap, reshard_after_forward=True, precision=(None, None, None)):
         """wrap: wrap_policy's; reshard_after_forward False keeps each unit gathered from its forward to its
-        backward (one gather a step instead of two; the whole model gathered at the end of forward)."""
+        backward (one gather a step instead of two; the whole model gathered at the end of forward);
+        precision: the mixed precision policy's (param, reduce, buffer) dtype names, which prepare_model's
+        options carry to the library (FullyShardedDataParallelPlugin.precision)."""
+        param_dtype, _, buffer_dtype = precision
+        compute = _TORCH_DTYPES.get(param_dtype)
+        refuse_other_buffer_dtype(module, buffer_dtype)
         named_parameters = list(module.named_parameters())
         self.module = module
         group_of, unit_of_module = unit_groups(module, wrap)
@@ -165,7 +206,8 @@ class ShardedModule(PreparedModule):
         self._units = []
         for unit in range(self.model.num_units()):
             first = next(p for i, p in self.trainable.items() if unit_of[i] == unit)
-            self._units.append(_Unit(unit, self.model.unit_numel(unit), first.dtype, first.device))
+            self._units.append(_Unit(unit, self.model.unit_numel(unit), compute or first.dtype, first.dtype,
+                                     first.device))
         self._hooks = []
         for index, parameter in self.trainable.items():
             unit, offset = self.model.parameter_place(index)
@@ -182,6 +224,8 @@ class ShardedModule(PreparedModule):
         self._root = number.get(unit_of_module[id(module)])
         self._reshard_after_forward = reshard_after_forward
         self._end_queued = False
+        if compute is not None:
+            self._hooks.append((self._cast_root_inputs(module, compute), None))
         for sub in module.modules():
             unit = number.get(unit_of_module.get(id(sub)))
             if unit is None:
@@ -198,38 +242,38 @@ class ShardedModule(PreparedModule):
                 unit.grads.zero_()
 
     def whole_state_dict(self, keep):
-        """The module's state_dict with copies of its values, its units gathered one at a time (collective),
-        on the process that keeps it; an empty one elsewhere."""
+        """The module's state_dict with copies of its values, its units gathered one at a time in the
+        parameters' own dtype (collective), on the process that keeps it; an empty one elsewhere."""
         entries = self.module.state_dict(keep_vars=True)
         names = {}
         for name, value in entries.items():
             names.setdefault(id(value), []).append(name)
         copies = {}
-        with torch.no_grad():
-            for unit in self._units:
-                held = unit.gathered
-                self._gather_again(unit)
-                for parameter, _ in unit.members:
-                    for name in names.get(id(parameter), ()) if keep else ():
-                        copies[name] = parameter.detach().clone()
-                if not held:
-                    unit.release()
-            if not keep:
-                return type(entries)()
-            return type(entries)((name, copies[name] if name in copies else value.detach().clone())
-                                 for name, value in entries.items())
+        for unit in self._units:
+            for parameter, view in unit.views(self._gather_exact(unit)):
+                for name in names.get(id(parameter), ()) if keep else ():
+                    copies[name] = view
+        if not keep:
+            return type(entries)()
+        return type(entries)((name, copies[name] if name in copies else value.detach().clone())
+                             for name, value in entries.items())
 
     def gather_for_good(self):
-        """Every unit gathered and left so (collective): the module's parameters hold their values again,
-        in their units' buffers, once the library's shares are gone (free_memory)."""
-        self._gather_every_unit()
+        """Every unit gathered, in order, into a buffer of the parameters' own dtype that they then keep
+        (collective, whatever this process holds: the same collectives on every process even after a step
+        that failed part-way on some): the module's parameters hold their values again once the library's
+        shares are gone (free_memory)."""
+        with torch.no_grad():
+            for unit in self._units:
+                for parameter, view in unit.views(self._gather_exact(unit)):
+                    parameter.data = view
         self._units = []
 
-    def _gather_every_unit(self):
-        """Every unit gathered again, in order, whatever this process holds: the same collectives on every
-        process even after a step that failed part-way on some."""
-        for unit in self._units:
-            self._gather_again(unit)
+    def _gather_exact(self, unit):
+        """A new buffer of the unit's layout holding its parameters' exact values (collective)."""
+        full = torch.empty(unit.flat.numel(), dtype=unit.master_dtype, device=unit.flat.device)
+        self.model.unit_gather(unit.index, full)
+        return full
 
     # --- the hooks ----------------------------------------------------------------------------------------
 
@@ -239,10 +283,16 @@ class ShardedModule(PreparedModule):
             unit.gathered = True
             self.model.unit_gather(unit.index, unit.flat)
 
-    def _gather_again(self, unit):
-        """Gathered whatever this process holds of it: the same collective on every process."""
-        unit.release()
-        self._gather(unit)
+    @staticmethod
+    def _cast_root_inputs(module, dtype):
+        """A forward pre-hook casting the root's floating inputs to the compute dtype (keyword arguments too
+        where torch's hooks see them, from 2.0)."""
+        try:
+            return module.register_forward_pre_hook(
+                lambda _module, args, kwargs: (_cast_floating(args, dtype), _cast_floating(kwargs, dtype)),
+                with_kwargs=True)
+        except TypeError:
+            return module.register_forward_pre_hook(lambda _module, args: _cast_floating(args, dtype))
 
     def _before_forward(self, unit, _module, _inputs):
         self._gather(self._units[unit])

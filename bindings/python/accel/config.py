@@ -140,6 +140,33 @@ def _env_flag(name):
     return str_to_bool(os.environ.get(name, "False")) == 1
 
 
+_DTYPE_NAMES = {"bf16": ("bf16", "bfloat16", "torch.bfloat16"),
+                "fp16": ("fp16", "float16", "half", "torch.float16"),
+                "fp32": ("fp32", "float32", "float", "torch.float32")}
+
+
+def _dtype_name(value, what):
+    """A torch dtype or its name as the option value: "bf16", "fp16", "fp32"; None for None."""
+    if value is None:
+        return None
+    for name, spellings in _DTYPE_NAMES.items():
+        if str(value) in spellings:
+            return name
+    raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, f"FullyShardedDataParallelPlugin: mixed_precision_policy's "
+                                                      f"{what} {value!r} is not bf16, fp16 or fp32")
+
+
+def _policy_dtypes(policy):
+    """FSDP's MixedPrecision (an object with its fields, or a dict of them) as (param, reduce, buffer) dtype
+    names, FSDP's defaults applied: reduce_dtype follows param_dtype when not given."""
+    def field(name):
+        return policy.get(name) if isinstance(policy, dict) else getattr(policy, name, None)
+
+    param = _dtype_name(field("param_dtype"), "param_dtype")
+    reduce = _dtype_name(field("reduce_dtype"), "reduce_dtype") or param
+    return param, reduce, _dtype_name(field("buffer_dtype"), "buffer_dtype")
+
+
 def _named(value, names, what):
     """An enum member (torch's, with .name), a 1-based index (int or digits) or a name, as the name."""
     if hasattr(value, "name"):
@@ -164,9 +191,11 @@ class FullyShardedDataParallelPlugin:
     (accel._torch_sharded), or with reshard_after_forward False kept from its forward to its backward (one
     gather a step, the whole model gathered at the end of forward); SHARD_GRAD_OP as ZeRO stage 2 (gradients and optimizer state sharded) and
     NO_SHARD as data parallelism; all with accel's optimizer or a torch one, giving DDP's weights bit for
-    bit. HYBRID_SHARD and HYBRID_SHARD_ZERO2 are not built: UnsupportedError, as are cpu_offload,
-    activation_checkpointing, a mixed_precision_policy (the Accelerator's mixed_precision applies) and a
-    state_dict_type other than FULL_STATE_DICT. The prefetch and gather-limiting settings are kept with no
+    bit. mixed_precision_policy (FSDP's MixedPrecision, or a dict of its fields) under FULL_SHARD: each unit
+    gathered and computed in param_dtype, its gradients averaged in reduce_dtype (param_dtype's when not
+    given), the fp32 shares the master weights; floating buffers stay in their dtype (a buffer_dtype other
+    than theirs is refused). HYBRID_SHARD and HYBRID_SHARD_ZERO2 are not built: UnsupportedError, as are
+    cpu_offload, activation_checkpointing and a state_dict_type other than FULL_STATE_DICT. The prefetch and gather-limiting settings are kept with no
     effect (gathers are not prefetched yet). Parameters are always rank 0's after prepare
     (sync_module_states)."""
 
@@ -233,16 +262,22 @@ class FullyShardedDataParallelPlugin:
             refuse("cpu_offload (parameters and optimizer step on the CPU) is not built")
         if self.activation_checkpointing:
             refuse("activation_checkpointing is not built (torch.utils.checkpoint in the model's forward is)")
-        if self.mixed_precision_policy is not None:
-            refuse("mixed_precision_policy is not built: the Accelerator's mixed_precision applies (autocast, "
-                   "fp32 weights and gradients)")
+        if self.mixed_precision_policy is not None and self.sharding_strategy != "FULL_SHARD":
+            refuse(f"mixed_precision_policy with sharding_strategy {self.sharding_strategy}: it is built for "
+                   "FULL_SHARD (units gathered in param_dtype); here the Accelerator's mixed_precision applies")
         if self.state_dict_type != "FULL_STATE_DICT":
             refuse(f"state_dict_type {self.state_dict_type}: save_model and get_state_dict write the parameters "
                    "whole (FULL_STATE_DICT)")
         return _ZERO_STAGE_OF_STRATEGY[self.sharding_strategy]
 
+    def precision(self):
+        """mixed_precision_policy's (param, reduce, buffer) dtype names ("bf16", "fp16", "fp32" or None)."""
+        return (None, None, None) if self.mixed_precision_policy is None else _policy_dtypes(self.mixed_precision_policy)
+
     def options(self):
-        return {"zero_stage": self.zero_stage()}
+        param, reduce, _ = self.precision()
+        return {"zero_stage": self.zero_stage(), "zero_param_dtype": param or "auto",
+                "zero_reduce_dtype": reduce or "auto"}
 
 
 @dataclasses.dataclass

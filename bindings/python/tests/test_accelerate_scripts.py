@@ -17,7 +17,7 @@ from conftest import child_environment
 HERE = pathlib.Path(__file__).resolve().parent
 SCRIPTS = HERE / "accelerate_scripts"
 LAUNCHER = os.environ.get("ACCEL_LAUNCHER", str(HERE.parents[2] / "build" / "bin" / "accel"))
-IDENTITY_RUNS = ("ddp_identity.py", "zero_identity.py", "zero3_resume.py")  # each with a test of its own, below
+IDENTITY_RUNS = ("ddp_identity.py", "zero_identity.py", "zero3_resume.py", "fsdp_mixed_precision.py")  # each with a test of its own, below
 # The folder's _*.py are modules its scripts share, not scripts.
 ACCELERATE_STYLE = sorted(path for path in SCRIPTS.glob("[!_]*.py") if path.name not in IDENTITY_RUNS)
 
@@ -91,3 +91,11 @@ def test_a_stage_three_checkpoint_resumes_under_another_stage_and_number_of_proc
     launch(2, SCRIPTS / "zero3_resume.py", "save", 3, tmp_path)
     for processes, stage in ((1, 0), (3, 3)):
         assert "zero3_resume: resume" in launch(processes, SCRIPTS / "zero3_resume.py", "resume", stage, tmp_path)
+
+
+@pytest.mark.parametrize("reduce", ["fp32", "bf16"])
+def test_fsdp_mixed_precision_takes_the_steps_of_fsdps_recipe_bit_for_bit(reduce):
+    """FULL_SHARD with mixed_precision_policy param_dtype bf16 and reduce_dtype fp32 or bf16, torch's AdamW,
+    2 processes: the fp32 weights of the recipe recomputed in one process (fsdp_mixed_precision.py)."""
+    pytest.importorskip("torch")
+    assert f"fsdp_mixed_precision: reduce {reduce}: bit for bit" in launch(2, SCRIPTS / "fsdp_mixed_precision.py", reduce)

@@ -23,16 +23,16 @@ def no_state_left(monkeypatch):
 
 
 def test_the_strategies_map_to_zero_stages():
-    assert FullyShardedDataParallelPlugin().options() == {"zero_stage": 3}  # FULL_SHARD, Accelerate's default
-    assert FullyShardedDataParallelPlugin(sharding_strategy="SHARD_GRAD_OP").options() == {"zero_stage": 2}
-    assert FullyShardedDataParallelPlugin(sharding_strategy="no_shard").options() == {"zero_stage": 0}
+    assert FullyShardedDataParallelPlugin().options()["zero_stage"] == 3  # FULL_SHARD, Accelerate's default
+    assert FullyShardedDataParallelPlugin(sharding_strategy="SHARD_GRAD_OP").options()["zero_stage"] == 2
+    assert FullyShardedDataParallelPlugin(sharding_strategy="no_shard").options()["zero_stage"] == 0
     assert FullyShardedDataParallelPlugin(sharding_strategy=2).sharding_strategy == "SHARD_GRAD_OP"  # torch's numbers
     assert FullyShardedDataParallelPlugin(sharding_strategy="3").sharding_strategy == "NO_SHARD"
 
     class TorchEnumMember:  # what torch.distributed.fsdp.ShardingStrategy.SHARD_GRAD_OP looks like
         name = "SHARD_GRAD_OP"
 
-    assert FullyShardedDataParallelPlugin(sharding_strategy=TorchEnumMember()).options() == {"zero_stage": 2}
+    assert FullyShardedDataParallelPlugin(sharding_strategy=TorchEnumMember()).options()["zero_stage"] == 2
     with pytest.raises(ValueError, match="sharding_strategy 'SHARD_EVERYTHING' is not one of FULL_SHARD"):
         FullyShardedDataParallelPlugin(sharding_strategy="SHARD_EVERYTHING")
 
@@ -47,6 +47,36 @@ def test_the_strategies_map_to_zero_stages():
 def test_what_accel_does_not_train_is_refused_by_the_accelerator(settings, refused):
     with pytest.raises(accel.UnsupportedError, match=refused):
         accel.Accelerator(cpu=True, fsdp_plugin=FullyShardedDataParallelPlugin(**settings))
+
+
+def test_a_mixed_precision_policy_gives_stage_threes_dtypes():
+    torch = pytest.importorskip("torch")
+
+    class MixedPrecision:  # torch.distributed.fsdp.MixedPrecision's fields
+        param_dtype = torch.bfloat16
+        reduce_dtype = None
+        buffer_dtype = None
+
+    assert FullyShardedDataParallelPlugin().options() == {"zero_stage": 3, "zero_param_dtype": "auto",
+                                                          "zero_reduce_dtype": "auto"}
+    # reduce_dtype follows param_dtype when not given, as under FSDP
+    plugin = FullyShardedDataParallelPlugin(mixed_precision_policy=MixedPrecision())
+    assert plugin.options() == {"zero_stage": 3, "zero_param_dtype": "bf16", "zero_reduce_dtype": "bf16"}
+    plugin = FullyShardedDataParallelPlugin(mixed_precision_policy={"param_dtype": "fp16", "reduce_dtype": torch.float32,
+                                                                    "buffer_dtype": "bfloat16"})
+    assert plugin.precision() == ("fp16", "fp32", "bf16")
+    with pytest.raises(accel.UnsupportedError, match="param_dtype torch.int8 is not bf16, fp16 or fp32"):
+        FullyShardedDataParallelPlugin(mixed_precision_policy={"param_dtype": torch.int8}).options()
+
+
+def test_a_buffer_dtype_other_than_the_buffers_is_refused_naming_one():
+    torch = pytest.importorskip("torch")
+    from accel._torch_sharded import refuse_other_buffer_dtype
+    module = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.BatchNorm1d(3))
+    refuse_other_buffer_dtype(module, None)
+    refuse_other_buffer_dtype(module, "fp32")  # num_batches_tracked, an integer, is not cast either way
+    with pytest.raises(accel.UnsupportedError, match="buffer_dtype bf16 for the buffer '1.running_mean'"):
+        refuse_other_buffer_dtype(module, "bf16")
 
 
 def test_the_plugin_reads_the_environment_accel_launch_exports(monkeypatch):

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,6 +59,11 @@ struct ReducerConfig {
   // is dropped (undefined) on the ranks that do not own its parameter, and the owners' gradients are views
   // of their chunk, the only gradient memory the reducer keeps between backwards.
   int32_t zero_stage = 0;
+  // Stage 3's mixed precision (FSDP's MixedPrecision, sharded_units.hpp): the dtype units are gathered and
+  // their gradients given in, and the dtype those are averaged in; none: the parameters' own, and the
+  // gathered dtype for the reduction.
+  std::optional<at::ScalarType> unit_param_dtype;
+  std::optional<at::ScalarType> unit_reduce_dtype;
 };
 
 class Reducer {

@@ -12,8 +12,12 @@
 namespace accel::train {
 
 ShardedUnits::ShardedUnits(std::shared_ptr<distributed::State> state, const NamedTensors& trainable,
-                           const std::vector<int32_t>& unit_of)
-    : state_(std::move(state)), trainable_(trainable), places_(trainable.size()) {
+                           const std::vector<int32_t>& unit_of, Precision precision)
+    : state_(std::move(state)), trainable_(trainable), places_(trainable.size()), precision_(precision) {
+  for (const auto& dtype : {precision_.compute, precision_.reduce}) {
+    require_argument(!dtype || at::isFloatingType(*dtype),
+                     "zero_stage 3: units are computed and reduced in a floating dtype, not " + std::string(c10::toString(*dtype)));
+  }
   require_argument(unit_of.size() == trainable_.size(),
                    "zero_stage 3: " + std::to_string(unit_of.size()) + " units given for " +
                        std::to_string(trainable_.size()) + " trainable parameters");
@@ -54,6 +58,13 @@ ShardedUnits::ShardedUnits(std::shared_ptr<distributed::State> state, const Name
   for (size_t u = 0; u < partition_.members.size(); ++u) {
     for (size_t m = 0; m < partition_.members[u].size(); ++m) {
       places_[partition_.members[u][m]] = {u, partition_.buckets[u].offsets[m]};
+    }
+  }
+  for (size_t u = 0; u < partition_.members.size(); ++u) {
+    if (reduce_dtype(u) == at::kBFloat16 && !state_->group(reduce_names_[u].c_str())->allreduces_bfloat16()) {
+      fail(Code::Unsupported, "zero_reduce_dtype 'bf16': this LibTorch's Gloo cannot sum bfloat16; reduce in 'fp32' or "
+                              "'fp16', or keep every rank on one host with intra_node_transport 'auto' or 'shm' (the "
+                              "shared-memory transport adds bfloat16)");
     }
   }
   pieces_ = partition_.pieces_of(partition_.rank);
@@ -100,14 +111,26 @@ void ShardedUnits::require_layout(size_t unit, const at::Tensor& full, const cha
     fail(Code::ShapeMismatch, std::string(what) + ": unit " + std::to_string(unit) + "'s buffer must be 1-d and "
                                   "contiguous with " + std::to_string(numel) + " elements, got " + c10::str(full.sizes()));
   }
-  if (full.scalar_type() != chunk.scalar_type()) {
-    fail(Code::Dtype, std::string(what) + ": unit " + std::to_string(unit) + "'s buffer is " +
-                          c10::toString(full.scalar_type()) + ", its parameters are " + c10::toString(chunk.scalar_type()));
-  }
   require_argument(full.device() == chunk.device(), std::string(what) + ": unit " + std::to_string(unit) +
                                                         "'s buffer is on " + full.device().str() + ", its parameters on " +
                                                         chunk.device().str());
 }
+
+void ShardedUnits::require_dtype(size_t unit, const at::Tensor& full, at::ScalarType expected, const char* what) const {
+  if (full.scalar_type() != expected) {
+    fail(Code::Dtype, std::string(what) + ": unit " + std::to_string(unit) + "'s buffer is " +
+                          c10::toString(full.scalar_type()) + ", its parameters are " +
+                          c10::toString(partition_.parameter_chunks[unit].scalar_type()) + " computed in " +
+                          c10::toString(compute_dtype(unit)));
+  }
+}
+
+at::ScalarType ShardedUnits::compute_dtype(size_t unit) const {
+  require_unit(unit, "compute_dtype");
+  return precision_.compute.value_or(trainable_[partition_.members[unit].front()].second.scalar_type());
+}
+
+at::ScalarType ShardedUnits::reduce_dtype(size_t unit) const { return precision_.reduce.value_or(compute_dtype(unit)); }
 
 void ShardedUnits::note_call(size_t unit, bool gather) {
   constexpr int64_t kModulus = int64_t{1} << 52;
@@ -134,19 +157,29 @@ void ShardedUnits::require_ranks_in_step(const char* what) {
 
 void ShardedUnits::gather(size_t unit, const at::Tensor& full) {
   require_layout(unit, full, "gather");
+  const at::Tensor& chunk = partition_.parameter_chunks[unit];
+  const bool exact = full.scalar_type() == chunk.scalar_type();
+  if (!exact) require_dtype(unit, full, compute_dtype(unit), "gather");
   note_call(unit, true);
   const char* what = gather_names_[unit].c_str();
-  at::Tensor output = full;
-  state_->group(what)->transport().all_gather(output, partition_.parameter_chunks[unit], what);
+  // Each rank casts its own chunk, so the traffic is in the compute dtype. LibTorch 1.13's Gloo has no
+  // bfloat16 all-gather: its bits travel as fp16's, which a gather copies and never adds.
+  const auto carried = [](const at::Tensor& tensor) {
+    return tensor.scalar_type() == at::kBFloat16 ? tensor.view(at::kHalf) : tensor;
+  };
+  at::Tensor output = carried(full);
+  state_->group(what)->transport().all_gather(output, carried(exact ? chunk : chunk.to(full.scalar_type())), what);
 }
 
 void ShardedUnits::reduce(size_t unit, const at::Tensor& full_gradients) {
   require_layout(unit, full_gradients, "reduce");
+  require_dtype(unit, full_gradients, compute_dtype(unit), "reduce");
   note_call(unit, false);
   at::NoGradGuard no_grad;
   const char* what = reduce_names_[unit].c_str();
   distributed::ProcessGroup* group = state_->group(what);
-  at::Tensor full = full_gradients;
+  const at::ScalarType reduce = reduce_dtype(unit);
+  at::Tensor full = full_gradients.scalar_type() == reduce ? full_gradients : full_gradients.to(reduce);
   // As data parallelism's buckets are filled: each gradient divided by the number of ranks (a tensor
   // divisor, the kernel the transports' fill uses), then summed.
   const auto divisor = at::scalar_tensor(static_cast<double>(partition_.world), full.options());

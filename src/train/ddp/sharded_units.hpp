@@ -12,6 +12,11 @@
 // chunk). Through the shared-memory transport that is a reduce-scatter; through Gloo, whose ring starts each
 // element's sum at another rank, an all-reduce of which the chunk is kept (the same bits, no saving in
 // traffic). So the optimizer's pieces get, bit for bit, the values data parallelism's parameters hold.
+//
+// Mixed precision (FSDP's MixedPrecision): a unit may be gathered in a compute dtype (bf16, fp16), each
+// rank's chunk cast before the all-gather (half the traffic), its gradients then handed over in that dtype
+// and averaged in a reduce dtype, the average cast into the chunk's gradients in the parameters' dtype; the
+// chunks stay the master weights the optimizer steps.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -19,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -35,8 +41,13 @@ class ShardedUnits {
   // trainable: the model's trainable parameters (their values now are what the chunks start from);
   // unit_of: per trainable parameter, its unit, numbered from 0 with none left empty. Every member of a unit
   // must have one dtype and device (Error(InvalidArgument) naming two that differ, as FSDP's uniform dtype).
+  // precision: the compute and reduce dtypes (none: the parameters' own, and the compute dtype), floating.
+  struct Precision {
+    std::optional<at::ScalarType> compute;
+    std::optional<at::ScalarType> reduce;
+  };
   ShardedUnits(std::shared_ptr<distributed::State> state, const NamedTensors& trainable,
-               const std::vector<int32_t>& unit_of);
+               const std::vector<int32_t>& unit_of, Precision precision = {});
 
   // partition().stage is 3; partition().parameter_chunks holds this rank's chunk of each unit's parameters,
   // and held_pieces, after a unit's synchronising reduce, the averaged gradient of each of this rank's pieces.
@@ -47,12 +58,18 @@ class ShardedUnits {
   // Trainable parameter `trainable`'s unit and its first element in that unit's layout.
   std::pair<size_t, int64_t> place(size_t trainable) const;
 
-  // Fills `full` (1-d, contiguous, unit_numel elements, the unit's dtype and device) with every rank's chunk:
-  // the unit's parameters at their places, zeros between them. Collective.
+  // The dtype a unit is computed in (gathered for use, its gradients handed over in) and the one its
+  // gradients are averaged in.
+  at::ScalarType compute_dtype(size_t unit) const;
+  at::ScalarType reduce_dtype(size_t unit) const;
+  // Fills `full` (1-d, contiguous, unit_numel elements, on the unit's device; of the unit's compute dtype, or
+  // of its parameters' for their exact values) with every rank's chunk: the unit's parameters at their
+  // places, zeros between them. Collective.
   void gather(size_t unit, const at::Tensor& full);
-  // `full_gradients` (as gather's `full`) holds this rank's accumulated gradients of the unit, zeros where it
-  // has none: they are averaged over the ranks into this rank's chunk (added to what it holds since the
-  // optimizer's zero_grad, as FSDP adds to its sharded gradients). Collective. full_gradients is overwritten.
+  // `full_gradients` (as gather's `full`, of the compute dtype) holds this rank's accumulated gradients of
+  // the unit, zeros where it has none: they are averaged over the ranks (in the reduce dtype) into this
+  // rank's chunk (added to what it holds since the optimizer's zero_grad, as FSDP adds to its sharded
+  // gradients). Collective. full_gradients is overwritten.
   void reduce(size_t unit, const at::Tensor& full_gradients);
   // Whether a tensor is one of the trainable parameters (the very tensor given, by identity).
   bool holds(const at::Tensor& parameter) const;
@@ -77,6 +94,7 @@ class ShardedUnits {
  private:
   void require_unit(size_t unit, const char* what) const;
   void require_layout(size_t unit, const at::Tensor& full, const char* what) const;
+  void require_dtype(size_t unit, const at::Tensor& full, at::ScalarType expected, const char* what) const;
 
   std::shared_ptr<distributed::State> state_;
   NamedTensors trainable_;
@@ -85,6 +103,7 @@ class ShardedUnits {
   std::vector<std::pair<size_t, int64_t>> places_;       // per trainable parameter
   std::unordered_map<const c10::TensorImpl*, size_t> index_;  // a trainable parameter's index
   std::vector<at::Tensor> gradient_chunks_;              // per unit
+  Precision precision_;
   std::vector<std::string> gather_names_, reduce_names_;  // per unit: what the health layer calls them
   // The gathers and reductions since the last require_ranks_in_step, as a number below 2^52 (exact in a
   // double, which every transport reduces).

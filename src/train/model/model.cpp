@@ -220,7 +220,9 @@ void Model::shard_parameters(const std::shared_ptr<distributed::State>& state) {
     unit_of.push_back(impl_->unit_of_parameter.empty() ? 0 : impl_->unit_of_parameter[i]);
   }
   if (unit_of.empty()) return;
-  impl_->units = std::make_unique<ShardedUnits>(state, trainable_parameters(), unit_of);
+  const ReducerConfig& config = impl_->config.reducer;
+  impl_->units = std::make_unique<ShardedUnits>(state, trainable_parameters(), unit_of,
+                                                ShardedUnits::Precision{config.unit_param_dtype, config.unit_reduce_dtype});
   impl_->reduced.assign(impl_->units->unit_count(), false);
   for (const auto& [name, tensor] : parameters) {
     if (!tensor.requires_grad()) continue;
