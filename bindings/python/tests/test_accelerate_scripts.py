@@ -3,7 +3,8 @@ started by `accel launch --cpu`: each asserts its own numbers and prints "<name>
 A script names accel only in its import lines (the port from Accelerate is those lines). And ddp_identity:
 an eager nn.Module trained by accel on 2 processes ends with the very weights and buffers torch's own
 DistributedDataParallel over Gloo gives it (SGD with momentum and AdamW, accumulation 1 and 3); and
-zero_identity: the same module ends with the same weights under ZeRO stages 0-3 and FSDP's SHARD_GRAD_OP and FULL_SHARD, stepped by accel's AdamW or
+zero_identity: the same module ends with the same weights under ZeRO stages 0-3 and FSDP's SHARD_GRAD_OP and FULL_SHARD
+(stages 2 and 3 also with random delays before each forward, gradient accumulation and step), stepped by accel's AdamW or
 by torch's AdamW or SGD, each process then holding about half of the optimizer's state."""
 import os
 import pathlib
@@ -61,7 +62,7 @@ def test_an_eager_module_trained_by_accel_ends_with_torch_ddps_weights(tmp_path)
         assert differing == [], run
 
 
-ZERO_RUNS = ("1", "2", "fsdp", "3", "fsdp-full", "fsdp-keep")
+ZERO_RUNS = ("1", "2", "fsdp", "3", "fsdp-full", "fsdp-keep", "2-delays", "3-delays")
 
 
 def test_an_eager_module_under_zero_stages_one_to_three_ends_with_stage_zeros_weights(tmp_path):

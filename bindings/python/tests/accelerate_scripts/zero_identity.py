@@ -1,6 +1,9 @@
 """An eager nn.Module trained on 2 processes under ZeRO (`zero_identity.py STAGE ACCUMULATION OUT`: Accelerate's
 DeepSpeedPlugin(zero_stage=STAGE), or with STAGE "fsdp" its FullyShardedDataParallelPlugin(SHARD_GRAD_OP), with
-"fsdp-full" FULL_SHARD with a size-based wrap policy, "fsdp-keep" the same with reshard_after_forward False), clipping on, by three optimizers in turn: accel's AdamW (OptimizerSpec),
+"fsdp-full" FULL_SHARD with a size-based wrap policy, "fsdp-keep" the same with reshard_after_forward False;
+a STAGE ending in "-delays" also sleeps a random 0-4 ms, drawn per process, before every module's forward
+(so before each unit's gather), before every gradient is accumulated (so before each reduction) and before
+every optimizer step), clipping on, by three optimizers in turn: accel's AdamW (OptimizerSpec),
 torch's AdamW and torch's SGD with momentum, each with a fresh copy of the module and a LambdaLR. Layers of
 131 units, so that the processes own pieces of parameters. Each run saves its state after 10 steps, trains
 10 more, loads the state back and trains those 10 again: the weights must come out the same (the optimizer's
@@ -9,8 +12,10 @@ the test compares stages 1, 2 and 3 with stage 0: the same weights bit for bit, 
 ZeRO a torch optimizer over parameters of no prepared module is refused. Under stage 3 the module holds no
 parameter memory between steps."""
 import copy
+import random
 import sys
 import tempfile
+import time
 
 import torch
 import torch.nn.functional as F
@@ -19,6 +24,8 @@ import accel
 from accel.utils import broadcast_object_list, load_checkpoint_in_model
 
 STAGE, ACCUMULATION, OUT = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+DELAYS = STAGE.endswith("-delays")
+STAGE = STAGE[:-len("-delays")] if DELAYS else STAGE
 STEPS, SAVED_AT = 20, 10
 
 if STAGE == "fsdp":  # FSDP's SHARD_GRAD_OP, which accel trains as ZeRO stage 2
@@ -41,6 +48,24 @@ OPTIMIZERS = {
 }
 
 
+delays = random.Random()
+
+
+def delay(*_):
+    if DELAYS:
+        time.sleep(delays.uniform(0, 0.004))
+
+
+def delayed(module):
+    """module with the random delays hooked in before its forwards and its gradients' accumulation, registered
+    before prepare's hooks, so that they run first."""
+    for sub in module.modules():
+        sub.register_forward_pre_hook(delay)
+    for parameter in module.parameters():
+        parameter.register_hook(lambda grad: delay() or grad)
+    return module
+
+
 def micro_steps(model, optimizer, scheduler, generator, first, last):
     for _ in range(first * ACCUMULATION, last * ACCUMULATION):
         x = torch.randn(8, 6, generator=generator)
@@ -49,6 +74,7 @@ def micro_steps(model, optimizer, scheduler, generator, first, last):
             accelerator.backward(F.cross_entropy(model(x), y))
             if accelerator.sync_gradients:
                 accelerator.clip_grad_norm_(model.parameters(), 0.05)
+            delay()
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad()
@@ -74,9 +100,10 @@ if STAGE != "0":
     except accel.UnsupportedError as error:
         assert "prepared module" in str(error), error
 
+delays.seed(accelerator.process_index)
 results = {}
 for name, make in OPTIMIZERS.items():
-    module = copy.deepcopy(template)
+    module = delayed(copy.deepcopy(template))
     initial = [parameter.detach().clone() for parameter in module.parameters()]
     optimizer = make(module)
     if isinstance(optimizer, accel.OptimizerSpec):
@@ -129,4 +156,4 @@ for name, make in OPTIMIZERS.items():
 
 if accelerator.is_main_process:
     torch.save(results, OUT)
-accelerator.print(f"zero_identity: stage {STAGE}, accumulation {ACCUMULATION}: ok")
+accelerator.print(f"zero_identity: stage {STAGE}{' with delays' if DELAYS else ''}, accumulation {ACCUMULATION}: ok")
