@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ckpt/manifest.hpp"
+#include "cli/checkpoint_merge.hpp"
 #include "ckpt/model_layout.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -26,12 +27,61 @@ namespace {
 void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: accel checkpoint inspect DIR\n"
+               "       accel checkpoint merge DIR OUT [--max-shard-size SIZE] [--model I]\n"
                "prints what DIR holds as JSON: for a checkpoint (save_state), the versions, world size, step,\n"
                "epoch and object counts of its metadata.json, and each loader's place (epoch, steps taken, and the\n"
                "processes and global batch that saved it: a resume on another number of processes keeps the global\n"
                "batch); for a saved model (save_model), model.safetensors\n"
                "or the index and its shards; for both, each file with its size and tensor count, and the total,\n"
-               "and for a model file that stores tied weights once, its ties (\"tied\": {name left out: name stored}).\n");
+               "and for a model file that stores tied weights once, its ties (\"tied\": {name left out: name stored}).\n"
+               "merge writes the model of a checkpoint (model I of it, default 0) or a saved model (one file or\n"
+               "shards) into OUT as save_model writes a model held whole: model.safetensors, or shards and an index\n"
+               "past SIZE (\"10GB\", Accelerate's default; \"500MiB\"; bytes), each file's tensors in name order, so\n"
+               "a checkpoint of any ZeRO stage and number of processes gives stage 0's file byte for byte. OUT must\n"
+               "hold no saved model. Needs no process group; each tensor is copied from the mapped input.\n");
+}
+
+// merge DIR OUT [--max-shard-size SIZE] [--model I]; prints the files written.
+int run_merge(int argc, char** argv) {
+  MergeRequest request;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    const std::string argument = argv[i];
+    const bool valued = argument == "--max-shard-size" || argument == "--model";
+    if (valued && i + 1 == argc) {
+      std::fprintf(stderr, "accel checkpoint merge: %s needs a value\n", argument.c_str());
+      return 2;
+    }
+    try {
+      if (argument == "--max-shard-size") {
+        request.max_shard_size = parse_shard_size(argv[++i]);
+      } else if (argument == "--model") {
+        const std::string value = argv[++i];
+        if (value.empty() || value.size() > 9 || !std::all_of(value.begin(), value.end(), ::isdigit)) {
+          fail(Code::InvalidArgument, "--model takes a model's index (0, 1, ...), not '" + value + "'");
+        }
+        request.model = std::stoul(value);
+      } else {
+        positional.push_back(argument);
+      }
+    } catch (const Error& error) {
+      std::fprintf(stderr, "accel checkpoint merge: %s\n", error.what());
+      return 2;
+    }
+  }
+  if (positional.size() != 2) {
+    usage(stderr);
+    return 2;
+  }
+  request.source = positional[0];
+  request.out = positional[1];
+  try {
+    for (const std::string& name : merge_model(request)) std::printf("%s\n", join_path(request.out, name).c_str());
+  } catch (const Error& error) {
+    std::fprintf(stderr, "accel checkpoint merge: %s\n", error.what());
+    return 1;
+  }
+  return 0;
 }
 
 struct FileReport {
@@ -146,7 +196,7 @@ Report inspect_checkpoint(const std::string& directory) {
                    {"loaders", std::to_string(manifest.num_loaders)},
                    {"grad_scaler", manifest.has_scaler ? "true" : "false"}};
   if (manifest.zero_stage != 0) {
-    // The optimizer state is saved gathered; the split says which rank stepped which parameter.
+    // Each rank saved the optimizer state of what it stepped; the split says which rank stepped which parameter.
     std::string split;
     for (size_t rank = 0; rank < manifest.zero_split.size(); ++rank) {
       std::string names;
@@ -212,6 +262,7 @@ int run_checkpoint(int argc, char** argv) {
     usage(stdout);
     return 0;
   }
+  if (argc >= 2 && std::strcmp(argv[1], "merge") == 0) return run_merge(argc - 1, argv + 1);
   if (argc != 3 || std::strcmp(argv[1], "inspect") != 0) {
     usage(stderr);
     return 2;

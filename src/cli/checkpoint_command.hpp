@@ -1,5 +1,6 @@
 // `accel checkpoint inspect DIR`: what a checkpoint (save_state) or a saved model (save_model) holds, as
-// JSON, read from its manifest, index and safetensors headers without loading LibTorch.
+// JSON, read from its manifest, index and safetensors headers without loading LibTorch; `accel checkpoint
+// merge DIR OUT` (cli/checkpoint_merge.hpp): its model rewritten as save_model writes one held whole.
 #pragma once
 
 namespace accel::cli {

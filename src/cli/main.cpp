@@ -22,7 +22,8 @@ void usage(std::FILE* out) {
                "  shard-plan  show which dataset indices each rank's loader yields\n"
                "  plot     draw the scalars a run logged (loss curves) into a PNG\n"
                "  timeline merge the ranks' step timelines into one Chrome trace\n"
-               "  checkpoint  inspect a checkpoint or a saved model: what it holds, as JSON\n"
+               "  checkpoint  inspect a checkpoint or a saved model (what it holds, as JSON), or merge its model\n"
+               "              into the files save_model writes\n"
                "run 'accel <command> --help' for a command's options\n");
 }
 

@@ -4,11 +4,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <set>
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
-#include "formats/json.hpp"
 #include "formats/safetensors_header.hpp"
 
 namespace accel::formats {
@@ -78,41 +76,6 @@ size_t header_bytes(const TensorHeader& entry) {
   return elements * c10::elementSize(entry.dtype);
 }
 
-// The JSON header, the payload in the entries' order, padded with spaces so that the payload after it
-// starts 8-byte aligned, as the reference writer pads it.
-std::string header_json(const std::vector<TensorHeader>& entries, const std::map<std::string, std::string>& metadata) {
-  std::string header = "{\"__metadata__\":{";
-  bool first = true;
-  for (const auto& [key, value] : metadata) {
-    header += (first ? "" : ",") + json_quote(key) + ":" + json_quote(value);
-    first = false;
-  }
-  header += "}";
-  size_t offset = 0;
-  for (const TensorHeader& entry : entries) {
-    const size_t bytes = header_bytes(entry);
-    header += "," + json_quote(entry.name) + ":{\"dtype\":\"" + dtype_info(entry.dtype).safetensors + "\",\"shape\":[";
-    for (size_t d = 0; d < entry.shape.size(); ++d) header += (d ? "," : "") + std::to_string(entry.shape[d]);
-    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + bytes) + "]}";
-    offset += bytes;
-  }
-  header += "}";
-  while ((8 + header.size()) % 8 != 0) header += ' ';
-  return header;
-}
-
-void write_header(AtomicFile& file, const std::vector<TensorHeader>& entries, std::map<std::string, std::string> metadata) {
-  std::set<std::string> names;
-  for (const TensorHeader& entry : entries) {
-    if (!names.insert(entry.name).second) fail(Code::InvalidArgument, "tensor name '" + entry.name + "' appears twice");
-  }
-  metadata.emplace("format", "pt");
-  const std::string header = header_json(entries, metadata);
-  const uint64_t header_size = header.size();
-  file.write(&header_size, sizeof header_size);
-  file.write(header.data(), header.size());
-}
-
 }  // namespace
 
 SafetensorsContents parse_safetensors(const unsigned char* bytes, size_t size, const std::string& path) {
@@ -167,7 +130,11 @@ void write_safetensors(AtomicFile& file, const NamedTensors& tensors, const std:
 SafetensorsStream::SafetensorsStream(AtomicFile& file, std::vector<TensorHeader> entries,
                                      const std::map<std::string, std::string>& metadata)
     : file_(file), entries_(std::move(entries)) {
-  write_header(file_, entries_, metadata);
+  std::vector<HeaderEntry> announced;
+  for (const TensorHeader& entry : entries_) {
+    announced.push_back({entry.name, dtype_info(entry.dtype).safetensors, entry.shape, header_bytes(entry)});
+  }
+  write_safetensors_header(file_, announced, metadata);
 }
 
 void SafetensorsStream::append(const at::Tensor& tensor) {

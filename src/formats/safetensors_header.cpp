@@ -1,5 +1,8 @@
 #include "formats/safetensors_header.hpp"
 
+#include <set>
+
+#include "core/error.hpp"
 #include "formats/json.hpp"
 
 namespace accel::formats {
@@ -86,6 +89,34 @@ void check_in_payload(const SafetensorsEntry& entry, uint64_t end, size_t payloa
                  "tensor '" + entry.name + "' ends at data byte " + std::to_string(end) + " but only " +
                      std::to_string(payload_size) + " bytes follow the header; the file is truncated");
   }
+}
+
+void write_safetensors_header(AtomicFile& file, const std::vector<HeaderEntry>& entries,
+                              std::map<std::string, std::string> metadata) {
+  std::set<std::string> names;
+  for (const HeaderEntry& entry : entries) {
+    if (!names.insert(entry.name).second) fail(Code::InvalidArgument, "tensor name '" + entry.name + "' appears twice");
+  }
+  metadata.emplace("format", "pt");
+  std::string header = "{\"__metadata__\":{";
+  bool first = true;
+  for (const auto& [key, value] : metadata) {
+    header += (first ? "" : ",") + json_quote(key) + ":" + json_quote(value);
+    first = false;
+  }
+  header += "}";
+  uint64_t offset = 0;
+  for (const HeaderEntry& entry : entries) {
+    header += "," + json_quote(entry.name) + ":{\"dtype\":\"" + entry.dtype + "\",\"shape\":[";
+    for (size_t d = 0; d < entry.shape.size(); ++d) header += (d ? "," : "") + std::to_string(entry.shape[d]);
+    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + entry.bytes) + "]}";
+    offset += entry.bytes;
+  }
+  header += "}";
+  while ((8 + header.size()) % 8 != 0) header += ' ';
+  const uint64_t header_size = header.size();
+  file.write(&header_size, sizeof header_size);
+  file.write(header.data(), header.size());
 }
 
 }  // namespace accel::formats

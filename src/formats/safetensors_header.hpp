@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/files.hpp"
 #include "formats/header.hpp"
 
 namespace accel::formats {
@@ -33,6 +34,20 @@ struct SafetensorsHeader {
 // too short, the length field is out of bounds, or the JSON is malformed (a key repeated inside an entry,
 // one missing, a metadata value that is not a string).
 SafetensorsHeader parse_safetensors_header(const unsigned char* bytes, size_t size, const std::string& path);
+
+// Writing: a tensor as the header announces it, the payload laid out in the order of the entries given.
+struct HeaderEntry {
+  std::string name;
+  std::string dtype;  // the safetensors name: "F32", "BF16", ...
+  std::vector<int64_t> shape;
+  uint64_t bytes = 0;
+};
+// Writes the length field and the JSON header (metadata with "format": "pt" added, as torch's writer marks
+// its files; then each entry, its data_offsets in order), padded with spaces so that the payload after it
+// starts 8-byte aligned as the reference writer pads it. The payload is the caller's to write next, in the
+// entries' order. Error(InvalidArgument) for a name given twice; Error(Io) from the file.
+void write_safetensors_header(AtomicFile& file, const std::vector<HeaderEntry>& entries,
+                              std::map<std::string, std::string> metadata);
 
 // The entry's data_offsets as [begin, end); Error(InvalidArgument) naming the file and the tensor unless
 // they are two integers with 0 <= begin <= end.

@@ -18,7 +18,8 @@ from conftest import child_environment
 HERE = pathlib.Path(__file__).resolve().parent
 SCRIPTS = HERE / "accelerate_scripts"
 LAUNCHER = os.environ.get("ACCEL_LAUNCHER", str(HERE.parents[2] / "build" / "bin" / "accel"))
-IDENTITY_RUNS = ("ddp_identity.py", "zero_identity.py", "zero3_resume.py", "fsdp_mixed_precision.py")  # each with a test of its own, below
+IDENTITY_RUNS = ("ddp_identity.py", "zero_identity.py", "zero3_resume.py", "fsdp_mixed_precision.py",
+                 "merge_weights.py")  # each with a test of its own, below
 # The folder's _*.py are modules its scripts share, not scripts.
 ACCELERATE_STYLE = sorted(path for path in SCRIPTS.glob("[!_]*.py") if path.name not in IDENTITY_RUNS)
 
@@ -100,3 +101,39 @@ def test_fsdp_mixed_precision_takes_the_steps_of_fsdps_recipe_bit_for_bit(reduce
     2 processes: the fp32 weights of the recipe recomputed in one process (fsdp_mixed_precision.py)."""
     pytest.importorskip("torch")
     assert f"fsdp_mixed_precision: reduce {reduce}: bit for bit" in launch(2, SCRIPTS / "fsdp_mixed_precision.py", reduce)
+
+
+def test_accel_checkpoint_merge_gives_stage_zeros_save_model_byte_for_byte(tmp_path):
+    """`accel checkpoint merge` of a FULL_SHARD run's checkpoint, and of its save_model in shards, writes the
+    very model.safetensors a stage 0 save_model of the same weights writes (merge_weights.py: tied weights,
+    BatchNorm buffers), though the checkpoint's own file, written unit by unit, orders its tensors otherwise;
+    merged into shards, it holds the same tensors; an OUT holding a model, or a source that is none, fails
+    naming it."""
+    torch = pytest.importorskip("torch")
+    from accel.utils.safetensors_io import load_file
+
+    launch(2, SCRIPTS / "merge_weights.py", "sharded", tmp_path)
+    launch(1, SCRIPTS / "merge_weights.py", "whole", tmp_path)
+    expected = (tmp_path / "stage0" / "model.safetensors").read_bytes()
+
+    def merge(*arguments):
+        return subprocess.run([LAUNCHER, "checkpoint", "merge", *map(str, arguments)], capture_output=True, text=True)
+
+    assert (tmp_path / "checkpoint" / "model.safetensors").read_bytes() != expected
+    for source, out in (("checkpoint", "merged"), ("shards", "merged_shards")):
+        result = merge(tmp_path / source, tmp_path / out)
+        assert result.returncode == 0, result.stderr
+        assert (tmp_path / out / "model.safetensors").read_bytes() == expected, source
+    result = merge(tmp_path / "checkpoint", tmp_path / "resharded", "--max-shard-size", "2000")
+    assert result.returncode == 0 and "model.safetensors.index.json" in result.stdout, result.stderr
+    held = {}
+    for folder in ("resharded", "stage0_shards"):
+        held[folder] = {}
+        for shard in sorted((tmp_path / folder).glob("model-*.safetensors")):
+            held[folder].update(load_file(shard))
+    assert sorted(held["resharded"]) == sorted(held["stage0_shards"])
+    assert all(torch.equal(value, held["stage0_shards"][name]) for name, value in held["resharded"].items())
+    refused = merge(tmp_path / "checkpoint", tmp_path / "stage0")
+    assert refused.returncode == 1 and "holds a saved model already (model.safetensors)" in refused.stderr
+    refused = merge(tmp_path / "stage0" / "nothing", tmp_path / "elsewhere")
+    assert refused.returncode == 1 and "is not a directory" in refused.stderr

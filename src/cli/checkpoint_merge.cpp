@@ -1,0 +1,161 @@
+#include "cli/checkpoint_merge.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "ckpt/manifest.hpp"
+#include "ckpt/model_layout.hpp"
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "formats/mapped_file.hpp"
+#include "formats/safetensors_header.hpp"
+
+namespace accel::cli {
+
+namespace {
+
+struct SourceTensor {
+  formats::HeaderEntry entry;
+  const unsigned char* data = nullptr;  // in one of Source::files
+};
+
+struct Source {
+  std::vector<formats::MappedFile> files;
+  std::vector<SourceTensor> tensors;        // in the input's order: file by file, each in payload order
+  std::map<std::string, std::string> ties;  // name left out -> name stored
+};
+
+// The model files (name in the directory, path) of a checkpoint or a saved model, in the order their tensors
+// are read.
+std::vector<std::pair<std::string, std::string>> source_files(const std::string& directory, size_t model, ckpt::ModelIndex& index) {
+  if (!is_directory(directory)) fail(Code::Io, "'" + directory + "' is not a directory");
+  const std::string manifest_path = join_path(directory, ckpt::kManifestFile);
+  if (path_exists(manifest_path)) {
+    const ckpt::Manifest manifest = ckpt::read_manifest(manifest_path);
+    if (static_cast<int64_t>(model) >= manifest.num_models) {
+      fail(Code::InvalidArgument, manifest_path + ": the checkpoint holds " + std::to_string(manifest.num_models) +
+                                      " model(s), and model " + std::to_string(model) + " was asked for");
+    }
+    const std::string name = ckpt::checkpoint_model_file(model);
+    return {{name, join_path(directory, name)}};
+  }
+  const std::string index_path = join_path(directory, ckpt::kModelIndex);
+  const std::string single = join_path(directory, ckpt::kModelFile);
+  if (path_exists(index_path)) {
+    index = ckpt::read_model_index(index_path);
+    std::vector<std::pair<std::string, std::string>> files;
+    for (const auto& [file, names] : index.tensors_by_file()) files.emplace_back(file, join_path(directory, file));
+    return files;
+  }
+  if (path_exists(single)) return {{ckpt::kModelFile, single}};
+  fail(Code::InvalidArgument, "'" + directory + "' is neither a checkpoint (no " + ckpt::kManifestFile +
+                                  ") nor a saved model (no " + ckpt::kModelFile + " or " + ckpt::kModelIndex + ")");
+}
+
+Source read_source(const std::string& directory, size_t model) {
+  ckpt::ModelIndex index;
+  Source source;
+  std::set<std::string> seen;
+  for (const auto& [name_in_directory, path] : source_files(directory, model, index)) {
+    source.files.emplace_back(path);
+    const formats::MappedFile& file = source.files.back();
+    const formats::SafetensorsHeader header = formats::parse_safetensors_header(file.data(), file.size(), path);
+    std::vector<std::string> names;
+    for (const formats::SafetensorsEntry& entry : header.entries) {
+      const auto [begin, end] = formats::data_extent(entry, path);
+      formats::check_in_payload(entry, end, file.size() - header.data_start, path);
+      if (!seen.insert(entry.name).second) fail(Code::InvalidArgument, path + ": tensor '" + entry.name + "' is in two files");
+      source.tensors.push_back({{entry.name, entry.dtype, entry.shape, end - begin}, file.data() + header.data_start + begin});
+      names.push_back(entry.name);
+    }
+    if (!index.weight_map.empty()) {
+      ckpt::check_shard_holds_its_tensors(index, name_in_directory, path, names);
+    }
+    const std::set<std::string> held(names.begin(), names.end());
+    for (const auto& [key, value] : header.metadata) {
+      if (held.count(key) == 0 && held.count(value) != 0) source.ties.emplace(key, value);
+    }
+  }
+  return source;
+}
+
+void refuse_saved_model_in(const std::string& out) {
+  if (!is_directory(out)) return;
+  for (const std::string& name : list_directory(out)) {
+    if (ckpt::is_model_file(name)) {
+      fail(Code::InvalidArgument, "'" + out + "' holds a saved model already (" + name + "): merge into a new folder");
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> merge_model(const MergeRequest& request) {
+  if (request.max_shard_size == 0) fail(Code::InvalidArgument, "the shard size must be positive");
+  const Source source = read_source(request.source, request.model);
+  refuse_saved_model_in(request.out);
+  create_directories(request.out);
+  std::vector<uint64_t> sizes;
+  for (const SourceTensor& tensor : source.tensors) sizes.push_back(tensor.entry.bytes);
+  std::vector<std::vector<size_t>> groups = ckpt::plan_shards(sizes, request.max_shard_size);
+  const bool one_file = groups.size() <= 1;
+  if (one_file) {
+    groups.assign(1, {});
+    for (size_t i = 0; i < source.tensors.size(); ++i) groups[0].push_back(i);
+  }
+  ckpt::ModelIndex index;
+  std::vector<std::string> written;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    auto& group = groups[g];
+    std::sort(group.begin(), group.end(),
+              [&](size_t a, size_t b) { return source.tensors[a].entry.name < source.tensors[b].entry.name; });
+    const std::string name = one_file ? ckpt::kModelFile : ckpt::shard_file(g, groups.size());
+    std::vector<formats::HeaderEntry> entries;
+    std::map<std::string, std::string> ties;
+    for (size_t i : group) {
+      entries.push_back(source.tensors[i].entry);
+      index.weight_map.emplace(entries.back().name, name);
+      index.total_size += entries.back().bytes;
+    }
+    for (const auto& [left_out, stored] : source.ties) {
+      if (index.weight_map.count(stored) != 0 && index.weight_map.at(stored) == name) ties.emplace(left_out, stored);
+    }
+    AtomicFile file(join_path(request.out, name));
+    formats::write_safetensors_header(file, entries, ties);
+    for (size_t i : group) file.write(source.tensors[i].data, source.tensors[i].entry.bytes);
+    file.commit();
+    written.push_back(name);
+  }
+  if (!one_file) {
+    ckpt::write_model_index(join_path(request.out, ckpt::kModelIndex), index);
+    written.push_back(ckpt::kModelIndex);
+  }
+  return written;
+}
+
+uint64_t parse_shard_size(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  std::string unit = text.substr(digits);
+  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::tolower(c); });
+  static const std::map<std::string, uint64_t> kUnits = {
+      {"", 1},          {"b", 1},          {"kb", 1000},          {"mb", 1000'000},          {"gb", 1000'000'000},
+      {"tb", 1000'000'000'000}, {"kib", 1ULL << 10}, {"mib", 1ULL << 20}, {"gib", 1ULL << 30}, {"tib", 1ULL << 40}};
+  const auto found = kUnits.find(unit);
+  uint64_t number = 0;
+  bool fits = digits > 0 && digits <= 15 && found != kUnits.end();
+  if (fits) {
+    number = std::stoull(text.substr(0, digits));
+    fits = number > 0 && number <= UINT64_MAX / found->second;
+  }
+  if (!fits) {
+    fail(Code::InvalidArgument, "'" + text + "' is not a shard size (bytes, or a number with KB, MB, GB, TB, KiB, "
+                                "MiB, GiB or TiB, e.g. \"10GB\")");
+  }
+  return number * found->second;
+}
+
+}  // namespace accel::cli

@@ -1,0 +1,106 @@
+// accel checkpoint merge's pieces (cli/checkpoint_merge.hpp): a model written in another tensor order, with a
+// tie in its metadata, comes out as save_model writes a model held whole (each file in name order, the tie
+// kept, byte for byte what the same tensors written whole give); an OUT holding a model and a damaged source
+// are refused naming them; shard sizes read as Accelerate's.
+#include "cli/checkpoint_merge.hpp"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "ckpt/model_layout.hpp"
+#include "core/files.hpp"
+#include "expect_error.hpp"
+#include "formats/safetensors.hpp"
+#include "temp_dir.hpp"
+
+namespace accel::cli {
+namespace {
+
+std::string bytes_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+class CheckpointMerge : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = test_support::temp_directory() + "/accel_merge_" + std::to_string(::getpid());
+    remove_all(root_);
+    create_directories(root_ + "/source");
+    at::manual_seed(0);
+    tensors_ = {{"z.weight", at::randn({3, 4})}, {"a.bias", at::randn({5}, at::kDouble)}, {"m.table", at::randn({2, 2}).to(at::kBFloat16)}};
+  }
+  void TearDown() override { remove_all(root_); }
+
+  // The tensors in another order than by name, written one at a time (as a stage 3 checkpoint writes them).
+  void write_unit_ordered(const std::string& path, const std::map<std::string, std::string>& ties) {
+    AtomicFile file(path);
+    std::vector<formats::TensorHeader> entries;
+    for (const auto& [name, tensor] : tensors_) entries.push_back(formats::header_of(name, tensor));
+    formats::SafetensorsStream stream(file, entries, ties);
+    for (const auto& entry : tensors_) stream.append(entry.second);
+    stream.finish();
+    file.commit();
+  }
+
+  std::string root_;
+  NamedTensors tensors_;
+};
+
+TEST_F(CheckpointMerge, GivesTheFileOfTheTensorsWrittenWhole) {
+  const std::map<std::string, std::string> ties{{"out.weight", "z.weight"}};
+  write_unit_ordered(root_ + "/source/model.safetensors", ties);
+  formats::write_safetensors(root_ + "/whole.safetensors", tensors_, ties);
+  ASSERT_NE(bytes_of(root_ + "/source/model.safetensors"), bytes_of(root_ + "/whole.safetensors"));
+  const auto written = merge_model({root_ + "/source", root_ + "/out"});
+  EXPECT_EQ(written, std::vector<std::string>{"model.safetensors"});
+  EXPECT_EQ(bytes_of(root_ + "/out/model.safetensors"), bytes_of(root_ + "/whole.safetensors"));
+
+  // In shards of at most 64 bytes: z.weight (48 bytes) alone, then a.bias and m.table (40 and 8), and an index.
+  MergeRequest sharded{root_ + "/source", root_ + "/shards"};
+  sharded.max_shard_size = 64;
+  EXPECT_EQ(merge_model(sharded).size(), 3u);
+  const ckpt::ModelIndex index = ckpt::read_model_index(root_ + "/shards/" + ckpt::kModelIndex);
+  EXPECT_EQ(index.total_size, 96u);
+  EXPECT_EQ(index.weight_map.at("z.weight"), ckpt::shard_file(0, 2));
+  EXPECT_EQ(index.weight_map.at("m.table"), ckpt::shard_file(1, 2));
+  const formats::SafetensorsFile first(root_ + "/shards/" + ckpt::shard_file(0, 2));
+  EXPECT_EQ(first.metadata().at("out.weight"), "z.weight") << "the tie goes with the tensor it stores";
+  // Merging the shards back gives the single file again.
+  merge_model({root_ + "/shards", root_ + "/again"});
+  EXPECT_EQ(bytes_of(root_ + "/again/model.safetensors"), bytes_of(root_ + "/whole.safetensors"));
+}
+
+TEST_F(CheckpointMerge, RefusesAnOutputHoldingAModelAndADamagedSource) {
+  write_unit_ordered(root_ + "/source/model.safetensors", {});
+  merge_model({root_ + "/source", root_ + "/out"});
+  const std::string before = bytes_of(root_ + "/out/model.safetensors");
+  expect_error(Code::InvalidArgument, "holds a saved model already (model.safetensors)",
+               [&] { merge_model({root_ + "/source", root_ + "/out"}); });
+  EXPECT_EQ(bytes_of(root_ + "/out/model.safetensors"), before);
+  const std::string full = bytes_of(root_ + "/source/model.safetensors");
+  std::ofstream(root_ + "/source/model.safetensors", std::ios::binary | std::ios::trunc) << full.substr(0, full.size() - 4);
+  expect_error(Code::InvalidArgument, "truncated", [&] { merge_model({root_ + "/source", root_ + "/other"}); });
+  EXPECT_FALSE(path_exists(root_ + "/other")) << "a refused merge made its output folder";
+  create_directories(root_ + "/empty");
+  expect_error(Code::InvalidArgument, "is neither a checkpoint", [&] { merge_model({root_ + "/empty", root_ + "/x"}); });
+  expect_error(Code::Io, "is not a directory", [&] { merge_model({root_ + "/missing", root_ + "/x"}); });
+}
+
+TEST(ShardSize, ReadsAccelerateSizes) {
+  EXPECT_EQ(parse_shard_size("10GB"), 10'000'000'000u);
+  EXPECT_EQ(parse_shard_size("500MiB"), 500u << 20);
+  EXPECT_EQ(parse_shard_size("2000"), 2000u);
+  EXPECT_EQ(parse_shard_size("5kb"), 5000u);
+  for (const char* bad : {"", "GB", "0", "10 GB", "12XB", "-5"}) {
+    expect_error(Code::InvalidArgument, "is not a shard size", [&] { parse_shard_size(bad); });
+  }
+}
+
+}  // namespace
+}  // namespace accel::cli
