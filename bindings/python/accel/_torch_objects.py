@@ -62,9 +62,12 @@ class TorchObjects:
         accelerator = self._accelerator
         device = torch.device(accelerator.device)
         module.to(device)
+        plugin = accelerator.state.fsdp_plugin
+        if plugin is not None and plugin.activation_checkpointing:
+            from ._torch_sharded import checkpoint_activations, wrap_policy
+            checkpoint_activations(module, wrap_policy(plugin))
         if accelerator._model_settings.get("zero_stage") == 3 and accelerator.num_processes > 1:
             from ._torch_sharded import ShardedModule, wrap_policy
-            plugin = accelerator.state.fsdp_plugin
             wrap = wrap_policy(plugin, deepspeed=accelerator.state.deepspeed_plugin is not None)
             hosted = ShardedModule(module, accelerator._prepare_host_model, wrap,
                                    reshard_after_forward=plugin is None or plugin.reshard_after_forward,

@@ -32,6 +32,7 @@ register, as tied weights, puts them in one unit by itself).
 import functools
 
 import torch
+import torch.utils.checkpoint
 
 from ._library import lib
 from .errors import UnsupportedError
@@ -103,22 +104,48 @@ def wrap_policy(fsdp_plugin=None, deepspeed=False):
     return lambda module, numel, depth: False
 
 
-def unit_groups(root, wrap):
-    """({id(trainable parameter): unit key}, {id(module whose forward uses a unit): unit key}): each parameter
-    is in the unit of the innermost module the policy wraps (the root's otherwise), and units that register
-    one parameter between them (tied weights) are one."""
-    wrapped = set()
+def wrapped_modules(root, wrap):
+    """The submodules of root (never root itself) the policy wraps, innermost first."""
+    wrapped = []
 
     def count(module, depth):
         numel = sum(p.numel() for p in module._parameters.values() if p is not None)
         for child in module.children():
             numel += count(child, depth + 1)
         if module is not root and wrap(module, numel, depth):
-            wrapped.add(id(module))
+            wrapped.append(module)
             return 0
         return numel
 
     count(root, 0)
+    return wrapped
+
+
+def checkpoint_activations(root, wrap):
+    """FSDP's activation_checkpointing as Accelerate applies it: each module the policy wraps runs its forward
+    under torch.utils.checkpoint (non-reentrant), its activations recomputed in backward rather than kept.
+    The module's own hooks run around the checkpointed forward, once; its submodules' run again in the
+    recomputation. Returns how many modules were wrapped."""
+    modules = wrapped_modules(root, wrap)
+    for module in modules:
+        module.forward = _checkpointed(module.forward)
+    return len(modules)
+
+
+def _checkpointed(forward):
+    @functools.wraps(forward)
+    def run(*args, **kwargs):
+        if not torch.is_grad_enabled():
+            return forward(*args, **kwargs)
+        return torch.utils.checkpoint.checkpoint(forward, *args, use_reentrant=False, **kwargs)
+    return run
+
+
+def unit_groups(root, wrap):
+    """({id(trainable parameter): unit key}, {id(module whose forward uses a unit): unit key}): each parameter
+    is in the unit of the innermost module the policy wraps (the root's otherwise), and units that register
+    one parameter between them (tied weights) are one."""
+    wrapped = {id(module) for module in wrapped_modules(root, wrap)}
     unit_module = {}  # id(module) -> id(the module whose unit holds its parameters)
 
     def assign(module, unit):
@@ -298,6 +325,10 @@ class ShardedModule(PreparedModule):
         self._gather(self._units[unit])
 
     def _after_forward(self, unit, _module, _inputs, output):
+        if self._end_queued:
+            # A forward inside backward: activation checkpointing's recomputation, whose saved tensors need
+            # the unit until its own backward has run (its reduction releases it).
+            return
         if torch.is_grad_enabled():
             for tensor in _tensors_in(output):
                 if tensor.requires_grad:
@@ -368,4 +399,6 @@ class ShardedModule(PreparedModule):
                 self._reduce(unit)
                 if not kept and unit.grads is not None:  # an accumulating backward that did not reach it
                     unit.drop_grads()
+            # Also one a recomputation gathered after its reduction: the step changes the shares.
+            unit.release()
         self.model.end_backward()

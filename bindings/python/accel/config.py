@@ -195,7 +195,9 @@ class FullyShardedDataParallelPlugin:
     gathered and computed in param_dtype, its gradients averaged in reduce_dtype (param_dtype's when not
     given), the fp32 shares the master weights; floating buffers stay in their dtype (a buffer_dtype other
     than theirs is refused). HYBRID_SHARD and HYBRID_SHARD_ZERO2 are not built: UnsupportedError, as are
-    cpu_offload, activation_checkpointing and a state_dict_type other than FULL_STATE_DICT. The prefetch and gather-limiting settings are kept with no
+    cpu_offload and a state_dict_type other than FULL_STATE_DICT. activation_checkpointing recomputes
+    in backward the activations of each module auto_wrap_policy wraps (torch.utils.checkpoint, non-reentrant, as
+    Accelerate applies it), under every strategy. The prefetch and gather-limiting settings are kept with no
     effect (gathers are not prefetched yet). Parameters are always rank 0's after prepare
     (sync_module_states)."""
 
@@ -260,8 +262,9 @@ class FullyShardedDataParallelPlugin:
         offload = getattr(self.cpu_offload, "offload_params", self.cpu_offload)
         if offload:
             refuse("cpu_offload (parameters and optimizer step on the CPU) is not built")
-        if self.activation_checkpointing:
-            refuse("activation_checkpointing is not built (torch.utils.checkpoint in the model's forward is)")
+        if self.activation_checkpointing and (self.auto_wrap_policy in (None, "NO_WRAP")):
+            refuse("activation_checkpointing recomputes the modules auto_wrap_policy wraps, and NO_WRAP wraps none: "
+                   "give TRANSFORMER_BASED_WRAP (transformer_cls_names_to_wrap), SIZE_BASED_WRAP or a callable")
         if self.mixed_precision_policy is not None and self.sharding_strategy != "FULL_SHARD":
             refuse(f"mixed_precision_policy with sharding_strategy {self.sharding_strategy}: it is built for "
                    "FULL_SHARD (units gathered in param_dtype); here the Accelerator's mixed_precision applies")

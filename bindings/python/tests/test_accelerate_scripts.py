@@ -19,7 +19,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 SCRIPTS = HERE / "accelerate_scripts"
 LAUNCHER = os.environ.get("ACCEL_LAUNCHER", str(HERE.parents[2] / "build" / "bin" / "accel"))
 IDENTITY_RUNS = ("ddp_identity.py", "zero_identity.py", "zero3_resume.py", "fsdp_mixed_precision.py",
-                 "merge_weights.py")  # each with a test of its own, below
+                 "merge_weights.py", "fsdp_checkpointing.py")  # each with a test of its own, below
 # The folder's _*.py are modules its scripts share, not scripts.
 ACCELERATE_STYLE = sorted(path for path in SCRIPTS.glob("[!_]*.py") if path.name not in IDENTITY_RUNS)
 
@@ -63,7 +63,7 @@ def test_an_eager_module_trained_by_accel_ends_with_torch_ddps_weights(tmp_path)
         assert differing == [], run
 
 
-ZERO_RUNS = ("1", "2", "fsdp", "3", "fsdp-full", "fsdp-keep", "2-delays", "3-delays")
+ZERO_RUNS = ("1", "2", "fsdp", "3", "fsdp-full", "fsdp-keep", "fsdp-ckpt", "2-delays", "3-delays")
 
 
 def test_an_eager_module_under_zero_stages_one_to_three_ends_with_stage_zeros_weights(tmp_path):
@@ -137,3 +137,14 @@ def test_accel_checkpoint_merge_gives_stage_zeros_save_model_byte_for_byte(tmp_p
     assert refused.returncode == 1 and "holds a saved model already (model.safetensors)" in refused.stderr
     refused = merge(tmp_path / "stage0" / "nothing", tmp_path / "elsewhere")
     assert refused.returncode == 1 and "is not a directory" in refused.stderr
+
+
+def test_activation_checkpointing_of_nested_units_keeps_ddps_weights(tmp_path):
+    """FULL_SHARD with activation_checkpointing, blocks and their Linears each a unit (a recomputed block
+    gathers its Linears again inside backward): the weights of data parallelism without checkpointing, bit
+    for bit."""
+    torch = pytest.importorskip("torch")
+    for mode in ("full", "ddp"):
+        launch(2, SCRIPTS / "fsdp_checkpointing.py", mode, tmp_path / f"{mode}.pt")
+    full, ddp = torch.load(tmp_path / "full.pt"), torch.load(tmp_path / "ddp.pt")
+    assert sorted(full) == sorted(ddp) and [name for name in ddp if not torch.equal(full[name], ddp[name])] == []

@@ -1,6 +1,7 @@
 """An eager nn.Module trained on 2 processes under ZeRO (`zero_identity.py STAGE ACCUMULATION OUT`: Accelerate's
 DeepSpeedPlugin(zero_stage=STAGE), or with STAGE "fsdp" its FullyShardedDataParallelPlugin(SHARD_GRAD_OP), with
-"fsdp-full" FULL_SHARD with a size-based wrap policy, "fsdp-keep" the same with reshard_after_forward False;
+"fsdp-full" FULL_SHARD with a size-based wrap policy, "fsdp-keep" the same with reshard_after_forward False,
+"fsdp-ckpt" the same with activation_checkpointing (each Linear's forward recomputed in backward);
 a STAGE ending in "-delays" also sleeps a random 0-4 ms, drawn per process, before every module's forward
 (so before each unit's gather), before every gradient is accumulated (so before each reduction) and before
 every optimizer step), clipping on, by three optimizers in turn: accel's AdamW (OptimizerSpec),
@@ -31,11 +32,12 @@ STEPS, SAVED_AT = 20, 10
 if STAGE == "fsdp":  # FSDP's SHARD_GRAD_OP, which accel trains as ZeRO stage 2
     accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
                                     fsdp_plugin=accel.FullyShardedDataParallelPlugin(sharding_strategy="SHARD_GRAD_OP"))
-elif STAGE in ("fsdp-full", "fsdp-keep"):  # FSDP's FULL_SHARD (ZeRO stage 3), each Linear a unit of its own
+elif STAGE in ("fsdp-full", "fsdp-keep", "fsdp-ckpt"):  # FSDP's FULL_SHARD (ZeRO stage 3), each Linear a unit
     accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
                                     fsdp_plugin=accel.FullyShardedDataParallelPlugin(
                                         sharding_strategy="FULL_SHARD", auto_wrap_policy="SIZE_BASED_WRAP",
-                                        min_num_params=20, reshard_after_forward=STAGE == "fsdp-full"))
+                                        min_num_params=20, reshard_after_forward=STAGE != "fsdp-keep",
+                                        activation_checkpointing=STAGE == "fsdp-ckpt"))
 else:
     accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
                                     deepspeed_plugin=accel.DeepSpeedPlugin(zero_stage=int(STAGE)))
@@ -127,7 +129,15 @@ for name, make in OPTIMIZERS.items():
     again = weights_of(model)
     assert [key for key in final if not torch.equal(final[key], again[key])] == [], f"{name}: the resume differs"
     assert all(not torch.equal(before, final[name]) for before, name in zip(initial, final)), "nothing trained"
-    if STAGE in ("3", "fsdp-full", "fsdp-keep"):
+    if STAGE == "fsdp-ckpt":
+        # Each Linear's forward runs again in backward, its activations not kept.
+        calls, linear = [], F.linear
+        F.linear = lambda *args, **kwargs: calls.append(1) or linear(*args, **kwargs)
+        accelerator.backward(model(torch.randn(2, 6)).sum() * 0)
+        F.linear = linear
+        optimizer.zero_grad()
+        assert len(calls) == 4, f"{name}: {len(calls)} linear calls for a forward and backward of 2 Linears"
+    if STAGE in ("3", "fsdp-full", "fsdp-keep", "fsdp-ckpt"):
         held = [key for key, parameter in accelerator.unwrap_model(model).named_parameters() if parameter.storage().size()]
         assert held == [], f"{name}: parameters still held between steps: {held}"
         # After a forward the units are released (reshard_after_forward), or kept to the backward.
