@@ -196,6 +196,9 @@ class PrepareMixin:
         model = self._resolve(spec.model, self._accel_models, "model", objects, results)
         with Options(spec.settings) as options:
             optimizer = Optimizer(model, spec.kind, options)
+        sharded = [hosted for hosted in self._torch.hosted if hosted.model is model and hasattr(hosted, "release_gathered")]
+        if sharded:
+            optimizer._after_step = sharded[0].release_gathered
         self._accel_optimizers.append(optimizer)
         return optimizer
 

@@ -285,6 +285,12 @@ class ShardedModule(PreparedModule):
         return type(entries)((name, copies[name] if name in copies else value.detach().clone())
                              for name, value in entries.items())
 
+    def release_gathered(self):
+        """Every unit released: after an optimizer step, whose shares a unit still gathered (the root's
+        after a forward no backward followed) would hold the values of before."""
+        for unit in self._units:
+            unit.release()
+
     def gather_for_good(self):
         """Every unit gathered, in order, into a buffer of the parameters' own dtype that they then keep
         (collective, whatever this process holds: the same collectives on every process even after a step

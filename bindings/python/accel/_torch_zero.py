@@ -77,6 +77,7 @@ class ZeroSteps:
         self._closure = None
         self._result = None
         self._external = _ExternalOptimizer(hosted.model, self._step_pieces)
+        self._hosted = hosted
         # Under stage 3 the pieces are the library's shares, the parameters' only values between uses.
         self._sharded = hosted.model.num_units() > 0
         by_name = dict(hosted.module.named_parameters())
@@ -105,6 +106,8 @@ class ZeroSteps:
     def step(self, closure=None):
         self._closure, self._result = closure, None
         self._external.step()
+        if self._sharded:
+            self._hosted.release_gathered()
         return self._result
 
     def zero_grad(self):

@@ -15,8 +15,12 @@ class Optimizer(Handle):
         check(lib.accel_optimizer_new(out, model.pointer, kind.encode(), options.pointer))
         super().__init__(out[0])
 
+    _after_step = None  # under zero_stage 3, the prepared module's release of what a step makes stale
+
     def step(self):
         check(lib.accel_optimizer_step(self.pointer))
+        if self._after_step is not None:
+            self._after_step()
 
     def zero_grad(self):
         check(lib.accel_optimizer_zero_grad(self.pointer))

@@ -139,12 +139,13 @@ def test_accel_checkpoint_merge_gives_stage_zeros_save_model_byte_for_byte(tmp_p
     assert refused.returncode == 1 and "is not a directory" in refused.stderr
 
 
-def test_activation_checkpointing_of_nested_units_keeps_ddps_weights(tmp_path):
+@pytest.mark.parametrize("optimizer", ["torch", "accel"])
+def test_activation_checkpointing_of_nested_units_keeps_data_parallel_weights(optimizer, tmp_path):
     """FULL_SHARD with activation_checkpointing, blocks and their Linears each a unit (a recomputed block
-    gathers its Linears again inside backward): the weights of data parallelism without checkpointing, bit
-    for bit."""
+    gathers its Linears again inside backward), and a forward with gradients between each backward and step:
+    the weights of data parallelism without checkpointing, bit for bit."""
     torch = pytest.importorskip("torch")
     for mode in ("full", "ddp"):
-        launch(2, SCRIPTS / "fsdp_checkpointing.py", mode, tmp_path / f"{mode}.pt")
+        launch(2, SCRIPTS / "fsdp_checkpointing.py", mode, optimizer, tmp_path / f"{mode}.pt")
     full, ddp = torch.load(tmp_path / "full.pt"), torch.load(tmp_path / "ddp.pt")
     assert sorted(full) == sorted(ddp) and [name for name in ddp if not torch.equal(full[name], ddp[name])] == []
