@@ -293,6 +293,31 @@ class Model {
     return out != 0;
   }
   size_t num_parameters() const { return accel_model_num_parameters(get()); }
+  // ZeRO stage 3 (capi/accel/model.h, accel_model_set_units): before prepare, each parameter's unit; after
+  // it, a unit's layout and where a parameter lies in it, and the unit's gather into a buffer of the layout
+  // and its gradients' reduction (false: an accumulating backward kept them; true: averaged into this
+  // process's share, release them). num_units is 0 for a model that is not sharded.
+  void set_units(const std::vector<int32_t>& unit_of_parameter) {
+    check(accel_model_set_units(get(), unit_of_parameter.data(), unit_of_parameter.size()));
+  }
+  size_t num_units() const { return accel_model_num_units(get()); }
+  int64_t unit_numel(size_t unit) const {
+    int64_t out = 0;
+    check(accel_model_unit_numel(get(), unit, &out));
+    return out;
+  }
+  std::pair<size_t, int64_t> parameter_place(size_t index) const {
+    size_t unit = 0;
+    int64_t offset = 0;
+    check(accel_model_parameter_place(get(), index, &unit, &offset));
+    return {unit, offset};
+  }
+  void unit_gather(size_t unit, Tensor& full) { check(accel_model_unit_gather(get(), unit, full.get())); }
+  bool unit_reduce(size_t unit, Tensor& full_gradients) {
+    int reduced = 0;
+    check(accel_model_unit_reduce(get(), unit, full_gradients.get(), &reduced));
+    return reduced != 0;
+  }
   // What the gradient all-reduces cost, one figure by name ("syncs", "bytes", "copied_bytes", ...).
   double grad_sync_stat(const std::string& name) const {
     double value = 0;

@@ -24,17 +24,29 @@
 //     optimizer.zero_grad();                            // zeroes the storage in place
 //   }
 //
+// Under zero_stage 3 (the prepare option; FSDP's FULL_SHARD) each trainable parameter is held, between steps,
+// as this process's share in libaccel only: the module's parameters keep their shapes and no memory. A C++
+// module has no forward hooks, so begin_forward gathers every unit (by default each top-level child module,
+// and the parameters the module holds itself: DeepSpeed's cut) and the backward hands each unit's gradients
+// over and releases the unit as soon as all of them are accumulated; the rest at the end of backward. So a
+// process holds the whole parameters from its forward into its backward, and only its share of parameters,
+// gradients and optimizer state between steps. After an evaluation forward (no backward),
+// release_parameters() lets go of the gathered parameters.
+//
 // Thread safety: as accel.hpp's Model; the hooks run on the thread that runs backward (the caller's, on the
 // CPU; autograd's device threads on a GPU), one at a time.
 #pragma once
 
 #include <ATen/ATen.h>
 #include <ATen/DLConvertor.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/StorageImpl.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/nn/module.h>
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -67,8 +79,11 @@ class ModuleModel {
  public:
   // Parameters with requires_grad false are frozen; a tensor registered under two names (tied weights)
   // is one parameter, under its first name. options: accel_state_prepare_model's (find_unused_parameters,
-  // bucket_cap_mb, broadcast_buffers, ...).
-  ModuleModel(State& state, torch::nn::Module& module, const Options* options = nullptr) : state_(&state) {
+  // bucket_cap_mb, broadcast_buffers, zero_stage, ...). units: under zero_stage 3, each parameter's unit
+  // (Model::set_units, in named_parameters' order without repeats); empty: by top-level child (above).
+  ModuleModel(State& state, torch::nn::Module& module, const Options* options = nullptr,
+              std::vector<int32_t> units = {})
+      : state_(&state) {
     std::vector<std::string> names, buffer_names;
     std::vector<Tensor> shared, shared_buffers;
     std::vector<bool> trainable;
@@ -85,7 +100,15 @@ class ModuleModel {
       shared_buffers.push_back(from_torch(item.value()));
     }
     model_ = std::make_shared<Model>(Model::from_tensors(named(names, shared), trainable, named(buffer_names, shared_buffers)));
+    model_->set_units(units.empty() ? units_by_child(module, trainable) : units);
     state.prepare(*model_, options);
+    if (model_->num_units() > 0) {
+      sharded_ = std::make_shared<Sharded>(model_, parameters_, trainable);
+      for (size_t index = 0; index < parameters_.size(); ++index) {
+        if (trainable[index]) watch_sharded(index);
+      }
+      return;
+    }
     for (size_t index = 0; index < parameters_.size(); ++index) {
       if (trainable[index]) install_storage(index);
     }
@@ -96,7 +119,12 @@ class ModuleModel {
   // Before each forward of the module (grad_enabled false under torch::NoGradGuard): with several processes
   // it may send rank 0's buffers (collective, on every rank alike) and decides whether the coming backward
   // synchronises (accumulate, no_sync).
-  void begin_forward(bool grad_enabled = true) { model_->begin_forward(grad_enabled); }
+  // Under zero_stage 3 it also gathers every unit (collective), and with grad_enabled gives each trainable
+  // parameter its gradient view.
+  void begin_forward(bool grad_enabled = true) {
+    model_->begin_forward(grad_enabled);
+    if (sharded_) sharded_->begin_forward(grad_enabled);
+  }
 
   // Accelerate's backward: (loss / gradient_accumulation_steps).backward(), times the loss scale under fp16
   // (which accel's optimizers and unscale_gradients undo), then end_backward.
@@ -110,7 +138,18 @@ class ModuleModel {
 
   // For a backward the program runs itself (several losses, retain_graph): after it, on a synchronising
   // step, every gradient holds the average over the ranks.
-  void end_backward() { model_->end_backward(); }
+  // Under zero_stage 3 it first hands over the units the backward did not finish (zeros for those it did not
+  // reach; collective) and releases every unit.
+  void end_backward() {
+    if (sharded_) sharded_->finish_backward();
+    model_->end_backward();
+  }
+
+  // Under zero_stage 3, after a forward no backward follows (evaluation): the gathered parameters released
+  // (the module's parameters then have no memory until the next begin_forward). Nothing otherwise.
+  void release_parameters() {
+    if (sharded_) sharded_->release_all();
+  }
 
   // accel's handle on the module's tensors: for accel::Optimizer, clip_grad_norm, save_model, grad_sync_stat, ...
   Model& model() { return *model_; }
@@ -147,10 +186,160 @@ class ModuleModel {
     accumulators_.push_back(std::move(accumulator));  // the parameter holds its accumulator only weakly
   }
 
+  // DeepSpeed's ZeRO-3 cut: the trainable parameters of each top-level child one unit (a tensor two children
+  // share goes with the first), then those the module registers itself; entries of frozen ones are unread.
+  std::vector<int32_t> units_by_child(torch::nn::Module& module, const std::vector<bool>& trainable) const {
+    std::map<const c10::TensorImpl*, int32_t> unit_of;
+    int32_t next = 0;
+    const auto assign = [&](const std::vector<at::Tensor>& tensors) {
+      bool used = false;
+      for (const at::Tensor& tensor : tensors) {
+        if (tensor.requires_grad() && unit_of.emplace(tensor.unsafeGetTensorImpl(), next).second) used = true;
+      }
+      next += used ? 1 : 0;
+    };
+    for (const auto& child : module.children()) assign(child->parameters());
+    assign(module.parameters(/*recurse=*/false));
+    std::vector<int32_t> units;
+    for (size_t index = 0; index < parameters_.size(); ++index) {
+      units.push_back(trainable[index] ? unit_of.at(parameters_[index].unsafeGetTensorImpl()) : 0);
+    }
+    return units;
+  }
+
+  // Stage 3's units on the module's side: one buffer per unit, of which the unit's parameters are views, its
+  // memory allocated while the unit is gathered and freed when it is released; one gradient buffer per unit
+  // likewise. Held by the hooks too (a backward may outlive the ModuleModel).
+  struct Sharded {
+    struct Unit {
+      at::Tensor flat;
+      at::Tensor grads;  // undefined between a reduction and the next forward
+      std::vector<size_t> members;
+      size_t waiting = 0;  // members whose gradient this backward has not accumulated
+      bool done = true;    // handed over in this backward
+      bool gathered = false;
+    };
+
+    Sharded(std::shared_ptr<Model> model, const std::vector<at::Tensor>& all, const std::vector<bool>& trainable)
+        : model(std::move(model)), parameters(all), unit_of(all.size(), 0), units(this->model->num_units()) {
+      for (size_t index = 0; index < all.size(); ++index) {
+        if (!trainable[index]) continue;
+        const auto [unit, offset] = this->model->parameter_place(index);
+        unit_of[index] = unit;
+        Unit& owner = units[unit];
+        if (!owner.flat.defined()) {
+          owner.flat = at::empty({this->model->unit_numel(unit)}, all[index].options().requires_grad(false));
+          owner.gathered = true;
+        }
+        owner.members.push_back(index);
+        at::NoGradGuard no_grad;
+        parameters[index].set_data(owner.flat.narrow(0, offset, all[index].numel()).view(all[index].sizes()));
+      }
+      release_all();
+    }
+
+    void release(Unit& unit) {
+      if (!unit.gathered) return;
+      c10::StorageImpl* storage = unit.flat.storage().unsafeGetStorageImpl();
+      storage->set_data_ptr_noswap(at::DataPtr(nullptr, unit.flat.device()));
+      storage->set_nbytes(0);
+      unit.gathered = false;
+    }
+    void release_all() {
+      for (Unit& unit : units) release(unit);
+    }
+
+    void gather(size_t index) {
+      Unit& unit = units[index];
+      release(unit);  // whatever it held may be from before a step
+      const size_t bytes = static_cast<size_t>(unit.flat.numel()) * unit.flat.element_size();
+      c10::StorageImpl* storage = unit.flat.storage().unsafeGetStorageImpl();
+      storage->set_data_ptr_noswap(c10::GetAllocator(unit.flat.device().type())->allocate(bytes));
+      storage->set_nbytes(bytes);
+      unit.gathered = true;
+      Tensor full = from_torch(unit.flat);
+      model->unit_gather(index, full);
+    }
+
+    // The unit's gradient buffer (zeros when new), its views the members' gradients.
+    void install_grads(Unit& unit) {
+      if (!unit.grads.defined()) unit.grads = at::zeros_like(unit.flat);
+      for (size_t member : unit.members) {
+        at::Tensor& grad = parameters[member].mutable_grad();
+        const at::Tensor view = view_of(unit, unit.grads, member);
+        if (!grad.defined() || grad.data_ptr() != view.data_ptr()) {
+          if (grad.defined()) view.add_(grad);  // what autograd put elsewhere (after a grad set to none)
+          grad = view;
+        }
+      }
+    }
+
+    at::Tensor view_of(const Unit& unit, const at::Tensor& buffer, size_t member) const {
+      const at::Tensor& parameter = parameters[member];
+      const int64_t offset = parameter.storage_offset() - unit.flat.storage_offset();
+      return buffer.narrow(0, offset, parameter.numel()).view(parameter.sizes());
+    }
+
+    void begin_forward(bool grad_enabled) {
+      for (size_t index = 0; index < units.size(); ++index) gather(index);
+      if (!grad_enabled) return;
+      for (Unit& unit : units) {
+        unit.waiting = unit.members.size();
+        unit.done = false;
+        install_grads(unit);
+      }
+    }
+
+    void accumulated(size_t index) {
+      Unit& unit = units[unit_of[index]];
+      if (unit.done) return;
+      install_grads(unit);
+      if (--unit.waiting == 0) reduce(unit_of[index]);
+    }
+
+    void reduce(size_t index) {
+      Unit& unit = units[index];
+      unit.done = true;
+      Tensor gradients = from_torch(unit.grads);
+      if (model->unit_reduce(index, gradients)) {
+        for (size_t member : unit.members) parameters[member].mutable_grad() = at::Tensor();
+        unit.grads = at::Tensor();
+      }
+      release(unit);
+    }
+
+    void finish_backward() {
+      for (size_t index = 0; index < units.size(); ++index) {
+        if (units[index].done) continue;
+        install_grads(units[index]);
+        reduce(index);
+      }
+      release_all();
+    }
+
+    std::shared_ptr<Model> model;
+    std::vector<at::Tensor> parameters;
+    std::vector<size_t> unit_of;
+    std::vector<Unit> units;
+  };
+
+  // Under stage 3, the gradient accumulator's post hook counts the parameter's unit's gradients in.
+  void watch_sharded(size_t index) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(parameters_[index]);
+    std::shared_ptr<Sharded> sharded = sharded_;
+    accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [sharded, index](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          sharded->accumulated(index);
+          return outputs;
+        }));
+    accumulators_.push_back(std::move(accumulator));
+  }
+
   State* state_;
   std::shared_ptr<Model> model_;
   std::vector<at::Tensor> parameters_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::shared_ptr<Sharded> sharded_;
 };
 
 }  // namespace accel

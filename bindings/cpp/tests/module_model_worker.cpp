@@ -7,6 +7,7 @@
 // The same MLP trained to the weights of the TorchScript path: examples.train_digits_module_cpp.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/api/include/torch/utils.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
@@ -195,6 +196,61 @@ TEST(ModuleModel, TheGradScalerCallsAnswerWithoutFp16) {
   EXPECT_TRUE(net->out->bias.grad().isinf().all().item<bool>()) << "a gradient changed without loss scaling";
   state->update_grad_scale(/*found_inf=*/true);
   EXPECT_EQ(accel::to_torch(state->grad_scale()).item<float>(), 1.0f);
+}
+
+// zero_stage 3: the module's parameters hold no memory between steps (libaccel holds this process's share),
+// its units are gathered by begin_forward, and accel's AdamW over the shares takes stage 0's steps bit for bit
+// (with accumulation under cpp.module_model_accumulation.np2); an evaluation forward's gathered parameters
+// go with release_parameters. One process shards nothing.
+TEST(ModuleModel, ZeroStageThreeTakesStageZerosStepsHoldingOnlyItsShare) {
+  Net whole = make_net(40), sharded = make_net(40);
+  accel::ModuleModel whole_model(*state, *whole);
+  accel::Options stage3;
+  stage3.set("zero_stage", "3");
+  accel::ModuleModel sharded_model(*state, *sharded, &stage3);
+  EXPECT_EQ(sharded_model.model().num_units(), world() > 1 ? 2u : 0u) << "one unit per child: hidden and out";
+  accel::Options adamw;
+  adamw.set("lr", "0.05");
+  adamw.set("weight_decay", "0.01");
+  accel::Optimizer whole_optimizer(whole_model.model(), "adamw", &adamw);
+  accel::Optimizer sharded_optimizer(sharded_model.model(), "adamw", &adamw);
+  const auto held = [&] {
+    size_t bytes = 0;
+    for (const auto& parameter : sharded->parameters()) bytes += parameter.storage().nbytes();
+    return bytes;
+  };
+  const int64_t steps = 6 * state->gradient_accumulation_steps();
+  for (int64_t micro = 0; micro < steps; ++micro) {
+    at::manual_seed(50 + micro * 10 + rank());
+    const auto x = at::randn({4, 6}), y = at::randn({4, 3});
+    state->accumulate();
+    for (auto* side : {&whole_model, &sharded_model}) {
+      side->begin_forward();
+      Net& net = side == &whole_model ? whole : sharded;
+      side->backward(at::mse_loss(net->forward(x), y));
+    }
+    whole_optimizer.step();
+    sharded_optimizer.step();
+    whole_optimizer.zero_grad();
+    sharded_optimizer.zero_grad();
+    if (world() > 1) {
+      EXPECT_EQ(held(), 0u) << "micro-step " << micro << ": parameters held between steps";
+    }
+  }
+  {
+    torch::NoGradGuard no_grad;
+    sharded_model.begin_forward(/*grad_enabled=*/false);
+    const auto expected = whole->named_parameters();
+    for (const auto& item : sharded->named_parameters()) {
+      EXPECT_TRUE(item.value().equal(expected[item.key()])) << item.key() << " differs from stage 0's";
+    }
+    EXPECT_FALSE(sharded->forward(at::ones({1, 6})).isnan().any().item<bool>());
+    sharded_model.release_parameters();
+  }
+  if (world() > 1) {
+    EXPECT_EQ(held(), 0u) << "release_parameters kept memory";
+  }
+  EXPECT_FALSE(whole->hidden->weight.equal(make_net(40)->hidden->weight)) << "nothing trained";
 }
 
 }  // namespace
