@@ -23,7 +23,13 @@
 #      peaks:
 #        zero-memory-torch: stage=S peak_mb=P parameter_mb=M optimizer_state_mb=O step_ms=T
 #        zero-memory-torch-limit: limit_mb=L stage=S result=trained|killed
-#      (parameter_mb: what rank 0 holds of the parameters between steps); then stage 3 again with a
+#      (parameter_mb: what rank 0 holds of the parameters between steps), and stage 3's per-process bounds
+#      (PyTorch's for fully_shard, rank 0; P the model's parameters, N the processes):
+#        zero-memory-torch-bounds: share_mb=S forward_peak_mb=F forward_bound_mb=B after_step_mb=A
+#          after_step_bound_mb=C met=yes|no
+#      (S: P/N with alignment; F: S plus the most parameter memory gathered at once in a forward, bound
+#      B = S + 3 x the largest unit; A: S plus the share's gradients and AdamW's state, bound C = 4 x S);
+#      then stage 3 again with a
 #      save_state after the steps (the units gathered one at a time while process 0 writes them, each
 #      process writing the optimizer state of its own share), with torch's AdamW and with accel's:
 #        zero-memory-torch-save: optimizer=torch|accel stage=3 peak_mb=P peak_vs_training=R rss_vs_training=Q
@@ -112,6 +118,15 @@ measure_torch() {
     peak[$stage]=$bytes
     echo "zero-memory-torch: stage=$stage peak_mb=$(mb "$bytes") parameter_mb=$(mb "$(value "$line" parameter_bytes)")" \
       "optimizer_state_mb=$(mb "$(value "$line" optimizer_state_bytes)") step_ms=$(value "$line" step_ms)"
+    [ "$stage" = 3 ] || continue
+    local forward bound after after_bound
+    forward=$(value "$line" forward_peak_bytes)
+    bound=$(value "$line" forward_bound_bytes)
+    after=$(value "$line" after_step_bytes)
+    after_bound=$(value "$line" after_step_bound_bytes)
+    echo "zero-memory-torch-bounds: share_mb=$(mb "$(value "$line" share_bytes)") forward_peak_mb=$(mb "$forward")" \
+      "forward_bound_mb=$(mb "$bound") after_step_mb=$(mb "$after") after_step_bound_mb=$(mb "$after_bound")" \
+      "met=$([ "$forward" -le "$bound" ] && [ "$after" -le "$after_bound" ] && echo yes || echo no)"
   done
   limit=$(( (peak[0] + peak[3]) / 2 ))
   for stage in 0 3; do

@@ -11,8 +11,13 @@ step_ms: the median step (forward, backward, AdamW) after 3 warm-up steps; param
 process holds of the parameters between steps (torch's storage plus, under stage 3, its share in the
 library); optimizer_state_bytes: AdamW's state on this process; rss_training_kb: the processes' peak
 resident memory after the steps, summed over them; rss_peak_kb: the same at the end (after the save):
-process memory without the page cache, which a cgroup's figure counts. The package is bindings/python of
-this checkout; the library is ACCEL_LIBRARY (run_zero_memory.sh sets it).
+process memory without the page cache, which a cgroup's figure counts. Under stage 3 it adds PyTorch's
+bounds for fully_shard, per process (P the model's parameter bytes, N the processes):
+  share_bytes=S forward_peak_bytes=F forward_bound_bytes=B after_step_bytes=A after_step_bound_bytes=C
+S: the parameters' share held in the library (P/N and alignment); F: S plus the most parameter memory the
+units gathered at once during a forward (over the steps after the warm-up); B: S + 3 x the largest unit;
+A: S plus the share's gradients and the optimizer's state after a step; C: 4 x S. The package is
+bindings/python of this checkout; the library is ACCEL_LIBRARY (run_zero_memory.sh sets it).
 """
 import os
 import resource
@@ -47,6 +52,18 @@ def main() -> int:
             else torch.optim.AdamW(module.parameters(), lr=1e-4))
     model, optimizer = accelerator.prepare(module, spec)
     generator = torch.Generator().manual_seed(1 + accelerator.process_index)
+    hosted = accelerator._hosted_owning(next(module.parameters()))
+    units = getattr(hosted, "_units", [])
+    gathered_peak = [0]
+    if units:  # stage 3 on several processes: the most parameter memory gathered at once in a forward
+        gather = hosted._gather
+
+        def counted_gather(unit):
+            gather(unit)
+            if not hosted._end_queued:
+                held = sum(u.flat.numel() * u.flat.element_size() for u in units if u.gathered)
+                gathered_peak[0] = max(gathered_peak[0], held)
+        hosted._gather = counted_gather
     times = []
     for step in range(WARMUP + steps):
         x = torch.randn(64, inputs, generator=generator)
@@ -57,15 +74,21 @@ def main() -> int:
         optimizer.zero_grad()
         if step >= WARMUP:
             times.append(time.perf_counter() - started)
-    hosted = accelerator._hosted_owning(next(module.parameters()))
     parameter_bytes = sum(p.storage().size() * p.element_size() for p in module.parameters())
-    units = hosted.model.num_units()
-    parameter_bytes += sum(hosted.model.unit_numel(u) // accelerator.num_processes * 4 for u in range(units))
+    share_bytes = sum(hosted.model.unit_numel(u) // accelerator.num_processes * 4 for u in range(len(units)))
+    parameter_bytes += share_bytes
     if use_accel_optimizer:
         state_bytes = int(hosted.model.grad_sync_stat("optimizer_state_bytes"))
     else:
         state_bytes = sum(value.numel() * value.element_size() for entry in optimizer.state.values()
                           for value in entry.values() if isinstance(value, torch.Tensor) and value.dim() > 0)
+    bounds = ""
+    if units:
+        largest = max(u.flat.numel() * u.flat.element_size() for u in units)
+        after_step = share_bytes + int(hosted.model.grad_sync_stat("gradient_bytes")) + state_bytes
+        bounds = (f" share_bytes={share_bytes} forward_peak_bytes={share_bytes + gathered_peak[0]}"
+                  f" forward_bound_bytes={share_bytes + 3 * largest} after_step_bytes={after_step}"
+                  f" after_step_bound_bytes={4 * share_bytes}")
     rss_training = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     if len(sys.argv) >= 8:
         accelerator.save_state(sys.argv[7])
@@ -74,7 +97,7 @@ def main() -> int:
     if accelerator.is_main_process:
         print(f"accel-torch stage={stage} step_ms={statistics.median(times) * 1000:.2f} "
               f"parameter_bytes={parameter_bytes} optimizer_state_bytes={state_bytes} "
-              f"rss_training_kb={int(rss[0])} rss_peak_kb={int(rss[1])}", flush=True)
+              f"rss_training_kb={int(rss[0])} rss_peak_kb={int(rss[1])}" + bounds, flush=True)
     accelerator.end_training()
     return 0
 
