@@ -132,6 +132,16 @@ FSDP_SHARDING_STRATEGY = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHA
 # shards gradients and optimizer state and keeps whole parameters, which is ZeRO-2; FULL_SHARD shards the
 # parameters too, ZeRO-3.
 _ZERO_STAGE_OF_STRATEGY = {"NO_SHARD": 0, "SHARD_GRAD_OP": 2, "FULL_SHARD": 3}
+# Within one machine the hybrid strategies shard as these do; across machines they would also replicate.
+_ONE_MACHINE_STAGE_OF_HYBRID = {"HYBRID_SHARD": 3, "HYBRID_SHARD_ZERO2": 2}
+
+
+def _machines():
+    """How many machines the launch spans (WORLD_SIZE / LOCAL_WORLD_SIZE, as `accel launch` sets them; 1
+    without them)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+    return max(1, world // max(1, local))
 FSDP_STATE_DICT_TYPE = ("FULL_STATE_DICT", "LOCAL_STATE_DICT", "SHARDED_STATE_DICT")
 
 
@@ -191,11 +201,13 @@ class FullyShardedDataParallelPlugin:
     (accel._torch_sharded), or with reshard_after_forward False kept from its forward to its backward (one
     gather a step, the whole model gathered at the end of forward); SHARD_GRAD_OP as ZeRO stage 2 (gradients and optimizer state sharded) and
     NO_SHARD as data parallelism; all with accel's optimizer or a torch one, giving DDP's weights bit for
-    bit. mixed_precision_policy (FSDP's MixedPrecision, or a dict of its fields) under FULL_SHARD: each unit
+    bit. HYBRID_SHARD and HYBRID_SHARD_ZERO2 on one machine train as FULL_SHARD and SHARD_GRAD_OP
+    (FSDP's hybrid strategies shard within a machine, and with one there is nothing to replicate); across
+    machines they are UnsupportedError. mixed_precision_policy (FSDP's MixedPrecision, or a dict of its fields)
+    under FULL_SHARD (or HYBRID_SHARD on one machine): each unit
     gathered and computed in param_dtype, its gradients averaged in reduce_dtype (param_dtype's when not
     given), the fp32 shares the master weights; floating buffers stay in their dtype (a buffer_dtype other
-    than theirs is refused). HYBRID_SHARD and HYBRID_SHARD_ZERO2 are not built: UnsupportedError, as are
-    cpu_offload and a state_dict_type other than FULL_STATE_DICT. activation_checkpointing recomputes
+    than theirs is refused). cpu_offload and a state_dict_type other than FULL_STATE_DICT are UnsupportedError. activation_checkpointing recomputes
     in backward the activations of each module auto_wrap_policy wraps (torch.utils.checkpoint, non-reentrant, as
     Accelerate applies it), under every strategy. The prefetch and gather-limiting settings are kept with no
     effect (gathers are not prefetched yet). Parameters are always rank 0's after prepare
@@ -256,22 +268,25 @@ class FullyShardedDataParallelPlugin:
         def refuse(what):
             raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, f"FullyShardedDataParallelPlugin: {what}")
 
-        if self.sharding_strategy not in _ZERO_STAGE_OF_STRATEGY:
-            refuse(f"sharding_strategy {self.sharding_strategy} (sharding within each machine) is not built "
-                   "(docs/fsdp.md); FULL_SHARD (ZeRO-3), SHARD_GRAD_OP (ZeRO-2) and NO_SHARD train")
+        hybrid = self.sharding_strategy in _ONE_MACHINE_STAGE_OF_HYBRID
+        if hybrid and _machines() > 1:
+            refuse(f"sharding_strategy {self.sharding_strategy} across {_machines()} machines (sharding within each, "
+                   "replicating between them) is not built (docs/fsdp.md); on one machine it trains as "
+                   "FULL_SHARD / SHARD_GRAD_OP, and across machines those do")
         offload = getattr(self.cpu_offload, "offload_params", self.cpu_offload)
         if offload:
             refuse("cpu_offload (parameters and optimizer step on the CPU) is not built")
         if self.activation_checkpointing and (self.auto_wrap_policy in (None, "NO_WRAP")):
             refuse("activation_checkpointing recomputes the modules auto_wrap_policy wraps, and NO_WRAP wraps none: "
                    "give TRANSFORMER_BASED_WRAP (transformer_cls_names_to_wrap), SIZE_BASED_WRAP or a callable")
-        if self.mixed_precision_policy is not None and self.sharding_strategy != "FULL_SHARD":
+        if self.mixed_precision_policy is not None and self.sharding_strategy not in ("FULL_SHARD", "HYBRID_SHARD"):
             refuse(f"mixed_precision_policy with sharding_strategy {self.sharding_strategy}: it is built for "
                    "FULL_SHARD (units gathered in param_dtype); here the Accelerator's mixed_precision applies")
         if self.state_dict_type != "FULL_STATE_DICT":
             refuse(f"state_dict_type {self.state_dict_type}: save_model and get_state_dict write the parameters "
                    "whole (FULL_STATE_DICT)")
-        return _ZERO_STAGE_OF_STRATEGY[self.sharding_strategy]
+        stages = _ONE_MACHINE_STAGE_OF_HYBRID if hybrid else _ZERO_STAGE_OF_STRATEGY
+        return stages[self.sharding_strategy]
 
     def precision(self):
         """mixed_precision_policy's (param, reduce, buffer) dtype names ("bf16", "fp16", "fp32" or None)."""

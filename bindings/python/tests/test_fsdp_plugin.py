@@ -1,7 +1,7 @@
 """Accelerate's FullyShardedDataParallelPlugin as accel trains it: its fields and FSDP_* environment read as
 Accelerate reads them; FULL_SHARD (Accelerate's default) is ZeRO stage 3, SHARD_GRAD_OP stage 2 and NO_SHARD
-data parallelism for every prepared model; the hybrid strategies and the settings accel does not build are
-refused naming them; ACCELERATE_USE_FSDP / ACCELERATE_USE_DEEPSPEED make the plugins from the environment
+data parallelism for every prepared model; the hybrid strategies train as those on one machine and are
+refused across several, as the settings accel does not build are, naming them; ACCELERATE_USE_FSDP / ACCELERATE_USE_DEEPSPEED make the plugins from the environment
 `accel launch` exports. (The weights under ZeRO: test_accelerate_scripts.py; units: test_torch_sharded.py.)"""
 import pytest
 
@@ -38,7 +38,6 @@ def test_the_strategies_map_to_zero_stages():
 
 
 @pytest.mark.parametrize("settings, refused", [
-    ({"sharding_strategy": "HYBRID_SHARD"}, "HYBRID_SHARD .sharding within each machine. is not built"),
     ({"sharding_strategy": "SHARD_GRAD_OP", "cpu_offload": True}, "cpu_offload"),
     ({"sharding_strategy": "SHARD_GRAD_OP", "activation_checkpointing": True}, "activation_checkpointing"),
     ({"sharding_strategy": "SHARD_GRAD_OP", "mixed_precision_policy": {"param_dtype": "bf16"}}, "mixed_precision_policy"),
@@ -47,6 +46,18 @@ def test_the_strategies_map_to_zero_stages():
 def test_what_accel_does_not_train_is_refused_by_the_accelerator(settings, refused):
     with pytest.raises(accel.UnsupportedError, match=refused):
         accel.Accelerator(cpu=True, fsdp_plugin=FullyShardedDataParallelPlugin(**settings))
+
+
+def test_the_hybrid_strategies_shard_one_machine_and_are_refused_across_several(monkeypatch):
+    assert FullyShardedDataParallelPlugin(sharding_strategy="HYBRID_SHARD").options()["zero_stage"] == 3
+    assert FullyShardedDataParallelPlugin(sharding_strategy="HYBRID_SHARD_ZERO2").options()["zero_stage"] == 2
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert FullyShardedDataParallelPlugin(sharding_strategy="HYBRID_SHARD").options()["zero_stage"] == 3
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    with pytest.raises(accel.UnsupportedError, match="HYBRID_SHARD_ZERO2 across 2 machines"):
+        FullyShardedDataParallelPlugin(sharding_strategy="HYBRID_SHARD_ZERO2").options()
+    assert FullyShardedDataParallelPlugin(sharding_strategy="FULL_SHARD").options()["zero_stage"] == 3
 
 
 def test_a_mixed_precision_policy_gives_stage_threes_dtypes():
