@@ -257,6 +257,45 @@ Report inspect(const std::string& directory) {
 
 }  // namespace
 
+int run_merge_weights(int argc, char** argv) {
+  std::vector<char*> arguments{argv[0]};
+  bool remove_source = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
+      std::printf("usage: accel merge-weights CHECKPOINT_DIR OUTPUT_PATH [--remove_checkpoint_dir]\n"
+                  "Accelerate's merge-weights: accel checkpoint merge CHECKPOINT_DIR OUTPUT_PATH (see its --help),\n"
+                  "then, with --remove_checkpoint_dir, CHECKPOINT_DIR removed once the merge succeeded.\n");
+      return 0;
+    }
+    if (std::strcmp(argv[i], "--remove_checkpoint_dir") == 0) {
+      remove_source = true;
+    } else if (std::strcmp(argv[i], "--unsafe_serialization") == 0) {
+      std::fprintf(stderr, "accel merge-weights: --unsafe_serialization (pickled .bin files) is not written: accel "
+                           "writes model.safetensors, which torch and transformers load\n");
+      return 2;
+    } else if (std::strncmp(argv[i], "--", 2) == 0) {
+      std::fprintf(stderr, "accel merge-weights: unknown option %s (accel checkpoint merge takes the shard size "
+                           "and model index)\n", argv[i]);
+      return 2;
+    } else {
+      arguments.push_back(argv[i]);
+    }
+  }
+  if (arguments.size() != 3) {
+    std::fprintf(stderr, "usage: accel merge-weights CHECKPOINT_DIR OUTPUT_PATH [--remove_checkpoint_dir]\n");
+    return 2;
+  }
+  const int status = run_merge(static_cast<int>(arguments.size()), arguments.data());
+  if (status != 0 || !remove_source) return status;
+  try {
+    remove_all(arguments[1]);
+  } catch (const Error& error) {
+    std::fprintf(stderr, "accel merge-weights: merged, but %s\n", error.what());
+    return 1;
+  }
+  return 0;
+}
+
 int run_checkpoint(int argc, char** argv) {
   if (argc >= 2 && (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0)) {
     usage(stdout);

@@ -6,5 +6,8 @@
 namespace accel::cli {
 
 int run_checkpoint(int argc, char** argv);
+// `accel merge-weights CHECKPOINT_DIR OUTPUT_PATH [--remove_checkpoint_dir]`: Accelerate's command, as
+// `accel checkpoint merge`.
+int run_merge_weights(int argc, char** argv);
 
 }  // namespace accel::cli

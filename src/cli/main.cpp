@@ -24,6 +24,7 @@ void usage(std::FILE* out) {
                "  timeline merge the ranks' step timelines into one Chrome trace\n"
                "  checkpoint  inspect a checkpoint or a saved model (what it holds, as JSON), or merge its model\n"
                "              into the files save_model writes\n"
+               "  merge-weights  Accelerate's name for accel checkpoint merge\n"
                "run 'accel <command> --help' for a command's options\n");
 }
 
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(command, "plot") == 0) return accel::cli::run_plot(argc - 1, argv + 1);
   if (std::strcmp(command, "timeline") == 0) return accel::cli::run_timeline(argc - 1, argv + 1);
   if (std::strcmp(command, "checkpoint") == 0) return accel::cli::run_checkpoint(argc - 1, argv + 1);
+  if (std::strcmp(command, "merge-weights") == 0) return accel::cli::run_merge_weights(argc - 1, argv + 1);
   if (std::strcmp(command, "-h") == 0 || std::strcmp(command, "--help") == 0) {
     usage(stdout);
     return 0;

@@ -133,6 +133,15 @@ def test_accel_checkpoint_merge_gives_stage_zeros_save_model_byte_for_byte(tmp_p
             held[folder].update(load_file(shard))
     assert sorted(held["resharded"]) == sorted(held["stage0_shards"])
     assert all(torch.equal(value, held["stage0_shards"][name]) for name, value in held["resharded"].items())
+    # Accelerate's command: the same merge, the checkpoint removed after it with --remove_checkpoint_dir.
+    accelerate_style = subprocess.run([LAUNCHER, "merge-weights", str(tmp_path / "shards"), str(tmp_path / "merged_by_name"),
+                                       "--remove_checkpoint_dir"], capture_output=True, text=True)
+    assert accelerate_style.returncode == 0, accelerate_style.stderr
+    assert (tmp_path / "merged_by_name" / "model.safetensors").read_bytes() == expected
+    assert not (tmp_path / "shards").exists()
+    refused = subprocess.run([LAUNCHER, "merge-weights", str(tmp_path / "checkpoint"), str(tmp_path / "pickled"),
+                              "--unsafe_serialization"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "writes model.safetensors" in refused.stderr
     refused = merge(tmp_path / "checkpoint", tmp_path / "stage0")
     assert refused.returncode == 1 and "holds a saved model already (model.safetensors)" in refused.stderr
     refused = merge(tmp_path / "stage0" / "nothing", tmp_path / "elsewhere")
