@@ -216,11 +216,20 @@ class ShardedModule(PreparedModule):
         named_parameters = list(module.named_parameters())
         self.module = module
         group_of, unit_of_module = unit_groups(module, wrap)
-        number = {}
+        # A group whose parameters have several dtypes is one unit per dtype (the library gathers a unit as
+        # one buffer), gathered and released together: FSDP's "uniform dtype" requirement, met for the caller.
+        number = {}  # (group, dtype) -> unit
+        units_of_group = {}
         unit_of = []
         for _, parameter in named_parameters:
             group = group_of.get(id(parameter))
-            unit_of.append(0 if group is None else number.setdefault(group, len(number)))
+            if group is None:
+                unit_of.append(0)  # frozen: not read
+                continue
+            if (group, parameter.dtype) not in number:
+                number[group, parameter.dtype] = len(number)
+                units_of_group.setdefault(group, []).append(number[group, parameter.dtype])
+            unit_of.append(number[group, parameter.dtype])
         self.model = Model.from_tensors([(name, parameter.detach()) for name, parameter in named_parameters],
                                         [(name, buffer.detach()) for name, buffer in module.named_buffers()],
                                         [parameter.requires_grad for _, parameter in named_parameters])
@@ -248,17 +257,16 @@ class ShardedModule(PreparedModule):
                     parameter.data = view
                 unit.gathered = True
                 unit.release()
-        self._root = number.get(unit_of_module[id(module)])
+        self._roots = set(units_of_group.get(unit_of_module[id(module)], ()))
         self._reshard_after_forward = reshard_after_forward
         self._end_queued = False
         if compute is not None:
             self._hooks.append((self._cast_root_inputs(module, compute), None))
         for sub in module.modules():
-            unit = number.get(unit_of_module.get(id(sub)))
-            if unit is None:
-                continue
-            self._hooks.append((sub.register_forward_pre_hook(functools.partial(self._before_forward, unit)), None))
-            self._hooks.append((sub.register_forward_hook(functools.partial(self._after_forward, unit)), None))
+            for unit in units_of_group.get(unit_of_module.get(id(sub)), ()):
+                self._hooks.append((sub.register_forward_pre_hook(functools.partial(self._before_forward, unit)),
+                                    None))
+                self._hooks.append((sub.register_forward_hook(functools.partial(self._after_forward, unit)), None))
 
     # --- what the Accelerator asks of a prepared module ---------------------------------------------------
 
@@ -339,7 +347,7 @@ class ShardedModule(PreparedModule):
             for tensor in _tensors_in(output):
                 if tensor.requires_grad:
                     tensor.register_hook(functools.partial(self._before_backward, unit))
-            if unit == self._root or not self._reshard_after_forward:
+            if unit in self._roots or not self._reshard_after_forward:
                 return
         self._units[unit].release()
 

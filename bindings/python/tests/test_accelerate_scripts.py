@@ -19,7 +19,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 SCRIPTS = HERE / "accelerate_scripts"
 LAUNCHER = os.environ.get("ACCEL_LAUNCHER", str(HERE.parents[2] / "build" / "bin" / "accel"))
 IDENTITY_RUNS = ("ddp_identity.py", "zero_identity.py", "zero3_resume.py", "fsdp_mixed_precision.py",
-                 "merge_weights.py", "fsdp_checkpointing.py")  # each with a test of its own, below
+                 "merge_weights.py", "fsdp_checkpointing.py",
+                 "fsdp_mixed_dtypes.py")  # each with a test of its own, below
 # The folder's _*.py are modules its scripts share, not scripts.
 ACCELERATE_STYLE = sorted(path for path in SCRIPTS.glob("[!_]*.py") if path.name not in IDENTITY_RUNS)
 
@@ -162,5 +163,15 @@ def test_activation_checkpointing_of_nested_units_keeps_data_parallel_weights(op
     torch = pytest.importorskip("torch")
     for mode in ("full", "ddp"):
         launch(2, SCRIPTS / "fsdp_checkpointing.py", mode, optimizer, tmp_path / f"{mode}.pt")
+    full, ddp = torch.load(tmp_path / "full.pt"), torch.load(tmp_path / "ddp.pt")
+    assert sorted(full) == sorted(ddp) and [name for name in ddp if not torch.equal(full[name], ddp[name])] == []
+
+
+def test_a_unit_of_two_dtypes_is_split_and_keeps_data_parallel_weights(tmp_path):
+    """FULL_SHARD with NO_WRAP over an fp32 and an fp64 Linear (FSDP's "uniform dtype" refusal): a unit per
+    dtype, the weights of data parallelism bit for bit (fsdp_mixed_dtypes.py)."""
+    torch = pytest.importorskip("torch")
+    for mode in ("full", "ddp"):
+        launch(2, SCRIPTS / "fsdp_mixed_dtypes.py", mode, tmp_path / f"{mode}.pt")
     full, ddp = torch.load(tmp_path / "full.pt"), torch.load(tmp_path / "ddp.pt")
     assert sorted(full) == sorted(ddp) and [name for name in ddp if not torch.equal(full[name], ddp[name])] == []
