@@ -88,6 +88,7 @@ const std::map<std::string, std::string> kFsdpVariables = {
     {"fsdp_sync_module_states", "FSDP_SYNC_MODULE_STATES"},
     {"fsdp_activation_checkpointing", "FSDP_ACTIVATION_CHECKPOINTING"},
     {"fsdp_reshard_after_forward", "FSDP_RESHARD_AFTER_FORWARD"},
+    {"fsdp_version", "FSDP_VERSION"},
 };
 
 // The ranks' environment for the file's distributed_type, from its section; the section's other keys (and

@@ -209,7 +209,9 @@ class FullyShardedDataParallelPlugin:
     given), the fp32 shares the master weights; floating buffers stay in their dtype (a buffer_dtype other
     than theirs is refused). cpu_offload and a state_dict_type other than FULL_STATE_DICT are UnsupportedError. activation_checkpointing recomputes
     in backward the activations of each module auto_wrap_policy wraps (torch.utils.checkpoint, non-reentrant, as
-    Accelerate applies it), under every strategy. The prefetch and gather-limiting settings are kept with no
+    Accelerate applies it), under every strategy. fsdp_version (Accelerate 1.x's; FSDP_VERSION) 1 and 2 train
+    alike; under 1 a reshard_after_forward naming a sharding strategy (Accelerate 1.x's config files) is the
+    strategy unless one is given. The prefetch and gather-limiting settings are kept with no
     effect (gathers are not prefetched yet). Parameters are always rank 0's after prepare
     (sync_module_states)."""
 
@@ -232,8 +234,14 @@ class FullyShardedDataParallelPlugin:
     transformer_cls_names_to_wrap: typing.Any = None
     min_num_params: int = None
     reshard_after_forward: bool = None
+    fsdp_version: int = None
 
     def __post_init__(self):
+        if self.fsdp_version is None:  # Accelerate 1.x's field; FSDP_VERSION is what its launcher exports
+            self.fsdp_version = int(os.environ.get("FSDP_VERSION", "1"))
+        if self.fsdp_version not in (1, 2):
+            raise ValueError(f"fsdp_version must be 1 or 2, not {self.fsdp_version!r}")
+        strategy_given = self.sharding_strategy is not None or "FSDP_SHARDING_STRATEGY" in os.environ
         if self.sharding_strategy is None:
             self.sharding_strategy = os.environ.get("FSDP_SHARDING_STRATEGY", "FULL_SHARD")
         self.sharding_strategy = _named(self.sharding_strategy, FSDP_SHARDING_STRATEGY, "sharding_strategy")
@@ -259,9 +267,24 @@ class FullyShardedDataParallelPlugin:
                                 ("cpu_ram_efficient_loading", "FSDP_CPU_RAM_EFFICIENT_LOADING")):
             if getattr(self, field) is None:
                 setattr(self, field, _env_flag(variable))
-        if self.reshard_after_forward is None:  # Accelerate 1.x's field (FSDP2's), true unless said otherwise
-            self.reshard_after_forward = str_to_bool(os.environ.get("FSDP_RESHARD_AFTER_FORWARD", "true")) == 1
+        if self.reshard_after_forward is None:  # Accelerate 1.x's field, true unless said otherwise
+            self.reshard_after_forward = os.environ.get("FSDP_RESHARD_AFTER_FORWARD", "true")
+        self._read_reshard_after_forward(strategy_given)
 
+    def _read_reshard_after_forward(self, strategy_given):
+        """Accelerate 1.x's reshard_after_forward: a bool (FSDP2's, and text like "false"), or under fsdp_version
+        1 a sharding strategy (its name, number or torch's member), which then is the strategy unless one was
+        given, the unit resharded after its forward as that strategy does."""
+        value = self.reshard_after_forward
+        if isinstance(value, bool):
+            return
+        name = str(getattr(value, "name", value)).upper()
+        if self.fsdp_version == 1 and (name in FSDP_SHARDING_STRATEGY or name.isdigit()):
+            if not strategy_given:
+                self.sharding_strategy = _named(value, FSDP_SHARDING_STRATEGY, "reshard_after_forward")
+            self.reshard_after_forward = True
+            return
+        self.reshard_after_forward = str_to_bool(name.lower()) == 1
     def zero_stage(self):
         """The ZeRO stage that trains this plugin's strategy; UnsupportedError, naming the setting, for
         what accel does not train (see the class)."""
@@ -293,6 +316,7 @@ class FullyShardedDataParallelPlugin:
         return (None, None, None) if self.mixed_precision_policy is None else _policy_dtypes(self.mixed_precision_policy)
 
     def options(self):
+        """The prepare options of this plugin (FSDP1 and FSDP2, fsdp_version, train alike)."""
         param, reduce, _ = self.precision()
         return {"zero_stage": self.zero_stage(), "zero_param_dtype": param or "auto",
                 "zero_reduce_dtype": reduce or "auto"}

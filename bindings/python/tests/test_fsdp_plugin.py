@@ -15,7 +15,7 @@ def no_state_left(monkeypatch):
     for name in ("ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED", "ACCELERATE_DEEPSPEED_ZERO_STAGE",
                  "FSDP_SHARDING_STRATEGY", "FSDP_OFFLOAD_PARAMS", "FSDP_STATE_DICT_TYPE", "FSDP_AUTO_WRAP_POLICY",
                  "FSDP_TRANSFORMER_CLS_TO_WRAP", "FSDP_MIN_NUM_PARAMS", "FSDP_ACTIVATION_CHECKPOINTING",
-                 "FSDP_RESHARD_AFTER_FORWARD"):
+                 "FSDP_RESHARD_AFTER_FORWARD", "FSDP_VERSION"):
         monkeypatch.delenv(name, raising=False)
     AcceleratorState._reset_state()
     yield
@@ -46,6 +46,25 @@ def test_the_strategies_map_to_zero_stages():
 def test_what_accel_does_not_train_is_refused_by_the_accelerator(settings, refused):
     with pytest.raises(accel.UnsupportedError, match=refused):
         accel.Accelerator(cpu=True, fsdp_plugin=FullyShardedDataParallelPlugin(**settings))
+
+
+def test_fsdp_version_and_reshard_after_forward_read_as_accelerate_1x_reads_them(monkeypatch):
+    plugin = FullyShardedDataParallelPlugin(fsdp_version=2, reshard_after_forward=False)
+    assert (plugin.fsdp_version, plugin.reshard_after_forward, plugin.options()["zero_stage"]) == (2, False, 3)
+    assert FullyShardedDataParallelPlugin().fsdp_version == 1
+    with pytest.raises(ValueError, match="fsdp_version must be 1 or 2"):
+        FullyShardedDataParallelPlugin(fsdp_version=3)
+    # Under FSDP1, Accelerate 1.x's config files give a sharding strategy as reshard_after_forward.
+    plugin = FullyShardedDataParallelPlugin(reshard_after_forward="SHARD_GRAD_OP")
+    assert (plugin.sharding_strategy, plugin.reshard_after_forward, plugin.options()["zero_stage"]) == (
+        "SHARD_GRAD_OP", True, 2)
+    monkeypatch.setenv("FSDP_RESHARD_AFTER_FORWARD", "FULL_SHARD")
+    monkeypatch.setenv("FSDP_SHARDING_STRATEGY", "NO_SHARD")  # a strategy given wins
+    assert FullyShardedDataParallelPlugin().options()["zero_stage"] == 0
+    monkeypatch.setenv("FSDP_VERSION", "2")
+    monkeypatch.setenv("FSDP_RESHARD_AFTER_FORWARD", "false")
+    plugin = FullyShardedDataParallelPlugin()
+    assert (plugin.fsdp_version, plugin.reshard_after_forward) == (2, False)
 
 
 def test_the_hybrid_strategies_shard_one_machine_and_are_refused_across_several(monkeypatch):
