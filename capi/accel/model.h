@@ -36,11 +36,13 @@
  * gathered to every process; 2 also reduce-scatters the gradient buckets, so a process holds only its own
  * elements' averaged gradients (a parameter it owns whole keeps its gradient, one it owns in part has none,
  * its piece being held for the optimizer, the others' are dropped; a model of the caller's tensors keeps its
- * gradient storage, unaveraged outside its share); 3, for a model of the caller's tensors only
- * (ACCEL_ERR_UNSUPPORTED for a TorchScript model), also holds each trainable parameter as each process's
- * share, gathered by the caller around its use (accel_model_set_units below). All take the same steps as 0,
- * bit for bit, clipping (the norm is shared) and the fp16 scaler (an overflow anywhere skips every process's
- * step) included; checkpoints hold the optimizer state gathered, so any stage and number of processes
+ * gradient storage, unaveraged outside its share); 3 also holds each trainable parameter as each process's
+ * share, gathered by the caller around its use for a model of the caller's tensors (accel_model_set_units
+ * below), and for a TorchScript model by accel around each forward, whole (its forward cannot be cut from
+ * outside), each unit (by default each top-level child, the model's own parameters one more) freed in
+ * backward once its gradients are reduced. All take the same steps as 0, bit for bit, clipping (the norm
+ * is shared) and the fp16 scaler (an overflow anywhere skips every process's step) included; checkpoints
+ * hold each process's share of the optimizer state, read back whole, so any stage and number of processes
  * resumes them. Another value is ACCEL_ERR_BAD_OPTION_VALUE; 2 with find_unused_parameters, static_graph,
  * grad_compression or gradient_as_bucket_view is ACCEL_ERR_UNSUPPORTED from accel_state_prepare_model, as
  * is a CUDA-graph step (accel_train_step_new with cuda_graph) of such a model; a model of the caller's
@@ -192,8 +194,11 @@ ACCEL_API ACCEL_NODISCARD int accel_model_grad_reached_by_no_rank(const accel_mo
  * process 0 then holds the whole model), and the files are those of any stage: load_state and load_model put
  * each process's share of the saved values into the model, so a checkpoint moves between stages and numbers
  * of processes. With one process stage 3 shards nothing (as stages 1 and 2), and these calls are
- * ACCEL_ERR_INVALID_STATE but accel_model_set_units and accel_model_num_units (0). accel_model_set_units on a
- * TorchScript model is ACCEL_ERR_INVALID_STATE (stage 3 is built for models of the caller's tensors).
+ * ACCEL_ERR_INVALID_STATE but accel_model_set_units and accel_model_num_units (0). On a TorchScript model
+ * accel_model_set_units chooses the units (accel_model_unit_gather and accel_model_unit_reduce, the
+ * caller's protocol, which accel runs itself there, are ACCEL_ERR_INVALID_STATE), zero_param_dtype is ACCEL_ERR_UNSUPPORTED at prepare, and
+ * accel_model_unwrap and accel_model_save_torchscript are ACCEL_ERR_UNSUPPORTED (its parameters exist only
+ * around a forward; save_model writes them whole).
  * accel_model_set_units: per parameter (count accel_model_num_parameters, in its order), its unit, numbered
  * from 0 without gaps; a frozen parameter's entry is not read (frozen parameters stay whole in the caller's
  * memory). A unit's parameters need one dtype and device (ACCEL_ERR_INVALID_ARGUMENT at prepare naming two).

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -119,52 +120,60 @@ Caller caller_copy_of(const Model& reference, int32_t zero_stage) {
   return caller;
 }
 
+// body(kind, accumulation) for SGD with momentum and AdamW, each with accumulation 1 and 3 (the loop's
+// setting for the length of the call).
+void for_kinds_and_accumulations(TrainingLoop& loop, const std::function<void(const std::string&, int64_t)>& body) {
+  for (const std::string kind : {"sgd", "adamw"}) {
+    for (const int64_t accumulation : {1, 3}) {
+      SCOPED_TRACE(kind + ", accumulation " + std::to_string(accumulation));
+      loop.set_gradient_accumulation_steps(accumulation);
+      body(kind, accumulation);
+      loop.set_gradient_accumulation_steps(1);
+    }
+  }
+}
+
 // 20 steps, accumulation 1 and 3, clipping on, SGD with momentum and AdamW: stage 3's weights are stage 0's
 // bit for bit, and between steps the caller holds no parameter memory.
 TEST(ShardedModel, TrainsToStageZerosWeights) {
   if (world() == 1) GTEST_SKIP() << "one process shards nothing";
   auto loop = std::make_shared<TrainingLoop>(state);
-  for (const std::string kind : {"sgd", "adamw"}) {
-    for (const int64_t accumulation : {1, 3}) {
-      SCOPED_TRACE(kind + ", accumulation " + std::to_string(accumulation));
-      loop->set_gradient_accumulation_steps(accumulation);
-      const auto reference = load_mlp("sharded_" + kind);
-      auto whole = caller_copy_of(*reference, 0);
-      auto sharded = caller_copy_of(*reference, 3);
-      ASSERT_EQ(sharded.model->sharded_units()->unit_count(), 2u);
-      auto whole_optimizer = test_optimizer(loop, *whole.model, kind);
-      auto sharded_optimizer = test_optimizer(loop, *sharded.model, kind);
-      at::manual_seed(3);
-      const auto inputs = at::randn({20 * accumulation, 4 * world(), 8});
-      const auto targets = at::randn({20 * accumulation, 4 * world(), 4});
-      for (int64_t step = 0; step < 20 * accumulation; ++step) {
-        loop->accumulate();
-        const auto x = my_rows(inputs[step]), y = my_rows(targets[step]);
-        for (auto* caller : {&whole, &sharded}) {
-          caller->model->begin_forward(true);
-          caller->gather();
-          caller->backward(at::mse_loss(caller->forward(x), y));
-          if (caller->sharded()) caller->release();
-          if (state->sync_gradients()) loop->clip_grad_norm(*caller->model, 0.05, 2.0);
-        }
-        for (auto* optimizer : {&whole_optimizer, &sharded_optimizer}) {
-          (*optimizer)->step();
-          (*optimizer)->zero_grad();
-        }
+  for_kinds_and_accumulations(*loop, [&](const std::string& kind, int64_t accumulation) {
+    const auto reference = load_mlp("sharded_" + kind);
+    auto whole = caller_copy_of(*reference, 0);
+    auto sharded = caller_copy_of(*reference, 3);
+    ASSERT_EQ(sharded.model->sharded_units()->unit_count(), 2u);
+    auto whole_optimizer = test_optimizer(loop, *whole.model, kind);
+    auto sharded_optimizer = test_optimizer(loop, *sharded.model, kind);
+    at::manual_seed(3);
+    const auto inputs = at::randn({20 * accumulation, 4 * world(), 8});
+    const auto targets = at::randn({20 * accumulation, 4 * world(), 4});
+    for (int64_t step = 0; step < 20 * accumulation; ++step) {
+      loop->accumulate();
+      const auto x = my_rows(inputs[step]), y = my_rows(targets[step]);
+      for (auto* caller : {&whole, &sharded}) {
+        caller->model->begin_forward(true);
+        caller->gather();
+        caller->backward(at::mse_loss(caller->forward(x), y));
+        if (caller->sharded()) caller->release();
+        if (state->sync_gradients()) loop->clip_grad_norm(*caller->model, 0.05, 2.0);
       }
-      for (const auto& tensor : sharded.tensors) EXPECT_EQ(tensor.storage().nbytes(), 0u);
-      // A rank holds its chunk of each unit's gradients: half (world 2) or a third of the layouts, padded.
-      int64_t layouts = 0;
-      for (size_t u = 0; u < sharded.buffers.size(); ++u) layouts += sharded.model->sharded_units()->unit_numel(u);
-      EXPECT_EQ(sharded.model->grad_sync_report().gradient_bytes, layouts / world() * 4);
-      sharded.gather();
-      for (size_t i = 0; i < whole.tensors.size(); ++i) {
-        EXPECT_TRUE(whole.tensors[i].detach().equal(sharded.tensors[i].detach())) << whole.names[i];
+      for (auto* optimizer : {&whole_optimizer, &sharded_optimizer}) {
+        (*optimizer)->step();
+        (*optimizer)->zero_grad();
       }
-      EXPECT_FALSE(whole.tensors[0].detach().equal(reference->named_parameters()[0].second)) << "nothing trained";
-      loop->set_gradient_accumulation_steps(1);
     }
-  }
+    for (const auto& tensor : sharded.tensors) EXPECT_EQ(tensor.storage().nbytes(), 0u);
+    // A rank holds its chunk of each unit's gradients: half (world 2) or a third of the layouts, padded.
+    int64_t layouts = 0;
+    for (size_t u = 0; u < sharded.buffers.size(); ++u) layouts += sharded.model->sharded_units()->unit_numel(u);
+    EXPECT_EQ(sharded.model->grad_sync_report().gradient_bytes, layouts / world() * 4);
+    sharded.gather();
+    for (size_t i = 0; i < whole.tensors.size(); ++i) {
+      EXPECT_TRUE(whole.tensors[i].detach().equal(sharded.tensors[i].detach())) << whole.names[i];
+    }
+    EXPECT_FALSE(whole.tensors[0].detach().equal(reference->named_parameters()[0].second)) << "nothing trained";
+  });
 }
 
 // save_model gathers the units one at a time (every rank) while process 0 writes them, into one file or
@@ -257,9 +266,78 @@ TEST(ShardedModel, RefusesWhatTheUnitsDoNotAllow) {
   expect_error(Code::InvalidArgument, "2 units given for 4 parameters",
                [&] { Model::from_tensors(reference->named_parameters(), {true, true, true, true}, {})->set_units({0, 1}); });
   auto script = load_mlp("sharded_script");
-  expect_error(Code::InvalidState, "units are for models of the caller's tensors", [&] { script->set_units({0, 0, 0, 0}); });
-  expect_error(Code::Unsupported, "zero_stage 3 is built for models of the caller's tensors",
-               [&] { script->prepare(state, prepare); });
+  PrepareConfig low = prepare;
+  low.reducer.unit_param_dtype = at::kBFloat16;
+  expect_error(Code::Unsupported, "zero_param_dtype: a TorchScript model run by accel is gathered in its parameters' dtype",
+               [&] { script->prepare(state, low); });
+}
+
+// A TorchScript model accel runs itself, whose forward cannot be cut from outside: under stage 3 its units
+// (given, or by top-level child: the MLP's parameters are its own, one unit) are gathered whole before each
+// forward and freed one by one in backward as their gradients are reduced. It takes stage 0's steps bit for
+// bit (SGD and AdamW, accumulation 1 and 3, clipping), holds no parameter memory between steps (nor after an
+// evaluation), and refuses what would read the released parameters.
+TEST(ShardedModel, TorchScriptModelTakesStageZerosSteps) {
+  if (world() == 1) GTEST_SKIP() << "one process shards nothing";
+  auto loop = std::make_shared<TrainingLoop>(state);
+  for_kinds_and_accumulations(*loop, [&](const std::string& kind, int64_t accumulation) {
+    auto whole = load_mlp("script_whole_" + kind);
+    auto sharded = load_mlp("script_sharded_" + kind);
+    if (kind == "sgd") sharded->set_units({0, 0, 1, 1});
+    PrepareConfig stage0, stage3;
+    stage3.reducer.zero_stage = 3;
+    whole->prepare(state, stage0);
+    sharded->prepare(state, stage3);
+    ASSERT_EQ(sharded->sharded_units()->unit_count(), kind == "sgd" ? 2u : 1u);
+    auto whole_optimizer = test_optimizer(loop, *whole, kind);
+    auto sharded_optimizer = test_optimizer(loop, *sharded, kind);
+    at::manual_seed(5);
+    const auto inputs = at::randn({10 * accumulation, 4 * world(), 8});
+    const auto targets = at::randn({10 * accumulation, 4 * world(), 4});
+    for (int64_t step = 0; step < 10 * accumulation; ++step) {
+      loop->accumulate();
+      const auto x = my_rows(inputs[step]), y = my_rows(targets[step]);
+      for (Model* model : {whole.get(), sharded.get()}) {
+        loop->backward(at::mse_loss(model->forward({x}, {}, true).values.front().second, y));
+        if (state->sync_gradients()) loop->clip_grad_norm(*model, 0.05, 2.0);
+      }
+      for (auto* optimizer : {&whole_optimizer, &sharded_optimizer}) {
+        (*optimizer)->step();
+        (*optimizer)->zero_grad();
+      }
+      for (const auto& parameter : sharded->named_parameters()) {
+        EXPECT_EQ(parameter.second.storage().nbytes(), 0u) << parameter.first << " held after step " << step;
+      }
+    }
+    std::vector<at::Tensor> values;
+    sharded->for_each_gathered_parameter(true, [&](const at::Tensor&, const at::Tensor& value) { values.push_back(value.clone()); });
+    const auto expected = whole->trainable_parameters();
+    ASSERT_EQ(values.size(), expected.size());
+    for (size_t i = 0; i < values.size(); ++i) EXPECT_TRUE(values[i].equal(expected[i].second)) << expected[i].first;
+    EXPECT_FALSE(expected[0].second.equal(load_mlp("script_untouched")->named_parameters()[0].second)) << "nothing trained";
+    const auto probe = at::randn({3, 8});
+    EXPECT_TRUE(sharded->forward({probe}, {}, false).values.front().second.equal(
+        whole->forward({probe}, {}, false).values.front().second));
+    for (const auto& parameter : sharded->named_parameters()) EXPECT_EQ(parameter.second.storage().nbytes(), 0u);
+    // save_model writes the whole weights (every rank gathering, rank 0 writing); a fresh stage 0 model
+    // loads them to the trained values, and loading them back puts each share in place.
+    std::string directory = test_support::temp_directory() + "/sharded_script_" + std::to_string(getpid());
+    distributed::broadcast_bytes(*state, directory, 0);
+    ckpt::save_model(*state, *sharded, directory, 0);
+    auto reloaded = load_mlp("script_reloaded_" + kind);
+    ckpt::load_model(*reloaded, directory);
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_TRUE(reloaded->trainable_parameters()[i].second.equal(expected[i].second)) << expected[i].first;
+    }
+    ckpt::load_model(*sharded, directory);
+    EXPECT_TRUE(sharded->forward({probe}, {}, false).values.front().second.equal(
+        whole->forward({probe}, {}, false).values.front().second));
+    distributed::all_or_none(*state, [&] { if (rank() == 0) remove_all(directory); }, "removing the saved model");
+    expect_error(Code::Unsupported, "write them whole with save_model", [&] { sharded->unwrap(); });
+    expect_error(Code::InvalidState, "accel gathers and reduces this TorchScript model's units itself",
+                 [&] { sharded->gather_unit(0, at::empty({sharded->sharded_units()->unit_numel(0)})); });
+    expect_error(Code::Unsupported, "write them whole with save_model", [&] { sharded->save_torchscript("/nonexistent"); });
+  });
 }
 
 // FSDP's mixed precision (zero_param_dtype, zero_reduce_dtype): a unit gathered in the compute dtype holds

@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "distributed/collectives/collectives.hpp"
+#include "train/model/gathered_units.hpp"
 #include "train/model/model_body.hpp"
 #include "train/precision/autocast.hpp"
 
@@ -29,6 +30,8 @@ struct Model::Impl {
   // progress has reduced.
   std::vector<int32_t> unit_of_parameter;
   std::unique_ptr<ShardedUnits> units;
+  // Stage 3 on a model accel runs (TorchScript): its parameters' buffers and the backward's hooks.
+  std::unique_ptr<GatheredUnits> gathered;
   bool backward_synchronises = false;
   std::vector<bool> reduced;
   // A module's parameters or buffers: every slot under its name, and each tensor once (its first slot).
@@ -175,10 +178,9 @@ void Model::prepare(std::shared_ptr<distributed::State> state, const PrepareConf
   refresh_cached_tensors();  // the move to the device replaced the tensors
   impl_->config = config;
   const bool host_owned = impl_->body->host_owned();
-  if (config.reducer.zero_stage == 3 && !host_owned) {
-    fail(Code::Unsupported, "zero_stage 3 is built for models of the caller's tensors (accel_model_from_tensors: "
-                            "torch nn.Modules, LibTorch modules, Rust and Julia arrays), whose runtime says when each "
-                            "unit is used; a TorchScript model run by accel trains under zero_stage 0-2 (docs/fsdp.md)");
+  if (config.reducer.zero_stage == 3 && !host_owned && config.reducer.unit_param_dtype) {
+    fail(Code::Unsupported, "zero_param_dtype: a TorchScript model run by accel is gathered in its parameters' dtype "
+                            "(its forward cannot be handed 16-bit weights); use mixed_precision (autocast)");
   }
   if (host_owned) {
     // The caller's backward accumulates into accel's gradient storage (the buckets themselves with several
@@ -214,16 +216,35 @@ bool Model::prepared() const { return impl_->state != nullptr; }
 // unit's buffer): the tensors here keep their shapes and no storage.
 void Model::shard_parameters(const std::shared_ptr<distributed::State>& state) {
   const NamedTensors& parameters = named_parameters();
+  const bool host_owned = impl_->body->host_owned();
+  // Without units given: one for a model of the caller's tensors; by top-level child (the part of the name
+  // before its first '.', the root's own parameters one more) for a TorchScript model.
+  std::map<std::string, int32_t> unit_of_child;
   std::vector<int32_t> unit_of;
   for (size_t i = 0; i < parameters.size(); ++i) {
     if (!parameters[i].second.requires_grad()) continue;
-    unit_of.push_back(impl_->unit_of_parameter.empty() ? 0 : impl_->unit_of_parameter[i]);
+    if (!impl_->unit_of_parameter.empty()) {
+      unit_of.push_back(impl_->unit_of_parameter[i]);
+    } else if (host_owned) {
+      unit_of.push_back(0);
+    } else {
+      const std::string& name = parameters[i].first;
+      const std::string child = name.find('.') == std::string::npos ? std::string() : name.substr(0, name.find('.'));
+      unit_of.push_back(unit_of_child.emplace(child, static_cast<int32_t>(unit_of_child.size())).first->second);
+    }
   }
   if (unit_of.empty()) return;
   const ReducerConfig& config = impl_->config.reducer;
   impl_->units = std::make_unique<ShardedUnits>(state, trainable_parameters(), unit_of,
                                                 ShardedUnits::Precision{config.unit_param_dtype, config.unit_reduce_dtype});
   impl_->reduced.assign(impl_->units->unit_count(), false);
+  if (!host_owned) {
+    impl_->gathered = std::make_unique<GatheredUnits>(
+        *impl_->units, trainable_parameters(),
+        [this](size_t unit, const at::Tensor& gradients) { return hand_over_unit(unit, gradients); },
+        [this] { check_units_after_backward("backward"); });
+    return;
+  }
   for (const auto& [name, tensor] : parameters) {
     if (!tensor.requires_grad()) continue;
     c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
@@ -233,10 +254,6 @@ void Model::shard_parameters(const std::shared_ptr<distributed::State>& state) {
 }
 
 void Model::set_units(std::vector<int32_t> unit_of_parameter) {
-  if (!impl_->body->host_owned()) {
-    fail(Code::InvalidState, "set_units: units are for models of the caller's tensors, which zero_stage 3 shards; "
-                             "accel runs this TorchScript model whole");
-  }
   if (impl_->state) fail(Code::InvalidState, "set_units: the model is prepared already; give its units before prepare");
   require_argument(unit_of_parameter.size() == named_parameters().size(),
                    "set_units: " + std::to_string(unit_of_parameter.size()) + " units given for " +
@@ -255,11 +272,24 @@ ShardedUnits& Model::require_units(const char* what) const {
 }
 
 void Model::gather_unit(size_t unit, const at::Tensor& full) {
+  refuse_caller_protocol("gather_unit");
   const timeline::Span span("unit gather");
   require_units("gather_unit").gather(unit, full);
 }
 
 bool Model::reduce_unit(size_t unit, const at::Tensor& full_gradients) {
+  refuse_caller_protocol("reduce_unit");
+  return hand_over_unit(unit, full_gradients);
+}
+
+void Model::refuse_caller_protocol(const char* what) const {
+  if (impl_->gathered) {
+    fail(Code::InvalidState, std::string(what) + ": accel gathers and reduces this TorchScript model's units itself, "
+                                                 "around the forward and backward it runs");
+  }
+}
+
+bool Model::hand_over_unit(size_t unit, const at::Tensor& full_gradients) {
   ShardedUnits& units = require_units("reduce_unit");
   if (unit >= units.unit_count()) units.unit_numel(unit);  // the out-of-range error, before any decision
   if (!impl_->backward_synchronises) return false;
@@ -312,11 +342,13 @@ ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTenso
   const std::string device = impl_->state ? impl_->state->device() : "cpu";
   c10::IValue result;
   bool autocast = false;
+  if (impl_->gathered) impl_->gathered->before_forward(grad_enabled);
   {
     AutocastScope scope(precision, device);
     autocast = scope.active();
     result = impl_->body->forward(std::move(inputs), named);
   }
+  if (impl_->gathered) impl_->gathered->after_forward(grad_enabled);
   return convert(result, autocast && !impl_->config.keep_low_precision_outputs);
 }
 
@@ -373,20 +405,23 @@ bool Model::grad_reached_by_no_rank(size_t index) const {
 void Model::end_backward() {
   require_prepared_host_model("end_backward");
   if (const ZeroPartition* zero = zero_partition(); zero != nullptr) require_optimizer_for(*zero);
-  if (impl_->units && impl_->backward_synchronises) {
-    std::string missing;
-    for (size_t u = 0; u < impl_->reduced.size(); ++u) {
-      if (!impl_->reduced[u]) missing += (missing.empty() ? "" : ", ") + std::to_string(u);
-    }
-    if (!missing.empty()) {
-      fail(Code::InvalidState, "end_backward: a synchronising backward ended without the gradients of unit(s) " +
-                                   missing + " (reduce_unit every unit, with zeros for one the backward did not "
-                                   "reach, so that every rank reduces the same units)");
-    }
-    // Before any optimizer step takes gradients that a unit's reduction may have paired with another's.
-    impl_->units->require_ranks_in_step("end_backward");
-  }
+  check_units_after_backward("end_backward");
   if (impl_->reducer) impl_->reducer->finish_backward();
+}
+
+void Model::check_units_after_backward(const char* what) {
+  if (!impl_->units || !impl_->backward_synchronises) return;
+  std::string missing;
+  for (size_t u = 0; u < impl_->reduced.size(); ++u) {
+    if (!impl_->reduced[u]) missing += (missing.empty() ? "" : ", ") + std::to_string(u);
+  }
+  if (!missing.empty()) {
+    fail(Code::InvalidState, std::string(what) + ": a synchronising backward ended without the gradients of unit(s) " +
+                                 missing + " (reduce_unit every unit, with zeros for one the backward did not "
+                                 "reach, so that every rank reduces the same units)");
+  }
+  // Before any optimizer step takes gradients that a unit's reduction may have paired with another's.
+  impl_->units->require_ranks_in_step(what);
 }
 
 void Model::require_optimizer_for(const ZeroPartition& zero) const {
@@ -517,9 +552,23 @@ GradSyncReport Model::grad_sync_report() const {
   return report;
 }
 
-std::shared_ptr<Model> Model::unwrap() const { return std::shared_ptr<Model>(new Model(around(impl_->body))); }
+std::shared_ptr<Model> Model::unwrap() const {
+  refuse_gathered_units("unwrap");
+  return std::shared_ptr<Model>(new Model(around(impl_->body)));
+}
 
-void Model::save_torchscript(const std::string& path) const { impl_->body->save_torchscript(path); }
+void Model::save_torchscript(const std::string& path) const {
+  refuse_gathered_units("save_torchscript");
+  impl_->body->save_torchscript(path);
+}
+
+void Model::refuse_gathered_units(const char* what) const {
+  if (impl_->gathered) {
+    fail(Code::Unsupported, std::string(what) + ": under zero_stage 3 this TorchScript model's parameters are held as "
+                                                "each process's share, gathered only around its forward; write them "
+                                                "whole with save_model (accel_state_save_model)");
+  }
+}
 
 const std::shared_ptr<distributed::State>& Model::state() const { return impl_->state; }
 

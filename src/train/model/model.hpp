@@ -175,6 +175,13 @@ class Model {
   // Error(Unsupported) unless it was: ZeRO's ranks each step a share only.
   void require_optimizer_for(const ZeroPartition& zero) const;
   void shard_parameters(const std::shared_ptr<distributed::State>& state);
+  // Stage 3: every unit reduced on a synchronising backward and every rank through the same units; what names
+  // the caller in the error.
+  void check_units_after_backward(const char* what);
+  void refuse_gathered_units(const char* what) const;
+  void refuse_caller_protocol(const char* what) const;
+  // reduce_unit's work: the caller's through it, accel's own for a TorchScript model (GatheredUnits).
+  bool hand_over_unit(size_t unit, const at::Tensor& full_gradients);
   ShardedUnits& require_units(const char* what) const;
   // Error(InvalidState) naming `what` under stage 3, whose gradients are not kept per parameter.
   void refuse_under_units(const char* what) const;

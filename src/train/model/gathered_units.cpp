@@ -1,0 +1,164 @@
+#include "train/model/gathered_units.hpp"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros_like.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/StorageImpl.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <utility>
+
+namespace accel::train {
+
+struct GatheredUnits::Impl : std::enable_shared_from_this<GatheredUnits::Impl> {
+  struct Unit {
+    at::Tensor flat;   // the parameters' values while gathered; no memory otherwise
+    at::Tensor grads;  // undefined between a reduction and the next forward
+    std::vector<size_t> members;
+    size_t waiting = 0;  // members whose gradient this backward has not accumulated
+    bool done = true;    // handed over in this backward
+    bool gathered = false;
+  };
+
+  ShardedUnits* sharded = nullptr;
+  std::vector<at::Tensor> parameters;  // the trainable ones, views of their unit's flat
+  std::vector<size_t> unit_of;
+  std::vector<Unit> units;
+  std::function<bool(size_t, const at::Tensor&)> reduce;
+  std::function<void()> finish;
+  bool finishing_queued = false;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  std::vector<uintptr_t> hook_keys;
+
+  void release(Unit& unit) {
+    if (!unit.gathered) return;
+    c10::StorageImpl* storage = unit.flat.storage().unsafeGetStorageImpl();
+    storage->set_data_ptr_noswap(at::DataPtr(nullptr, unit.flat.device()));
+    storage->set_nbytes(0);
+    unit.gathered = false;
+  }
+
+  void release_all() {
+    for (Unit& unit : units) release(unit);
+  }
+
+  void gather(size_t index) {
+    Unit& unit = units[index];
+    release(unit);  // what it held may be from before a step
+    const size_t bytes = static_cast<size_t>(unit.flat.numel()) * unit.flat.element_size();
+    c10::StorageImpl* storage = unit.flat.storage().unsafeGetStorageImpl();
+    storage->set_data_ptr_noswap(c10::GetAllocator(unit.flat.device().type())->allocate(bytes));
+    storage->set_nbytes(bytes);
+    unit.gathered = true;
+    sharded->gather(index, unit.flat);
+  }
+
+  // The unit's gradient buffer (zeros when new), its views the members' gradients; a gradient autograd put
+  // elsewhere (after a zero_grad that set it to none) is added in.
+  void install_grads(Unit& unit) {
+    if (!unit.grads.defined()) unit.grads = at::zeros_like(unit.flat);
+    for (size_t member : unit.members) {
+      at::Tensor& grad = parameters[member].mutable_grad();
+      const at::Tensor& parameter = parameters[member];
+      const at::Tensor view = unit.grads.narrow(0, parameter.storage_offset(), parameter.numel()).view(parameter.sizes());
+      if (!grad.defined() || grad.data_ptr() != view.data_ptr()) {
+        if (grad.defined()) view.add_(grad);
+        grad = view;
+      }
+    }
+  }
+
+  void hand_over(size_t index) {
+    Unit& unit = units[index];
+    unit.done = true;
+    if (reduce(index, unit.grads)) {
+      for (size_t member : unit.members) parameters[member].mutable_grad() = at::Tensor();
+      unit.grads = at::Tensor();
+    }
+    release(unit);
+  }
+
+  void accumulated(size_t member) {
+    if (!finishing_queued) {
+      finishing_queued = true;
+      auto self = shared_from_this();
+      torch::autograd::Engine::get_default_engine().queue_callback([self] { self->finish_backward(); });
+    }
+    Unit& unit = units[unit_of[member]];
+    if (unit.done) return;
+    install_grads(unit);
+    if (--unit.waiting == 0) hand_over(unit_of[member]);
+  }
+
+  void finish_backward() {
+    finishing_queued = false;
+    for (size_t index = 0; index < units.size(); ++index) {
+      if (units[index].done) continue;
+      install_grads(units[index]);
+      hand_over(index);
+    }
+    release_all();
+    finish();
+  }
+};
+
+GatheredUnits::GatheredUnits(ShardedUnits& units, const NamedTensors& trainable,
+                             std::function<bool(size_t, const at::Tensor&)> reduce, std::function<void()> finish)
+    : impl_(std::make_shared<Impl>()) {
+  Impl& impl = *impl_;
+  impl.sharded = &units;
+  impl.reduce = std::move(reduce);
+  impl.finish = std::move(finish);
+  impl.units.resize(units.unit_count());
+  for (size_t index = 0; index < trainable.size(); ++index) {
+    const at::Tensor& parameter = trainable[index].second;
+    const auto [unit, offset] = units.place(index);
+    Impl::Unit& owner = impl.units[unit];
+    if (!owner.flat.defined()) {
+      owner.flat = at::empty({units.unit_numel(unit)}, parameter.options().requires_grad(false));
+      owner.gathered = true;
+    }
+    owner.members.push_back(index);
+    impl.parameters.push_back(parameter);
+    impl.unit_of.push_back(unit);
+    at::NoGradGuard no_grad;
+    impl.parameters.back().set_data(owner.flat.narrow(0, offset, parameter.numel()).view(parameter.sizes()));
+  }
+  impl.release_all();
+  // The hooks hold the parameters' accumulators (which hold them only weakly) and this object's state
+  // through a weak pointer: a backward after the model is gone does nothing.
+  std::weak_ptr<Impl> weak = impl_;
+  for (size_t index = 0; index < impl.parameters.size(); ++index) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(impl.parameters[index]);
+    impl.hook_keys.push_back(accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [weak, index](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          if (auto state = weak.lock()) state->accumulated(index);
+          return outputs;
+        })));
+    impl.accumulators.push_back(std::move(accumulator));
+  }
+}
+
+GatheredUnits::~GatheredUnits() {
+  for (size_t i = 0; i < impl_->accumulators.size(); ++i) impl_->accumulators[i]->del_post_hook(impl_->hook_keys[i]);
+}
+
+void GatheredUnits::before_forward(bool grad_enabled) {
+  Impl& impl = *impl_;
+  for (size_t index = 0; index < impl.units.size(); ++index) impl.gather(index);
+  if (!grad_enabled) return;
+  for (Impl::Unit& unit : impl.units) {
+    unit.waiting = unit.members.size();
+    unit.done = false;
+    impl.install_grads(unit);
+  }
+}
+
+void GatheredUnits::after_forward(bool grad_enabled) {
+  if (!grad_enabled) impl_->release_all();
+}
+
+}  // namespace accel::train

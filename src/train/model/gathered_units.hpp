@@ -1,0 +1,42 @@
+// ZeRO stage 3 (train/ddp/sharded_units.hpp) for a model accel runs itself (TorchScript): its trainable
+// parameters become views of one buffer per unit, whose memory exists only while the unit is gathered. A
+// TorchScript forward cannot be cut between its submodules from outside, so the whole model is gathered
+// before each forward (the cut that is left: units are the top-level children, sharded between steps and
+// freed one by one in backward); during backward each unit's gradients are handed over (Model::reduce_unit)
+// as soon as autograd has accumulated all of them, and the unit is freed; an autograd callback at the end
+// of backward hands over the units it did not reach (zeros) and runs the model's end-of-backward checks. An
+// evaluation forward frees every unit when it returns. Between steps a process holds only its share.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "core/named_tensors.hpp"
+#include "train/ddp/sharded_units.hpp"
+
+namespace accel::train {
+
+class GatheredUnits {
+ public:
+  // reduce: Model::reduce_unit (false when the backward only accumulates); finish: the model's checks at the
+  // end of a backward, after every unit was handed over. units and the callbacks must outlive this object.
+  GatheredUnits(ShardedUnits& units, const NamedTensors& trainable,
+                std::function<bool(size_t, const at::Tensor&)> reduce, std::function<void()> finish);
+  ~GatheredUnits();
+  GatheredUnits(const GatheredUnits&) = delete;
+  GatheredUnits& operator=(const GatheredUnits&) = delete;
+
+  // Gathers every unit (collective); with grad_enabled gives each trainable parameter its gradient view.
+  void before_forward(bool grad_enabled);
+  // After an evaluation forward (grad_enabled false): every unit freed.
+  void after_forward(bool grad_enabled);
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace accel::train
