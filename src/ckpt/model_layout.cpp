@@ -33,6 +33,16 @@ bool is_shard_file(const std::string& name) {
 
 }  // namespace
 
+SavedModelFiles saved_model_files(const std::string& directory) {
+  const bool has_single = path_exists(join_path(directory, kModelFile));
+  const bool has_index = path_exists(join_path(directory, kModelIndex));
+  if (has_single && has_index) {
+    fail(Code::InvalidArgument, "'" + directory + "' holds both " + kModelFile + " and " + kModelIndex +
+                                    ", which no save leaves together; remove the stale one");
+  }
+  return has_index ? SavedModelFiles::Sharded : has_single ? SavedModelFiles::Single : SavedModelFiles::None;
+}
+
 std::string shard_file(size_t index, size_t count) {
   char name[64];
   std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", index + 1, count);

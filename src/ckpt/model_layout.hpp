@@ -17,6 +17,11 @@ constexpr const char* kModelIndex = "model.safetensors.index.json";
 // Accelerate's default max_shard_size, "10GB".
 constexpr uint64_t kDefaultMaxShardSize = 10'000'000'000;
 
+// Which of a save's entry points directory holds: none, model.safetensors, or the index of its shards.
+// Error(InvalidArgument) naming the directory when it holds both, which no save leaves together.
+enum class SavedModelFiles { None, Single, Sharded };
+SavedModelFiles saved_model_files(const std::string& directory);
+
 // "model-00002-of-00005.safetensors" for index 1 of 5.
 std::string shard_file(size_t index, size_t count);
 

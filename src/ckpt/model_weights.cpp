@@ -80,15 +80,11 @@ ModelWeights ModelWeights::from_file(const train::Model& model, const std::strin
 
 ModelWeights ModelWeights::from_directory(const train::Model& model, const std::string& directory) {
   const std::string single = join_path(directory, kModelFile), index_path = join_path(directory, kModelIndex);
-  const bool has_single = path_exists(single), has_index = path_exists(index_path);
-  if (has_single && has_index) {
-    fail(Code::InvalidArgument, "'" + directory + "' holds both " + kModelFile + " and " + kModelIndex +
-                                    ", which no save leaves together; remove the stale one");
-  }
-  if (!has_single && !has_index) {
+  const SavedModelFiles files = saved_model_files(directory);
+  if (files == SavedModelFiles::None) {
     fail(Code::Io, "no saved model in '" + directory + "': neither " + kModelFile + " nor " + kModelIndex);
   }
-  if (has_single) return from_file(model, single);
+  if (files == SavedModelFiles::Single) return from_file(model, single);
 
   const ModelIndex index = read_model_index(index_path);
   ModelWeights weights;

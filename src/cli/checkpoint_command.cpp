@@ -5,7 +5,6 @@
 #include <cstring>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -109,10 +108,7 @@ FileReport safetensors_file(const std::string& directory, const std::string& nam
     report.tensor_bytes += end - begin;
     report.tensor_names.push_back(entry.name);
   }
-  const std::set<std::string> names(report.tensor_names.begin(), report.tensor_names.end());
-  for (const auto& [key, value] : header.metadata) {
-    if (names.count(key) == 0 && names.count(value) != 0) report.ties.emplace(key, value);
-  }
+  report.ties = formats::recorded_ties(header);
   return report;
 }
 
@@ -242,17 +238,9 @@ Report inspect_model(const std::string& directory, bool has_index) {
 Report inspect(const std::string& directory) {
   if (!is_directory(directory)) fail(Code::Io, "'" + directory + "' is not a directory");
   if (path_exists(join_path(directory, ckpt::kManifestFile))) return inspect_checkpoint(directory);
-  const bool has_single = path_exists(join_path(directory, ckpt::kModelFile));
-  const bool has_index = path_exists(join_path(directory, ckpt::kModelIndex));
-  if (has_single && has_index) {
-    fail(Code::InvalidArgument, "'" + directory + "' holds both " + ckpt::kModelFile + " and " + ckpt::kModelIndex +
-                                    ", which no save leaves together");
-  }
-  if (!has_single && !has_index) {
-    fail(Code::InvalidArgument, "'" + directory + "' is neither a checkpoint (no " + ckpt::kManifestFile +
-                                    ") nor a saved model (no " + ckpt::kModelFile + " or " + ckpt::kModelIndex + ")");
-  }
-  return inspect_model(directory, has_index);
+  const ckpt::SavedModelFiles files = ckpt::saved_model_files(directory);
+  if (files == ckpt::SavedModelFiles::None) fail_neither_checkpoint_nor_model(directory);
+  return inspect_model(directory, files == ckpt::SavedModelFiles::Sharded);
 }
 
 }  // namespace

@@ -42,17 +42,19 @@ std::vector<std::pair<std::string, std::string>> source_files(const std::string&
     const std::string name = ckpt::checkpoint_model_file(model);
     return {{name, join_path(directory, name)}};
   }
-  const std::string index_path = join_path(directory, ckpt::kModelIndex);
-  const std::string single = join_path(directory, ckpt::kModelFile);
-  if (path_exists(index_path)) {
-    index = ckpt::read_model_index(index_path);
-    std::vector<std::pair<std::string, std::string>> files;
-    for (const auto& [file, names] : index.tensors_by_file()) files.emplace_back(file, join_path(directory, file));
-    return files;
+  switch (ckpt::saved_model_files(directory)) {
+    case ckpt::SavedModelFiles::Sharded: {
+      index = ckpt::read_model_index(join_path(directory, ckpt::kModelIndex));
+      std::vector<std::pair<std::string, std::string>> files;
+      for (const auto& [file, names] : index.tensors_by_file()) files.emplace_back(file, join_path(directory, file));
+      return files;
+    }
+    case ckpt::SavedModelFiles::Single:
+      return {{ckpt::kModelFile, join_path(directory, ckpt::kModelFile)}};
+    case ckpt::SavedModelFiles::None:
+      break;
   }
-  if (path_exists(single)) return {{ckpt::kModelFile, single}};
-  fail(Code::InvalidArgument, "'" + directory + "' is neither a checkpoint (no " + ckpt::kManifestFile +
-                                  ") nor a saved model (no " + ckpt::kModelFile + " or " + ckpt::kModelIndex + ")");
+  fail_neither_checkpoint_nor_model(directory);
 }
 
 Source read_source(const std::string& directory, size_t model) {
@@ -74,10 +76,8 @@ Source read_source(const std::string& directory, size_t model) {
     if (!index.weight_map.empty()) {
       ckpt::check_shard_holds_its_tensors(index, name_in_directory, path, names);
     }
-    const std::set<std::string> held(names.begin(), names.end());
-    for (const auto& [key, value] : header.metadata) {
-      if (held.count(key) == 0 && held.count(value) != 0) source.ties.emplace(key, value);
-    }
+    const auto ties = formats::recorded_ties(header);
+    source.ties.insert(ties.begin(), ties.end());
   }
   return source;
 }
@@ -92,6 +92,11 @@ void refuse_saved_model_in(const std::string& out) {
 }
 
 }  // namespace
+
+void fail_neither_checkpoint_nor_model(const std::string& directory) {
+  fail(Code::InvalidArgument, "'" + directory + "' is neither a checkpoint (no " + ckpt::kManifestFile +
+                                  ") nor a saved model (no " + ckpt::kModelFile + " or " + ckpt::kModelIndex + ")");
+}
 
 std::vector<std::string> merge_model(const MergeRequest& request) {
   if (request.max_shard_size == 0) fail(Code::InvalidArgument, "the shard size must be positive");

@@ -28,6 +28,9 @@ struct MergeRequest {
 // holds a saved model already (nothing of it is touched).
 std::vector<std::string> merge_model(const MergeRequest& request);
 
+// Error(InvalidArgument): directory is neither a checkpoint nor a saved model (the CLI's commands on one).
+[[noreturn]] void fail_neither_checkpoint_nor_model(const std::string& directory);
+
 // "10GB" (10^9 bytes a GB, as Accelerate's sizes), "500MiB" (2^20 a MiB), "2000" (bytes); KB, MB, GB, TB and
 // KiB, MiB, GiB, TiB, any case. Error(InvalidArgument) naming the text otherwise, or for 0.
 uint64_t parse_shard_size(const std::string& text);

@@ -91,6 +91,16 @@ void check_in_payload(const SafetensorsEntry& entry, uint64_t end, size_t payloa
   }
 }
 
+std::map<std::string, std::string> recorded_ties(const SafetensorsHeader& header) {
+  std::set<std::string> names;
+  for (const SafetensorsEntry& entry : header.entries) names.insert(entry.name);
+  std::map<std::string, std::string> ties;
+  for (const auto& [key, value] : header.metadata) {
+    if (names.count(key) == 0 && names.count(value) != 0) ties.emplace(key, value);
+  }
+  return ties;
+}
+
 void write_safetensors_header(AtomicFile& file, const std::vector<HeaderEntry>& entries,
                               std::map<std::string, std::string> metadata) {
   std::set<std::string> names;

@@ -35,6 +35,10 @@ struct SafetensorsHeader {
 // one missing, a metadata value that is not a string).
 SafetensorsHeader parse_safetensors_header(const unsigned char* bytes, size_t size, const std::string& path);
 
+// The tied weights a file records in its metadata: name left out -> name stored, for each entry whose value
+// names a tensor of the file and whose key names none.
+std::map<std::string, std::string> recorded_ties(const SafetensorsHeader& header);
+
 // Writing: a tensor as the header announces it, the payload laid out in the order of the entries given.
 struct HeaderEntry {
   std::string name;

@@ -90,6 +90,15 @@ TEST_F(CheckpointMerge, RefusesAnOutputHoldingAModelAndADamagedSource) {
   create_directories(root_ + "/empty");
   expect_error(Code::InvalidArgument, "is neither a checkpoint", [&] { merge_model({root_ + "/empty", root_ + "/x"}); });
   expect_error(Code::Io, "is not a directory", [&] { merge_model({root_ + "/missing", root_ + "/x"}); });
+  // A folder with both entry points (a save interrupted and another kind made after) is refused as load_model
+  // refuses it, rather than one of them read.
+  MergeRequest sharded{root_ + "/out", root_ + "/both"};
+  sharded.max_shard_size = 64;
+  merge_model(sharded);
+  merge_model({root_ + "/out", root_ + "/single"});
+  std::ofstream(root_ + "/both/model.safetensors", std::ios::binary) << bytes_of(root_ + "/single/model.safetensors");
+  expect_error(Code::InvalidArgument, "holds both model.safetensors and model.safetensors.index.json",
+               [&] { merge_model({root_ + "/both", root_ + "/y"}); });
 }
 
 TEST(ShardSize, ReadsAccelerateSizes) {
