@@ -83,6 +83,42 @@ ACCEL_API ACCEL_NODISCARD int accel_state_register_for_checkpointing(accel_state
                                                                      accel_save_object_fn save,
                                                                      accel_load_object_fn load, void *payload);
 
+/* The bytes every process that saved an object registered with accel_state_register_parts_for_checkpointing
+ * wrote, one part per saving process. Owned by accel; valid only during the load callback it is passed to
+ * (afterwards it is not a live handle). */
+typedef struct accel_parts accel_parts_t;
+
+/* How many processes saved the object (its parts are 0 .. count - 1, by saving rank); 0 for a NULL or dead
+ * handle. Thread safety: the thread running the callback. */
+ACCEL_API int64_t accel_parts_count(const accel_parts_t *parts);
+
+/* Reads the bytes process `part` saved: *data and *size then describe them, owned by accel and valid until
+ * the next accel_parts_read on this handle or the callback's return, whichever comes first (only one part is
+ * held at a time, so a process loading its share of a large state holds one saved part at a time).
+ * Errors: ACCEL_ERR_NULL_ARGUMENT (parts, data, size); ACCEL_ERR_INVALID_ARGUMENT (not a live handle);
+ * ACCEL_ERR_OUT_OF_RANGE (part not in [0, count)); ACCEL_ERR_IO naming the file.
+ * Thread safety: the thread running the callback. */
+ACCEL_API ACCEL_NODISCARD int accel_parts_read(accel_parts_t *parts, int64_t part, const void **data, size_t *size);
+
+/* Restores the object from the parts it reads from `parts` (any of them, in any order, as often as it
+ * needs). 0 for success, anything else fails the load with ACCEL_ERR_CALLBACK naming the object. */
+typedef int (*accel_load_parts_fn)(accel_parts_t *parts, void *payload);
+
+/* accel_state_register_for_checkpointing for an object any number of processes can load: a state every
+ * process holds alike (a scheduler's), or one each process holds a share of (a ZeRO optimizer's). Saved as
+ * a per-process object is (save on every rank, rank<r>/custom_checkpoint_<name>.bin); at
+ * accel_state_load_state every saving process's file must exist (ACCEL_ERR_IO naming a missing one, before
+ * any callback runs), and load gets every saving process's bytes through `parts` instead of its own rank's
+ * only. So a checkpoint whose registered objects are all of this kind resumes on another number of
+ * processes (one holding a per-process object does not: ACCEL_ERR_INVALID_ARGUMENT naming it). The same
+ * rules otherwise: names, order, failures on one rank failing every rank, lifetime, payload.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT (state, name, save, load); ACCEL_ERR_INVALID_ARGUMENT (a dead state; a
+ * name not usable in a file name; a name already registered on this state, naming it).
+ * Thread safety: one thread at a time per state. */
+ACCEL_API ACCEL_NODISCARD int accel_state_register_parts_for_checkpointing(accel_state_t *state, const char *name,
+                                                                           accel_save_object_fn save,
+                                                                           accel_load_parts_fn load, void *payload);
+
 /* Saves everything listed into directory (created with its parents; an existing checkpoint there is
  * replaced), or with directory NULL into the next numbered checkpoint of project_dir, removing the oldest
  * ones so that at most total_limit remain (when total_limit > 0): once every rank has written its part,

@@ -36,6 +36,31 @@ std::optional<std::string> optional_directory(const char* directory) {
   return directory != nullptr ? std::optional<std::string>(directory) : std::nullopt;
 }
 
+// A registered object named `name` whose save is the caller's callback writing into a sink; its load is the
+// caller's to set. The arguments both kinds of registration check.
+accel::ckpt::CustomObject registered_object(const char* name, accel_save_object_fn save, const void* load, void* payload) {
+  require(name, "name");
+  require(reinterpret_cast<const void*>(save), "save");
+  require(load, "load");
+  accel::ckpt::CustomObject object;
+  object.name = name;
+  object.save = [object_name = object.name, save, payload] {
+    accel_sink sink{};
+    const int code = save(&sink, payload);
+    if (code != 0) {
+      accel::fail(accel::Code::Callback, "the save callback of the registered object '" + object_name + "' returned " + std::to_string(code));
+    }
+    return std::move(sink.bytes);
+  };
+  return object;
+}
+
+void check_loaded(const std::string& object_name, int code) {
+  if (code != 0) {
+    accel::fail(accel::Code::Callback, "the load callback of the registered object '" + object_name + "' returned " + std::to_string(code));
+  }
+}
+
 }  // namespace
 
 extern "C" int accel_state_save_state(accel_state_t* state, const char* directory, accel_model_t* const* models,
@@ -100,29 +125,44 @@ extern "C" int accel_sink_write(accel_sink_t* sink, const void* data, size_t siz
   });
 }
 
+extern "C" int64_t accel_parts_count(const accel_parts_t* parts) {
+  return read_handle<int64_t>(__func__, parts, 0, [](const accel_parts& p) { return p.parts->count(); });
+}
+
+extern "C" int accel_parts_read(accel_parts_t* parts, int64_t part, const void** data, size_t* size) {
+  return guarded(__func__, [&] {
+    require(parts, "parts");
+    require(data, "data");
+    require(size, "size");
+    parts->current.clear();
+    parts->current.shrink_to_fit();
+    parts->current = parts->parts->read(part);
+    *data = parts->current.data();
+    *size = parts->current.size();
+  });
+}
+
 extern "C" int accel_state_register_for_checkpointing(accel_state_t* state, const char* name, accel_save_object_fn save,
                                                       accel_load_object_fn load, void* payload) {
   return guarded(__func__, [&] {
     require(state, "state");
-    require(name, "name");
-    require(reinterpret_cast<const void*>(save), "save");
-    require(reinterpret_cast<const void*>(load), "load");
-    const std::string object_name = name;
-    accel::ckpt::CustomObject object;
-    object.name = object_name;
-    object.save = [object_name, save, payload] {
-      accel_sink sink{};
-      const int code = save(&sink, payload);
-      if (code != 0) {
-        accel::fail(accel::Code::Callback, "the save callback of the registered object '" + object_name + "' returned " + std::to_string(code));
-      }
-      return std::move(sink.bytes);
+    auto object = registered_object(name, save, reinterpret_cast<const void*>(load), payload);
+    object.load = [name = object.name, load, payload](const std::string& bytes) {
+      check_loaded(name, load(bytes.data(), bytes.size(), payload));
     };
-    object.load = [object_name, load, payload](const std::string& bytes) {
-      const int code = load(bytes.data(), bytes.size(), payload);
-      if (code != 0) {
-        accel::fail(accel::Code::Callback, "the load callback of the registered object '" + object_name + "' returned " + std::to_string(code));
-      }
+    state->accelerator->register_for_checkpointing(std::move(object));
+  });
+}
+
+extern "C" int accel_state_register_parts_for_checkpointing(accel_state_t* state, const char* name,
+                                                            accel_save_object_fn save, accel_load_parts_fn load,
+                                                            void* payload) {
+  return guarded(__func__, [&] {
+    require(state, "state");
+    auto object = registered_object(name, save, reinterpret_cast<const void*>(load), payload);
+    object.load_parts = [name = object.name, load, payload](const accel::ckpt::SavedParts& saved) {
+      accel_parts parts{{}, &saved, {}};
+      check_loaded(name, load(&parts, payload));
     };
     state->accelerator->register_for_checkpointing(std::move(object));
   });

@@ -94,6 +94,12 @@ struct accel_sink {
   std::string bytes;
 };
 
+struct accel_parts {
+  ACCEL_HANDLE("accel_parts_t");
+  const accel::ckpt::SavedParts* parts;
+  std::string current;  // the part last read, which the caller's pointer describes
+};
+
 struct accel_bytes_list {
   ACCEL_HANDLE("accel_bytes_list_t");
   std::vector<std::string> entries;

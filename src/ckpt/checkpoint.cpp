@@ -52,8 +52,7 @@ void expect_count(const char* what, int64_t saved, size_t given, const std::stri
 struct LoadedCheckpoint {
   Manifest manifest;
   std::vector<ModelWeights> models;
-  std::vector<std::string> optimizers;
-  std::vector<std::vector<std::string>> optimizer_parts;  // per optimizer, every saving rank's (ZeRO)
+  std::vector<train::Optimizer::PendingState> optimizers;
   std::vector<std::string> schedulers;
   std::optional<std::string> scaler;
   std::vector<std::string> loaders;
@@ -72,10 +71,12 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
   // keeping its own random state. Loaders resume there from rank 0's position (every rank's is the same step), which
   // Loader::load_state accepts when the global batch is the same.
   const bool same_world = manifest.world_size == state.launch().world_size;
-  if (!same_world && !manifest.custom_objects.empty()) {
+  const auto per_process = std::find_if(objects.custom.begin(), objects.custom.end(),
+                                        [](const CustomObject* object) { return !object->load_parts; });
+  if (!same_world && per_process != objects.custom.end()) {
     fail(Code::InvalidArgument, manifest_path + ": the checkpoint was saved by " + std::to_string(manifest.world_size) +
                                     " processes, this run has " + std::to_string(state.launch().world_size) +
-                                    ", and its registered objects hold a state per process");
+                                    ", and the registered object '" + (*per_process)->name + "' holds a state per process");
   }
   expect_count("models", manifest.num_models, objects.models.size(), manifest_path);
   expect_count("optimizers", manifest.num_optimizers, objects.optimizers.size(), manifest_path);
@@ -92,16 +93,15 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
   const std::string shared_path = join_path(directory, kStatesFile);
   const formats::SafetensorsFile shared(shared_path);
   for (size_t i = 0; i < objects.optimizers.size(); ++i) {
-    loaded.optimizers.push_back(view_bytes(shared, states_entry("optimizer", i), shared_path));
-    loaded.optimizer_parts.emplace_back();
-    if (!train::Optimizer::saved_per_process(loaded.optimizers.back())) continue;
-    // Saved under ZeRO by every process: whoever loads reads every part (any stage, any number of processes).
-    for (int64_t rank = 0; rank < manifest.world_size; ++rank) {
-      const std::string part_path = join_path(join_path(directory, rank_directory(rank)), kStatesFile);
+    // Saved under ZeRO by every process: whoever loads reads every part (any stage, any number of processes),
+    // one at a time.
+    const auto read_part = [&](size_t rank) {
+      const std::string part_path = join_path(join_path(directory, rank_directory(static_cast<int64_t>(rank))), kStatesFile);
       const formats::SafetensorsFile part(part_path);
-      loaded.optimizer_parts.back().push_back(view_bytes(part, states_entry(kOptimizerPartEntry, i), part_path));
-      train::read_archive(loaded.optimizer_parts.back().back(), "optimizer");
-    }
+      return view_bytes(part, states_entry(kOptimizerPartEntry, i), part_path);
+    };
+    loaded.optimizers.push_back(objects.optimizers[i]->optimizer().read_state(
+        view_bytes(shared, states_entry("optimizer", i), shared_path), read_part, static_cast<size_t>(manifest.world_size)));
   }
   for (size_t i = 0; i < objects.schedulers.size(); ++i) {
     loaded.schedulers.push_back(view_bytes(shared, states_entry("scheduler", i), shared_path));
@@ -148,12 +148,32 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
   }
   const std::string own_directory = join_path(directory, rank_directory(state.launch().rank));
   for (const CustomObject* object : objects.custom) {
-    loaded.custom.push_back(read_file(join_path(own_directory, custom_object_file(object->name))));
+    if (!object->load_parts) {
+      loaded.custom.push_back(read_file(join_path(own_directory, custom_object_file(object->name))));
+      continue;
+    }
+    // Read while loading, one at a time; here only found, so that a missing one fails before anything loads.
+    loaded.custom.emplace_back();
+    for (int64_t rank = 0; rank < manifest.world_size; ++rank) {
+      const std::string part = join_path(join_path(directory, rank_directory(rank)), custom_object_file(object->name));
+      if (!path_exists(part)) fail(Code::Io, part + ": missing (the registered object '" + object->name + "' of process " + std::to_string(rank) + ")");
+    }
   }
   return loaded;
 }
 
 }  // namespace
+
+SavedParts::SavedParts(std::string directory, std::string name, int64_t count)
+    : directory_(std::move(directory)), name_(std::move(name)), count_(count) {}
+
+std::string SavedParts::read(int64_t part) const {
+  if (part < 0 || part >= count_) {
+    fail(Code::OutOfRange, "the registered object '" + name_ + "' was saved by " + std::to_string(count_) +
+                               " processes, so it has no part " + std::to_string(part));
+  }
+  return read_file(join_path(join_path(directory_, rank_directory(part)), custom_object_file(name_)));
+}
 
 void check_custom_object_name(const std::string& name) {
   if (name.empty() || name.front() == '.' || !std::all_of(name.begin(), name.end(), name_char)) {
@@ -191,12 +211,19 @@ void load_state(const std::shared_ptr<distributed::State>& state, const std::str
   std::optional<LoadedCheckpoint> read;
   distributed::all_or_none(*state, [&] { read = read_checkpoint(*state, directory, objects, scaler); },
                            "cannot load the checkpoint, so no rank does");
-  const LoadedCheckpoint& loaded = *read;
+  LoadedCheckpoint& loaded = *read;
 
   // The registered objects first: one whose load fails leaves the built-in objects untouched.
   if (!objects.custom.empty()) {
     const auto load_custom = [&] {
-      for (size_t i = 0; i < objects.custom.size(); ++i) objects.custom[i]->load(loaded.custom[i]);
+      for (size_t i = 0; i < objects.custom.size(); ++i) {
+        const CustomObject& object = *objects.custom[i];
+        if (object.load_parts) {
+          object.load_parts(SavedParts(directory, object.name, loaded.manifest.world_size));
+        } else {
+          object.load(loaded.custom[i]);
+        }
+      }
     };
     if (state->launch().world_size > 1) {
       distributed::all_or_none(*state, load_custom, "cannot load a registered object, so no rank loads the rest");
@@ -208,7 +235,7 @@ void load_state(const std::shared_ptr<distributed::State>& state, const std::str
   for (size_t i = 0; i < objects.loaders.size(); ++i) objects.loaders[i]->load_state(loaded.loaders[i]);
   for (size_t i = 0; i < objects.models.size(); ++i) loaded.models[i].copy_into(*objects.models[i]);
   for (size_t i = 0; i < objects.optimizers.size(); ++i) {
-    objects.optimizers[i]->optimizer().load_state(loaded.optimizers[i], loaded.optimizer_parts[i]);
+    objects.optimizers[i]->optimizer().load_state(std::move(loaded.optimizers[i]));
   }
   for (size_t i = 0; i < objects.schedulers.size(); ++i) objects.schedulers[i]->scheduler().load_state(loaded.schedulers[i]);
   if (scaler != nullptr) scaler->load_state(*loaded.scaler);

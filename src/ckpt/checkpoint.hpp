@@ -29,13 +29,33 @@ class Trackers;
 
 namespace accel::ckpt {
 
+// The bytes every process that saved a registered object wrote, read one at a time on request, so that a
+// process loading a share of a large state holds one saving process's bytes at a time.
+class SavedParts {
+ public:
+  SavedParts(std::string directory, std::string name, int64_t count);
+  // How many processes saved the object (parts 0 .. count() - 1, by saving rank).
+  int64_t count() const { return count_; }
+  // The bytes process `part` saved. Error(OutOfRange) for a part not in [0, count()); Error(Io) naming the file.
+  std::string read(int64_t part) const;
+
+ private:
+  std::string directory_;
+  std::string name_;
+  int64_t count_;
+};
+
 // Accelerate's register_for_checkpointing: an object the caller saves to and restores from bytes. Every
-// rank registers the same names; each rank's bytes go to its own folder. save returns the bytes; load
-// gets them back. Either may throw (the C API turns a callback's non-zero result into Error(Callback)).
+// rank registers the same names; each rank's bytes go to its own folder. save returns the bytes. A
+// per-process object sets load, which gets this rank's bytes back, and ties a checkpoint to its number of
+// processes. An object any number of processes can load (a state every process holds alike, or a ZeRO
+// optimizer's shares) sets load_parts instead, which reads whichever saving process's bytes it needs. Any of
+// them may throw (the C API turns a callback's non-zero result into Error(Callback)).
 struct CustomObject {
   std::string name;  // a file-name part: [A-Za-z0-9_.-], not empty, not starting with '.'
   std::function<std::string()> save;
   std::function<void(const std::string&)> load;
+  std::function<void(const SavedParts&)> load_parts;
 };
 
 // Throws Error(InvalidArgument) naming the name when it is not usable as above.

@@ -1546,6 +1546,39 @@ static int call_wrong_kind_accel_output_name(const struct entry_arguments *a) {
   (void)accel_output_name((accel_output_t *)a->progress, 0);
   return 0;
 }
+static int call_null_accel_parts_count(const struct entry_arguments *a) {
+  (void)a;
+  (void)accel_parts_count(NULL);
+  return 0;
+}
+static int call_garbage_accel_parts_count(const struct entry_arguments *a) {
+  (void)a;
+  (void)accel_parts_count((accel_parts_t *)a->garbage);
+  return 0;
+}
+static int call_wrong_kind_accel_parts_count(const struct entry_arguments *a) {
+  (void)a;
+  (void)accel_parts_count((accel_parts_t *)a->progress);
+  return 0;
+}
+static int call_null_accel_parts_read(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_parts_read(NULL, 0, NULL, NULL);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_parts_read (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_parts_read(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_parts_read((accel_parts_t *)a->garbage, 0, (void *)a->scratch, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_parts_read (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_parts_read(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_parts_read((accel_parts_t *)a->progress, 0, (void *)a->scratch, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_parts_read (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
 static int call_null_accel_progress_free(const struct entry_arguments *a) {
   (void)a;
   accel_progress_free(NULL);
@@ -2567,6 +2600,24 @@ static int call_wrong_kind_accel_state_register_for_checkpointing(const struct e
   (void)a;
   int code = accel_state_register_for_checkpointing((accel_state_t *)a->progress, (void *)a->scratch, NULL, NULL, (void *)a->scratch);
   if (code == ACCEL_OK) { fprintf(stderr, "accel_state_register_for_checkpointing (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_null_accel_state_register_parts_for_checkpointing(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_state_register_parts_for_checkpointing(NULL, NULL, NULL, NULL, NULL);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_state_register_parts_for_checkpointing (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_state_register_parts_for_checkpointing(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_state_register_parts_for_checkpointing((accel_state_t *)a->garbage, (void *)a->scratch, NULL, NULL, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_state_register_parts_for_checkpointing (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_state_register_parts_for_checkpointing(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_state_register_parts_for_checkpointing((accel_state_t *)a->progress, (void *)a->scratch, NULL, NULL, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_state_register_parts_for_checkpointing (wrong_kind) returned ACCEL_OK\n"); return 1; }
   return 0;
 }
 static int call_null_accel_state_reset(const struct entry_arguments *a) {
@@ -3931,6 +3982,12 @@ const struct entry_point entry_points[] = {
   {"accel_output_name", "null", call_null_accel_output_name},
   {"accel_output_name", "garbage", call_garbage_accel_output_name},
   {"accel_output_name", "wrong_kind", call_wrong_kind_accel_output_name},
+  {"accel_parts_count", "null", call_null_accel_parts_count},
+  {"accel_parts_count", "garbage", call_garbage_accel_parts_count},
+  {"accel_parts_count", "wrong_kind", call_wrong_kind_accel_parts_count},
+  {"accel_parts_read", "null", call_null_accel_parts_read},
+  {"accel_parts_read", "garbage", call_garbage_accel_parts_read},
+  {"accel_parts_read", "wrong_kind", call_wrong_kind_accel_parts_read},
   {"accel_progress_free", "null", call_null_accel_progress_free},
   {"accel_progress_free", "garbage", call_garbage_accel_progress_free},
   {"accel_progress_free", "wrong_kind", call_wrong_kind_accel_progress_free},
@@ -4111,6 +4168,9 @@ const struct entry_point entry_points[] = {
   {"accel_state_register_for_checkpointing", "null", call_null_accel_state_register_for_checkpointing},
   {"accel_state_register_for_checkpointing", "garbage", call_garbage_accel_state_register_for_checkpointing},
   {"accel_state_register_for_checkpointing", "wrong_kind", call_wrong_kind_accel_state_register_for_checkpointing},
+  {"accel_state_register_parts_for_checkpointing", "null", call_null_accel_state_register_parts_for_checkpointing},
+  {"accel_state_register_parts_for_checkpointing", "garbage", call_garbage_accel_state_register_parts_for_checkpointing},
+  {"accel_state_register_parts_for_checkpointing", "wrong_kind", call_wrong_kind_accel_state_register_parts_for_checkpointing},
   {"accel_state_reset", "null", call_null_accel_state_reset},
   {"accel_state_reset", "garbage", call_garbage_accel_state_reset},
   {"accel_state_reset", "wrong_kind", call_wrong_kind_accel_state_reset},

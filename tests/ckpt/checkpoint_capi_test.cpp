@@ -132,6 +132,64 @@ TEST_F(CheckpointCapi, AMissingFileIsAnIoErrorNamingIt) {
   EXPECT_EQ(first_weight(), 2.0f);
 }
 
+// register_for_checkpointing: a caller's object as bytes. `value` is what the object holds; `fail` makes
+// its callbacks return non-zero.
+struct Counter {
+  int64_t value = 0;
+  bool fail_save = false;
+  bool fail_load = false;
+  int loads = 0;
+  std::vector<std::string>* order = nullptr;  // names, in the order load callbacks ran
+  std::string name;
+};
+
+int save_counter(accel_sink_t* sink, void* payload) {
+  auto* counter = static_cast<Counter*>(payload);
+  if (counter->fail_save) return 7;
+  return accel_sink_write(sink, &counter->value, sizeof counter->value) == ACCEL_OK ? 0 : 1;
+}
+
+int load_counter(const void* data, size_t size, void* payload) {
+  auto* counter = static_cast<Counter*>(payload);
+  if (counter->fail_load || size != sizeof counter->value) return 9;
+  std::memcpy(&counter->value, data, size);
+  ++counter->loads;
+  if (counter->order != nullptr) counter->order->push_back(counter->name);
+  return 0;
+}
+
+// register_parts_for_checkpointing: an object any number of processes load, here the sum of every saving
+// process's counter; `read` records the sizes of the parts it read.
+struct PartsCounter {
+  int64_t value = 0;
+  int64_t parts_seen = -1;
+  bool read_past_the_end = false;  // also reads one part too many, whose error fails the load
+  int loads = 0;
+};
+
+int load_parts_counter(accel_parts_t* parts, void* payload) {
+  auto* counter = static_cast<PartsCounter*>(payload);
+  counter->parts_seen = accel_parts_count(parts);
+  int64_t sum = 0;
+  const int64_t last = counter->read_past_the_end ? counter->parts_seen : counter->parts_seen - 1;
+  for (int64_t part = 0; part <= last; ++part) {
+    const void* data = nullptr;
+    size_t size = 0;
+    if (accel_parts_read(parts, part, &data, &size) != ACCEL_OK || size != sizeof(int64_t)) return 3;
+    int64_t value = 0;
+    std::memcpy(&value, data, size);
+    sum += value;
+  }
+  counter->value = sum;
+  ++counter->loads;
+  return 0;
+}
+
+int save_parts_counter(accel_sink_t* sink, void* payload) {
+  auto* counter = static_cast<PartsCounter*>(payload);
+  return accel_sink_write(sink, &counter->value, sizeof counter->value) == ACCEL_OK ? 0 : 1;
+}
+
 TEST_F(CheckpointCapi, AnotherWorldSizeOrObjectListIsRefused) {
   const std::string path = saved_then_changed();
   EXPECT_EQ(accel_state_load_state(state, path.c_str(), &model, 1, nullptr, 0, nullptr, 0, nullptr, 0),
@@ -149,12 +207,66 @@ TEST_F(CheckpointCapi, AnotherWorldSizeOrObjectListIsRefused) {
   ASSERT_NE(loaders, std::string::npos) << manifest;
   manifest.replace(loaders, 16, "\"num_loaders\": 0,\n  \"custom_objects\": [\"counter\"]");
   std::ofstream(path + "/metadata.json") << manifest;
+  Counter counter;
+  ASSERT_EQ(accel_state_register_for_checkpointing(state, "counter", save_counter, load_counter, &counter), ACCEL_OK);
   EXPECT_EQ(load(path), ACCEL_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(last_error().find("saved by 4 processes, this run has 1, and its registered objects hold a state per "
-                              "process"),
+  EXPECT_NE(last_error().find("saved by 4 processes, this run has 1, and the registered object 'counter' holds a "
+                              "state per process"),
             std::string::npos)
       << last_error();
   EXPECT_EQ(first_weight(), 2.0f);
+}
+
+TEST_F(CheckpointCapi, APartsObjectReadsEverySavingProcesssBytesOnAnyNumberOfProcesses) {
+  PartsCounter counter{5};
+  ASSERT_EQ(accel_state_register_parts_for_checkpointing(state, "shares", save_parts_counter, load_parts_counter, &counter),
+            ACCEL_OK) << last_error();
+  const std::string path = saved_then_changed();
+  counter.value = 0;
+  ASSERT_EQ(load(path), ACCEL_OK) << last_error();
+  EXPECT_EQ(counter.parts_seen, 1);
+  EXPECT_EQ(counter.value, 5);
+
+  // As if saved by 3 processes, whose parts hold 5, 7 and 9: this one process reads them all.
+  std::string manifest = accel::read_file(path + "/metadata.json");
+  const auto at = manifest.find("\"world_size\": 1");
+  ASSERT_NE(at, std::string::npos) << manifest;
+  manifest.replace(at, 15, "\"world_size\": 3");
+  std::ofstream(path + "/metadata.json") << manifest;
+  for (const int64_t rank : {1, 2}) {
+    create_directories(path + "/rank" + std::to_string(rank));
+    const int64_t value = 5 + 2 * rank;
+    std::ofstream(path + "/rank" + std::to_string(rank) + "/custom_checkpoint_shares.bin", std::ios::binary)
+        .write(reinterpret_cast<const char*>(&value), sizeof value);
+  }
+  ASSERT_EQ(load(path), ACCEL_OK) << last_error();
+  EXPECT_EQ(counter.parts_seen, 3);
+  EXPECT_EQ(counter.value, 21);
+  EXPECT_EQ(first_weight(), 1.0f);
+
+  // A part past the saving processes fails the load naming the object, the model untouched.
+  first_weight() = 2.0f;
+  counter.read_past_the_end = true;
+  EXPECT_EQ(load(path), ACCEL_ERR_CALLBACK);
+  EXPECT_NE(last_error().find("'shares'"), std::string::npos) << last_error();
+  EXPECT_EQ(first_weight(), 2.0f);
+  counter.read_past_the_end = false;
+
+  // A saving process's part gone: an Io error naming its file, before any callback.
+  const int loads = counter.loads;
+  ASSERT_EQ(std::remove((path + "/rank2/custom_checkpoint_shares.bin").c_str()), 0);
+  EXPECT_EQ(load(path), ACCEL_ERR_IO);
+  EXPECT_NE(last_error().find("rank2/custom_checkpoint_shares.bin"), std::string::npos) << last_error();
+  EXPECT_EQ(counter.loads, loads);
+
+  EXPECT_EQ(accel_parts_count(nullptr), 0);
+  const void* data = nullptr;
+  size_t size = 0;
+  EXPECT_EQ(accel_parts_read(nullptr, 0, &data, &size), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_state_register_parts_for_checkpointing(state, "other", save_parts_counter, nullptr, &counter),
+            ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_state_register_parts_for_checkpointing(state, "shares", save_parts_counter, load_parts_counter, &counter),
+            ACCEL_ERR_INVALID_ARGUMENT);
 }
 
 TEST_F(CheckpointCapi, AModelWithOtherTensorsIsRefusedNamingTheFile) {
@@ -220,32 +332,6 @@ TEST_F(CheckpointCapi, ProjectCheckpointsAreNumberedRotatedAndResumedByNumber) {
 }
 
 }  // namespace
-
-// register_for_checkpointing: a caller's object as bytes. `value` is what the object holds; `fail` makes
-// its callbacks return non-zero.
-struct Counter {
-  int64_t value = 0;
-  bool fail_save = false;
-  bool fail_load = false;
-  int loads = 0;
-  std::vector<std::string>* order = nullptr;  // names, in the order load callbacks ran
-  std::string name;
-};
-
-int save_counter(accel_sink_t* sink, void* payload) {
-  auto* counter = static_cast<Counter*>(payload);
-  if (counter->fail_save) return 7;
-  return accel_sink_write(sink, &counter->value, sizeof counter->value) == ACCEL_OK ? 0 : 1;
-}
-
-int load_counter(const void* data, size_t size, void* payload) {
-  auto* counter = static_cast<Counter*>(payload);
-  if (counter->fail_load || size != sizeof counter->value) return 9;
-  std::memcpy(&counter->value, data, size);
-  ++counter->loads;
-  if (counter->order != nullptr) counter->order->push_back(counter->name);
-  return 0;
-}
 
 TEST_F(CheckpointCapi, RegisteredObjectsAreSavedPerRankAndRestoredInRegistrationOrder) {
   std::vector<std::string> order;

@@ -1,7 +1,5 @@
 #include "train/optim/archive.hpp"
 
-#include <sstream>
-
 #include "core/error.hpp"
 
 namespace accel::train {
@@ -9,8 +7,8 @@ namespace accel::train {
 torch::serialize::InputArchive read_archive(const std::string& bytes, const std::string& what, const c10::Device& device) {
   torch::serialize::InputArchive archive;
   try {
-    std::istringstream in(bytes);
-    archive.load_from(in, device);
+    // Read in place: a string stream would copy the bytes first (a ZeRO part is a share of the whole state).
+    archive.load_from(bytes.data(), bytes.size(), device);
   } catch (const c10::Error& error) {
     fail_from(error, Code::InvalidArgument, what + " state is not a saved " + what + " archive: ");
   }

@@ -329,22 +329,28 @@ struct Optimizer::Impl {
     return {std::move(groups), std::move(initial)};
   }
 
-  // Python's load_state_dict replaces the whole per-parameter state; torch::optim's load only adds to it.
-  // `then` completes the state (the pieces saved per process); on any failure the previous state is put back.
-  void replace_state(torch::serialize::InputArchive& archive, const std::function<void()>& then) {
-    // The map's key is a string in LibTorch 1.13 and a parameter's address in 2.x.
-    std::remove_reference_t<decltype(optimizer->state())> previous;
+  // Runs `read` (torch::optim's parsing of a saved state, which writes into the optimizer) with the
+  // optimizer's per-parameter state and group options set aside and put back afterwards, whatever happens:
+  // the state read is taken out by `read` itself. A c10::Error becomes Error(InvalidArgument).
+  void set_aside_while(const std::function<void()>& read) {
+    OptimizerStates previous;
     std::swap(previous, optimizer->state());
-    try {
-      optimizer->load(archive);
-      then();
-    } catch (const c10::Error& error) {
+    std::vector<std::unique_ptr<TorchOptions>> options;
+    for (auto& group : optimizer->param_groups()) options.push_back(group.options().clone());
+    const auto put_back = [&] {
       std::swap(previous, optimizer->state());
+      for (size_t i = 0; i < options.size(); ++i) optimizer->param_groups()[i].set_options(std::move(options[i]));
+    };
+    try {
+      read();
+    } catch (const c10::Error& error) {
+      put_back();
       fail_from(error, Code::InvalidArgument, "optimizer state is unreadable: ");
     } catch (...) {
-      std::swap(previous, optimizer->state());
+      put_back();
       throw;
     }
+    put_back();
   }
 };
 
@@ -455,7 +461,8 @@ std::string Optimizer::save_state() const {
   // Every rank's pieces assembled into whole parameters' state, saved, then dropped again.
   try {
     const auto parts = impl_->zero->gather_bytes(piece_states(*impl_->zero, *impl_->pieces, impl_->shard_names()));
-    assemble_piece_states(parts, impl_->named_parameters(), *impl_->optimizer, impl_->kind);
+    assemble_piece_states([&](size_t process) { return parts[process]; }, parts.size(), impl_->named_parameters(),
+                          *impl_->optimizer, impl_->kind);
     const std::string whole = impl_->own_state();
     impl_->optimizer->state().clear();
     return whole;
@@ -473,32 +480,60 @@ Optimizer::PerProcessState Optimizer::save_state_per_process() const {
   return {impl_->own_state(/*per_process=*/true), piece_states(*impl_->zero, *impl_->pieces, impl_->shard_names())};
 }
 
-bool Optimizer::saved_per_process(const std::string& bytes) {
-  auto archive = read_archive(bytes, "optimizer");
-  return marked_per_process(archive);
-}
+struct Optimizer::PendingState::Impl {
+  SavedGroups groups;
+  std::vector<double> initial_lrs;
+  OptimizerStates states;  // the whole parameters' state, or under ZeRO this rank's pieces'
+};
+
+Optimizer::PendingState::PendingState() = default;
+Optimizer::PendingState::PendingState(PendingState&&) noexcept = default;
+Optimizer::PendingState& Optimizer::PendingState::operator=(PendingState&&) noexcept = default;
+Optimizer::PendingState::~PendingState() = default;
 
 void Optimizer::load_state(const std::string& bytes) { load_state(bytes, {}); }
 
 void Optimizer::load_state(const std::string& shared, const std::vector<std::string>& process_parts) {
+  load_state(read_state(shared, [&](size_t process) { return process_parts[process]; }, process_parts.size()));
+}
+
+Optimizer::PendingState Optimizer::read_state(const std::string& shared, const PartReader& read_part, size_t num_parts) {
   impl_->refuse_if_external("load_state");
   // Saved state tensors go where the parameters are (Accelerate moves them to the device as well).
-  auto archive = read_archive(shared, "optimizer", parameters().front().device());
+  const c10::Device device = parameters().front().device();
+  auto archive = read_archive(shared, "optimizer", device);
   auto [groups, initial_lrs] = impl_->read_checked(archive);
   const bool per_process = marked_per_process(archive);
-  require_argument(!per_process || !process_parts.empty(),
+  require_argument(!per_process || num_parts > 0,
                    "optimizer state was saved by each process under ZeRO, and no process's part was given");
-  impl_->replace_state(archive, [&] {
-    if (per_process) assemble_piece_states(process_parts, impl_->named_parameters(), *impl_->optimizer, impl_->kind);
+  PendingState pending;
+  pending.impl_ = std::make_unique<PendingState::Impl>();
+  pending.impl_->groups = std::move(groups);
+  pending.impl_->initial_lrs = std::move(initial_lrs);
+  impl_->set_aside_while([&] {
+    // Under ZeRO the per-process parts are cut as they are read, never assembled whole.
+    if (per_process && impl_->zero) {
+      pending.impl_->states = cut_saved_pieces(read_part, num_parts, *impl_->zero, impl_->shard_names(), impl_->kind, device);
+      return;
+    }
+    impl_->optimizer->load(archive);
+    if (per_process) assemble_piece_states(read_part, num_parts, impl_->named_parameters(), *impl_->optimizer, impl_->kind);
+    if (impl_->zero) {
+      pending.impl_->states = cut_piece_states(*impl_->zero, *impl_->optimizer);
+    } else {
+      std::swap(pending.impl_->states, impl_->optimizer->state());
+    }
   });
-  if (impl_->zero) {
-    cut_piece_states(*impl_->zero, *impl_->optimizer, *impl_->pieces);
-    impl_->optimizer->state().clear();
-  }
+  return pending;
+}
+
+void Optimizer::load_state(PendingState state) {
+  auto& loaded = *state.impl_;
+  std::swap(impl_->zero ? impl_->pieces->state() : impl_->optimizer->state(), loaded.states);
   impl_->state_bytes = impl_->count_state_bytes();
   auto& param_groups = impl_->optimizer->param_groups();
-  for (size_t i = 0; i < groups.size(); ++i) param_groups[i].set_options(std::move(groups[i].second));
-  impl_->initial_lrs = std::move(initial_lrs);
+  for (size_t i = 0; i < loaded.groups.size(); ++i) param_groups[i].set_options(std::move(loaded.groups[i].second));
+  impl_->initial_lrs = std::move(loaded.initial_lrs);
   ++impl_->state_generation;
   if (impl_->capturable) impl_->capturable->invalidate();
 }

@@ -107,14 +107,34 @@ class Optimizer {
     std::string own;
   };
   PerProcessState save_state_per_process() const;
-  // Whether saved bytes are save_state_per_process()'s `shared` of a ZeRO optimizer, whose per-parameter
-  // state is in the processes' parts.
-  static bool saved_per_process(const std::string& bytes);
   // load_state() from save_state_per_process()'s bytes: `shared` and the `own` of every process that saved
   // (in rank order, as many as there were: any stage and number of processes loads them). The errors of
   // load_state(), and Error(InvalidArgument) naming the process or parameter when the parts do not hold
   // every parameter's state once; the optimizer is then unchanged.
   void load_state(const std::string& shared, const std::vector<std::string>& process_parts);
+
+  // A saved state read and checked against this optimizer, not yet in use: load_state(PendingState) puts it
+  // in and cannot fail, so a checkpoint reads every object before changing any.
+  class PendingState {
+   public:
+    PendingState();
+    PendingState(PendingState&&) noexcept;
+    PendingState& operator=(PendingState&&) noexcept;
+    ~PendingState();
+
+   private:
+    friend class Optimizer;
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+  };
+  // Reads the part process `process` saved (save_state_per_process()'s `own`).
+  using PartReader = std::function<std::string(size_t process)>;
+  // load_state(shared, process_parts)'s reading and checks, the `num_parts` parts read one at a time through
+  // read_part and dropped once used: under ZeRO this rank keeps only its pieces' elements, so it holds its
+  // share and one saved part at most, whatever the number of processes that saved. The optimizer is unchanged
+  // (its state is set aside while torch::optim parses the archive, and put back). Not thread-safe.
+  PendingState read_state(const std::string& shared, const PartReader& read_part, size_t num_parts);
+  void load_state(PendingState state);
 
   // ZeRO (train/optim/zero_optimizer.hpp), attached once after construction: step() then steps this rank's
   // pieces only (with an optimizer of the same kind and group options over them) and gathers the rest from

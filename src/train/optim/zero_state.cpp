@@ -7,6 +7,7 @@
 #include <torch/serialize/archive.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <tuple>
 #include <type_traits>
@@ -62,11 +63,15 @@ int64_t state_numel(ParamState& state) {
   return 0;
 }
 
-// The pieces of `part` (one process's piece_states bytes), added to `found` by the index of their parameter.
-void read_part(const std::string& part, size_t process, const std::unordered_map<std::string, size_t>& index,
-               const NamedTensors& parameters, const std::string& kind, std::vector<std::vector<SavedPiece>>& found) {
+// Calls found(parameter index, piece) for each piece of `part` (one process's piece_states bytes, dropped once
+// parsed), `index` giving a name's parameter.
+void for_each_saved_piece(std::string part, size_t process, const std::unordered_map<std::string, size_t>& index,
+                          const c10::Device& device, const std::string& kind,
+                          const std::function<void(size_t, SavedPiece)>& found) {
   const std::string where = "optimizer state of process " + std::to_string(process);
-  auto archive = read_archive(part, "optimizer", parameters.front().second.device());
+  auto archive = read_archive(part, "optimizer", device);
+  // The archive holds the tensors now: the bytes go before the pieces are used.
+  std::string().swap(part);
   c10::IValue names;
   c10::IValue begins;
   if (!archive.try_read(kPieceNames, names) || !archive.try_read(kPieceBegins, begins) || !names.isList() ||
@@ -90,8 +95,36 @@ void read_part(const std::string& part, size_t process, const std::unordered_map
       fail_from(error, Code::InvalidArgument, where + ": the piece of '" + name + "' is unreadable: ");
     }
     const int64_t numel = state_numel(*state);
-    found[parameter->second].push_back({begin_list[k], numel, std::move(state)});
+    found(parameter->second, {begin_list[k], numel, std::move(state)});
   }
+}
+
+// The saved pieces' extents of one parameter, (first element, count): Error(InvalidArgument) naming it unless
+// those holding tensors cover its `numel` elements once. False when none holds tensors (a state of no tensors).
+bool check_covered(std::vector<std::pair<int64_t, int64_t>> extents, const std::string& name, int64_t numel) {
+  std::sort(extents.begin(), extents.end());
+  int64_t covered = 0;
+  bool has_tensors = false;
+  for (const auto& [begin, count] : extents) {
+    if (count == 0) continue;
+    has_tensors = true;
+    if (begin != covered) break;
+    covered += count;
+  }
+  if (has_tensors && covered != numel) {
+    fail(Code::InvalidArgument, "optimizer state: the saved pieces of '" + name + "' cover its first " +
+                                    std::to_string(covered) + " of " + std::to_string(numel) +
+                                    " elements once (a process's part is missing or repeated)");
+  }
+  return has_tensors;
+}
+
+std::unordered_map<std::string, size_t> index_of_names(const std::vector<std::string>& names) {
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (!names[i].empty()) index.emplace(names[i], i);
+  }
+  return index;
 }
 
 }  // namespace
@@ -117,30 +150,24 @@ std::string piece_states(const ZeroShard& shard, const torch::optim::Optimizer& 
   return archive_bytes(archive);
 }
 
-void assemble_piece_states(const std::vector<std::string>& parts, const NamedTensors& parameters,
+void assemble_piece_states(const PartReader& read_part, size_t count, const NamedTensors& parameters,
                            torch::optim::Optimizer& whole, const std::string& kind) {
-  std::unordered_map<std::string, size_t> index;
-  for (size_t i = 0; i < parameters.size(); ++i) index.emplace(parameters[i].first, i);
+  std::vector<std::string> names;
+  for (const auto& entry : parameters) names.push_back(entry.first);
+  const auto index = index_of_names(names);
   std::vector<std::vector<SavedPiece>> found(parameters.size());
-  for (size_t r = 0; r < parts.size(); ++r) read_part(parts[r], r, index, parameters, kind, found);
+  for (size_t r = 0; r < count; ++r) {
+    for_each_saved_piece(read_part(r), r, index, parameters.front().second.device(), kind,
+                         [&](size_t parameter, SavedPiece piece) { found[parameter].push_back(std::move(piece)); });
+  }
 
-  std::remove_reference_t<decltype(whole.state())> states;
+  OptimizerStates states;
   for (size_t i = 0; i < found.size(); ++i) {
     if (found[i].empty()) continue;
     const at::Tensor& parameter = parameters[i].second;
-    std::sort(found[i].begin(), found[i].end(), [](const SavedPiece& a, const SavedPiece& b) { return a.begin < b.begin; });
-    int64_t covered = 0;
-    for (const SavedPiece& piece : found[i]) {
-      if (piece.numel == 0) continue;
-      if (piece.begin != covered) break;
-      covered += piece.numel;
-    }
-    const bool has_tensors = std::any_of(found[i].begin(), found[i].end(), [](const SavedPiece& p) { return p.numel > 0; });
-    if (has_tensors && covered != parameter.numel()) {
-      fail(Code::InvalidArgument, "optimizer state: the saved pieces of '" + parameters[i].first + "' cover its first " +
-                                      std::to_string(covered) + " of " + std::to_string(parameter.numel()) +
-                                      " elements once (a process's part is missing or repeated)");
-    }
+    std::vector<std::pair<int64_t, int64_t>> extents;
+    for (const SavedPiece& piece : found[i]) extents.emplace_back(piece.begin, piece.numel);
+    check_covered(extents, parameters[i].first, parameter.numel());
     auto assembled = found[i].front().state->clone();
     const auto slots = slots_of(*assembled);
     for (size_t s = 0; s < slots.size(); ++s) {
@@ -154,9 +181,61 @@ void assemble_piece_states(const std::vector<std::string>& parts, const NamedTen
   std::swap(whole.state(), states);
 }
 
-void cut_piece_states(const ZeroShard& shard, const torch::optim::Optimizer& whole, torch::optim::Optimizer& pieces) {
+OptimizerStates cut_saved_pieces(const PartReader& read_part, size_t count, const ZeroShard& shard,
+                                 const std::vector<std::string>& names, const std::string& kind,
+                                 const c10::Device& device) {
+  const auto index = index_of_names(names);
+  const auto& pieces = shard.pieces();
+  std::vector<std::vector<size_t>> pieces_of(names.size());  // by parameter: this rank's pieces of it
+  for (size_t k = 0; k < pieces.size(); ++k) pieces_of[pieces[k].parameter].push_back(k);
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> extents(names.size());  // by parameter: every saved piece's
+  std::vector<std::unique_ptr<ParamState>> cut(pieces.size());                    // by own piece
+  std::vector<std::unique_ptr<ParamState>> tensorless(pieces.size());  // by own piece: a state without tensors
+
+  for (size_t r = 0; r < count; ++r) {
+    for_each_saved_piece(read_part(r), r, index, device, kind, [&](size_t parameter, SavedPiece saved) {
+      extents[parameter].emplace_back(saved.begin, saved.numel);
+      for (const size_t k : pieces_of[parameter]) {
+        const ZeroPiece& own = pieces[k];
+        auto& state = cut[k];
+        if (saved.numel == 0) {
+          if (!tensorless[k]) tensorless[k] = saved.state->clone();
+          continue;
+        }
+        const int64_t first = std::max(own.begin, saved.begin);
+        const int64_t end = std::min(own.begin + own.numel, saved.begin + saved.numel);
+        if (first >= end) continue;
+        if (!state) {
+          state = saved.state->clone();
+          for (at::Tensor* slot : slots_of(*state)) {
+            if (slot->defined()) *slot = at::empty({own.numel}, slot->options());
+          }
+        }
+        const auto from = slots_of(*saved.state);
+        const auto to = slots_of(*state);
+        for (size_t s = 0; s < to.size(); ++s) {
+          if (!to[s]->defined() || !from[s]->defined()) continue;
+          to[s]->narrow(0, first - own.begin, end - first).copy_(from[s]->reshape({-1}).narrow(0, first - saved.begin, end - first));
+        }
+      }
+    });
+  }
+
+  OptimizerStates states;
+  for (size_t p = 0; p < names.size(); ++p) {
+    if (extents[p].empty()) continue;
+    check_covered(extents[p], names[p], shard.parameters()[p].second.numel());
+    for (const size_t k : pieces_of[p]) {
+      auto& state = cut[k] ? cut[k] : tensorless[k];
+      if (state) states[optimizer_state_key(states, shard.views()[k])] = std::move(state);
+    }
+  }
+  return states;
+}
+
+OptimizerStates cut_piece_states(const ZeroShard& shard, const torch::optim::Optimizer& whole) {
   const auto& saved = whole.state();
-  std::remove_const_t<std::remove_reference_t<decltype(pieces.state())>> cut;
+  OptimizerStates cut;
   for (size_t k = 0; k < shard.pieces().size(); ++k) {
     const ZeroPiece& piece = shard.pieces()[k];
     const auto found = saved.find(optimizer_state_key(saved, shard.parameters()[piece.parameter].second));
@@ -167,7 +246,7 @@ void cut_piece_states(const ZeroShard& shard, const torch::optim::Optimizer& who
     }
     cut[optimizer_state_key(cut, shard.views()[k])] = std::move(state);
   }
-  std::swap(pieces.state(), cut);
+  return cut;
 }
 
 }  // namespace accel::train

@@ -1,13 +1,17 @@
 // Optimizer state between ZeRO's pieces (train/optim/zero_optimizer.hpp) and whole parameters: a rank steps and
 // keeps the state of its pieces only, while a checkpoint is loaded by any stage and number of processes. A
 // checkpoint holds each process's pieces as that process saved them (piece_states, written by every process
-// at once, so no process holds more than its share while saving); whoever loads assembles whole parameters'
-// state from all of them (assemble_piece_states) and keeps what it steps.
+// at once, so no process holds more than its share while saving); whoever loads reads them one at a time and
+// either assembles whole parameters' state (assemble_piece_states, stage 0) or keeps the elements it steps
+// (cut_saved_pieces), so that a rank loading under ZeRO holds no more than its share and one saved part.
 #pragma once
 
 #include <torch/optim/optimizer.h>
 
+#include <functional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/named_tensors.hpp"
@@ -21,13 +25,27 @@ class ZeroShard;
 // shard.parameters(); a parameter named "" is not saved) and its first element. Not collective.
 std::string piece_states(const ZeroShard& shard, const torch::optim::Optimizer& pieces,
                          const std::vector<std::string>& names);
+// The map of per-parameter states a torch::optim optimizer holds (its key is a string in LibTorch 1.13 and a
+// parameter's address in 2.x).
+using OptimizerStates = std::remove_reference_t<decltype(std::declval<torch::optim::Optimizer&>().state())>;
+// Reads the bytes process `process` saved (piece_states'): a checkpoint hands the parts over one at a time.
+using PartReader = std::function<std::string(size_t process)>;
+
 // Replaces `whole`'s state (an optimizer of `kind` over `parameters`, by the names piece_states was given) with
-// every parameter's state assembled from the pieces of `parts` (piece_states' bytes of every process that
-// saved). A part that is not such bytes, a piece of a parameter `whole` lacks, or a parameter whose pieces do
-// not cover its elements once: Error(InvalidArgument) naming it, and `whole` is unchanged.
-void assemble_piece_states(const std::vector<std::string>& parts, const NamedTensors& parameters,
+// every parameter's state assembled from the pieces of the `count` parts (piece_states' bytes of every process
+// that saved), read one at a time. A part that is not such bytes, a piece of a parameter `whole` lacks, or a
+// parameter whose pieces do not cover its elements once: Error(InvalidArgument) naming it, and `whole` is
+// unchanged.
+void assemble_piece_states(const PartReader& read_part, size_t count, const NamedTensors& parameters,
                            torch::optim::Optimizer& whole, const std::string& kind);
-// Replaces `pieces`' state with this rank's pieces of `whole`'s (as loaded from a checkpoint).
-void cut_piece_states(const ZeroShard& shard, const torch::optim::Optimizer& whole, torch::optim::Optimizer& pieces);
+// The state of this rank's pieces (keyed by the shard's views) cut from the `count` parts directly, read one at
+// a time: no more than one part and this rank's share are held at once, whatever the number of processes that
+// saved. names: the optimizer's names of the shard's parameters (piece_states'). Tensors go to `device`.
+// The errors of assemble_piece_states.
+OptimizerStates cut_saved_pieces(const PartReader& read_part, size_t count, const ZeroShard& shard,
+                                 const std::vector<std::string>& names, const std::string& kind,
+                                 const c10::Device& device);
+// This rank's pieces of `whole`'s state (as loaded from a checkpoint), keyed by the shard's views.
+OptimizerStates cut_piece_states(const ZeroShard& shard, const torch::optim::Optimizer& whole);
 
 }  // namespace accel::train

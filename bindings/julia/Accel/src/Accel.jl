@@ -45,7 +45,7 @@ include("train_step.jl")
 include("tracking.jl")
 include("checkpoint.jl")
 
-export AccelError, Options, State, Tensor, Dataset, Loader, Batch, Dealer, Model, Output, Optimizer, Scheduler, Progress, TrainStep
+export AccelError, Options, State, Tensor, Dataset, Loader, Batch, Dealer, Model, Output, Optimizer, Scheduler, Progress, TrainStep, SavedParts
 export set!, dump_options
 export num_processes, process_index, local_process_index, num_local_processes, is_main_process,
     is_local_main_process, is_last_process, distributed_type, distributed_type_name, device,
@@ -54,7 +54,7 @@ export dtype, element_size, unsafe_array, to_dlpack, from_dlpack, delete_dlpack
 export gather, gather_bytes, reduce_across, reduce_named, broadcast_from!, reduce_scatter!, all_gather!, pad_across_processes,
     gather_for_metrics
 export split_range, split_tensor, main_process_first, local_main_process_first, send_to_device
-export safetensors_dataset, npy_dataset, num_samples, num_batches, epoch, set_epoch!, skip_first_batches!, end_of_dataloader, remainder, save_state, save_state_async, wait_for_save, load_state!, register_for_checkpointing!, checkpoint_iteration, set_checkpoint_iteration!
+export safetensors_dataset, npy_dataset, num_samples, num_batches, epoch, set_epoch!, skip_first_batches!, end_of_dataloader, remainder, save_state, save_state_async, wait_for_save, load_state!, register_for_checkpointing!, register_parts_for_checkpointing!, num_parts, read_part, checkpoint_iteration, set_checkpoint_iteration!
 export shard_dealer, iterable_dealer, dispatch_dealer, deal!, finish!
 export compute_loss
 export prepare_model!, forward, evaluate, train!, is_training, parameter_names, parameter, buffer_names,

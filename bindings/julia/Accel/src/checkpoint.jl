@@ -1,6 +1,6 @@
-# capi/accel/checkpoint.h: register_for_checkpointing!, save_state, save_state_async, wait_for_save and
-# load_state!. The objects' order is part of the checkpoint: load with the same lists, in the same order,
-# as at save.
+# capi/accel/checkpoint.h: register_for_checkpointing!, register_parts_for_checkpointing!, save_state,
+# save_state_async, wait_for_save and load_state!. The objects' order is part of the checkpoint: load with
+# the same lists, in the same order, as at save.
 
 function save_object_trampoline(sink::Ptr{accel_sink_t}, context::Ptr{Cvoid})::Cint
     callbacks = unsafe_pointer_to_objref(context)::Callbacks
@@ -38,6 +38,56 @@ end
 
 register_for_checkpointing!(state::State, name::AbstractString, save::Function, load::Function) =
     register_for_checkpointing!(save, load, state, name)
+
+"""
+The bytes every process that saved an object of [`register_parts_for_checkpointing!`](@ref) wrote, one part
+per saving process (by its rank, 0-based), lent to the object's `load` for the length of the call:
+[`num_parts`](@ref), [`read_part`](@ref).
+"""
+struct SavedParts
+    ptr::Ptr{accel_parts_t}
+end
+
+"""How many processes saved the object: its parts are 0 .. num_parts(parts) - 1."""
+num_parts(parts::SavedParts) = Int(accel_parts_count(parts.ptr))
+
+"""The bytes process `rank` (0-based) saved, copied: the library holds one part at a time, so a process
+loading its share of a large state holds only the parts it keeps. An AccelError for a rank outside
+0 .. num_parts(parts) - 1 (ACCEL_ERR_OUT_OF_RANGE) or an unreadable file (ACCEL_ERR_IO)."""
+function read_part(parts::SavedParts, rank::Integer)
+    data = Ref{Ptr{Cvoid}}(C_NULL)
+    size = Ref{Csize_t}(0)
+    @check accel_parts_read(parts.ptr, rank, data, size)
+    return size[] == 0 ? UInt8[] : copy(unsafe_wrap(Array, Ptr{UInt8}(data[]), Int(size[])))
+end
+
+function load_parts_trampoline(parts::Ptr{accel_parts_t}, context::Ptr{Cvoid})::Cint
+    callbacks = unsafe_pointer_to_objref(context)::Callbacks
+    return run_callback(() -> callbacks.functions.load(SavedParts(parts)), callbacks)
+end
+
+"""
+    register_parts_for_checkpointing!(state, name, save, load)
+
+[`register_for_checkpointing!`](@ref) for an object any number of processes can load: a state every
+process holds alike (a scheduler's), or one each process holds a share of (a ZeRO optimizer's). Saved the
+same way, one file per rank; at `load_state!` every saving process's file must exist (an AccelError naming
+a missing one, before any `load` runs), and `load(parts)` reads whichever saving process's bytes it needs
+from a [`SavedParts`](@ref), one part held at a time. So a checkpoint whose registered objects are all of
+this kind resumes on another number of processes. Otherwise as register_for_checkpointing!.
+"""
+function register_parts_for_checkpointing!(save::Function, load::Function, state::State, name::AbstractString)
+    callbacks = Callbacks((save = save, load = load))
+    save_trampoline = @cfunction(save_object_trampoline, Cint, (Ptr{accel_sink_t}, Ptr{Cvoid}))
+    load_trampoline = @cfunction(load_parts_trampoline, Cint, (Ptr{accel_parts_t}, Ptr{Cvoid}))
+    code = accel_state_register_parts_for_checkpointing(state, name, save_trampoline, load_trampoline, payload(callbacks))
+    check_callback_call(callbacks, code)
+    push!(state.registered, callbacks)
+    return nothing
+end
+
+register_parts_for_checkpointing!(state::State, name::AbstractString, save::Function, load::Function) =
+    register_parts_for_checkpointing!(save, load, state, name)
 
 """The failure a registered object's callback kept, rethrown for a save or load that it failed."""
 function check_checkpoint_call(state::State, code::Cint)

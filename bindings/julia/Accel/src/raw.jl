@@ -444,6 +444,15 @@ accel_sink_write(sink, data, size) =
     ccall((:accel_sink_write, libaccel), Cint, (Ptr{accel_sink_t}, Ptr{Cvoid}, Csize_t), sink, data, size)
 accel_state_register_for_checkpointing(state, name, save, load, payload) =
     ccall((:accel_state_register_for_checkpointing, libaccel), Cint, (Ptr{accel_state_t}, Cstring, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}), state, name, save, load, payload)
+
+"""Opaque C type `accel_parts_t`, only pointed to."""
+mutable struct accel_parts_t end
+
+accel_parts_count(parts) = ccall((:accel_parts_count, libaccel), Int64, (Ptr{accel_parts_t},), parts)
+accel_parts_read(parts, part, data, size) =
+    ccall((:accel_parts_read, libaccel), Cint, (Ptr{accel_parts_t}, Int64, Ptr{Ptr{Cvoid}}, Ptr{Csize_t}), parts, part, data, size)
+accel_state_register_parts_for_checkpointing(state, name, save, load, payload) =
+    ccall((:accel_state_register_parts_for_checkpointing, libaccel), Cint, (Ptr{accel_state_t}, Cstring, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}), state, name, save, load, payload)
 accel_state_save_state(state, directory, models, num_models, optimizers, num_optimizers, schedulers, num_schedulers, loaders, num_loaders) =
     ccall((:accel_state_save_state, libaccel), Cint, (Ptr{accel_state_t}, Cstring, Ptr{Ptr{accel_model_t}}, Csize_t, Ptr{Ptr{accel_optimizer_t}}, Csize_t, Ptr{Ptr{accel_scheduler_t}}, Csize_t, Ptr{Ptr{accel_loader_t}}, Csize_t), state, directory, models, num_models, optimizers, num_optimizers, schedulers, num_schedulers, loaders, num_loaders)
 accel_state_save_state_async(state, directory, models, num_models, optimizers, num_optimizers, schedulers, num_schedulers, loaders, num_loaders) =

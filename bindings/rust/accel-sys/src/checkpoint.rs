@@ -23,6 +23,25 @@ extern "C" {
         load: accel_load_object_fn,
         payload: *mut c_void,
     ) -> c_int;
+}
+
+opaque!(accel_parts_t);
+
+extern "C" {
+    pub fn accel_parts_count(parts: *const accel_parts_t) -> i64;
+    pub fn accel_parts_read(parts: *mut accel_parts_t, part: i64, data: *mut *const c_void, size: *mut usize) -> c_int;
+}
+
+pub type accel_load_parts_fn = Option<unsafe extern "C" fn(parts: *mut accel_parts_t, payload: *mut c_void) -> c_int>;
+
+extern "C" {
+    pub fn accel_state_register_parts_for_checkpointing(
+        state: *mut accel_state_t,
+        name: *const c_char,
+        save: accel_save_object_fn,
+        load: accel_load_parts_fn,
+        payload: *mut c_void,
+    ) -> c_int;
     pub fn accel_state_save_state(
         state: *mut accel_state_t,
         directory: *const c_char,

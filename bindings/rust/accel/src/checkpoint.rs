@@ -1,7 +1,9 @@
-//! Checkpoints (capi/accel/checkpoint.h): register_for_checkpointing, save_state (blocking or in the
-//! background) and load_state.
-use std::os::raw::{c_int, c_void};
+//! Checkpoints (capi/accel/checkpoint.h): register_for_checkpointing (and its variant for objects any
+//! number of processes can load), save_state (blocking or in the background) and load_state.
+use std::marker::PhantomData;
+use std::os::raw::{c_char, c_int, c_void};
 use std::path::Path;
+use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
 use accel_sys as sys;
@@ -24,6 +26,31 @@ pub struct Checkpointed<'a> {
     pub optimizers: &'a [&'a Optimizer],
     pub schedulers: &'a [&'a Scheduler],
     pub loaders: &'a [&'a Loader],
+}
+
+/// The bytes every process that saved an object of [`State::register_parts_for_checkpointing`] wrote,
+/// one part per saving process (by its rank), lent to the object's `load` for the length of the call.
+pub struct SavedParts<'a> {
+    ptr: NonNull<sys::accel_parts_t>,
+    _during_the_callback: PhantomData<&'a mut sys::accel_parts_t>,
+}
+
+impl SavedParts<'_> {
+    /// How many processes saved the object: its parts are 0 .. count() - 1.
+    pub fn count(&self) -> i64 {
+        unsafe { sys::accel_parts_count(self.ptr.as_ptr()) }
+    }
+
+    /// The bytes process `part` saved, borrowed until the next read: the library holds one part at a
+    /// time, so a process loading its share of a large state never holds every process's bytes at once.
+    /// ACCEL_ERR_OUT_OF_RANGE for a part outside 0 .. count(); ACCEL_ERR_IO naming an unreadable file.
+    pub fn read(&mut self, part: i64) -> Result<&[u8]> {
+        let (mut data, mut size) = (std::ptr::null(), 0);
+        check(unsafe { sys::accel_parts_read(self.ptr.as_ptr(), part, &mut data, &mut size) })?;
+        // SAFETY: data holds size bytes until the next read or the callback's return; the borrow of
+        // `self` this slice keeps ends before either.
+        Ok(if size == 0 { &[] } else { unsafe { std::slice::from_raw_parts(data as *const u8, size) } })
+    }
 }
 
 type CheckpointCall = unsafe extern "C" fn(
@@ -53,21 +80,47 @@ impl State {
         S: FnMut() -> CallbackResult<Vec<u8>> + Send + 'static,
         L: FnMut(&[u8]) -> CallbackResult<()> + Send + 'static,
     {
+        self.register(name, (save, load), |name, context| unsafe {
+            sys::accel_state_register_for_checkpointing(
+                self.as_ptr(),
+                name,
+                Some(save_trampoline::<S, L>),
+                Some(load_trampoline::<S, L>),
+                context,
+            )
+        })
+    }
+
+    /// register_for_checkpointing for an object any number of processes can load: a state every process
+    /// holds alike (a scheduler's), or one each process holds a share of (a ZeRO optimizer's). Saved the
+    /// same way, one file per rank; at load_state every saving process's file must exist (ACCEL_ERR_IO
+    /// naming a missing one, before any `load` runs), and `load` reads whichever saving process's bytes it
+    /// needs through [`SavedParts`], one part held at a time. So a checkpoint whose registered objects are
+    /// all of this kind resumes on another number of processes. Otherwise as register_for_checkpointing.
+    pub fn register_parts_for_checkpointing<S, L>(&self, name: &str, save: S, load: L) -> Result<()>
+    where
+        S: FnMut() -> CallbackResult<Vec<u8>> + Send + 'static,
+        L: FnMut(&mut SavedParts<'_>) -> CallbackResult<()> + Send + 'static,
+    {
+        self.register(name, (save, load), |name, context| unsafe {
+            sys::accel_state_register_parts_for_checkpointing(
+                self.as_ptr(),
+                name,
+                Some(save_trampoline::<S, L>),
+                Some(load_parts_trampoline::<S, L>),
+                context,
+            )
+        })
+    }
+
+    /// Registers `functions` through `call` (given the C name and the payload), then keeps them as long
+    /// as the state. `registered` is locked across the call so that its order is the library's.
+    fn register<F: Send + 'static>(&self, name: &str, functions: F, call: impl FnOnce(*const c_char, *mut c_void) -> c_int) -> Result<()> {
         let name = to_c("object name", name)?;
-        let payload = Arc::new(Payload { failures: Failures::default(), function: Mutex::new((save, load)) });
+        let payload = Arc::new(Payload { failures: Failures::default(), function: Mutex::new(functions) });
         let context = Arc::as_ptr(&payload) as *mut c_void;
         let mut registered = lock(&self.registered);
-        one_at_a_time(|| {
-            check(unsafe {
-                sys::accel_state_register_for_checkpointing(
-                    self.as_ptr(),
-                    name.as_ptr(),
-                    Some(save_trampoline::<S, L>),
-                    Some(load_trampoline::<S, L>),
-                    context,
-                )
-            })
-        })?;
+        one_at_a_time(|| check(call(name.as_ptr(), context)))?;
         registered.push(payload);
         Ok(())
     }
@@ -138,10 +191,10 @@ impl State {
     }
 }
 
+// Both kinds of object save alike: `L` is either kind's load function.
 unsafe extern "C" fn save_trampoline<S, L>(sink: *mut sys::accel_sink_t, context: *mut c_void) -> c_int
 where
     S: FnMut() -> CallbackResult<Vec<u8>> + Send + 'static,
-    L: FnMut(&[u8]) -> CallbackResult<()> + Send + 'static,
 {
     // SAFETY: context is the Payload the state keeps until it is freed.
     let payload = &*(context as *const Payload<Mutex<(S, L)>>);
@@ -161,4 +214,16 @@ where
     let payload = &*(context as *const Payload<Mutex<(S, L)>>);
     let bytes: &[u8] = if size == 0 { &[] } else { std::slice::from_raw_parts(data as *const u8, size) };
     payload.failures.run(|| (lock(&payload.function).1)(bytes))
+}
+
+unsafe extern "C" fn load_parts_trampoline<S, L>(parts: *mut sys::accel_parts_t, context: *mut c_void) -> c_int
+where
+    L: FnMut(&mut SavedParts<'_>) -> CallbackResult<()> + Send + 'static,
+{
+    // SAFETY: context is the Payload the state keeps until it is freed; parts is live during the call.
+    let payload = &*(context as *const Payload<Mutex<(S, L)>>);
+    payload.failures.run(|| {
+        let ptr = NonNull::new(parts).ok_or("the library passed no parts")?;
+        (lock(&payload.function).1)(&mut SavedParts { ptr, _during_the_callback: PhantomData })
+    })
 }

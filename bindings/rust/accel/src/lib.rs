@@ -58,7 +58,7 @@ mod train;
 mod train_step;
 pub mod version;
 
-pub use checkpoint::Checkpointed;
+pub use checkpoint::{Checkpointed, SavedParts};
 pub use collectives::Reduction;
 pub use dataset::{Dataset, ItemStream, Sample};
 pub use dealing::Dealer;

@@ -4,7 +4,9 @@ mod common;
 
 use std::fs;
 
-use accel::{compute_loss, sys, Checkpointed, Dataset, Loader, Model, Optimizer, Options, Progress, Scheduler, State, Tensor, TrainStep};
+use accel::{
+    compute_loss, sys, Checkpointed, Dataset, Loader, Model, Optimizer, Options, Progress, SavedParts, Scheduler, State, Tensor, TrainStep,
+};
 
 /// 16 samples of 4 features whose class is the index of the largest of the first 3.
 fn samples() -> (Tensor, Tensor) {
@@ -382,4 +384,35 @@ fn registered_objects_are_saved_restored_and_report_their_failures() {
     assert_eq!(error.code(), sys::ACCEL_ERR_CALLBACK);
     assert!(error.message().ends_with(": 99 cannot be saved"), "{}", error);
     assert!(!dir.join("other").exists());
+}
+
+#[test]
+fn parts_objects_load_from_the_saving_processes_bytes() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    let _one = common::one_test_at_a_time();
+    let dir = common::scratch_dir("parts");
+    let state = State::new(None).unwrap();
+    let counter = Arc::new(AtomicU64::new(7));
+    let (saved, loaded) = (counter.clone(), counter.clone());
+    state
+        .register_parts_for_checkpointing(
+            "counter",
+            move || Ok(saved.load(Ordering::SeqCst).to_le_bytes().to_vec()),
+            move |parts: &mut SavedParts| {
+                assert_eq!(parts.count(), 1);
+                let beyond = parts.read(1).err().expect("one saving process");
+                assert_eq!(beyond.code(), sys::ACCEL_ERR_OUT_OF_RANGE);
+                let mut word = [0u8; 8];
+                word.copy_from_slice(parts.read(0)?);
+                loaded.store(u64::from_le_bytes(word), Ordering::SeqCst);
+                Ok(())
+            },
+        )
+        .unwrap();
+    state.save_state(dir.join("checkpoint"), &Checkpointed::default()).unwrap();
+    assert!(dir.join("checkpoint/rank0/custom_checkpoint_counter.bin").exists());
+    counter.store(8, Ordering::SeqCst);
+    state.load_state(dir.join("checkpoint"), &Checkpointed::default()).unwrap();
+    assert_eq!(counter.load(Ordering::SeqCst), 7);
 }
