@@ -38,6 +38,22 @@ class _SinkFile:
         pass
 
 
+class _SavedParts:
+    """The bytes each process that saved a registered object wrote (accel_parts_t), during its load callback."""
+
+    def __init__(self, parts):
+        self._parts = parts
+
+    def count(self):
+        return lib.accel_parts_count(self._parts)
+
+    def read(self, part):
+        """The bytes process `part` saved."""
+        data, size = ffi.new("const void **"), ffi.new("size_t *")
+        check(lib.accel_parts_read(self._parts, part, data, size))
+        return ffi.buffer(data[0], size[0])[:]
+
+
 class CheckpointingMixin:
     """The Accelerator's save and load methods."""
 
@@ -297,16 +313,26 @@ class CheckpointingMixin:
                                         lambda data, obj=obj: obj.load_state_dict(pickle.loads(data)))
             self._custom_objects.append(obj)
 
-    def _register_bytes_object(self, name, save, load):
+    def _register_bytes_object(self, name, save, load, parts=False):
         """Registers, under name, an object every save_state and load_state carries: save(file) writes its
         bytes into a file-like object (straight into the library's copy, so an optimizer's state is held
-        once more while saving, not twice), load(bytes) restores it."""
+        once more while saving, not twice), load(bytes) restores it from this process's bytes. parts: an
+        object any number of processes can load, whose load(saved) reads the saving processes' bytes it
+        needs (saved.count(), saved.read(i))."""
         def save_callback(sink, _payload):
             save(_SinkFile(sink))
 
         def load_callback(data, size, _payload):
             load(ffi.buffer(data, size)[:])
 
-        check(lib.accel_state_register_for_checkpointing(
-            self.pointer, name.encode(), self._checkpoint_callbacks.make("accel_save_object_fn", save_callback),
-            self._checkpoint_callbacks.make("accel_load_object_fn", load_callback), ffi.NULL))
+        def load_parts_callback(saved, _payload):
+            load(_SavedParts(saved))
+
+        callbacks = self._checkpoint_callbacks
+        saving = callbacks.make("accel_save_object_fn", save_callback)
+        if parts:
+            check(lib.accel_state_register_parts_for_checkpointing(
+                self.pointer, name.encode(), saving, callbacks.make("accel_load_parts_fn", load_parts_callback), ffi.NULL))
+        else:
+            check(lib.accel_state_register_for_checkpointing(
+                self.pointer, name.encode(), saving, callbacks.make("accel_load_object_fn", load_callback), ffi.NULL))

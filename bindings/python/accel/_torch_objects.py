@@ -2,9 +2,10 @@
 (accel.torch_model), optimizers and LR schedulers (accel._torch_optim), DataLoaders (accel._torch_loader).
 Imported only once a torch object reaches the Accelerator, so numpy-only programs never load torch.
 
-The state_dicts of torch optimizers and schedulers are checkpointed as objects registered with the state
-(accel_state_register_for_checkpointing) named as Accelerate names their files: "optimizer",
-"optimizer_1", ..., "scheduler", ...; torch.save of state_dict() into rank<r>/custom_checkpoint_<name>.bin.
+The state_dicts of torch optimizers and schedulers are checkpointed as objects any number of processes can
+load (accel_state_register_parts_for_checkpointing) named as Accelerate names their files: "optimizer",
+"optimizer_1", ..., "scheduler", ...; torch.save into rank<r>/custom_checkpoint_<name>.bin (an optimizer's
+with the layout of what it steps: accel._torch_optim_state).
 """
 import io
 
@@ -110,7 +111,11 @@ class TorchObjects:
         if isinstance(optimizer, _torch_optim.AcceleratedOptimizer):
             return optimizer
         prepared = _torch_optim.AcceleratedOptimizer(optimizer, self._accelerator, zero_stage=zero_stage)
-        self._register_state_dict(prepared, "optimizer", len(self.optimizers))
+        index = len(self.optimizers)
+        # Loadable on any number of processes and at any stage (accel._torch_optim_state).
+        self._accelerator._register_bytes_object("optimizer" if index == 0 else f"optimizer_{index}",
+                                                 prepared.save_checkpoint_state, prepared.load_checkpoint_parts,
+                                                 parts=True)
         self.optimizers.append(prepared)
         return prepared
 
@@ -129,13 +134,17 @@ class TorchObjects:
         return prepared
 
     def _register_state_dict(self, obj, kind, index):
+        """obj's state_dict, the same on every process: a process loads its own rank's, or rank 0's where
+        fewer processes saved (so it resumes on any number of processes)."""
         def save(file):
             torch.save(obj.state_dict(), file)
 
-        def load(data):
+        def load(saved):
+            rank = self._accelerator.process_index
+            data = saved.read(rank if rank < saved.count() else 0)
             obj.load_state_dict(torch.load(io.BytesIO(data), map_location="cpu"))
 
-        self._accelerator._register_bytes_object(kind if index == 0 else f"{kind}_{index}", save, load)
+        self._accelerator._register_bytes_object(kind if index == 0 else f"{kind}_{index}", save, load, parts=True)
 
     def optimizer_step_was_skipped(self):
         return any(optimizer.step_was_skipped for optimizer in self.optimizers)

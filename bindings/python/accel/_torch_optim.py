@@ -12,6 +12,8 @@ import warnings
 
 import torch
 
+from . import _torch_optim_state
+
 
 class GradScaling:
     """The fp16 loss scale of one Accelerator for torch optimizers: which gradients were unscaled in the
@@ -134,6 +136,28 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
 
     def load_state_dict(self, state_dict):
         self.optimizer.load_state_dict(state_dict)
+
+    def save_checkpoint_state(self, file):
+        """save_state's bytes: state_dict() with the layout of what this process steps."""
+        torch.save(_torch_optim_state.saved_state(self, self._layout(), replicated=self._zero is None), file)
+
+    def load_checkpoint_parts(self, saved):
+        """load_state from every saving process's bytes (any number of processes, any ZeRO stage)."""
+        accelerator = self._accelerator
+        _torch_optim_state.load_parts(self, saved, accelerator.process_index, accelerator.num_processes,
+                                      self._layout())
+
+    def _layout(self):
+        if self._zero is not None:
+            stepped = self._zero.stepped()
+        else:
+            stepped = [(parameter, 0, parameter.numel(), parameter)
+                       for group in self.optimizer.param_groups for parameter in group["params"]]
+        owners = {id(owner): owner for owner in (self._accelerator._hosted_owning(entry[0]) for entry in stepped)}
+        names = {}
+        if len(owners) == 1 and None not in owners.values():
+            names = {id(parameter): name for name, parameter in next(iter(owners.values())).module.named_parameters()}
+        return _torch_optim_state.layout(names, stepped)
 
     def zero_grad(self, set_to_none=None):
         if not self._accelerator.sync_gradients:

@@ -14,8 +14,9 @@ gathers every process's updated elements. Clipping through the Accelerator share
 processes as for accel's own optimizers, and the steps are stage 0's bit for bit (the views start at
 multiples of 64 elements, where torch's elementwise kernels cut the whole parameter).
 
-state_dict() holds this process's share, as DeepSpeed's optimizer files are per process: a checkpoint
-resumes on as many processes.
+state_dict() holds this process's share, as DeepSpeed's optimizer files are per process; save_state stores
+it with the parameters' names and element runs, so a checkpoint resumes on any number of processes and at any
+stage (accel._torch_optim_state).
 """
 import torch
 
@@ -102,6 +103,10 @@ class ZeroSteps:
                 views.append(view)
                 self._pieces.append((view, parameter, begin, numel, index))
             group["params"] = views
+
+    def stepped(self):
+        """[(parameter, first element, element count, the view stepped)] in the optimizer's order."""
+        return [(parameter, begin, numel, view) for view, parameter, begin, numel, _index in self._pieces]
 
     def step(self, closure=None):
         self._closure, self._result = closure, None

@@ -86,14 +86,25 @@ def test_an_eager_module_under_zero_stages_one_to_three_ends_with_stage_zeros_we
                 assert 0.4 < ratio < 0.6, (optimizer, stage, accumulation)
 
 
-def test_a_stage_three_checkpoint_resumes_under_another_stage_and_number_of_processes(tmp_path):
+@pytest.mark.parametrize("optimizer", ["accel", "torch"])
+def test_a_stage_three_checkpoint_resumes_under_another_stage_and_number_of_processes(tmp_path, optimizer):
     """save_state of a model sharded by ZeRO stage 3 on 2 processes (its file streamed unit by unit, the rest
-    in the background) resumes under stage 0 on 1 process and under stage 3 on 3, to the weights the run
-    that never stopped reached (to 1e-6: the global batch's gradients are summed in another grouping)."""
+    in the background) resumes under stage 0 on 1 process, under stage 3 on 3 and under stage 2 on 2, to the
+    weights the run that never stopped reached (to 1e-6: the global batch's gradients are summed in another
+    grouping); with accel's SGD, and with torch's AdamW and StepLR, whose states are saved per process."""
     pytest.importorskip("torch")
-    launch(2, SCRIPTS / "zero3_resume.py", "save", 3, tmp_path)
-    for processes, stage in ((1, 0), (3, 3)):
-        assert "zero3_resume: resume" in launch(processes, SCRIPTS / "zero3_resume.py", "resume", stage, tmp_path)
+    launch(2, SCRIPTS / "zero3_resume.py", "save", 3, tmp_path, optimizer)
+    for processes, stage in ((1, 0), (3, 3), (2, 2)):
+        assert "zero3_resume: resume" in launch(processes, SCRIPTS / "zero3_resume.py", "resume", stage, tmp_path,
+                                                optimizer)
+
+
+def test_a_torch_optimizers_stage_zero_checkpoint_resumes_sharded_on_another_number_of_processes(tmp_path):
+    """A torch optimizer's state saved at stage 0 on 1 process (every process holds it whole) resumes under
+    stage 3 on 2 processes, each keeping its share, to the weights of the run that never stopped."""
+    pytest.importorskip("torch")
+    launch(1, SCRIPTS / "zero3_resume.py", "save", 0, tmp_path, "torch")
+    assert "zero3_resume: resume" in launch(2, SCRIPTS / "zero3_resume.py", "resume", 3, tmp_path, "torch")
 
 
 @pytest.mark.parametrize("reduce", ["fp32", "bf16"])

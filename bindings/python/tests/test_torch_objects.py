@@ -193,3 +193,49 @@ class Unsaveable:
 
     def load_state_dict(self, _state):
         pass
+
+
+def test_a_torch_optimizers_state_resumes_on_another_number_of_processes_unless_an_older_accel_saved_it(
+        accelerator, tmp_path):
+    """save_state stores a torch optimizer's state with its parameters' names (accel._torch_optim_state) and a
+    scheduler's as every process holds it, so a checkpoint of 2 processes (made here by copying rank 0's part)
+    loads on 1; an older accel's bare state_dict per process still loads on as many processes only."""
+    import json
+    import shutil
+    model, _, _, loader = make_objects()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+    model, optimizer, scheduler, loader = accelerator.prepare(model, optimizer, scheduler, loader)
+    for x, y in loader:
+        accelerator.backward(torch.nn.functional.mse_loss(model(x), y))
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+    saved = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}
+    folder = tmp_path / "checkpoint"
+    accelerator.save_state(folder)
+    manifest = json.loads((folder / "metadata.json").read_text())
+    manifest["world_size"] = 2
+    (folder / "metadata.json").write_text(json.dumps(manifest))
+    shutil.copytree(folder / "rank0", folder / "rank1")
+
+    optimizer.optimizer.state.clear()
+    scheduler.scheduler.last_epoch = 0
+    accelerator.load_state(folder)
+    def same_momentum():
+        loaded = optimizer.state_dict()["state"]
+        return loaded.keys() == saved["optimizer"]["state"].keys() and all(
+            torch.equal(state["momentum_buffer"], loaded[index]["momentum_buffer"])
+            for index, state in saved["optimizer"]["state"].items())
+
+    assert same_momentum()
+    assert scheduler.state_dict() == saved["scheduler"]
+    for rank in (0, 1):
+        torch.save(saved["optimizer"], folder / f"rank{rank}" / "custom_checkpoint_optimizer.bin")
+    with pytest.raises(ValueError, match="older accel on 2 processes, so it resumes on 2 processes only, not 1"):
+        accelerator.load_state(folder)
+    manifest["world_size"] = 1
+    (folder / "metadata.json").write_text(json.dumps(manifest))
+    optimizer.optimizer.state.clear()
+    accelerator.load_state(folder)
+    assert same_momentum()

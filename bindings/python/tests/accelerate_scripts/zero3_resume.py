@@ -1,9 +1,11 @@
-"""A checkpoint of ZeRO stage 3 resumed elsewhere (`zero3_resume.py PHASE STAGE DIR`): PHASE "save" trains an
-eager module 6 steps (accel's SGD with momentum) under DeepSpeedPlugin(zero_stage=STAGE), saves its state into DIR (save_state_async
-under stage 3: the model's file is streamed before the call returns, the rest written in the background),
-trains 6 more and writes rank 0's weights to DIR/expected.pt; PHASE "resume" (another stage and number of
-processes) loads DIR, trains the same 6 steps on the same global batches and must end with those weights.
-The global batch is 24 rows, split evenly over 1, 2 or 3 processes."""
+"""A checkpoint of ZeRO resumed elsewhere (`zero3_resume.py PHASE STAGE DIR [OPTIMIZER]`): PHASE "save" trains an
+eager module 6 steps under DeepSpeedPlugin(zero_stage=STAGE), saves its state into DIR (save_state_async: under
+stage 3 the model's file is streamed before the call returns, the rest written in the background), trains 6
+more and writes rank 0's weights to DIR/expected.pt; PHASE "resume" (another stage and number of processes)
+loads DIR, trains the same 6 steps on the same global batches and must end with those weights. OPTIMIZER
+"accel" (accel's SGD with momentum; the default) or "torch" (torch's AdamW and a StepLR schedule): either
+saves each process's share of the state under ZeRO, and any number of processes reads them all. The global
+batch is 24 rows, split evenly over 1, 2 or 3 processes."""
 import sys
 
 import torch
@@ -12,12 +14,19 @@ import torch.nn.functional as F
 import accel
 
 PHASE, STAGE, DIR = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-accelerator = accel.Accelerator(cpu=True, deepspeed_plugin=accel.DeepSpeedPlugin(zero_stage=STAGE))
+OPTIMIZER = sys.argv[4] if len(sys.argv) > 4 else "accel"
+# split_batches: the schedule steps once per global batch, as the batch is cut here (Accelerate's scheduler
+# otherwise steps once per process, and runs on different numbers of processes follow different schedules).
+accelerator = accel.Accelerator(cpu=True, deepspeed_plugin=accel.DeepSpeedPlugin(zero_stage=STAGE),
+                                dataloader_config=accel.DataLoaderConfiguration(split_batches=True))
 torch.manual_seed(0)
 module = torch.nn.Sequential(torch.nn.Linear(6, 131), torch.nn.ReLU(), torch.nn.Linear(131, 3))
-# accel's optimizer: each process saves its share of the state and any number of processes reads them all (a torch
-# optimizer's state_dict is per process under ZeRO, as DeepSpeed's optimizer files are).
-model, optimizer = accelerator.prepare(module, accel.OptimizerSpec("sgd", lr=0.05, momentum=0.9))
+if OPTIMIZER == "torch":
+    adamw = torch.optim.AdamW(module.parameters(), lr=0.01)
+    model, optimizer, scheduler = accelerator.prepare(module, adamw, torch.optim.lr_scheduler.StepLR(adamw, 2, 0.5))
+else:
+    model, optimizer = accelerator.prepare(module, accel.OptimizerSpec("sgd", lr=0.05, momentum=0.9))
+    scheduler = None
 rows = 24 // accelerator.num_processes
 
 
@@ -28,6 +37,8 @@ def train(first, last):
         mine = slice(accelerator.process_index * rows, (accelerator.process_index + 1) * rows)
         accelerator.backward(F.cross_entropy(model(x[mine]), y[mine]))
         optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
         optimizer.zero_grad()
 
 
@@ -47,4 +58,4 @@ else:
         expected = torch.load(f"{DIR}/expected.pt")
         differing = [name for name in expected if not torch.allclose(expected[name], weights[name], rtol=0, atol=1e-6)]
         assert differing == [], differing
-accelerator.print(f"zero3_resume: {PHASE} at stage {STAGE} on {accelerator.num_processes}: ok")
+accelerator.print(f"zero3_resume: {PHASE} at stage {STAGE} on {accelerator.num_processes} ({OPTIMIZER}): ok")
