@@ -37,6 +37,11 @@
 #      save; R is the cgroup's peak against the training run's, which counts the written files' page cache),
 #      and under the limit above, where stage 3 trained:
 #        zero-memory-torch-save-limit: optimizer=torch|accel limit_mb=L result=saved|killed
+#      then fresh stage 3 processes resume from that checkpoint (load_state; each reads the saving processes'
+#      parts one at a time and keeps its own share), without a limit and under the one above:
+#        zero-memory-torch-load: optimizer=torch|accel stage=3 peak_mb=P rss_vs_training=Q
+#        zero-memory-torch-load-limit: optimizer=torch|accel limit_mb=L result=loaded|killed
+#      (Q: the loading processes' peak resident memory, summed, against the saving run's while training)
 #   4. Stage 3's step time on the training benchmark's MLP 784-1024-1024-10 (AdamW, batch 64 per process),
 #      stage 0 and stage 3 interleaved, ZERO_STEP_ROUNDS rounds (default 5) of 100 steps, medians:
 #        zero-step-torch: stage0_ms=A stage3_ms=B stage3_vs_stage0=R   (target R <= 1.3)
@@ -85,6 +90,12 @@ run_in_group() {
 run_torch_in_group() {
   in_group "$2" accel-torch env MALLOC_MMAP_THRESHOLD_=1048576 ACCEL_LIBRARY="$LIBACCEL" "$PYTHON" \
     "$(dirname "${BASH_SOURCE[0]}")/train_torch_sharded.py" "$1" "$STEPS" 784 2048 12 10 "${@:3}"
+}
+
+# run_torch_load_in_group LIMIT_BYTES DIR OPTIMIZER: fresh stage 3 processes load_state(DIR) in_group (part 3).
+run_torch_load_in_group() {
+  in_group "$1" accel-torch-load env MALLOC_MMAP_THRESHOLD_=1048576 ACCEL_LIBRARY="$LIBACCEL" "$PYTHON" \
+    "$(dirname "${BASH_SOURCE[0]}")/train_torch_sharded.py" 3 "$STEPS" 784 2048 12 10 "$2" "$3" load
 }
 
 mb() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
@@ -137,12 +148,20 @@ measure_torch() {
   for optimizer in torch accel; do
     saved=$(mktemp -d)
     { read -r line; read -r bytes; } < <(run_torch_in_group 3 0 "$saved/checkpoint" "$optimizer")
-    rm -rf "$saved"
     [ -n "$line" ] || { echo "zero-memory: the torch module did not save at stage 3 ($optimizer)" >&2; exit 1; }
     echo "zero-memory-torch-save: optimizer=$optimizer stage=3 peak_mb=$(mb "$bytes")" \
       "peak_vs_training=$(awk -v a="$bytes" -v b="${peak[3]}" 'BEGIN { printf "%.3f", a / b }')" \
       "rss_vs_training=$(awk -v a="$(value "$line" rss_peak_kb)" -v b="$(value "$line" rss_training_kb)" \
                           'BEGIN { printf "%.3f", a / b }')"
+    local training_kb load_line
+    training_kb=$(value "$line" rss_training_kb)
+    { read -r load_line; read -r bytes; } < <(run_torch_load_in_group 0 "$saved/checkpoint" "$optimizer")
+    [ -n "$load_line" ] || { echo "zero-memory: stage 3 did not load its checkpoint ($optimizer)" >&2; exit 1; }
+    echo "zero-memory-torch-load: optimizer=$optimizer stage=3 peak_mb=$(mb "$bytes")" \
+      "rss_vs_training=$(awk -v a="$(value "$load_line" rss_load_kb)" -v b="$training_kb" 'BEGIN { printf "%.3f", a / b }')"
+    { read -r load_line; read -r bytes; } < <(run_torch_load_in_group "$limit" "$saved/checkpoint" "$optimizer")
+    echo "zero-memory-torch-load-limit: optimizer=$optimizer limit_mb=$(mb "$limit") result=$([ -n "$load_line" ] && echo loaded || echo killed)"
+    rm -rf "$saved"
     saved=$(mktemp -d)
     { read -r line; read -r bytes; } < <(run_torch_in_group 3 "$limit" "$saved/checkpoint" "$optimizer")
     rm -rf "$saved"

@@ -2,10 +2,13 @@
 under a ZeRO stage (DeepSpeedPlugin(zero_stage=STAGE): stage 3 gathers each Linear around its forward and
 backward), for bench/run_zero_memory.sh's stage 3 rows and step times.
 
-usage: train_torch_sharded.py STAGE STEPS IN WIDTH DEPTH OUT [SAVE_DIR [OPTIMIZER]]
+usage: train_torch_sharded.py STAGE STEPS IN WIDTH DEPTH OUT [SAVE_DIR [OPTIMIZER [load]]]
 OPTIMIZER: torch (torch.optim.AdamW, the default) or accel (accel.OptimizerSpec("adamw"), the library's).
 With SAVE_DIR, accelerator.save_state(SAVE_DIR) after the steps (the checkpoint's memory, part 3 of
-run_zero_memory.sh). Rank 0 prints one line:
+run_zero_memory.sh); with "load" after it, nothing is trained: the fresh processes prepare the model and
+load_state(SAVE_DIR) (a resumed run's first call), and rank 0 prints
+  accel-torch-load stage=S rss_load_kb=L
+L: the processes' peak resident memory after the load, summed over them. Otherwise rank 0 prints one line:
   accel-torch stage=S step_ms=T parameter_bytes=P optimizer_state_bytes=O rss_training_kb=R rss_peak_kb=Q
 step_ms: the median step (forward, backward, AdamW) after 3 warm-up steps; parameter_bytes: what this
 process holds of the parameters between steps (torch's storage plus, under stage 3, its share in the
@@ -35,9 +38,11 @@ WARMUP = 3
 
 
 def main() -> int:
-    use_accel_optimizer = len(sys.argv) == 9 and sys.argv[8] == "accel"
-    if (len(sys.argv) not in (7, 8, 9) or not all(value.isdigit() for value in sys.argv[1:7])
-            or (len(sys.argv) == 9 and sys.argv[8] not in ("torch", "accel"))):
+    use_accel_optimizer = len(sys.argv) >= 9 and sys.argv[8] == "accel"
+    loading = len(sys.argv) == 10 and sys.argv[9] == "load"
+    if (len(sys.argv) not in (7, 8, 9, 10) or not all(value.isdigit() for value in sys.argv[1:7])
+            or (len(sys.argv) >= 9 and sys.argv[8] not in ("torch", "accel"))
+            or (len(sys.argv) == 10 and not loading)):
         print(__doc__.strip().splitlines()[3], file=sys.stderr)
         return 2
     stage, steps, inputs, width, depth, outputs = (int(value) for value in sys.argv[1:7])
@@ -51,6 +56,13 @@ def main() -> int:
     spec = (accel.OptimizerSpec("adamw", lr=1e-4) if use_accel_optimizer
             else torch.optim.AdamW(module.parameters(), lr=1e-4))
     model, optimizer = accelerator.prepare(module, spec)
+    if loading:
+        accelerator.load_state(sys.argv[7])
+        rss = accelerator.reduce(torch.tensor([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]), reduction="sum")
+        if accelerator.is_main_process:
+            print(f"accel-torch-load stage={stage} rss_load_kb={int(rss[0])}", flush=True)
+        accelerator.end_training()
+        return 0
     generator = torch.Generator().manual_seed(1 + accelerator.process_index)
     hosted = accelerator._hosted_owning(next(module.parameters()))
     units = getattr(hosted, "_units", [])
