@@ -100,6 +100,12 @@ ACCEL_API int64_t accel_parts_count(const accel_parts_t *parts);
  * Thread safety: the thread running the callback. */
 ACCEL_API ACCEL_NODISCARD int accel_parts_read(accel_parts_t *parts, int64_t part, const void **data, size_t *size);
 
+/* Drops the part last read (the pointer accel_parts_read gave becomes invalid), so that a caller that has
+ * copied or parsed it does not hold it twice while loading. Nothing read: nothing to drop.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT (parts); ACCEL_ERR_INVALID_ARGUMENT (not a live handle).
+ * Thread safety: the thread running the callback. */
+ACCEL_API ACCEL_NODISCARD int accel_parts_release(accel_parts_t *parts);
+
 /* Restores the object from the parts it reads from `parts` (any of them, in any order, as often as it
  * needs). 0 for success, anything else fails the load with ACCEL_ERR_CALLBACK naming the object. */
 typedef int (*accel_load_parts_fn)(accel_parts_t *parts, void *payload);

@@ -129,13 +129,19 @@ extern "C" int64_t accel_parts_count(const accel_parts_t* parts) {
   return read_handle<int64_t>(__func__, parts, 0, [](const accel_parts& p) { return p.parts->count(); });
 }
 
+extern "C" int accel_parts_release(accel_parts_t* parts) {
+  return guarded(__func__, [&] {
+    require(parts, "parts");
+    std::string().swap(parts->current);
+  });
+}
+
 extern "C" int accel_parts_read(accel_parts_t* parts, int64_t part, const void** data, size_t* size) {
   return guarded(__func__, [&] {
     require(parts, "parts");
     require(data, "data");
     require(size, "size");
-    parts->current.clear();
-    parts->current.shrink_to_fit();
+    std::string().swap(parts->current);
     parts->current = parts->parts->read(part);
     *data = parts->current.data();
     *size = parts->current.size();

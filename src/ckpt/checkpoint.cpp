@@ -95,13 +95,23 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
   for (size_t i = 0; i < objects.optimizers.size(); ++i) {
     // Saved under ZeRO by every process: whoever loads reads every part (any stage, any number of processes),
     // one at a time.
+    const std::string entry = states_entry(kOptimizerPartEntry, i);
+    const auto part_path = [&](size_t rank) {
+      return join_path(join_path(directory, rank_directory(static_cast<int64_t>(rank))), kStatesFile);
+    };
     const auto read_part = [&](size_t rank) {
-      const std::string part_path = join_path(join_path(directory, rank_directory(static_cast<int64_t>(rank))), kStatesFile);
-      const formats::SafetensorsFile part(part_path);
-      return view_bytes(part, states_entry(kOptimizerPartEntry, i), part_path);
+      const formats::SafetensorsFile part(part_path(rank));
+      return view_bytes(part, entry, part_path(rank));
+    };
+    // Its header only: the file's pages are not read.
+    const auto read_index = [&](size_t rank) -> std::optional<std::string> {
+      const formats::SafetensorsFile part(part_path(rank));
+      const auto listed = part.metadata().find(entry);
+      return listed == part.metadata().end() ? std::nullopt : std::optional<std::string>(listed->second);
     };
     loaded.optimizers.push_back(objects.optimizers[i]->optimizer().read_state(
-        view_bytes(shared, states_entry("optimizer", i), shared_path), read_part, static_cast<size_t>(manifest.world_size)));
+        view_bytes(shared, states_entry("optimizer", i), shared_path), read_part, static_cast<size_t>(manifest.world_size),
+        read_index));
   }
   for (size_t i = 0; i < objects.schedulers.size(); ++i) {
     loaded.schedulers.push_back(view_bytes(shared, states_entry("scheduler", i), shared_path));

@@ -8,7 +8,8 @@
 //                                    (main process; they are the same on every rank; under ZeRO an
 //                                    optimizer's holds its group options only)
 //   rank<r>/states.safetensors       loader.<i> and rng.<generator>: what differs between ranks; under
-//                                    ZeRO optimizer_part.<i>, the state of what the rank stepped
+//                                    ZeRO optimizer_part.<i>, the state of what the rank stepped, with its
+//                                    index under the same key in __metadata__ (train/optim/zero_state.hpp)
 //   rank<r>/custom_checkpoint_<name>.bin  each registered object's bytes, as its save function gave them
 // Keeping the opaque archives inside safetensors files gives every file one format whose reader detects
 // truncation, so loading can refuse a damaged checkpoint before touching anything.

@@ -90,9 +90,11 @@ CheckpointSnapshot take_snapshot(const std::shared_ptr<distributed::State>& stat
   for (size_t i = 0; i < objects.optimizers.size(); ++i) {
     const train::Optimizer& optimizer = objects.optimizers[i]->optimizer();
     if (snapshot.rank != 0 && optimizer.zero_shard() == nullptr) continue;
-    auto [shared, own] = optimizer.save_state_per_process();
+    auto [shared, own, own_index] = optimizer.save_state_per_process();
     if (optimizer.zero_shard() != nullptr) {
-      snapshot.rank_states.emplace_back(states_entry(kOptimizerPartEntry, i), bytes_tensor(std::move(own)));
+      const std::string entry = states_entry(kOptimizerPartEntry, i);
+      snapshot.rank_states.emplace_back(entry, bytes_tensor(std::move(own)));
+      if (!own_index.empty()) snapshot.rank_metadata.emplace(entry, std::move(own_index));
     }
     optimizer_states.push_back(std::move(shared));
   }
@@ -122,7 +124,7 @@ CheckpointSnapshot take_snapshot(const std::shared_ptr<distributed::State>& stat
 void write_snapshot(const CheckpointSnapshot& snapshot, const std::string& directory) {
   const std::string own = join_path(directory, rank_directory(snapshot.rank));
   create_directories(own);
-  formats::write_safetensors(join_path(own, kStatesFile), snapshot.rank_states);
+  formats::write_safetensors(join_path(own, kStatesFile), snapshot.rank_states, snapshot.rank_metadata);
   for (const auto& [name, bytes] : snapshot.custom_files) {
     AtomicFile file(join_path(own, name));
     file.write(bytes.data(), bytes.size());

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +29,8 @@ struct CheckpointSnapshot {
   // This rank's part: loader positions and random generator states, and each registered object's bytes
   // under its file name.
   NamedTensors rank_states;
+  // The __metadata__ of this rank's states file: the index of each ZeRO optimizer's part, by its entry.
+  std::map<std::string, std::string> rank_metadata;
   std::vector<std::pair<std::string, std::string>> custom_files;
 };
 

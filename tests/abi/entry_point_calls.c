@@ -1579,6 +1579,24 @@ static int call_wrong_kind_accel_parts_read(const struct entry_arguments *a) {
   if (code == ACCEL_OK) { fprintf(stderr, "accel_parts_read (wrong_kind) returned ACCEL_OK\n"); return 1; }
   return 0;
 }
+static int call_null_accel_parts_release(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_parts_release(NULL);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_parts_release (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_parts_release(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_parts_release((accel_parts_t *)a->garbage);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_parts_release (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_parts_release(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_parts_release((accel_parts_t *)a->progress);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_parts_release (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
 static int call_null_accel_progress_free(const struct entry_arguments *a) {
   (void)a;
   accel_progress_free(NULL);
@@ -3988,6 +4006,9 @@ const struct entry_point entry_points[] = {
   {"accel_parts_read", "null", call_null_accel_parts_read},
   {"accel_parts_read", "garbage", call_garbage_accel_parts_read},
   {"accel_parts_read", "wrong_kind", call_wrong_kind_accel_parts_read},
+  {"accel_parts_release", "null", call_null_accel_parts_release},
+  {"accel_parts_release", "garbage", call_garbage_accel_parts_release},
+  {"accel_parts_release", "wrong_kind", call_wrong_kind_accel_parts_release},
   {"accel_progress_free", "null", call_null_accel_progress_free},
   {"accel_progress_free", "garbage", call_garbage_accel_progress_free},
   {"accel_progress_free", "wrong_kind", call_wrong_kind_accel_progress_free},

@@ -178,6 +178,7 @@ int load_parts_counter(accel_parts_t* parts, void* payload) {
     if (accel_parts_read(parts, part, &data, &size) != ACCEL_OK || size != sizeof(int64_t)) return 3;
     int64_t value = 0;
     std::memcpy(&value, data, size);
+    if (accel_parts_release(parts) != ACCEL_OK) return 4;
     sum += value;
   }
   counter->value = sum;
@@ -263,6 +264,7 @@ TEST_F(CheckpointCapi, APartsObjectReadsEverySavingProcesssBytesOnAnyNumberOfPro
   const void* data = nullptr;
   size_t size = 0;
   EXPECT_EQ(accel_parts_read(nullptr, 0, &data, &size), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_parts_release(nullptr), ACCEL_ERR_NULL_ARGUMENT);
   EXPECT_EQ(accel_state_register_parts_for_checkpointing(state, "other", save_parts_counter, nullptr, &counter),
             ACCEL_ERR_NULL_ARGUMENT);
   EXPECT_EQ(accel_state_register_parts_for_checkpointing(state, "shares", save_parts_counter, load_parts_counter, &counter),

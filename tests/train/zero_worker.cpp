@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -186,10 +187,14 @@ TEST(Zero, EachRankSavesItsOwnPiecesOfTheState) {
   EXPECT_LT(static_cast<int64_t>(saved.own.size()), own_state + (1 << 16)) << "a rank's part is about its own state";
 
   std::vector<std::string> parts;
+  std::vector<std::string> indexes;
   for (int32_t source = 0; source < world(); ++source) {
     std::string bytes = source == rank() ? saved.own : std::string();
+    std::string index = source == rank() ? saved.own_index : std::string();
     distributed::broadcast_bytes(*state, bytes, source);
+    distributed::broadcast_bytes(*state, index, source);
     parts.push_back(std::move(bytes));
+    indexes.push_back(std::move(index));
   }
   {
     at::NoGradGuard no_grad;
@@ -211,6 +216,18 @@ TEST(Zero, EachRankSavesItsOwnPiecesOfTheState) {
   const std::string before = optimizer.save_state_per_process().own;
   EXPECT_EQ(before, saved.own) << "the pieces cut from every rank's parts";
   EXPECT_EQ(optimizer.state_bytes(), own_state);
+  // With the parts' indexes, a rank of the same split reads its own part only.
+  std::vector<size_t> read;
+  optimizer.load_state(optimizer.read_state(
+      saved.shared, [&](size_t process) { read.push_back(process); return parts[process]; }, parts.size(),
+      [&](size_t process) { return std::optional<std::string>(indexes[process]); }));
+  EXPECT_EQ(read, std::vector<size_t>{static_cast<size_t>(rank())});
+  EXPECT_EQ(optimizer.save_state_per_process().own, saved.own) << "the pieces cut from this rank's part";
+  indexes[rank()] = "0 x damaged";
+  expect_error(Code::InvalidArgument, "its piece index is damaged", [&] {
+    optimizer.read_state(saved.shared, [&](size_t process) { return parts[process]; }, parts.size(),
+                         [&](size_t process) { return std::optional<std::string>(indexes[process]); });
+  });
   expect_error(Code::InvalidArgument, "once (a process's part is missing or repeated)",
                [&] { optimizer.load_state(saved.shared, {saved.own}); });
   expect_error(Code::InvalidArgument, "no process's part was given", [&] { optimizer.load_state(saved.shared); });

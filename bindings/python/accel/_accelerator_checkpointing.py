@@ -48,10 +48,13 @@ class _SavedParts:
         return lib.accel_parts_count(self._parts)
 
     def read(self, part):
-        """The bytes process `part` saved."""
+        """The bytes process `part` saved (copied: the library's copy is dropped at once, so that one part is
+        not held twice while it is parsed)."""
         data, size = ffi.new("const void **"), ffi.new("size_t *")
         check(lib.accel_parts_read(self._parts, part, data, size))
-        return ffi.buffer(data[0], size[0])[:]
+        copied = ffi.buffer(data[0], size[0])[:]
+        check(lib.accel_parts_release(self._parts))
+        return copied
 
 
 class CheckpointingMixin:

@@ -297,6 +297,7 @@ int accel_state_register_for_checkpointing(accel_state_t *state, const char *nam
 typedef struct accel_parts accel_parts_t;
 int64_t accel_parts_count(const accel_parts_t *parts);
 int accel_parts_read(accel_parts_t *parts, int64_t part, const void **data, size_t *size);
+int accel_parts_release(accel_parts_t *parts);
 typedef int (*accel_load_parts_fn)(accel_parts_t *parts, void *payload);
 int accel_state_register_parts_for_checkpointing(accel_state_t *state, const char *name, accel_save_object_fn save, accel_load_parts_fn load, void *payload);
 int accel_state_save_state(accel_state_t *state, const char *directory, accel_model_t *const *models, size_t num_models, accel_optimizer_t *const *optimizers, size_t num_optimizers, accel_scheduler_t *const *schedulers, size_t num_schedulers, accel_loader_t *const *loaders, size_t num_loaders);

@@ -460,7 +460,7 @@ std::string Optimizer::save_state() const {
   if (!impl_->zero) return impl_->own_state();
   // Every rank's pieces assembled into whole parameters' state, saved, then dropped again.
   try {
-    const auto parts = impl_->zero->gather_bytes(piece_states(*impl_->zero, *impl_->pieces, impl_->shard_names()));
+    const auto parts = impl_->zero->gather_bytes(piece_states(*impl_->zero, *impl_->pieces, impl_->shard_names()).bytes);
     assemble_piece_states([&](size_t process) { return parts[process]; }, parts.size(), impl_->named_parameters(),
                           *impl_->optimizer, impl_->kind);
     const std::string whole = impl_->own_state();
@@ -475,9 +475,10 @@ std::string Optimizer::save_state() const {
 Optimizer::PerProcessState Optimizer::save_state_per_process() const {
   impl_->refuse_if_external("save_state");
   if (impl_->capturable) impl_->capturable->write_back();
-  if (!impl_->zero) return {impl_->own_state(), std::string()};
+  if (!impl_->zero) return {impl_->own_state(), std::string(), std::string()};
   // Under ZeRO the whole parameters' optimizer holds no per-parameter state: its archive is the options.
-  return {impl_->own_state(/*per_process=*/true), piece_states(*impl_->zero, *impl_->pieces, impl_->shard_names())};
+  auto own = piece_states(*impl_->zero, *impl_->pieces, impl_->shard_names());
+  return {impl_->own_state(/*per_process=*/true), std::move(own.bytes), std::move(own.index)};
 }
 
 struct Optimizer::PendingState::Impl {
@@ -497,7 +498,8 @@ void Optimizer::load_state(const std::string& shared, const std::vector<std::str
   load_state(read_state(shared, [&](size_t process) { return process_parts[process]; }, process_parts.size()));
 }
 
-Optimizer::PendingState Optimizer::read_state(const std::string& shared, const PartReader& read_part, size_t num_parts) {
+Optimizer::PendingState Optimizer::read_state(const std::string& shared, const PartReader& read_part, size_t num_parts,
+                                              const PartIndexReader& read_index) {
   impl_->refuse_if_external("load_state");
   // Saved state tensors go where the parameters are (Accelerate moves them to the device as well).
   const c10::Device device = parameters().front().device();
@@ -513,7 +515,8 @@ Optimizer::PendingState Optimizer::read_state(const std::string& shared, const P
   impl_->set_aside_while([&] {
     // Under ZeRO the per-process parts are cut as they are read, never assembled whole.
     if (per_process && impl_->zero) {
-      pending.impl_->states = cut_saved_pieces(read_part, num_parts, *impl_->zero, impl_->shard_names(), impl_->kind, device);
+      pending.impl_->states =
+          cut_saved_pieces(read_part, num_parts, *impl_->zero, impl_->shard_names(), impl_->kind, device, read_index);
       return;
     }
     impl_->optimizer->load(archive);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -105,6 +106,7 @@ class Optimizer {
   struct PerProcessState {
     std::string shared;
     std::string own;
+    std::string own_index;  // what `own` holds, readable without parsing it (train/optim/zero_state.hpp)
   };
   PerProcessState save_state_per_process() const;
   // load_state() from save_state_per_process()'s bytes: `shared` and the `own` of every process that saved
@@ -129,11 +131,15 @@ class Optimizer {
   };
   // Reads the part process `process` saved (save_state_per_process()'s `own`).
   using PartReader = std::function<std::string(size_t process)>;
+  // Reads the `own_index` process `process` saved with it, std::nullopt where there is none.
+  using PartIndexReader = std::function<std::optional<std::string>(size_t process)>;
   // load_state(shared, process_parts)'s reading and checks, the `num_parts` parts read one at a time through
   // read_part and dropped once used: under ZeRO this rank keeps only its pieces' elements, so it holds its
-  // share and one saved part at most, whatever the number of processes that saved. The optimizer is unchanged
-  // (its state is set aside while torch::optim parses the archive, and put back). Not thread-safe.
-  PendingState read_state(const std::string& shared, const PartReader& read_part, size_t num_parts);
+  // share and one saved part at most, whatever the number of processes that saved, and with read_index it
+  // reads only the parts that hold some of them. The optimizer is unchanged (its state is set aside while
+  // torch::optim parses the archive, and put back). Not thread-safe.
+  PendingState read_state(const std::string& shared, const PartReader& read_part, size_t num_parts,
+                          const PartIndexReader& read_index = {});
   void load_state(PendingState state);
 
   // ZeRO (train/optim/zero_optimizer.hpp), attached once after construction: step() then steps this rank's

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <sstream>
 #include <tuple>
 #include <type_traits>
 #include <unordered_map>
@@ -119,6 +121,30 @@ bool check_covered(std::vector<std::pair<int64_t, int64_t>> extents, const std::
   return has_tensors;
 }
 
+// A piece as a part's index lists it (piece_states').
+struct IndexedPiece {
+  int64_t begin;
+  int64_t numel;
+  std::string name;
+};
+
+std::vector<IndexedPiece> parse_piece_index(const std::string& index, size_t process) {
+  std::vector<IndexedPiece> pieces;
+  std::istringstream lines(index);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    IndexedPiece piece{-1, -1, {}};
+    fields >> piece.begin >> piece.numel;
+    if (!fields || piece.begin < 0 || piece.numel < 0 || fields.get() != ' ') {
+      fail(Code::InvalidArgument, "optimizer state of process " + std::to_string(process) + ": its piece index is damaged ('" + line + "')");
+    }
+    std::getline(fields, piece.name);
+    pieces.push_back(std::move(piece));
+  }
+  return pieces;
+}
+
 std::unordered_map<std::string, size_t> index_of_names(const std::vector<std::string>& names) {
   std::unordered_map<std::string, size_t> index;
   for (size_t i = 0; i < names.size(); ++i) {
@@ -129,25 +155,29 @@ std::unordered_map<std::string, size_t> index_of_names(const std::vector<std::st
 
 }  // namespace
 
-std::string piece_states(const ZeroShard& shard, const torch::optim::Optimizer& pieces,
-                         const std::vector<std::string>& names) {
+SavedPieces piece_states(const ZeroShard& shard, const torch::optim::Optimizer& pieces, const std::vector<std::string>& names) {
   const auto& own = pieces.state();
   torch::serialize::OutputArchive archive;
   c10::List<std::string> saved_names;
   std::vector<int64_t> saved_begins;
+  std::string index;
+  bool indexable = true;
   for (size_t k = 0; k < shard.pieces().size(); ++k) {
     const ZeroPiece& piece = shard.pieces()[k];
     const auto found = own.find(optimizer_state_key(own, shard.views()[k]));
-    if (found == own.end() || names[piece.parameter].empty()) continue;
+    const std::string& name = names[piece.parameter];
+    if (found == own.end() || name.empty()) continue;
     torch::serialize::OutputArchive saved;
     found->second->serialize(saved);
     archive.write(piece_key(saved_begins.size()), saved);
-    saved_names.push_back(names[piece.parameter]);
+    saved_names.push_back(name);
     saved_begins.push_back(piece.begin);
+    indexable = indexable && name.find('\n') == std::string::npos;
+    index += std::to_string(piece.begin) + " " + std::to_string(state_numel(*found->second)) + " " + name + "\n";
   }
   archive.write(kPieceNames, c10::IValue(saved_names));
   archive.write(kPieceBegins, c10::IValue(saved_begins));
-  return archive_bytes(archive);
+  return {archive_bytes(archive), indexable ? index : std::string()};
 }
 
 void assemble_piece_states(const PartReader& read_part, size_t count, const NamedTensors& parameters,
@@ -183,7 +213,7 @@ void assemble_piece_states(const PartReader& read_part, size_t count, const Name
 
 OptimizerStates cut_saved_pieces(const PartReader& read_part, size_t count, const ZeroShard& shard,
                                  const std::vector<std::string>& names, const std::string& kind,
-                                 const c10::Device& device) {
+                                 const c10::Device& device, const PartIndexReader& read_index) {
   const auto index = index_of_names(names);
   const auto& pieces = shard.pieces();
   std::vector<std::vector<size_t>> pieces_of(names.size());  // by parameter: this rank's pieces of it
@@ -192,7 +222,31 @@ OptimizerStates cut_saved_pieces(const PartReader& read_part, size_t count, cons
   std::vector<std::unique_ptr<ParamState>> cut(pieces.size());                    // by own piece
   std::vector<std::unique_ptr<ParamState>> tensorless(pieces.size());  // by own piece: a state without tensors
 
+  // Whether a piece a part lists holds anything of this rank's pieces (a state without tensors: any of them).
+  const auto wanted = [&](size_t parameter, int64_t begin, int64_t numel) {
+    return std::any_of(pieces_of[parameter].begin(), pieces_of[parameter].end(), [&](size_t k) {
+      return numel == 0 || (std::max(pieces[k].begin, begin) < std::min(pieces[k].begin + pieces[k].numel, begin + numel));
+    });
+  };
   for (size_t r = 0; r < count; ++r) {
+    const std::optional<std::string> listed = read_index ? read_index(r) : std::nullopt;
+    if (listed && !listed->empty()) {
+      std::vector<std::pair<size_t, IndexedPiece>> found;
+      for (IndexedPiece& piece : parse_piece_index(*listed, r)) {
+        const auto parameter = index.find(piece.name);
+        if (parameter == index.end()) {
+          fail(Code::InvalidArgument, "optimizer state of process " + std::to_string(r) + " holds a piece of '" +
+                                          piece.name + "', which this optimizer does not have");
+        }
+        found.emplace_back(parameter->second, std::move(piece));
+      }
+      const bool needed = std::any_of(found.begin(), found.end(),
+                                      [&](const auto& entry) { return wanted(entry.first, entry.second.begin, entry.second.numel); });
+      if (!needed) {
+        for (const auto& [parameter, piece] : found) extents[parameter].emplace_back(piece.begin, piece.numel);
+        continue;
+      }
+    }
     for_each_saved_piece(read_part(r), r, index, device, kind, [&](size_t parameter, SavedPiece saved) {
       extents[parameter].emplace_back(saved.begin, saved.numel);
       for (const size_t k : pieces_of[parameter]) {

@@ -58,7 +58,9 @@ function read_part(parts::SavedParts, rank::Integer)
     data = Ref{Ptr{Cvoid}}(C_NULL)
     size = Ref{Csize_t}(0)
     @check accel_parts_read(parts.ptr, rank, data, size)
-    return size[] == 0 ? UInt8[] : copy(unsafe_wrap(Array, Ptr{UInt8}(data[]), Int(size[])))
+    copied = size[] == 0 ? UInt8[] : copy(unsafe_wrap(Array, Ptr{UInt8}(data[]), Int(size[])))
+    @check accel_parts_release(parts.ptr)  # copied: the library's copy need not be held as well
+    return copied
 end
 
 function load_parts_trampoline(parts::Ptr{accel_parts_t}, context::Ptr{Cvoid})::Cint

@@ -451,6 +451,7 @@ mutable struct accel_parts_t end
 accel_parts_count(parts) = ccall((:accel_parts_count, libaccel), Int64, (Ptr{accel_parts_t},), parts)
 accel_parts_read(parts, part, data, size) =
     ccall((:accel_parts_read, libaccel), Cint, (Ptr{accel_parts_t}, Int64, Ptr{Ptr{Cvoid}}, Ptr{Csize_t}), parts, part, data, size)
+accel_parts_release(parts) = ccall((:accel_parts_release, libaccel), Cint, (Ptr{accel_parts_t},), parts)
 accel_state_register_parts_for_checkpointing(state, name, save, load, payload) =
     ccall((:accel_state_register_parts_for_checkpointing, libaccel), Cint, (Ptr{accel_state_t}, Cstring, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}), state, name, save, load, payload)
 accel_state_save_state(state, directory, models, num_models, optimizers, num_optimizers, schedulers, num_schedulers, loaders, num_loaders) =

@@ -30,6 +30,7 @@ opaque!(accel_parts_t);
 extern "C" {
     pub fn accel_parts_count(parts: *const accel_parts_t) -> i64;
     pub fn accel_parts_read(parts: *mut accel_parts_t, part: i64, data: *mut *const c_void, size: *mut usize) -> c_int;
+    pub fn accel_parts_release(parts: *mut accel_parts_t) -> c_int;
 }
 
 pub type accel_load_parts_fn = Option<unsafe extern "C" fn(parts: *mut accel_parts_t, payload: *mut c_void) -> c_int>;

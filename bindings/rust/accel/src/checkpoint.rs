@@ -51,6 +51,12 @@ impl SavedParts<'_> {
         // `self` this slice keeps ends before either.
         Ok(if size == 0 { &[] } else { unsafe { std::slice::from_raw_parts(data as *const u8, size) } })
     }
+
+    /// Drops the part last read, once it is parsed or copied, so that it is not held twice while the
+    /// object loads (the borrow `read` gave has ended by then).
+    pub fn release(&mut self) -> Result<()> {
+        check(unsafe { sys::accel_parts_release(self.ptr.as_ptr()) })
+    }
 }
 
 type CheckpointCall = unsafe extern "C" fn(

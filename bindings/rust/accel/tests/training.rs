@@ -405,6 +405,7 @@ fn parts_objects_load_from_the_saving_processes_bytes() {
                 assert_eq!(beyond.code(), sys::ACCEL_ERR_OUT_OF_RANGE);
                 let mut word = [0u8; 8];
                 word.copy_from_slice(parts.read(0)?);
+                parts.release()?;
                 loaded.store(u64::from_le_bytes(word), Ordering::SeqCst);
                 Ok(())
             },
