@@ -5,12 +5,13 @@
 #                                                receives zero_deep_mlp.pt (build/bench)
 # A deep MLP 784-2048x12-10 (bench/make_deep_mlp.py: 47.8 M parameters, 191 MB of fp32, gradient buckets of
 # two layers), AdamW, batch 64 per process, trained by
-# bench/train_accel.c on 2 processes under zero_stage 0, 1 and 2, each run in a memory cgroup of its own:
+# bench/train_accel.c on 2 processes under zero_stage 0, 1, 2 and 3 (the TorchScript nn.Sequential run a
+# child at a time under 3, each Linear a unit), each run in a memory cgroup of its own:
 #   1. without a limit: the peak memory of the two processes together (the cgroup's max_usage_in_bytes,
 #      page cache and shared-memory segments included) and each rank's optimizer_state_bytes and
 #      gradient_bytes, one line per stage:
 #        zero-memory: malloc=M stage=S peak_mb=P optimizer_state_mb=O gradient_mb=G step_ms=T
-#   2. with a limit halfway between stage 2's peak and stage 0's, stage 0 and then stage 2 again:
+#   2. with a limit halfway between stage 2's peak and stage 0's, stage 0, then stages 2 and 3 again:
 #        zero-memory-limit: malloc=M limit_mb=L stage=S result=trained|killed
 #      (killed: the kernel's OOM killer ended a rank, which accel launch reports).
 # Both twice: with glibc's malloc as it comes (malloc=default) and with a fixed mmap threshold
@@ -105,7 +106,7 @@ measure() {
   local name=$1 stage line bytes limit
   shift
   local -A peak
-  for stage in 0 1 2; do
+  for stage in 0 1 2 3; do
     { read -r line; read -r bytes; } < <(run_in_group "$stage" 0 "$@")
     [ -n "$line" ] || { echo "zero-memory: stage $stage did not train" >&2; exit 1; }
     peak[$stage]=$bytes
@@ -114,7 +115,7 @@ measure() {
       "step_ms=$(value "$line" step_ms)"
   done
   limit=$(( (peak[0] + peak[2]) / 2 ))
-  for stage in 0 2; do
+  for stage in 0 2 3; do
     { read -r line; read -r bytes; } < <(run_in_group "$stage" "$limit" "$@")
     echo "zero-memory-limit: malloc=$name limit_mb=$(mb "$limit") stage=$stage result=$([ -n "$line" ] && echo trained || echo killed)"
   done

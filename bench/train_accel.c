@@ -3,7 +3,7 @@
  *
  *   train_accel MODEL [steps] [warmup] [profile] [serve] [graph] [grad_compression=no|bf16|fp16]
  *               [checkpoint_every=N checkpoint=blocking|background checkpoint_dir=DIR]
- *               [optimizer=sgd|adamw] [zero_stage=0|1|2]
+ *               [optimizer=sgd|adamw] [zero_stage=0|1|2|3]
  *
  * Run directly for one process, through `accel launch --nproc-per-node 2 --cpu` for two; bench/run_gpu.sh
  * runs it on one GPU as well. The device and the mixed precision are the state's (its own choice, or
@@ -339,7 +339,7 @@ int main(int argc, char **argv) {
   usage |= run.checkpoint_every > 0 && run.checkpoint_dir == NULL;
   if (usage) {
     fprintf(stderr, "usage: train_accel MODEL [steps >= 1] [warmup >= 1] [profile] [serve] [graph] [grad_compression=no|bf16|fp16] "
-                    "[checkpoint_every=N >= 1 checkpoint=blocking|background checkpoint_dir=DIR] [optimizer=sgd|adamw] [zero_stage=0|1|2]\n");
+                    "[checkpoint_every=N >= 1 checkpoint=blocking|background checkpoint_dir=DIR] [optimizer=sgd|adamw] [zero_stage=0|1|2|3]\n");
     return 2;
   }
   check(accel_state_new(&run.state, NULL), "accel_state_new");

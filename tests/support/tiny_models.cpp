@@ -38,6 +38,26 @@ std::string saved_mlp(torch::jit::Module module, const std::string& path) {
 
 std::string mlp(const std::string& path, int seed) { return saved_mlp(mlp_module(seed), path); }
 
+std::string chain_mlp(const std::string& path, int seed) {
+  torch::manual_seed(seed);
+  const auto layer = [](const std::string& type, int64_t in, int64_t out) {
+    torch::jit::Module module(type);
+    module.register_parameter("weight", parameter(torch::randn({in, out}) * 0.3), false);
+    module.register_parameter("bias", parameter(torch::randn({out}) * 0.1), false);
+    module.define("def forward(self, x):\n  return torch.matmul(x, self.weight) + self.bias\n");
+    return module;
+  };
+  torch::jit::Module activation("Activation");
+  activation.define("def forward(self, x):\n  return torch.relu(x)\n");
+  torch::jit::Module module("Chain");
+  module.register_module("first", layer("First", 8, 16));
+  module.register_module("act", activation);
+  module.register_module("second", layer("Second", 16, 4));
+  module.define("def forward(self, x):\n  x = self.first.forward(x)\n  x = self.act.forward(x)\n  return self.second.forward(x)\n");
+  module.save(path);
+  return path;
+}
+
 std::string wide_mlp(const std::string& path, int64_t hidden) { return saved_mlp(mlp_module(0, hidden), path); }
 
 std::string mlp_with_unused_parameter(const std::string& path) {

@@ -23,6 +23,7 @@
 #include "distributed/collectives/collectives.hpp"
 #include "expect_error.hpp"
 #include "temp_dir.hpp"
+#include "tiny_models.hpp"
 #include "train/optim/optimizer.hpp"
 #include "train/training_loop.hpp"
 
@@ -272,6 +273,73 @@ TEST(ShardedModel, RefusesWhatTheUnitsDoNotAllow) {
                [&] { script->prepare(state, low); });
 }
 
+// Trains `whole` (stage 0) and `sharded` (stage 3) side by side, 10 steps per accumulation step with
+// clipping, `after_sharded_forward` run between the sharded model's forward and its backward; then `sharded`
+// must hold stage 0's weights bit for bit (and no parameter memory between steps or after an evaluation,
+// which gives stage 0's output), and differ from `untouched`, the first parameter before training.
+void expect_stage_zeros_steps(const std::shared_ptr<TrainingLoop>& loop, Model& whole, Model& sharded,
+                              const std::string& kind, int64_t accumulation, const at::Tensor& untouched,
+                              const std::function<void()>& after_sharded_forward) {
+  auto whole_optimizer = test_optimizer(loop, whole, kind);
+  auto sharded_optimizer = test_optimizer(loop, sharded, kind);
+  at::manual_seed(5);
+  const auto inputs = at::randn({10 * accumulation, 4 * world(), 8});
+  const auto targets = at::randn({10 * accumulation, 4 * world(), 4});
+  for (int64_t step = 0; step < 10 * accumulation; ++step) {
+    loop->accumulate();
+    const auto x = my_rows(inputs[step]), y = my_rows(targets[step]);
+    for (Model* model : {&whole, &sharded}) {
+      const at::Tensor loss = at::mse_loss(model->forward({x}, {}, true).values.front().second, y);
+      if (model == &sharded) after_sharded_forward();
+      loop->backward(loss);
+      if (state->sync_gradients()) loop->clip_grad_norm(*model, 0.05, 2.0);
+    }
+    for (auto* optimizer : {&whole_optimizer, &sharded_optimizer}) {
+      (*optimizer)->step();
+      (*optimizer)->zero_grad();
+    }
+    for (const auto& parameter : sharded.named_parameters()) {
+      EXPECT_EQ(parameter.second.storage().nbytes(), 0u) << parameter.first << " held after step " << step;
+    }
+  }
+  std::vector<at::Tensor> values;
+  sharded.for_each_gathered_parameter(true, [&](const at::Tensor&, const at::Tensor& value) { values.push_back(value.clone()); });
+  const auto expected = whole.trainable_parameters();
+  ASSERT_EQ(values.size(), expected.size());
+  for (size_t i = 0; i < values.size(); ++i) EXPECT_TRUE(values[i].equal(expected[i].second)) << expected[i].first;
+  EXPECT_FALSE(expected[0].second.equal(untouched)) << "nothing trained";
+  const auto probe = at::randn({3, 8});
+  EXPECT_TRUE(sharded.forward({probe}, {}, false).values.front().second.equal(whole.forward({probe}, {}, false).values.front().second));
+  for (const auto& parameter : sharded.named_parameters()) EXPECT_EQ(parameter.second.storage().nbytes(), 0u);
+}
+
+// A TorchScript model whose forward is a chain of its children (as nn.Sequential's) runs a child at a time
+// under stage 3: between a forward and its backward no unit is held (each was freed after its child's
+// forward, and is gathered again as autograd reaches it), and it takes stage 0's steps bit for bit.
+TEST(ShardedModel, AChainedTorchScriptModelHoldsOneChildsUnitsAtATime) {
+  const auto chain_model = [](const std::string& tag) {
+    return Model::load_file(tiny_models::chain_mlp(tiny_models::temp_file(tag + ".pt")));
+  };
+  if (world() == 1) GTEST_SKIP() << "one process shards nothing";
+  auto loop = std::make_shared<TrainingLoop>(state);
+  for_kinds_and_accumulations(*loop, [&](const std::string& kind, int64_t accumulation) {
+    auto whole = chain_model("chain_whole_" + kind);
+    auto sharded = chain_model("chain_sharded_" + kind);
+    PrepareConfig stage0, stage3;
+    stage3.reducer.zero_stage = 3;
+    whole->prepare(state, stage0);
+    sharded->prepare(state, stage3);
+    ASSERT_EQ(sharded->sharded_units()->unit_count(), 2u);
+    expect_stage_zeros_steps(loop, *whole, *sharded, kind, accumulation,
+                             chain_model("chain_untouched")->named_parameters()[0].second, [&] {
+                               for (const auto& parameter : sharded->named_parameters()) {
+                                 EXPECT_EQ(parameter.second.storage().nbytes(), 0u)
+                                     << parameter.first << " held between forward and backward";
+                               }
+                             });
+  });
+}
+
 // A TorchScript model accel runs itself, whose forward cannot be cut from outside: under stage 3 its units
 // (given, or by top-level child: the MLP's parameters are its own, one unit) are gathered whole before each
 // forward and freed one by one in backward as their gradients are reduced. It takes stage 0's steps bit for
@@ -289,36 +357,10 @@ TEST(ShardedModel, TorchScriptModelTakesStageZerosSteps) {
     whole->prepare(state, stage0);
     sharded->prepare(state, stage3);
     ASSERT_EQ(sharded->sharded_units()->unit_count(), kind == "sgd" ? 2u : 1u);
-    auto whole_optimizer = test_optimizer(loop, *whole, kind);
-    auto sharded_optimizer = test_optimizer(loop, *sharded, kind);
-    at::manual_seed(5);
-    const auto inputs = at::randn({10 * accumulation, 4 * world(), 8});
-    const auto targets = at::randn({10 * accumulation, 4 * world(), 4});
-    for (int64_t step = 0; step < 10 * accumulation; ++step) {
-      loop->accumulate();
-      const auto x = my_rows(inputs[step]), y = my_rows(targets[step]);
-      for (Model* model : {whole.get(), sharded.get()}) {
-        loop->backward(at::mse_loss(model->forward({x}, {}, true).values.front().second, y));
-        if (state->sync_gradients()) loop->clip_grad_norm(*model, 0.05, 2.0);
-      }
-      for (auto* optimizer : {&whole_optimizer, &sharded_optimizer}) {
-        (*optimizer)->step();
-        (*optimizer)->zero_grad();
-      }
-      for (const auto& parameter : sharded->named_parameters()) {
-        EXPECT_EQ(parameter.second.storage().nbytes(), 0u) << parameter.first << " held after step " << step;
-      }
-    }
-    std::vector<at::Tensor> values;
-    sharded->for_each_gathered_parameter(true, [&](const at::Tensor&, const at::Tensor& value) { values.push_back(value.clone()); });
     const auto expected = whole->trainable_parameters();
-    ASSERT_EQ(values.size(), expected.size());
-    for (size_t i = 0; i < values.size(); ++i) EXPECT_TRUE(values[i].equal(expected[i].second)) << expected[i].first;
-    EXPECT_FALSE(expected[0].second.equal(load_mlp("script_untouched")->named_parameters()[0].second)) << "nothing trained";
+    expect_stage_zeros_steps(loop, *whole, *sharded, kind, accumulation,
+                             load_mlp("script_untouched")->named_parameters()[0].second, [] {});
     const auto probe = at::randn({3, 8});
-    EXPECT_TRUE(sharded->forward({probe}, {}, false).values.front().second.equal(
-        whole->forward({probe}, {}, false).values.front().second));
-    for (const auto& parameter : sharded->named_parameters()) EXPECT_EQ(parameter.second.storage().nbytes(), 0u);
     // save_model writes the whole weights (every rank gathering, rank 0 writing); a fresh stage 0 model
     // loads them to the trained values, and loading them back puts each share in place.
     std::string directory = test_support::temp_directory() + "/sharded_script_" + std::to_string(getpid());

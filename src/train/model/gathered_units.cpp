@@ -161,4 +161,33 @@ void GatheredUnits::after_forward(bool grad_enabled) {
   if (!grad_enabled) impl_->release_all();
 }
 
+void GatheredUnits::begin_chain(bool grad_enabled) {
+  if (!grad_enabled) return;
+  // Gradient views are installed as each unit's backward begins, so that gradient buffers, too, exist
+  // one unit at a time.
+  for (Impl::Unit& unit : impl_->units) {
+    unit.waiting = unit.members.size();
+    unit.done = false;
+  }
+}
+
+void GatheredUnits::before_child(const std::vector<size_t>& units) {
+  for (const size_t unit : units) impl_->gather(unit);
+}
+
+void GatheredUnits::after_child(const std::vector<size_t>& units, const at::Tensor& output, bool grad_enabled) {
+  for (const size_t unit : units) impl_->release(impl_->units[unit]);
+  if (!grad_enabled || units.empty() || !output.requires_grad()) return;
+  std::weak_ptr<Impl> weak = impl_;
+  output.register_hook([weak, units](const at::Tensor&) {
+    auto state = weak.lock();
+    if (!state) return;
+    for (const size_t unit : units) {
+      if (state->units[unit].done) continue;
+      state->gather(unit);
+      state->install_grads(state->units[unit]);
+    }
+  });
+}
+
 }  // namespace accel::train

@@ -1,11 +1,14 @@
 // ZeRO stage 3 (train/ddp/sharded_units.hpp) for a model accel runs itself (TorchScript): its trainable
-// parameters become views of one buffer per unit, whose memory exists only while the unit is gathered. A
-// TorchScript forward cannot be cut between its submodules from outside, so the whole model is gathered
-// before each forward (the cut that is left: units are the top-level children, sharded between steps and
-// freed one by one in backward); during backward each unit's gradients are handed over (Model::reduce_unit)
-// as soon as autograd has accumulated all of them, and the unit is freed; an autograd callback at the end
-// of backward hands over the units it did not reach (zeros) and runs the model's end-of-backward checks. An
-// evaluation forward frees every unit when it returns. Between steps a process holds only its share.
+// parameters become views of one buffer per unit, whose memory exists only while the unit is gathered.
+// When the model's forward is a chain of its top-level children (train/model/module_chain.hpp) and each unit
+// lies in one child, accel runs the children one at a time: a child's units are gathered just before its
+// forward and freed after it, then gathered again just before autograd reaches its backward (a hook on its
+// output), as FSDP does. Any other TorchScript forward cannot be cut between its submodules from outside, so
+// the whole model is gathered before it. During backward each unit's gradients are handed over
+// (Model::reduce_unit) as soon as autograd has accumulated all of them, and the unit is freed; an autograd
+// callback at the end of backward hands over the units it did not reach (zeros) and runs the model's
+// end-of-backward checks. An evaluation forward frees every unit it gathered. Between steps a process holds
+// only its share.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -33,6 +36,14 @@ class GatheredUnits {
   void before_forward(bool grad_enabled);
   // After an evaluation forward (grad_enabled false): every unit freed.
   void after_forward(bool grad_enabled);
+
+  // A forward run a child at a time: begin_chain first, then around each child's forward before_child and
+  // after_child with the units that lie in it (collective: every process runs the same children).
+  void begin_chain(bool grad_enabled);
+  void before_child(const std::vector<size_t>& units);
+  // The units freed; with grad_enabled and an output that requires grad, gathered again (their gradient
+  // views installed) when autograd reaches the output.
+  void after_child(const std::vector<size_t>& units, const at::Tensor& output, bool grad_enabled);
 
  private:
   struct Impl;

@@ -30,8 +30,10 @@ struct Model::Impl {
   // progress has reduced.
   std::vector<int32_t> unit_of_parameter;
   std::unique_ptr<ShardedUnits> units;
-  // Stage 3 on a model accel runs (TorchScript): its parameters' buffers and the backward's hooks.
+  // Stage 3 on a model accel runs (TorchScript): its parameters' buffers and the backward's hooks; and when
+  // its forward is a chain of children each holding whole units, the children in order with their units.
   std::unique_ptr<GatheredUnits> gathered;
+  std::vector<std::pair<std::string, std::vector<size_t>>> chain;
   bool backward_synchronises = false;
   std::vector<bool> reduced;
   // A module's parameters or buffers: every slot under its name, and each tensor once (its first slot).
@@ -211,6 +213,37 @@ void Model::prepare(std::shared_ptr<distributed::State> state, const PrepareConf
 
 bool Model::prepared() const { return impl_->state != nullptr; }
 
+namespace {
+
+// The chained children (ModelBody::chained_children) with the units that lie in each, when every unit lies in
+// one of them; empty otherwise (a unit across children, or parameters of the root's own or of a child the
+// chain does not call), and the whole model is gathered around its forward.
+std::vector<std::pair<std::string, std::vector<size_t>>> units_by_child(const std::vector<std::string>& children,
+                                                                        const NamedTensors& trainable,
+                                                                        const std::vector<int32_t>& unit_of) {
+  std::map<int32_t, std::string> child_of_unit;
+  for (size_t i = 0; i < trainable.size(); ++i) {
+    const std::string& name = trainable[i].first;
+    const auto dot = name.find('.');
+    if (dot == std::string::npos) return {};
+    const auto [placed, fresh] = child_of_unit.emplace(unit_of[i], name.substr(0, dot));
+    if (!fresh && placed->second != name.substr(0, dot)) return {};
+  }
+  std::vector<std::pair<std::string, std::vector<size_t>>> chain;
+  size_t placed = 0;
+  for (const std::string& child : children) {
+    chain.emplace_back(child, std::vector<size_t>());
+    for (const auto& [unit, owner] : child_of_unit) {
+      if (owner == child) chain.back().second.push_back(static_cast<size_t>(unit));
+    }
+    placed += chain.back().second.size();
+  }
+  if (placed != child_of_unit.size()) return {};
+  return chain;
+}
+
+}  // namespace
+
 // Stage 3's units over the trainable parameters (rank 0's values, broadcast just before); the model then lets
 // go of the caller's memory of them, so that the caller can release it (its parameters become views of each
 // unit's buffer): the tensors here keep their shapes and no storage.
@@ -243,6 +276,7 @@ void Model::shard_parameters(const std::shared_ptr<distributed::State>& state) {
         *impl_->units, trainable_parameters(),
         [this](size_t unit, const at::Tensor& gradients) { return hand_over_unit(unit, gradients); },
         [this] { check_units_after_backward("backward"); });
+    impl_->chain = units_by_child(impl_->body->chained_children(), trainable_parameters(), unit_of);
     return;
   }
   for (const auto& [name, tensor] : parameters) {
@@ -342,13 +376,24 @@ ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTenso
   const std::string device = impl_->state ? impl_->state->device() : "cpu";
   c10::IValue result;
   bool autocast = false;
-  if (impl_->gathered) impl_->gathered->before_forward(grad_enabled);
+  const bool chained = impl_->gathered && !impl_->chain.empty() && inputs.size() == 1 && named.empty() && inputs[0].isTensor();
+  if (impl_->gathered && !chained) impl_->gathered->before_forward(grad_enabled);
   {
     AutocastScope scope(precision, device);
     autocast = scope.active();
-    result = impl_->body->forward(std::move(inputs), named);
+    if (chained) {
+      impl_->gathered->begin_chain(grad_enabled);
+      result = std::move(inputs[0]);
+      for (const auto& [child, units] : impl_->chain) {
+        impl_->gathered->before_child(units);
+        result = impl_->body->forward_child(child, std::move(result));
+        impl_->gathered->after_child(units, result.toTensor(), grad_enabled);
+      }
+    } else {
+      result = impl_->body->forward(std::move(inputs), named);
+    }
   }
-  if (impl_->gathered) impl_->gathered->after_forward(grad_enabled);
+  if (impl_->gathered && !chained) impl_->gathered->after_forward(grad_enabled);
   return convert(result, autocast && !impl_->config.keep_low_precision_outputs);
 }
 

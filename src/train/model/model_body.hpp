@@ -29,6 +29,11 @@ class ModelBody {
   virtual void to(const c10::Device& device) = 0;
   // forward; Error(Unsupported) for a model whose forward runs in the caller's runtime.
   virtual c10::IValue forward(std::vector<c10::IValue> inputs, const std::unordered_map<std::string, c10::IValue>& named) = 0;
+  // The top-level children forward calls one after another on a single tensor (train/model/module_chain.hpp),
+  // in order; empty when forward is anything else, or runs in the caller's runtime.
+  virtual std::vector<std::string> chained_children() const { return {}; }
+  // One of chained_children()'s forwards on `input`: forward run a child at a time gives forward's result.
+  virtual c10::IValue forward_child(const std::string& child, c10::IValue input);
   virtual void train(bool on) = 0;
   virtual bool is_training() const = 0;
   // Error(Unsupported) for a model that is not TorchScript; Error(Io) when the file cannot be written.

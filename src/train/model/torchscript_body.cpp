@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "train/model/model_body.hpp"
+#include "train/model/module_chain.hpp"
 #include "train/torchscript/torchscript_file.hpp"
 
 namespace accel::train {
@@ -32,6 +33,16 @@ class TorchScriptBody final : public ModelBody {
     }
   }
 
+  std::vector<std::string> chained_children() const override { return train::chained_children(module_); }
+
+  c10::IValue forward_child(const std::string& child, c10::IValue input) override {
+    try {
+      return module_.attr(child).toModule().forward({std::move(input)});
+    } catch (const std::exception& error) {
+      fail_from(error, Code::Torch, "forward of '" + child + "' failed: ");
+    }
+  }
+
   void train(bool on) override { module_.train(on); }
   bool is_training() const override { return module_.is_training(); }
 
@@ -50,6 +61,10 @@ class TorchScriptBody final : public ModelBody {
 };
 
 }  // namespace
+
+c10::IValue ModelBody::forward_child(const std::string& child, c10::IValue) {
+  fail(Code::Unsupported, "forward of '" + child + "': this model has no children accel runs");
+}
 
 std::shared_ptr<ModelBody> torchscript_body(std::istream& archive, const std::string& source) {
   return std::make_shared<TorchScriptBody>(load_torchscript(archive, source));
