@@ -30,6 +30,7 @@ unit's parameter directly (x @ other.weight) must share a unit with it (a parame
 register, as tied weights, puts them in one unit by itself).
 """
 import functools
+import types
 
 import torch
 import torch.utils.checkpoint
@@ -128,17 +129,19 @@ def checkpoint_activations(root, wrap):
     recomputation. Returns how many modules were wrapped."""
     modules = wrapped_modules(root, wrap)
     for module in modules:
-        module.forward = _checkpointed(module.forward)
+        # A forward set on the instance already is kept; otherwise the class's, looked up at each call.
+        module._accel_inner_forward = module.__dict__.get("forward")
+        # A method bound to the module, not a closure over it: copy.deepcopy(module) (an EMA copy made after
+        # prepare) binds the copy's to the copy, where a closure would run the original's forward.
+        module.forward = types.MethodType(_checkpointed_forward, module)
     return len(modules)
 
 
-def _checkpointed(forward):
-    @functools.wraps(forward)
-    def run(*args, **kwargs):
-        if not torch.is_grad_enabled():
-            return forward(*args, **kwargs)
-        return torch.utils.checkpoint.checkpoint(forward, *args, use_reentrant=False, **kwargs)
-    return run
+def _checkpointed_forward(module, *args, **kwargs):
+    forward = module._accel_inner_forward or type(module).forward.__get__(module)
+    if not torch.is_grad_enabled():
+        return forward(*args, **kwargs)
+    return torch.utils.checkpoint.checkpoint(forward, *args, use_reentrant=False, **kwargs)
 
 
 def unit_groups(root, wrap):

@@ -140,3 +140,26 @@ def test_the_environment_makes_the_accelerators_plugins(monkeypatch):
     assert accelerator._model_settings["zero_stage"] == 1 and accelerator.state.deepspeed_plugin.zero_stage == 1
     with pytest.raises(ValueError, match="not both"):
         accel.Accelerator(cpu=True, fsdp_plugin=FullyShardedDataParallelPlugin(sharding_strategy="NO_SHARD"))
+
+
+def test_a_deep_copy_of_a_module_with_checkpointed_activations_runs_its_own_weights():
+    """activation_checkpointing wraps each wrapped module's forward: a copy.deepcopy of the prepared module (an
+    EMA copy, say) must run the copy's weights, not the original's."""
+    torch = pytest.importorskip("torch")
+    import copy
+    plugin = FullyShardedDataParallelPlugin(sharding_strategy="NO_SHARD", activation_checkpointing=True,
+                                            auto_wrap_policy="TRANSFORMER_BASED_WRAP",
+                                            transformer_cls_names_to_wrap=["Linear"])
+    accelerator = accel.Accelerator(cpu=True, fsdp_plugin=plugin)
+    torch.manual_seed(0)
+    model = accelerator.prepare(torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2)))
+    copied = copy.deepcopy(model)
+    with torch.no_grad():
+        for parameter in copied.parameters():
+            parameter.mul_(0.5)
+    x = torch.randn(5, 3)
+    functional = torch.nn.functional
+    expected = functional.linear(torch.tanh(functional.linear(x, copied[0].weight, copied[0].bias)),
+                                 copied[2].weight, copied[2].bias)
+    assert torch.allclose(copied(x), expected)
+    assert not torch.allclose(model(x), expected)
