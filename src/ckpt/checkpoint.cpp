@@ -96,9 +96,7 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
     // Saved under ZeRO by every process: whoever loads reads every part (any stage, any number of processes),
     // one at a time.
     const std::string entry = states_entry(kOptimizerPartEntry, i);
-    const auto part_path = [&](size_t rank) {
-      return join_path(join_path(directory, rank_directory(static_cast<int64_t>(rank))), kStatesFile);
-    };
+    const auto part_path = [&](size_t rank) { return rank_file(directory, static_cast<int64_t>(rank), kStatesFile); };
     const auto read_part = [&](size_t rank) {
       const formats::SafetensorsFile part(part_path(rank));
       return view_bytes(part, entry, part_path(rank));
@@ -124,7 +122,7 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
 
   if (!objects.loaders.empty()) {
     const std::string loaders_path =
-        join_path(join_path(directory, rank_directory(same_world ? state.launch().rank : 0)), kStatesFile);
+        rank_file(directory, same_world ? state.launch().rank : 0, kStatesFile);
     const formats::SafetensorsFile loaders(loaders_path);
     for (size_t i = 0; i < objects.loaders.size(); ++i) {
       loaded.loaders.push_back(view_bytes(loaders, states_entry("loader", i), loaders_path));
@@ -136,7 +134,7 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
     }
   }
   if (state.launch().rank < manifest.world_size) {
-    const std::string own_path = join_path(join_path(directory, rank_directory(state.launch().rank)), kStatesFile);
+    const std::string own_path = rank_file(directory, state.launch().rank, kStatesFile);
     const formats::SafetensorsFile own(own_path);
     for (const formats::ArrayView& view : own.arrays()) {
       if (view.name.rfind("rng.", 0) == 0) loaded.rng.emplace_back(view.name.substr(4), formats::copy_to_tensor(view));
@@ -156,17 +154,18 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
       fail(Code::InvalidArgument, manifest_path + ": the checkpoint holds the object '" + name + "', which is not registered");
     }
   }
-  const std::string own_directory = join_path(directory, rank_directory(state.launch().rank));
   for (const CustomObject* object : objects.custom) {
     if (!object->load_parts) {
-      loaded.custom.push_back(read_file(join_path(own_directory, custom_object_file(object->name))));
+      loaded.custom.push_back(read_file(rank_file(directory, state.launch().rank, custom_object_file(object->name))));
       continue;
     }
     // Read while loading, one at a time; here only found, so that a missing one fails before anything loads.
     loaded.custom.emplace_back();
-    for (int64_t rank = 0; rank < manifest.world_size; ++rank) {
-      const std::string part = join_path(join_path(directory, rank_directory(rank)), custom_object_file(object->name));
-      if (!path_exists(part)) fail(Code::Io, part + ": missing (the registered object '" + object->name + "' of process " + std::to_string(rank) + ")");
+    const SavedParts parts(directory, object->name, manifest.world_size);
+    for (int64_t rank = 0; rank < parts.count(); ++rank) {
+      if (!path_exists(parts.path(rank))) {
+        fail(Code::Io, parts.path(rank) + ": missing (the registered object '" + object->name + "' of process " + std::to_string(rank) + ")");
+      }
     }
   }
   return loaded;
@@ -182,8 +181,10 @@ std::string SavedParts::read(int64_t part) const {
     fail(Code::OutOfRange, "the registered object '" + name_ + "' was saved by " + std::to_string(count_) +
                                " processes, so it has no part " + std::to_string(part));
   }
-  return read_file(join_path(join_path(directory_, rank_directory(part)), custom_object_file(name_)));
+  return read_file(path(part));
 }
+
+std::string SavedParts::path(int64_t part) const { return rank_file(directory_, part, custom_object_file(name_)); }
 
 void check_custom_object_name(const std::string& name) {
   if (name.empty() || name.front() == '.' || !std::all_of(name.begin(), name.end(), name_char)) {

@@ -39,6 +39,8 @@ class SavedParts {
   int64_t count() const { return count_; }
   // The bytes process `part` saved. Error(OutOfRange) for a part not in [0, count()); Error(Io) naming the file.
   std::string read(int64_t part) const;
+  // The file holding part `part`.
+  std::string path(int64_t part) const;
 
  private:
   std::string directory_;

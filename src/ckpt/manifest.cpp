@@ -44,6 +44,10 @@ std::string checkpoint_model_file(size_t index) {
 
 std::string rank_directory(int64_t rank) { return "rank" + std::to_string(rank); }
 
+std::string rank_file(const std::string& directory, int64_t rank, const std::string& file) {
+  return join_path(join_path(directory, rank_directory(rank)), file);
+}
+
 std::string states_entry(const char* kind, size_t index) { return std::string(kind) + "." + std::to_string(index); }
 
 std::string custom_object_file(const std::string& name) { return "custom_checkpoint_" + name + ".bin"; }

@@ -20,6 +20,8 @@ constexpr const char* kStatesFile = "states.safetensors";  // in the checkpoint 
 std::string checkpoint_model_file(size_t index);
 // "rank<r>", the folder of what differs between ranks.
 std::string rank_directory(int64_t rank);
+// <directory>/rank<r>/<file>: a file of what rank r saved.
+std::string rank_file(const std::string& directory, int64_t rank, const std::string& file);
 // "<kind>.<index>" ("optimizer.0", "loader.1"): an object's entry in a states file.
 std::string states_entry(const char* kind, size_t index);
 // The kind of a ZeRO optimizer's entry in each rank's states file: the state of the pieces that rank

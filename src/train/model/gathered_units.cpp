@@ -71,6 +71,14 @@ struct GatheredUnits::Impl : std::enable_shared_from_this<GatheredUnits::Impl> {
     }
   }
 
+  // Every unit waits for its members' gradients from the coming backward.
+  void expect_backward() {
+    for (Unit& unit : units) {
+      unit.waiting = unit.members.size();
+      unit.done = false;
+    }
+  }
+
   void hand_over(size_t index) {
     Unit& unit = units[index];
     unit.done = true;
@@ -150,11 +158,8 @@ void GatheredUnits::before_forward(bool grad_enabled) {
   Impl& impl = *impl_;
   for (size_t index = 0; index < impl.units.size(); ++index) impl.gather(index);
   if (!grad_enabled) return;
-  for (Impl::Unit& unit : impl.units) {
-    unit.waiting = unit.members.size();
-    unit.done = false;
-    impl.install_grads(unit);
-  }
+  impl.expect_backward();
+  for (Impl::Unit& unit : impl.units) impl.install_grads(unit);
 }
 
 void GatheredUnits::after_forward(bool grad_enabled) {
@@ -162,13 +167,9 @@ void GatheredUnits::after_forward(bool grad_enabled) {
 }
 
 void GatheredUnits::begin_chain(bool grad_enabled) {
-  if (!grad_enabled) return;
-  // Gradient views are installed as each unit's backward begins, so that gradient buffers, too, exist
-  // one unit at a time.
-  for (Impl::Unit& unit : impl_->units) {
-    unit.waiting = unit.members.size();
-    unit.done = false;
-  }
+  // Gradient views are installed as each unit's backward begins (after_child), so that gradient buffers,
+  // too, exist one unit at a time.
+  if (grad_enabled) impl_->expect_backward();
 }
 
 void GatheredUnits::before_child(const std::vector<size_t>& units) {

@@ -215,6 +215,12 @@ bool Model::prepared() const { return impl_->state != nullptr; }
 
 namespace {
 
+// The top-level child a parameter's name puts it in (the part before its first '.'); "" for the root's own.
+std::string top_level_child(const std::string& name) {
+  const auto dot = name.find('.');
+  return dot == std::string::npos ? std::string() : name.substr(0, dot);
+}
+
 // The chained children (ModelBody::chained_children) with the units that lie in each, when every unit lies in
 // one of them; empty otherwise (a unit across children, or parameters of the root's own or of a child the
 // chain does not call), and the whole model is gathered around its forward.
@@ -223,11 +229,9 @@ std::vector<std::pair<std::string, std::vector<size_t>>> units_by_child(const st
                                                                         const std::vector<int32_t>& unit_of) {
   std::map<int32_t, std::string> child_of_unit;
   for (size_t i = 0; i < trainable.size(); ++i) {
-    const std::string& name = trainable[i].first;
-    const auto dot = name.find('.');
-    if (dot == std::string::npos) return {};
-    const auto [placed, fresh] = child_of_unit.emplace(unit_of[i], name.substr(0, dot));
-    if (!fresh && placed->second != name.substr(0, dot)) return {};
+    const std::string child = top_level_child(trainable[i].first);
+    const auto [placed, fresh] = child_of_unit.emplace(unit_of[i], child);
+    if (!fresh && placed->second != child) return {};
   }
   std::vector<std::pair<std::string, std::vector<size_t>>> chain;
   size_t placed = 0;
@@ -261,8 +265,7 @@ void Model::shard_parameters(const std::shared_ptr<distributed::State>& state) {
     } else if (host_owned) {
       unit_of.push_back(0);
     } else {
-      const std::string& name = parameters[i].first;
-      const std::string child = name.find('.') == std::string::npos ? std::string() : name.substr(0, name.find('.'));
+      const std::string child = top_level_child(parameters[i].first);
       unit_of.push_back(unit_of_child.emplace(child, static_cast<int32_t>(unit_of_child.size())).first->second);
     }
   }

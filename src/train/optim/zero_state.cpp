@@ -102,8 +102,8 @@ void for_each_saved_piece(std::string part, size_t process, const std::unordered
 }
 
 // The saved pieces' extents of one parameter, (first element, count): Error(InvalidArgument) naming it unless
-// those holding tensors cover its `numel` elements once. False when none holds tensors (a state of no tensors).
-bool check_covered(std::vector<std::pair<int64_t, int64_t>> extents, const std::string& name, int64_t numel) {
+// those holding tensors (if any) cover its `numel` elements once.
+void check_covered(std::vector<std::pair<int64_t, int64_t>> extents, const std::string& name, int64_t numel) {
   std::sort(extents.begin(), extents.end());
   int64_t covered = 0;
   bool has_tensors = false;
@@ -118,7 +118,6 @@ bool check_covered(std::vector<std::pair<int64_t, int64_t>> extents, const std::
                                     std::to_string(covered) + " of " + std::to_string(numel) +
                                     " elements once (a process's part is missing or repeated)");
   }
-  return has_tensors;
 }
 
 // A piece as a part's index lists it (piece_states').
