@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ZeRO's memory, shown (run by `./dev bench zero-memory`; needs root and the cgroup v1 memory controller;
-# ZERO_MEMORY_PARTS=torch runs part 3 alone).
+# ZERO_MEMORY_PARTS=torch runs parts 3 and 4 alone, ZERO_MEMORY_PARTS=step part 4).
 #   bench/run_zero_memory.sh BIN_DIR MODEL_DIR   BIN_DIR holds accel and train_accel (build/bin); MODEL_DIR
 #                                                receives zero_deep_mlp.pt (build/bench)
 # A deep MLP 784-2048x12-10 (bench/make_deep_mlp.py: 47.8 M parameters, 191 MB of fp32, gradient buckets of
@@ -44,8 +44,15 @@
 #        zero-memory-torch-load-limit: optimizer=torch|accel limit_mb=L result=loaded|killed
 #      (Q: the loading processes' peak resident memory, summed, against the saving run's while training)
 #   4. Stage 3's step time on the training benchmark's MLP 784-1024-1024-10 (AdamW, batch 64 per process),
-#      stage 0 and stage 3 interleaved, ZERO_STEP_ROUNDS rounds (default 5) of 100 steps, medians:
-#        zero-step-torch: stage0_ms=A stage3_ms=B stage3_vs_stage0=R   (target R <= 1.3)
+#      stage 0, stage 3 and stage 3 without prefetching (ZERO_PREFETCH=off) interleaved, ZERO_STEP_ROUNDS
+#      rounds (default 5) of 100 steps, medians:
+#        zero-step-torch: model=mlp stage0_ms=A stage3_ms=B stage3_vs_stage0=R   (target R <= 1.3)
+#        zero-step-prefetch: model=mlp stage3_ms=B no_prefetch_ms=C prefetch_vs_none=Q gather_wait_ms=W
+#          no_prefetch_gather_wait_ms=V
+#      (W, V: the time per step the units' gathers waited for their all-gathers, which prefetching hides);
+#      then the same for part 3's deep MLP (model=deep), ZERO_STEP_ROUNDS rounds of 10 steps. Both with
+#      glibc's malloc as it comes: under the fixed mmap threshold of part 3 every unit's buffer is a fresh
+#      mapping, whose page faults the step pays (part 3's step_ms).
 set -euo pipefail
 BIN=${1:?usage: bench/run_zero_memory.sh BIN_DIR MODEL_DIR}
 MODEL_DIR=${2:?usage: bench/run_zero_memory.sh BIN_DIR MODEL_DIR}
@@ -170,27 +177,37 @@ measure_torch() {
   done
 }
 
+# measure_step_time NAME STEPS WIDTH DEPTH: part 4 for the MLP 784-WIDTHxDEPTH-10.
 measure_step_time() {
-  local round stage line
+  local name=$1 steps=$2 width=$3 depth=$4 round run line
   local -A times
+  local -A waits
   for round in $(seq "${ZERO_STEP_ROUNDS:-5}"); do
-    for stage in 0 3; do
-      line=$(ACCEL_LIBRARY="$LIBACCEL" "$BIN/accel" launch --nproc-per-node 2 --cpu --master-port 0 -- "$PYTHON" \
-        "$(dirname "${BASH_SOURCE[0]}")/train_torch_sharded.py" "$stage" 100 784 1024 2 10 2>/dev/null | grep '^accel-torch ' || true)
-      result "stage $stage" "$line"
-      times[$stage]+="$(value "$line" step_ms) "
+    for run in 0 3 3-no-prefetch; do
+      line=$(ZERO_PREFETCH=$([ "$run" = 3-no-prefetch ] && echo off || echo on) ACCEL_LIBRARY="$LIBACCEL" \
+        "$BIN/accel" launch --nproc-per-node 2 --cpu --master-port 0 -- "$PYTHON" \
+        "$(dirname "${BASH_SOURCE[0]}")/train_torch_sharded.py" "${run%%-*}" "$steps" 784 "$width" "$depth" 10 2>/dev/null |
+        grep '^accel-torch ' || true)
+      result "stage $run" "$line"
+      times[$run]+="$(value "$line" step_ms) "
+      [ "$run" = 0 ] || waits[$run]+="$(value "$line" gather_wait_ms) "
     done
   done
   median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-  local zero three
+  local zero three none
   zero=$(median "${times[0]}")
   three=$(median "${times[3]}")
-  echo "zero-step-torch: stage0_ms=$zero stage3_ms=$three stage3_vs_stage0=$(awk -v a="$three" -v b="$zero" 'BEGIN { printf "%.3f", a / b }')"
+  none=$(median "${times[3-no-prefetch]}")
+  echo "zero-step-torch: model=$name stage0_ms=$zero stage3_ms=$three stage3_vs_stage0=$(awk -v a="$three" -v b="$zero" 'BEGIN { printf "%.3f", a / b }')"
+  echo "zero-step-prefetch: model=$name stage3_ms=$three no_prefetch_ms=$none" \
+    "prefetch_vs_none=$(awk -v a="$three" -v b="$none" 'BEGIN { printf "%.3f", a / b }')" \
+    "gather_wait_ms=$(median "${waits[3]}") no_prefetch_gather_wait_ms=$(median "${waits[3-no-prefetch]}")"
 }
 
-if [ "${ZERO_MEMORY_PARTS:-all}" != torch ]; then
+if [ "${ZERO_MEMORY_PARTS:-all}" = all ]; then
   measure default
   measure mmap-threshold-1MiB MALLOC_MMAP_THRESHOLD_=1048576
 fi
-measure_torch
-measure_step_time
+[ "${ZERO_MEMORY_PARTS:-all}" = step ] || measure_torch
+measure_step_time mlp 100 1024 2
+measure_step_time deep 10 2048 12

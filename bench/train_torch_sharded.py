@@ -16,11 +16,15 @@ library); optimizer_state_bytes: AdamW's state on this process; rss_training_kb:
 resident memory after the steps, summed over them; rss_peak_kb: the same at the end (after the save):
 process memory without the page cache, which a cgroup's figure counts. Under stage 3 it adds PyTorch's
 bounds for fully_shard, per process (P the model's parameter bytes, N the processes):
-  share_bytes=S forward_peak_bytes=F forward_bound_bytes=B after_step_bytes=A after_step_bound_bytes=C
-S: the parameters' share held in the library (P/N and alignment); F: S plus the most parameter memory the
-units gathered at once during a forward (over the steps after the warm-up); B: S + 3 x the largest unit;
-A: S plus the share's gradients and the optimizer's state after a step; C: 4 x S. The package is
-bindings/python of this checkout; the library is ACCEL_LIBRARY (run_zero_memory.sh sets it).
+  gather_wait_ms=W share_bytes=S forward_peak_bytes=F forward_bound_bytes=B after_step_bytes=A
+  after_step_bound_bytes=C
+gather_wait_ms: the time per step the units' gathers waited for their all-gathers (the library's
+unit_gather_wait_ms; what prefetching hides); S: the parameters' share held in the library (P/N and
+alignment); F: S plus the most parameter memory the units gathered at once during a forward (over the
+steps after the warm-up; a prefetched unit counts); B: S + 3 x the largest unit; A: S plus the share's
+gradients and the optimizer's state after a step; C: 4 x S. The package is bindings/python of this
+checkout; the library is ACCEL_LIBRARY (run_zero_memory.sh sets it). Stage 3 prefetches as DeepSpeed's does (the next unit's gather started as a unit's forward and backward begin);
+ZERO_PREFETCH=off in the environment switches that off.
 """
 import os
 import resource
@@ -66,16 +70,28 @@ def main() -> int:
     generator = torch.Generator().manual_seed(1 + accelerator.process_index)
     hosted = accelerator._hosted_owning(next(module.parameters()))
     units = getattr(hosted, "_units", [])
+    if os.environ.get("ZERO_PREFETCH") == "off":
+        hosted._forward_prefetch, hosted._backward_prefetch = False, None
     gathered_peak = [0]
-    if units:  # stage 3 on several processes: the most parameter memory gathered at once in a forward
-        gather = hosted._gather
 
-        def counted_gather(unit):
-            gather(unit)
-            if not hosted._end_queued:
-                held = sum(u.flat.numel() * u.flat.element_size() for u in units if u.gathered)
-                gathered_peak[0] = max(gathered_peak[0], held)
-        hosted._gather = counted_gather
+    def count_held():
+        if not hosted._end_queued:
+            held = sum(u.flat.numel() * u.flat.element_size() for u in units if u.gathered or u.prefetched)
+            gathered_peak[0] = max(gathered_peak[0], held)
+
+    def counting(unit):
+        gather, prefetch = unit.gather, unit.prefetch
+
+        def counted_gather():
+            gather()
+            count_held()
+
+        def counted_prefetch():
+            prefetch()
+            count_held()
+        unit.gather, unit.prefetch = counted_gather, counted_prefetch
+    for unit in units:  # stage 3 on several processes: the most parameter memory gathered at once in a forward
+        counting(unit)
     times = []
     for step in range(WARMUP + steps):
         x = torch.randn(64, inputs, generator=generator)
@@ -84,6 +100,8 @@ def main() -> int:
         accelerator.backward(F.cross_entropy(model(x), y))
         optimizer.step()
         optimizer.zero_grad()
+        if step == WARMUP - 1 and units:
+            warm_wait_ms = hosted.model.grad_sync_stat("unit_gather_wait_ms")
         if step >= WARMUP:
             times.append(time.perf_counter() - started)
     parameter_bytes = sum(p.storage().size() * p.element_size() for p in module.parameters())
@@ -98,7 +116,9 @@ def main() -> int:
     if units:
         largest = max(u.flat.numel() * u.flat.element_size() for u in units)
         after_step = share_bytes + int(hosted.model.grad_sync_stat("gradient_bytes")) + state_bytes
-        bounds = (f" share_bytes={share_bytes} forward_peak_bytes={share_bytes + gathered_peak[0]}"
+        wait_ms = (hosted.model.grad_sync_stat("unit_gather_wait_ms") - warm_wait_ms) / steps
+        bounds = (f" gather_wait_ms={wait_ms:.2f}"
+                  f" share_bytes={share_bytes} forward_peak_bytes={share_bytes + gathered_peak[0]}"
                   f" forward_bound_bytes={share_bytes + 3 * largest} after_step_bytes={after_step}"
                   f" after_step_bound_bytes={4 * share_bytes}")
     rss_training = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

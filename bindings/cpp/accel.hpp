@@ -313,6 +313,8 @@ class Model {
     return {unit, offset};
   }
   void unit_gather(size_t unit, Tensor& full) { check(accel_model_unit_gather(get(), unit, full.get())); }
+  // full must stay alive and untouched until the unit's next unit_gather or the end of the backward.
+  void unit_prefetch(size_t unit, Tensor& full) { check(accel_model_unit_prefetch(get(), unit, full.get())); }
   bool unit_reduce(size_t unit, Tensor& full_gradients) {
     int reduced = 0;
     check(accel_model_unit_reduce(get(), unit, full_gradients.get(), &reduced));

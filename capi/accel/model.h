@@ -210,6 +210,14 @@ ACCEL_API ACCEL_NODISCARD int accel_model_grad_reached_by_no_rank(const accel_mo
  * weights the optimizer steps). A buffer of the parameters' own dtype is gathered exact (what a checkpoint or
  * a state dict needs).
  * accel_model_unit_gather: collective; full is of the unit's compute dtype or its parameters' dtype.
+ * accel_model_unit_prefetch (FSDP's forward and backward prefetch): starts the unit's gather into full and
+ * returns before it is done, so that it travels while the caller computes with another unit; the unit's next
+ * accel_model_unit_gather then only waits for it (into full itself; into another buffer of its dtype, the
+ * values copied). Collective: every process prefetches the same units in the same order, as it gathers them.
+ * full must stay alive and untouched until that gather or the end of the backward (accel_model_end_backward,
+ * which waits for the prefetches still in flight and forgets them: the next gather gathers afresh, as the
+ * shares change in the step). It carries the shares of when it starts: gather it before anything changes
+ * them (an optimizer step, a load). ACCEL_ERR_INVALID_STATE when the unit is prefetched already.
  * accel_model_unit_reduce: collective on a synchronising backward; full_gradients, of the compute dtype, is
  * overwritten.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (set_units after prepare; the others on a model not
@@ -230,6 +238,7 @@ ACCEL_API ACCEL_NODISCARD int accel_model_unit_numel(const accel_model_t *model,
 ACCEL_API ACCEL_NODISCARD int accel_model_parameter_place(const accel_model_t *model, size_t index, size_t *unit,
                                                           int64_t *offset);
 ACCEL_API ACCEL_NODISCARD int accel_model_unit_gather(accel_model_t *model, size_t unit, accel_tensor_t *full);
+ACCEL_API ACCEL_NODISCARD int accel_model_unit_prefetch(accel_model_t *model, size_t unit, accel_tensor_t *full);
 ACCEL_API ACCEL_NODISCARD int accel_model_unit_reduce(accel_model_t *model, size_t unit, accel_tensor_t *full_gradients,
                                                       int *reduced);
 
@@ -281,7 +290,9 @@ ACCEL_API ACCEL_NODISCARD int accel_model_buffer(const accel_model_t *model, siz
  * "gradient_bytes" (the gradient memory this process held when the last synchronising backward ended: the
  * gradients' and the buckets' storage, each counted once) and "optimizer_state_bytes" (the per-parameter
  * state, momentum buffers and Adam's moments, of the accel optimizers made over the model, as of their last
- * step or load). All 0 for a model that is not prepared
+ * step or load). And zero_stage 3's parameter gathers: "unit_gathers" (the units gathered, prefetched or
+ * not), "unit_prefetches" (those whose gather was started ahead) and "unit_gather_wait_ms" (how long the
+ * gathers waited for their all-gathers, what prefetching hides). All 0 for a model that is not prepared
  * or runs on one process. With the timeline on, each synchronising backward also records the event
  * "all-reduce wait" (from its last gradient to the end of the wait) with these figures as arguments.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (another name; the message lists them).

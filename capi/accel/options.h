@@ -152,6 +152,10 @@
  *                    zero_stage 3's gradient reduction dtype (FSDP's reduce_dtype): gradients are averaged in
  *                    it, then added to the shares' gradients in the parameters' dtype; auto =
  *                    zero_param_dtype's
+ *   zero_prefetch    bool; default true
+ *                    zero_stage 3 on a TorchScript model: run a child at a time, the next child's gather
+ *                    starts as a child's forward and backward begin (FSDP's forward_prefetch and
+ *                    BACKWARD_PRE); gathered whole, every unit's gather starts before the first is waited for
  * Optimizer keys (accel_optimizer_new; accel/optimizer.h).
  *   lr               double; default 0.001
  *                    the learning rate

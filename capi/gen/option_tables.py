@@ -137,6 +137,10 @@ MODEL = Scope(
                "zero_stage 3's gradient reduction dtype (FSDP's reduce_dtype): gradients are averaged in it, then"
                " added to the shares' gradients in the parameters' dtype; auto = zero_param_dtype's",
                choices=("auto", "fp32", "bf16", "fp16")),
+        Option("zero_prefetch", bool, True,
+               "zero_stage 3 on a TorchScript model: run a child at a time, the next child's gather starts as a child's"
+               " forward and backward begin (FSDP's forward_prefetch and BACKWARD_PRE); gathered whole, every unit's"
+               " gather starts before the first is waited for"),
     ])
 
 OPTIMIZER = Scope(

@@ -232,6 +232,14 @@ extern "C" int accel_model_unit_gather(accel_model_t* model, size_t unit, accel_
   });
 }
 
+extern "C" int accel_model_unit_prefetch(accel_model_t* model, size_t unit, accel_tensor_t* full) {
+  return guarded(__func__, [&] {
+    require(model, "model");
+    require(full, "full");
+    model->model->prefetch_unit(unit, full->tensor);
+  });
+}
+
 extern "C" int accel_model_unit_reduce(accel_model_t* model, size_t unit, accel_tensor_t* full_gradients, int* reduced) {
   return guarded(__func__, [&] {
     require(model, "model");

@@ -16,6 +16,7 @@ const OptionScope& prepare_option_scope() {
       {"zero_stage", OptionType::Int, int64_t{0}, {}, false},
       {"zero_param_dtype", OptionType::String, std::string("auto"), {"auto", "fp32", "bf16", "fp16"}, false},
       {"zero_reduce_dtype", OptionType::String, std::string("auto"), {"auto", "fp32", "bf16", "fp16"}, false},
+      {"zero_prefetch", OptionType::Bool, true, {}, false},
   }};
   return scope;
 }

@@ -1036,6 +1036,24 @@ static int call_wrong_kind_accel_model_unit_numel(const struct entry_arguments *
   if (code == ACCEL_OK) { fprintf(stderr, "accel_model_unit_numel (wrong_kind) returned ACCEL_OK\n"); return 1; }
   return 0;
 }
+static int call_null_accel_model_unit_prefetch(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_unit_prefetch(NULL, 0, NULL);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_unit_prefetch (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_model_unit_prefetch(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_unit_prefetch((accel_model_t *)a->garbage, 0, (accel_tensor_t *)a->garbage);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_unit_prefetch (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_model_unit_prefetch(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_unit_prefetch((accel_model_t *)a->progress, 0, (accel_tensor_t *)a->progress);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_unit_prefetch (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
 static int call_null_accel_model_unit_reduce(const struct entry_arguments *a) {
   (void)a;
   int code = accel_model_unit_reduce(NULL, 0, NULL, NULL);
@@ -3552,6 +3570,38 @@ static int call_prepared_torchscript_accel_model_unit_numel(const struct entry_a
   }
   return 0;
 }
+static int call_unprepared_host_accel_model_unit_prefetch(const struct entry_arguments *a) {
+  int code = accel_model_unit_prefetch((accel_model_t *)a->model, 0, (accel_tensor_t *)a->input);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_unit_prefetch (unprepared host model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_prepared_host_accel_model_unit_prefetch(const struct entry_arguments *a) {
+  int code = accel_model_unit_prefetch((accel_model_t *)a->model, 0, (accel_tensor_t *)a->input);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_unit_prefetch (prepared host model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_unprepared_torchscript_accel_model_unit_prefetch(const struct entry_arguments *a) {
+  int code = accel_model_unit_prefetch((accel_model_t *)a->model, 0, (accel_tensor_t *)a->input);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_unit_prefetch (unprepared torchscript model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_prepared_torchscript_accel_model_unit_prefetch(const struct entry_arguments *a) {
+  int code = accel_model_unit_prefetch((accel_model_t *)a->model, 0, (accel_tensor_t *)a->input);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_unit_prefetch (prepared torchscript model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
 static int call_unprepared_host_accel_model_unit_reduce(const struct entry_arguments *a) {
   int code = accel_model_unit_reduce((accel_model_t *)a->model, 0, (accel_tensor_t *)a->input, (void *)a->scratch);
   if (code != ACCEL_ERR_INVALID_STATE) {
@@ -3911,6 +3961,9 @@ const struct entry_point entry_points[] = {
   {"accel_model_unit_numel", "null", call_null_accel_model_unit_numel},
   {"accel_model_unit_numel", "garbage", call_garbage_accel_model_unit_numel},
   {"accel_model_unit_numel", "wrong_kind", call_wrong_kind_accel_model_unit_numel},
+  {"accel_model_unit_prefetch", "null", call_null_accel_model_unit_prefetch},
+  {"accel_model_unit_prefetch", "garbage", call_garbage_accel_model_unit_prefetch},
+  {"accel_model_unit_prefetch", "wrong_kind", call_wrong_kind_accel_model_unit_prefetch},
   {"accel_model_unit_reduce", "null", call_null_accel_model_unit_reduce},
   {"accel_model_unit_reduce", "garbage", call_garbage_accel_model_unit_reduce},
   {"accel_model_unit_reduce", "wrong_kind", call_wrong_kind_accel_model_unit_reduce},
@@ -4341,6 +4394,10 @@ const struct entry_point entry_points[] = {
   {"accel_model_unit_numel", "prepared host", call_prepared_host_accel_model_unit_numel},
   {"accel_model_unit_numel", "unprepared torchscript", call_unprepared_torchscript_accel_model_unit_numel},
   {"accel_model_unit_numel", "prepared torchscript", call_prepared_torchscript_accel_model_unit_numel},
+  {"accel_model_unit_prefetch", "unprepared host", call_unprepared_host_accel_model_unit_prefetch},
+  {"accel_model_unit_prefetch", "prepared host", call_prepared_host_accel_model_unit_prefetch},
+  {"accel_model_unit_prefetch", "unprepared torchscript", call_unprepared_torchscript_accel_model_unit_prefetch},
+  {"accel_model_unit_prefetch", "prepared torchscript", call_prepared_torchscript_accel_model_unit_prefetch},
   {"accel_model_unit_reduce", "unprepared host", call_unprepared_host_accel_model_unit_reduce},
   {"accel_model_unit_reduce", "prepared host", call_prepared_host_accel_model_unit_reduce},
   {"accel_model_unit_reduce", "unprepared torchscript", call_unprepared_torchscript_accel_model_unit_reduce},

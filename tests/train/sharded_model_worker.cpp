@@ -55,12 +55,12 @@ struct Caller {
 
   bool sharded() const { return !buffers.empty(); }
 
-  // Every unit gathered, its tensors views of its buffer.
-  void gather() {
-    for (size_t u = 0; u < buffers.size(); ++u) {
-      buffers[u] = at::empty({model->sharded_units()->unit_numel(u)});
-      model->gather_unit(u, buffers[u]);
-    }
+  // Every unit gathered, its tensors views of its buffer; with prefetching, the last unit's gather started
+  // first, so that it travels while the others are gathered.
+  void gather(bool prefetching = false) {
+    for (size_t u = 0; u < buffers.size(); ++u) buffers[u] = at::empty({model->sharded_units()->unit_numel(u)});
+    if (prefetching) model->prefetch_unit(buffers.size() - 1, buffers.back());
+    for (size_t u = 0; u < buffers.size(); ++u) model->gather_unit(u, buffers[u]);
     for (size_t i = 0; sharded() && i < tensors.size(); ++i) {
       const auto [unit, offset] = model->parameter_place(i);
       const int64_t numel = c10::multiply_integers(shapes[i]);
@@ -135,7 +135,9 @@ void for_kinds_and_accumulations(TrainingLoop& loop, const std::function<void(co
 }
 
 // 20 steps, accumulation 1 and 3, clipping on, SGD with momentum and AdamW: stage 3's weights are stage 0's
-// bit for bit, and between steps the caller holds no parameter memory.
+// bit for bit, and between steps the caller holds no parameter memory. Every other step prefetches a unit
+// and starts a prefetch the forward never uses, which the backward's end must forget: gathered after the
+// step, it would give the weights of before.
 TEST(ShardedModel, TrainsToStageZerosWeights) {
   if (world() == 1) GTEST_SKIP() << "one process shards nothing";
   auto loop = std::make_shared<TrainingLoop>(state);
@@ -154,7 +156,13 @@ TEST(ShardedModel, TrainsToStageZerosWeights) {
       const auto x = my_rows(inputs[step]), y = my_rows(targets[step]);
       for (auto* caller : {&whole, &sharded}) {
         caller->model->begin_forward(true);
-        caller->gather();
+        const bool prefetching = caller->sharded() && step % 2 == 1;
+        caller->gather(prefetching);
+        at::Tensor unused;
+        if (prefetching) {
+          unused = at::empty({caller->model->sharded_units()->unit_numel(0)});
+          caller->model->prefetch_unit(0, unused);
+        }
         caller->backward(at::mse_loss(caller->forward(x), y));
         if (caller->sharded()) caller->release();
         if (state->sync_gradients()) loop->clip_grad_norm(*caller->model, 0.05, 2.0);
@@ -232,6 +240,17 @@ TEST(ShardedModel, RefusesWhatTheUnitsDoNotAllow) {
                [&] { caller.model->gather_unit(0, at::empty({numel}, at::kDouble)); });
   expect_error(Code::OutOfRange, "unit 2 out of range", [&] { caller.model->gather_unit(2, at::empty({numel})); });
   expect_error(Code::InvalidState, "handed over a unit at a time", [&] { caller.model->grad_view(0); });
+  {
+    // A prefetch is the gather it started: into its own buffer, or copied into another of its dtype.
+    const auto prefetched = at::empty({numel}), other = at::empty({numel}), fresh = at::empty({numel});
+    caller.model->prefetch_unit(0, prefetched);
+    expect_error(Code::InvalidState, "unit 0 is prefetched already", [&] { caller.model->prefetch_unit(0, other); });
+    caller.model->gather_unit(0, fresh);
+    EXPECT_TRUE(prefetched.equal(fresh));
+    caller.model->prefetch_unit(0, prefetched);
+    caller.model->gather_unit(0, other);
+    EXPECT_TRUE(other.equal(fresh));
+  }
   expect_error(Code::Unsupported, "for_each_gathered_parameter", [&] { caller.model->parameters_and_buffers(); });
   // A synchronising backward must reduce every unit (zeros for one it did not reach) before it ends.
   auto optimizer = test_optimizer(loop, *caller.model, "sgd");
@@ -315,7 +334,8 @@ void expect_stage_zeros_steps(const std::shared_ptr<TrainingLoop>& loop, Model& 
 
 // A TorchScript model whose forward is a chain of its children (as nn.Sequential's) runs a child at a time
 // under stage 3: between a forward and its backward no unit is held (each was freed after its child's
-// forward, and is gathered again as autograd reaches it), and it takes stage 0's steps bit for bit.
+// forward, and is gathered again as autograd reaches it), and it takes stage 0's steps bit for bit, with the
+// next child's gathers prefetched (AdamW's runs) or not (SGD's).
 TEST(ShardedModel, AChainedTorchScriptModelHoldsOneChildsUnitsAtATime) {
   const auto chain_model = [](const std::string& tag) {
     return Model::load_file(tiny_models::chain_mlp(tiny_models::temp_file(tag + ".pt")));
@@ -327,6 +347,7 @@ TEST(ShardedModel, AChainedTorchScriptModelHoldsOneChildsUnitsAtATime) {
     auto sharded = chain_model("chain_sharded_" + kind);
     PrepareConfig stage0, stage3;
     stage3.reducer.zero_stage = 3;
+    stage3.reducer.unit_prefetch = kind == "adamw";  // zero_prefetch, on by default
     whole->prepare(state, stage0);
     sharded->prepare(state, stage3);
     ASSERT_EQ(sharded->sharded_units()->unit_count(), 2u);
@@ -337,6 +358,13 @@ TEST(ShardedModel, AChainedTorchScriptModelHoldsOneChildsUnitsAtATime) {
                                      << parameter.first << " held between forward and backward";
                                }
                              });
+    // Per step: both units gathered in the forward and again in the backward, the second one's gather
+    // prefetched as the first child's forward begins and the first one's as the second child's backward
+    // begins; then an evaluation (one prefetch) and the weights gathered to compare.
+    const int64_t steps = 10 * accumulation;
+    const GradSyncReport report = sharded->grad_sync_report();
+    EXPECT_EQ(report.unit_gathers, 4 * steps + 2 + 2);
+    EXPECT_EQ(report.unit_prefetches, stage3.reducer.unit_prefetch ? 2 * steps + 1 : 0);
   });
 }
 
@@ -360,6 +388,11 @@ TEST(ShardedModel, TorchScriptModelTakesStageZerosSteps) {
     const auto expected = whole->trainable_parameters();
     expect_stage_zeros_steps(loop, *whole, *sharded, kind, accumulation,
                              load_mlp("script_untouched")->named_parameters()[0].second, [] {});
+    // The whole model gathered before each forward (the steps', and an evaluation's), the gathers after
+    // the first started with it.
+    const int64_t forwards = 10 * accumulation + 1;
+    const int64_t units = static_cast<int64_t>(sharded->sharded_units()->unit_count());
+    EXPECT_EQ(sharded->grad_sync_report().unit_prefetches, (units - 1) * forwards);
     const auto probe = at::randn({3, 8});
     // save_model writes the whole weights (every rank gathering, rank 0 writing); a fresh stage 0 model
     // loads them to the trained values, and loading them back puts each share in place.
@@ -418,6 +451,12 @@ TEST(ShardedModel, MixedPrecisionGathersInTheComputeDtype) {
       if (unit == u) EXPECT_TRUE(exact.narrow(0, offset, expected.numel()).view(expected.sizes()).equal(expected)) << i;
     }
   }
+  // A unit prefetched in the compute dtype cannot give the exact values: the prefetch is done, and refused.
+  const auto low = at::empty({units.unit_numel(0)}, at::kBFloat16);
+  model->prefetch_unit(0, low);
+  expect_error(Code::InvalidArgument, "unit 0 was prefetched in another dtype than Float",
+               [&] { model->gather_unit(0, at::empty({units.unit_numel(0)})); });
+  EXPECT_FALSE(units.prefetched(0));
   auto optimizer = test_optimizer(loop, *model, "sgd");
   loop->accumulate();
   model->begin_forward(true);
@@ -432,7 +471,8 @@ TEST(ShardedModel, MixedPrecisionGathersInTheComputeDtype) {
 }
 
 // Driven by the ctest entries train.sharded_model_failure.* (skipped otherwise): SHARDED_FAILURE "stall" has
-// rank 1 sleep instead of gathering unit 1, "exit" has it leave before reducing unit 1. Rank 0 must fail
+// rank 1 sleep instead of gathering unit 1 ("stall-prefetched": while rank 0's prefetch of it is in flight),
+// "exit" has it leave before reducing unit 1. Rank 0 must fail
 // within the timeout (ACCEL_TIMEOUT_S) plus a few seconds, naming the unit's collective and rank 1, and its
 // shares must be those of before the step: the optimizer step is refused.
 TEST(ShardedModel, ALostOrStalledRankFailsTheOthersNamingTheUnit) {
@@ -449,14 +489,15 @@ TEST(ShardedModel, ALostOrStalledRankFailsTheOthersNamingTheUnit) {
   for (const auto& chunk : before) shares.push_back(chunk.clone());
   auto full = at::empty({caller.model->sharded_units()->unit_numel(1)});
   if (rank() == 1) {
-    if (failure == "stall") sleep(static_cast<unsigned>(3 * state->options().get_double("timeout_s")));
+    if (failure != "exit") sleep(static_cast<unsigned>(3 * state->options().get_double("timeout_s")));
     if (failure == "exit") caller.model->gather_unit(1, full);
     _exit(0);
   }
   const auto start = std::chrono::steady_clock::now();
-  const std::string collective = failure == "stall" ? "ZeRO-3 parameter all-gather of unit 1"
-                                                    : "ZeRO-3 gradient reduction of unit 1";
+  const std::string collective = failure == "exit" ? "ZeRO-3 gradient reduction of unit 1"
+                                                   : "ZeRO-3 parameter all-gather of unit 1";
   try {
+    if (failure == "stall-prefetched") caller.model->prefetch_unit(1, full);
     caller.model->gather_unit(1, full);
     caller.model->reduce_unit(1, at::zeros_like(full));
     ADD_FAILURE() << "rank 1's " << failure << " went unnoticed";

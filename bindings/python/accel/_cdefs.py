@@ -201,6 +201,7 @@ size_t accel_model_num_units(const accel_model_t *model);
 int accel_model_unit_numel(const accel_model_t *model, size_t unit, int64_t *out);
 int accel_model_parameter_place(const accel_model_t *model, size_t index, size_t *unit, int64_t *offset);
 int accel_model_unit_gather(accel_model_t *model, size_t unit, accel_tensor_t *full);
+int accel_model_unit_prefetch(accel_model_t *model, size_t unit, accel_tensor_t *full);
 int accel_model_unit_reduce(accel_model_t *model, size_t unit, accel_tensor_t *full_gradients, int *reduced);
 size_t accel_output_count(const accel_output_t *output);
 const char *accel_output_name(const accel_output_t *output, size_t index);

@@ -72,7 +72,9 @@ class TorchObjects:
             wrap = wrap_policy(plugin, deepspeed=accelerator.state.deepspeed_plugin is not None)
             hosted = ShardedModule(module, accelerator._prepare_host_model, wrap,
                                    reshard_after_forward=plugin is None or plugin.reshard_after_forward,
-                                   precision=(None, None, None) if plugin is None else plugin.precision())
+                                   precision=(None, None, None) if plugin is None else plugin.precision(),
+                                   forward_prefetch=plugin is None or plugin.forward_prefetch,
+                                   backward_prefetch="BACKWARD_PRE" if plugin is None else plugin.backward_prefetch)
         else:
             hosted = HostedModule(module, accelerator._prepare_host_model, accelerator.num_processes > 1)
         dtype = _low_precision_dtype(accelerator.mixed_precision, device.type)

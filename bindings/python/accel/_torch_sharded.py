@@ -177,7 +177,8 @@ def unit_groups(root, wrap):
 
 
 class _Unit:
-    def __init__(self, index, numel, dtype, master_dtype, device):
+    def __init__(self, model, index, numel, dtype, master_dtype, device):
+        self.model = model
         self.index = index
         self.flat = torch.empty(numel, dtype=dtype, device=device)
         self.master_dtype = master_dtype  # the shares' dtype: the parameters' exact values
@@ -185,6 +186,7 @@ class _Unit:
         self.grads = None  # the gradients' buffer while backwards accumulate into it
         self.grad_views = {}  # id(parameter) -> its view of grads
         self.gathered = False
+        self.prefetched = False  # its gather in flight, into flat
         self.waiting = set()  # id(parameter) whose gradient this backward has not accumulated yet
         self.done = False  # handed to the library in this backward
 
@@ -198,7 +200,25 @@ class _Unit:
             parameter.grad = None
         self.grads, self.grad_views = None, {}
 
+    def gather(self):
+        """flat holds the unit's values (collective, unless a prefetch of it only needs waiting for)."""
+        if self.gathered:
+            return
+        if not self.prefetched:
+            _storage(self.flat).resize_(self.flat.numel() * self.flat.element_size())
+        self.prefetched, self.gathered = False, True
+        self.model.unit_gather(self.index, self.flat)
+
+    def prefetch(self):
+        """The unit's gather started (collective), unless it is gathered or on its way."""
+        if not (self.gathered or self.prefetched):
+            _storage(self.flat).resize_(self.flat.numel() * self.flat.element_size())
+            self.model.unit_prefetch(self.index, self.flat)
+            self.prefetched = True
+
     def release(self):
+        if self.prefetched:  # the library writes into flat until its gather
+            self.gather()
         if self.gathered:
             _storage(self.flat).resize_(0)
             self.gathered = False
@@ -208,11 +228,16 @@ class ShardedModule(PreparedModule):
     """One nn.Module prepared under ZeRO stage 3 on several processes: the accel model over its tensors, its
     units and the hooks."""
 
-    def __init__(self, module, prepare_model, wrap, reshard_after_forward=True, precision=(None, None, None)):
+    def __init__(self, module, prepare_model, wrap, reshard_after_forward=True, precision=(None, None, None),
+                 forward_prefetch=False, backward_prefetch=None):
         """wrap: wrap_policy's; reshard_after_forward False keeps each unit gathered from its forward to its
         backward (one gather a step instead of two; the whole model gathered at the end of forward);
         precision: the mixed precision policy's (param, reduce, buffer) dtype names, which prepare_model's
-        options carry to the library (FullyShardedDataParallelPlugin.precision)."""
+        options carry to the library (FullyShardedDataParallelPlugin.precision); forward_prefetch: a unit's
+        forward starts the gather of the unit that came next in the previous forward; backward_prefetch
+        "BACKWARD_PRE" (as a unit's backward begins) or "BACKWARD_POST" (as it ends, before its gradients are
+        reduced) starts the gather of the unit whose backward comes next (the one before it in this step's
+        forward), None for neither (FSDP's)."""
         param_dtype, _, buffer_dtype = precision
         compute = _TORCH_DTYPES.get(param_dtype)
         refuse_other_buffer_dtype(module, buffer_dtype)
@@ -245,7 +270,7 @@ class ShardedModule(PreparedModule):
         self._units = []
         for unit in range(self.model.num_units()):
             first = next(p for i, p in self.trainable.items() if unit_of[i] == unit)
-            self._units.append(_Unit(unit, self.model.unit_numel(unit), compute or first.dtype, first.dtype,
+            self._units.append(_Unit(self.model, unit, self.model.unit_numel(unit), compute or first.dtype, first.dtype,
                                      first.device))
         self._hooks = []
         for index, parameter in self.trainable.items():
@@ -262,7 +287,13 @@ class ShardedModule(PreparedModule):
                 unit.release()
         self._roots = set(units_of_group.get(unit_of_module[id(module)], ()))
         self._reshard_after_forward = reshard_after_forward
+        self._forward_prefetch = forward_prefetch
+        self._backward_prefetch = backward_prefetch
+        # The units in the order the forward first used them: this forward's, and the last one's (by which
+        # both prefetches guess; every process guesses alike, as every process runs the same forward).
+        self._order_now, self._last_order, self._last_place = [], [], {}
         self._end_queued = False
+        self._hooks.append((module.register_forward_pre_hook(self._begin_forward), None))
         if compute is not None:
             self._hooks.append((self._cast_root_inputs(module, compute), None))
         for sub in module.modules():
@@ -270,6 +301,7 @@ class ShardedModule(PreparedModule):
                 self._hooks.append((sub.register_forward_pre_hook(functools.partial(self._before_forward, unit)),
                                     None))
                 self._hooks.append((sub.register_forward_hook(functools.partial(self._after_forward, unit)), None))
+        self._hooks.append((module.register_forward_hook(self._end_forward), None))
 
     # --- what the Accelerator asks of a prepared module ---------------------------------------------------
 
@@ -321,12 +353,6 @@ class ShardedModule(PreparedModule):
 
     # --- the hooks ----------------------------------------------------------------------------------------
 
-    def _gather(self, unit):
-        if not unit.gathered:
-            _storage(unit.flat).resize_(unit.flat.numel() * unit.flat.element_size())
-            unit.gathered = True
-            self.model.unit_gather(unit.index, unit.flat)
-
     @staticmethod
     def _cast_root_inputs(module, dtype):
         """A forward pre-hook casting the root's floating inputs to the compute dtype (keyword arguments too
@@ -338,8 +364,36 @@ class ShardedModule(PreparedModule):
         except TypeError:
             return module.register_forward_pre_hook(lambda _module, args: _cast_floating(args, dtype))
 
+    def _begin_forward(self, _module, _inputs):
+        if not self._end_queued:
+            self._order_now = []
+
     def _before_forward(self, unit, _module, _inputs):
-        self._gather(self._units[unit])
+        self._units[unit].gather()
+        if self._end_queued:  # a recomputation in backward (activation checkpointing)
+            return
+        if unit not in self._order_now:
+            self._order_now.append(unit)
+        if self._forward_prefetch and len(self._order_now) < len(self._last_order):
+            self._units[self._last_order[len(self._order_now)]].prefetch()
+
+    def _end_forward(self, _module, _inputs, _output):
+        if self._end_queued:
+            return
+        self._last_order, self._order_now = self._order_now, []
+        self._last_place = {unit: place for place, unit in enumerate(self._last_order)}
+        # A guess the forward did not take: released before anything (a step) changes the shares it carries.
+        for unit in self._units:
+            if unit.prefetched:
+                unit.release()
+
+    def _prefetch_backward(self, unit):
+        """The gather of the unit whose backward comes next started: the one before unit in the forward."""
+        place = self._last_place.get(unit.index, 0)
+        if place > 0:
+            previous = self._units[self._last_order[place - 1]]
+            if not previous.done:
+                previous.prefetch()
 
     def _after_forward(self, unit, _module, _inputs, output):
         if self._end_queued:
@@ -386,7 +440,9 @@ class ShardedModule(PreparedModule):
         self._begin_backward()
         unit = self._units[unit]
         if not unit.done:
-            self._gather(unit)
+            unit.gather()
+            if self._backward_prefetch == "BACKWARD_PRE":
+                self._prefetch_backward(unit)
             with torch.no_grad():
                 self._grad_buffer(unit)
 
@@ -398,6 +454,8 @@ class ShardedModule(PreparedModule):
             self._install(parameter, unit.grad_views[id(parameter)])
         unit.waiting.discard(id(parameter))
         if not unit.waiting and not unit.done:
+            if self._backward_prefetch == "BACKWARD_POST":
+                self._prefetch_backward(unit)
             self._reduce(unit)
 
     def _reduce(self, unit):

@@ -111,7 +111,8 @@ class DeepSpeedPlugin:
     of every model the Accelerator prepares. 0: data parallel; 1: each process keeps the optimizer state of
     and steps only its share of the parameters, then the updated parameters are gathered; 2: the gradients
     are split too (reduce-scattered); 3: the parameters too, each child of a torch module's root gathered
-    around its forward and backward (accel._torch_sharded). Stages 1-3 step with accel's optimizer (an
+    around its forward and backward (accel._torch_sharded), the next unit's gather started as a unit's
+    forward and backward begin (DeepSpeed prefetches by default too). Stages 1-3 step with accel's optimizer (an
     OptimizerSpec) or a torch optimizer over one prepared module, whose groups then hold this process's
     share of each parameter (accel._torch_zero; not with fp16 loss scaling); on one process they change
     nothing. None reads ACCELERATE_DEEPSPEED_ZERO_STAGE, as Accelerate's, else DeepSpeed's default, 2."""
@@ -142,7 +143,11 @@ def _machines():
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
     return max(1, world // max(1, local))
+
+
 FSDP_STATE_DICT_TYPE = ("FULL_STATE_DICT", "LOCAL_STATE_DICT", "SHARDED_STATE_DICT")
+# torch's BackwardPrefetch in its numbering, and Accelerate's name for none.
+FSDP_BACKWARD_PREFETCH = ("BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH")
 
 
 def _env_flag(name):
@@ -211,9 +216,11 @@ class FullyShardedDataParallelPlugin:
     in backward the activations of each module auto_wrap_policy wraps (torch.utils.checkpoint, non-reentrant, as
     Accelerate applies it), under every strategy. fsdp_version (Accelerate 1.x's; FSDP_VERSION) 1 and 2 train
     alike; under 1 a reshard_after_forward naming a sharding strategy (Accelerate 1.x's config files) is the
-    strategy unless one is given. The prefetch and gather-limiting settings are kept with no
-    effect (gathers are not prefetched yet). Parameters are always rank 0's after prepare
-    (sync_module_states)."""
+    strategy unless one is given. Under FULL_SHARD, forward_prefetch starts, as a unit's forward begins, the
+    gather of the unit that came next in the previous forward, and backward_prefetch (BACKWARD_PRE,
+    BACKWARD_POST; NO_PREFETCH, Accelerate's default, for none) the gather of the unit whose backward comes
+    next, as a unit's backward begins or ends; one unit ahead at most, which is what limit_all_gathers asks
+    (kept with no other effect). Parameters are always rank 0's after prepare (sync_module_states)."""
 
     sharding_strategy: typing.Any = None
     backward_prefetch: typing.Any = None
@@ -251,7 +258,10 @@ class FullyShardedDataParallelPlugin:
             self.state_dict_type = os.environ.get("FSDP_STATE_DICT_TYPE", "FULL_STATE_DICT")
         self.state_dict_type = _named(self.state_dict_type, FSDP_STATE_DICT_TYPE, "state_dict_type")
         if self.backward_prefetch is None:
-            self.backward_prefetch = os.environ.get("FSDP_BACKWARD_PREFETCH")
+            self.backward_prefetch = os.environ.get("FSDP_BACKWARD_PREFETCH", "NO_PREFETCH")
+        self.backward_prefetch = _named(self.backward_prefetch, FSDP_BACKWARD_PREFETCH, "backward_prefetch")
+        if self.backward_prefetch == "NO_PREFETCH":
+            self.backward_prefetch = None
         if self.auto_wrap_policy is None:
             self.auto_wrap_policy = os.environ.get("FSDP_AUTO_WRAP_POLICY", "NO_WRAP")
         if self.transformer_cls_names_to_wrap is None and "FSDP_TRANSFORMER_CLS_TO_WRAP" in os.environ:

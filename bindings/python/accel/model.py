@@ -143,6 +143,13 @@ class Model(Handle):
         with lent_all([full]) as (tensor,):
             check(lib.accel_model_unit_gather(self.pointer, unit, tensor.pointer))
 
+    def unit_prefetch(self, unit, full):
+        """Starts unit_gather(unit, full) and returns before it is done (collective): the unit's next
+        unit_gather only waits for it. full must stay alive and untouched until then or the end of the
+        backward (end_backward waits for the prefetches left and forgets them)."""
+        with lent_all([full]) as (tensor,):
+            check(lib.accel_model_unit_prefetch(self.pointer, unit, tensor.pointer))
+
     def unit_reduce(self, unit, full_gradients):
         """Hands the unit's accumulated gradients (its layout) over: True when averaged into this process's
         share (a synchronising backward; collective), False when the backward only accumulates (keep them)."""

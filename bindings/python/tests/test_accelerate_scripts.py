@@ -20,7 +20,7 @@ SCRIPTS = HERE / "accelerate_scripts"
 LAUNCHER = os.environ.get("ACCEL_LAUNCHER", str(HERE.parents[2] / "build" / "bin" / "accel"))
 IDENTITY_RUNS = ("ddp_identity.py", "zero_identity.py", "zero3_resume.py", "fsdp_mixed_precision.py",
                  "merge_weights.py", "fsdp_checkpointing.py",
-                 "fsdp_mixed_dtypes.py")  # each with a test of its own, below
+                 "fsdp_mixed_dtypes.py", "fsdp_prefetch.py")  # each with a test of its own, below
 # The folder's _*.py are modules its scripts share, not scripts.
 ACCELERATE_STYLE = sorted(path for path in SCRIPTS.glob("[!_]*.py") if path.name not in IDENTITY_RUNS)
 
@@ -64,7 +64,7 @@ def test_an_eager_module_trained_by_accel_ends_with_torch_ddps_weights(tmp_path)
         assert differing == [], run
 
 
-ZERO_RUNS = ("1", "2", "fsdp", "3", "fsdp-full", "fsdp-keep", "fsdp-ckpt", "2-delays", "3-delays")
+ZERO_RUNS = ("1", "2", "fsdp", "3", "fsdp-full", "fsdp-keep", "fsdp-ckpt", "2-delays", "3-delays", "fsdp-post-delays")
 
 
 def test_an_eager_module_under_zero_stages_one_to_three_ends_with_stage_zeros_weights(tmp_path):
@@ -84,6 +84,42 @@ def test_an_eager_module_under_zero_stages_one_to_three_ends_with_stage_zeros_we
                 # gaps make it 0.45; 0.58 under stage 3, whose units are each padded to a multiple of 128).
                 ratio = runs[stage][optimizer]["optimizer_state_bytes"] / whole["optimizer_state_bytes"]
                 assert 0.4 < ratio < 0.6, (optimizer, stage, accumulation)
+
+
+def test_stage_three_on_three_processes_ends_with_stage_zeros_weights(tmp_path):
+    """zero_identity on 3 processes, where a unit's chunks are thirds and each sum has three terms: DeepSpeed's
+    stage 3 (prefetching forward and BACKWARD_PRE), with random delays, and FULL_SHARD with BACKWARD_POST and
+    delays, each against stage 0 on 3 processes, bit for bit."""
+    torch = pytest.importorskip("torch")
+    runs = ("3", "3-delays", "fsdp-post-delays")
+    for accumulation in (1, 3):
+        for stage in ("0",) + runs:
+            launch(3, SCRIPTS / "zero_identity.py", stage, accumulation, tmp_path / f"zero{stage}.pt")
+        whole = torch.load(tmp_path / "zero0.pt")
+        for stage in runs:
+            sharded = torch.load(tmp_path / f"zero{stage}.pt")
+            for optimizer, expected in whole.items():
+                weights = sharded[optimizer]["weights"]
+                differing = [name for name in expected["weights"]
+                             if not torch.equal(expected["weights"][name], weights[name])]
+                assert differing == [], (optimizer, stage, accumulation)
+
+
+def test_fsdp_prefetch_starts_the_next_units_gather_and_changes_no_weight(tmp_path):
+    """A unit's forward starts the gather of the unit that came next in the previous forward (none in the
+    first; a guess the forward then does not take, as step 2's unit 1, is released at its end); a unit's
+    backward, of the unit before it in this forward (BACKWARD_PRE as it begins, BACKWARD_POST as it ends)."""
+    torch = pytest.importorskip("torch")
+    for mode in ("none", "pre", "post"):
+        launch(2, SCRIPTS / "fsdp_prefetch.py", mode, tmp_path / f"{mode}.pt")
+    runs = {mode: torch.load(tmp_path / f"{mode}.pt") for mode in ("none", "pre", "post")}
+    assert runs["none"]["started"] == [{"forward": [], "backward": []}] * 4
+    expected = [{"forward": [], "backward": [2, 1, 0]}, {"forward": [1, 2, 3], "backward": [2, 1, 0]},
+                {"forward": [1], "backward": [2, 0]}, {"forward": [2, 3], "backward": [2, 1, 0]}]
+    for mode in ("pre", "post"):
+        assert runs[mode]["started"] == expected, mode
+        whole = runs["none"]["weights"]
+        assert [name for name in whole if not torch.equal(whole[name], runs[mode]["weights"][name])] == [], mode
 
 
 @pytest.mark.parametrize("optimizer", ["accel", "torch"])

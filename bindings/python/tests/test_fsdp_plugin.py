@@ -125,6 +125,22 @@ def test_the_plugin_reads_the_environment_accel_launch_exports(monkeypatch):
     assert FullyShardedDataParallelPlugin().reshard_after_forward is False
 
 
+def test_backward_prefetch_reads_as_accelerate_reads_it(monkeypatch):
+    class BackwardPrefetch:  # torch's enum, as far as a name goes
+        name = "BACKWARD_POST"
+
+    assert FullyShardedDataParallelPlugin().backward_prefetch is None  # Accelerate's NO_PREFETCH
+    assert FullyShardedDataParallelPlugin(backward_prefetch=BackwardPrefetch()).backward_prefetch == "BACKWARD_POST"
+    assert FullyShardedDataParallelPlugin(backward_prefetch=1).backward_prefetch == "BACKWARD_PRE"
+    assert FullyShardedDataParallelPlugin(backward_prefetch="no_prefetch").backward_prefetch is None
+    monkeypatch.setenv("FSDP_BACKWARD_PREFETCH", "BACKWARD_PRE")
+    monkeypatch.setenv("FSDP_FORWARD_PREFETCH", "true")
+    plugin = FullyShardedDataParallelPlugin()
+    assert (plugin.backward_prefetch, plugin.forward_prefetch) == ("BACKWARD_PRE", True)
+    with pytest.raises(ValueError, match="backward_prefetch 'BACKWARD' is not one of BACKWARD_PRE, BACKWARD_POST"):
+        FullyShardedDataParallelPlugin(backward_prefetch="BACKWARD")
+
+
 def test_the_environment_makes_the_accelerators_plugins(monkeypatch):
     monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
     monkeypatch.setenv("FSDP_SHARDING_STRATEGY", "SHARD_GRAD_OP")

@@ -48,6 +48,9 @@ bool figure_of(const GradSyncStats& stats, const std::string& name, double* out)
 double grad_sync_figure(const GradSyncReport& report, const std::string& name) {
   if (name == "gradient_bytes") return static_cast<double>(report.gradient_bytes);
   if (name == "optimizer_state_bytes") return static_cast<double>(report.optimizer_state_bytes);
+  if (name == "unit_gathers") return static_cast<double>(report.unit_gathers);
+  if (name == "unit_prefetches") return static_cast<double>(report.unit_prefetches);
+  if (name == "unit_gather_wait_ms") return report.unit_gather_wait_ms;
   const std::string last = "last_";
   double value = 0;
   const bool found = name.compare(0, last.size(), last) == 0 ? figure_of(report.last, name.substr(last.size()), &value)
@@ -56,7 +59,8 @@ double grad_sync_figure(const GradSyncReport& report, const std::string& name) {
     fail(Code::InvalidArgument, "no gradient synchronisation figure '" + name +
                                     "': the figures are syncs, bytes, copied_bytes, reduce_ms, overlapped_ms, exposed_ms, "
                                     "wait_ms and helper_cpu_ms (totals), each also with the prefix last_ (the last backward's), "
-                                    "gradient_bytes and optimizer_state_bytes");
+                                    "gradient_bytes, optimizer_state_bytes, unit_gathers, unit_prefetches and "
+                                    "unit_gather_wait_ms");
   }
   return value;
 }

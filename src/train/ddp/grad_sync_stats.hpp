@@ -33,11 +33,16 @@ struct GradSyncReport {
   // after their last step or load.
   int64_t gradient_bytes = 0;
   int64_t optimizer_state_bytes = 0;
+  // ZeRO stage 3's parameter gathers since prepare (ShardedUnits::gather_figures).
+  int64_t unit_gathers = 0;
+  int64_t unit_prefetches = 0;
+  double unit_gather_wait_ms = 0;
 };
 
 // One figure by name, as the C API asks for it: "syncs", "bytes", "copied_bytes", "reduce_ms", "overlapped_ms",
 // "exposed_ms", "wait_ms", "helper_cpu_ms" (totals), each also with the prefix "last_" (the last backward's);
-// and "gradient_bytes", "optimizer_state_bytes" (GradSyncReport's).
+// and "gradient_bytes", "optimizer_state_bytes", "unit_gathers", "unit_prefetches", "unit_gather_wait_ms"
+// (GradSyncReport's).
 // Throws Error(InvalidArgument) for another name, listing these.
 double grad_sync_figure(const GradSyncReport& report, const std::string& name);
 

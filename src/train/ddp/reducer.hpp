@@ -64,6 +64,7 @@ struct ReducerConfig {
   // gathered dtype for the reduction.
   std::optional<at::ScalarType> unit_param_dtype;
   std::optional<at::ScalarType> unit_reduce_dtype;
+  bool unit_prefetch = true;  // a TorchScript chain's next child gathered ahead
 };
 
 class Reducer {

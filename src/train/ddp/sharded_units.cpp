@@ -6,8 +6,13 @@
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/zeros.h>
 
+#include <chrono>
+#include <exception>
+
 #include "core/error.hpp"
+#include "core/timeline.hpp"
 #include "distributed/group/process_group.hpp"
+#include "distributed/transport/transport.hpp"
 
 namespace accel::train {
 
@@ -155,20 +160,90 @@ void ShardedUnits::require_ranks_in_step(const char* what) {
   }
 }
 
-void ShardedUnits::gather(size_t unit, const at::Tensor& full) {
+namespace {
+
+// LibTorch 1.13's Gloo has no bfloat16 all-gather: its bits travel as fp16's, which a gather copies and never
+// adds.
+at::Tensor carried(const at::Tensor& tensor) { return tensor.scalar_type() == at::kBFloat16 ? tensor.view(at::kHalf) : tensor; }
+
+}  // namespace
+
+ShardedUnits::~ShardedUnits() {
+  try {
+    discard_prefetches();
+  } catch (...) {  // a prefetch's failure, reported already to the group's health; its buffers must outlive it
+  }
+}
+
+ShardedUnits::Prefetch ShardedUnits::start_gather(size_t unit, const at::Tensor& full) {
   require_layout(unit, full, "gather");
   const at::Tensor& chunk = partition_.parameter_chunks[unit];
   const bool exact = full.scalar_type() == chunk.scalar_type();
   if (!exact) require_dtype(unit, full, compute_dtype(unit), "gather");
   note_call(unit, true);
   const char* what = gather_names_[unit].c_str();
-  // Each rank casts its own chunk, so the traffic is in the compute dtype. LibTorch 1.13's Gloo has no
-  // bfloat16 all-gather: its bits travel as fp16's, which a gather copies and never adds.
-  const auto carried = [](const at::Tensor& tensor) {
-    return tensor.scalar_type() == at::kBFloat16 ? tensor.view(at::kHalf) : tensor;
-  };
-  at::Tensor output = carried(full);
-  state_->group(what)->transport().all_gather(output, carried(exact ? chunk : chunk.to(full.scalar_type())), what);
+  // Each rank casts its own chunk, so the traffic is in the compute dtype.
+  Prefetch started;
+  started.output = carried(full);
+  // A copy even of an exact chunk: an optimizer step may change the chunk while the gather is in flight.
+  started.input = carried(exact ? chunk.clone() : chunk.to(full.scalar_type()));
+  started.pending = state_->group(what)->transport().all_gather_async(started.output, started.input, what);
+  return started;
+}
+
+void ShardedUnits::wait_for(Prefetch& started, size_t unit) {
+  const timeline::Span span(gather_names_[unit].c_str());
+  const auto begun = std::chrono::steady_clock::now();
+  gathers_ += 1;
+  started.pending->wait();
+  gather_wait_us_ += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - begun).count();
+}
+
+ShardedUnits::GatherFigures ShardedUnits::gather_figures() const {
+  return {gathers_.load(), prefetches_started_.load(), static_cast<double>(gather_wait_us_.load()) / 1000.0};
+}
+
+void ShardedUnits::gather(size_t unit, const at::Tensor& full) {
+  const auto found = prefetches_.find(unit);
+  if (found == prefetches_.end()) {
+    Prefetch started = start_gather(unit, full);
+    wait_for(started, unit);
+    return;
+  }
+  Prefetch prefetch = std::move(found->second);
+  prefetches_.erase(found);
+  wait_for(prefetch, unit);
+  if (prefetch.output.data_ptr() == full.data_ptr()) return;
+  require_layout(unit, full, "gather");
+  const at::Tensor target = carried(full);
+  if (target.scalar_type() != prefetch.output.scalar_type()) {
+    fail(Code::InvalidArgument, "gather: unit " + std::to_string(unit) + " was prefetched in another dtype than " +
+                                    c10::toString(full.scalar_type()) + "; gather it into a buffer of the prefetch's");
+  }
+  target.copy_(prefetch.output);
+}
+
+void ShardedUnits::prefetch(size_t unit, const at::Tensor& full) {
+  if (prefetched(unit)) {
+    fail(Code::InvalidState, "prefetch: unit " + std::to_string(unit) + " is prefetched already (gather it first)");
+  }
+  prefetches_.emplace(unit, start_gather(unit, full));
+  prefetches_started_ += 1;
+}
+
+bool ShardedUnits::prefetched(size_t unit) const { return prefetches_.count(unit) != 0; }
+
+void ShardedUnits::discard_prefetches() {
+  std::exception_ptr failed;
+  for (auto& [unit, prefetch] : prefetches_) {
+    try {
+      prefetch.pending->wait();
+    } catch (...) {
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  prefetches_.clear();
+  if (failed) std::rethrow_exception(failed);
 }
 
 void ShardedUnits::reduce(size_t unit, const at::Tensor& full_gradients) {
@@ -220,6 +295,7 @@ std::vector<at::Tensor> ShardedUnits::parameters_in_unit_order() const {
 void ShardedUnits::assign(const at::Tensor& given, const at::Tensor& values) {
   const auto found = index_.find(given.unsafeGetTensorImpl());
   require_argument(found != index_.end(), "zero_stage 3: the tensor is not a parameter this model shards");
+  discard_prefetches();
   const size_t trainable = found->second;
   const at::Tensor& parameter = trainable_[trainable].second;
   if (values.sizes() != parameter.sizes()) {
@@ -235,6 +311,7 @@ void ShardedUnits::assign(const at::Tensor& given, const at::Tensor& values) {
 }
 
 void ShardedUnits::for_each_whole(bool keep, const std::function<void(const at::Tensor&, const at::Tensor&)>& each) {
+  discard_prefetches();
   std::exception_ptr failed;
   for (size_t u = 0; u < unit_count(); ++u) {
     const at::Tensor full = at::empty({unit_numel(u)}, partition_.parameter_chunks[u].options());

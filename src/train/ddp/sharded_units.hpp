@@ -17,10 +17,14 @@
 // rank's chunk cast before the all-gather (half the traffic), its gradients then handed over in that dtype
 // and averaged in a reduce dtype, the average cast into the chunk's gradients in the parameters' dtype; the
 // chunks stay the master weights the optimizer steps.
+//
+// Prefetch (FSDP's forward_prefetch and backward_prefetch): a unit's all-gather may be started ahead of its
+// use, so that it travels while the caller computes with another unit; its gather then only waits for it.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -33,6 +37,10 @@
 #include "core/named_tensors.hpp"
 #include "distributed/state.hpp"
 #include "train/ddp/zero_partition.hpp"
+
+namespace accel::distributed {
+class PendingCollective;
+}
 
 namespace accel::train {
 
@@ -48,6 +56,9 @@ class ShardedUnits {
   };
   ShardedUnits(std::shared_ptr<distributed::State> state, const NamedTensors& trainable,
                const std::vector<int32_t>& unit_of, Precision precision = {});
+  ~ShardedUnits();
+  ShardedUnits(const ShardedUnits&) = delete;
+  ShardedUnits& operator=(const ShardedUnits&) = delete;
 
   // partition().stage is 3; partition().parameter_chunks holds this rank's chunk of each unit's parameters,
   // and held_pieces, after a unit's synchronising reduce, the averaged gradient of each of this rank's pieces.
@@ -64,8 +75,19 @@ class ShardedUnits {
   at::ScalarType reduce_dtype(size_t unit) const;
   // Fills `full` (1-d, contiguous, unit_numel elements, on the unit's device; of the unit's compute dtype, or
   // of its parameters' for their exact values) with every rank's chunk: the unit's parameters at their
-  // places, zeros between them. Collective.
+  // places, zeros between them. Collective. After prefetch(unit, ...), no collective: it waits for the
+  // prefetch, which filled `full` if it is the prefetch's buffer (else the values are copied from that one;
+  // Error(InvalidArgument), the prefetch done, when `full` is of another dtype).
   void gather(size_t unit, const at::Tensor& full);
+  // gather started, returning before it is done (collective, counted as the unit's gather): `full` must
+  // stay alive and untouched until the unit's next gather or discard_prefetches. It carries the chunks'
+  // values of now. Error(InvalidState) when the unit is prefetched already.
+  void prefetch(size_t unit, const at::Tensor& full);
+  bool prefetched(size_t unit) const;
+  // Waits for every prefetch in flight and forgets them, so that a unit's next gather gathers afresh: before
+  // the chunks change (an optimizer step, a load), which a prefetch would not see. The first prefetch's
+  // error is thrown once all are done.
+  void discard_prefetches();
   // `full_gradients` (as gather's `full`, of the compute dtype) holds this rank's accumulated gradients of
   // the unit, zeros where it has none: they are averaged over the ranks (in the reduce dtype) into this
   // rank's chunk (added to what it holds since the optimizer's zero_grad, as FSDP adds to its sharded
@@ -86,6 +108,14 @@ class ShardedUnits {
   void for_each_whole(bool keep, const std::function<void(const at::Tensor&, const at::Tensor&)>& each);
   // The bytes of this rank's chunks of the units' averaged gradients (GradSyncReport::gradient_bytes).
   int64_t gradient_bytes() const;
+  // Since the units were made: the gathers (prefetched or not), those prefetched, and the time gather spent
+  // waiting for the all-gathers (what prefetching hides). Thread-safe.
+  struct GatherFigures {
+    int64_t gathers = 0;
+    int64_t prefetches = 0;
+    double wait_ms = 0;
+  };
+  GatherFigures gather_figures() const;
   // Fails on every rank alike (Error(InvalidState)) when the ranks gathered or reduced other units, or in
   // another order, since the last call: a unit some ranks skipped, whose collectives then paired with
   // another unit's of the same size. One small all-reduce. Collective.
@@ -95,6 +125,13 @@ class ShardedUnits {
   void require_unit(size_t unit, const char* what) const;
   void require_layout(size_t unit, const at::Tensor& full, const char* what) const;
   void require_dtype(size_t unit, const at::Tensor& full, at::ScalarType expected, const char* what) const;
+  // A gather in flight: the buffer it fills, and what it sends (kept alive until it is done).
+  struct Prefetch {
+    std::unique_ptr<distributed::PendingCollective> pending;
+    at::Tensor output;
+    at::Tensor input;
+  };
+  Prefetch start_gather(size_t unit, const at::Tensor& full);
 
   std::shared_ptr<distributed::State> state_;
   NamedTensors trainable_;
@@ -105,6 +142,9 @@ class ShardedUnits {
   std::vector<at::Tensor> gradient_chunks_;              // per unit
   Precision precision_;
   std::vector<std::string> gather_names_, reduce_names_;  // per unit: what the health layer calls them
+  std::unordered_map<size_t, Prefetch> prefetches_;       // by unit: those in flight
+  std::atomic<int64_t> gathers_{0}, prefetches_started_{0}, gather_wait_us_{0};  // gather_figures'
+  void wait_for(Prefetch& started, size_t unit);
   // The gathers and reductions since the last require_ranks_in_step, as a number below 2^52 (exact in a
   // double, which every transport reduces).
   int64_t calls_signature_ = 0;

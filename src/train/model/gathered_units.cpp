@@ -21,6 +21,7 @@ struct GatheredUnits::Impl : std::enable_shared_from_this<GatheredUnits::Impl> {
     size_t waiting = 0;  // members whose gradient this backward has not accumulated
     bool done = true;    // handed over in this backward
     bool gathered = false;
+    bool prefetched = false;  // its gather in flight, into flat
   };
 
   ShardedUnits* sharded = nullptr;
@@ -34,6 +35,7 @@ struct GatheredUnits::Impl : std::enable_shared_from_this<GatheredUnits::Impl> {
   std::vector<uintptr_t> hook_keys;
 
   void release(Unit& unit) {
+    if (unit.prefetched) gather(static_cast<size_t>(&unit - units.data()));  // the library writes into flat until then
     if (!unit.gathered) return;
     c10::StorageImpl* storage = unit.flat.storage().unsafeGetStorageImpl();
     storage->set_data_ptr_noswap(at::DataPtr(nullptr, unit.flat.device()));
@@ -45,15 +47,37 @@ struct GatheredUnits::Impl : std::enable_shared_from_this<GatheredUnits::Impl> {
     for (Unit& unit : units) release(unit);
   }
 
-  void gather(size_t index) {
-    Unit& unit = units[index];
-    release(unit);  // what it held may be from before a step
+  void allocate(Unit& unit) {
     const size_t bytes = static_cast<size_t>(unit.flat.numel()) * unit.flat.element_size();
     c10::StorageImpl* storage = unit.flat.storage().unsafeGetStorageImpl();
     storage->set_data_ptr_noswap(c10::GetAllocator(unit.flat.device().type())->allocate(bytes));
     storage->set_nbytes(bytes);
+  }
+
+  void gather(size_t index) {
+    Unit& unit = units[index];
+    if (unit.prefetched) {
+      unit.prefetched = false;
+      unit.gathered = true;
+      sharded->gather(index, unit.flat);  // waits for the prefetch
+      return;
+    }
+    release(unit);  // what it held may be from before a step
+    allocate(unit);
     unit.gathered = true;
     sharded->gather(index, unit.flat);
+  }
+
+  // The gathers of units not gathered or on their way started (collective); in backward, not of those
+  // handed over already either.
+  void prefetch(const std::vector<size_t>& indices, bool in_backward) {
+    for (const size_t index : indices) {
+      Unit& unit = units[index];
+      if (unit.gathered || unit.prefetched || (in_backward && unit.done)) continue;
+      allocate(unit);
+      unit.prefetched = true;
+      sharded->prefetch(index, unit.flat);
+    }
   }
 
   // The unit's gradient buffer (zeros when new), its views the members' gradients; a gradient autograd put
@@ -154,8 +178,14 @@ GatheredUnits::~GatheredUnits() {
   for (size_t i = 0; i < impl_->accumulators.size(); ++i) impl_->accumulators[i]->del_post_hook(impl_->hook_keys[i]);
 }
 
-void GatheredUnits::before_forward(bool grad_enabled) {
+void GatheredUnits::before_forward(bool grad_enabled, bool prefetching) {
   Impl& impl = *impl_;
+  if (prefetching) {
+    std::vector<size_t> later(impl.units.size() > 1 ? impl.units.size() - 1 : 0);
+    for (size_t index = 0; index < later.size(); ++index) later[index] = index + 1;
+    impl.release_all();  // what they held may be from before a step
+    impl.prefetch(later, false);
+  }
   for (size_t index = 0; index < impl.units.size(); ++index) impl.gather(index);
   if (!grad_enabled) return;
   impl.expect_backward();
@@ -172,22 +202,27 @@ void GatheredUnits::begin_chain(bool grad_enabled) {
   if (grad_enabled) impl_->expect_backward();
 }
 
-void GatheredUnits::before_child(const std::vector<size_t>& units) {
+void GatheredUnits::before_child(const std::vector<size_t>& units, const std::vector<size_t>& ahead) {
   for (const size_t unit : units) impl_->gather(unit);
+  impl_->prefetch(ahead, false);
 }
 
-void GatheredUnits::after_child(const std::vector<size_t>& units, const at::Tensor& output, bool grad_enabled) {
+void GatheredUnits::after_child(const std::vector<size_t>& units, const std::vector<size_t>& ahead,
+                                const at::Tensor& output, bool grad_enabled) {
   for (const size_t unit : units) impl_->release(impl_->units[unit]);
   if (!grad_enabled || units.empty() || !output.requires_grad()) return;
   std::weak_ptr<Impl> weak = impl_;
-  output.register_hook([weak, units](const at::Tensor&) {
+  output.register_hook([weak, units, ahead](const at::Tensor&) {
     auto state = weak.lock();
     if (!state) return;
+    bool began = false;
     for (const size_t unit : units) {
       if (state->units[unit].done) continue;
       state->gather(unit);
       state->install_grads(state->units[unit]);
+      began = true;
     }
+    if (began) state->prefetch(ahead, true);
   });
 }
 

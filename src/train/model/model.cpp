@@ -246,6 +246,17 @@ std::vector<std::pair<std::string, std::vector<size_t>>> units_by_child(const st
   return chain;
 }
 
+// The units of the nearest child after (step +1) or before (step -1) chain[k] that holds any: those to
+// prefetch around chain[k]'s forward (+1) and backward (-1).
+std::vector<size_t> units_ahead(const std::vector<std::pair<std::string, std::vector<size_t>>>& chain, size_t k,
+                                int step) {
+  for (auto next = static_cast<std::ptrdiff_t>(k) + step; next >= 0 && next < static_cast<std::ptrdiff_t>(chain.size());
+       next += step) {
+    if (!chain[static_cast<size_t>(next)].second.empty()) return chain[static_cast<size_t>(next)].second;
+  }
+  return {};
+}
+
 }  // namespace
 
 // Stage 3's units over the trainable parameters (rank 0's values, broadcast just before); the model then lets
@@ -314,6 +325,11 @@ void Model::gather_unit(size_t unit, const at::Tensor& full) {
   require_units("gather_unit").gather(unit, full);
 }
 
+void Model::prefetch_unit(size_t unit, const at::Tensor& full) {
+  refuse_caller_protocol("prefetch_unit");
+  require_units("prefetch_unit").prefetch(unit, full);
+}
+
 bool Model::reduce_unit(size_t unit, const at::Tensor& full_gradients) {
   refuse_caller_protocol("reduce_unit");
   return hand_over_unit(unit, full_gradients);
@@ -380,17 +396,21 @@ ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTenso
   c10::IValue result;
   bool autocast = false;
   const bool chained = impl_->gathered && !impl_->chain.empty() && inputs.size() == 1 && named.empty() && inputs[0].isTensor();
-  if (impl_->gathered && !chained) impl_->gathered->before_forward(grad_enabled);
+  if (impl_->gathered && !chained) impl_->gathered->before_forward(grad_enabled, impl_->config.reducer.unit_prefetch);
   {
     AutocastScope scope(precision, device);
     autocast = scope.active();
     if (chained) {
       impl_->gathered->begin_chain(grad_enabled);
       result = std::move(inputs[0]);
-      for (const auto& [child, units] : impl_->chain) {
-        impl_->gathered->before_child(units);
+      const auto& chain = impl_->chain;
+      const bool prefetching = impl_->config.reducer.unit_prefetch;
+      for (size_t k = 0; k < chain.size(); ++k) {
+        const auto& [child, units] = chain[k];
+        impl_->gathered->before_child(units, prefetching ? units_ahead(chain, k, +1) : std::vector<size_t>());
         result = impl_->body->forward_child(child, std::move(result));
-        impl_->gathered->after_child(units, result.toTensor(), grad_enabled);
+        impl_->gathered->after_child(units, prefetching ? units_ahead(chain, k, -1) : std::vector<size_t>(),
+                                     result.toTensor(), grad_enabled);
       }
     } else {
       result = impl_->body->forward(std::move(inputs), named);
@@ -458,7 +478,10 @@ void Model::end_backward() {
 }
 
 void Model::check_units_after_backward(const char* what) {
-  if (!impl_->units || !impl_->backward_synchronises) return;
+  if (!impl_->units) return;
+  // A prefetch left in flight carries the shares of before the coming step.
+  impl_->units->discard_prefetches();
+  if (!impl_->backward_synchronises) return;
   std::string missing;
   for (size_t u = 0; u < impl_->reduced.size(); ++u) {
     if (!impl_->reduced[u]) missing += (missing.empty() ? "" : ", ") + std::to_string(u);
@@ -594,7 +617,13 @@ bool Model::has_accel_optimizer() const {
 
 GradSyncReport Model::grad_sync_report() const {
   GradSyncReport report = impl_->reducer ? impl_->reducer->sync_report() : GradSyncReport{};
-  if (impl_->units) report.gradient_bytes = impl_->units->gradient_bytes();
+  if (impl_->units) {
+    report.gradient_bytes = impl_->units->gradient_bytes();
+    const ShardedUnits::GatherFigures gathers = impl_->units->gather_figures();
+    report.unit_gathers = gathers.gathers;
+    report.unit_prefetches = gathers.prefetches;
+    report.unit_gather_wait_ms = gathers.wait_ms;
+  }
   std::lock_guard<std::mutex> lock(impl_->optimizers_mutex);
   for (const auto& state_bytes : impl_->optimizer_state_bytes) report.optimizer_state_bytes += state_bytes();
   return report;

@@ -138,8 +138,11 @@ class Model {
   // ShardedUnits::gather and reduce for the caller: gather is collective; reduce is collective on a
   // synchronising backward and returns true, and returns false, doing nothing, on one that accumulates (the
   // caller keeps its full gradients and hands them over on the synchronising one). Error(InvalidState) when
-  // the model is not sharded (sharded_units() is nullptr), and ShardedUnits' errors.
+  // the model is not sharded (sharded_units() is nullptr), and ShardedUnits' errors. prefetch_unit:
+  // ShardedUnits::prefetch (collective); the end of every backward (end_backward) forgets the prefetches
+  // not gathered by then, waiting for them.
   void gather_unit(size_t unit, const at::Tensor& full);
+  void prefetch_unit(size_t unit, const at::Tensor& full);
   bool reduce_unit(size_t unit, const at::Tensor& full_gradients);
   // Parameter index's unit and first element in the unit's layout. Error(OutOfRange), Error(InvalidState) as
   // above, Error(InvalidArgument) for a frozen parameter.

@@ -148,6 +148,11 @@ end
 """Fills `full` (1-d, `unit_numel` elements) with every process's share of the unit's parameters. Collective."""
 unit_gather!(model::Model, unit::Integer, full::Tensor) = @check accel_model_unit_gather(model, unit, full)
 
+"""Starts `unit_gather!(model, unit, full)` and returns before it is done (collective): the unit's next
+`unit_gather!` only waits for it. `full` must stay alive and untouched until then or the end of the backward
+(`end_backward!` waits for the prefetches left and forgets them)."""
+unit_prefetch!(model::Model, unit::Integer, full::Tensor) = @check accel_model_unit_prefetch(model, unit, full)
+
 """Hands the unit's gradients over (`full_gradients`: its layout, zeros where none; overwritten): `true` when
 averaged into this process's share (a synchronising backward; collective), `false` when the backward only
 accumulates (keep them and add the next backward's)."""

@@ -291,6 +291,8 @@ accel_model_parameter_place(model, index, unit, offset) =
     ccall((:accel_model_parameter_place, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{Csize_t}, Ptr{Int64}), model, index, unit, offset)
 accel_model_unit_gather(model, unit, full) =
     ccall((:accel_model_unit_gather, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{accel_tensor_t}), model, unit, full)
+accel_model_unit_prefetch(model, unit, full) =
+    ccall((:accel_model_unit_prefetch, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{accel_tensor_t}), model, unit, full)
 accel_model_unit_reduce(model, unit, full_gradients, reduced) =
     ccall((:accel_model_unit_reduce, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{accel_tensor_t}, Ptr{Cint}), model, unit, full_gradients, reduced)
 accel_output_count(output) = ccall((:accel_output_count, libaccel), Csize_t, (Ptr{accel_output_t},), output)

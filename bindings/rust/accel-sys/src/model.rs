@@ -52,6 +52,7 @@ extern "C" {
     pub fn accel_model_unit_numel(model: *const accel_model_t, unit: usize, out: *mut i64) -> c_int;
     pub fn accel_model_parameter_place(model: *const accel_model_t, index: usize, unit: *mut usize, offset: *mut i64) -> c_int;
     pub fn accel_model_unit_gather(model: *mut accel_model_t, unit: usize, full: *mut accel_tensor_t) -> c_int;
+    pub fn accel_model_unit_prefetch(model: *mut accel_model_t, unit: usize, full: *mut accel_tensor_t) -> c_int;
     pub fn accel_model_unit_reduce(
         model: *mut accel_model_t,
         unit: usize,

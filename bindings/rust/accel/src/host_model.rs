@@ -112,6 +112,16 @@ impl Model {
         one_at_a_time(|| check(unsafe { sys::accel_model_unit_gather(self.as_ptr(), unit, full.as_ptr()) }))
     }
 
+    /// Starts `unit_gather(unit, full)` and returns before it is done (collective), so that it travels while
+    /// the program computes with another unit: the unit's next `unit_gather` only waits for it.
+    ///
+    /// # Safety
+    /// `full`'s memory must stay alive and untouched until that `unit_gather` or the end of the backward
+    /// (`end_backward` waits for the prefetches left and forgets them): the library writes into it meanwhile.
+    pub unsafe fn unit_prefetch(&mut self, unit: usize, full: &Tensor) -> Result<()> {
+        one_at_a_time(|| check(unsafe { sys::accel_model_unit_prefetch(self.as_ptr(), unit, full.as_ptr()) }))
+    }
+
     /// Hands the unit's gradients of this backward over (`full_gradients`: the unit's layout, zeros where
     /// there are none; overwritten): true when averaged into this process's share (a synchronising
     /// backward; collective), false when the backward only accumulates (keep them and add the next
