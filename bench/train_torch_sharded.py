@@ -23,8 +23,9 @@ unit_gather_wait_ms; what prefetching hides); S: the parameters' share held in t
 alignment); F: S plus the most parameter memory the units gathered at once during a forward (over the
 steps after the warm-up; a prefetched unit counts); B: S + 3 x the largest unit; A: S plus the share's
 gradients and the optimizer's state after a step; C: 4 x S. The package is bindings/python of this
-checkout; the library is ACCEL_LIBRARY (run_zero_memory.sh sets it). Stage 3 prefetches as DeepSpeed's does (the next unit's gather started as a unit's forward and backward begin);
-ZERO_PREFETCH=off in the environment switches that off.
+checkout; the library is ACCEL_LIBRARY (run_zero_memory.sh sets it). Stage 3 prefetches as DeepSpeed's
+does (the next unit's gather started as a unit's forward and backward begin); ZERO_PREFETCH=off in the
+environment switches that off.
 """
 import os
 import resource

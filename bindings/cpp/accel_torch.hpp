@@ -27,7 +27,8 @@
 // Under zero_stage 3 (the prepare option; FSDP's FULL_SHARD) each trainable parameter is held, between steps,
 // as this process's share in libaccel only: the module's parameters keep their shapes and no memory. A C++
 // module has no forward hooks, so begin_forward gathers every unit (by default each top-level child module,
-// and the parameters the module holds itself: DeepSpeed's cut) and the backward hands each unit's gradients
+// and the parameters the module holds itself: DeepSpeed's cut; every gather started before the first is
+// waited for, accel_model_unit_prefetch) and the backward hands each unit's gradients
 // over and releases the unit as soon as all of them are accumulated; the rest at the end of backward. So a
 // process holds the whole parameters from its forward into its backward, and only its share of parameters,
 // gradients and optimizer state between steps. After an evaluation forward (no backward),
@@ -218,6 +219,7 @@ class ModuleModel {
       size_t waiting = 0;  // members whose gradient this backward has not accumulated
       bool done = true;    // handed over in this backward
       bool gathered = false;
+      bool prefetched = false;  // its gather in flight: libaccel writes into flat until unit_gather
     };
 
     Sharded(std::shared_ptr<Model> model, const std::vector<at::Tensor>& all, const std::vector<bool>& trainable)
@@ -239,6 +241,7 @@ class ModuleModel {
     }
 
     void release(Unit& unit) {
+      if (unit.prefetched) wait_for(static_cast<size_t>(&unit - units.data()));
       if (!unit.gathered) return;
       c10::StorageImpl* storage = unit.flat.storage().unsafeGetStorageImpl();
       storage->set_data_ptr_noswap(at::DataPtr(nullptr, unit.flat.device()));
@@ -249,16 +252,31 @@ class ModuleModel {
       for (Unit& unit : units) release(unit);
     }
 
-    void gather(size_t index) {
+    // The unit's gather started (prefetch) or done, into fresh memory.
+    void start_gather(size_t index, bool prefetch) {
       Unit& unit = units[index];
       release(unit);  // whatever it held may be from before a step
       const size_t bytes = static_cast<size_t>(unit.flat.numel()) * unit.flat.element_size();
       c10::StorageImpl* storage = unit.flat.storage().unsafeGetStorageImpl();
       storage->set_data_ptr_noswap(c10::GetAllocator(unit.flat.device().type())->allocate(bytes));
       storage->set_nbytes(bytes);
-      unit.gathered = true;
+      Tensor full = from_torch(unit.flat);
+      if (prefetch) {
+        model->unit_prefetch(index, full);
+        unit.prefetched = true;
+      } else {
+        model->unit_gather(index, full);
+        unit.gathered = true;
+      }
+    }
+
+    // A prefetched unit's gather waited for.
+    void wait_for(size_t index) {
+      Unit& unit = units[index];
       Tensor full = from_torch(unit.flat);
       model->unit_gather(index, full);
+      unit.prefetched = false;
+      unit.gathered = true;
     }
 
     // The unit's gradient buffer (zeros when new), its views the members' gradients.
@@ -281,7 +299,10 @@ class ModuleModel {
     }
 
     void begin_forward(bool grad_enabled) {
-      for (size_t index = 0; index < units.size(); ++index) gather(index);
+      // Every gather after the first started before the first is waited for: they travel one behind another.
+      for (size_t index = 1; index < units.size(); ++index) start_gather(index, /*prefetch=*/true);
+      if (!units.empty()) start_gather(0, /*prefetch=*/false);
+      for (size_t index = 1; index < units.size(); ++index) wait_for(index);
       if (!grad_enabled) return;
       for (Unit& unit : units) {
         unit.waiting = unit.members.size();

@@ -199,7 +199,7 @@ TEST(ModuleModel, TheGradScalerCallsAnswerWithoutFp16) {
 }
 
 // zero_stage 3: the module's parameters hold no memory between steps (libaccel holds this process's share),
-// its units are gathered by begin_forward, and accel's AdamW over the shares takes stage 0's steps bit for bit
+// its units are gathered by begin_forward (their gathers started together), and accel's AdamW over the shares takes stage 0's steps bit for bit
 // (with accumulation under cpp.module_model_accumulation.np2); an evaluation forward's gathered parameters
 // go with release_parameters. One process shards nothing.
 TEST(ModuleModel, ZeroStageThreeTakesStageZerosStepsHoldingOnlyItsShare) {
@@ -249,6 +249,8 @@ TEST(ModuleModel, ZeroStageThreeTakesStageZerosStepsHoldingOnlyItsShare) {
   }
   if (world() > 1) {
     EXPECT_EQ(held(), 0u) << "release_parameters kept memory";
+    // Each begin_forward started the second unit's gather before waiting for the first's.
+    EXPECT_EQ(sharded_model.model().grad_sync_stat("unit_prefetches"), static_cast<double>(steps + 1));
   }
   EXPECT_FALSE(whole->hidden->weight.equal(make_net(40)->hidden->weight)) << "nothing trained";
 }

@@ -171,7 +171,7 @@ at::Tensor carried(const at::Tensor& tensor) { return tensor.scalar_type() == at
 ShardedUnits::~ShardedUnits() {
   try {
     discard_prefetches();
-  } catch (...) {  // a prefetch's failure, reported already to the group's health; its buffers must outlive it
+  } catch (...) {  // a failed prefetch: what mattered is that none still writes into its buffer
   }
 }
 

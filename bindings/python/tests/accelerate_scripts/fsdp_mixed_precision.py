@@ -4,7 +4,8 @@ mixed_precision_policy param_dtype bf16 and reduce_dtype REDUCE) with torch's Ad
 of FSDP's recipe computed here in one process: fp32 master weights; each step every process's rows go
 forward and backward through a bf16 copy of the masters, inputs cast to bf16; the gradients are cast to
 REDUCE, divided by the number of processes and summed in rank order, then cast to fp32 for AdamW on the
-masters. Bit for bit, on every process's gathered state dict (fp32)."""
+masters. Bit for bit, on every process's gathered state dict (fp32). The bf16 run prefetches (forward and
+BACKWARD_PRE: each share cast before its all-gather starts), the fp32 one does not."""
 import copy
 import sys
 
@@ -16,7 +17,9 @@ import accel
 REDUCE = {"bf16": torch.bfloat16, "fp32": torch.float32}[sys.argv[1]]
 plugin = accel.FullyShardedDataParallelPlugin(
     sharding_strategy="FULL_SHARD", auto_wrap_policy="SIZE_BASED_WRAP", min_num_params=500,
-    mixed_precision_policy={"param_dtype": torch.bfloat16, "reduce_dtype": REDUCE})
+    mixed_precision_policy={"param_dtype": torch.bfloat16, "reduce_dtype": REDUCE},
+    forward_prefetch=REDUCE is torch.bfloat16,
+    backward_prefetch="BACKWARD_PRE" if REDUCE is torch.bfloat16 else None)
 accelerator = accel.Accelerator(cpu=True, fsdp_plugin=plugin)
 torch.manual_seed(0)
 module = torch.nn.Sequential(torch.nn.Linear(6, 131), torch.nn.ReLU(), torch.nn.Linear(131, 40), torch.nn.ReLU(),

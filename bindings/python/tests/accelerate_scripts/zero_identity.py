@@ -1,9 +1,10 @@
 """An eager nn.Module trained on 2 processes under ZeRO (`zero_identity.py STAGE ACCUMULATION OUT`: Accelerate's
 DeepSpeedPlugin(zero_stage=STAGE), or with STAGE "fsdp" its FullyShardedDataParallelPlugin(SHARD_GRAD_OP), with
 "fsdp-full" FULL_SHARD with a size-based wrap policy, "fsdp-keep" the same with reshard_after_forward False,
-"fsdp-ckpt" the same with activation_checkpointing (each Linear's forward recomputed in backward), "fsdp-post"
-the same with forward_prefetch and backward_prefetch BACKWARD_POST (DeepSpeed's stage 3 prefetches forward and
-BACKWARD_PRE);
+"fsdp-ckpt" the same with activation_checkpointing (each Linear's forward recomputed in backward, the
+recomputation consuming the backward's prefetches: forward_prefetch and BACKWARD_PRE), "fsdp-post" the same
+without checkpointing, with forward_prefetch and BACKWARD_POST ("fsdp-keep" with forward_prefetch; DeepSpeed's
+stage 3 prefetches forward and BACKWARD_PRE);
 a STAGE ending in "-delays" also sleeps a random 0-4 ms, drawn per process, before every module's forward
 (so before each unit's gather), before every gradient is accumulated (so before each reduction) and before
 every optimizer step), clipping on, by three optimizers in turn: accel's AdamW (OptimizerSpec),
@@ -34,14 +35,15 @@ STEPS, SAVED_AT = 20, 10
 if STAGE == "fsdp":  # FSDP's SHARD_GRAD_OP, which accel trains as ZeRO stage 2
     accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
                                     fsdp_plugin=accel.FullyShardedDataParallelPlugin(sharding_strategy="SHARD_GRAD_OP"))
-elif STAGE in ("fsdp-full", "fsdp-keep", "fsdp-ckpt", "fsdp-post"):  # FSDP's FULL_SHARD (ZeRO-3), each Linear a unit
+elif STAGE in ("fsdp-full", "fsdp-keep", "fsdp-ckpt", "fsdp-post"):  # FULL_SHARD (ZeRO-3), each Linear a unit
     accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
                                     fsdp_plugin=accel.FullyShardedDataParallelPlugin(
                                         sharding_strategy="FULL_SHARD", auto_wrap_policy="SIZE_BASED_WRAP",
                                         min_num_params=20, reshard_after_forward=STAGE != "fsdp-keep",
                                         activation_checkpointing=STAGE == "fsdp-ckpt",
-                                        forward_prefetch=STAGE == "fsdp-post",
-                                        backward_prefetch="BACKWARD_POST" if STAGE == "fsdp-post" else None))
+                                        forward_prefetch=STAGE != "fsdp-full",
+                                        backward_prefetch={"fsdp-post": "BACKWARD_POST",
+                                                           "fsdp-ckpt": "BACKWARD_PRE"}.get(STAGE)))
 else:
     accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
                                     deepspeed_plugin=accel.DeepSpeedPlugin(zero_stage=int(STAGE)))
