@@ -16,7 +16,10 @@ their values back. Per step:
   on a synchronising backward it is averaged into this process's share and released, on an accumulating one
   it is kept for the next backward; the parameters are released;
 - when the backward ends, units it did not reach are reduced with zeros (every process reduces every unit),
-  then accel_model_end_backward.
+  then accel_model_end_backward;
+- with forward_prefetch and backward_prefetch, the gather of the unit expected next is started ahead
+  (accel_model_unit_prefetch) as a unit's forward begins, and as its backward begins or ends; a guess the
+  forward did not take is released at the root's forward end.
 The optimizer steps the shares: accel's optimizers in the library, torch's through accel._torch_zero.
 
 Mixed precision (FSDP's MixedPrecision, the plugin's mixed_precision_policy): the units' buffers are in
@@ -270,8 +273,8 @@ class ShardedModule(PreparedModule):
         self._units = []
         for unit in range(self.model.num_units()):
             first = next(p for i, p in self.trainable.items() if unit_of[i] == unit)
-            self._units.append(_Unit(self.model, unit, self.model.unit_numel(unit), compute or first.dtype, first.dtype,
-                                     first.device))
+            self._units.append(_Unit(self.model, unit, self.model.unit_numel(unit), compute or first.dtype,
+                                     first.dtype, first.device))
         self._hooks = []
         for index, parameter in self.trainable.items():
             unit, offset = self.model.parameter_place(index)
