@@ -31,11 +31,14 @@
 #      (S: P/N with alignment; F: S plus the most parameter memory gathered at once in a forward, bound
 #      B = S + 3 x the largest unit; A: S plus the share's gradients and AdamW's state, bound C = 4 x S);
 #      then stage 3 again with a
-#      save_state after the steps (the units gathered one at a time while process 0 writes them, each
+#      save_state after the steps (the units gathered one at a time, the next one in flight while process 0
+#      writes one, each
 #      process writing the optimizer state of its own share), with torch's AdamW and with accel's:
 #        zero-memory-torch-save: optimizer=torch|accel stage=3 peak_mb=P peak_vs_training=R rss_vs_training=Q
+#          save_ms=W
 #      (target Q <= 1.2: the processes' peak resident memory, summed, against the same run's before the
-#      save; R is the cgroup's peak against the training run's, which counts the written files' page cache),
+#      save; R is the cgroup's peak against the training run's, which counts the written files' page cache;
+#      W the save_state's wall time),
 #      and under the limit above, where stage 3 trained:
 #        zero-memory-torch-save-limit: optimizer=torch|accel limit_mb=L result=saved|killed
 #      then fresh stage 3 processes resume from that checkpoint (load_state; each reads the saving processes'
@@ -160,7 +163,7 @@ measure_torch() {
     echo "zero-memory-torch-save: optimizer=$optimizer stage=3 peak_mb=$(mb "$bytes")" \
       "peak_vs_training=$(awk -v a="$bytes" -v b="${peak[3]}" 'BEGIN { printf "%.3f", a / b }')" \
       "rss_vs_training=$(awk -v a="$(value "$line" rss_peak_kb)" -v b="$(value "$line" rss_training_kb)" \
-                          'BEGIN { printf "%.3f", a / b }')"
+                          'BEGIN { printf "%.3f", a / b }')" "save_ms=$(value "$line" save_ms)"
     local training_kb load_line
     training_kb=$(value "$line" rss_training_kb)
     { read -r load_line; read -r bytes; } < <(run_torch_load_in_group 0 "$saved/checkpoint" "$optimizer")

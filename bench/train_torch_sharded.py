@@ -14,7 +14,8 @@ step_ms: the median step (forward, backward, AdamW) after 3 warm-up steps; param
 process holds of the parameters between steps (torch's storage plus, under stage 3, its share in the
 library); optimizer_state_bytes: AdamW's state on this process; rss_training_kb: the processes' peak
 resident memory after the steps, summed over them; rss_peak_kb: the same at the end (after the save):
-process memory without the page cache, which a cgroup's figure counts. Under stage 3 it adds PyTorch's
+process memory without the page cache, which a cgroup's figure counts. With SAVE_DIR, save_ms=W follows
+them: the save_state's wall time, every process done. Under stage 3 it adds PyTorch's
 bounds for fully_shard, per process (P the model's parameter bytes, N the processes):
   gather_wait_ms=W share_bytes=S forward_peak_bytes=F forward_bound_bytes=B after_step_bytes=A
   after_step_bound_bytes=C
@@ -123,14 +124,19 @@ def main() -> int:
                   f" forward_bound_bytes={share_bytes + 3 * largest} after_step_bytes={after_step}"
                   f" after_step_bound_bytes={4 * share_bytes}")
     rss_training = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    saving = ""
     if len(sys.argv) >= 8:
+        accelerator.wait_for_everyone()
+        started = time.perf_counter()
         accelerator.save_state(sys.argv[7])
+        accelerator.wait_for_everyone()
+        saving = f" save_ms={(time.perf_counter() - started) * 1000:.0f}"
     rss = accelerator.reduce(torch.tensor([rss_training, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]),
                              reduction="sum")
     if accelerator.is_main_process:
         print(f"accel-torch stage={stage} step_ms={statistics.median(times) * 1000:.2f} "
               f"parameter_bytes={parameter_bytes} optimizer_state_bytes={state_bytes} "
-              f"rss_training_kb={int(rss[0])} rss_peak_kb={int(rss[1])}" + bounds, flush=True)
+              f"rss_training_kb={int(rss[0])} rss_peak_kb={int(rss[1])}" + saving + bounds, flush=True)
     accelerator.end_training()
     return 0
 

@@ -313,9 +313,16 @@ void ShardedUnits::assign(const at::Tensor& given, const at::Tensor& values) {
 void ShardedUnits::for_each_whole(bool keep, const std::function<void(const at::Tensor&, const at::Tensor&)>& each) {
   discard_prefetches();
   std::exception_ptr failed;
+  const auto exact_buffer = [&](size_t u) { return at::empty({unit_numel(u)}, partition_.parameter_chunks[u].options()); };
+  at::Tensor next = unit_count() > 0 ? exact_buffer(0) : at::Tensor();
   for (size_t u = 0; u < unit_count(); ++u) {
-    const at::Tensor full = at::empty({unit_numel(u)}, partition_.parameter_chunks[u].options());
+    const at::Tensor full = next;
     gather(u, full);
+    // The next unit's gather travels while this one's parameters go to `each` (process 0 writing them).
+    if (u + 1 < unit_count()) {
+      next = exact_buffer(u + 1);
+      prefetch(u + 1, next);
+    }
     const auto& members = partition_.members[u];
     for (size_t m = 0; keep && !failed && m < members.size(); ++m) {
       const at::Tensor& parameter = trainable_[members[m]].second;

@@ -102,7 +102,8 @@ class ShardedUnits {
   // The trainable parameters in unit order (partition().members, unit by unit): for_each_whole's order.
   std::vector<at::Tensor> parameters_in_unit_order() const;
   // Every unit gathered in turn (collective): with keep, each(parameter, its whole value) in
-  // parameters_in_unit_order's order, the unit's memory freed before the next unit; without, this rank only
+  // parameters_in_unit_order's order, the next unit's gather in flight meanwhile (prefetch: two units'
+  // memory at a time) and a unit's memory freed once the next one's is handed out; without, this rank only
   // takes part. What each throws is thrown once every unit has been gathered, so that no other rank is left
   // waiting in a gather.
   void for_each_whole(bool keep, const std::function<void(const at::Tensor&, const at::Tensor&)>& each);
