@@ -292,7 +292,8 @@ ACCEL_API ACCEL_NODISCARD int accel_model_buffer(const accel_model_t *model, siz
  * state, momentum buffers and Adam's moments, of the accel optimizers made over the model, as of their last
  * step or load). And zero_stage 3's parameter gathers: "unit_gathers" (the units gathered, prefetched or
  * not), "unit_prefetches" (those whose gather was started ahead) and "unit_gather_wait_ms" (how long the
- * gathers waited for their all-gathers, what prefetching hides). All 0 for a model that is not prepared
+ * gathers waited for their all-gathers, what prefetching hides; under NCCL a wait only orders the streams, so
+ * the host waits next to nothing). All 0 for a model that is not prepared
  * or runs on one process. With the timeline on, each synchronising backward also records the event
  * "all-reduce wait" (from its last gradient to the end of the wait) with these figures as arguments.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_ARGUMENT (another name; the message lists them).

@@ -315,15 +315,15 @@ class ShardedModule(PreparedModule):
                 unit.grads.zero_()
 
     def whole_state_dict(self, keep):
-        """The module's state_dict with copies of its values, its units gathered one at a time in the
-        parameters' own dtype (collective), on the process that keeps it; an empty one elsewhere."""
+        """The module's state_dict with copies of its values, its units gathered in turn in the parameters'
+        own dtype (collective, _exact_units), on the process that keeps it; an empty one elsewhere."""
         entries = self.module.state_dict(keep_vars=True)
         names = {}
         for name, value in entries.items():
             names.setdefault(id(value), []).append(name)
         copies = {}
-        for unit in self._units:
-            for parameter, view in unit.views(self._gather_exact(unit)):
+        for unit, full in self._exact_units():
+            for parameter, view in unit.views(full):
                 for name in names.get(id(parameter), ()) if keep else ():
                     copies[name] = view
         if not keep:
@@ -343,16 +343,29 @@ class ShardedModule(PreparedModule):
         that failed part-way on some): the module's parameters hold their values again once the library's
         shares are gone (free_memory)."""
         with torch.no_grad():
-            for unit in self._units:
-                for parameter, view in unit.views(self._gather_exact(unit)):
+            for unit, full in self._exact_units():
+                for parameter, view in unit.views(full):
                     parameter.data = view
         self._units = []
 
-    def _gather_exact(self, unit):
-        """A new buffer of the unit's layout holding its parameters' exact values (collective)."""
-        full = torch.empty(unit.flat.numel(), dtype=unit.master_dtype, device=unit.flat.device)
-        self.model.unit_gather(unit.index, full)
-        return full
+    def _exact_units(self):
+        """Each unit with a new buffer of its layout holding its parameters' exact values, in turn
+        (collective; iterate to the end): the next unit's gather in flight while the caller reads one."""
+        for unit in self._units:
+            if unit.prefetched:  # a compute-dtype prefetch of a forward under way
+                unit.release()
+        def exact_buffer(unit):
+            return torch.empty(unit.flat.numel(), dtype=unit.master_dtype, device=unit.flat.device)
+
+        prefetched = None
+        for place, unit in enumerate(self._units):
+            full = prefetched if prefetched is not None else exact_buffer(unit)
+            self.model.unit_gather(unit.index, full)
+            prefetched = None
+            if place + 1 < len(self._units):
+                prefetched = exact_buffer(self._units[place + 1])
+                self.model.unit_prefetch(self._units[place + 1].index, prefetched)
+            yield unit, full
 
     # --- the hooks ----------------------------------------------------------------------------------------
 

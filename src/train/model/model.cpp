@@ -21,6 +21,13 @@
 
 namespace accel::train {
 
+namespace {
+
+// A forward run a child at a time: the chained children in order, each with the units that lie in it.
+using ChainedChildren = std::vector<std::pair<std::string, std::vector<size_t>>>;
+
+}  // namespace
+
 struct Model::Impl {
   std::shared_ptr<ModelBody> body;
   std::shared_ptr<distributed::State> state;
@@ -33,7 +40,7 @@ struct Model::Impl {
   // Stage 3 on a model accel runs (TorchScript): its parameters' buffers and the backward's hooks; and when
   // its forward is a chain of children each holding whole units, the children in order with their units.
   std::unique_ptr<GatheredUnits> gathered;
-  std::vector<std::pair<std::string, std::vector<size_t>>> chain;
+  ChainedChildren chain;
   bool backward_synchronises = false;
   std::vector<bool> reduced;
   // A module's parameters or buffers: every slot under its name, and each tensor once (its first slot).
@@ -224,16 +231,15 @@ std::string top_level_child(const std::string& name) {
 // The chained children (ModelBody::chained_children) with the units that lie in each, when every unit lies in
 // one of them; empty otherwise (a unit across children, or parameters of the root's own or of a child the
 // chain does not call), and the whole model is gathered around its forward.
-std::vector<std::pair<std::string, std::vector<size_t>>> units_by_child(const std::vector<std::string>& children,
-                                                                        const NamedTensors& trainable,
-                                                                        const std::vector<int32_t>& unit_of) {
+ChainedChildren units_by_child(const std::vector<std::string>& children, const NamedTensors& trainable,
+                               const std::vector<int32_t>& unit_of) {
   std::map<int32_t, std::string> child_of_unit;
   for (size_t i = 0; i < trainable.size(); ++i) {
     const std::string child = top_level_child(trainable[i].first);
     const auto [placed, fresh] = child_of_unit.emplace(unit_of[i], child);
     if (!fresh && placed->second != child) return {};
   }
-  std::vector<std::pair<std::string, std::vector<size_t>>> chain;
+  ChainedChildren chain;
   size_t placed = 0;
   for (const std::string& child : children) {
     chain.emplace_back(child, std::vector<size_t>());
@@ -248,8 +254,7 @@ std::vector<std::pair<std::string, std::vector<size_t>>> units_by_child(const st
 
 // The units of the nearest child after (step +1) or before (step -1) chain[k] that holds any: those to
 // prefetch around chain[k]'s forward (+1) and backward (-1).
-std::vector<size_t> units_ahead(const std::vector<std::pair<std::string, std::vector<size_t>>>& chain, size_t k,
-                                int step) {
+std::vector<size_t> units_ahead(const ChainedChildren& chain, size_t k, int step) {
   for (auto next = static_cast<std::ptrdiff_t>(k) + step; next >= 0 && next < static_cast<std::ptrdiff_t>(chain.size());
        next += step) {
     if (!chain[static_cast<size_t>(next)].second.empty()) return chain[static_cast<size_t>(next)].second;

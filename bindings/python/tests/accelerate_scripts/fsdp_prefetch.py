@@ -4,7 +4,7 @@ A module of four Linears, each a unit, whose forward skips the second on some st
 process), so that a prefetch guessed from the previous forward is sometimes not used; torch's AdamW, 4
 steps. Writes to OUT (rank 0): the final weights, and per step the units whose gathers were started ahead in
 the forward and in the backward, in order. The test compares the modes: the same weights bit for bit, and
-the prefetches the rules give."""
+the prefetches the rules give. get_state_dict starts each unit's gather while the one before it is read."""
 import sys
 
 import torch
@@ -62,7 +62,10 @@ for detour in DETOURS:
     optimizer.step()
     optimizer.zero_grad()
     assert all(not unit.prefetched and not unit.gathered for unit in hosted._units), "a unit held after the step"
+prefetches = hosted.model.grad_sync_stat("unit_prefetches")
 weights = accelerator.get_state_dict(model)
+# The state dict's gathers: each unit's after the first started while the one before it is read.
+assert hosted.model.grad_sync_stat("unit_prefetches") - prefetches == 3
 if accelerator.is_main_process:
     torch.save({"weights": weights, "started": started}, OUT)
 accelerator.end_training()
