@@ -54,16 +54,14 @@ struct GatheredUnits::Impl : std::enable_shared_from_this<GatheredUnits::Impl> {
     storage->set_nbytes(bytes);
   }
 
+  // A prefetched unit's gather only waits for the prefetch.
   void gather(size_t index) {
     Unit& unit = units[index];
-    if (unit.prefetched) {
-      unit.prefetched = false;
-      unit.gathered = true;
-      sharded->gather(index, unit.flat);  // waits for the prefetch
-      return;
+    if (!unit.prefetched) {
+      release(unit);  // what it held may be from before a step
+      allocate(unit);
     }
-    release(unit);  // what it held may be from before a step
-    allocate(unit);
+    unit.prefetched = false;
     unit.gathered = true;
     sharded->gather(index, unit.flat);
   }
@@ -181,10 +179,10 @@ GatheredUnits::~GatheredUnits() {
 void GatheredUnits::before_forward(bool grad_enabled, bool prefetching) {
   Impl& impl = *impl_;
   if (prefetching) {
-    std::vector<size_t> later(impl.units.size() > 1 ? impl.units.size() - 1 : 0);
-    for (size_t index = 0; index < later.size(); ++index) later[index] = index + 1;
     impl.release_all();  // what they held may be from before a step
-    impl.prefetch(later, false);
+    std::vector<size_t> after_the_first;
+    for (size_t index = 1; index < impl.units.size(); ++index) after_the_first.push_back(index);
+    impl.prefetch(after_the_first, false);
   }
   for (size_t index = 0; index < impl.units.size(); ++index) impl.gather(index);
   if (!grad_enabled) return;
