@@ -33,18 +33,20 @@
 #      then stage 3 again with a
 #      save_state after the steps (the units gathered one at a time, the next one in flight while process 0
 #      writes one, each
-#      process writing the optimizer state of its own share), with torch's AdamW and with accel's:
-#        zero-memory-torch-save: optimizer=torch|accel stage=3 peak_mb=P peak_vs_training=R rss_vs_training=Q
-#          save_ms=W
+#      process writing the optimizer state of its own share), with torch's AdamW and with accel's, and with
+#      torch's and the model saved in each process's pieces (checkpoint_model "sharded": nothing gathered,
+#      every process writing its shares):
+#        zero-memory-torch-save: optimizer=torch|accel model=whole|sharded stage=3 peak_mb=P peak_vs_training=R
+#          rss_vs_training=Q save_ms=W
 #      (target Q <= 1.2: the processes' peak resident memory, summed, against the same run's before the
 #      save; R is the cgroup's peak against the training run's, which counts the written files' page cache;
 #      W the save_state's wall time),
 #      and under the limit above, where stage 3 trained:
-#        zero-memory-torch-save-limit: optimizer=torch|accel limit_mb=L result=saved|killed
+#        zero-memory-torch-save-limit: optimizer=torch|accel model=whole|sharded limit_mb=L result=saved|killed
 #      then fresh stage 3 processes resume from that checkpoint (load_state; each reads the saving processes'
 #      parts one at a time and keeps its own share), without a limit and under the one above:
-#        zero-memory-torch-load: optimizer=torch|accel stage=3 peak_mb=P rss_vs_training=Q
-#        zero-memory-torch-load-limit: optimizer=torch|accel limit_mb=L result=loaded|killed
+#        zero-memory-torch-load: optimizer=torch|accel model=whole|sharded stage=3 peak_mb=P rss_vs_training=Q
+#        zero-memory-torch-load-limit: optimizer=torch|accel model=whole|sharded limit_mb=L result=loaded|killed
 #      (Q: the loading processes' peak resident memory, summed, against the saving run's while training)
 #   4. Stage 3's step time on the training benchmark's MLP 784-1024-1024-10 (AdamW, batch 64 per process),
 #      stage 0, stage 3 and stage 3 without prefetching (ZERO_PREFETCH=off) interleaved, ZERO_STEP_ROUNDS
@@ -155,12 +157,15 @@ measure_torch() {
     { read -r line; read -r bytes; } < <(run_torch_in_group "$stage" "$limit")
     echo "zero-memory-torch-limit: limit_mb=$(mb "$limit") stage=$stage result=$([ -n "$line" ] && echo trained || echo killed)"
   done
-  local saved optimizer
-  for optimizer in torch accel; do
+  local saved optimizer run model_files
+  for run in torch:whole accel:whole torch:sharded; do
+    optimizer=${run%%:*}
+    model_files=${run#*:}
+    export ZERO_CHECKPOINT_MODEL=$model_files
     saved=$(mktemp -d)
     { read -r line; read -r bytes; } < <(run_torch_in_group 3 0 "$saved/checkpoint" "$optimizer")
     [ -n "$line" ] || { echo "zero-memory: the torch module did not save at stage 3 ($optimizer)" >&2; exit 1; }
-    echo "zero-memory-torch-save: optimizer=$optimizer stage=3 peak_mb=$(mb "$bytes")" \
+    echo "zero-memory-torch-save: optimizer=$optimizer model=$model_files stage=3 peak_mb=$(mb "$bytes")" \
       "peak_vs_training=$(awk -v a="$bytes" -v b="${peak[3]}" 'BEGIN { printf "%.3f", a / b }')" \
       "rss_vs_training=$(awk -v a="$(value "$line" rss_peak_kb)" -v b="$(value "$line" rss_training_kb)" \
                           'BEGIN { printf "%.3f", a / b }')" "save_ms=$(value "$line" save_ms)"
@@ -168,16 +173,17 @@ measure_torch() {
     training_kb=$(value "$line" rss_training_kb)
     { read -r load_line; read -r bytes; } < <(run_torch_load_in_group 0 "$saved/checkpoint" "$optimizer")
     [ -n "$load_line" ] || { echo "zero-memory: stage 3 did not load its checkpoint ($optimizer)" >&2; exit 1; }
-    echo "zero-memory-torch-load: optimizer=$optimizer stage=3 peak_mb=$(mb "$bytes")" \
+    echo "zero-memory-torch-load: optimizer=$optimizer model=$model_files stage=3 peak_mb=$(mb "$bytes")" \
       "rss_vs_training=$(awk -v a="$(value "$load_line" rss_load_kb)" -v b="$training_kb" 'BEGIN { printf "%.3f", a / b }')"
     { read -r load_line; read -r bytes; } < <(run_torch_load_in_group "$limit" "$saved/checkpoint" "$optimizer")
-    echo "zero-memory-torch-load-limit: optimizer=$optimizer limit_mb=$(mb "$limit") result=$([ -n "$load_line" ] && echo loaded || echo killed)"
+    echo "zero-memory-torch-load-limit: optimizer=$optimizer model=$model_files limit_mb=$(mb "$limit") result=$([ -n "$load_line" ] && echo loaded || echo killed)"
     rm -rf "$saved"
     saved=$(mktemp -d)
     { read -r line; read -r bytes; } < <(run_torch_in_group 3 "$limit" "$saved/checkpoint" "$optimizer")
     rm -rf "$saved"
-    echo "zero-memory-torch-save-limit: optimizer=$optimizer limit_mb=$(mb "$limit") result=$([ -n "$line" ] && echo saved || echo killed)"
+    echo "zero-memory-torch-save-limit: optimizer=$optimizer model=$model_files limit_mb=$(mb "$limit") result=$([ -n "$line" ] && echo saved || echo killed)"
   done
+  unset ZERO_CHECKPOINT_MODEL
 }
 
 # measure_step_time NAME STEPS WIDTH DEPTH: part 4 for the MLP 784-WIDTHxDEPTH-10.

@@ -26,7 +26,8 @@ steps after the warm-up; a prefetched unit counts); B: S + 3 x the largest unit;
 gradients and the optimizer's state after a step; C: 4 x S. The package is bindings/python of this
 checkout; the library is ACCEL_LIBRARY (run_zero_memory.sh sets it). Stage 3 prefetches as DeepSpeed's
 does (the next unit's gather started as a unit's forward and backward begin); ZERO_PREFETCH=off in the
-environment switches that off.
+environment switches that off; ZERO_CHECKPOINT_MODEL=sharded has save_state write the model as each process's
+pieces (FSDP's SHARDED_STATE_DICT) rather than one file streamed by process 0.
 """
 import os
 import resource
@@ -62,6 +63,9 @@ def main() -> int:
     spec = (accel.OptimizerSpec("adamw", lr=1e-4) if use_accel_optimizer
             else torch.optim.AdamW(module.parameters(), lr=1e-4))
     model, optimizer = accelerator.prepare(module, spec)
+    hosted = accelerator._hosted_owning(next(module.parameters()))
+    if os.environ.get("ZERO_CHECKPOINT_MODEL") == "sharded":
+        hosted.model.set_checkpoint_model("sharded")
     if loading:
         accelerator.load_state(sys.argv[7])
         rss = accelerator.reduce(torch.tensor([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]), reduction="sum")
@@ -70,7 +74,6 @@ def main() -> int:
         accelerator.end_training()
         return 0
     generator = torch.Generator().manual_seed(1 + accelerator.process_index)
-    hosted = accelerator._hosted_owning(next(module.parameters()))
     units = getattr(hosted, "_units", [])
     if os.environ.get("ZERO_PREFETCH") == "off":
         hosted._forward_prefetch, hosted._backward_prefetch = False, None

@@ -338,6 +338,9 @@ class Model {
     return Tensor(first);
   }
   void train(bool on) { check(accel_model_train(get(), on ? 1 : 0)); }
+  // How save_state writes this prepared model from now on: "whole" or "sharded" (the prepare option
+  // checkpoint_model's values).
+  void set_checkpoint_model(const std::string& how) { check(accel_model_set_checkpoint_model(get(), how.c_str())); }
   // What State::save_model wrote into directory; on an error the model is unchanged.
   void load_weights(const std::string& directory) { check(accel_model_load_weights(get(), directory.c_str())); }
   accel_model_t* get() const { return handle_.get(); }

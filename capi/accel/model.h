@@ -242,6 +242,18 @@ ACCEL_API ACCEL_NODISCARD int accel_model_unit_prefetch(accel_model_t *model, si
 ACCEL_API ACCEL_NODISCARD int accel_model_unit_reduce(accel_model_t *model, size_t unit, accel_tensor_t *full_gradients,
                                                       int *reduced);
 
+/* How accel_state_save_state writes a prepared model from now on, as the prepare option checkpoint_model
+ * chose at prepare (FSDP's state_dict_type, which Accelerate's set_state_dict_type changes in a run): "whole"
+ * (one model file, written by process 0; under stage 3 its units gathered one after another) or "sharded"
+ * (each process writes its piece of every tensor into its own folder of the checkpoint, in parallel and
+ * without a collective: under stage 3 its shares, so no process gathers anything; a buffer process 0's whole;
+ * any other tensor an even split of its elements). Either loads on any number of processes and stage
+ * (accel_state_load_state), and `accel checkpoint merge` joins the pieces into one file; save_model always
+ * writes the model whole. Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_BAD_OPTION_VALUE (neither name, both
+ * named). Thread safety: as the model's; a save in the background keeps what was chosen when it started.
+ * Model states: unprepared host, unprepared torchscript -> ACCEL_ERR_INVALID_STATE. */
+ACCEL_API ACCEL_NODISCARD int accel_model_set_checkpoint_model(accel_model_t *model, const char *how);
+
 /* Output accessors: count; name of entry index (NULL unless the output is a dict); a new handle on entry
  * index (ACCEL_ERR_OUT_OF_RANGE otherwise); accel_output_get_named looks a dict entry up by name. */
 ACCEL_API size_t accel_output_count(const accel_output_t *output);

@@ -30,7 +30,7 @@ VALID_BY_NAME = {
     "inputs": "(accel_tensor_t *const *)&a->input", "directory": "a->directory", "path": "a->directory",
     "kind": '"sgd"', "name": '"syncs"', "found_inf": "(void *)a->scratch", "total_norm": "(void *)a->scratch",
     "grad_enabled": "1", "on": "1", "step": "a->step", "full": "(accel_tensor_t *)a->input",
-    "full_gradients": "(accel_tensor_t *)a->input",
+    "full_gradients": "(accel_tensor_t *)a->input", "how": '"sharded"',
 }
 
 

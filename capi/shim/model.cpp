@@ -240,6 +240,18 @@ extern "C" int accel_model_unit_prefetch(accel_model_t* model, size_t unit, acce
   });
 }
 
+extern "C" int accel_model_set_checkpoint_model(accel_model_t* model, const char* how) {
+  return guarded(__func__, [&] {
+    require(model, "model");
+    require(how, "how");
+    const std::string name(how);
+    if (name != "whole" && name != "sharded") {
+      accel::fail(accel::Code::BadOptionValue, "checkpoint_model: '" + name + "' is neither \"whole\" nor \"sharded\"");
+    }
+    model->model->set_checkpoint_in_pieces(name == "sharded");
+  });
+}
+
 extern "C" int accel_model_unit_reduce(accel_model_t* model, size_t unit, accel_tensor_t* full_gradients, int* reduced) {
   return guarded(__func__, [&] {
     require(model, "model");

@@ -87,7 +87,9 @@ LoadedCheckpoint read_checkpoint(const distributed::State& state, const std::str
                                                                      : ": the checkpoint has no grad scaler, this run uses one (fp16)"));
   }
   for (size_t i = 0; i < objects.models.size(); ++i) {
-    loaded.models.push_back(ModelWeights::from_file(*objects.models[i], join_path(directory, checkpoint_model_file(i))));
+    loaded.models.push_back(manifest.in_pieces(i)
+                                ? ModelWeights::from_parts(*objects.models[i], directory, i, manifest.world_size)
+                                : ModelWeights::from_file(*objects.models[i], join_path(directory, checkpoint_model_file(i))));
   }
 
   const std::string shared_path = join_path(directory, kStatesFile);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "ckpt/model_pieces.hpp"
 #include "ckpt/model_weights.hpp"
 #include "ckpt/one_folder.hpp"
 #include "ckpt/rng_states.hpp"
@@ -58,6 +59,9 @@ Manifest manifest_of(distributed::State& state, const CheckpointObjects& objects
       manifest.zero_split[rank].insert(manifest.zero_split[rank].end(), split[rank].begin(), split[rank].end());
     }
   }
+  for (size_t i = 0; i < objects.models.size(); ++i) {
+    if (objects.models[i]->checkpoint_in_pieces()) manifest.models_in_pieces.push_back(static_cast<int64_t>(i));
+  }
   if (const tracking::Trackers* trackers = objects.trackers) {
     manifest.tracker_run = trackers->run_name();
     manifest.tracker_last_step = trackers->last_logged_step().value_or(-1);
@@ -98,11 +102,21 @@ CheckpointSnapshot take_snapshot(const std::shared_ptr<distributed::State>& stat
     }
     optimizer_states.push_back(std::move(shared));
   }
+  for (const train::Model* model : objects.models) {
+    std::optional<ModelPart> part;
+    if (model->checkpoint_in_pieces()) {
+      part = model_part(*model, snapshot.rank, state->launch().world_size);
+      if (copy_tensors) {
+        for (auto& entry : part->pieces) entry.second = host_copy(entry.second);
+      }
+    }
+    snapshot.model_parts.push_back(std::move(part));
+  }
   if (snapshot.rank != 0) return snapshot;
 
   for (const train::Model* model : objects.models) {
-    // A sharded model is written by begin_save as its units are gathered.
-    snapshot.written_models.push_back(model->sharded_units() != nullptr);
+    // A model saved in pieces is in model_parts; a sharded one is written by begin_save as its units are gathered.
+    snapshot.written_models.push_back(model->checkpoint_in_pieces() || model->sharded_units() != nullptr);
     StoredModel stored = snapshot.written_models.back() ? StoredModel{} : stored_model(model->tensor_slots());
     if (copy_tensors) {
       for (auto& entry : stored.tensors) entry.second = host_copy(entry.second);
@@ -125,6 +139,11 @@ void write_snapshot(const CheckpointSnapshot& snapshot, const std::string& direc
   const std::string own = join_path(directory, rank_directory(snapshot.rank));
   create_directories(own);
   formats::write_safetensors(join_path(own, kStatesFile), snapshot.rank_states, snapshot.rank_metadata);
+  for (size_t i = 0; i < snapshot.model_parts.size(); ++i) {
+    if (const auto& part = snapshot.model_parts[i]) {
+      formats::write_safetensors(model_part_file(directory, snapshot.rank, i), part->pieces, part->metadata);
+    }
+  }
   for (const auto& [name, bytes] : snapshot.custom_files) {
     AtomicFile file(join_path(own, name));
     file.write(bytes.data(), bytes.size());
@@ -156,7 +175,7 @@ namespace {
 // the main process writes (no rank ever holds the whole model). Collective.
 void write_sharded_models(const CheckpointObjects& objects, const std::string& staging, bool main) {
   for (size_t i = 0; i < objects.models.size(); ++i) {
-    if (objects.models[i]->sharded_units() != nullptr) {
+    if (objects.models[i]->sharded_units() != nullptr && !objects.models[i]->checkpoint_in_pieces()) {
       write_model_file(*objects.models[i], join_path(staging, checkpoint_model_file(i)), main);
     }
   }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <map>
 #include <string>
 #include <utility>
@@ -20,12 +21,16 @@ namespace accel::ckpt {
 struct CheckpointSnapshot {
   int32_t rank = 0;
   // The main process's part (empty elsewhere): each model's tensors, the optimizer, scheduler and
-  // grad-scaler archives as uint8 tensors, and the manifest. A model sharded by zero_stage 3 has no tensors
-  // here: begin_save writes its file as its units are gathered (written_models).
+  // grad-scaler archives as uint8 tensors, and the manifest. A model saved in pieces, or sharded by
+  // zero_stage 3, has no tensors here: model_parts holds the former, and begin_save writes the latter's file as
+  // its units are gathered (written_models).
   std::vector<StoredModel> models;
   std::vector<bool> written_models;
   NamedTensors shared_states;
   Manifest manifest;
+  // Every rank's, per model: its piece of each tensor of a model saved in pieces (Model::checkpoint_in_pieces,
+  // ckpt/model_pieces.hpp), written into its own folder; none for a model saved whole.
+  std::vector<std::optional<ModelPart>> model_parts;
   // This rank's part: loader positions and random generator states, and each registered object's bytes
   // under its file name.
   NamedTensors rank_states;

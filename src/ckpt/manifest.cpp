@@ -1,5 +1,6 @@
 #include "ckpt/manifest.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -50,6 +51,10 @@ std::string rank_file(const std::string& directory, int64_t rank, const std::str
 
 std::string states_entry(const char* kind, size_t index) { return std::string(kind) + "." + std::to_string(index); }
 
+bool Manifest::in_pieces(size_t model) const {
+  return std::find(models_in_pieces.begin(), models_in_pieces.end(), static_cast<int64_t>(model)) != models_in_pieces.end();
+}
+
 std::string custom_object_file(const std::string& name) { return "custom_checkpoint_" + name + ".bin"; }
 
 void write_manifest(const std::string& path, const Manifest& manifest) {
@@ -71,6 +76,11 @@ void write_manifest(const std::string& path, const Manifest& manifest) {
       for (size_t i = 0; i < copy.zero_split[r].size(); ++i) text << (i ? ", " : "") << formats::json_quote(copy.zero_split[r][i]);
       text << "]";
     }
+    text << "]";
+  }
+  if (!copy.models_in_pieces.empty()) {
+    text << ",\n  \"models_in_pieces\": [";
+    for (size_t i = 0; i < copy.models_in_pieces.size(); ++i) text << (i ? ", " : "") << copy.models_in_pieces[i];
     text << "]";
   }
   if (!copy.tracker_run.empty()) {
@@ -105,6 +115,14 @@ Manifest read_manifest(const std::string& path) {
       manifest.custom_objects = read_names(reader);
     } else if (key == "zero_stage") {
       manifest.zero_stage = reader.read_int();
+    } else if (key == "models_in_pieces") {
+      reader.expect('[');
+      if (!reader.consume(']')) {
+        do {
+          manifest.models_in_pieces.push_back(reader.read_int());
+        } while (reader.consume(','));
+        reader.expect(']');
+      }
     } else if (key == "zero_split") {
       reader.expect('[');
       if (!reader.consume(']')) {
@@ -120,7 +138,8 @@ Manifest read_manifest(const std::string& path) {
     }
   });
   const size_t optional_keys = seen.count("custom_objects") + seen.count("tracker_run") +
-                               seen.count("tracker_last_step") + seen.count("zero_stage") + seen.count("zero_split");
+                               seen.count("tracker_last_step") + seen.count("zero_stage") + seen.count("zero_split") +
+                               seen.count("models_in_pieces");
   if (seen.size() - optional_keys != integers.size() + 3) fail(Code::InvalidArgument, path + ": checkpoint manifest misses keys");
   return manifest;
 }

@@ -54,6 +54,11 @@ struct Manifest {
   // by each rank (its pieces, kOptimizerPartEntry), and any stage and world size loads it.
   int64_t zero_stage = 0;
   std::vector<std::vector<std::string>> zero_split;
+  // The models saved in pieces (prepare option checkpoint_model "sharded", ckpt/model_pieces.hpp), by index:
+  // each saving process's piece of every tensor in rank<r>/ under the model's file name, none at the top.
+  // "models_in_pieces", absent when none and from older checkpoints.
+  std::vector<int64_t> models_in_pieces;
+  bool in_pieces(size_t model) const;
 };
 
 // rank<r>/custom_checkpoint_<name>.bin: a registered object's bytes, in its rank's folder.

@@ -1,12 +1,16 @@
 #include "ckpt/model_weights.hpp"
 
+#include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
 #include <cstring>
+#include <tuple>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ckpt/model_layout.hpp"
+#include "ckpt/model_pieces.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 
@@ -67,12 +71,82 @@ StoredModel stored_model(const NamedTensors& own) {
   return stored;
 }
 
+ModelPart model_part(const train::Model& model, int64_t rank, int64_t world) {
+  const StoredModel stored = stored_model(model.tensor_slots());
+  // Buffers may differ between ranks (a BatchNorm's statistics of each rank's batches): process 0's are the
+  // model's, as in a whole file.
+  std::unordered_set<const c10::TensorImpl*> buffers;
+  for (const auto& [name, buffer] : model.named_buffers()) buffers.insert(buffer.unsafeGetTensorImpl());
+  ModelPart part;
+  part.metadata = stored.ties;
+  for (const auto& [name, tensor] : stored.tensors) {
+    int64_t begin = 0;
+    at::Tensor piece;
+    if (model.is_sharded(tensor)) {
+      std::tie(begin, piece) = model.sharded_share(tensor);
+    } else if (buffers.count(tensor.unsafeGetTensorImpl()) != 0) {
+      piece = tensor.detach().reshape({-1}).narrow(0, 0, rank == 0 ? tensor.numel() : 0);
+    } else {
+      const auto [first, end] = even_piece(tensor.numel(), rank, world);
+      begin = first;
+      piece = tensor.detach().reshape({-1}).narrow(0, first, end - first);
+    }
+    part.metadata.insert(piece_entry(name, begin, begin + piece.numel(), tensor.sizes().vec()));
+    part.pieces.emplace_back(name, piece);
+  }
+  return part;
+}
+
+ModelWeights::Stored ModelWeights::whole(const formats::ArrayView& view, const std::string& path) {
+  return Stored{view.shape, view.dtype, {{0, &view}}, &path};
+}
+
+at::Tensor ModelWeights::value(const Stored& stored) {
+  at::Tensor tensor = at::empty(stored.shape, at::TensorOptions().dtype(stored.dtype));
+  auto* data = static_cast<char*>(tensor.data_ptr());
+  for (const auto& [begin, view] : stored.pieces) {
+    if (view->nbytes > 0) std::memcpy(data + begin * tensor.element_size(), view->data, view->nbytes);
+  }
+  return tensor;
+}
+
+ModelWeights ModelWeights::from_parts(const train::Model& model, const std::string& directory, size_t index, int64_t world) {
+  ModelWeights weights;
+  std::vector<PartListing> listings;
+  for (int64_t rank = 0; rank < world; ++rank) {
+    weights.files_.push_back(std::make_unique<formats::SafetensorsFile>(model_part_file(directory, rank, index)));
+    const formats::SafetensorsFile& part = *weights.files_.back();
+    PartListing listing{part.file().path(), {}, part.metadata()};
+    for (const formats::ArrayView& view : part.arrays()) {
+      int64_t numel = 1;
+      for (int64_t d : view.shape) numel *= d;
+      listing.tensors.push_back({view.name, c10::toString(view.dtype), numel});
+    }
+    listings.push_back(std::move(listing));
+  }
+  const PiecedModel pieced = assemble_pieces(listings);
+  StoredByName stored;
+  for (size_t k = 0; k < pieced.tensors.size(); ++k) {
+    const PiecedTensor& tensor = pieced.tensors[k];
+    // assemble_pieces keeps part 0's order, which is its file's.
+    const formats::ArrayView& in_first_part = weights.files_[0]->arrays()[k];
+    const size_t holder = tensor.pieces.empty() ? 0 : tensor.pieces.front().part;
+    Stored where{tensor.shape, in_first_part.dtype, {}, &weights.files_[holder]->file().path()};
+    for (const PiecedTensor::Piece& piece : tensor.pieces) {
+      where.pieces.emplace_back(piece.begin, &weights.files_[piece.part]->arrays()[piece.entry]);
+    }
+    stored.emplace_back(tensor.name, std::move(where));
+  }
+  weights.check_against(model, stored, model_part_file(directory, 0, index), pieced.ties);
+  return weights;
+}
+
 ModelWeights ModelWeights::from_file(const train::Model& model, const std::string& path) {
   ModelWeights weights;
   weights.files_.push_back(std::make_unique<formats::SafetensorsFile>(path));
   StoredByName stored;
   for (const formats::ArrayView& view : weights.files_.back()->arrays()) {
-    stored.emplace_back(view.name, Stored{&view, &weights.files_.back()->file().path()});
+    stored.emplace_back(view.name, whole(view, weights.files_.back()->file().path()));
   }
   weights.check_against(model, stored, path, weights.files_.back()->metadata());
   return weights;
@@ -102,7 +176,7 @@ ModelWeights ModelWeights::from_directory(const train::Model& model, const std::
     std::vector<std::string> held;
     for (const formats::ArrayView& view : shard.arrays()) {
       held.push_back(view.name);
-      stored.emplace_back(view.name, Stored{&view, &shard.file().path()});
+      stored.emplace_back(view.name, whole(view, shard.file().path()));
     }
     check_shard_holds_its_tensors(index, file, path, held);
     metadata.insert(shard.metadata().begin(), shard.metadata().end());
@@ -119,14 +193,13 @@ void ModelWeights::check_against(const train::Model& model, const StoredByName& 
   // `name` of the files loaded into the model's tensor `name_in_model`.
   const auto check_fits = [&](const std::string& name, const Stored& where, const std::string& name_in_model) {
     const at::Tensor& tensor = own[own_index.at(name_in_model)].second;
-    const formats::ArrayView& view = *where.view;
     const std::string what = "'" + name + "'" + (name == name_in_model ? "" : " (stored for '" + name_in_model + "')");
-    if (view.shape != tensor.sizes().vec()) {
-      fail(Code::InvalidArgument, *where.path + ": " + what + " has shape " + formats::shape_string(view.shape) +
+    if (where.shape != tensor.sizes().vec()) {
+      fail(Code::InvalidArgument, *where.path + ": " + what + " has shape " + formats::shape_string(where.shape) +
                                       ", the model's is " + formats::shape_string(tensor.sizes().vec()));
     }
-    if (view.dtype != tensor.scalar_type()) {
-      fail(Code::InvalidArgument, *where.path + ": " + what + " is " + std::string(c10::toString(view.dtype)) +
+    if (where.dtype != tensor.scalar_type()) {
+      fail(Code::InvalidArgument, *where.path + ": " + what + " is " + std::string(c10::toString(where.dtype)) +
                                       ", the model's is " + std::string(c10::toString(tensor.scalar_type())));
     }
   };
@@ -156,8 +229,9 @@ void ModelWeights::check_against(const train::Model& model, const StoredByName& 
     if (here == nullptr) continue;
     if (source_here == nullptr) {
       source_here = here;
-      copies_.emplace_back(i, here->view);
-    } else if (std::memcmp(here->view->data, source_here->view->data, here->view->nbytes) != 0) {
+      copies_.emplace_back(i, *here);
+    } else if (const at::Tensor a = value(*here), b = value(*source_here);
+               std::memcmp(a.data_ptr(), b.data_ptr(), static_cast<size_t>(a.nbytes())) != 0) {
       fail(Code::InvalidArgument, *here->path + ": '" + own[i].first + "' is tied to '" + own[leaders[i]].first +
                                       "' in the model, but the files hold different values for them");
     }
@@ -172,12 +246,12 @@ void ModelWeights::check_against(const train::Model& model, const StoredByName& 
 void ModelWeights::copy_into(const train::Model& model) const {
   const at::NoGradGuard no_grad;
   const NamedTensors own = model.tensor_slots();
-  for (const auto& [index, view] : copies_) {
+  for (const auto& [index, stored] : copies_) {
     // Under zero_stage 3 a trainable parameter's values are this rank's share, in the model.
     if (model.is_sharded(own[index].second)) {
-      model.assign_sharded(own[index].second, formats::copy_to_tensor(*view));
+      model.assign_sharded(own[index].second, value(stored));
     } else {
-      own[index].second.copy_(formats::copy_to_tensor(*view));
+      own[index].second.copy_(value(stored));
     }
   }
 }

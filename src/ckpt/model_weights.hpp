@@ -36,6 +36,16 @@ struct StoredModel {
 // own: a model's slots (train::Model::tensor_slots).
 StoredModel stored_model(const NamedTensors& own);
 
+// This process's part of a model saved in pieces (ckpt/model_pieces.hpp): each stored tensor's piece, 1-d
+// (under zero_stage 3 a sharded parameter's share as the optimizer holds it, a buffer whole on process 0 and
+// empty elsewhere, any other tensor an even split of its elements; views of the model's memory: copy them before it changes), and the metadata describing them,
+// with the ties.
+struct ModelPart {
+  NamedTensors pieces;
+  std::map<std::string, std::string> metadata;
+};
+ModelPart model_part(const train::Model& model, int64_t rank, int64_t world);
+
 // Weights read from files and checked against a model: every tensor of the model has its bytes (a tied
 // one through the name stored), with the model's shape and dtype; no file holds a tensor the model lacks.
 // Nothing in the model changes until copy_into. The files stay mapped while this object lives, so
@@ -50,16 +60,26 @@ class ModelWeights {
   // Error(Io) also when the directory holds neither model.safetensors nor an index, and
   // Error(InvalidArgument) when it holds both (no save leaves both).
   static ModelWeights from_directory(const train::Model& model, const std::string& directory);
+  // Model `index` of a checkpoint saved in pieces by `world` processes (ckpt/model_pieces.hpp): every part
+  // file, their pieces assembled (assemble_pieces' errors), then checked as from_file; Error(Io) naming a
+  // part that cannot be read. copy_into puts each tensor together from its pieces, one tensor at a time.
+  static ModelWeights from_parts(const train::Model& model, const std::string& directory, size_t index, int64_t world);
 
   // Copies the weights into the model's tensors, on whatever device each is, without recording gradients.
   void copy_into(const train::Model& model) const;
 
  private:
-  // A tensor of the files: the view of its bytes and the file that holds it, for messages.
+  // A tensor of the files: its shape and dtype, the views of its bytes (one for a tensor stored whole; a
+  // saved piece each, with its first element, for one saved in pieces) and a file that holds it, for messages.
   struct Stored {
-    const formats::ArrayView* view;
-    const std::string* path;
+    std::vector<int64_t> shape;
+    at::ScalarType dtype = at::kFloat;
+    std::vector<std::pair<int64_t, const formats::ArrayView*>> pieces;
+    const std::string* path = nullptr;
   };
+  static Stored whole(const formats::ArrayView& view, const std::string& path);
+  // The tensor's values, put together from its pieces.
+  static at::Tensor value(const Stored& stored);
   using StoredByName = std::vector<std::pair<std::string, Stored>>;
 
   ModelWeights() = default;
@@ -70,7 +90,7 @@ class ModelWeights {
                      const std::map<std::string, std::string>& metadata);
 
   std::vector<std::unique_ptr<formats::SafetensorsFile>> files_;
-  std::vector<std::pair<size_t, const formats::ArrayView*>> copies_;  // index in parameters_and_buffers <- bytes
+  std::vector<std::pair<size_t, Stored>> copies_;  // index in tensor_slots <- its values
 };
 
 }  // namespace accel::ckpt

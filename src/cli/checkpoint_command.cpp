@@ -33,8 +33,8 @@ void usage(std::FILE* out) {
                "batch); for a saved model (save_model), model.safetensors\n"
                "or the index and its shards; for both, each file with its size and tensor count, and the total,\n"
                "and for a model file that stores tied weights once, its ties (\"tied\": {name left out: name stored}).\n"
-               "merge writes the model of a checkpoint (model I of it, default 0) or a saved model (one file or\n"
-               "shards) into OUT as save_model writes a model held whole: model.safetensors, or shards and an index\n"
+               "merge writes the model of a checkpoint (model I of it, default 0; saved whole, or in pieces by\n"
+               "every process, checkpoint_model \"sharded\") or a saved model (one file or shards) into OUT as save_model writes a model held whole: model.safetensors, or shards and an index\n"
                "past SIZE (\"10GB\", Accelerate's default; \"500MiB\"; bytes), each file's tensors in name order, so\n"
                "a checkpoint of any ZeRO stage and number of processes gives stage 0's file byte for byte. OUT must\n"
                "hold no saved model. Needs no process group; each tensor is copied from the mapped input.\n");
@@ -204,11 +204,21 @@ Report inspect_checkpoint(const std::string& directory) {
   }
   if (manifest.num_loaders > 0) report.fields.emplace_back("loaders_saved", loader_states(directory, manifest));
   report.files.push_back(other_file(directory, ckpt::kManifestFile));
+  if (!manifest.models_in_pieces.empty()) {
+    std::string models;
+    for (int64_t i : manifest.models_in_pieces) models += (models.empty() ? "" : ", ") + std::to_string(i);
+    report.fields.emplace_back("models_in_pieces", "[" + models + "]");
+  }
   for (int64_t i = 0; i < manifest.num_models; ++i) {
+    if (manifest.in_pieces(static_cast<size_t>(i))) continue;
     report.files.push_back(safetensors_file(directory, ckpt::checkpoint_model_file(static_cast<size_t>(i))));
   }
   report.files.push_back(safetensors_file(directory, ckpt::kStatesFile));
   for (int64_t rank = 0; rank < manifest.world_size; ++rank) {
+    for (int64_t i : manifest.models_in_pieces) {
+      const std::string part = ckpt::checkpoint_model_file(static_cast<size_t>(i));
+      report.files.push_back(safetensors_file(directory, join_path(ckpt::rank_directory(rank), part)));
+    }
     report.files.push_back(safetensors_file(directory, join_path(ckpt::rank_directory(rank), ckpt::kStatesFile)));
     for (const std::string& name : manifest.custom_objects) {
       report.files.push_back(other_file(directory, join_path(ckpt::rank_directory(rank), ckpt::custom_object_file(name))));

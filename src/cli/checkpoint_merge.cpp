@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
 #include "ckpt/manifest.hpp"
 #include "ckpt/model_layout.hpp"
+#include "ckpt/model_pieces.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "formats/mapped_file.hpp"
@@ -19,7 +21,9 @@ namespace {
 
 struct SourceTensor {
   formats::HeaderEntry entry;
-  const unsigned char* data = nullptr;  // in one of Source::files
+  // Its bytes in Source::files, in order: one span for a tensor stored whole, a piece each for one saved in
+  // pieces (ckpt/model_pieces.hpp).
+  std::vector<std::pair<const unsigned char*, uint64_t>> spans;
 };
 
 struct Source {
@@ -30,15 +34,21 @@ struct Source {
 
 // The model files (name in the directory, path) of a checkpoint or a saved model, in the order their tensors
 // are read.
-std::vector<std::pair<std::string, std::string>> source_files(const std::string& directory, size_t model, ckpt::ModelIndex& index) {
+// A checkpoint's manifest, checked to hold the model asked for; none for a saved model's directory.
+std::optional<ckpt::Manifest> checkpoint_manifest(const std::string& directory, size_t model) {
   if (!is_directory(directory)) fail(Code::Io, "'" + directory + "' is not a directory");
   const std::string manifest_path = join_path(directory, ckpt::kManifestFile);
-  if (path_exists(manifest_path)) {
-    const ckpt::Manifest manifest = ckpt::read_manifest(manifest_path);
-    if (static_cast<int64_t>(model) >= manifest.num_models) {
-      fail(Code::InvalidArgument, manifest_path + ": the checkpoint holds " + std::to_string(manifest.num_models) +
-                                      " model(s), and model " + std::to_string(model) + " was asked for");
-    }
+  if (!path_exists(manifest_path)) return std::nullopt;
+  ckpt::Manifest manifest = ckpt::read_manifest(manifest_path);
+  if (static_cast<int64_t>(model) >= manifest.num_models) {
+    fail(Code::InvalidArgument, manifest_path + ": the checkpoint holds " + std::to_string(manifest.num_models) +
+                                    " model(s), and model " + std::to_string(model) + " was asked for");
+  }
+  return manifest;
+}
+
+std::vector<std::pair<std::string, std::string>> source_files(const std::string& directory, size_t model, ckpt::ModelIndex& index) {
+  if (checkpoint_manifest(directory, model)) {
     const std::string name = ckpt::checkpoint_model_file(model);
     return {{name, join_path(directory, name)}};
   }
@@ -57,7 +67,54 @@ std::vector<std::pair<std::string, std::string>> source_files(const std::string&
   fail_neither_checkpoint_nor_model(directory);
 }
 
+// Every saving process's piece of every tensor, each tensor's pieces in element order.
+Source read_pieces(const std::string& directory, size_t model, int64_t world) {
+  Source source;
+  std::vector<ckpt::PartListing> listings;
+  std::vector<formats::SafetensorsHeader> headers;
+  for (int64_t rank = 0; rank < world; ++rank) {
+    const std::string path = ckpt::model_part_file(directory, rank, model);
+    source.files.emplace_back(path);
+    const formats::MappedFile& file = source.files.back();
+    headers.push_back(formats::parse_safetensors_header(file.data(), file.size(), path));
+    ckpt::PartListing listing{path, {}, headers.back().metadata};
+    for (const formats::SafetensorsEntry& entry : headers.back().entries) {
+      const auto [begin, end] = formats::data_extent(entry, path);
+      formats::check_in_payload(entry, end, file.size() - headers.back().data_start, path);
+      int64_t numel = 1;
+      for (int64_t d : entry.shape) numel *= d;
+      listing.tensors.push_back({entry.name, entry.dtype, numel});
+    }
+    listings.push_back(std::move(listing));
+  }
+  const ckpt::PiecedModel pieced = ckpt::assemble_pieces(listings);
+  for (const ckpt::PiecedTensor& tensor : pieced.tensors) {
+    SourceTensor merged{{tensor.name, tensor.dtype, tensor.shape, 0}, {}};
+    // No dtype table without LibTorch: every piece must hold the same bytes per element.
+    uint64_t element_bytes = 0;
+    for (const ckpt::PiecedTensor::Piece& piece : tensor.pieces) {
+      const std::string& path = listings[piece.part].path;
+      const formats::SafetensorsEntry& entry = headers[piece.part].entries[piece.entry];
+      const auto [begin, end] = formats::data_extent(entry, path);
+      const auto numel = static_cast<uint64_t>(piece.end - piece.begin);
+      if (element_bytes == 0) element_bytes = (end - begin) / numel;
+      if (end - begin != numel * element_bytes || element_bytes == 0) {
+        fail(Code::InvalidArgument, path + ": the piece of '" + tensor.name + "' holds " + std::to_string(end - begin) +
+                                        " bytes for " + std::to_string(numel) + " elements, which its other pieces do not match");
+      }
+      merged.spans.emplace_back(source.files[piece.part].data() + headers[piece.part].data_start + begin, end - begin);
+      merged.entry.bytes += end - begin;
+    }
+    source.tensors.push_back(std::move(merged));
+  }
+  source.ties = pieced.ties;
+  return source;
+}
+
 Source read_source(const std::string& directory, size_t model) {
+  if (const auto manifest = checkpoint_manifest(directory, model); manifest && manifest->in_pieces(model)) {
+    return read_pieces(directory, model, manifest->world_size);
+  }
   ckpt::ModelIndex index;
   Source source;
   std::set<std::string> seen;
@@ -70,7 +127,7 @@ Source read_source(const std::string& directory, size_t model) {
       const auto [begin, end] = formats::data_extent(entry, path);
       formats::check_in_payload(entry, end, file.size() - header.data_start, path);
       if (!seen.insert(entry.name).second) fail(Code::InvalidArgument, path + ": tensor '" + entry.name + "' is in two files");
-      source.tensors.push_back({{entry.name, entry.dtype, entry.shape, end - begin}, file.data() + header.data_start + begin});
+      source.tensors.push_back({{entry.name, entry.dtype, entry.shape, end - begin}, {{file.data() + header.data_start + begin, end - begin}}});
       names.push_back(entry.name);
     }
     if (!index.weight_map.empty()) {
@@ -130,7 +187,9 @@ std::vector<std::string> merge_model(const MergeRequest& request) {
     }
     AtomicFile file(join_path(request.out, name));
     formats::write_safetensors_header(file, entries, ties);
-    for (size_t i : group) file.write(source.tensors[i].data, source.tensors[i].entry.bytes);
+    for (size_t i : group) {
+      for (const auto& [data, bytes] : source.tensors[i].spans) file.write(data, bytes);
+    }
     file.commit();
     written.push_back(name);
   }

@@ -1,6 +1,7 @@
 // `accel checkpoint merge DIR OUT` (Accelerate's `accelerate merge-weights`): a model's weights rewritten as
-// save_model writes a model held whole (ckpt/model_layout.hpp), from a checkpoint (save_state: its model file)
-// or a saved model (one file, or shards and their index), into OUT: model.safetensors, or shards and an index
+// save_model writes a model held whole (ckpt/model_layout.hpp), from a checkpoint (save_state: its model file,
+// or its pieces, every saving process's, joined: ckpt/model_pieces.hpp) or a saved model (one file, or shards
+// and their index), into OUT: model.safetensors, or shards and an index
 // above the shard size; each file's tensors in name order, tied weights stored once as the input stores them.
 // A checkpoint saved under any ZeRO stage and number of processes, or a save in shards, so gives the very
 // file a stage 0 save_model of the same weights writes; shards hold the same tensors, grouped in the
@@ -24,7 +25,7 @@ struct MergeRequest {
 
 // Writes OUT's files and returns their names. Error(Io) for what cannot be read or written;
 // Error(InvalidArgument) naming the file for a source that is neither a checkpoint nor a saved model, a
-// damaged header or index, a tensor in two shards, a model index the checkpoint does not hold, or an OUT that
+// damaged header or index, a tensor in two shards, pieces that do not fit together (assemble_pieces), a model index the checkpoint does not hold, or an OUT that
 // holds a saved model already (nothing of it is touched).
 std::vector<std::string> merge_model(const MergeRequest& request);
 

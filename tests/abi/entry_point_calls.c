@@ -964,6 +964,24 @@ static int call_wrong_kind_accel_model_save_torchscript(const struct entry_argum
   if (code == ACCEL_OK) { fprintf(stderr, "accel_model_save_torchscript (wrong_kind) returned ACCEL_OK\n"); return 1; }
   return 0;
 }
+static int call_null_accel_model_set_checkpoint_model(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_set_checkpoint_model(NULL, NULL);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_set_checkpoint_model (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_model_set_checkpoint_model(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_set_checkpoint_model((accel_model_t *)a->garbage, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_set_checkpoint_model (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_model_set_checkpoint_model(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_set_checkpoint_model((accel_model_t *)a->progress, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_set_checkpoint_model (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
 static int call_null_accel_model_set_units(const struct entry_arguments *a) {
   (void)a;
   int code = accel_model_set_units(NULL, NULL, 0);
@@ -3506,6 +3524,22 @@ static int call_prepared_host_accel_model_save_torchscript(const struct entry_ar
   }
   return 0;
 }
+static int call_unprepared_host_accel_model_set_checkpoint_model(const struct entry_arguments *a) {
+  int code = accel_model_set_checkpoint_model((accel_model_t *)a->model, "sharded");
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_set_checkpoint_model (unprepared host model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_unprepared_torchscript_accel_model_set_checkpoint_model(const struct entry_arguments *a) {
+  int code = accel_model_set_checkpoint_model((accel_model_t *)a->model, "sharded");
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_set_checkpoint_model (unprepared torchscript model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
 static int call_unprepared_host_accel_model_unit_gather(const struct entry_arguments *a) {
   int code = accel_model_unit_gather((accel_model_t *)a->model, 0, (accel_tensor_t *)a->input);
   if (code != ACCEL_ERR_INVALID_STATE) {
@@ -3949,6 +3983,9 @@ const struct entry_point entry_points[] = {
   {"accel_model_save_torchscript", "null", call_null_accel_model_save_torchscript},
   {"accel_model_save_torchscript", "garbage", call_garbage_accel_model_save_torchscript},
   {"accel_model_save_torchscript", "wrong_kind", call_wrong_kind_accel_model_save_torchscript},
+  {"accel_model_set_checkpoint_model", "null", call_null_accel_model_set_checkpoint_model},
+  {"accel_model_set_checkpoint_model", "garbage", call_garbage_accel_model_set_checkpoint_model},
+  {"accel_model_set_checkpoint_model", "wrong_kind", call_wrong_kind_accel_model_set_checkpoint_model},
   {"accel_model_set_units", "null", call_null_accel_model_set_units},
   {"accel_model_set_units", "garbage", call_garbage_accel_model_set_units},
   {"accel_model_set_units", "wrong_kind", call_wrong_kind_accel_model_set_units},
@@ -4386,6 +4423,8 @@ const struct entry_point entry_points[] = {
   {"accel_model_parameter_place", "prepared torchscript", call_prepared_torchscript_accel_model_parameter_place},
   {"accel_model_save_torchscript", "unprepared host", call_unprepared_host_accel_model_save_torchscript},
   {"accel_model_save_torchscript", "prepared host", call_prepared_host_accel_model_save_torchscript},
+  {"accel_model_set_checkpoint_model", "unprepared host", call_unprepared_host_accel_model_set_checkpoint_model},
+  {"accel_model_set_checkpoint_model", "unprepared torchscript", call_unprepared_torchscript_accel_model_set_checkpoint_model},
   {"accel_model_unit_gather", "unprepared host", call_unprepared_host_accel_model_unit_gather},
   {"accel_model_unit_gather", "prepared host", call_prepared_host_accel_model_unit_gather},
   {"accel_model_unit_gather", "unprepared torchscript", call_unprepared_torchscript_accel_model_unit_gather},

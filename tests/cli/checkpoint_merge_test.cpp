@@ -1,7 +1,9 @@
 // accel checkpoint merge's pieces (cli/checkpoint_merge.hpp): a model written in another tensor order, with a
 // tie in its metadata, comes out as save_model writes a model held whole (each file in name order, the tie
 // kept, byte for byte what the same tensors written whole give); an OUT holding a model and a damaged source
-// are refused naming them; shard sizes read as Accelerate's.
+// are refused naming them; a checkpoint saved in pieces by several processes is joined into the same file, and
+// pieces that do not fit together (a gap, another shape, no description, a missing part) are refused naming
+// them; shard sizes read as Accelerate's.
 #include "cli/checkpoint_merge.hpp"
 
 #include <ATen/ATen.h>
@@ -9,10 +11,14 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
+#include <map>
 #include <iterator>
 #include <string>
 
+#include "ckpt/manifest.hpp"
 #include "ckpt/model_layout.hpp"
+#include "ckpt/model_pieces.hpp"
 #include "core/files.hpp"
 #include "expect_error.hpp"
 #include "formats/safetensors.hpp"
@@ -99,6 +105,61 @@ TEST_F(CheckpointMerge, RefusesAnOutputHoldingAModelAndADamagedSource) {
   std::ofstream(root_ + "/both/model.safetensors", std::ios::binary) << bytes_of(root_ + "/single/model.safetensors");
   expect_error(Code::InvalidArgument, "holds both model.safetensors and model.safetensors.index.json",
                [&] { merge_model({root_ + "/both", root_ + "/y"}); });
+}
+
+// A checkpoint saved in pieces (ckpt/model_pieces.hpp) by 3 processes: each part holds every tensor's piece.
+class PiecesMerge : public CheckpointMerge {
+ protected:
+  // Each process's part as save_state writes it; `describe` may change a part's piece entries.
+  void write_parts(const std::function<void(int64_t, std::map<std::string, std::string>&)>& describe = {}) {
+    ckpt::Manifest manifest;
+    manifest.world_size = 3;
+    manifest.num_models = 1;
+    manifest.models_in_pieces = {0};
+    create_directories(root_ + "/pieces");
+    ckpt::write_manifest(root_ + "/pieces/" + ckpt::kManifestFile, manifest);
+    for (int64_t rank = 0; rank < 3; ++rank) {
+      NamedTensors pieces;
+      std::map<std::string, std::string> metadata{{"out.weight", "z.weight"}};
+      for (const auto& [name, tensor] : tensors_) {
+        const auto [begin, end] = ckpt::even_piece(tensor.numel(), rank, 3);
+        pieces.emplace_back(name, tensor.reshape({-1}).narrow(0, begin, end - begin));
+        metadata.insert(ckpt::piece_entry(name, begin, end, tensor.sizes().vec()));
+      }
+      if (describe) describe(rank, metadata);
+      create_directories(root_ + "/pieces/rank" + std::to_string(rank));
+      formats::write_safetensors(ckpt::model_part_file(root_ + "/pieces", rank, 0), pieces, metadata);
+    }
+  }
+};
+
+TEST_F(PiecesMerge, JoinsEveryProcesssPiecesIntoTheWholeFile) {
+  write_parts();
+  formats::write_safetensors(root_ + "/whole.safetensors", tensors_, {{"out.weight", "z.weight"}});
+  EXPECT_EQ(merge_model({root_ + "/pieces", root_ + "/out"}), std::vector<std::string>{"model.safetensors"});
+  EXPECT_EQ(bytes_of(root_ + "/out/model.safetensors"), bytes_of(root_ + "/whole.safetensors"));
+}
+
+TEST_F(PiecesMerge, RefusesPiecesThatDoNotFitTogether) {
+  write_parts([](int64_t rank, std::map<std::string, std::string>& metadata) {
+    if (rank == 1) metadata.at("accel.piece:z.weight") = "5 9 3 4";  // 4 elements, but where rank 0's end is 4
+  });
+  expect_error(Code::InvalidArgument, "starts at element 5, where 4 was expected",
+               [&] { merge_model({root_ + "/pieces", root_ + "/gap"}); });
+  write_parts([](int64_t rank, std::map<std::string, std::string>& metadata) {
+    if (rank == 2) metadata.at("accel.piece:z.weight") = "8 12 4 3";
+  });
+  expect_error(Code::InvalidArgument, "'z.weight' is F32 [4, 3] here and F32 [3, 4] in",
+               [&] { merge_model({root_ + "/pieces", root_ + "/shape"}); });
+  write_parts([](int64_t rank, std::map<std::string, std::string>& metadata) {
+    if (rank == 0) metadata.erase("accel.piece:a.bias");
+  });
+  expect_error(Code::InvalidArgument, "'a.bias' has no piece description",
+               [&] { merge_model({root_ + "/pieces", root_ + "/undescribed"}); });
+  write_parts();
+  remove_all(ckpt::model_part_file(root_ + "/pieces", 2, 0));
+  expect_error(Code::Io, "rank2/model.safetensors", [&] { merge_model({root_ + "/pieces", root_ + "/missing"}); });
+  EXPECT_FALSE(path_exists(root_ + "/missing"));
 }
 
 TEST(ShardSize, ReadsAccelerateSizes) {

@@ -2,7 +2,7 @@
 // under `accel launch`: the caller here is LibTorch's autograd on tensors the test owns, driving the units as
 // an eager runtime's hooks do (accel._torch_sharded for torch). It must train to the very weights the same
 // tensors reach under stage 0, hold only its share between steps, save and load whole weights through
-// the checkpoint code, and refuse what the units' protocol forbids. Registered with 1, 2 and 3 processes,
+// the checkpoint code (and checkpoints in each rank's pieces), and refuse what the units' protocol forbids. Registered with 1, 2 and 3 processes,
 // and 2 over Gloo (where the reduction is an all-reduce of which each rank keeps its chunk).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -16,12 +16,15 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/checkpoint.hpp"
+#include "ckpt/model_pieces.hpp"
 #include "ckpt/save_model.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core_worker.hpp"
 #include "distributed/collectives/collectives.hpp"
 #include "expect_error.hpp"
+#include "formats/safetensors.hpp"
 #include "temp_dir.hpp"
 #include "tiny_models.hpp"
 #include "train/optim/optimizer.hpp"
@@ -220,6 +223,49 @@ TEST(ShardedModel, SavedWeightsAreWholeAndLoadBackIntoShares) {
     EXPECT_TRUE(sharded.tensors[i].detach().equal(whole.tensors[i].detach())) << whole.names[i];
   }
   distributed::all_or_none(*state, [&] { if (rank() == 0) remove_all(directory); }, "removing the saved model");
+}
+
+// save_state of a model set to be saved in pieces: each rank writes its shares into its own folder (the pieces
+// of its part are exactly the elements it holds, nothing gathered), and the checkpoint loads into a stage 0
+// model, every rank holding the whole weights, and back into the sharded one.
+TEST(ShardedModel, ACheckpointInPiecesHoldsEachRanksShares) {
+  if (world() == 1) GTEST_SKIP() << "one process shards nothing";
+  const auto reference = load_mlp("sharded_pieces");
+  auto sharded = caller_copy_of(*reference, 3);
+  auto whole = caller_copy_of(*reference, 0);
+  auto unprepared = Model::from_tensors(reference->named_parameters(), std::vector<bool>(4, true), {});
+  expect_error(Code::InvalidState, "not prepared", [&] { unprepared->set_checkpoint_in_pieces(true); });
+  sharded.model->set_checkpoint_in_pieces(true);
+  std::string directory = test_support::temp_directory() + "/sharded_pieces_" + std::to_string(getpid());
+  distributed::broadcast_bytes(*state, directory, 0);
+  ckpt::CheckpointObjects saving;
+  saving.models = {sharded.model.get()};
+  ckpt::save_state(state, directory, saving);
+  EXPECT_FALSE(path_exists(directory + "/model.safetensors"));
+  const formats::SafetensorsFile part(ckpt::model_part_file(directory, rank(), 0));
+  for (size_t i = 0; i < sharded.names.size(); ++i) {
+    const auto [begin, share] = sharded.model->sharded_share(sharded.model->named_parameters()[i].second);
+    const formats::ArrayView& piece = part.array(sharded.names[i]);
+    EXPECT_EQ(piece.nbytes, static_cast<size_t>(share.nbytes())) << sharded.names[i];
+    EXPECT_TRUE(formats::copy_to_tensor(piece).equal(share)) << sharded.names[i];
+    EXPECT_EQ(part.metadata().at("accel.piece:" + sharded.names[i]).rfind(std::to_string(begin) + " ", 0), 0u);
+  }
+  ckpt::CheckpointObjects loading;
+  loading.models = {whole.model.get()};
+  for (auto& tensor : whole.tensors) tensor.detach().zero_();
+  ckpt::load_state(state, directory, loading);
+  for (size_t i = 0; i < whole.tensors.size(); ++i) {
+    EXPECT_TRUE(whole.tensors[i].detach().equal(reference->named_parameters()[i].second)) << whole.names[i];
+  }
+  for (size_t i = 0; i < sharded.names.size(); ++i) {
+    sharded.model->sharded_share(sharded.model->named_parameters()[i].second).second.zero_();
+  }
+  ckpt::load_state(state, directory, saving);
+  sharded.gather();
+  for (size_t i = 0; i < sharded.tensors.size(); ++i) {
+    EXPECT_TRUE(sharded.tensors[i].detach().equal(reference->named_parameters()[i].second)) << sharded.names[i];
+  }
+  distributed::all_or_none(*state, [&] { if (rank() == 0) remove_all(directory); }, "removing the checkpoint");
 }
 
 // What the units' protocol forbids, named.

@@ -156,6 +156,7 @@ class CheckpointingMixin:
                             "(they go to DeepSpeed's or FSDP's own savers, which accel does not use)")
         numbered = output_dir is None or self.project_configuration.automatic_checkpoint_naming
         directory = self._numbered_checkpoint() if numbered else str(output_dir)
+        self._follow_state_dict_type()
         if not self._save_state_pre_hooks:
             self._checkpoint_call(lib.accel_state_save_state, None if numbered else directory)
             return directory
@@ -164,6 +165,13 @@ class CheckpointingMixin:
         with hook_files:
             self._checkpoint_call(lib.accel_state_save_state, None if numbered else directory, models)
         return directory
+
+    def _follow_state_dict_type(self):
+        """FSDP's state_dict_type as it is now (set_state_dict_type may have changed it since prepare): how
+        each model's file is written, whole or a piece per process."""
+        if self._fsdp_plugin is not None:
+            for model in self._accel_models:
+                model.set_checkpoint_model(self._fsdp_plugin.checkpoint_model())
 
     def _numbered_checkpoint(self):
         """The folder of the next numbered checkpoint, after giving the library project_configuration's
@@ -209,6 +217,7 @@ class CheckpointingMixin:
                              "checkpoint once it is in place, which save_state_async does later")
         numbered = output_dir is None or self.project_configuration.automatic_checkpoint_naming
         directory = self._numbered_checkpoint() if numbered else str(output_dir)
+        self._follow_state_dict_type()
         self._checkpoint_call(lib.accel_state_save_state_async, None if numbered else directory)
         return directory
 

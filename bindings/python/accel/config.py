@@ -212,7 +212,11 @@ class FullyShardedDataParallelPlugin:
     under FULL_SHARD (or HYBRID_SHARD on one machine): each unit
     gathered and computed in param_dtype, its gradients averaged in reduce_dtype (param_dtype's when not
     given), the fp32 shares the master weights; floating buffers stay in their dtype (a buffer_dtype other
-    than theirs is refused). cpu_offload and a state_dict_type other than FULL_STATE_DICT are UnsupportedError. activation_checkpointing recomputes
+    than theirs is refused). state_dict_type (FSDP2's default SHARDED_STATE_DICT, FSDP1's FULL_STATE_DICT, set_state_dict_type
+    changing it for the next save_state): save_state writes each model whole (FULL_STATE_DICT) or as each process's
+    piece of every tensor, in parallel (SHARDED_STATE_DICT, LOCAL_STATE_DICT), loaded by any number of processes
+    either way; save_model and get_state_dict write the weights whole under any. cpu_offload is UnsupportedError.
+    activation_checkpointing recomputes
     in backward the activations of each module auto_wrap_policy wraps (torch.utils.checkpoint, non-reentrant, as
     Accelerate applies it), under every strategy. fsdp_version (Accelerate 1.x's; FSDP_VERSION) 1 and 2 train
     alike; under 1 a reshard_after_forward naming a sharding strategy (Accelerate 1.x's config files) is the
@@ -254,9 +258,7 @@ class FullyShardedDataParallelPlugin:
         self.sharding_strategy = _named(self.sharding_strategy, FSDP_SHARDING_STRATEGY, "sharding_strategy")
         if self.cpu_offload is None:
             self.cpu_offload = _env_flag("FSDP_OFFLOAD_PARAMS")
-        if self.state_dict_type is None:
-            self.state_dict_type = os.environ.get("FSDP_STATE_DICT_TYPE", "FULL_STATE_DICT")
-        self.state_dict_type = _named(self.state_dict_type, FSDP_STATE_DICT_TYPE, "state_dict_type")
+        self.set_state_dict_type(self.state_dict_type)
         if self.backward_prefetch is None:
             self.backward_prefetch = os.environ.get("FSDP_BACKWARD_PREFETCH", "NO_PREFETCH")
         self.backward_prefetch = _named(self.backward_prefetch, FSDP_BACKWARD_PREFETCH, "backward_prefetch")
@@ -315,9 +317,6 @@ class FullyShardedDataParallelPlugin:
         if self.mixed_precision_policy is not None and self.sharding_strategy not in ("FULL_SHARD", "HYBRID_SHARD"):
             refuse(f"mixed_precision_policy with sharding_strategy {self.sharding_strategy}: it is built for "
                    "FULL_SHARD (units gathered in param_dtype); here the Accelerator's mixed_precision applies")
-        if self.state_dict_type != "FULL_STATE_DICT":
-            refuse(f"state_dict_type {self.state_dict_type}: save_model and get_state_dict write the parameters "
-                   "whole (FULL_STATE_DICT)")
         stages = _ONE_MACHINE_STAGE_OF_HYBRID if hybrid else _ZERO_STAGE_OF_STRATEGY
         return stages[self.sharding_strategy]
 
@@ -329,7 +328,25 @@ class FullyShardedDataParallelPlugin:
         """The prepare options of this plugin (FSDP1 and FSDP2, fsdp_version, train alike)."""
         param, reduce, _ = self.precision()
         return {"zero_stage": self.zero_stage(), "zero_param_dtype": param or "auto",
-                "zero_reduce_dtype": reduce or "auto"}
+                "zero_reduce_dtype": reduce or "auto",
+                "checkpoint_model": self.checkpoint_model()}
+
+    def checkpoint_model(self):
+        """How save_state writes a model under state_dict_type: FULL_STATE_DICT one whole file (process 0),
+        SHARDED_STATE_DICT and LOCAL_STATE_DICT each process's piece of every tensor, written in parallel
+        (under FULL_SHARD its shares: nothing is gathered), either loaded by any number of processes."""
+        return "whole" if self.state_dict_type == "FULL_STATE_DICT" else "sharded"
+
+    def set_state_dict_type(self, state_dict_type=None):
+        """Accelerate 1.x's: state_dict_type from now on (None: FSDP_STATE_DICT_TYPE, else fsdp_version's
+        default: Accelerate 1.x's, FSDP2's being SHARDED_STATE_DICT), read by the next save_state; save_model and get_state_dict write the weights whole under any."""
+        if state_dict_type is None:
+            state_dict_type = os.environ.get("FSDP_STATE_DICT_TYPE",
+                                             "FULL_STATE_DICT" if self.fsdp_version == 1 else "SHARDED_STATE_DICT")
+        state_dict_type = _named(state_dict_type, FSDP_STATE_DICT_TYPE, "state_dict_type")
+        if self.fsdp_version == 2 and state_dict_type == "LOCAL_STATE_DICT":
+            raise ValueError("FSDP2 has no LOCAL_STATE_DICT: give state_dict_type SHARDED_STATE_DICT or FULL_STATE_DICT")
+        self.state_dict_type = state_dict_type
 
 
 @dataclasses.dataclass

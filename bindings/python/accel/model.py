@@ -186,6 +186,12 @@ class Model(Handle):
     def eval(self):
         return self.train(False)
 
+    def set_checkpoint_model(self, how):
+        """How save_state writes this prepared model from now on: "whole" (one file, by process 0) or
+        "sharded" (each process its piece of every tensor, in parallel: FSDP's SHARDED_STATE_DICT), as the
+        prepare option checkpoint_model chose. Either loads on any number of processes."""
+        check(lib.accel_model_set_checkpoint_model(self.pointer, how.encode()))
+
     @property
     def training(self):
         return bool(lib.accel_model_is_training(self.pointer))

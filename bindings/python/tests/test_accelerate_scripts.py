@@ -25,13 +25,14 @@ IDENTITY_RUNS = ("ddp_identity.py", "zero_identity.py", "zero3_resume.py", "fsdp
 ACCELERATE_STYLE = sorted(path for path in SCRIPTS.glob("[!_]*.py") if path.name not in IDENTITY_RUNS)
 
 
-def launch(processes, script, *arguments):
+def launch(processes, script, *arguments, failing=False):
+    """The script's output; with failing, the run, which must have failed."""
     env = child_environment()
     result = subprocess.run([LAUNCHER, "launch", "--nproc-per-node", str(processes), "--cpu", "--master-port", "0",
                              "--", sys.executable, str(script), *map(str, arguments)],
                             env=env, capture_output=True, text=True, timeout=240)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout
+    assert (result.returncode != 0) == failing, result.stdout + result.stderr
+    return result if failing else result.stdout
 
 
 @pytest.mark.parametrize("script", ACCELERATE_STYLE, ids=lambda path: path.stem)
@@ -122,17 +123,23 @@ def test_fsdp_prefetch_starts_the_next_units_gather_and_changes_no_weight(tmp_pa
         assert [name for name in whole if not torch.equal(whole[name], runs[mode]["weights"][name])] == [], mode
 
 
-@pytest.mark.parametrize("optimizer", ["accel", "torch"])
-def test_a_stage_three_checkpoint_resumes_under_another_stage_and_number_of_processes(tmp_path, optimizer):
-    """save_state of a model sharded by ZeRO stage 3 on 2 processes (its file streamed unit by unit, the rest
-    in the background) resumes under stage 0 on 1 process, under stage 3 on 3 and under stage 2 on 2, to the
-    weights the run that never stopped reached (to 1e-6: the global batch's gradients are summed in another
-    grouping); with accel's SGD, and with torch's AdamW and StepLR, whose states are saved per process."""
+@pytest.mark.parametrize("optimizer,model_files", [("accel", "whole"), ("torch", "whole"), ("torch", "pieces")])
+def test_a_stage_three_checkpoint_resumes_under_another_stage_and_number_of_processes(tmp_path, optimizer, model_files):
+    """save_state of a model sharded by ZeRO stage 3 on 2 processes (its file streamed unit by unit, or under
+    SHARDED_STATE_DICT each process's pieces, the rest in the background) resumes under stage 0 on 1 process,
+    under stage 3 on 3 and under stage 2 on 2, to the weights the run that never stopped reached (to 1e-6: the
+    global batch's gradients are summed in another grouping); with accel's SGD, and with torch's AdamW and
+    StepLR, whose states are saved per process."""
     pytest.importorskip("torch")
-    launch(2, SCRIPTS / "zero3_resume.py", "save", 3, tmp_path, optimizer)
+    launch(2, SCRIPTS / "zero3_resume.py", "save", 3, tmp_path, optimizer, model_files)
+    assert (tmp_path / "model.safetensors").exists() == (model_files == "whole")
     for processes, stage in ((1, 0), (3, 3), (2, 2)):
         assert "zero3_resume: resume" in launch(processes, SCRIPTS / "zero3_resume.py", "resume", stage, tmp_path,
-                                                optimizer)
+                                                optimizer, model_files)
+    if model_files == "pieces":  # a process's piece missing: the load fails naming it
+        (tmp_path / "rank1" / "model.safetensors").unlink()
+        failed = launch(1, SCRIPTS / "zero3_resume.py", "resume", 0, tmp_path, optimizer, model_files, failing=True)
+        assert "rank1/model.safetensors" in failed.stderr, failed.stderr
 
 
 def test_a_torch_optimizers_stage_zero_checkpoint_resumes_sharded_on_another_number_of_processes(tmp_path):
@@ -152,7 +159,8 @@ def test_fsdp_mixed_precision_takes_the_steps_of_fsdps_recipe_bit_for_bit(reduce
 
 
 def test_accel_checkpoint_merge_gives_stage_zeros_save_model_byte_for_byte(tmp_path):
-    """`accel checkpoint merge` of a FULL_SHARD run's checkpoint, and of its save_model in shards, writes the
+    """`accel checkpoint merge` of a FULL_SHARD run's checkpoint (whole, or in each process's pieces after
+    set_state_dict_type("SHARDED_STATE_DICT")), and of its save_model in shards, writes the
     very model.safetensors a stage 0 save_model of the same weights writes (merge_weights.py: tied weights,
     BatchNorm buffers), though the checkpoint's own file, written unit by unit, orders its tensors otherwise;
     merged into shards, it holds the same tensors; an OUT holding a model, or a source that is none, fails
@@ -168,7 +176,10 @@ def test_accel_checkpoint_merge_gives_stage_zeros_save_model_byte_for_byte(tmp_p
         return subprocess.run([LAUNCHER, "checkpoint", "merge", *map(str, arguments)], capture_output=True, text=True)
 
     assert (tmp_path / "checkpoint" / "model.safetensors").read_bytes() != expected
-    for source, out in (("checkpoint", "merged"), ("shards", "merged_shards")):
+    pieces = tmp_path / "checkpoint_pieces"
+    assert not (pieces / "model.safetensors").exists()
+    assert all((pieces / f"rank{rank}" / "model.safetensors").is_file() for rank in (0, 1))
+    for source, out in (("checkpoint", "merged"), ("shards", "merged_shards"), ("checkpoint_pieces", "merged_pieces")):
         result = merge(tmp_path / source, tmp_path / out)
         assert result.returncode == 0, result.stderr
         assert (tmp_path / out / "model.safetensors").read_bytes() == expected, source

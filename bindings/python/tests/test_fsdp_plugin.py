@@ -1,7 +1,8 @@
 """Accelerate's FullyShardedDataParallelPlugin as accel trains it: its fields and FSDP_* environment read as
 Accelerate reads them; FULL_SHARD (Accelerate's default) is ZeRO stage 3, SHARD_GRAD_OP stage 2 and NO_SHARD
 data parallelism for every prepared model; the hybrid strategies train as those on one machine and are
-refused across several, as the settings accel does not build are, naming them; ACCELERATE_USE_FSDP / ACCELERATE_USE_DEEPSPEED make the plugins from the environment
+refused across several, as the settings accel does not build are, naming them; state_dict_type chooses
+whether save_state writes each model whole or in each process's pieces; ACCELERATE_USE_FSDP / ACCELERATE_USE_DEEPSPEED make the plugins from the environment
 `accel launch` exports. (The weights under ZeRO: test_accelerate_scripts.py; units: test_torch_sharded.py.)"""
 import pytest
 
@@ -41,11 +42,31 @@ def test_the_strategies_map_to_zero_stages():
     ({"sharding_strategy": "SHARD_GRAD_OP", "cpu_offload": True}, "cpu_offload"),
     ({"sharding_strategy": "SHARD_GRAD_OP", "activation_checkpointing": True}, "activation_checkpointing"),
     ({"sharding_strategy": "SHARD_GRAD_OP", "mixed_precision_policy": {"param_dtype": "bf16"}}, "mixed_precision_policy"),
-    ({"sharding_strategy": "SHARD_GRAD_OP", "state_dict_type": "SHARDED_STATE_DICT"}, "SHARDED_STATE_DICT"),
 ])
 def test_what_accel_does_not_train_is_refused_by_the_accelerator(settings, refused):
     with pytest.raises(accel.UnsupportedError, match=refused):
         accel.Accelerator(cpu=True, fsdp_plugin=FullyShardedDataParallelPlugin(**settings))
+
+
+def test_state_dict_type_chooses_how_save_state_writes_the_model(monkeypatch):
+    """FULL_STATE_DICT (FSDP1's default): one whole file; SHARDED_STATE_DICT (FSDP2's default) and
+    LOCAL_STATE_DICT: each process's pieces. set_state_dict_type changes it for the next save_state, None
+    reading FSDP_STATE_DICT_TYPE or the version's default; FSDP2 has no LOCAL_STATE_DICT."""
+    assert FullyShardedDataParallelPlugin().options()["checkpoint_model"] == "whole"
+    assert FullyShardedDataParallelPlugin(fsdp_version=2).options()["checkpoint_model"] == "sharded"
+    assert FullyShardedDataParallelPlugin(state_dict_type=2).state_dict_type == "LOCAL_STATE_DICT"  # torch's numbers
+    plugin = FullyShardedDataParallelPlugin(sharding_strategy="SHARD_GRAD_OP", state_dict_type="sharded_state_dict")
+    assert plugin.options() == {"zero_stage": 2, "zero_param_dtype": "auto", "zero_reduce_dtype": "auto",
+                                "checkpoint_model": "sharded"}
+    plugin.set_state_dict_type("FULL_STATE_DICT")
+    assert plugin.checkpoint_model() == "whole"
+    monkeypatch.setenv("FSDP_STATE_DICT_TYPE", "LOCAL_STATE_DICT")
+    plugin.set_state_dict_type()
+    assert plugin.state_dict_type == "LOCAL_STATE_DICT" and plugin.checkpoint_model() == "sharded"
+    with pytest.raises(ValueError, match="FSDP2 has no LOCAL_STATE_DICT"):
+        FullyShardedDataParallelPlugin(fsdp_version=2)
+    with pytest.raises(ValueError, match="state_dict_type 'PIECES' is not one of"):
+        FullyShardedDataParallelPlugin(state_dict_type="PIECES")
 
 
 def test_fsdp_version_and_reshard_after_forward_read_as_accelerate_1x_reads_them(monkeypatch):
@@ -88,10 +109,11 @@ def test_a_mixed_precision_policy_gives_stage_threes_dtypes():
         buffer_dtype = None
 
     assert FullyShardedDataParallelPlugin().options() == {"zero_stage": 3, "zero_param_dtype": "auto",
-                                                          "zero_reduce_dtype": "auto"}
+                                                          "zero_reduce_dtype": "auto", "checkpoint_model": "whole"}
     # reduce_dtype follows param_dtype when not given, as under FSDP
     plugin = FullyShardedDataParallelPlugin(mixed_precision_policy=MixedPrecision())
-    assert plugin.options() == {"zero_stage": 3, "zero_param_dtype": "bf16", "zero_reduce_dtype": "bf16"}
+    assert plugin.options() == {"zero_stage": 3, "zero_param_dtype": "bf16", "zero_reduce_dtype": "bf16",
+                                "checkpoint_model": "whole"}
     plugin = FullyShardedDataParallelPlugin(mixed_precision_policy={"param_dtype": "fp16", "reduce_dtype": torch.float32,
                                                                     "buffer_dtype": "bfloat16"})
     assert plugin.precision() == ("fp16", "fp32", "bf16")

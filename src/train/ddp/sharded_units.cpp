@@ -310,6 +310,16 @@ void ShardedUnits::assign(const at::Tensor& given, const at::Tensor& values) {
   }
 }
 
+std::pair<int64_t, at::Tensor> ShardedUnits::share_of(const at::Tensor& given) const {
+  const auto found = index_.find(given.unsafeGetTensorImpl());
+  require_argument(found != index_.end(), "zero_stage 3: the tensor is not a parameter this model shards");
+  for (const ZeroPiece& piece : pieces_) {
+    if (piece.parameter != found->second) continue;
+    return {piece.begin, partition_.parameter_chunks[piece.bucket].narrow(0, piece.in_chunk, piece.numel)};
+  }
+  return {0, at::empty({0}, trainable_[found->second].second.options())};
+}
+
 void ShardedUnits::for_each_whole(bool keep, const std::function<void(const at::Tensor&, const at::Tensor&)>& each) {
   discard_prefetches();
   std::exception_ptr failed;

@@ -99,6 +99,10 @@ class ShardedUnits {
   // into the chunks: what loading a checkpoint does. Error(InvalidArgument) for a tensor it does not hold,
   // Error(ShapeMismatch).
   void assign(const at::Tensor& parameter, const at::Tensor& values);
+  // This rank's elements of `parameter` (one it holds): the first of them among its flattened elements, and a
+  // 1-d view of them in the chunk, which the optimizer steps in place (none: begin 0, an empty tensor).
+  // Error(InvalidArgument) for a tensor it does not hold.
+  std::pair<int64_t, at::Tensor> share_of(const at::Tensor& parameter) const;
   // The trainable parameters in unit order (partition().members, unit by unit): for_each_whole's order.
   std::vector<at::Tensor> parameters_in_unit_order() const;
   // Every unit gathered in turn (collective): with keep, each(parameter, its whole value) in

@@ -585,6 +585,18 @@ void Model::assign_sharded(const at::Tensor& parameter, const at::Tensor& values
   impl_->units->assign(parameter, values);
 }
 
+std::pair<int64_t, at::Tensor> Model::sharded_share(const at::Tensor& parameter) const {
+  if (!impl_->units) fail(Code::InvalidArgument, "sharded_share: the model shards no parameter");
+  return impl_->units->share_of(parameter);
+}
+
+bool Model::checkpoint_in_pieces() const { return impl_->config.checkpoint_in_pieces; }
+
+void Model::set_checkpoint_in_pieces(bool in_pieces) {
+  if (!prepared()) fail(Code::InvalidState, "checkpoint_model: the model is not prepared (give the prepare option)");
+  impl_->config.checkpoint_in_pieces = in_pieces;
+}
+
 NamedTensors Model::tensor_slots() const {
   list_tensors();
   NamedTensors tensors = impl_->parameters->every;

@@ -32,6 +32,9 @@ struct PrepareConfig {
   // training forward send none).
   bool broadcast_buffers = true;
   bool keep_low_precision_outputs = false;  // else fp16/bf16 outputs come back as fp32
+  // save_state writes the model in pieces, each process its own, in parallel (ckpt/model_pieces.hpp: FSDP's
+  // SHARDED_STATE_DICT), rather than one whole file written by process 0.
+  bool checkpoint_in_pieces = false;
 };
 
 class Model {
@@ -116,6 +119,12 @@ class Model {
   // elements taken from its whole value (Error(InvalidArgument) for another tensor, Error(ShapeMismatch)).
   bool is_sharded(const at::Tensor& parameter) const;
   void assign_sharded(const at::Tensor& parameter, const at::Tensor& values) const;
+  // ShardedUnits::share_of: this rank's elements of a sharded parameter (where they start, and them).
+  std::pair<int64_t, at::Tensor> sharded_share(const at::Tensor& parameter) const;
+  // Whether save_state writes this model in pieces, each process its own (PrepareConfig::checkpoint_in_pieces),
+  // and changing it after prepare (Error(InvalidState) before: the prepare option chooses it there).
+  bool checkpoint_in_pieces() const;
+  void set_checkpoint_in_pieces(bool in_pieces);
   // The parameters that require grad, each once: what optimizers, clipping and the reducer work on.
   NamedTensors trainable_parameters() const;
   // Gradient buckets, for inspection and tests; empty when not data-parallel.

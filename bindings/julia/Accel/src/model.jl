@@ -246,6 +246,14 @@ end
 
 is_training(model::Model) = accel_model_is_training(model) != 0
 
+"""How `save_state!` writes this prepared model from now on: `"whole"` (one file, by process 0) or `"sharded"`
+(each process its piece of every tensor, in parallel; FSDP's SHARDED_STATE_DICT), as the prepare option
+`checkpoint_model` chose. Either loads on any number of processes."""
+function set_checkpoint_model!(model::Model, how::AbstractString)
+    @check accel_model_set_checkpoint_model(model, how)
+    return model
+end
+
 """The parameters' names in registration order; a tensor several modules hold (tied weights) once, under its
 first name."""
 function parameter_names(model::Model)

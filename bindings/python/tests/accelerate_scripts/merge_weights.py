@@ -1,6 +1,7 @@
 """The files of `accel checkpoint merge` (`merge_weights.py PHASE DIR`): PHASE "sharded" trains a module with
 tied weights and BatchNorm buffers 4 steps on 2 processes under FSDP's FULL_SHARD (size-based units), then
-saves its state into DIR/checkpoint, its model into DIR/shards (max_shard_size 2000 bytes) and rank 0's
+saves its state into DIR/checkpoint (FULL_STATE_DICT) and DIR/checkpoint_pieces (SHARDED_STATE_DICT: each
+process its pieces), its model into DIR/shards (max_shard_size 2000 bytes) and rank 0's
 weights into DIR/weights.pt; PHASE "whole" (1 process, no sharding) loads those weights into a fresh module
 and save_model's it into DIR/stage0 (one file) and DIR/stage0_shards (2000 bytes): the files a merge of the
 sharded run's checkpoint or shards must give (test_accelerate_scripts.py runs the merges)."""
@@ -40,6 +41,9 @@ if PHASE == "sharded":
         optimizer.step()
         optimizer.zero_grad()
     accelerator.save_state(f"{DIR}/checkpoint")
+    # The same state with each process writing its piece of every tensor, as FSDP's SHARDED_STATE_DICT.
+    accelerator.state.fsdp_plugin.set_state_dict_type("SHARDED_STATE_DICT")
+    accelerator.save_state(f"{DIR}/checkpoint_pieces")
     accelerator.save_model(model, f"{DIR}/shards", max_shard_size=2000)
     weights = accelerator.get_state_dict(model)
     if accelerator.is_main_process:

@@ -1,11 +1,13 @@
-"""A checkpoint of ZeRO resumed elsewhere (`zero3_resume.py PHASE STAGE DIR [OPTIMIZER]`): PHASE "save" trains an
-eager module 6 steps under DeepSpeedPlugin(zero_stage=STAGE), saves its state into DIR (save_state_async: under
-stage 3 the model's file is streamed before the call returns, the rest written in the background), trains 6
+"""A checkpoint of ZeRO resumed elsewhere (`zero3_resume.py PHASE STAGE DIR [OPTIMIZER [MODEL_FILES]]`): PHASE "save"
+trains an eager module 6 steps under DeepSpeedPlugin(zero_stage=STAGE), saves its state into DIR (save_state_async:
+under stage 3 the model's file is streamed before the call returns, the rest written in the background), trains 6
 more and writes rank 0's weights to DIR/expected.pt; PHASE "resume" (another stage and number of processes)
 loads DIR, trains the same 6 steps on the same global batches and must end with those weights. OPTIMIZER
 "accel" (accel's SGD with momentum; the default) or "torch" (torch's AdamW and a StepLR schedule): either
 saves each process's share of the state under ZeRO, and any number of processes reads them all. The global
-batch is 24 rows, split evenly over 1, 2 or 3 processes."""
+batch is 24 rows, split evenly over 1, 2 or 3 processes. MODEL_FILES "pieces": FSDP's plugin instead (FULL_SHARD,
+SHARD_GRAD_OP or NO_SHARD for stages 3, 2 and 0) with state_dict_type SHARDED_STATE_DICT, each process writing its
+pieces of the model in the background too."""
 import sys
 
 import torch
@@ -15,10 +17,17 @@ import accel
 
 PHASE, STAGE, DIR = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 OPTIMIZER = sys.argv[4] if len(sys.argv) > 4 else "accel"
+MODEL_FILES = sys.argv[5] if len(sys.argv) > 5 else "whole"
+if MODEL_FILES == "pieces":
+    strategy = {3: "FULL_SHARD", 2: "SHARD_GRAD_OP", 0: "NO_SHARD"}[STAGE]
+    plugins = {"fsdp_plugin": accel.FullyShardedDataParallelPlugin(sharding_strategy=strategy,
+                                                                    state_dict_type="SHARDED_STATE_DICT")}
+else:
+    plugins = {"deepspeed_plugin": accel.DeepSpeedPlugin(zero_stage=STAGE)}
 # split_batches: the schedule steps once per global batch, as the batch is cut here (Accelerate's scheduler
 # otherwise steps once per process, and runs on different numbers of processes follow different schedules).
-accelerator = accel.Accelerator(cpu=True, deepspeed_plugin=accel.DeepSpeedPlugin(zero_stage=STAGE),
-                                dataloader_config=accel.DataLoaderConfiguration(split_batches=True))
+accelerator = accel.Accelerator(cpu=True, dataloader_config=accel.DataLoaderConfiguration(split_batches=True),
+                                **plugins)
 torch.manual_seed(0)
 module = torch.nn.Sequential(torch.nn.Linear(6, 131), torch.nn.ReLU(), torch.nn.Linear(131, 3))
 if OPTIMIZER == "torch":

@@ -59,6 +59,7 @@ extern "C" {
         full_gradients: *mut accel_tensor_t,
         reduced: *mut c_int,
     ) -> c_int;
+    pub fn accel_model_set_checkpoint_model(model: *mut accel_model_t, how: *const c_char) -> c_int;
     pub fn accel_output_count(output: *const accel_output_t) -> usize;
     pub fn accel_output_name(output: *const accel_output_t, index: usize) -> *const c_char;
     pub fn accel_output_get(output: *const accel_output_t, index: usize, out: *mut *mut accel_tensor_t) -> c_int;

@@ -98,6 +98,14 @@ impl Model {
         check(unsafe { sys::accel_model_train(self.as_ptr(), on as i32) })
     }
 
+    /// How `save_state` writes this prepared model from now on: "whole" (one file, by process 0) or "sharded"
+    /// (each process its piece of every tensor, in parallel; FSDP's SHARDED_STATE_DICT), as the prepare
+    /// option `checkpoint_model` chose. Either loads on any number of processes.
+    pub fn set_checkpoint_model(&mut self, how: &str) -> Result<()> {
+        let how = to_c("how", how)?;
+        check(unsafe { sys::accel_model_set_checkpoint_model(self.as_ptr(), how.as_ptr()) })
+    }
+
     pub fn is_training(&self) -> bool {
         unsafe { sys::accel_model_is_training(self.as_ptr()) != 0 }
     }
