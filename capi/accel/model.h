@@ -191,10 +191,11 @@ ACCEL_API ACCEL_NODISCARD int accel_model_grad_reached_by_no_rank(const accel_mo
  * optimizer stepping accel_optimizer_piece_tensors' values); clipping and the fp16 scaler work on them.
  * accel_model_grad_view and accel_model_grad_ready are ACCEL_ERR_INVALID_STATE under stage 3, and
  * accel_model_parameter ACCEL_ERR_UNSUPPORTED for a trainable parameter. accel_state_save_state and
- * accel_state_save_model gather the parameters unit by unit (every process takes part, process 0 writes:
- * process 0 then holds the whole model), and the files are those of any stage: load_state and load_model put
- * each process's share of the saved values into the model, so a checkpoint moves between stages and numbers
- * of processes. With one process stage 3 shards nothing (as stages 1 and 2), and these calls are
+ * accel_state_save_model gather the parameters unit by unit (every process takes part, process 0 writes each
+ * unit's tensors before the next is gathered), and the files are those of any stage; a model saved in pieces
+ * (checkpoint_model "sharded", accel_model_set_checkpoint_model) gathers nothing, each process writing its
+ * shares. load_state and load_model put each process's share of the saved values into the model, so a
+ * checkpoint moves between stages and numbers of processes. With one process stage 3 shards nothing (as stages 1 and 2), and these calls are
  * ACCEL_ERR_INVALID_STATE but accel_model_set_units and accel_model_num_units (0). On a TorchScript model
  * accel_model_set_units chooses the units (accel_model_unit_gather and accel_model_unit_reduce, the
  * caller's protocol, which accel runs itself there, are ACCEL_ERR_INVALID_STATE), zero_param_dtype is ACCEL_ERR_UNSUPPORTED at prepare, and

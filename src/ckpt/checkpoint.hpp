@@ -3,7 +3,8 @@
 // A checkpoint directory holds:
 //   metadata.json                    versions, world size, step, epoch, object counts (ckpt/manifest.hpp)
 //   model.safetensors, model_<i>...  each model's parameters and buffers, tied weights once (main process;
-//                                    ckpt/model_weights.hpp)
+//                                    ckpt/model_weights.hpp); for a model saved in pieces, none here but
+//                                    rank<r>/model.safetensors, ... from every rank (ckpt/model_pieces.hpp)
 //   states.safetensors               optimizer.<i>, scheduler.<i>, scaler: saved archives as uint8 tensors
 //                                    (main process; they are the same on every rank; under ZeRO an
 //                                    optimizer's holds its group options only)

@@ -136,7 +136,9 @@ def test_a_stage_three_checkpoint_resumes_under_another_stage_and_number_of_proc
     for processes, stage in ((1, 0), (3, 3), (2, 2)):
         assert "zero3_resume: resume" in launch(processes, SCRIPTS / "zero3_resume.py", "resume", stage, tmp_path,
                                                 optimizer, model_files)
-    if model_files == "pieces":  # a process's piece missing: the load fails naming it
+    if model_files == "pieces":  # inspect lists the pieces; a process's piece missing: the load fails naming it
+        inspect = subprocess.run([LAUNCHER, "checkpoint", "inspect", str(tmp_path)], capture_output=True, text=True)
+        assert '"models_in_pieces": [0]' in inspect.stdout and '"rank1/model.safetensors"' in inspect.stdout, inspect.stdout
         (tmp_path / "rank1" / "model.safetensors").unlink()
         failed = launch(1, SCRIPTS / "zero3_resume.py", "resume", 0, tmp_path, optimizer, model_files, failing=True)
         assert "rank1/model.safetensors" in failed.stderr, failed.stderr
