@@ -26,8 +26,8 @@ steps after the warm-up; a prefetched unit counts); B: S + 3 x the largest unit;
 gradients and the optimizer's state after a step; C: 4 x S. The package is bindings/python of this
 checkout; the library is ACCEL_LIBRARY (run_zero_memory.sh sets it). Stage 3 prefetches as DeepSpeed's
 does (the next unit's gather started as a unit's forward and backward begin); ZERO_PREFETCH=off in the
-environment switches that off; ZERO_CHECKPOINT_MODEL=sharded has save_state write the model as each process's
-pieces (FSDP's SHARDED_STATE_DICT) rather than one file streamed by process 0.
+environment switches that off. ZERO_CHECKPOINT_MODEL=whole has save_state write the model as one file streamed
+by process 0, =sharded as each process's pieces (FSDP's SHARDED_STATE_DICT; DeepSpeed's stage 3 default).
 """
 import os
 import resource
@@ -64,8 +64,8 @@ def main() -> int:
             else torch.optim.AdamW(module.parameters(), lr=1e-4))
     model, optimizer = accelerator.prepare(module, spec)
     hosted = accelerator._hosted_owning(next(module.parameters()))
-    if os.environ.get("ZERO_CHECKPOINT_MODEL") == "sharded":
-        hosted.model.set_checkpoint_model("sharded")
+    if os.environ.get("ZERO_CHECKPOINT_MODEL"):
+        hosted.model.set_checkpoint_model(os.environ["ZERO_CHECKPOINT_MODEL"])
     if loading:
         accelerator.load_state(sys.argv[7])
         rss = accelerator.reduce(torch.tensor([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]), reduction="sum")

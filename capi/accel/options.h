@@ -156,10 +156,11 @@
  *                    zero_stage 3 on a TorchScript model: run a child at a time, the next child's gather
  *                    starts as a child's forward and backward begin (FSDP's forward_prefetch and
  *                    BACKWARD_PRE); gathered whole, every unit's gather starts before the first is waited for
- *   checkpoint_model string: "whole", "sharded"; default "whole"
+ *   checkpoint_model string: "auto", "whole", "sharded"; default "auto"
  *                    how save_state writes the model: whole (one file by process 0; under zero_stage 3
  *                    streamed as its units are gathered) or sharded (each process its piece of every tensor,
- *                    in parallel, without a collective: FSDP's SHARDED_STATE_DICT); either loads on any
+ *                    in parallel, without a collective: FSDP's SHARDED_STATE_DICT, DeepSpeed's ZeRO-3
+ *                    checkpoints); auto = sharded under zero_stage 3, whole otherwise; either loads on any
  *                    number of processes and stage, and `accel checkpoint merge` joins the pieces
  * Optimizer keys (accel_optimizer_new; accel/optimizer.h).
  *   lr               double; default 0.001

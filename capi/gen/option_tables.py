@@ -141,11 +141,12 @@ MODEL = Scope(
                "zero_stage 3 on a TorchScript model: run a child at a time, the next child's gather starts as a child's"
                " forward and backward begin (FSDP's forward_prefetch and BACKWARD_PRE); gathered whole, every unit's"
                " gather starts before the first is waited for"),
-        Option("checkpoint_model", str, "whole",
+        Option("checkpoint_model", str, "auto",
                "how save_state writes the model: whole (one file by process 0; under zero_stage 3 streamed as its"
                " units are gathered) or sharded (each process its piece of every tensor, in parallel, without a"
-               " collective: FSDP's SHARDED_STATE_DICT); either loads on any number of processes and stage, and"
-               " `accel checkpoint merge` joins the pieces", choices=("whole", "sharded")),
+               " collective: FSDP's SHARDED_STATE_DICT, DeepSpeed's ZeRO-3 checkpoints); auto = sharded under"
+               " zero_stage 3, whole otherwise; either loads on any number of processes and stage, and"
+               " `accel checkpoint merge` joins the pieces", choices=("auto", "whole", "sharded")),
     ])
 
 OPTIMIZER = Scope(

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -12,6 +13,7 @@
 #include "ckpt/model_pieces.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "formats/header.hpp"
 #include "formats/mapped_file.hpp"
 #include "formats/safetensors_header.hpp"
 
@@ -81,9 +83,11 @@ Source read_pieces(const std::string& directory, size_t model, int64_t world) {
     for (const formats::SafetensorsEntry& entry : headers.back().entries) {
       const auto [begin, end] = formats::data_extent(entry, path);
       formats::check_in_payload(entry, end, file.size() - headers.back().data_start, path);
-      int64_t numel = 1;
-      for (int64_t d : entry.shape) numel *= d;
-      listing.tensors.push_back({entry.name, entry.dtype, numel});
+      const std::optional<size_t> numel = formats::array_nbytes(entry.shape, 1);
+      if (!numel || *numel > static_cast<size_t>(INT64_MAX)) {
+        fail(Code::InvalidArgument, path + ": '" + entry.name + "' has the impossible shape " + formats::shape_string(entry.shape));
+      }
+      listing.tensors.push_back({entry.name, entry.dtype, static_cast<int64_t>(*numel)});
     }
     listings.push_back(std::move(listing));
   }

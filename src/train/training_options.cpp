@@ -64,7 +64,8 @@ PrepareConfig prepare_config(const Options* explicit_options) {
   config.reducer.unit_param_dtype = unit_dtype(values.get_string("zero_param_dtype"));
   config.reducer.unit_reduce_dtype = unit_dtype(values.get_string("zero_reduce_dtype"));
   config.reducer.unit_prefetch = values.get_bool("zero_prefetch");
-  config.checkpoint_in_pieces = values.get_string("checkpoint_model") == "sharded";
+  const std::string checkpoint_model = values.get_string("checkpoint_model");
+  config.checkpoint_in_pieces = checkpoint_model == "sharded" || (checkpoint_model == "auto" && zero_stage == 3);
   for (const char* key : {"zero_param_dtype", "zero_reduce_dtype"}) {
     if (values.get_string(key) != "auto" && zero_stage != 3) {
       fail(Code::BadOptionValue, std::string("option ") + key + ": '" + values.get_string(key) +

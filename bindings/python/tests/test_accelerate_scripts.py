@@ -123,24 +123,24 @@ def test_fsdp_prefetch_starts_the_next_units_gather_and_changes_no_weight(tmp_pa
         assert [name for name in whole if not torch.equal(whole[name], runs[mode]["weights"][name])] == [], mode
 
 
-@pytest.mark.parametrize("optimizer,model_files", [("accel", "whole"), ("torch", "whole"), ("torch", "pieces")])
-def test_a_stage_three_checkpoint_resumes_under_another_stage_and_number_of_processes(tmp_path, optimizer, model_files):
-    """save_state of a model sharded by ZeRO stage 3 on 2 processes (its file streamed unit by unit, or under
-    SHARDED_STATE_DICT each process's pieces, the rest in the background) resumes under stage 0 on 1 process,
-    under stage 3 on 3 and under stage 2 on 2, to the weights the run that never stopped reached (to 1e-6: the
-    global batch's gradients are summed in another grouping); with accel's SGD, and with torch's AdamW and
-    StepLR, whose states are saved per process."""
+@pytest.mark.parametrize("optimizer,plugin", [("accel", "deepspeed"), ("torch", "full"), ("torch", "sharded")])
+def test_a_stage_three_checkpoint_resumes_under_another_stage_and_number_of_processes(tmp_path, optimizer, plugin):
+    """save_state of a model sharded by ZeRO stage 3 on 2 processes (under FSDP's FULL_STATE_DICT its file
+    streamed unit by unit; under DeepSpeed's stage 3 and SHARDED_STATE_DICT each process's pieces; the rest in
+    the background) resumes under stage 0 on 1 process, under stage 3 on 3 and under stage 2 on 2, to the
+    weights the run that never stopped reached (to 1e-6: the global batch's gradients are summed in another
+    grouping); with accel's SGD, and with torch's AdamW and StepLR, whose states are saved per process."""
     pytest.importorskip("torch")
-    launch(2, SCRIPTS / "zero3_resume.py", "save", 3, tmp_path, optimizer, model_files)
-    assert (tmp_path / "model.safetensors").exists() == (model_files == "whole")
+    launch(2, SCRIPTS / "zero3_resume.py", "save", 3, tmp_path, optimizer, plugin)
+    assert (tmp_path / "model.safetensors").exists() == (plugin == "full")
     for processes, stage in ((1, 0), (3, 3), (2, 2)):
         assert "zero3_resume: resume" in launch(processes, SCRIPTS / "zero3_resume.py", "resume", stage, tmp_path,
-                                                optimizer, model_files)
-    if model_files == "pieces":  # inspect lists the pieces; a process's piece missing: the load fails naming it
+                                                optimizer, plugin)
+    if plugin != "full":  # inspect lists the pieces; a process's piece missing: the load fails naming it
         inspect = subprocess.run([LAUNCHER, "checkpoint", "inspect", str(tmp_path)], capture_output=True, text=True)
         assert '"models_in_pieces": [0]' in inspect.stdout and '"rank1/model.safetensors"' in inspect.stdout, inspect.stdout
         (tmp_path / "rank1" / "model.safetensors").unlink()
-        failed = launch(1, SCRIPTS / "zero3_resume.py", "resume", 0, tmp_path, optimizer, model_files, failing=True)
+        failed = launch(1, SCRIPTS / "zero3_resume.py", "resume", 0, tmp_path, optimizer, plugin, failing=True)
         assert "rank1/model.safetensors" in failed.stderr, failed.stderr
 
 

@@ -1,13 +1,14 @@
-"""A checkpoint of ZeRO resumed elsewhere (`zero3_resume.py PHASE STAGE DIR [OPTIMIZER [MODEL_FILES]]`): PHASE "save"
-trains an eager module 6 steps under DeepSpeedPlugin(zero_stage=STAGE), saves its state into DIR (save_state_async:
-under stage 3 the model's file is streamed before the call returns, the rest written in the background), trains 6
+"""A checkpoint of ZeRO resumed elsewhere (`zero3_resume.py PHASE STAGE DIR [OPTIMIZER [PLUGIN]]`): PHASE "save"
+trains an eager module 6 steps under ZeRO stage STAGE, saves its state into DIR (save_state_async), trains 6
 more and writes rank 0's weights to DIR/expected.pt; PHASE "resume" (another stage and number of processes)
 loads DIR, trains the same 6 steps on the same global batches and must end with those weights. OPTIMIZER
 "accel" (accel's SGD with momentum; the default) or "torch" (torch's AdamW and a StepLR schedule): either
 saves each process's share of the state under ZeRO, and any number of processes reads them all. The global
-batch is 24 rows, split evenly over 1, 2 or 3 processes. MODEL_FILES "pieces": FSDP's plugin instead (FULL_SHARD,
-SHARD_GRAD_OP or NO_SHARD for stages 3, 2 and 0) with state_dict_type SHARDED_STATE_DICT, each process writing its
-pieces of the model in the background too."""
+batch is 24 rows, split evenly over 1, 2 or 3 processes. PLUGIN: "deepspeed" (DeepSpeedPlugin(zero_stage=STAGE), the
+default; under stage 3 each process writes its pieces of the model, as DeepSpeed's checkpoints are partitioned, in
+the background too), or FSDP's (FULL_SHARD, SHARD_GRAD_OP or NO_SHARD for stages 3, 2 and 0) with state_dict_type
+"full" (FULL_STATE_DICT: under stage 3 the model's one file streamed before the call returns, the rest written in
+the background) or "sharded" (SHARDED_STATE_DICT: pieces, as DeepSpeed's)."""
 import sys
 
 import torch
@@ -17,13 +18,13 @@ import accel
 
 PHASE, STAGE, DIR = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 OPTIMIZER = sys.argv[4] if len(sys.argv) > 4 else "accel"
-MODEL_FILES = sys.argv[5] if len(sys.argv) > 5 else "whole"
-if MODEL_FILES == "pieces":
-    strategy = {3: "FULL_SHARD", 2: "SHARD_GRAD_OP", 0: "NO_SHARD"}[STAGE]
-    plugins = {"fsdp_plugin": accel.FullyShardedDataParallelPlugin(sharding_strategy=strategy,
-                                                                    state_dict_type="SHARDED_STATE_DICT")}
-else:
+PLUGIN = sys.argv[5] if len(sys.argv) > 5 else "deepspeed"
+if PLUGIN == "deepspeed":
     plugins = {"deepspeed_plugin": accel.DeepSpeedPlugin(zero_stage=STAGE)}
+else:
+    strategy = {3: "FULL_SHARD", 2: "SHARD_GRAD_OP", 0: "NO_SHARD"}[STAGE]
+    plugins = {"fsdp_plugin": accel.FullyShardedDataParallelPlugin(
+        sharding_strategy=strategy, state_dict_type={"full": "FULL_STATE_DICT", "sharded": "SHARDED_STATE_DICT"}[PLUGIN])}
 # split_batches: the schedule steps once per global batch, as the batch is cut here (Accelerate's scheduler
 # otherwise steps once per process, and runs on different numbers of processes follow different schedules).
 accelerator = accel.Accelerator(cpu=True, dataloader_config=accel.DataLoaderConfiguration(split_batches=True),
