@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <cstring>
 #include <tuple>
 #include <set>
@@ -108,6 +109,20 @@ at::Tensor ModelWeights::value(const Stored& stored) {
     if (view->nbytes > 0) std::memcpy(data + begin * tensor.element_size(), view->data, view->nbytes);
   }
   return tensor;
+}
+
+void ModelWeights::copy_elements(const Stored& stored, int64_t begin, const at::Tensor& out) {
+  const int64_t end = begin + out.numel();
+  const auto element = static_cast<int64_t>(out.element_size());
+  for (const auto& [first, view] : stored.pieces) {
+    const int64_t last = first + static_cast<int64_t>(view->nbytes) / element;
+    const int64_t from = std::max(begin, first), to = std::min(end, last);
+    if (from >= to) continue;
+    const auto* bytes = static_cast<const char*>(view->data) + (from - first) * element;
+    // Mapped read-only: the copy reads it, nothing writes through the view.
+    const at::Tensor source = at::from_blob(const_cast<char*>(bytes), {to - from}, at::TensorOptions().dtype(stored.dtype));
+    out.narrow(0, from - begin, to - from).copy_(source);
+  }
 }
 
 ModelWeights ModelWeights::from_parts(const train::Model& model, const std::string& directory, size_t index, int64_t world) {
@@ -249,7 +264,8 @@ void ModelWeights::copy_into(const train::Model& model) const {
   for (const auto& [index, stored] : copies_) {
     // Under zero_stage 3 a trainable parameter's values are this rank's share, in the model.
     if (model.is_sharded(own[index].second)) {
-      model.assign_sharded(own[index].second, value(stored));
+      model.assign_sharded(own[index].second,
+                           [&](int64_t begin, const at::Tensor& share) { copy_elements(stored, begin, share); });
     } else {
       own[index].second.copy_(value(stored));
     }

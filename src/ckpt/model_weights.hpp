@@ -78,8 +78,10 @@ class ModelWeights {
     const std::string* path = nullptr;
   };
   static Stored whole(const formats::ArrayView& view, const std::string& path);
-  // The tensor's values, put together from its pieces.
+  // The tensor's values, put together from its pieces; and its flattened elements [begin, begin + numel) of
+  // `out` (1-d, on any device), read from the pieces that hold them only.
   static at::Tensor value(const Stored& stored);
+  static void copy_elements(const Stored& stored, int64_t begin, const at::Tensor& out);
   using StoredByName = std::vector<std::pair<std::string, Stored>>;
 
   ModelWeights() = default;

@@ -292,21 +292,14 @@ std::vector<at::Tensor> ShardedUnits::parameters_in_unit_order() const {
   return ordered;
 }
 
-void ShardedUnits::assign(const at::Tensor& given, const at::Tensor& values) {
+void ShardedUnits::assign(const at::Tensor& given, const std::function<void(int64_t, const at::Tensor&)>& fill) {
   const auto found = index_.find(given.unsafeGetTensorImpl());
   require_argument(found != index_.end(), "zero_stage 3: the tensor is not a parameter this model shards");
   discard_prefetches();
-  const size_t trainable = found->second;
-  const at::Tensor& parameter = trainable_[trainable].second;
-  if (values.sizes() != parameter.sizes()) {
-    fail(Code::ShapeMismatch, "'" + trainable_[trainable].first + "' is " + c10::str(parameter.sizes()) + ", the values given are " +
-                                  c10::str(values.sizes()));
-  }
   at::NoGradGuard no_grad;
-  const at::Tensor flat = values.reshape({-1});
   for (const ZeroPiece& piece : pieces_) {
-    if (piece.parameter != trainable) continue;
-    partition_.parameter_chunks[piece.bucket].narrow(0, piece.in_chunk, piece.numel).copy_(flat.narrow(0, piece.begin, piece.numel));
+    if (piece.parameter != found->second) continue;
+    fill(piece.begin, partition_.parameter_chunks[piece.bucket].narrow(0, piece.in_chunk, piece.numel));
   }
 }
 

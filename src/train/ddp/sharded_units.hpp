@@ -95,10 +95,11 @@ class ShardedUnits {
   void reduce(size_t unit, const at::Tensor& full_gradients);
   // Whether a tensor is one of the trainable parameters (the very tensor given, by identity).
   bool holds(const at::Tensor& parameter) const;
-  // Copies this rank's elements of `parameter` (one it holds) from `values` (its whole value, of its shape)
-  // into the chunks: what loading a checkpoint does. Error(InvalidArgument) for a tensor it does not hold,
-  // Error(ShapeMismatch).
-  void assign(const at::Tensor& parameter, const at::Tensor& values);
+  // What loading a checkpoint does: fill(begin, share) writes this rank's elements of `parameter` (one it holds)
+  // into `share`, a 1-d view of them in the chunk, `begin` being the first of them among the parameter's
+  // flattened elements (a rank holding none is not called), so that a loader reads only those. Prefetches in
+  // flight are discarded first. Error(InvalidArgument) for a tensor it does not hold.
+  void assign(const at::Tensor& parameter, const std::function<void(int64_t, const at::Tensor&)>& fill);
   // This rank's elements of `parameter` (one it holds): the first of them among its flattened elements, and a
   // 1-d view of them in the chunk, which the optimizer steps in place (none: begin 0, an empty tensor).
   // Error(InvalidArgument) for a tensor it does not hold.

@@ -580,9 +580,10 @@ void Model::for_each_gathered_parameter(bool keep,
 
 bool Model::is_sharded(const at::Tensor& parameter) const { return impl_->units && impl_->units->holds(parameter); }
 
-void Model::assign_sharded(const at::Tensor& parameter, const at::Tensor& values) const {
+void Model::assign_sharded(const at::Tensor& parameter,
+                           const std::function<void(int64_t, const at::Tensor&)>& fill) const {
   if (!impl_->units) fail(Code::InvalidArgument, "assign_sharded: the model shards no parameter");
-  impl_->units->assign(parameter, values);
+  impl_->units->assign(parameter, fill);
 }
 
 std::pair<int64_t, at::Tensor> Model::sharded_share(const at::Tensor& parameter) const {

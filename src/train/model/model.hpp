@@ -115,10 +115,10 @@ class Model {
   std::vector<at::Tensor> sharded_parameters() const;
   void for_each_gathered_parameter(bool keep,
                                    const std::function<void(const at::Tensor&, const at::Tensor&)>& each) const;
-  // Whether a tensor of tensor_slots() is a parameter sharded under stage 3; and loading one: this rank's
-  // elements taken from its whole value (Error(InvalidArgument) for another tensor, Error(ShapeMismatch)).
+  // Whether a tensor of tensor_slots() is a parameter sharded under stage 3; and loading one: ShardedUnits::assign
+  // (fill writes this rank's elements; Error(InvalidArgument) for another tensor).
   bool is_sharded(const at::Tensor& parameter) const;
-  void assign_sharded(const at::Tensor& parameter, const at::Tensor& values) const;
+  void assign_sharded(const at::Tensor& parameter, const std::function<void(int64_t, const at::Tensor&)>& fill) const;
   // ShardedUnits::share_of: this rank's elements of a sharded parameter (where they start, and them).
   std::pair<int64_t, at::Tensor> sharded_share(const at::Tensor& parameter) const;
   // Whether save_state writes this model in pieces, each process its own (PrepareConfig::checkpoint_in_pieces),
