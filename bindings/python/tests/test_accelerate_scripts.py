@@ -152,6 +152,18 @@ def test_a_torch_optimizers_stage_zero_checkpoint_resumes_sharded_on_another_num
     assert "zero3_resume: resume" in launch(2, SCRIPTS / "zero3_resume.py", "resume", 3, tmp_path, "torch")
 
 
+def test_a_checkpoint_in_pieces_of_whole_parameters_resumes_on_another_number_of_processes(tmp_path):
+    """SHARD_GRAD_OP with SHARDED_STATE_DICT on 2 processes: every process holds the whole parameters and writes
+    an even split of each tensor's elements (buffers whole from process 0); FULL_SHARD on 3 processes and
+    NO_SHARD on 1 resume from those pieces to the weights of the run that never stopped."""
+    pytest.importorskip("torch")
+    launch(2, SCRIPTS / "zero3_resume.py", "save", 2, tmp_path, "torch", "sharded")
+    assert not (tmp_path / "model.safetensors").exists()
+    for processes, stage in ((3, 3), (1, 0)):
+        assert "zero3_resume: resume" in launch(processes, SCRIPTS / "zero3_resume.py", "resume", stage, tmp_path,
+                                                "torch", "sharded")
+
+
 @pytest.mark.parametrize("reduce", ["fp32", "bf16"])
 def test_fsdp_mixed_precision_takes_the_steps_of_fsdps_recipe_bit_for_bit(reduce):
     """FULL_SHARD with mixed_precision_policy param_dtype bf16 and reduce_dtype fp32 or bf16, torch's AdamW,
