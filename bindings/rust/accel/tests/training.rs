@@ -75,6 +75,7 @@ fn training_lowers_the_loss_and_is_tracked_and_saved() {
     let mut loader = Loader::new(&state, &data, Some(&Options::from_text(&[("batch_size", "8")]).unwrap())).unwrap();
 
     let mut model = Model::load(common::tiny_model()).unwrap();
+    assert_eq!(model.set_checkpoint_model("sharded").err().expect("not prepared").code(), sys::ACCEL_ERR_INVALID_STATE);
     state.prepare_model(&mut model, None).unwrap();
     assert_eq!(state.prepare_model(&mut model, None).err().expect("prepared twice").code(), sys::ACCEL_ERR_INVALID_STATE);
     let optimizer_options = Options::from_text(&[("lr", "0.05"), ("weight_decay", "0.01"), ("no_decay", "*bias")]).unwrap();
@@ -156,7 +157,11 @@ fn training_lowers_the_loss_and_is_tracked_and_saved() {
     let saved = model.parameter(1).unwrap().to_vec::<f32>().unwrap();
     let objects = Checkpointed { models: &[&model], optimizers: &[&optimizer], schedulers: &[&scheduler], loaders: &[&loader] };
     state.save_state(dir.join("checkpoint"), &objects).unwrap();
-    // The same in the background: captured now, so the training below does not reach it.
+    // The same in the background, the model in each process's pieces: captured now, so the training below
+    // does not reach it.
+    assert_eq!(model.set_checkpoint_model("pieces").err().expect("not a choice").code(), sys::ACCEL_ERR_BAD_OPTION_VALUE);
+    model.set_checkpoint_model("sharded").unwrap();
+    let objects = Checkpointed { models: &[&model], optimizers: &[&optimizer], schedulers: &[&scheduler], loaders: &[&loader] };
     state.save_state_async(dir.join("background"), &objects).unwrap();
     // The schedule has reached 0: a rate set by hand makes the next epoch move the parameters.
     for group in 0..optimizer.num_groups() {
@@ -175,6 +180,7 @@ fn training_lowers_the_loss_and_is_tracked_and_saved() {
     assert_ne!(model.parameter(1).unwrap().to_vec::<f32>().unwrap(), saved);
     let objects = Checkpointed { models: &[&model], optimizers: &[&optimizer], schedulers: &[&scheduler], loaders: &[&loader] };
     state.wait_for_save().unwrap();
+    assert!(dir.join("background/rank0/model.safetensors").is_file() && !dir.join("background/model.safetensors").exists());
     state.load_state(dir.join("background"), &objects).unwrap();
     assert_eq!(model.parameter(1).unwrap().to_vec::<f32>().unwrap(), saved);
     state.load_state(dir.join("checkpoint"), &objects).unwrap();
