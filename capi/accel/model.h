@@ -251,8 +251,10 @@ ACCEL_API ACCEL_NODISCARD int accel_model_unit_reduce(accel_model_t *model, size
  * without a collective: under stage 3 its shares, so no process gathers anything; a buffer process 0's whole;
  * any other tensor an even split of its elements). Either loads on any number of processes and stage
  * (accel_state_load_state), and `accel checkpoint merge` joins the pieces into one file; save_model always
- * writes the model whole. Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_BAD_OPTION_VALUE (neither name, both
- * named). Thread safety: as the model's; a save in the background keeps what was chosen when it started.
+ * writes the model whole. Every process must choose alike: accel_state_save_state refuses otherwise
+ * (ACCEL_ERR_INVALID_ARGUMENT on every process, naming each one's choice, before anything is written).
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_BAD_OPTION_VALUE (neither name, both named). Thread safety: as
+ * the model's; a save in the background keeps what was chosen when it started.
  * Model states: unprepared host, unprepared torchscript -> ACCEL_ERR_INVALID_STATE. */
 ACCEL_API ACCEL_NODISCARD int accel_model_set_checkpoint_model(accel_model_t *model, const char *how);
 

@@ -203,7 +203,9 @@ CheckpointSnapshot begin_save(const std::shared_ptr<distributed::State>& state, 
   }
   // Called on some ranks only (under `if is_main_process`), both sides fail within seconds, naming it.
   state->group("save_state")->announce("save_state");
-  require_one_folder(*state, directory, "save_state");
+  std::string model_files;
+  for (const train::Model* model : objects.models) model_files += model->checkpoint_in_pieces() ? "pieces " : "whole ";
+  require_one_folder(*state, directory, "save_state", model_files);
   try {
     // Also the barrier after which the staging folder exists for every rank.
     distributed::all_or_none(*state, prepare, "cannot take its part of the checkpoint, so no rank saves");

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <tuple>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 

@@ -235,11 +235,16 @@ TEST(ShardedModel, ACheckpointInPiecesHoldsEachRanksShares) {
   auto whole = caller_copy_of(*reference, 0);
   auto unprepared = Model::from_tensors(reference->named_parameters(), std::vector<bool>(4, true), {});
   expect_error(Code::InvalidState, "not prepared", [&] { unprepared->set_checkpoint_in_pieces(true); });
-  sharded.model->set_checkpoint_in_pieces(true);
   std::string directory = test_support::temp_directory() + "/sharded_pieces_" + std::to_string(getpid());
   distributed::broadcast_bytes(*state, directory, 0);
   ckpt::CheckpointObjects saving;
   saving.models = {sharded.model.get()};
+  // Chosen on one process only: refused on every process, before anything is written.
+  sharded.model->set_checkpoint_in_pieces(rank() == 0);
+  expect_error(Code::InvalidArgument, "the processes write the models differently (process 0: 'pieces ', process 1: 'whole ",
+               [&] { ckpt::save_state(state, directory, saving); });
+  EXPECT_FALSE(path_exists(directory));
+  sharded.model->set_checkpoint_in_pieces(true);
   ckpt::save_state(state, directory, saving);
   EXPECT_FALSE(path_exists(directory + "/model.safetensors"));
   const formats::SafetensorsFile part(ckpt::model_part_file(directory, rank(), 0));
