@@ -26,7 +26,9 @@ Mixed precision (FSDP's MixedPrecision, the plugin's mixed_precision_policy): th
 param_dtype (the library casts each share before the all-gather, and averages the gradients in
 reduce_dtype), so the module computes in it; floating inputs of the root's forward are cast to it, as FSDP's
 cast_root_forward_inputs. The shares stay the master weights in the parameters' dtype, and what leaves the
-module whole (get_state_dict, free_memory) is gathered in that dtype.
+module whole (get_state_dict, free_memory) is gathered in that dtype. buffer_dtype casts the floating buffers
+for good (but BatchNorm's, as FSDP), so the library holds and checkpoints them in it; get_state_dict gives
+them back in their former dtype, as FSDP's full state dict does.
 
 A parameter is used only inside the forward of its unit's modules (FSDP's rule): a module that reads another
 unit's parameter directly (x @ other.weight) must share a unit with it (a parameter that several modules
@@ -38,9 +40,8 @@ import types
 import torch
 import torch.utils.checkpoint
 
-from ._library import lib
-from .errors import UnsupportedError
 from .model import Model
+from ._torch_mixed_precision import TORCH_DTYPES, cast_floating, cast_buffers
 from .torch_model import _ENGINE, PreparedModule, _post_accumulate_grad_hook
 
 
@@ -57,33 +58,6 @@ def _tensors_in(value):
     elif isinstance(value, dict):
         for item in value.values():
             yield from _tensors_in(item)
-
-
-_TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-
-
-def _cast_floating(value, dtype):
-    """value with its floating tensors (in nested lists, tuples and dicts) cast to dtype."""
-    if isinstance(value, torch.Tensor):
-        return value.to(dtype) if value.is_floating_point() else value
-    if isinstance(value, (list, tuple)):
-        items = [_cast_floating(item, dtype) for item in value]
-        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
-    if isinstance(value, dict):
-        return type(value)((key, _cast_floating(item, dtype)) for key, item in value.items())
-    return value
-
-
-def refuse_other_buffer_dtype(module, buffer_dtype):
-    """UnsupportedError naming a floating buffer of module not of buffer_dtype (a mixed precision policy's
-    name, or None for none): buffers are not cast."""
-    if buffer_dtype is None:
-        return
-    for name, buffer in module.named_buffers():
-        if buffer.is_floating_point() and buffer.dtype != _TORCH_DTYPES[buffer_dtype]:
-            raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, f"mixed_precision_policy: buffer_dtype {buffer_dtype} "
-                                   f"for the buffer '{name}' ({buffer.dtype}) is not built: buffers stay in their "
-                                   "dtype; give buffer_dtype=None")
 
 
 # --- units -------------------------------------------------------------------------------------------------
@@ -242,8 +216,8 @@ class ShardedModule(PreparedModule):
         reduced) starts the gather of the unit whose backward comes next (the one before it in this step's
         forward), None for neither (FSDP's)."""
         param_dtype, _, buffer_dtype = precision
-        compute = _TORCH_DTYPES.get(param_dtype)
-        refuse_other_buffer_dtype(module, buffer_dtype)
+        compute = TORCH_DTYPES.get(param_dtype)
+        self._former_buffer_dtypes = cast_buffers(module, buffer_dtype)
         named_parameters = list(module.named_parameters())
         self.module = module
         group_of, unit_of_module = unit_groups(module, wrap)
@@ -328,7 +302,8 @@ class ShardedModule(PreparedModule):
                     copies[name] = view
         if not keep:
             return type(entries)()
-        return type(entries)((name, copies[name] if name in copies else value.detach().clone())
+        return type(entries)((name, copies[name] if name in copies
+                              else value.detach().to(self._former_buffer_dtypes.get(id(value), value.dtype), copy=True))
                              for name, value in entries.items())
 
     def release_gathered(self):
@@ -375,10 +350,10 @@ class ShardedModule(PreparedModule):
         where torch's hooks see them, from 2.0)."""
         try:
             return module.register_forward_pre_hook(
-                lambda _module, args, kwargs: (_cast_floating(args, dtype), _cast_floating(kwargs, dtype)),
+                lambda _module, args, kwargs: (cast_floating(args, dtype), cast_floating(kwargs, dtype)),
                 with_kwargs=True)
         except TypeError:
-            return module.register_forward_pre_hook(lambda _module, args: _cast_floating(args, dtype))
+            return module.register_forward_pre_hook(lambda _module, args: cast_floating(args, dtype))
 
     def _begin_forward(self, _module, _inputs):
         if not self._end_queued:

@@ -121,14 +121,21 @@ def test_a_mixed_precision_policy_gives_stage_threes_dtypes():
         FullyShardedDataParallelPlugin(mixed_precision_policy={"param_dtype": torch.int8}).options()
 
 
-def test_a_buffer_dtype_other_than_the_buffers_is_refused_naming_one():
+def test_buffer_dtype_casts_the_floating_buffers_but_batchnorms_for_good():
+    """FSDP's buffer_dtype: a floating buffer of another dtype is replaced by a copy in it (one copy for a buffer
+    two modules hold); BatchNorm's stay (FSDP keeps them out of mixed precision), integers too; the former
+    dtypes come back for a state dict."""
     torch = pytest.importorskip("torch")
-    from accel._torch_sharded import refuse_other_buffer_dtype
-    module = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.BatchNorm1d(3))
-    refuse_other_buffer_dtype(module, None)
-    refuse_other_buffer_dtype(module, "fp32")  # num_batches_tracked, an integer, is not cast either way
-    with pytest.raises(accel.UnsupportedError, match="buffer_dtype bf16 for the buffer '1.running_mean'"):
-        refuse_other_buffer_dtype(module, "bf16")
+    from accel._torch_sharded import cast_buffers
+    module = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.BatchNorm1d(3), torch.nn.Module())
+    module[0].register_buffer("scale", torch.linspace(0.1, 0.9, 3, dtype=torch.float64))
+    module[2].register_buffer("scale", module[0].scale)
+    module[2].register_buffer("steps", torch.zeros(2, dtype=torch.int64))
+    assert cast_buffers(module, None) == {}
+    former = cast_buffers(module, "bf16")
+    assert module[0].scale.dtype == torch.bfloat16 and module[2].scale is module[0].scale
+    assert former == {id(module[0].scale): torch.float64}
+    assert module[1].running_mean.dtype == torch.float32 and module[2].steps.dtype == torch.int64
 
 
 def test_the_plugin_reads_the_environment_accel_launch_exports(monkeypatch):

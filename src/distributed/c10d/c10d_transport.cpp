@@ -106,6 +106,14 @@ std::vector<at::Tensor> pieces(const at::Tensor& flat, int64_t n, int64_t count)
   return parts;
 }
 
+// What a collective that only moves bits (a broadcast, an all-gather) hands to the backend: a bfloat16 tensor
+// as the float16 view of the same memory when the backend cannot carry bfloat16 (LibTorch 1.13's Gloo: "Invalid
+// scalar type"; it has no int16 either), the tensor itself otherwise. Moved, not computed with, its bits arrive
+// as they left.
+at::Tensor as_carried(const at::Tensor& tensor, bool carries_bfloat16) {
+  return tensor.scalar_type() == at::kBFloat16 && !carries_bfloat16 ? tensor.view(at::kHalf) : tensor;
+}
+
 }  // namespace
 
 struct C10dTransport::Impl {
@@ -262,8 +270,8 @@ std::unique_ptr<PendingCollective> C10dTransport::all_gather_async(at::Tensor& o
   const int64_t world = impl_->health.config().world_size;
   if (input.numel() == 0) return std::make_unique<NothingToSend>();
   auto started = impl_->begin(what, kAllGather, [&] {
-    std::vector<std::vector<at::Tensor>> outputs{pieces(output, world, input.numel())};
-    std::vector<at::Tensor> inputs{input};
+    std::vector<std::vector<at::Tensor>> outputs{pieces(as_carried(output, carries_bfloat16()), world, input.numel())};
+    std::vector<at::Tensor> inputs{as_carried(input, carries_bfloat16())};
     return impl_->group->allgather(outputs, inputs);
   });
   return std::make_unique<PendingWork>(impl_.get(), std::move(started));
@@ -276,8 +284,9 @@ bool C10dTransport::carries_bfloat16() const {
 void C10dTransport::allgather(std::vector<at::Tensor>& outputs, const at::Tensor& input, const char* what) {
   if (input.numel() == 0) return;
   impl_->run(what, kAllGather, [&] {
-    std::vector<std::vector<at::Tensor>> out{outputs};
-    std::vector<at::Tensor> in{input};
+    std::vector<std::vector<at::Tensor>> out(1);
+    for (const at::Tensor& output : outputs) out[0].push_back(as_carried(output, carries_bfloat16()));
+    std::vector<at::Tensor> in{as_carried(input, carries_bfloat16())};
     return impl_->group->allgather(out, in);
   });
 }
@@ -285,7 +294,7 @@ void C10dTransport::allgather(std::vector<at::Tensor>& outputs, const at::Tensor
 void C10dTransport::broadcast(at::Tensor& tensor, int32_t root, const char* what) {
   if (tensor.numel() == 0) return;
   impl_->run(what, kBroadcast, [&] {
-    std::vector<at::Tensor> tensors{tensor};
+    std::vector<at::Tensor> tensors{as_carried(tensor, carries_bfloat16())};
     c10d::BroadcastOptions options;
     options.rootRank = root;
     return impl_->group->broadcast(tensors, options);
