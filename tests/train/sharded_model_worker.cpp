@@ -424,7 +424,8 @@ TEST(ShardedModel, AChainedTorchScriptModelHoldsOneChildsUnitsAtATime) {
 // (given, or by top-level child: the MLP's parameters are its own, one unit) are gathered whole before each
 // forward and freed one by one in backward as their gradients are reduced. It takes stage 0's steps bit for
 // bit (SGD and AdamW, accumulation 1 and 3, clipping), holds no parameter memory between steps (nor after an
-// evaluation), and refuses what would read the released parameters.
+// evaluation), saves its whole weights and its checkpoint in pieces for a stage 0 model to load, and refuses
+// what would read the released parameters.
 TEST(ShardedModel, TorchScriptModelTakesStageZerosSteps) {
   if (world() == 1) GTEST_SKIP() << "one process shards nothing";
   auto loop = std::make_shared<TrainingLoop>(state);
@@ -460,6 +461,19 @@ TEST(ShardedModel, TorchScriptModelTakesStageZerosSteps) {
     ckpt::load_model(*sharded, directory);
     EXPECT_TRUE(sharded->forward({probe}, {}, false).values.front().second.equal(
         whole->forward({probe}, {}, false).values.front().second));
+    // save_state in pieces (stage 3's default), each rank writing its shares: a stage 0 model resumes from them.
+    sharded->set_checkpoint_in_pieces(true);
+    ckpt::CheckpointObjects saving, loading;
+    saving.models = {sharded.get()};
+    ckpt::save_state(state, directory + "/checkpoint", saving);
+    EXPECT_TRUE(path_exists(ckpt::model_part_file(directory + "/checkpoint", rank(), 0)));
+    auto resumed = load_mlp("script_resumed_" + kind);
+    resumed->prepare(state, stage0);
+    loading.models = {resumed.get()};
+    ckpt::load_state(state, directory + "/checkpoint", loading);
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_TRUE(resumed->trainable_parameters()[i].second.equal(expected[i].second)) << expected[i].first;
+    }
     distributed::all_or_none(*state, [&] { if (rank() == 0) remove_all(directory); }, "removing the saved model");
     expect_error(Code::Unsupported, "write them whole with save_model", [&] { sharded->unwrap(); });
     expect_error(Code::InvalidState, "accel gathers and reduces this TorchScript model's units itself",

@@ -441,6 +441,23 @@ TEST(Zero, StageIsAnOptionOfZeroToThree) {
                [&] { prepare_config(&options); });
 }
 
+// checkpoint_model "auto" (the default): in pieces under zero_stage 3, whole otherwise; either asked for
+// explicitly at any stage.
+TEST(Zero, StageThreeCheckpointsInPiecesUnlessAskedOtherwise) {
+  const auto in_pieces = [](int64_t stage, const char* model_files) {
+    Options options({&prepare_option_scope()});
+    options.set("zero_stage", OptionValue(stage));
+    if (model_files != nullptr) options.set("checkpoint_model", OptionValue(std::string(model_files)));
+    return prepare_config(&options).checkpoint_in_pieces;
+  };
+  EXPECT_TRUE(in_pieces(3, nullptr));
+  EXPECT_FALSE(in_pieces(2, nullptr));
+  EXPECT_FALSE(in_pieces(0, "auto"));
+  EXPECT_FALSE(in_pieces(3, "whole"));
+  EXPECT_TRUE(in_pieces(1, "sharded"));
+  expect_error(Code::BadOptionValue, "checkpoint_model", [&] { in_pieces(3, "pieces"); });
+}
+
 // Driven by tests/train/zero_checkpoint_test.sh (skipped otherwise): ZERO_CKPT_PHASE "save" trains 10
 // steps with zero_stage ZERO_CKPT_STAGE, saves a checkpoint, trains 10 more and writes its weights; "resume"
 // loads that checkpoint (another stage and number of processes), trains the same 10 steps and must reach
