@@ -3,7 +3,10 @@
  *
  * What a checkpoint holds: each model's parameters and buffers (model.safetensors, model_1.safetensors,
  * ..., tied weights once, as accel_state_save_model stores them; accel_model_load_weights reads the first
- * model), each optimizer's, scheduler's and the fp16 grad scaler's state (states.safetensors), written by
+ * model; or, for a model saved in pieces, the prepare option checkpoint_model and
+ * accel_model_set_checkpoint_model, each rank's piece of every tensor under the same name in its rank<r>/
+ * folder, which load_state reads on any number of processes and `accel checkpoint merge` joins), each
+ * optimizer's, scheduler's and the fp16 grad scaler's state (states.safetensors), written by
  * the main process; each rank's loader positions and random generators (rank<r>/states.safetensors); and
  * metadata.json (accel and LibTorch versions, world size, the accumulation counter as "step", the first
  * loader's epoch, how many objects of each kind, the names of the registered objects, and, when the

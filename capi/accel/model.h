@@ -326,7 +326,7 @@ ACCEL_API ACCEL_NODISCARD int accel_model_save_torchscript(const accel_model_t *
 
 /* Loads the weights that accel_state_save_model wrote into directory (model.safetensors, or
  * model.safetensors.index.json and the shards it names), and so also a checkpoint's first model
- * (accel_state_save_state). Every tensor is checked before any is copied, so on an error the model is
+ * (accel_state_save_state; saved in pieces, checkpoint_model, every rank's part is read). Every tensor is checked before any is copied, so on an error the model is
  * unchanged: each parameter and buffer must be in the files (a tied one, which shares its memory with an
  * earlier one, through the name that was stored; in a model whose copies are not tied, a name the files
  * record as tied to a stored one, from that one) with the model's shape and dtype (no conversion), and

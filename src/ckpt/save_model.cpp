@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "ckpt/manifest.hpp"
 #include "ckpt/model_layout.hpp"
 #include "ckpt/model_weights.hpp"
 #include "ckpt/save_directory.hpp"
@@ -34,6 +35,15 @@ void save_model(distributed::State& state, const train::Model& model, const std:
 
 void load_model(const train::Model& model, const std::string& directory) {
   const timeline::Span span("load_model");
+  // A checkpoint whose first model was saved in pieces has no model file at its top.
+  const std::string manifest_path = join_path(directory, kManifestFile);
+  if (path_exists(manifest_path)) {
+    const Manifest manifest = read_manifest(manifest_path);
+    if (manifest.in_pieces(0)) {
+      ModelWeights::from_parts(model, directory, 0, manifest.world_size).copy_into(model);
+      return;
+    }
+  }
   ModelWeights::from_directory(model, directory).copy_into(model);
 }
 

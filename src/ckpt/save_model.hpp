@@ -23,7 +23,8 @@ void save_model(distributed::State& state, const train::Model& model, const std:
                 uint64_t max_shard_size);
 
 // Loads what save_model wrote into `directory` (ModelWeights::from_directory checks it all first, so on
-// an error the model is unchanged), copying each tensor into the model's on its device. Not collective.
+// an error the model is unchanged), or a checkpoint's first model, whole or in pieces (from_file,
+// from_parts), copying each tensor into the model's on its device. Not collective.
 void load_model(const train::Model& model, const std::string& directory);
 
 }  // namespace accel::ckpt

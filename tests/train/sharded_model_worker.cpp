@@ -467,6 +467,11 @@ TEST(ShardedModel, TorchScriptModelTakesStageZerosSteps) {
     saving.models = {sharded.get()};
     ckpt::save_state(state, directory + "/checkpoint", saving);
     EXPECT_TRUE(path_exists(ckpt::model_part_file(directory + "/checkpoint", rank(), 0)));
+    auto weights_only = load_mlp("script_weights_only_" + kind);  // load_weights: the checkpoint's first model
+    ckpt::load_model(*weights_only, directory + "/checkpoint");
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_TRUE(weights_only->trainable_parameters()[i].second.equal(expected[i].second)) << expected[i].first;
+    }
     auto resumed = load_mlp("script_resumed_" + kind);
     resumed->prepare(state, stage0);
     loading.models = {resumed.get()};
@@ -474,6 +479,7 @@ TEST(ShardedModel, TorchScriptModelTakesStageZerosSteps) {
     for (size_t i = 0; i < expected.size(); ++i) {
       EXPECT_TRUE(resumed->trainable_parameters()[i].second.equal(expected[i].second)) << expected[i].first;
     }
+
     distributed::all_or_none(*state, [&] { if (rank() == 0) remove_all(directory); }, "removing the saved model");
     expect_error(Code::Unsupported, "write them whole with save_model", [&] { sharded->unwrap(); });
     expect_error(Code::InvalidState, "accel gathers and reduces this TorchScript model's units itself",
