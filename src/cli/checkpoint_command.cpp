@@ -285,6 +285,12 @@ int run_merge_weights(int argc, char** argv) {
   }
   const int status = run_merge(static_cast<int>(arguments.size()), arguments.data());
   if (status != 0 || !remove_source) return status;
+  if (!path_exists(arguments[1])) {  // Accelerate's model folder, named for a checkpoint of accel's
+    std::fprintf(stderr, "accel merge-weights: merged; %s does not exist, so nothing was removed (an accel "
+                         "checkpoint keeps its model's pieces in its rank folders, with the rest of its state)\n",
+                 arguments[1]);
+    return 0;
+  }
   try {
     remove_all(arguments[1]);
   } catch (const Error& error) {

@@ -143,6 +143,26 @@ Source read_source(const std::string& directory, size_t model) {
   return source;
 }
 
+// Accelerate's SHARDED_STATE_DICT checkpoints keep model i in <checkpoint>/pytorch_model_fsdp_<i>, which its
+// merge is given; in accel's the model's pieces are in the checkpoint's rank folders. A request naming such a
+// folder, missing, of an accel checkpoint is that checkpoint's model i.
+MergeRequest as_accel_checkpoint(MergeRequest request) {
+  static const std::string kAccelerateFolder = "pytorch_model_fsdp_";
+  std::string source = request.source;
+  while (source.size() > 1 && source.back() == '/') source.pop_back();
+  const size_t slash = source.rfind('/');
+  const std::string parent = slash == std::string::npos ? "." : source.substr(0, std::max<size_t>(slash, 1));
+  const std::string name = source.substr(slash == std::string::npos ? 0 : slash + 1);
+  const std::string index = name.rfind(kAccelerateFolder, 0) == 0 ? name.substr(kAccelerateFolder.size()) : "";
+  const bool digits = !index.empty() && index.size() < 6 &&
+                      std::all_of(index.begin(), index.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+  if (digits && !path_exists(source) && path_exists(join_path(parent, ckpt::kManifestFile))) {
+    request.source = parent;
+    request.model = std::stoul(index);
+  }
+  return request;
+}
+
 void refuse_saved_model_in(const std::string& out) {
   if (!is_directory(out)) return;
   for (const std::string& name : list_directory(out)) {
@@ -159,8 +179,9 @@ void fail_neither_checkpoint_nor_model(const std::string& directory) {
                                   ") nor a saved model (no " + ckpt::kModelFile + " or " + ckpt::kModelIndex + ")");
 }
 
-std::vector<std::string> merge_model(const MergeRequest& request) {
-  if (request.max_shard_size == 0) fail(Code::InvalidArgument, "the shard size must be positive");
+std::vector<std::string> merge_model(const MergeRequest& given) {
+  if (given.max_shard_size == 0) fail(Code::InvalidArgument, "the shard size must be positive");
+  const MergeRequest request = as_accel_checkpoint(given);
   const Source source = read_source(request.source, request.model);
   refuse_saved_model_in(request.out);
   create_directories(request.out);

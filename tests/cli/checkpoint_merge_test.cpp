@@ -138,6 +138,11 @@ TEST_F(PiecesMerge, JoinsEveryProcesssPiecesIntoTheWholeFile) {
   formats::write_safetensors(root_ + "/whole.safetensors", tensors_, {{"out.weight", "z.weight"}});
   EXPECT_EQ(merge_model({root_ + "/pieces", root_ + "/out"}), std::vector<std::string>{"model.safetensors"});
   EXPECT_EQ(bytes_of(root_ + "/out/model.safetensors"), bytes_of(root_ + "/whole.safetensors"));
+  // As Accelerate's merge is given a SHARDED_STATE_DICT checkpoint: its model's own folder.
+  merge_model({root_ + "/pieces/pytorch_model_fsdp_0/", root_ + "/accelerate_style"});
+  EXPECT_EQ(bytes_of(root_ + "/accelerate_style/model.safetensors"), bytes_of(root_ + "/whole.safetensors"));
+  expect_error(Code::InvalidArgument, "holds 1 model(s), and model 1 was asked for",
+               [&] { merge_model({root_ + "/pieces/pytorch_model_fsdp_1", root_ + "/second"}); });
 }
 
 TEST_F(PiecesMerge, RefusesPiecesThatDoNotFitTogether) {

@@ -218,6 +218,13 @@ def test_accel_checkpoint_merge_gives_stage_zeros_save_model_byte_for_byte(tmp_p
                              str(tmp_path / "merged_in_python")], capture_output=True, text=True, env=child_environment())
     assert python.returncode == 0, python.stderr
     assert (tmp_path / "merged_in_python" / "model.safetensors").read_bytes() == expected
+    # Given as Accelerate's SHARDED_STATE_DICT model folder, which accel's checkpoint does not have.
+    python = subprocess.run([sys.executable, "-c", "import sys; from accel.utils import merge_fsdp_weights; "
+                             "merge_fsdp_weights(sys.argv[1], sys.argv[2])", str(pieces / "pytorch_model_fsdp_0"),
+                             str(tmp_path / "merged_accelerate_style")], capture_output=True, text=True,
+                            env=child_environment())
+    assert python.returncode == 0, python.stderr
+    assert (tmp_path / "merged_accelerate_style" / "model.safetensors").read_bytes() == expected
     refused = subprocess.run([LAUNCHER, "merge-weights", str(tmp_path / "checkpoint"), str(tmp_path / "pickled"),
                               "--unsafe_serialization"], capture_output=True, text=True)
     assert refused.returncode == 2 and "writes model.safetensors" in refused.stderr
