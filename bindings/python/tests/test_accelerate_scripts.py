@@ -164,12 +164,15 @@ def test_a_checkpoint_in_pieces_of_whole_parameters_resumes_on_another_number_of
                                                 "torch", "sharded")
 
 
-@pytest.mark.parametrize("reduce", ["fp32", "bf16"])
-def test_fsdp_mixed_precision_takes_the_steps_of_fsdps_recipe_bit_for_bit(reduce):
-    """FULL_SHARD with mixed_precision_policy param_dtype bf16 and reduce_dtype fp32 or bf16, torch's AdamW,
-    2 processes: the fp32 weights of the recipe recomputed in one process (fsdp_mixed_precision.py)."""
+@pytest.mark.parametrize("reduce,processes", [("fp32", 2), ("bf16", 2), ("fp32", 3)])
+def test_fsdp_mixed_precision_takes_the_steps_of_fsdps_recipe_bit_for_bit(reduce, processes):
+    """FULL_SHARD with mixed_precision_policy param_dtype bf16, reduce_dtype fp32 or bf16 and buffer_dtype bf16,
+    torch's AdamW: the fp32 weights of the recipe recomputed in one process (fsdp_mixed_precision.py). On 3
+    processes with reduce_dtype fp32 only: the recipe rounds a bf16 sum after each addition, the shared-memory
+    transport once."""
     pytest.importorskip("torch")
-    assert f"fsdp_mixed_precision: reduce {reduce}: bit for bit" in launch(2, SCRIPTS / "fsdp_mixed_precision.py", reduce)
+    assert f"fsdp_mixed_precision: reduce {reduce}: bit for bit" in launch(processes, SCRIPTS / "fsdp_mixed_precision.py",
+                                                                           reduce)
 
 
 def test_accel_checkpoint_merge_gives_stage_zeros_save_model_byte_for_byte(tmp_path):
