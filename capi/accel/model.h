@@ -244,7 +244,8 @@ ACCEL_API ACCEL_NODISCARD int accel_model_unit_reduce(accel_model_t *model, size
                                                       int *reduced);
 
 /* How accel_state_save_state writes a prepared model from now on, as the prepare option checkpoint_model
- * chose at prepare ("auto": sharded under zero_stage 3, whole otherwise; FSDP's state_dict_type, which
+ * chose at prepare ("auto": sharded when the parameters are, zero_stage 3 on several processes, whole
+ * otherwise; FSDP's state_dict_type, which
  * Accelerate's set_state_dict_type changes in a run): "whole"
  * (one model file, written by process 0; under stage 3 its units gathered one after another) or "sharded"
  * (each process writes its piece of every tensor into its own folder of the checkpoint, in parallel and

@@ -144,8 +144,8 @@ MODEL = Scope(
         Option("checkpoint_model", str, "auto",
                "how save_state writes the model: whole (one file by process 0; under zero_stage 3 streamed as its"
                " units are gathered) or sharded (each process its piece of every tensor, in parallel, without a"
-               " collective: FSDP's SHARDED_STATE_DICT, DeepSpeed's ZeRO-3 checkpoints); auto = sharded under"
-               " zero_stage 3, whole otherwise; either loads on any number of processes and stage, and"
+               " collective: FSDP's SHARDED_STATE_DICT, DeepSpeed's ZeRO-3 checkpoints); auto = sharded when the"
+               " parameters are (zero_stage 3 on several processes), whole otherwise; either loads on any number of processes and stage, and"
                " `accel checkpoint merge` joins the pieces", choices=("auto", "whole", "sharded")),
     ])
 

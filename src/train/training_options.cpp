@@ -65,7 +65,9 @@ PrepareConfig prepare_config(const Options* explicit_options) {
   config.reducer.unit_reduce_dtype = unit_dtype(values.get_string("zero_reduce_dtype"));
   config.reducer.unit_prefetch = values.get_bool("zero_prefetch");
   const std::string checkpoint_model = values.get_string("checkpoint_model");
-  config.checkpoint_in_pieces = checkpoint_model == "sharded" || (checkpoint_model == "auto" && zero_stage == 3);
+  config.checkpoint_model = checkpoint_model == "sharded" ? PrepareConfig::CheckpointModel::Pieces
+                            : checkpoint_model == "whole" ? PrepareConfig::CheckpointModel::Whole
+                                                          : PrepareConfig::CheckpointModel::Auto;
   for (const char* key : {"zero_param_dtype", "zero_reduce_dtype"}) {
     if (values.get_string(key) != "auto" && zero_stage != 3) {
       fail(Code::BadOptionValue, std::string("option ") + key + ": '" + values.get_string(key) +

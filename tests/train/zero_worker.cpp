@@ -441,16 +441,18 @@ TEST(Zero, StageIsAnOptionOfZeroToThree) {
                [&] { prepare_config(&options); });
 }
 
-// checkpoint_model "auto" (the default): in pieces under zero_stage 3, whole otherwise; either asked for
-// explicitly at any stage.
+// checkpoint_model "auto" (the default): in pieces when the parameters are sharded (zero_stage 3 on several
+// processes), whole otherwise; either asked for explicitly at any stage.
 TEST(Zero, StageThreeCheckpointsInPiecesUnlessAskedOtherwise) {
   const auto in_pieces = [](int64_t stage, const char* model_files) {
     Options options({&prepare_option_scope()});
     options.set("zero_stage", OptionValue(stage));
     if (model_files != nullptr) options.set("checkpoint_model", OptionValue(std::string(model_files)));
-    return prepare_config(&options).checkpoint_in_pieces;
+    auto model = load_mlp("pieces_" + std::to_string(stage) + (model_files == nullptr ? "" : model_files));
+    model->prepare(state, prepare_config(&options));
+    return model->checkpoint_in_pieces();
   };
-  EXPECT_TRUE(in_pieces(3, nullptr));
+  EXPECT_EQ(in_pieces(3, nullptr), world() > 1) << "sharded only on several processes";
   EXPECT_FALSE(in_pieces(2, nullptr));
   EXPECT_FALSE(in_pieces(0, "auto"));
   EXPECT_FALSE(in_pieces(3, "whole"));

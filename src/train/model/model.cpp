@@ -591,11 +591,15 @@ std::pair<int64_t, at::Tensor> Model::sharded_share(const at::Tensor& parameter)
   return impl_->units->share_of(parameter);
 }
 
-bool Model::checkpoint_in_pieces() const { return impl_->config.checkpoint_in_pieces; }
+bool Model::checkpoint_in_pieces() const {
+  using CheckpointModel = PrepareConfig::CheckpointModel;
+  const CheckpointModel chosen = impl_->config.checkpoint_model;
+  return chosen == CheckpointModel::Pieces || (chosen == CheckpointModel::Auto && impl_->units != nullptr);
+}
 
 void Model::set_checkpoint_in_pieces(bool in_pieces) {
   if (!prepared()) fail(Code::InvalidState, "checkpoint_model: the model is not prepared (give the prepare option)");
-  impl_->config.checkpoint_in_pieces = in_pieces;
+  impl_->config.checkpoint_model = in_pieces ? PrepareConfig::CheckpointModel::Pieces : PrepareConfig::CheckpointModel::Whole;
 }
 
 NamedTensors Model::tensor_slots() const {

@@ -32,9 +32,11 @@ struct PrepareConfig {
   // training forward send none).
   bool broadcast_buffers = true;
   bool keep_low_precision_outputs = false;  // else fp16/bf16 outputs come back as fp32
-  // save_state writes the model in pieces, each process its own, in parallel (ckpt/model_pieces.hpp: FSDP's
-  // SHARDED_STATE_DICT), rather than one whole file written by process 0.
-  bool checkpoint_in_pieces = false;
+  // How save_state writes the model: in pieces, each process its own, in parallel (ckpt/model_pieces.hpp: FSDP's
+  // SHARDED_STATE_DICT), or one whole file written by process 0; Auto: in pieces when its parameters are
+  // sharded (zero_stage 3 on several processes), whole otherwise.
+  enum class CheckpointModel { Auto, Whole, Pieces };
+  CheckpointModel checkpoint_model = CheckpointModel::Whole;
 };
 
 class Model {
@@ -121,7 +123,7 @@ class Model {
   void assign_sharded(const at::Tensor& parameter, const std::function<void(int64_t, const at::Tensor&)>& fill) const;
   // ShardedUnits::share_of: this rank's elements of a sharded parameter (where they start, and them).
   std::pair<int64_t, at::Tensor> sharded_share(const at::Tensor& parameter) const;
-  // Whether save_state writes this model in pieces, each process its own (PrepareConfig::checkpoint_in_pieces),
+  // Whether save_state writes this model in pieces, each process its own (PrepareConfig::checkpoint_model),
   // and changing it after prepare (Error(InvalidState) before: the prepare option chooses it there).
   bool checkpoint_in_pieces() const;
   void set_checkpoint_in_pieces(bool in_pieces);
