@@ -4,9 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
-#include <map>
 #include <string>
 #include <utility>
 #include <vector>

@@ -116,13 +116,7 @@ Manifest read_manifest(const std::string& path) {
     } else if (key == "zero_stage") {
       manifest.zero_stage = reader.read_int();
     } else if (key == "models_in_pieces") {
-      reader.expect('[');
-      if (!reader.consume(']')) {
-        do {
-          manifest.models_in_pieces.push_back(reader.read_int());
-        } while (reader.consume(','));
-        reader.expect(']');
-      }
+      manifest.models_in_pieces = formats::read_json_int_array(reader);
     } else if (key == "zero_split") {
       reader.expect('[');
       if (!reader.consume(']')) {

@@ -6,6 +6,7 @@
 
 #include "ckpt/manifest.hpp"
 #include "core/error.hpp"
+#include "formats/header.hpp"
 
 namespace accel::ckpt {
 
@@ -45,12 +46,6 @@ Description describe(const PartListing& part, const PartListing::Tensor& tensor)
                                     " elements, its description says " + std::to_string(description.end - description.begin));
   }
   return description;
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
 }
 
 }  // namespace
@@ -102,8 +97,8 @@ PiecedModel assemble_pieces(const std::vector<PartListing>& parts) {
       const Description description = describe(part, tensor);
       if (description.shape != pieced.shape || tensor.dtype != pieced.dtype) {
         fail(Code::InvalidArgument, part.path + ": '" + tensor.name + "' is " + tensor.dtype + " " +
-                                        shape_text(description.shape) + " here and " + pieced.dtype + " " +
-                                        shape_text(pieced.shape) + " in " + parts[0].path);
+                                        formats::shape_string(description.shape) + " here and " + pieced.dtype + " " +
+                                        formats::shape_string(pieced.shape) + " in " + parts[0].path);
       }
       if (description.end > description.begin) pieced.pieces.push_back({p, e, description.begin, description.end});
     }

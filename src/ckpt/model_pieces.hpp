@@ -2,8 +2,7 @@
 // process writes, in parallel and with no collective, rank<r>/<the model's file name> holding every tensor of
 // the model as the piece of its flattened elements that process keeps (under zero_stage 3 its share of a
 // sharded parameter; a buffer, which ranks may hold apart, process 0's; otherwise an even split of the
-// elements; a piece may be empty), each described in the
-// file's __metadata__. Together the pieces cover every tensor exactly once, so any number of processes at
+// elements; a piece may be empty), each described in the file's __metadata__. Together the pieces cover every tensor exactly once, so any number of processes at
 // any stage loads them (ckpt/model_weights.hpp), and `accel checkpoint merge` joins them into one file.
 // Free of LibTorch: the CLI reads pieces too.
 #pragma once

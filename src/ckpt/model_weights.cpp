@@ -104,10 +104,7 @@ ModelWeights::Stored ModelWeights::whole(const formats::ArrayView& view, const s
 
 at::Tensor ModelWeights::value(const Stored& stored) {
   at::Tensor tensor = at::empty(stored.shape, at::TensorOptions().dtype(stored.dtype));
-  auto* data = static_cast<char*>(tensor.data_ptr());
-  for (const auto& [begin, view] : stored.pieces) {
-    if (view->nbytes > 0) std::memcpy(data + begin * tensor.element_size(), view->data, view->nbytes);
-  }
+  copy_elements(stored, 0, tensor.view({-1}));
   return tensor;
 }
 

@@ -38,8 +38,8 @@ StoredModel stored_model(const NamedTensors& own);
 
 // This process's part of a model saved in pieces (ckpt/model_pieces.hpp): each stored tensor's piece, 1-d
 // (under zero_stage 3 a sharded parameter's share as the optimizer holds it, a buffer whole on process 0 and
-// empty elsewhere, any other tensor an even split of its elements; views of the model's memory: copy them before it changes), and the metadata describing them,
-// with the ties.
+// empty elsewhere, any other tensor an even split of its elements; views of the model's memory: copy them
+// before it changes), and the metadata describing them, with the ties.
 struct ModelPart {
   NamedTensors pieces;
   std::map<std::string, std::string> metadata;

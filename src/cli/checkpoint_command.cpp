@@ -34,7 +34,8 @@ void usage(std::FILE* out) {
                "or the index and its shards; for both, each file with its size and tensor count, and the total,\n"
                "and for a model file that stores tied weights once, its ties (\"tied\": {name left out: name stored}).\n"
                "merge writes the model of a checkpoint (model I of it, default 0; saved whole, or in pieces by\n"
-               "every process, checkpoint_model \"sharded\") or a saved model (one file or shards) into OUT as save_model writes a model held whole: model.safetensors, or shards and an index\n"
+               "every process, checkpoint_model \"sharded\") or a saved model (one file or shards) into OUT as\n"
+               "save_model writes a model held whole: model.safetensors, or shards and an index\n"
                "past SIZE (\"10GB\", Accelerate's default; \"500MiB\"; bytes), each file's tensors in name order, so\n"
                "a checkpoint of any ZeRO stage and number of processes gives stage 0's file byte for byte. OUT must\n"
                "hold no saved model. Needs no process group; each tensor is copied from the mapped input.\n");

@@ -34,8 +34,6 @@ struct Source {
   std::map<std::string, std::string> ties;  // name left out -> name stored
 };
 
-// The model files (name in the directory, path) of a checkpoint or a saved model, in the order their tensors
-// are read.
 // A checkpoint's manifest, checked to hold the model asked for; none for a saved model's directory.
 std::optional<ckpt::Manifest> checkpoint_manifest(const std::string& directory, size_t model) {
   if (!is_directory(directory)) fail(Code::Io, "'" + directory + "' is not a directory");
@@ -49,8 +47,11 @@ std::optional<ckpt::Manifest> checkpoint_manifest(const std::string& directory, 
   return manifest;
 }
 
-std::vector<std::pair<std::string, std::string>> source_files(const std::string& directory, size_t model, ckpt::ModelIndex& index) {
-  if (checkpoint_manifest(directory, model)) {
+// The model files (name in the directory, path) of a checkpoint (given its manifest) or a saved model, in the
+// order their tensors are read.
+std::vector<std::pair<std::string, std::string>> source_files(const std::string& directory, size_t model,
+                                                              bool checkpoint, ckpt::ModelIndex& index) {
+  if (checkpoint) {
     const std::string name = ckpt::checkpoint_model_file(model);
     return {{name, join_path(directory, name)}};
   }
@@ -85,7 +86,8 @@ Source read_pieces(const std::string& directory, size_t model, int64_t world) {
       formats::check_in_payload(entry, end, file.size() - headers.back().data_start, path);
       const std::optional<size_t> numel = formats::array_nbytes(entry.shape, 1);
       if (!numel || *numel > static_cast<size_t>(INT64_MAX)) {
-        fail(Code::InvalidArgument, path + ": '" + entry.name + "' has the impossible shape " + formats::shape_string(entry.shape));
+        fail(Code::InvalidArgument,
+             path + ": '" + entry.name + "' has the impossible shape " + formats::shape_string(entry.shape));
       }
       listing.tensors.push_back({entry.name, entry.dtype, static_cast<int64_t>(*numel)});
     }
@@ -104,7 +106,8 @@ Source read_pieces(const std::string& directory, size_t model, int64_t world) {
       if (element_bytes == 0) element_bytes = (end - begin) / numel;
       if (end - begin != numel * element_bytes || element_bytes == 0) {
         fail(Code::InvalidArgument, path + ": the piece of '" + tensor.name + "' holds " + std::to_string(end - begin) +
-                                        " bytes for " + std::to_string(numel) + " elements, which its other pieces do not match");
+                                        " bytes for " + std::to_string(numel) +
+                                        " elements, which its other pieces do not match");
       }
       merged.spans.emplace_back(source.files[piece.part].data() + headers[piece.part].data_start + begin, end - begin);
       merged.entry.bytes += end - begin;
@@ -116,13 +119,12 @@ Source read_pieces(const std::string& directory, size_t model, int64_t world) {
 }
 
 Source read_source(const std::string& directory, size_t model) {
-  if (const auto manifest = checkpoint_manifest(directory, model); manifest && manifest->in_pieces(model)) {
-    return read_pieces(directory, model, manifest->world_size);
-  }
+  const auto manifest = checkpoint_manifest(directory, model);
+  if (manifest && manifest->in_pieces(model)) return read_pieces(directory, model, manifest->world_size);
   ckpt::ModelIndex index;
   Source source;
   std::set<std::string> seen;
-  for (const auto& [name_in_directory, path] : source_files(directory, model, index)) {
+  for (const auto& [name_in_directory, path] : source_files(directory, model, manifest.has_value(), index)) {
     source.files.emplace_back(path);
     const formats::MappedFile& file = source.files.back();
     const formats::SafetensorsHeader header = formats::parse_safetensors_header(file.data(), file.size(), path);
@@ -131,7 +133,8 @@ Source read_source(const std::string& directory, size_t model) {
       const auto [begin, end] = formats::data_extent(entry, path);
       formats::check_in_payload(entry, end, file.size() - header.data_start, path);
       if (!seen.insert(entry.name).second) fail(Code::InvalidArgument, path + ": tensor '" + entry.name + "' is in two files");
-      source.tensors.push_back({{entry.name, entry.dtype, entry.shape, end - begin}, {{file.data() + header.data_start + begin, end - begin}}});
+      source.tensors.push_back(
+          {{entry.name, entry.dtype, entry.shape, end - begin}, {{file.data() + header.data_start + begin, end - begin}}});
       names.push_back(entry.name);
     }
     if (!index.weight_map.empty()) {

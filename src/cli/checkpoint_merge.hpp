@@ -24,9 +24,11 @@ struct MergeRequest {
 };
 
 // Writes OUT's files and returns their names. A source named as Accelerate's SHARDED_STATE_DICT folder of model
-// i, <checkpoint>/pytorch_model_fsdp_<i>, which an accel checkpoint lacks, is that checkpoint's model i. Error(Io) for what cannot be read or written;
+// i, <checkpoint>/pytorch_model_fsdp_<i>, which an accel checkpoint lacks, is that checkpoint's model i.
+// Error(Io) for what cannot be read or written;
 // Error(InvalidArgument) naming the file for a source that is neither a checkpoint nor a saved model, a
-// damaged header or index, a tensor in two shards, pieces that do not fit together (assemble_pieces), a model index the checkpoint does not hold, or an OUT that
+// damaged header or index, a tensor in two shards, pieces that do not fit together (assemble_pieces), a model
+// index the checkpoint does not hold, or an OUT that
 // holds a saved model already (nothing of it is touched).
 std::vector<std::string> merge_model(const MergeRequest& request);
 

@@ -212,10 +212,11 @@ class FullyShardedDataParallelPlugin:
     under FULL_SHARD (or HYBRID_SHARD on one machine): each unit
     gathered and computed in param_dtype, its gradients averaged in reduce_dtype (param_dtype's when not
     given), the fp32 shares the master weights; buffer_dtype casts the floating buffers for good (but
-    BatchNorm's, as FSDP), get_state_dict giving them back in their former dtype. state_dict_type (FSDP2's default SHARDED_STATE_DICT, FSDP1's FULL_STATE_DICT, set_state_dict_type
-    changing it for the next save_state): save_state writes each model whole (FULL_STATE_DICT) or as each process's
-    piece of every tensor, in parallel (SHARDED_STATE_DICT, LOCAL_STATE_DICT), loaded by any number of processes
-    either way; save_model and get_state_dict write the weights whole under any. cpu_offload is UnsupportedError.
+    BatchNorm's, as FSDP), get_state_dict giving them back in their former dtype. state_dict_type (FSDP2's
+    default SHARDED_STATE_DICT, FSDP1's FULL_STATE_DICT, set_state_dict_type changing it for the next
+    save_state): save_state writes each model whole (FULL_STATE_DICT) or as each process's piece of every
+    tensor, in parallel (SHARDED_STATE_DICT, LOCAL_STATE_DICT), loaded by any number of processes either way;
+    save_model and get_state_dict write the weights whole under any. cpu_offload is UnsupportedError.
     activation_checkpointing recomputes
     in backward the activations of each module auto_wrap_policy wraps (torch.utils.checkpoint, non-reentrant, as
     Accelerate applies it), under every strategy. fsdp_version (Accelerate 1.x's; FSDP_VERSION) 1 and 2 train

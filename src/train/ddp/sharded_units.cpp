@@ -293,14 +293,10 @@ std::vector<at::Tensor> ShardedUnits::parameters_in_unit_order() const {
 }
 
 void ShardedUnits::assign(const at::Tensor& given, const std::function<void(int64_t, const at::Tensor&)>& fill) {
-  const auto found = index_.find(given.unsafeGetTensorImpl());
-  require_argument(found != index_.end(), "zero_stage 3: the tensor is not a parameter this model shards");
+  const auto [begin, share] = share_of(given);
   discard_prefetches();
   at::NoGradGuard no_grad;
-  for (const ZeroPiece& piece : pieces_) {
-    if (piece.parameter != found->second) continue;
-    fill(piece.begin, partition_.parameter_chunks[piece.bucket].narrow(0, piece.in_chunk, piece.numel));
-  }
+  if (share.numel() > 0) fill(begin, share);
 }
 
 std::pair<int64_t, at::Tensor> ShardedUnits::share_of(const at::Tensor& given) const {
