@@ -28,32 +28,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
-# Node R's launcher: run_node R PORT LOG ARGS...; PREFIX (an array) runs it inside a namespace.
-PREFIX0=() PREFIX1=() ADDR=127.0.0.1
-run_node() {
-  local node=$1 port=$2 log=$3 prefix
-  shift 3
-  if [ "$node" = 0 ]; then prefix=("${PREFIX0[@]}"); else prefix=("${PREFIX1[@]}"); fi
-  ACCEL_TIMEOUT_S=${TIMEOUT_S:-60} timeout 150 "${prefix[@]}" "$CLI" launch --cpu --nnodes 2 --node-rank "$node" \
-    --nproc-per-node 2 --master-addr "$ADDR" --master-port "$port" -- "$@" >"$log" 2>&1
-}
-# Both nodes of one job; fails when either launcher does (their output is shown then).
-run_job() {  # run_job NAME ARGS...
-  local name=$1 port rc0=0 rc1=0
-  shift
-  port=${FIXED_PORT:-$(free_port)}
-  run_node 0 "$port" "$DIR/$name.node0.log" "$@" &
-  local first=$!
-  run_node 1 "$port" "$DIR/$name.node1.log" "$@" || rc1=$?
-  wait "$first" || rc0=$?
-  if [ "$rc0" != 0 ] || [ "$rc1" != 0 ]; then
-    echo "hier_test.sh: $name failed (node 0: $rc0, node 1: $rc1)" >&2
-    cat "$DIR/$name.node0.log" "$DIR/$name.node1.log" >&2
-    return 1
-  fi
-}
+. "$(dirname "$0")/../support/two_nodes.sh"
 
 compare_with_flat_gloo() {
   mkdir -p "$DIR/flat" "$DIR/hier"

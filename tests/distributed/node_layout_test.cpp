@@ -65,5 +65,15 @@ TEST(TransportPlan, GlooWhereSharedMemoryHasNothingToDo) {
   EXPECT_THROW(plan_transport(launch(4, 4), "nccl", "shm", true), Error);
 }
 
+// Hybrid sharding needs nodes of equal size whose ranks run consecutively (ProcessGroup::split_by_node).
+TEST(NodeLayout, UnevenNodesAreNamed) {
+  EXPECT_EQ(uneven_nodes({"a", "a", "b", "b"}), "");
+  EXPECT_EQ(uneven_nodes({"a", "a", "a"}), "");
+  EXPECT_EQ(uneven_nodes({"a", "b", "c"}), "");
+  EXPECT_EQ(uneven_nodes({"a", "a", "b"}), "node 1 has 1 ranks, node 0 has 2");
+  EXPECT_EQ(uneven_nodes({"a", "b", "a", "b"}), "node 0's ranks are not 0 to 1");
+  EXPECT_EQ(uneven_nodes({"a", "b", "b", "a"}), "node 0's ranks are not 0 to 1");
+}
+
 }  // namespace
 }  // namespace accel::distributed

@@ -13,6 +13,20 @@
 
 namespace accel::distributed {
 
+class ProcessGroup;
+
+// The job's ranks cut by node (node_layout.hpp), for hybrid sharding (FSDP's HYBRID_SHARD): the state is split
+// over the ranks of each node and every node holds the same.
+struct NodeSplit {
+  int32_t node = 0;        // this rank's node, 0 .. nodes - 1
+  int32_t nodes = 1;
+  int32_t local_rank = 0;  // this rank's place in its node
+  int32_t local_size = 1;  // ranks per node, the same on every node
+  // This node's ranks, in rank order (one rank: a group of one; one node: the job's group itself).
+  ProcessGroup* within_node = nullptr;
+  ProcessGroup* across_nodes = nullptr;  // every node's rank of this local rank, by node; nullptr with one node
+};
+
 // One rendezvous, one c10d process group and, with GroupConfig::shared_memory, the shared-memory transport
 // in front of it. Every operation blocks until done and throws accel::Error:
 // Timeout when a rank does not take part within the timeout, PeerFailed when a rank went away,
@@ -33,6 +47,7 @@ class ProcessGroup {
 
   int32_t rank() const;
   int32_t world_size() const;
+  // Broken itself, or one of its subgroups (split_by_node): the job cannot go on either way.
   bool broken() const;
   // Whether all-reduces of CPU tensors go through shared memory (GroupConfig::shared_memory, and it worked).
   bool uses_shared_memory() const;
@@ -41,7 +56,8 @@ class ProcessGroup {
   // Whether all-reduces of bfloat16 tensors can be carried: by shared memory on one node, NCCL or LibTorch
   // 2.x's Gloo, not by 1.13's Gloo ("Invalid scalar type"), which also joins the nodes' leaders.
   bool allreduces_bfloat16() const;
-  // The message of the failure that broke the group; empty while it is not broken.
+  // The message of the failure that broke the group (or, failing nothing of its own, a subgroup); empty while
+  // it is not broken.
   const std::string& first_failure() const;
 
   // What carries the group's all-reduces, averages of buckets, reduce-scatters and all-gathers: shared memory
@@ -60,6 +76,15 @@ class ProcessGroup {
   // outputs[r] receives rank r's input; every rank's input must have the same size.
   void allgather(std::vector<at::Tensor>& outputs, const at::Tensor& input, const char* what);
   void broadcast(at::Tensor& tensor, int32_t root, const char* what);
+
+  // The group of the job cut by node (NodeSplit), made on the first call: collective then (every rank calls it
+  // at the same point: the subgroups' rendezvous), the same answer after. The subgroups are this group's:
+  // they go with it, and their failures name the job's ranks. Within a node the subgroup uses shared
+  // memory when this group does. Error(Unsupported) on every rank when the nodes differ in size or a
+  // node's ranks are not consecutive (the layout `accel launch` and torchrun give), which hybrid sharding
+  // needs so that the first node's ranks 0 .. local_size - 1 write the checkpoints' shares; otherwise what
+  // a rendezvous throws.
+  const NodeSplit& split_by_node();
 
  private:
   struct Impl;

@@ -56,7 +56,7 @@ std::vector<Departed> gone_now(int32_t self, const std::vector<std::optional<std
 std::string process_identity() { return this_host() + " " + std::to_string(::getpid()); }
 
 std::string departed_ranks(int32_t self, const std::vector<std::optional<std::string>>& identities,
-                           std::chrono::milliseconds grace) {
+                           std::chrono::milliseconds grace, const std::vector<int32_t>& names) {
   const std::string here = this_host();
   const auto deadline = std::chrono::steady_clock::now() + grace;
   std::vector<Departed> gone = gone_now(self, identities, here);
@@ -66,7 +66,9 @@ std::string departed_ranks(int32_t self, const std::vector<std::optional<std::st
   }
   std::string named;
   for (const Departed& departed : gone) {
-    named += (named.empty() ? "" : ", ") + ("rank " + std::to_string(departed.rank) + " (process " +
+    const auto index = static_cast<size_t>(departed.rank);
+    const int32_t rank = index < names.size() ? names[index] : departed.rank;
+    named += (named.empty() ? "" : ", ") + ("rank " + std::to_string(rank) + " (process " +
                                             std::to_string(departed.pid) + ") exited");
   }
   return named;

@@ -28,8 +28,20 @@ constexpr std::chrono::milliseconds kExitGrace(500);
 
 std::string identity_key(int32_t rank) { return "accel/process/" + std::to_string(rank); }
 
+int32_t job_rank(const GroupConfig& config) {
+  return config.job_ranks.empty() ? config.rank : config.job_ranks[static_cast<size_t>(config.rank)];
+}
+
+// "rank 2"; in a subgroup, whose ranks its own records and stall reports number, "rank 2 (rank 0 of the ranks of
+// node 1 (the job's ranks 2, 3))".
+std::string rank_words(const GroupConfig& config) {
+  if (config.job_ranks.empty()) return "rank " + std::to_string(config.rank);
+  return "rank " + std::to_string(job_rank(config)) + " (rank " + std::to_string(config.rank) + " of " +
+         config.subgroup + ")";
+}
+
 std::string rendezvous_name_of(const GroupConfig& config) {
-  return "rendezvous of rank " + std::to_string(config.rank) + " of " + std::to_string(config.world_size) + " at " +
+  return "rendezvous of " + rank_words(config) + " of " + std::to_string(config.world_size) + " at " +
          config.master_addr + ":" + std::to_string(config.master_port);
 }
 
@@ -198,7 +210,7 @@ void GroupHealth::conclude(const CollectiveRecord& record, const std::function<s
 }
 
 void GroupHealth::could_not_start(const char* what, const std::string& message) {
-  first_failure_ = std::string(what) + " on rank " + std::to_string(config_.rank) + " could not start: " + message;
+  first_failure_ = std::string(what) + " on " + rank_words(config_) + " could not start: " + message;
   fail(Code::PeerFailed, first_failure_);
 }
 
@@ -212,7 +224,7 @@ void GroupHealth::out_of_step(const CollectiveRecord& record, const std::string&
   } catch (const std::exception&) {
     // Nobody left to tell.
   }
-  const std::string text = record.what + " on rank " + std::to_string(config_.rank) + ": " + proof;
+  const std::string text = record.what + " on " + rank_words(config_) + ": " + proof;
   if (first_failure_.empty()) first_failure_ = text;
   fail(Code::InvalidState, text);
 }
@@ -255,7 +267,7 @@ std::string GroupHealth::stall_report_for(CollectiveRecord record) {
 }
 
 void GroupHealth::broke(const CollectiveRecord& record, const std::string& message, Code code) {
-  std::string text = record.what + " on rank " + std::to_string(config_.rank) + ": ";
+  std::string text = record.what + " on " + rank_words(config_) + ": ";
   text += code == Code::Timeout ? "timed out after " + seconds(config_.timeout) + " waiting for the other ranks (" +
                                       message + "); " + stall_report_for(record)
                                 : who_left() + " (" + message + ")";
@@ -270,9 +282,9 @@ std::string GroupHealth::who_left() {
   try {
     identities = read_each_rank(identity_key);
   } catch (const std::exception&) {
-    if (config_.rank != 0) return "rank 0, which serves the rendezvous store, exited or cannot be reached";
+    if (job_rank(config_) != 0) return "rank 0, which serves the rendezvous store, exited or cannot be reached";
   }
-  const std::string gone = departed_ranks(config_.rank, identities, kExitGrace);
+  const std::string gone = departed_ranks(config_.rank, identities, kExitGrace, config_.job_ranks);
   return gone.empty() ? "another rank failed or exited" : gone;
 }
 

@@ -246,6 +246,8 @@ std::unique_ptr<ShmTransport> ShmTransport::create(GroupHealth& health, C10dTran
   auto impl = std::make_unique<Impl>(health, backend);
   const GroupConfig& config = health.config();
   impl->layout = discover_nodes(config.rank, config.world_size, config.group_rank, health.exchange());
+  // The launcher of that node removes what a crashed job left of its segments (shm_names.hpp).
+  if (config.within_node >= 0) impl->layout.node = config.within_node;
   if (impl->layout.largest_node == 1) {
     impl->give_up("every node has a single rank");
     return nullptr;

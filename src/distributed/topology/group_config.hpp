@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace accel::distributed {
 
@@ -25,6 +26,13 @@ struct GroupConfig {
   int32_t group_rank = -1;
   // Shared memory that cannot be set up is then an error; otherwise Gloo does the work, said once.
   bool shared_memory_required = false;
+  // A subgroup of the job's ranks (ProcessGroup::split_by_node): what it is, for its errors ("the ranks of
+  // node 1"), and the job's rank of each of its ranks, in its rank order. Empty for the job's own group.
+  std::string subgroup;
+  std::vector<int32_t> job_ranks;
+  // A subgroup of one node's ranks: that node's index in the job, which names its shared-memory segments as
+  // the job's own group names that node's (-1: not such a subgroup).
+  int32_t within_node = -1;
 };
 
 }  // namespace accel::distributed

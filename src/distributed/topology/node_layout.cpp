@@ -48,11 +48,35 @@ std::string this_node_key(int32_t group_rank) {
   return std::to_string(group_rank) + "@" + host + "/" + boot_id;
 }
 
-NodeLayout discover_nodes(int32_t rank, int32_t world_size, int32_t group_rank, const ShmExchange& exchange) {
+std::vector<std::string> exchange_node_keys(int32_t rank, int32_t world_size, int32_t group_rank,
+                                            const ShmExchange& exchange) {
   exchange.set("accel/node/" + std::to_string(rank), this_node_key(group_rank));
   std::vector<std::string> keys;
   for (int32_t r = 0; r < world_size; ++r) keys.push_back(exchange.wait_get("accel/node/" + std::to_string(r)));
-  return node_layout(rank, keys);
+  return keys;
+}
+
+NodeLayout discover_nodes(int32_t rank, int32_t world_size, int32_t group_rank, const ShmExchange& exchange) {
+  return node_layout(rank, exchange_node_keys(rank, world_size, group_rank, exchange));
+}
+
+std::string uneven_nodes(const std::vector<std::string>& keys) {
+  const NodeLayout first = node_layout(0, keys);
+  const int32_t size = first.local_size();
+  for (int32_t n = 0; n < first.nodes(); ++n) {
+    const NodeLayout node = node_layout(first.leaders[static_cast<size_t>(n)], keys);
+    if (node.local_size() != size) {
+      return "node " + std::to_string(n) + " has " + std::to_string(node.local_size()) + " ranks, node 0 has " +
+             std::to_string(size);
+    }
+    for (int32_t k = 0; k < size; ++k) {
+      if (node.members[static_cast<size_t>(k)] != n * size + k) {
+        return "node " + std::to_string(n) + "'s ranks are not " + std::to_string(n * size) + " to " +
+               std::to_string(n * size + size - 1);
+      }
+    }
+  }
+  return "";
 }
 
 }  // namespace accel::distributed

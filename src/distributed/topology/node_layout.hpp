@@ -39,8 +39,15 @@ NodeLayout node_layout(int32_t rank, const std::vector<std::string>& keys);
 // This process's node key: "<group_rank>@<hostname>/<boot id>" (group_rank -1: no launcher node index).
 std::string this_node_key(int32_t group_rank);
 
-// Collective over the store: every rank publishes its key and reads everyone's. Throws what the store
-// throws (a timeout when a rank does not come).
+// Collective over the store: every rank publishes its key (this_node_key) and reads everyone's, in rank order.
+// Throws what the store throws (a timeout when a rank does not come).
+std::vector<std::string> exchange_node_keys(int32_t rank, int32_t world_size, int32_t group_rank,
+                                            const ShmExchange& exchange);
+// node_layout of the keys exchange_node_keys gives.
 NodeLayout discover_nodes(int32_t rank, int32_t world_size, int32_t group_rank, const ShmExchange& exchange);
+
+// Why the nodes of `keys` (as node_layout reads them) are not equal runs of consecutive ranks ("node 1 has 3
+// ranks, node 0 has 2"); empty when they are.
+std::string uneven_nodes(const std::vector<std::string>& keys);
 
 }  // namespace accel::distributed

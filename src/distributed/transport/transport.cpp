@@ -79,6 +79,34 @@ std::unique_ptr<PendingAverage> Transport::average_async(BucketAverage average, 
 
 at::Tensor Transport::bucket_empty(int64_t, const at::Tensor&) { return {}; }
 
+namespace {
+
+class ThenAllreduce final : public PendingCollective {
+ public:
+  ThenAllreduce(std::unique_ptr<PendingCollective> first, Transport& then, at::Tensor tensor, const char* what)
+      : first_(std::move(first)), then_(then), tensor_(std::move(tensor)), what_(what) {}
+  void wait() override {
+    if (first_) {
+      first_->wait();
+      first_.reset();
+      then_.allreduce(tensor_, ReduceKind::Sum, what_);
+    }
+  }
+
+ private:
+  std::unique_ptr<PendingCollective> first_;
+  Transport& then_;
+  at::Tensor tensor_;
+  const char* what_;
+};
+
+}  // namespace
+
+std::unique_ptr<PendingCollective> then_allreduce(std::unique_ptr<PendingCollective> first, Transport& then,
+                                                  at::Tensor tensor, const char* what) {
+  return std::make_unique<ThenAllreduce>(std::move(first), then, std::move(tensor), what);
+}
+
 void Transport::allreduce(at::Tensor& tensor, ReduceKind kind, const char* what) {
   const timeline::Span span(what);
   allreduce_async(tensor, kind, what)->wait();

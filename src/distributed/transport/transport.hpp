@@ -117,4 +117,10 @@ int64_t fill_bucket(const BucketAverage& average, int64_t skip_begin = 0, int64_
 std::unique_ptr<PendingAverage> average_in_bucket(Transport& transport, BucketAverage average, const char* what,
                                                   std::function<void()> on_complete);
 
+// `first`, then, once it is done, `tensor` all-reduced (summed) through `then`: hybrid sharding's reduce-scatter
+// within a node followed by the sum over the nodes. wait() waits for both, with their errors; `tensor` (first's
+// output) must stay alive and untouched until it returns, and `what` must outlive it.
+std::unique_ptr<PendingCollective> then_allreduce(std::unique_ptr<PendingCollective> first, Transport& then,
+                                                  at::Tensor tensor, const char* what);
+
 }  // namespace accel::distributed
