@@ -28,6 +28,8 @@ checkout; the library is ACCEL_LIBRARY (run_zero_memory.sh sets it). Stage 3 pre
 does (the next unit's gather started as a unit's forward and backward begin); ZERO_PREFETCH=off in the
 environment switches that off. ZERO_CHECKPOINT_MODEL=whole has save_state write the model as one file streamed
 by process 0, =sharded as each process's pieces (FSDP's SHARDED_STATE_DICT; DeepSpeed's stage 3 default).
+ZERO_STRATEGY (FULL_SHARD, HYBRID_SHARD, NO_SHARD: bench/run_hybrid.sh) trains under Accelerate's
+FullyShardedDataParallelPlugin with that strategy instead, each Linear a unit (STAGE is then only printed).
 """
 import os
 import resource
@@ -53,7 +55,14 @@ def main() -> int:
         print(__doc__.strip().splitlines()[3], file=sys.stderr)
         return 2
     stage, steps, inputs, width, depth, outputs = (int(value) for value in sys.argv[1:7])
-    accelerator = accel.Accelerator(cpu=True, deepspeed_plugin=accel.DeepSpeedPlugin(zero_stage=stage))
+    strategy = os.environ.get("ZERO_STRATEGY")
+    if strategy:
+        plugin = accel.FullyShardedDataParallelPlugin(sharding_strategy=strategy, auto_wrap_policy="SIZE_BASED_WRAP",
+                                                      min_num_params=1000, forward_prefetch=True,
+                                                      backward_prefetch="BACKWARD_PRE")
+        accelerator = accel.Accelerator(cpu=True, fsdp_plugin=plugin)
+    else:
+        accelerator = accel.Accelerator(cpu=True, deepspeed_plugin=accel.DeepSpeedPlugin(zero_stage=stage))
     torch.manual_seed(0)
     layers = [torch.nn.Linear(inputs, width), torch.nn.ReLU()]
     for _ in range(depth - 1):
@@ -110,7 +119,11 @@ def main() -> int:
         if step >= WARMUP:
             times.append(time.perf_counter() - started)
     parameter_bytes = sum(p.storage().size() * p.element_size() for p in module.parameters())
-    share_bytes = sum(hosted.model.unit_numel(u) // accelerator.num_processes * 4 for u in range(len(units)))
+    # A hybrid strategy splits the units over each machine's processes.
+    shards = accelerator.num_processes
+    if strategy and strategy.startswith("HYBRID"):
+        shards = int(os.environ.get("LOCAL_WORLD_SIZE", shards))
+    share_bytes = sum(hosted.model.unit_numel(u) // shards * 4 for u in range(len(units)))
     parameter_bytes += share_bytes
     if use_accel_optimizer:
         state_bytes = int(hosted.model.grad_sync_stat("optimizer_state_bytes"))

@@ -156,6 +156,11 @@
  *                    zero_stage 3 on a TorchScript model: run a child at a time, the next child's gather
  *                    starts as a child's forward and backward begin (FSDP's forward_prefetch and
  *                    BACKWARD_PRE); gathered whole, every unit's gather starts before the first is waited for
+ *   zero_hybrid_shard bool; default false
+ *                    zero_stage 1, 2 or 3 split over each node's ranks, every node holding the same (FSDP's
+ *                    HYBRID_SHARD under 3, HYBRID_SHARD_ZERO2 under 2): gathers and reduce-scatters stay
+ *                    within a node, and only each chunk's sum travels between the nodes; every node needs as
+ *                    many ranks, numbered consecutively
  *   checkpoint_model string: "auto", "whole", "sharded"; default "auto"
  *                    how save_state writes the model: whole (one file by process 0; under zero_stage 3
  *                    streamed as its units are gathered) or sharded (each process its piece of every tensor,

@@ -85,6 +85,8 @@ ModelPart model_part(const train::Model& model, int64_t rank, int64_t world) {
     at::Tensor piece;
     if (model.is_sharded(tensor)) {
       std::tie(begin, piece) = model.sharded_share(tensor);
+      // Under hybrid sharding every node holds the same shares: the first node's ranks write them.
+      if (model.zero_partition()->replica != 0) piece = piece.narrow(0, 0, 0);
     } else if (buffers.count(tensor.unsafeGetTensorImpl()) != 0) {
       piece = tensor.detach().reshape({-1}).narrow(0, 0, rank == 0 ? tensor.numel() : 0);
     } else {

@@ -64,6 +64,11 @@ PrepareConfig prepare_config(const Options* explicit_options) {
   config.reducer.unit_param_dtype = unit_dtype(values.get_string("zero_param_dtype"));
   config.reducer.unit_reduce_dtype = unit_dtype(values.get_string("zero_reduce_dtype"));
   config.reducer.unit_prefetch = values.get_bool("zero_prefetch");
+  config.reducer.zero_hybrid = values.get_bool("zero_hybrid_shard");
+  if (config.reducer.zero_hybrid && zero_stage == 0) {
+    fail(Code::BadOptionValue, "option zero_hybrid_shard: hybrid sharding splits ZeRO's state over each node's ranks, "
+                               "and zero_stage is 0 (data parallelism splits nothing); give zero_stage 1, 2 or 3");
+  }
   const std::string checkpoint_model = values.get_string("checkpoint_model");
   config.checkpoint_model = checkpoint_model == "sharded" ? PrepareConfig::CheckpointModel::Pieces
                             : checkpoint_model == "whole" ? PrepareConfig::CheckpointModel::Whole

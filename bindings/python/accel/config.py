@@ -133,16 +133,9 @@ FSDP_SHARDING_STRATEGY = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHA
 # shards gradients and optimizer state and keeps whole parameters, which is ZeRO-2; FULL_SHARD shards the
 # parameters too, ZeRO-3.
 _ZERO_STAGE_OF_STRATEGY = {"NO_SHARD": 0, "SHARD_GRAD_OP": 2, "FULL_SHARD": 3}
-# Within one machine the hybrid strategies shard as these do; across machines they would also replicate.
-_ONE_MACHINE_STAGE_OF_HYBRID = {"HYBRID_SHARD": 3, "HYBRID_SHARD_ZERO2": 2}
-
-
-def _machines():
-    """How many machines the launch spans (WORLD_SIZE / LOCAL_WORLD_SIZE, as `accel launch` sets them; 1
-    without them)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
-    return max(1, world // max(1, local))
+# The hybrid strategies shard as FULL_SHARD and SHARD_GRAD_OP do within each machine, and replicate between the
+# machines (the prepare option zero_hybrid_shard).
+_ZERO_STAGE_OF_HYBRID = {"HYBRID_SHARD": 3, "HYBRID_SHARD_ZERO2": 2}
 
 
 FSDP_STATE_DICT_TYPE = ("FULL_STATE_DICT", "LOCAL_STATE_DICT", "SHARDED_STATE_DICT")
@@ -206,10 +199,11 @@ class FullyShardedDataParallelPlugin:
     (accel._torch_sharded), or with reshard_after_forward False kept from its forward to its backward (one
     gather a step, the whole model gathered at the end of forward); SHARD_GRAD_OP as ZeRO stage 2 (gradients and optimizer state sharded) and
     NO_SHARD as data parallelism; all with accel's optimizer or a torch one, giving DDP's weights bit for
-    bit. HYBRID_SHARD and HYBRID_SHARD_ZERO2 on one machine train as FULL_SHARD and SHARD_GRAD_OP
-    (FSDP's hybrid strategies shard within a machine, and with one there is nothing to replicate); across
-    machines they are UnsupportedError. mixed_precision_policy (FSDP's MixedPrecision, or a dict of its fields)
-    under FULL_SHARD (or HYBRID_SHARD on one machine): each unit
+    bit. HYBRID_SHARD and HYBRID_SHARD_ZERO2 shard as FULL_SHARD and SHARD_GRAD_OP within each machine and
+    replicate between machines (every machine with as many processes), the gathers and reduce-scatters staying
+    within a machine and only each shard's gradient sum crossing between them; on one machine they are
+    FULL_SHARD and SHARD_GRAD_OP. mixed_precision_policy (FSDP's MixedPrecision, or a dict of its fields)
+    under FULL_SHARD or HYBRID_SHARD: each unit
     gathered and computed in param_dtype, its gradients averaged in reduce_dtype (param_dtype's when not
     given), the fp32 shares the master weights; buffer_dtype casts the floating buffers for good (but
     BatchNorm's, as FSDP), get_state_dict giving them back in their former dtype. state_dict_type (FSDP2's
@@ -304,11 +298,6 @@ class FullyShardedDataParallelPlugin:
         def refuse(what):
             raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, f"FullyShardedDataParallelPlugin: {what}")
 
-        hybrid = self.sharding_strategy in _ONE_MACHINE_STAGE_OF_HYBRID
-        if hybrid and _machines() > 1:
-            refuse(f"sharding_strategy {self.sharding_strategy} across {_machines()} machines (sharding within each, "
-                   "replicating between them) is not built (docs/fsdp.md); on one machine it trains as "
-                   "FULL_SHARD / SHARD_GRAD_OP, and across machines those do")
         offload = getattr(self.cpu_offload, "offload_params", self.cpu_offload)
         if offload:
             refuse("cpu_offload (parameters and optimizer step on the CPU) is not built")
@@ -318,8 +307,7 @@ class FullyShardedDataParallelPlugin:
         if self.mixed_precision_policy is not None and self.sharding_strategy not in ("FULL_SHARD", "HYBRID_SHARD"):
             refuse(f"mixed_precision_policy with sharding_strategy {self.sharding_strategy}: it is built for "
                    "FULL_SHARD (units gathered in param_dtype); here the Accelerator's mixed_precision applies")
-        stages = _ONE_MACHINE_STAGE_OF_HYBRID if hybrid else _ZERO_STAGE_OF_STRATEGY
-        return stages[self.sharding_strategy]
+        return {**_ZERO_STAGE_OF_STRATEGY, **_ZERO_STAGE_OF_HYBRID}[self.sharding_strategy]
 
     def precision(self):
         """mixed_precision_policy's (param, reduce, buffer) dtype names ("bf16", "fp16", "fp32" or None)."""
@@ -330,6 +318,7 @@ class FullyShardedDataParallelPlugin:
         param, reduce, _ = self.precision()
         return {"zero_stage": self.zero_stage(), "zero_param_dtype": param or "auto",
                 "zero_reduce_dtype": reduce or "auto",
+                "zero_hybrid_shard": self.sharding_strategy in _ZERO_STAGE_OF_HYBRID,
                 "checkpoint_model": self.checkpoint_model()}
 
     def checkpoint_model(self):

@@ -57,7 +57,7 @@ def test_state_dict_type_chooses_how_save_state_writes_the_model(monkeypatch):
     assert FullyShardedDataParallelPlugin(state_dict_type=2).state_dict_type == "LOCAL_STATE_DICT"  # torch's numbers
     plugin = FullyShardedDataParallelPlugin(sharding_strategy="SHARD_GRAD_OP", state_dict_type="sharded_state_dict")
     assert plugin.options() == {"zero_stage": 2, "zero_param_dtype": "auto", "zero_reduce_dtype": "auto",
-                                "checkpoint_model": "sharded"}
+                                "zero_hybrid_shard": False, "checkpoint_model": "sharded"}
     plugin.set_state_dict_type("FULL_STATE_DICT")
     assert plugin.checkpoint_model() == "whole"
     monkeypatch.setenv("FSDP_STATE_DICT_TYPE", "LOCAL_STATE_DICT")
@@ -88,16 +88,11 @@ def test_fsdp_version_and_reshard_after_forward_read_as_accelerate_1x_reads_them
     assert (plugin.fsdp_version, plugin.reshard_after_forward) == (2, False)
 
 
-def test_the_hybrid_strategies_shard_one_machine_and_are_refused_across_several(monkeypatch):
-    assert FullyShardedDataParallelPlugin(sharding_strategy="HYBRID_SHARD").options()["zero_stage"] == 3
-    assert FullyShardedDataParallelPlugin(sharding_strategy="HYBRID_SHARD_ZERO2").options()["zero_stage"] == 2
-    monkeypatch.setenv("WORLD_SIZE", "4")
-    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
-    assert FullyShardedDataParallelPlugin(sharding_strategy="HYBRID_SHARD").options()["zero_stage"] == 3
-    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
-    with pytest.raises(accel.UnsupportedError, match="HYBRID_SHARD_ZERO2 across 2 machines"):
-        FullyShardedDataParallelPlugin(sharding_strategy="HYBRID_SHARD_ZERO2").options()
-    assert FullyShardedDataParallelPlugin(sharding_strategy="FULL_SHARD").options()["zero_stage"] == 3
+def test_the_hybrid_strategies_shard_within_each_machine():
+    for strategy, stage, hybrid in [("HYBRID_SHARD", 3, True), ("HYBRID_SHARD_ZERO2", 2, True),
+                                    ("FULL_SHARD", 3, False), ("SHARD_GRAD_OP", 2, False)]:
+        options = FullyShardedDataParallelPlugin(sharding_strategy=strategy).options()
+        assert (options["zero_stage"], options["zero_hybrid_shard"]) == (stage, hybrid), strategy
 
 
 def test_a_mixed_precision_policy_gives_stage_threes_dtypes():
@@ -109,11 +104,12 @@ def test_a_mixed_precision_policy_gives_stage_threes_dtypes():
         buffer_dtype = None
 
     assert FullyShardedDataParallelPlugin().options() == {"zero_stage": 3, "zero_param_dtype": "auto",
-                                                          "zero_reduce_dtype": "auto", "checkpoint_model": "whole"}
+                                                          "zero_reduce_dtype": "auto", "zero_hybrid_shard": False,
+                                                          "checkpoint_model": "whole"}
     # reduce_dtype follows param_dtype when not given, as under FSDP
     plugin = FullyShardedDataParallelPlugin(mixed_precision_policy=MixedPrecision())
     assert plugin.options() == {"zero_stage": 3, "zero_param_dtype": "bf16", "zero_reduce_dtype": "bf16",
-                                "checkpoint_model": "whole"}
+                                "zero_hybrid_shard": False, "checkpoint_model": "whole"}
     plugin = FullyShardedDataParallelPlugin(mixed_precision_policy={"param_dtype": "fp16", "reduce_dtype": torch.float32,
                                                                     "buffer_dtype": "bfloat16"})
     assert plugin.precision() == ("fp16", "fp32", "bf16")

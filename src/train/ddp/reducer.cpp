@@ -87,7 +87,7 @@ void Reducer::Impl::assign_buckets() {
       // reduce-scattered (launch_scatter), the rank keeping a copy of its chunk.
       if (config.host_gradients) {
         buckets[b].flat = at::zeros({buckets[b].numel}, options);
-        buckets[b].owned = buckets[b].flat.narrow(0, state->launch().rank * buckets[b].chunk, buckets[b].chunk);
+        buckets[b].owned = buckets[b].flat.narrow(0, partition.rank * buckets[b].chunk, buckets[b].chunk);
       }
       continue;
     }
@@ -360,6 +360,7 @@ Reducer::Reducer(std::shared_ptr<distributed::State> state, std::vector<std::pai
   impl_->parameters = std::move(parameters);
   impl_->config = config;
   impl_->refuse_what_zero_cannot_do();
+  if (impl_->config.zero_stage > 0) place_partition(impl_->partition, *impl_->state, impl_->config.zero_hybrid);
   impl_->scatter = impl_->config.zero_stage == 2 && impl_->scatters_bit_identically();
   impl_->assign_buckets();
   impl_->refuse_what_the_transport_cannot_carry();

@@ -59,6 +59,9 @@ struct ReducerConfig {
   // is dropped (undefined) on the ranks that do not own its parameter, and the owners' gradients are views
   // of their chunk, the only gradient memory the reducer keeps between backwards.
   int32_t zero_stage = 0;
+  // Hybrid sharding (FSDP's HYBRID_SHARD, ZeroPartition::hybrid): ZeRO's split is over each node's ranks, the
+  // nodes holding the same.
+  bool zero_hybrid = false;
   // Stage 3's mixed precision (FSDP's MixedPrecision, sharded_units.hpp): the dtype units are gathered and
   // their gradients given in, and the dtype those are averaged in; none: the parameters' own, and the
   // gathered dtype for the reduction.

@@ -12,8 +12,8 @@
 namespace accel::train {
 
 bool Reducer::Impl::scatters_bit_identically() {
-  return !parameters.empty() &&
-         scatters_like_allreduce(*state->group("ZeRO gradient reduce-scatter"), parameters.front().second);
+  return !parameters.empty() && scatters_like_allreduce(shard_group(*state, partition, "ZeRO gradient reduce-scatter"),
+                                                        parameters.front().second);
 }
 
 // Stage 2 without the reduce-scatter: every gradient was averaged; the rank keeps those of the parameters it
@@ -29,8 +29,6 @@ void Reducer::Impl::drop_gradients_of_others() {
 
 void Reducer::Impl::split_for_zero() {
   partition.stage = config.zero_stage;
-  partition.world = static_cast<int32_t>(state->launch().world_size);
-  partition.rank = static_cast<int32_t>(state->launch().rank);
   std::vector<std::vector<int64_t>> numels;
   for (auto& bucket : buckets) {
     numels.emplace_back();
@@ -88,9 +86,14 @@ void Reducer::Impl::launch_scatter(Bucket& bucket, distributed::BucketAverage av
   if (average.on_filled) average.on_filled();
   at::Tensor& output = config.host_gradients ? bucket.owned : bucket.received;
   if (!config.host_gradients) bucket.received = bucket.flat.narrow(0, partition.rank * bucket.chunk, bucket.chunk);
-  bucket.scatter = transport("ZeRO gradient reduce-scatter")
-                       .reduce_scatter_async(output, bucket.flat, distributed::ReduceKind::Sum,
-                                             "ZeRO gradient reduce-scatter");
+  const char* what = "ZeRO gradient reduce-scatter";
+  bucket.scatter = shard_group(*state, partition, what)
+                       .transport()
+                       .reduce_scatter_async(output, bucket.flat, distributed::ReduceKind::Sum, what);
+  // Hybrid sharding: the node's sums, added up over the nodes as the nodes' leaders add data parallelism's.
+  if (distributed::ProcessGroup* across = replica_group(*state, partition, what)) {
+    bucket.scatter = distributed::then_allreduce(std::move(bucket.scatter), across->transport(), output, what);
+  }
 }
 
 // accel's own buckets of one backward would otherwise all live until its end, a second copy of the

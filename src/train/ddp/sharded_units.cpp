@@ -17,7 +17,7 @@
 namespace accel::train {
 
 ShardedUnits::ShardedUnits(std::shared_ptr<distributed::State> state, const NamedTensors& trainable,
-                           const std::vector<int32_t>& unit_of, Precision precision)
+                           const std::vector<int32_t>& unit_of, Precision precision, bool hybrid)
     : state_(std::move(state)), trainable_(trainable), places_(trainable.size()), precision_(precision) {
   for (const auto& dtype : {precision_.compute, precision_.reduce}) {
     require_argument(!dtype || at::isFloatingType(*dtype),
@@ -33,8 +33,7 @@ ShardedUnits::ShardedUnits(std::shared_ptr<distributed::State> state, const Name
   }
   for (size_t i = 0; i < trainable_.size(); ++i) index_.emplace(trainable_[i].second.unsafeGetTensorImpl(), i);
   partition_.stage = 3;
-  partition_.world = static_cast<int32_t>(state_->launch().world_size);
-  partition_.rank = static_cast<int32_t>(state_->launch().rank);
+  place_partition(partition_, *state_, hybrid);
   partition_.members.assign(static_cast<size_t>(units), {});
   for (size_t i = 0; i < unit_of.size(); ++i) partition_.members[static_cast<size_t>(unit_of[i])].push_back(i);
   std::vector<std::vector<int64_t>> numels;
@@ -66,7 +65,10 @@ ShardedUnits::ShardedUnits(std::shared_ptr<distributed::State> state, const Name
     }
   }
   for (size_t u = 0; u < partition_.members.size(); ++u) {
-    if (reduce_dtype(u) == at::kBFloat16 && !state_->group(reduce_names_[u].c_str())->allreduces_bfloat16()) {
+    const char* what = reduce_names_[u].c_str();
+    distributed::ProcessGroup* across = replica_group(*state_, partition_, what);
+    if (reduce_dtype(u) == at::kBFloat16 &&
+        !(shard_group(*state_, partition_, what).allreduces_bfloat16() && (!across || across->allreduces_bfloat16()))) {
       fail(Code::Unsupported, "zero_reduce_dtype 'bf16': this LibTorch's Gloo cannot sum bfloat16; reduce in 'fp32' or "
                               "'fp16', or keep every rank on one host with intra_node_transport 'auto' or 'shm' (the "
                               "shared-memory transport adds bfloat16)");
@@ -187,7 +189,7 @@ ShardedUnits::Prefetch ShardedUnits::start_gather(size_t unit, const at::Tensor&
   started.output = carried(full);
   // A copy even of an exact chunk: an optimizer step may change the chunk while the gather is in flight.
   started.input = carried(exact ? chunk.clone() : chunk.to(full.scalar_type()));
-  started.pending = state_->group(what)->transport().all_gather_async(started.output, started.input, what);
+  started.pending = shard_group(*state_, partition_, what).transport().all_gather_async(started.output, started.input, what);
   return started;
 }
 
@@ -252,21 +254,25 @@ void ShardedUnits::reduce(size_t unit, const at::Tensor& full_gradients) {
   note_call(unit, false);
   at::NoGradGuard no_grad;
   const char* what = reduce_names_[unit].c_str();
-  distributed::ProcessGroup* group = state_->group(what);
+  distributed::ProcessGroup& group = shard_group(*state_, partition_, what);
   const at::ScalarType reduce = reduce_dtype(unit);
   at::Tensor full = full_gradients.scalar_type() == reduce ? full_gradients : full_gradients.to(reduce);
   // As data parallelism's buckets are filled: each gradient divided by the number of ranks (a tensor
   // divisor, the kernel the transports' fill uses), then summed.
-  const auto divisor = at::scalar_tensor(static_cast<double>(partition_.world), full.options());
+  const auto divisor = at::scalar_tensor(static_cast<double>(partition_.world * partition_.replicas), full.options());
   at::div_out(full, full, divisor);
   const int64_t chunk = partition_.buckets[unit].chunk;
   at::Tensor received;
-  if (scatters_like_allreduce(*group, full)) {
+  if (scatters_like_allreduce(group, full)) {
     received = at::empty({chunk}, full.options());
-    group->transport().reduce_scatter(received, full, distributed::ReduceKind::Sum, what);
+    group.transport().reduce_scatter(received, full, distributed::ReduceKind::Sum, what);
   } else {
-    group->transport().allreduce(full, distributed::ReduceKind::Sum, what);
+    group.transport().allreduce(full, distributed::ReduceKind::Sum, what);
     received = full.narrow(0, partition_.rank * chunk, chunk);
+  }
+  // Hybrid sharding: the node's sums, added up over the nodes as the nodes' leaders add data parallelism's.
+  if (distributed::ProcessGroup* across = replica_group(*state_, partition_, what)) {
+    across->transport().allreduce(received, distributed::ReduceKind::Sum, what);
   }
   auto& held = *partition_.held_pieces;
   bool holds_gradients = false;

@@ -54,8 +54,10 @@ class ShardedUnits {
     std::optional<at::ScalarType> compute;
     std::optional<at::ScalarType> reduce;
   };
+  // hybrid: split over each node's ranks, every node holding the same (ZeroPartition::hybrid; collective at
+  // construction then).
   ShardedUnits(std::shared_ptr<distributed::State> state, const NamedTensors& trainable,
-               const std::vector<int32_t>& unit_of, Precision precision = {});
+               const std::vector<int32_t>& unit_of, Precision precision = {}, bool hybrid = false);
   ~ShardedUnits();
   ShardedUnits(const ShardedUnits&) = delete;
   ShardedUnits& operator=(const ShardedUnits&) = delete;

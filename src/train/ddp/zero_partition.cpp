@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "distributed/group/process_group.hpp"
+#include "distributed/state.hpp"
 
 namespace accel::train {
 
@@ -21,6 +22,29 @@ std::pair<int64_t, int64_t> ZeroBucketSplit::part(size_t member, int64_t rank) c
 
 bool scatters_like_allreduce(distributed::ProcessGroup& group, const at::Tensor& like) {
   return group.uses_shared_memory() && !group.shared_memory_spans_nodes() && like.device().is_cpu();
+}
+
+void place_partition(ZeroPartition& partition, distributed::State& state, bool hybrid) {
+  partition.world = static_cast<int32_t>(state.launch().world_size);
+  partition.rank = static_cast<int32_t>(state.launch().rank);
+  partition.hybrid = hybrid && partition.world > 1;
+  if (!partition.hybrid) return;
+  const distributed::NodeSplit& split = state.group("hybrid sharding")->split_by_node();
+  partition.world = split.local_size;
+  partition.rank = split.local_rank;
+  partition.replica = split.node;
+  partition.replicas = split.nodes;
+}
+
+distributed::ProcessGroup& shard_group(distributed::State& state, const ZeroPartition& partition, const char* what) {
+  distributed::ProcessGroup* group = state.group(what);
+  if (group == nullptr) fail(Code::Internal, std::string(what) + ": ZeRO's collectives need a process group");
+  return partition.hybrid ? *group->split_by_node().within_node : *group;
+}
+
+distributed::ProcessGroup* replica_group(distributed::State& state, const ZeroPartition& partition, const char* what) {
+  if (!partition.hybrid) return nullptr;
+  return state.group(what)->split_by_node().across_nodes;
 }
 
 std::vector<ZeroBucketSplit> split_buckets(const std::vector<std::vector<int64_t>>& numels, int32_t world) {

@@ -22,6 +22,7 @@
 
 namespace accel::distributed {
 class ProcessGroup;
+class State;
 }
 
 namespace accel::train {
@@ -60,8 +61,14 @@ struct ZeroPiece {
 // The split of a whole model, shared by the reducer and the optimizer's side of ZeRO.
 struct ZeroPartition {
   int32_t stage = 0;  // 1, 2 or 3 once prepared for ZeRO; 0 otherwise
-  int32_t world = 1;
-  int32_t rank = 0;
+  int32_t world = 1;  // the ranks the split is over: the job's, or with `hybrid` this node's
+  int32_t rank = 0;   // this rank's place among them
+  // Hybrid sharding (FSDP's HYBRID_SHARD): the split is over each node's ranks and the `replicas` nodes hold
+  // the same, `replica` being this rank's node; a chunk's gradients are reduce-scattered within the node,
+  // then summed over the nodes.
+  bool hybrid = false;
+  int32_t replica = 0;
+  int32_t replicas = 1;
   std::vector<std::vector<size_t>> members;  // per bucket: parameter indices, as the reducer's bucket
   std::vector<ZeroBucketSplit> buckets;
   // Stage 2 with reduce-scatter: per piece of pieces_of(rank) (one entry each from prepare on), its averaged
@@ -79,5 +86,14 @@ struct ZeroPartition {
   // search of the buckets: code that asks per step keeps split.whole_owner(member) of each parameter).
   int32_t whole_owner(size_t parameter) const;
 };
+
+// Sets the partition's world, rank and replicas: the job's ranks, or with `hybrid` this node's, every node
+// alike (collective on the first call: ProcessGroup::split_by_node). Throws what that throws.
+void place_partition(ZeroPartition& partition, distributed::State& state, bool hybrid);
+// Where the partition's chunks are gathered and reduce-scattered: the job's group, or this node's ranks.
+distributed::ProcessGroup& shard_group(distributed::State& state, const ZeroPartition& partition, const char* what);
+// Where a chunk reduce-scattered within the node is summed over the nodes; nullptr without hybrid sharding (or
+// with one node).
+distributed::ProcessGroup* replica_group(distributed::State& state, const ZeroPartition& partition, const char* what);
 
 }  // namespace accel::train

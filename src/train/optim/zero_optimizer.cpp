@@ -116,7 +116,7 @@ void ZeroShard::forget_gradients(bool set_to_none) {
 // bucket's layout with every element in its place; kGathersInFlight at a time.
 void ZeroShard::gather_parameters() {
   at::NoGradGuard no_grad;
-  auto& transport = state_->group("ZeRO parameter all-gather")->transport();
+  auto& transport = shard_group(*state_, partition_, "ZeRO parameter all-gather").transport();
   struct InFlight {
     size_t bucket;
     at::Tensor mine, all;
@@ -184,7 +184,7 @@ std::vector<at::Tensor> ZeroShard::gathered_split_gradients(const std::vector<si
     }
   }
   auto all = at::empty({longest * partition_.world}, options);
-  state_->group("ZeRO gradient norm")->transport().all_gather(all, mine, "ZeRO gradient norm");
+  shard_group(*state_, partition_, "ZeRO gradient norm").transport().all_gather(all, mine, "ZeRO gradient norm");
   std::vector<at::Tensor> whole;
   std::vector<int64_t> read(static_cast<size_t>(partition_.world), 0);
   for (size_t j = 0; j < split.size(); ++j) {
@@ -240,11 +240,14 @@ double ZeroShard::clip_grad_norm(const std::vector<at::Tensor>& parameters, doub
     const auto whole = gathered_split_gradients(split);
     for (size_t j = 0; j < split.size(); ++j) values[split_positions[j]] = grad_norm(whole[j], norm_type).item<double>();
   }
-  // Every rank measured the split ones alike: their norms are summed once, from rank 0.
+  // Every rank measured the split ones alike: their norms are summed once, from rank 0. Under hybrid sharding
+  // every node holds the same gradients: the node's ranks sum them.
   if (partition_.rank != 0) {
     for (size_t position : split_positions) values[position] = 0.0;
   }
-  state_->group("ZeRO gradient norm")->transport().allreduce(shared, distributed::ReduceKind::Sum, "ZeRO gradient norm");
+  shard_group(*state_, partition_, "ZeRO gradient norm")
+      .transport()
+      .allreduce(shared, distributed::ReduceKind::Sum, "ZeRO gradient norm");
   std::vector<at::Tensor> norms;
   for (int64_t i = 0; i < count; ++i) {
     if (values[count + i] == 0.0) continue;

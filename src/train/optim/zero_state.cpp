@@ -161,7 +161,9 @@ SavedPieces piece_states(const ZeroShard& shard, const torch::optim::Optimizer& 
   std::vector<int64_t> saved_begins;
   std::string index;
   bool indexable = true;
-  for (size_t k = 0; k < shard.pieces().size(); ++k) {
+  // Under hybrid sharding every node holds the same pieces: the first node's ranks save them.
+  const size_t saving = shard.partition().replica == 0 ? shard.pieces().size() : 0;
+  for (size_t k = 0; k < saving; ++k) {
     const ZeroPiece& piece = shard.pieces()[k];
     const auto found = own.find(optimizer_state_key(own, shard.views()[k]));
     const std::string& name = names[piece.parameter];

@@ -4,7 +4,8 @@ DeepSpeedPlugin(zero_stage=STAGE), or with STAGE "fsdp" its FullyShardedDataPara
 "fsdp-ckpt" the same with activation_checkpointing (each Linear's forward recomputed in backward, the
 recomputation consuming the backward's prefetches: forward_prefetch and BACKWARD_PRE), "fsdp-post" the same
 without checkpointing, with forward_prefetch and BACKWARD_POST ("fsdp-keep" with forward_prefetch; DeepSpeed's
-stage 3 prefetches forward and BACKWARD_PRE);
+stage 3 prefetches forward and BACKWARD_PRE), "fsdp-hybrid" and "fsdp-hybrid2" HYBRID_SHARD with that wrap policy and
+HYBRID_SHARD_ZERO2 (launched on several machines by tests/train/hybrid_shard_test.sh);
 a STAGE ending in "-delays" also sleeps a random 0-4 ms, drawn per process, before every module's forward
 (so before each unit's gather), before every gradient is accumulated (so before each reduction) and before
 every optimizer step), clipping on, by three optimizers in turn: accel's AdamW (OptimizerSpec),
@@ -35,10 +36,14 @@ STEPS, SAVED_AT = 20, 10
 if STAGE == "fsdp":  # FSDP's SHARD_GRAD_OP, which accel trains as ZeRO stage 2
     accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
                                     fsdp_plugin=accel.FullyShardedDataParallelPlugin(sharding_strategy="SHARD_GRAD_OP"))
-elif STAGE in ("fsdp-full", "fsdp-keep", "fsdp-ckpt", "fsdp-post"):  # FULL_SHARD (ZeRO-3), each Linear a unit
+elif STAGE == "fsdp-hybrid2":  # SHARD_GRAD_OP within each machine, replicated between them
+    accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
+                                    fsdp_plugin=accel.FullyShardedDataParallelPlugin(sharding_strategy="HYBRID_SHARD_ZERO2"))
+elif STAGE in ("fsdp-full", "fsdp-keep", "fsdp-ckpt", "fsdp-post", "fsdp-hybrid"):  # FULL_SHARD (ZeRO-3), each Linear a unit
     accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
                                     fsdp_plugin=accel.FullyShardedDataParallelPlugin(
-                                        sharding_strategy="FULL_SHARD", auto_wrap_policy="SIZE_BASED_WRAP",
+                                        sharding_strategy="HYBRID_SHARD" if STAGE == "fsdp-hybrid" else "FULL_SHARD",
+                                        auto_wrap_policy="SIZE_BASED_WRAP",
                                         min_num_params=20, reshard_after_forward=STAGE != "fsdp-keep",
                                         activation_checkpointing=STAGE == "fsdp-ckpt",
                                         forward_prefetch=STAGE != "fsdp-full",
@@ -143,7 +148,7 @@ for name, make in OPTIMIZERS.items():
         F.linear = linear
         optimizer.zero_grad()
         assert len(calls) == 4, f"{name}: {len(calls)} linear calls for a forward and backward of 2 Linears"
-    if STAGE in ("3", "fsdp-full", "fsdp-keep", "fsdp-ckpt"):
+    if STAGE in ("3", "fsdp-full", "fsdp-keep", "fsdp-ckpt", "fsdp-hybrid"):
         held = [key for key, parameter in accelerator.unwrap_model(model).named_parameters() if parameter.storage().size()]
         assert held == [], f"{name}: parameters still held between steps: {held}"
         # After a forward the units are released (reshard_after_forward), or kept to the backward.
