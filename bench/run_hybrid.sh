@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Hybrid sharding against full sharding across machines (run by `./dev bench hybrid`; needs root and `ip netns`
 # and `tc`): two nodes of 2 processes, each in a network namespace of its own, joined by a veth pair whose two
-# ends are shaped to HYBRID_RATE (default 1gbit, tc's tbf) and HYBRID_DELAY (default 0.2ms, netem), a link
-# between machines; within a node the processes reduce through shared memory. The training benchmark's MLP
+# ends are shaped to HYBRID_RATE (default 1gbit, tc's tbf; the bandwidth of a link between machines, whose
+# latency this machine's kernel cannot add: no netem); within a node the processes reduce through shared
+# memory. The training benchmark's MLP
 # 784-1024-1024-10 as an eager torch module through the Python package (bench/train_torch_sharded.py; AdamW,
 # batch 64 per process, each Linear a unit, forward and BACKWARD_PRE prefetch) under Accelerate's
 # FullyShardedDataParallelPlugin with NO_SHARD (data parallelism), FULL_SHARD and HYBRID_SHARD, interleaved,
 # HYBRID_ROUNDS rounds (default 3) of HYBRID_STEPS steps (default 30), medians of rank 0's median step:
-#   hybrid-shard: rate=R delay=D no_shard_ms=A full_shard_ms=B hybrid_shard_ms=C hybrid_vs_full=C/B
+#   hybrid-shard: rate=R no_shard_ms=A full_shard_ms=B hybrid_shard_ms=C hybrid_vs_full=C/B
 #     hybrid_vs_no_shard=C/A
 # FULL_SHARD sends every unit's all-gathers and reduce-scatters between the machines, HYBRID_SHARD only each
 # shard's gradient sum (as NO_SHARD sends the gradients' sums).
@@ -16,7 +17,6 @@ set -euo pipefail
 BIN=${1:?usage: bench/run_hybrid.sh BIN_DIR}
 PYTHON=${PYTHON:-/usr/bin/python3}
 RATE=${HYBRID_RATE:-1gbit}
-DELAY=${HYBRID_DELAY:-0.2ms}
 ROUNDS=${HYBRID_ROUNDS:-3}
 STEPS=${HYBRID_STEPS:-30}
 # shellcheck source=bench/common.sh
@@ -48,10 +48,9 @@ for side in "$NS0 $IF0" "$NS1 $IF1"; do
   read -r ns interface <<<"$side"
   ip -n "$ns" link set lo up
   ip -n "$ns" link set "$interface" up
-  ip netns exec "$ns" tc qdisc add dev "$interface" root handle 1: netem delay "$DELAY"
-  ip netns exec "$ns" tc qdisc add dev "$interface" parent 1: handle 2: tbf rate "$RATE" burst 256kb latency 100ms
+  ip netns exec "$ns" tc qdisc add dev "$interface" root tbf rate "$RATE" burst 256kb latency 100ms
 done
-echo "hybrid-shard: $(machine_line); 2 nodes of 2 processes, link $RATE, delay $DELAY each way"
+echo "hybrid-shard: $(machine_line); 2 nodes of 2 processes, link $RATE each way"
 
 # One job of both nodes under STRATEGY; prints rank 0's result line.
 run() {
@@ -88,6 +87,6 @@ median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } EN
 no_shard=$(median "${times[NO_SHARD]}")
 full=$(median "${times[FULL_SHARD]}")
 hybrid=$(median "${times[HYBRID_SHARD]}")
-echo "hybrid-shard: rate=$RATE delay=$DELAY no_shard_ms=$no_shard full_shard_ms=$full hybrid_shard_ms=$hybrid" \
+echo "hybrid-shard: rate=$RATE no_shard_ms=$no_shard full_shard_ms=$full hybrid_shard_ms=$hybrid" \
   "hybrid_vs_full=$(awk -v a="$hybrid" -v b="$full" 'BEGIN { printf "%.3f", a / b }')" \
   "hybrid_vs_no_shard=$(awk -v a="$hybrid" -v b="$no_shard" 'BEGIN { printf "%.3f", a / b }')"
