@@ -85,12 +85,18 @@ class ThenAllreduce final : public PendingCollective {
  public:
   ThenAllreduce(std::unique_ptr<PendingCollective> first, Transport& then, at::Tensor tensor, const char* what)
       : first_(std::move(first)), then_(then), tensor_(std::move(tensor)), what_(what) {}
+  // A second wait() returns at once, or throws the first one's error again.
   void wait() override {
-    if (first_) {
+    if (failed_) std::rethrow_exception(failed_);
+    if (done_) return;
+    try {
       first_->wait();
-      first_.reset();
       then_.allreduce(tensor_, ReduceKind::Sum, what_);
+    } catch (...) {
+      failed_ = std::current_exception();
+      throw;
     }
+    done_ = true;
   }
 
  private:
@@ -98,6 +104,8 @@ class ThenAllreduce final : public PendingCollective {
   Transport& then_;
   at::Tensor tensor_;
   const char* what_;
+  bool done_ = false;
+  std::exception_ptr failed_;
 };
 
 }  // namespace
