@@ -38,7 +38,10 @@ std::string saved_mlp(torch::jit::Module module, const std::string& path) {
 
 std::string mlp(const std::string& path, int seed) { return saved_mlp(mlp_module(seed), path); }
 
-std::string chain_mlp(const std::string& path, int seed) {
+namespace {
+
+// first, act and second (chain_mlp's), under a root whose forward is `forward`.
+std::string children_mlp(const std::string& path, int seed, const std::string& forward) {
   torch::manual_seed(seed);
   const auto layer = [](const std::string& type, int64_t in, int64_t out) {
     torch::jit::Module module(type);
@@ -53,9 +56,23 @@ std::string chain_mlp(const std::string& path, int seed) {
   module.register_module("first", layer("First", 8, 16));
   module.register_module("act", activation);
   module.register_module("second", layer("Second", 16, 4));
-  module.define("def forward(self, x):\n  x = self.first.forward(x)\n  x = self.act.forward(x)\n  return self.second.forward(x)\n");
+  module.define(forward);
   module.save(path);
   return path;
+}
+
+}  // namespace
+
+std::string chain_mlp(const std::string& path, int seed) {
+  return children_mlp(path, seed,
+                      "def forward(self, x):\n  x = self.first.forward(x)\n  x = self.act.forward(x)\n"
+                      "  return self.second.forward(x)\n");
+}
+
+std::string residual_mlp(const std::string& path, int seed) {
+  return children_mlp(path, seed,
+                      "def forward(self, x):\n  h = self.first.forward(x)\n  h = h + self.act.forward(h)\n"
+                      "  return self.second.forward(h)\n");
 }
 
 std::string wide_mlp(const std::string& path, int64_t hidden) { return saved_mlp(mlp_module(0, hidden), path); }

@@ -383,27 +383,23 @@ void expect_stage_zeros_steps(const std::shared_ptr<TrainingLoop>& loop, Model& 
   for (const auto& parameter : sharded.named_parameters()) EXPECT_EQ(parameter.second.storage().nbytes(), 0u);
 }
 
-// A TorchScript model whose forward is a chain of its children (as nn.Sequential's) runs a child at a time
-// under stage 3: between a forward and its backward no unit is held (each was freed after its child's
-// forward, and is gathered again as autograd reaches it), and it takes stage 0's steps bit for bit, with the
-// next child's gathers prefetched (AdamW's runs) or not (SGD's).
-TEST(ShardedModel, AChainedTorchScriptModelHoldsOneChildsUnitsAtATime) {
-  const auto chain_model = [](const std::string& tag) {
-    return Model::load_file(tiny_models::chain_mlp(tiny_models::temp_file(tag + ".pt")));
-  };
-  if (world() == 1) GTEST_SKIP() << "one process shards nothing";
+// A TorchScript model of two children with units (first, second) and one without (act), `make(tag)` loading a
+// fresh copy, run a child at a time under stage 3: between a forward and its backward no unit is held (each was
+// freed after its child's forward, and is gathered again as autograd reaches it), and it takes stage 0's steps
+// bit for bit, with the next child's gathers prefetched (AdamW's runs) or not (SGD's).
+void expect_one_childs_units_at_a_time(const std::function<std::shared_ptr<Model>(const std::string&)>& make) {
   auto loop = std::make_shared<TrainingLoop>(state);
   for_kinds_and_accumulations(*loop, [&](const std::string& kind, int64_t accumulation) {
-    auto whole = chain_model("chain_whole_" + kind);
-    auto sharded = chain_model("chain_sharded_" + kind);
+    auto whole = make("whole_" + kind);
+    auto sharded = make("sharded_" + kind);
     PrepareConfig stage0, stage3;
     stage3.reducer.zero_stage = 3;
     stage3.reducer.unit_prefetch = kind == "adamw";  // zero_prefetch, on by default
     whole->prepare(state, stage0);
     sharded->prepare(state, stage3);
     ASSERT_EQ(sharded->sharded_units()->unit_count(), 2u);
-    expect_stage_zeros_steps(loop, *whole, *sharded, kind, accumulation,
-                             chain_model("chain_untouched")->named_parameters()[0].second, [&] {
+    expect_stage_zeros_steps(loop, *whole, *sharded, kind, accumulation, make("untouched")->named_parameters()[0].second,
+                             [&] {
                                for (const auto& parameter : sharded->named_parameters()) {
                                  EXPECT_EQ(parameter.second.storage().nbytes(), 0u)
                                      << parameter.first << " held between forward and backward";
@@ -418,6 +414,43 @@ TEST(ShardedModel, AChainedTorchScriptModelHoldsOneChildsUnitsAtATime) {
     EXPECT_EQ(report.unit_gathers, 4 * steps + 2 + 2);
     EXPECT_EQ(report.unit_prefetches, (stage3.reducer.unit_prefetch ? 2 * steps + 1 : 0) + 1);
   });
+}
+
+// A forward that is a chain of the children: accel runs them one at a time.
+TEST(ShardedModel, AChainedTorchScriptModelHoldsOneChildsUnitsAtATime) {
+  if (world() == 1) GTEST_SKIP() << "one process shards nothing";
+  expect_one_childs_units_at_a_time([](const std::string& tag) {
+    return Model::load_file(tiny_models::chain_mlp(tiny_models::temp_file("chain_" + tag + ".pt")));
+  });
+}
+
+// A forward that is no chain but calls each child once (a residual connection around act): accel runs a copy of
+// it with its calls around each child's.
+TEST(ShardedModel, AResidualTorchScriptModelHoldsOneChildsUnitsAtATime) {
+  if (world() == 1) GTEST_SKIP() << "one process shards nothing";
+  expect_one_childs_units_at_a_time([](const std::string& tag) {
+    return Model::load_file(tiny_models::residual_mlp(tiny_models::temp_file("residual_" + tag + ".pt")));
+  });
+}
+
+// Run by train.sharded_model_failure.cut (SHARDED_FAILURE=cut): rank 1 leaves before a forward of the residual
+// model, whose gathers run inside TorchScript's interpreter; rank 0's failure comes out as accel's own error
+// (PeerFailed or Timeout naming the unit's gather), not as the interpreter's rewording of it.
+TEST(ShardedModel, AFailureInACutForwardComesOutAsItself) {
+  const char* mode = std::getenv("SHARDED_FAILURE");
+  if (mode == nullptr || std::string(mode) != "cut" || world() != 2) GTEST_SKIP() << "run by train.sharded_model_failure.cut";
+  auto model = Model::load_file(tiny_models::residual_mlp(tiny_models::temp_file("residual_failure.pt")));
+  PrepareConfig stage3;
+  stage3.reducer.zero_stage = 3;
+  model->prepare(state, stage3);
+  if (rank() == 1) _exit(0);
+  try {
+    model->forward({at::randn({3, 8})}, {}, true);
+    ADD_FAILURE() << "rank 1's exit went unnoticed";
+  } catch (const Error& error) {
+    EXPECT_TRUE(error.code() == Code::PeerFailed || error.code() == Code::Timeout) << error.what();
+    EXPECT_NE(std::string(error.what()).find("ZeRO-3 parameter all-gather of unit"), std::string::npos) << error.what();
+  }
 }
 
 // A TorchScript model accel runs itself, whose forward cannot be cut from outside: under stage 3 its units

@@ -4,8 +4,10 @@
 // lies in one child, accel runs the children one at a time: a child's units are gathered just before its
 // forward and freed after it, then gathered again just before autograd reaches its backward (a hook on its
 // output), as FSDP does; the next child's gather is started ahead (prefetched) as a child's forward begins,
-// and the previous child's as a child's backward begins. Any other TorchScript forward cannot be cut between
-// its submodules from outside, so the whole model is gathered before it (its gathers started together).
+// and the previous child's as a child's backward begins. A forward that calls each child once in its own block
+// is cut the same way, by calls from a copy of its graph (cut_forward.hpp). Any other TorchScript forward
+// cannot be cut between its submodules from outside, so the whole model is gathered before it (its gathers
+// started together).
 // During backward each unit's gradients are handed over (Model::reduce_unit) as soon as autograd has
 // accumulated all of them, and the unit is freed; an autograd callback at the end of backward hands over the
 // units it did not reach (zeros) and runs the model's end-of-backward checks. An evaluation forward frees

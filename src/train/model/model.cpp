@@ -23,7 +23,8 @@ namespace accel::train {
 
 namespace {
 
-// A forward run a child at a time: the chained children in order, each with the units that lie in it.
+// A forward cut between its children: the children in the order forward calls them, each with the units that
+// lie in it.
 using ChainedChildren = std::vector<std::pair<std::string, std::vector<size_t>>>;
 
 }  // namespace
@@ -38,9 +39,12 @@ struct Model::Impl {
   std::vector<int32_t> unit_of_parameter;
   std::unique_ptr<ShardedUnits> units;
   // Stage 3 on a model accel runs (TorchScript): its parameters' buffers and the backward's hooks; and when
-  // its forward is a chain of children each holding whole units, the children in order with their units.
+  // its forward is a chain of children each holding whole units, the children in order with their units (run
+  // one by one), or else when it calls each such child once in its own block, those children (its forward run
+  // with calls around theirs: ModelBody::forward_around).
   std::unique_ptr<GatheredUnits> gathered;
   ChainedChildren chain;
+  ChainedChildren called;
   bool backward_synchronises = false;
   std::vector<bool> reduced;
   // A module's parameters or buffers: every slot under its name, and each tensor once (its first slot).
@@ -297,6 +301,7 @@ void Model::shard_parameters(const std::shared_ptr<distributed::State>& state) {
         [this](size_t unit, const at::Tensor& gradients) { return hand_over_unit(unit, gradients); },
         [this] { check_units_after_backward("backward"); });
     impl_->chain = units_by_child(impl_->body->chained_children(), trainable_parameters(), unit_of);
+    if (impl_->chain.empty()) impl_->called = units_by_child(impl_->body->called_children(), trainable_parameters(), unit_of);
     return;
   }
   for (const auto& [name, tensor] : parameters) {
@@ -402,7 +407,9 @@ ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTenso
   c10::IValue result;
   bool autocast = false;
   const bool chained = impl_->gathered && !impl_->chain.empty() && inputs.size() == 1 && named.empty() && inputs[0].isTensor();
-  if (impl_->gathered && !chained) impl_->gathered->before_forward(grad_enabled, impl_->config.reducer.unit_prefetch);
+  const bool around = impl_->gathered && !impl_->called.empty() && named.empty();
+  const bool whole = impl_->gathered && !chained && !around;
+  if (whole) impl_->gathered->before_forward(grad_enabled, impl_->config.reducer.unit_prefetch);
   {
     AutocastScope scope(precision, device);
     autocast = scope.active();
@@ -418,11 +425,26 @@ ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTenso
         impl_->gathered->after_child(units, prefetching ? units_ahead(chain, k, -1) : std::vector<size_t>(),
                                      result.toTensor(), grad_enabled);
       }
+    } else if (around) {
+      impl_->gathered->begin_chain(grad_enabled);
+      const auto& called = impl_->called;
+      const bool prefetching = impl_->config.reducer.unit_prefetch;
+      result = impl_->body->forward_around(
+          std::move(inputs),
+          [&](size_t k) {
+            impl_->gathered->before_child(called[k].second,
+                                          prefetching ? units_ahead(called, k, +1) : std::vector<size_t>());
+          },
+          [&](size_t k, const at::Tensor& output) {
+            impl_->gathered->after_child(called[k].second,
+                                         prefetching ? units_ahead(called, k, -1) : std::vector<size_t>(), output,
+                                         grad_enabled);
+          });
     } else {
       result = impl_->body->forward(std::move(inputs), named);
     }
   }
-  if (impl_->gathered && !chained) impl_->gathered->after_forward(grad_enabled);
+  if (whole) impl_->gathered->after_forward(grad_enabled);
   return convert(result, autocast && !impl_->config.keep_low_precision_outputs);
 }
 

@@ -7,6 +7,7 @@
 #include <ATen/core/ivalue.h>
 #include <c10/core/Device.h>
 
+#include <functional>
 #include <istream>
 #include <memory>
 #include <string>
@@ -34,6 +35,13 @@ class ModelBody {
   virtual std::vector<std::string> chained_children() const { return {}; }
   // One of chained_children()'s forwards on `input`: forward run a child at a time gives forward's result.
   virtual c10::IValue forward_child(const std::string& child, c10::IValue input);
+  // The top-level children forward calls once each, in order, where forward_around can run it with calls
+  // around each (train/model/cut_forward.hpp); empty otherwise.
+  virtual std::vector<std::string> called_children() { return {}; }
+  // forward (positional inputs), with before(k) just before called_children()[k]'s forward and after(k, its
+  // output) just after it; an accel::Error either throws comes out as itself.
+  virtual c10::IValue forward_around(std::vector<c10::IValue> inputs, const std::function<void(size_t)>& before,
+                                     const std::function<void(size_t, const at::Tensor&)>& after);
   virtual void train(bool on) = 0;
   virtual bool is_training() const = 0;
   // Error(Unsupported) for a model that is not TorchScript; Error(Io) when the file cannot be written.

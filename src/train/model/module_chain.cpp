@@ -38,4 +38,38 @@ std::vector<std::string> chained_children(const torch::jit::Module& module) {
   return order;
 }
 
+std::vector<std::string> children_called_once(const torch::jit::Module& module) {
+  const auto method = module.find_method("forward");
+  if (!method) return {};
+  const std::shared_ptr<torch::jit::Graph> graph = method->graph();
+  if (graph->inputs().empty()) return {};
+  const auto is_tensor = [](const torch::jit::Value* value) { return value->type()->kind() == c10::TypeKind::TensorType; };
+  const torch::jit::Block* top = graph->block();
+  std::unordered_map<std::string, int> calls;
+  for (const torch::jit::Use& use : graph->inputs()[0]->uses()) {
+    const torch::jit::Node* reach = use.user;
+    if (reach->kind() != c10::prim::GetAttr) return {};
+    const std::string name = reach->s(c10::attr::name);
+    if (!module.hasattr(name) || !module.attr(name).isModule()) continue;
+    if (reach->owningBlock() != top) return {};
+    for (const torch::jit::Use& call_use : reach->output()->uses()) {
+      const torch::jit::Node* call = call_use.user;
+      const bool calls_forward = call->kind() == c10::prim::CallMethod && call->s(c10::attr::name) == "forward" &&
+                                 call_use.offset == 0 && call->owningBlock() == top && call->outputs().size() == 1 &&
+                                 is_tensor(call->output());
+      const auto inputs = call->inputs();
+      if (!calls_forward || std::none_of(inputs.begin() + 1, inputs.end(), is_tensor) || ++calls[name] > 1) return {};
+    }
+  }
+  std::vector<std::string> order;
+  for (const torch::jit::Node* node : graph->nodes()) {
+    if (node->kind() != c10::prim::CallMethod || node->inputs()[0]->node()->kind() != c10::prim::GetAttr) continue;
+    const torch::jit::Node* reach = node->inputs()[0]->node();
+    if (reach->input() == graph->inputs()[0] && calls.count(reach->s(c10::attr::name)) != 0) {
+      order.push_back(reach->s(c10::attr::name));
+    }
+  }
+  return order;
+}
+
 }  // namespace accel::train

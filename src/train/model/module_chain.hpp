@@ -1,6 +1,8 @@
-// Whether a TorchScript module's forward is a chain of its top-level children (nn.Sequential's, or any
-// forward that only passes one tensor through child after child): then accel can run the children one at a
-// time, and ZeRO stage 3 gathers each child's units around its own forward only (train/model/gathered_units).
+// Which top-level children a TorchScript module's forward calls, and how: when it is a chain of them
+// (nn.Sequential's, or any forward that only passes one tensor through child after child) accel runs the
+// children one at a time; when it calls each of them once, in its own block, accel runs a copy of forward with
+// its calls around each child's (train/model/cut_forward.hpp). Either way ZeRO stage 3 gathers each child's
+// units around its own forward only (train/model/gathered_units).
 #pragma once
 
 #include <string>
@@ -16,5 +18,11 @@ namespace accel::train {
 // x = self.<child>(x) for one child after another (a tensor in, a tensor out, every child called once) and
 // returns the last output; empty otherwise (also for a module with no forward).
 std::vector<std::string> chained_children(const torch::jit::Module& module);
+
+// The children's attribute names in the order forward calls them, when forward uses each child it reaches only
+// to call its forward once, in forward's own block (not in a branch or a loop), with a tensor among the inputs
+// and one tensor out, and uses self only to reach its attributes (no other method of its own, no child's
+// attribute read directly); empty otherwise. Residual connections and several inputs are fine.
+std::vector<std::string> children_called_once(const torch::jit::Module& module);
 
 }  // namespace accel::train

@@ -1,6 +1,7 @@
 #include <torch/csrc/jit/api/module.h>
 
 #include "core/error.hpp"
+#include "train/model/cut_forward.hpp"
 #include "train/model/model_body.hpp"
 #include "train/model/module_chain.hpp"
 #include "train/torchscript/torchscript_file.hpp"
@@ -43,6 +44,26 @@ class TorchScriptBody final : public ModelBody {
     }
   }
 
+  std::vector<std::string> called_children() override {
+    if (!cut_analysed_) {
+      cut_ = CutForward::make(module_);
+      cut_analysed_ = true;
+    }
+    return cut_ ? cut_->children() : std::vector<std::string>();
+  }
+
+  c10::IValue forward_around(std::vector<c10::IValue> inputs, const std::function<void(size_t)>& before,
+                             const std::function<void(size_t, const at::Tensor&)>& after) override {
+    if (called_children().empty()) fail(Code::Internal, "forward_around: this model's forward cannot be cut");
+    try {
+      return cut_->run(module_, std::move(inputs), before, after);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& error) {
+      fail_from(error, Code::Torch, "forward failed: ");
+    }
+  }
+
   void train(bool on) override { module_.train(on); }
   bool is_training() const override { return module_.is_training(); }
 
@@ -58,12 +79,19 @@ class TorchScriptBody final : public ModelBody {
 
  private:
   torch::jit::Module module_;
+  std::unique_ptr<CutForward> cut_;  // called_children()'s, made on its first call
+  bool cut_analysed_ = false;
 };
 
 }  // namespace
 
 c10::IValue ModelBody::forward_child(const std::string& child, c10::IValue) {
   fail(Code::Unsupported, "forward of '" + child + "': this model has no children accel runs");
+}
+
+c10::IValue ModelBody::forward_around(std::vector<c10::IValue>, const std::function<void(size_t)>&,
+                                      const std::function<void(size_t, const at::Tensor&)>&) {
+  fail(Code::Unsupported, "forward_around: this model has no children accel runs");
 }
 
 std::shared_ptr<ModelBody> torchscript_body(std::istream& archive, const std::string& source) {

@@ -1,0 +1,49 @@
+// A TorchScript forward run with accel's calls around each top-level child's forward, for a forward that is not
+// a chain of its children (module_chain.hpp's children_called_once: residual connections, several inputs). A
+// copy of forward's graph gets two operators of accel's around each child's call, identities on the call's
+// first tensor input and on its output that call back into accel (ZeRO stage 3 gathers the child's units
+// before its forward and frees them after it, hooking its output for the backward); the copy runs as a
+// function of its own with the module as self, so the module, its saved file and its other methods stay as
+// they were. The operators alias anything as far as TorchScript's optimiser knows, so that nothing that reads
+// a child's parameters moves across them.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace torch::jit {
+struct Module;
+}
+
+namespace accel::train {
+
+class CutForward {
+ public:
+  // nullptr when forward cannot be cut (children_called_once is empty).
+  static std::unique_ptr<CutForward> make(const torch::jit::Module& module);
+  ~CutForward();
+  CutForward(const CutForward&) = delete;
+  CutForward& operator=(const CutForward&) = delete;
+
+  // The children forward calls, in order (children_called_once).
+  const std::vector<std::string>& children() const { return children_; }
+  // module's forward on `inputs` (positional), with before(k) just before children()[k]'s forward and after(k,
+  // its output) just after it. An accel::Error thrown by either comes out as itself; TorchScript's own errors as
+  // the interpreter throws them. Not reentrant: one run at a time per object.
+  c10::IValue run(const torch::jit::Module& module, std::vector<c10::IValue> inputs,
+                  const std::function<void(size_t)>& before,
+                  const std::function<void(size_t, const at::Tensor&)>& after);
+
+ private:
+  struct Impl;
+  CutForward(std::vector<std::string> children, std::unique_ptr<Impl> impl);
+  std::vector<std::string> children_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace accel::train
