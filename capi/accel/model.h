@@ -41,8 +41,9 @@
  * below), and for a TorchScript model by accel: a child at a time when its forward is a chain of its
  * top-level children each holding whole units (nn.Sequential's: each child's units gathered around its forward
  * and again around its backward), or calls each of them once in its own block (residual connections: a copy of
- * its graph runs with accel's calls around each child's), otherwise whole around each forward; each unit (by default each top-level
- * child, the model's own parameters one more) freed in backward once its gradients are reduced. All take the same steps as 0, bit for bit, clipping (the norm
+ * its graph runs with accel's calls around each child's, at any depth: nn.ModuleList's items), otherwise whole
+ * around each forward; each unit (by default each submodule such a forward calls, else each top-level child,
+ * the model's own parameters one more) freed in backward once its gradients are reduced. All take the same steps as 0, bit for bit, clipping (the norm
  * is shared) and the fp16 scaler (an overflow anywhere skips every process's step) included; checkpoints
  * hold each process's share of the optimizer state, read back whole, so any stage and number of processes
  * resumes them. Another value is ACCEL_ERR_BAD_OPTION_VALUE; 2 with find_unused_parameters, static_graph,

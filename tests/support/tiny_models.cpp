@@ -40,16 +40,18 @@ std::string mlp(const std::string& path, int seed) { return saved_mlp(mlp_module
 
 namespace {
 
+// A Linear-like module: x @ weight + bias.
+torch::jit::Module layer(const std::string& type, int64_t in, int64_t out) {
+  torch::jit::Module module(type);
+  module.register_parameter("weight", parameter(torch::randn({in, out}) * 0.3), false);
+  module.register_parameter("bias", parameter(torch::randn({out}) * 0.1), false);
+  module.define("def forward(self, x):\n  return torch.matmul(x, self.weight) + self.bias\n");
+  return module;
+}
+
 // first, act and second (chain_mlp's), under a root whose forward is `forward`.
 std::string children_mlp(const std::string& path, int seed, const std::string& forward) {
   torch::manual_seed(seed);
-  const auto layer = [](const std::string& type, int64_t in, int64_t out) {
-    torch::jit::Module module(type);
-    module.register_parameter("weight", parameter(torch::randn({in, out}) * 0.3), false);
-    module.register_parameter("bias", parameter(torch::randn({out}) * 0.1), false);
-    module.define("def forward(self, x):\n  return torch.matmul(x, self.weight) + self.bias\n");
-    return module;
-  };
   torch::jit::Module activation("Activation");
   activation.define("def forward(self, x):\n  return torch.relu(x)\n");
   torch::jit::Module module("Chain");
@@ -67,6 +69,22 @@ std::string chain_mlp(const std::string& path, int seed) {
   return children_mlp(path, seed,
                       "def forward(self, x):\n  x = self.first.forward(x)\n  x = self.act.forward(x)\n"
                       "  return self.second.forward(x)\n");
+}
+
+std::string nested_mlp(const std::string& path, int seed) {
+  torch::manual_seed(seed);
+  torch::jit::Module block("Block");
+  block.register_module("first", layer("First", 8, 16));
+  block.register_module("second", layer("Second", 16, 4));
+  torch::jit::Module activation("Activation");
+  activation.define("def forward(self, x):\n  return torch.relu(x)\n");
+  torch::jit::Module module("Nested");
+  module.register_module("block", block);
+  module.register_module("act", activation);
+  module.define("def forward(self, x):\n  h = self.block.first.forward(x)\n  h = h + self.act.forward(h)\n"
+                "  return self.block.second.forward(h)\n");
+  module.save(path);
+  return path;
 }
 
 std::string residual_mlp(const std::string& path, int seed) {

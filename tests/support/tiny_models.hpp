@@ -15,6 +15,9 @@ std::string chain_mlp(const std::string& path, int seed = 0);
 // forward(x [N, 8]) -> [N, 4]: the same children, not chained: h = first(x); h = h + act(h) (a residual
 // connection); second(h). Each child called once, one (second) on a tensor that two paths made.
 std::string residual_mlp(const std::string& path, int seed = 0);
+// forward(x [N, 8]) -> [N, 4]: residual_mlp's, with first and second inside a submodule block that forward
+// reaches into (self.block.first), as a scripted nn.ModuleList's items are reached.
+std::string nested_mlp(const std::string& path, int seed = 0);
 // Like mlp with `hidden` units instead of 16 (sizes that are no multiple of 16 leave kernels' tails).
 std::string wide_mlp(const std::string& path, int64_t hidden);
 // Like mlp, plus a parameter `unused` that forward never touches.

@@ -16,7 +16,8 @@ namespace {
 
 using Names = std::vector<std::string>;
 
-// A root with children a and b (x @ weight) and c (relu), whose forward is `forward`.
+// A root with children a and b (x @ weight), c (relu) and outer (whose own child a it calls), whose forward is
+// `forward`.
 torch::jit::Module root(const std::string& forward) {
   const auto layer = [](const std::string& type) {
     torch::jit::Module module(type);
@@ -30,6 +31,10 @@ torch::jit::Module root(const std::string& forward) {
   module.register_module("a", layer("A"));
   module.register_module("b", layer("B"));
   module.register_module("c", activation);
+  torch::jit::Module outer("Outer");
+  outer.register_module("a", layer("OuterA"));
+  outer.define("def forward(self, x):\n  return self.a.forward(x)\n");
+  module.register_module("outer", outer);
   module.define("def helper(self, x):\n  return self.a.forward(x)\n");
   module.define(forward);
   return module;
@@ -46,6 +51,14 @@ TEST(ModuleChain, ResidualsAndSeveralInputsAreCalledOnce) {
                            "  return self.b.forward(h) * 2\n");
   EXPECT_EQ(chained_children(module), Names{});
   EXPECT_EQ(children_called_once(module), (Names{"a", "c", "b"}));
+}
+
+TEST(ModuleChain, SubmodulesAreReachedAtAnyDepth) {
+  torch::jit::Module module = root("def forward(self, x):\n  return self.outer.a.forward(self.c.forward(x))\n");
+  EXPECT_EQ(children_called_once(module), (Names{"c", "outer.a"}));
+  // A module called with one of its own submodules: refused.
+  module = root("def forward(self, x):\n  return self.outer.forward(self.outer.a.forward(x))\n");
+  EXPECT_EQ(children_called_once(module), Names{});
 }
 
 TEST(ModuleChain, WhatCannotBeCut) {

@@ -433,6 +433,15 @@ TEST(ShardedModel, AResidualTorchScriptModelHoldsOneChildsUnitsAtATime) {
   });
 }
 
+// The same children inside a submodule (self.block.first): by default each called submodule is a unit, and it
+// is cut around their calls too.
+TEST(ShardedModel, ANestedTorchScriptModelHoldsOneCalledModulesUnitsAtATime) {
+  if (world() == 1) GTEST_SKIP() << "one process shards nothing";
+  expect_one_childs_units_at_a_time([](const std::string& tag) {
+    return Model::load_file(tiny_models::nested_mlp(tiny_models::temp_file("nested_" + tag + ".pt")));
+  });
+}
+
 // Run by train.sharded_model_failure.cut (SHARDED_FAILURE=cut): rank 1 leaves before a forward of the residual
 // model, whose gathers run inside TorchScript's interpreter; rank 0's failure comes out as accel's own error
 // (PeerFailed or Timeout naming the unit's gather), not as the interpreter's rewording of it.

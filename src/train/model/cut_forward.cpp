@@ -86,17 +86,6 @@ void register_operators() {
   });
 }
 
-// forward's top-level calls of children's forwards, in order (those children_called_once found).
-std::vector<torch::jit::Node*> child_calls(torch::jit::Graph& graph) {
-  std::vector<torch::jit::Node*> calls;
-  for (torch::jit::Node* node : graph.nodes()) {
-    if (node->kind() != c10::prim::CallMethod) continue;
-    const torch::jit::Node* reach = node->inputs()[0]->node();
-    if (reach->kind() == c10::prim::GetAttr && reach->input() == graph.inputs()[0]) calls.push_back(node);
-  }
-  return calls;
-}
-
 }  // namespace
 
 struct CutForward::Impl {
@@ -116,10 +105,10 @@ std::unique_ptr<CutForward> CutForward::make(const torch::jit::Module& module) {
   auto impl = std::make_unique<Impl>();
   impl->token = next_token++;
   std::shared_ptr<torch::jit::Graph> graph = module.get_method("forward").graph()->copy();
-  const auto calls = child_calls(*graph);
+  const auto calls = called_modules(*graph);
   if (calls.size() != children.size()) fail(Code::Internal, "cut forward: the copy's child calls differ from forward's");
   for (size_t k = 0; k < calls.size(); ++k) {
-    torch::jit::Node* call = calls[k];
+    torch::jit::Node* call = calls[k].call;
     torch::jit::Value* token = nullptr;
     torch::jit::Value* child = nullptr;
     {

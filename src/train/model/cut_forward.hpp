@@ -1,6 +1,7 @@
-// A TorchScript forward run with accel's calls around each top-level child's forward, for a forward that is not
-// a chain of its children (module_chain.hpp's children_called_once: residual connections, several inputs). A
-// copy of forward's graph gets two operators of accel's around each child's call, identities on the call's
+// A TorchScript forward run with accel's calls around each submodule's forward it calls, for a forward that is
+// not a chain of its children (module_chain.hpp's called_modules: residual connections, several inputs,
+// submodules at any depth as nn.ModuleList's items). A copy of forward's graph gets two operators of accel's
+// around each such call, identities on the call's
 // first tensor input and on its output that call back into accel (ZeRO stage 3 gathers the child's units
 // before its forward and frees them after it, hooking its output for the backward); the copy runs as a
 // function of its own with the module as self, so the module, its saved file and its other methods stay as
@@ -24,13 +25,13 @@ namespace accel::train {
 
 class CutForward {
  public:
-  // nullptr when forward cannot be cut (children_called_once is empty).
+  // nullptr when forward cannot be cut (called_modules is empty).
   static std::unique_ptr<CutForward> make(const torch::jit::Module& module);
   ~CutForward();
   CutForward(const CutForward&) = delete;
   CutForward& operator=(const CutForward&) = delete;
 
-  // The children forward calls, in order (children_called_once).
+  // The submodules forward calls, by path ("layers.0"), in order (called_modules).
   const std::vector<std::string>& children() const { return children_; }
   // module's forward on `inputs` (positional), with before(k) just before children()[k]'s forward and after(k,
   // its output) just after it. An accel::Error thrown by either comes out as itself; TorchScript's own errors as

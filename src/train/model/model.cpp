@@ -232,14 +232,23 @@ std::string top_level_child(const std::string& name) {
   return dot == std::string::npos ? std::string() : name.substr(0, dot);
 }
 
-// The chained children (ModelBody::chained_children) with the units that lie in each, when every unit lies in
-// one of them; empty otherwise (a unit across children, or parameters of the root's own or of a child the
-// chain does not call), and the whole model is gathered around its forward.
+// The submodule of `children` (paths from the root, none inside another) whose parameter `name` is; "" for none.
+std::string owning_child(const std::string& name, const std::vector<std::string>& children) {
+  for (const std::string& child : children) {
+    if (name.size() > child.size() && name.compare(0, child.size(), child) == 0 && name[child.size()] == '.') return child;
+  }
+  return "";
+}
+
+// The children forward calls (ModelBody::chained_children or called_children) with the units that lie in each,
+// when every unit lies in one of them; empty otherwise (a unit across children, or parameters of the root's
+// own or of a child forward does not call), and the whole model is gathered around its forward.
 ChainedChildren units_by_child(const std::vector<std::string>& children, const NamedTensors& trainable,
                                const std::vector<int32_t>& unit_of) {
   std::map<int32_t, std::string> child_of_unit;
   for (size_t i = 0; i < trainable.size(); ++i) {
-    const std::string child = top_level_child(trainable[i].first);
+    const std::string child = owning_child(trainable[i].first, children);
+    if (child.empty()) return {};
     const auto [placed, fresh] = child_of_unit.emplace(unit_of[i], child);
     if (!fresh && placed->second != child) return {};
   }
@@ -274,8 +283,14 @@ std::vector<size_t> units_ahead(const ChainedChildren& chain, size_t k, int step
 void Model::shard_parameters(const std::shared_ptr<distributed::State>& state) {
   const NamedTensors& parameters = named_parameters();
   const bool host_owned = impl_->body->host_owned();
-  // Without units given: one for a model of the caller's tensors; by top-level child (the part of the name
-  // before its first '.', the root's own parameters one more) for a TorchScript model.
+  // Without units given: one for a model of the caller's tensors; for a TorchScript model, by the submodule its
+  // forward calls that holds the parameter when every trainable parameter is in one (nn.ModuleList's items
+  // each a unit), else by top-level child (the part of the name before its first '.', the root's own
+  // parameters one more).
+  std::vector<std::string> called = host_owned ? std::vector<std::string>() : impl_->body->called_children();
+  for (size_t i = 0; i < parameters.size() && !called.empty(); ++i) {
+    if (parameters[i].second.requires_grad() && owning_child(parameters[i].first, called).empty()) called.clear();
+  }
   std::map<std::string, int32_t> unit_of_child;
   std::vector<int32_t> unit_of;
   for (size_t i = 0; i < parameters.size(); ++i) {
@@ -285,7 +300,8 @@ void Model::shard_parameters(const std::shared_ptr<distributed::State>& state) {
     } else if (host_owned) {
       unit_of.push_back(0);
     } else {
-      const std::string child = top_level_child(parameters[i].first);
+      const std::string child = called.empty() ? top_level_child(parameters[i].first)
+                                               : owning_child(parameters[i].first, called);
       unit_of.push_back(unit_of_child.emplace(child, static_cast<int32_t>(unit_of_child.size())).first->second);
     }
   }

@@ -35,8 +35,8 @@ class ModelBody {
   virtual std::vector<std::string> chained_children() const { return {}; }
   // One of chained_children()'s forwards on `input`: forward run a child at a time gives forward's result.
   virtual c10::IValue forward_child(const std::string& child, c10::IValue input);
-  // The top-level children forward calls once each, in order, where forward_around can run it with calls
-  // around each (train/model/cut_forward.hpp); empty otherwise.
+  // The submodules forward calls once each, by path ("layers.0"), in order, where forward_around can run it
+  // with calls around each (train/model/cut_forward.hpp); empty otherwise.
   virtual std::vector<std::string> called_children() { return {}; }
   // forward (positional inputs), with before(k) just before called_children()[k]'s forward and after(k, its
   // output) just after it; an accel::Error either throws comes out as itself.

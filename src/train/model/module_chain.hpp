@@ -9,7 +9,9 @@
 #include <vector>
 
 namespace torch::jit {
+struct Graph;
 struct Module;
+struct Node;
 }
 
 namespace accel::train {
@@ -19,10 +21,20 @@ namespace accel::train {
 // returns the last output; empty otherwise (also for a module with no forward).
 std::vector<std::string> chained_children(const torch::jit::Module& module);
 
-// The children's attribute names in the order forward calls them, when forward uses each child it reaches only
-// to call its forward once, in forward's own block (not in a branch or a loop), with a tensor among the inputs
-// and one tensor out, and uses self only to reach its attributes (no other method of its own, no child's
-// attribute read directly); empty otherwise. Residual connections and several inputs are fine.
+// A submodule forward calls: the call, and the submodule's path from the root ("block.first", as its
+// parameters' names begin).
+struct CalledModule {
+  torch::jit::Node* call;
+  std::string path;
+};
+
+// The submodules a forward graph calls, in the order it calls them, when it reaches submodules (at any depth,
+// nn.ModuleList's items as TorchScript unrolls them) only to call their forward, each once, in its own block
+// (not in a branch or a loop), with a tensor among the inputs and one tensor out, never one inside another
+// it calls, and uses self only to reach attributes (no method of its own, no submodule's parameter read
+// outside its forward); empty otherwise. Residual connections and several inputs are fine.
+std::vector<CalledModule> called_modules(torch::jit::Graph& graph);
+// called_modules' paths for the module's forward; empty without one.
 std::vector<std::string> children_called_once(const torch::jit::Module& module);
 
 }  // namespace accel::train
