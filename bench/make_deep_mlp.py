@@ -2,7 +2,10 @@
 TorchScript, weights from torch.manual_seed(0). Many mid-sized layers, as real models have, rather than
 examples/make_mlp.py's one large layer: gradient buckets then hold a few layers each.
 
-usage: make_deep_mlp.py OUTPUT.pt IN WIDTH DEPTH OUT
+With "residual" after OUT: IN -> WIDTH, then DEPTH - 1 residual layers (x = x + relu(layer(x)), an
+nn.ModuleList looped over, which TorchScript unrolls), then -> OUT: a forward that is no chain of children.
+
+usage: make_deep_mlp.py OUTPUT.pt IN WIDTH DEPTH OUT [residual]
 """
 import os
 import sys
@@ -11,17 +14,35 @@ import torch
 from torch import nn
 
 
+class ResidualMLP(nn.Module):
+    def __init__(self, inputs, width, depth, outputs):
+        super().__init__()
+        self.first = nn.Linear(inputs, width)
+        self.layers = nn.ModuleList([nn.Linear(width, width) for _ in range(depth - 1)])
+        self.last = nn.Linear(width, outputs)
+
+    def forward(self, x):
+        x = torch.relu(self.first(x))
+        for layer in self.layers:
+            x = x + torch.relu(layer(x))
+        return self.last(x)
+
+
 def main() -> int:
-    if len(sys.argv) != 6 or not all(size.isdigit() and int(size) > 0 for size in sys.argv[2:]):
+    residual = len(sys.argv) == 7 and sys.argv[6] == "residual"
+    if len(sys.argv) != (7 if residual else 6) or not all(size.isdigit() and int(size) > 0 for size in sys.argv[2:6]):
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
-    inputs, width, depth, outputs = (int(size) for size in sys.argv[2:])
+    inputs, width, depth, outputs = (int(size) for size in sys.argv[2:6])
     torch.manual_seed(0)
-    layers = [nn.Linear(inputs, width), nn.ReLU()]
-    for _ in range(depth - 1):
-        layers += [nn.Linear(width, width), nn.ReLU()]
-    layers.append(nn.Linear(width, outputs))
-    model = torch.jit.script(nn.Sequential(*layers))
+    if residual:
+        model = torch.jit.script(ResidualMLP(inputs, width, depth, outputs))
+    else:
+        layers = [nn.Linear(inputs, width), nn.ReLU()]
+        for _ in range(depth - 1):
+            layers += [nn.Linear(width, width), nn.ReLU()]
+        layers.append(nn.Linear(width, outputs))
+        model = torch.jit.script(nn.Sequential(*layers))
     temporary = sys.argv[1] + ".tmp"
     model.save(temporary)
     os.replace(temporary, sys.argv[1])
