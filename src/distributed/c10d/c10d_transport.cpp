@@ -18,6 +18,7 @@
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "distributed/health/group_health.hpp"
+#include "distributed/health/stall_report.hpp"
 
 #define ACCEL_TORCH_VERSION (TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR)
 
@@ -310,11 +311,7 @@ struct LeadersGroup::Impl {
 
 LeadersGroup::LeadersGroup(const NodeLayout& layout) : impl_(std::make_unique<Impl>()) {
   // A failure names the leaders: with two nodes, the one that went away.
-  impl_->failed = "the all-reduce between the nodes' leaders (ranks";
-  for (size_t n = 0; n < layout.leaders.size(); ++n) {
-    impl_->failed += (n == 0 ? " " : ", ") + std::to_string(layout.leaders[n]);
-  }
-  impl_->failed += ") failed";
+  impl_->failed = "the all-reduce between the nodes' leaders (" + rank_list(layout.leaders) + ") failed";
 }
 
 LeadersGroup::~LeadersGroup() = default;

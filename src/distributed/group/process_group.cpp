@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "distributed/c10d/c10d_transport.hpp"
 #include "distributed/health/group_health.hpp"
+#include "distributed/health/stall_report.hpp"
 #include "distributed/shm/shm_transport.hpp"
 #include "distributed/store/job_store.hpp"
 #include "distributed/store/rendezvous_generation.hpp"
@@ -32,13 +33,6 @@ void require_resolvable(const std::string& host) {
     fail(Code::Environment, "the master address '" + host + "' (MASTER_ADDR) cannot be resolved: " + gai_strerror(status));
   }
   freeaddrinfo(found);
-}
-
-// "2, 3"
-std::string rank_list(const std::vector<int32_t>& ranks) {
-  std::string text;
-  for (int32_t rank : ranks) text += (text.empty() ? "" : ", ") + std::to_string(rank);
-  return text;
 }
 
 }  // namespace
@@ -123,7 +117,7 @@ const NodeSplit& ProcessGroup::split_by_node() {
     impl->config = job;
     impl->config.rank = rank;
     impl->config.world_size = static_cast<int32_t>(members.size());
-    impl->config.subgroup = name + " (the job's ranks " + rank_list(members) + ")";
+    impl->config.subgroup = name + " (the job's " + rank_list(members) + ")";
     impl->config.job_ranks = members;
     impl->config.within_node = within_node;
     impl->config.shared_memory = within_node >= 0 && uses_shared_memory();

@@ -13,12 +13,6 @@ constexpr const char* kRunning = "running";
 constexpr const char* kGaveUp = "gave-up";
 constexpr const char* kOutOfStep = "out-of-step";
 
-std::string rank_list(const std::vector<int32_t>& ranks) {
-  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
-  return text;
-}
-
 // To a tenth of a second; a record from a host whose clock is ahead shows as 0.
 std::string time_since(int64_t started_ms, int64_t now_ms) {
   char text[32];
@@ -56,6 +50,12 @@ std::string whereabouts(const CollectiveRecord& mine, const std::optional<Collec
 }
 
 }  // namespace
+
+std::string rank_list(const std::vector<int32_t>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text;
+}
 
 std::string record_key(int32_t rank) { return "accel/seq/" + std::to_string(rank); }
 

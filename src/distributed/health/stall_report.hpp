@@ -23,6 +23,9 @@ struct CollectiveRecord {
   bool out_of_step = false;  // it gave up because the records proved the ranks out of step (gave_up too)
 };
 
+// "rank 2", "ranks 0, 2": how failures list ranks.
+std::string rank_list(const std::vector<int32_t>& ranks);
+
 // The store key of a rank's record.
 std::string record_key(int32_t rank);
 std::string encode_record(const CollectiveRecord& record);

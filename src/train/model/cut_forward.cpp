@@ -98,16 +98,18 @@ CutForward::CutForward(std::vector<std::string> children, std::unique_ptr<Impl> 
 CutForward::~CutForward() = default;
 
 std::unique_ptr<CutForward> CutForward::make(const torch::jit::Module& module) {
-  std::vector<std::string> children = children_called_once(module);
-  if (children.empty()) return nullptr;
+  const auto method = module.find_method("forward");
+  if (!method) return nullptr;
+  std::shared_ptr<torch::jit::Graph> graph = method->graph()->copy();
+  const std::vector<CalledModule> calls = called_modules(*graph);
+  if (calls.empty()) return nullptr;
   register_operators();
   static std::atomic<int64_t> next_token{1};
   auto impl = std::make_unique<Impl>();
   impl->token = next_token++;
-  std::shared_ptr<torch::jit::Graph> graph = module.get_method("forward").graph()->copy();
-  const auto calls = called_modules(*graph);
-  if (calls.size() != children.size()) fail(Code::Internal, "cut forward: the copy's child calls differ from forward's");
+  std::vector<std::string> children;
   for (size_t k = 0; k < calls.size(); ++k) {
+    children.push_back(calls[k].path);
     torch::jit::Node* call = calls[k].call;
     torch::jit::Value* token = nullptr;
     torch::jit::Value* child = nullptr;

@@ -25,7 +25,7 @@ namespace accel::train {
 
 class CutForward {
  public:
-  // nullptr when forward cannot be cut (called_modules is empty).
+  // nullptr when forward cannot be cut (called_modules of its graph is empty).
   static std::unique_ptr<CutForward> make(const torch::jit::Module& module);
   ~CutForward();
   CutForward(const CutForward&) = delete;

@@ -90,12 +90,4 @@ std::vector<CalledModule> called_modules(torch::jit::Graph& graph) {
   return called;
 }
 
-std::vector<std::string> children_called_once(const torch::jit::Module& module) {
-  const auto method = module.find_method("forward");
-  if (!method) return {};
-  std::vector<std::string> paths;
-  for (const CalledModule& call : called_modules(*method->graph())) paths.push_back(call.path);
-  return paths;
-}
-
 }  // namespace accel::train

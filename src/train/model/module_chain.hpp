@@ -1,8 +1,8 @@
-// Which top-level children a TorchScript module's forward calls, and how: when it is a chain of them
+// Which submodules a TorchScript module's forward calls, and how: when it is a chain of its top-level children
 // (nn.Sequential's, or any forward that only passes one tensor through child after child) accel runs the
-// children one at a time; when it calls each of them once, in its own block, accel runs a copy of forward with
-// its calls around each child's (train/model/cut_forward.hpp). Either way ZeRO stage 3 gathers each child's
-// units around its own forward only (train/model/gathered_units).
+// children one at a time; when it calls submodules (at any depth) each once, in its own block, accel runs a copy
+// of forward with its calls around each of theirs (train/model/cut_forward.hpp). Either way ZeRO stage 3
+// gathers each submodule's units around its own forward only (train/model/gathered_units).
 #pragma once
 
 #include <string>
@@ -34,7 +34,5 @@ struct CalledModule {
 // it calls, and uses self only to reach attributes (no method of its own, no submodule's parameter read
 // outside its forward); empty otherwise. Residual connections and several inputs are fine.
 std::vector<CalledModule> called_modules(torch::jit::Graph& graph);
-// called_modules' paths for the module's forward; empty without one.
-std::vector<std::string> children_called_once(const torch::jit::Module& module);
 
 }  // namespace accel::train
