@@ -38,12 +38,14 @@
  * its piece being held for the optimizer, the others' are dropped; a model of the caller's tensors keeps its
  * gradient storage, unaveraged outside its share); 3 also holds each trainable parameter as each process's
  * share, gathered by the caller around its use for a model of the caller's tensors (accel_model_set_units
- * below), and for a TorchScript model by accel: a child at a time when its forward is a chain of its
- * top-level children each holding whole units (nn.Sequential's: each child's units gathered around its forward
- * and again around its backward), or calls each of them once in its own block (residual connections: a copy of
- * its graph runs with accel's calls around each child's, at any depth: nn.ModuleList's items), otherwise whole
- * around each forward; each unit (by default each submodule such a forward calls, else each top-level child,
- * the model's own parameters one more) freed in backward once its gradients are reduced. All take the same steps as 0, bit for bit, clipping (the norm
+ * below), and for a TorchScript model by accel: a copy of its forward's graph runs with accel's calls around
+ * each submodule it calls once in its own block (a chain such as nn.Sequential's, residual connections,
+ * nn.ModuleList's items), whose units are gathered around its forward and again around its backward; the
+ * units of what the forward uses otherwise (the root's own parameters, a submodule called twice or in a branch,
+ * a parameter read outside its submodule's forward or tied across two) are held from the forward's start,
+ * every unit when the forward calls a method of the root's own; each unit (by default each submodule cut
+ * around, the other parameters by top-level child, the model's own one more) freed in backward once its
+ * gradients are reduced. All take the same steps as 0, bit for bit, clipping (the norm
  * is shared) and the fp16 scaler (an overflow anywhere skips every process's step) included; checkpoints
  * hold each process's share of the optimizer state, read back whole, so any stage and number of processes
  * resumes them. Another value is ACCEL_ERR_BAD_OPTION_VALUE; 2 with find_unused_parameters, static_graph,

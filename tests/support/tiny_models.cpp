@@ -49,15 +49,26 @@ torch::jit::Module layer(const std::string& type, int64_t in, int64_t out) {
   return module;
 }
 
-// first, act and second (chain_mlp's), under a root whose forward is `forward`.
-std::string children_mlp(const std::string& path, int seed, const std::string& forward) {
+// A module without parameters: relu(x).
+torch::jit::Module activation() {
+  torch::jit::Module module("Activation");
+  module.define("def forward(self, x):\n  return torch.relu(x)\n");
+  return module;
+}
+
+// A root of type `type` holding first (8-16), act and second (16-4) (chain_mlp's), weights from `seed`.
+torch::jit::Module children_module(const std::string& type, int seed) {
   torch::manual_seed(seed);
-  torch::jit::Module activation("Activation");
-  activation.define("def forward(self, x):\n  return torch.relu(x)\n");
-  torch::jit::Module module("Chain");
+  torch::jit::Module module(type);
   module.register_module("first", layer("First", 8, 16));
-  module.register_module("act", activation);
+  module.register_module("act", activation());
   module.register_module("second", layer("Second", 16, 4));
+  return module;
+}
+
+// children_module's, whose forward is `forward`.
+std::string children_mlp(const std::string& path, int seed, const std::string& forward) {
+  torch::jit::Module module = children_module("Chain", seed);
   module.define(forward);
   module.save(path);
   return path;
@@ -76,11 +87,9 @@ std::string nested_mlp(const std::string& path, int seed) {
   torch::jit::Module block("Block");
   block.register_module("first", layer("First", 8, 16));
   block.register_module("second", layer("Second", 16, 4));
-  torch::jit::Module activation("Activation");
-  activation.define("def forward(self, x):\n  return torch.relu(x)\n");
   torch::jit::Module module("Nested");
   module.register_module("block", block);
-  module.register_module("act", activation);
+  module.register_module("act", activation());
   module.define("def forward(self, x):\n  h = self.block.first.forward(x)\n  h = h + self.act.forward(h)\n"
                 "  return self.block.second.forward(h)\n");
   module.save(path);
@@ -91,6 +100,43 @@ std::string residual_mlp(const std::string& path, int seed) {
   return children_mlp(path, seed,
                       "def forward(self, x):\n  h = self.first.forward(x)\n  h = h + self.act.forward(h)\n"
                       "  return self.second.forward(h)\n");
+}
+
+std::string tied_children_mlp(const std::string& path, int seed) {
+  torch::manual_seed(seed);
+  torch::jit::Module mid = layer("Mid", 16, 16);
+  torch::jit::Module again = layer("Again", 16, 16);
+  again.register_parameter("weight", mid.attr("weight").toTensor(), false);
+  torch::jit::Module module("TiedChildren");
+  module.register_module("first", layer("First", 8, 16));
+  module.register_module("mid", mid);
+  module.register_module("act", activation());
+  module.register_module("again", again);
+  module.register_module("second", layer("Second", 16, 4));
+  module.define("def forward(self, x):\n  x = self.first.forward(x)\n  x = self.mid.forward(x)\n"
+                "  x = self.act.forward(x)\n  x = self.again.forward(x)\n  return self.second.forward(x)\n");
+  module.save(path);
+  return path;
+}
+
+std::string partly_cut_mlp(const std::string& path, int seed) {
+  torch::jit::Module module = children_module("PartlyCut", seed);
+  module.register_module("extra", layer("Extra", 4, 4));
+  module.register_parameter("scale", parameter(torch::rand({4}) + 0.5), false);
+  module.define("def forward(self, x):\n  h = self.first.forward(x)\n  y = self.act.forward(self.second.forward(h))\n"
+                "  y = self.extra.forward(self.extra.forward(y))\n"
+                "  return y * self.scale + torch.narrow(torch.matmul(torch.sin(x), self.first.weight), 1, 0, 4)\n");
+  module.save(path);
+  return path;
+}
+
+std::string gated_extra_mlp(const std::string& path, int seed) {
+  torch::jit::Module module = children_module("GatedExtra", seed);
+  module.register_module("extra", layer("Extra", 4, 4));
+  module.define("def forward(self, x, use):\n  y = self.second.forward(self.act.forward(self.first.forward(x)))\n"
+                "  if bool(use[0] > 0):\n    y = y + self.extra.forward(y)\n  return y\n");
+  module.save(path);
+  return path;
 }
 
 std::string wide_mlp(const std::string& path, int64_t hidden) { return saved_mlp(mlp_module(0, hidden), path); }

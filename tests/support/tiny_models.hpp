@@ -18,6 +18,15 @@ std::string residual_mlp(const std::string& path, int seed = 0);
 // forward(x [N, 8]) -> [N, 4]: residual_mlp's, with first and second inside a submodule block that forward
 // reaches into (self.block.first), as a scripted nn.ModuleList's items are reached.
 std::string nested_mlp(const std::string& path, int seed = 0);
+// forward(x [N, 8]) -> [N, 4]: a chain of children first (8-16), mid (16-16), act (ReLU), again (16-16) and
+// second (16-4), again's weight the very tensor mid's (tied weights in two children), each its own bias.
+std::string tied_children_mlp(const std::string& path, int seed = 0);
+// forward(x [N, 8]) -> [N, 4]: first (8-16), second (16-4), act (ReLU), then extra (4-4) called twice, times the
+// root's own parameter scale, plus part of sin(x) @ first.weight (a child's parameter read outside its forward).
+std::string partly_cut_mlp(const std::string& path, int seed = 0);
+// forward(x [N, 8], use [1]) -> [N, 4]: chain_mlp's children, then y + extra(y) (extra 4-4) where use[0] > 0:
+// a submodule only some forwards call.
+std::string gated_extra_mlp(const std::string& path, int seed = 0);
 // Like mlp with `hidden` units instead of 16 (sizes that are no multiple of 16 leave kernels' tails).
 std::string wide_mlp(const std::string& path, int64_t hidden);
 // Like mlp, plus a parameter `unused` that forward never touches.

@@ -1,11 +1,13 @@
 """Real model shapes trained on 2 processes with accel and with torch 1.13's DistributedDataParallel over
 Gloo, from the same TorchScript file and the same batches (each rank its own), must end bit-identical:
 every parameter and every buffer, on every rank, for SGD with momentum and for AdamW. accel trains each
-four times: the TorchScript module run by libaccel; the eager torch module with torch's optimizer, a
-host-owned model whose forward and backward stay torch's (the Python package's prepare(nn.Module)); the
-same with its batches from a torch DataLoader prepared with it (each rank's batches as default_collate
-makes them, to the strides, which pick torch's kernels); and the eager module under ZeRO stage 3
-(DeepSpeedPlugin(zero_stage=3)), the last three compared with DDP over the eager module.
+five times: the TorchScript module run by libaccel, under stage 0 and under ZeRO stage 3
+(DeepSpeedPlugin(zero_stage=3): its forward cut around the submodules it calls), both compared with DDP
+over the scripted module; the eager torch module with torch's optimizer, a host-owned model whose forward
+and backward stay torch's (the Python package's prepare(nn.Module)); the same with its batches from a torch
+DataLoader prepared with it (each rank's batches as default_collate makes them, to the strides, which pick
+torch's kernels); and the eager module under ZeRO stage 3, the last three compared with DDP over the eager
+module.
 
 The shapes (model_shapes.py): a CNN with BatchNorm, with and without buffer broadcast, under gradient
 accumulation and under an explicit no_sync; an Embedding + LSTM classifier; a TransformerEncoderLayer
@@ -73,12 +75,13 @@ def write_runs(directory):
                          "optimizer": optimizer, "options": options, "steps": OPTIMIZER_STEPS})
     # The eager module is trained on arrays and on a prepared DataLoader's batches in one launch.
     paths = {"torch": [directory / "runs.json"], "torch_eager": [directory / "runs.json"], "accel": [],
-             "eager,loader": [], "sharded": []}
+             "script_sharded": [], "eager,loader": [], "sharded": []}
     paths["torch"][0].write_text(json.dumps(runs))
     for settings in sorted({(run["mixed_precision"], run["accumulation"]) for run in runs}):
         path = directory / "runs-{}-{}.json".format(*settings)
         path.write_text(json.dumps([run for run in runs if (run["mixed_precision"], run["accumulation"]) == settings]))
         paths["accel"].append(path)
+        paths["script_sharded"].append(path)
         paths["eager,loader"].append(path)
         paths["sharded"].append(path)
     return paths
@@ -118,18 +121,24 @@ def differences(accel_arrays, torch_arrays):
 
 # Each accel side against DDP over the same module: autograd sums a tied weight's two uses in another order
 # in the scripted module than in the eager one (1 ulp apart after 20 steps).
-REFERENCE = {"accel": "torch", "eager": "torch_eager", "loader": "torch_eager", "sharded": "torch_eager"}
+REFERENCE = {"accel": "torch", "script_sharded": "torch", "eager": "torch_eager", "loader": "torch_eager",
+             "sharded": "torch_eager"}
 
 
-@pytest.mark.parametrize("side", ["accel", "eager", "loader", "sharded"])
+@pytest.mark.parametrize("side", ["accel", "script_sharded", "eager", "loader", "sharded"])
 @pytest.mark.parametrize("case, optimizer", RUNS, ids=[f"{case.name}-{optimizer}" for case, optimizer in RUNS])
 def test_parameters_and_buffers_are_bit_identical_to_ddp_on_every_rank(trained, case, optimizer, side):
-    """side "accel": the TorchScript module run by libaccel; "eager": the torch module, a host-owned model;
+    """side "accel": the TorchScript module run by libaccel; "script_sharded": the same under ZeRO stage 3 (its
+    forward cut around the submodules it calls); "eager": the torch module, a host-owned model;
     "loader": the same on a prepared torch DataLoader's batches; "sharded": the torch module under ZeRO
     stage 3 (its parameters sharded, each child of the root gathered around its use)."""
     if side == "sharded" and "route" in case.inputs:
         pytest.skip("ranks that take different paths gather different units: under stage 3 their collectives "
                     "part ways, each rank then failing naming the unit's collective (docs/fsdp.md)")
+    if side == "script_sharded" and "route" in case.inputs and case.accumulation > 1:
+        pytest.skip("DDP leaves a parameter no rank used in the synchronising backward with each rank's own "
+                    "unaveraged gradient from the micro-step before (its ranks' weights part ways); stage 3, one "
+                    "share per element, averages it (docs/fsdp.md; ShardedModel.AUnitNoRankReached...)")
     initial = torch.jit.load(str(trained / f"{case.name}.pt"))
     for rank in range(RANKS):
         name = f"{case.name}-{optimizer}-rank{rank}"

@@ -5,7 +5,7 @@ the gradients), the same with the batches from a torch DataLoader prepared by ac
 writes it), or with torch's DistributedDataParallel over Gloo on either module, the way Accelerate drives
 it, and writes each run's parameters and buffers to OUT_DIR/<side>-<run>-rank<r>.npz.
 
-usage: model_shapes_worker.py accel|eager|loader|sharded|eager,loader|torch|torch_eager RUNS_JSON OUT_DIR
+usage: model_shapes_worker.py accel|script_sharded|eager|loader|sharded|eager,loader|torch|torch_eager RUNS_JSON OUT_DIR
 (eager,loader: both, one launch)
 
 The accel, eager and loader sides make one state for all their runs, which must then share their state
@@ -41,12 +41,13 @@ def synchronises(run, step):
 
 def train_accel(runs, out_dir, sides=("accel",)):
     """Every run shares the state settings (mixed precision, accumulation): the driver launches a group
-    of runs per setting. sides: "accel" trains the TorchScript module, "eager" the torch module, "loader"
-    the torch module on a prepared DataLoader's batches."""
+    of runs per setting. sides: "accel" trains the TorchScript module, "script_sharded" the same under ZeRO
+    stage 3, "eager" the torch module, "loader" the torch module on a prepared DataLoader's batches,
+    "sharded" the torch module under ZeRO stage 3."""
     import accel
 
-    trainers = {"accel": train_one_accel_run, "eager": train_one_eager_run, "loader": train_one_loader_run,
-                "sharded": train_one_sharded_run}
+    trainers = {"accel": train_one_accel_run, "script_sharded": train_one_script_sharded_run,
+                "eager": train_one_eager_run, "loader": train_one_loader_run, "sharded": train_one_sharded_run}
     settings = {"cpu": True, "mixed_precision": runs[0]["mixed_precision"],
                 "gradient_accumulation_steps": runs[0]["accumulation"]}
     assert all((run["mixed_precision"], run["accumulation"]) == (runs[0]["mixed_precision"], runs[0]["accumulation"])
@@ -58,7 +59,7 @@ def train_accel(runs, out_dir, sides=("accel",)):
             # Another Accelerator object on the same state, for this run's model options.
             run_accelerator = accel.Accelerator(**settings, kwargs_handlers=[accel.DistributedDataParallelKwargs(
                 broadcast_buffers=run["broadcast_buffers"], find_unused_parameters=run["find_unused_parameters"])],
-                **({"deepspeed_plugin": accel.DeepSpeedPlugin(zero_stage=3)} if side == "sharded" else {}))
+                **({"deepspeed_plugin": accel.DeepSpeedPlugin(zero_stage=3)} if "sharded" in side else {}))
             try:
                 trainers[side](accel, run_accelerator, run, rank, out_dir)
             except accel.AccelError as error:  # refused alike on every rank (a model accel cannot train): go on
@@ -107,6 +108,24 @@ def train_one_accel_run(accel, run_accelerator, run, rank, out_dir):
     train_prepared(run_accelerator, run, model, optimizer, steps_of(run, data, lambda array: array),
                    lambda output, labels: accel.compute_loss("cross_entropy", output, labels))
     save(out_dir, "accel", run, rank, model.named_parameters(), model.named_buffers(), lambda t: t.numpy())
+
+
+def train_one_script_sharded_run(accel, run_accelerator, run, rank, out_dir):
+    """As train_one_accel_run under ZeRO stage 3: libaccel cuts the TorchScript forward around the submodules it
+    calls and holds what it uses otherwise (docs/fsdp.md), so even the routed case, whose second expert is
+    called in a branch, gathers the same units on every rank. The weights are those save_model writes whole
+    (every rank gathering each unit, process 0 writing), read back into a fresh copy of the module; the buffers
+    this rank's own."""
+    data = np.load(run["data"][rank])
+    model, optimizer = run_accelerator.prepare(run["model"], accel.OptimizerSpec(run["optimizer"], **run["options"]))
+    train_prepared(run_accelerator, run, model, optimizer, steps_of(run, data, lambda array: array),
+                   lambda output, labels: accel.compute_loss("cross_entropy", output, labels))
+    directory = os.path.join(out_dir, f"script_sharded-{run['run']}")
+    run_accelerator.save_model(model, directory)
+    run_accelerator.wait_for_everyone()
+    whole = accel.Model.load(run["model"])
+    whole.load_weights(directory)
+    save(out_dir, "script_sharded", run, rank, whole.named_parameters(), model.named_buffers(), lambda t: t.numpy())
 
 
 def eager_module(run):

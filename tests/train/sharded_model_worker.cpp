@@ -8,11 +8,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -376,18 +378,23 @@ void expect_stage_zeros_steps(const std::shared_ptr<TrainingLoop>& loop, Model& 
   sharded.for_each_gathered_parameter(true, [&](const at::Tensor&, const at::Tensor& value) { values.push_back(value.clone()); });
   const auto expected = whole.trainable_parameters();
   ASSERT_EQ(values.size(), expected.size());
-  for (size_t i = 0; i < values.size(); ++i) EXPECT_TRUE(values[i].equal(expected[i].second)) << expected[i].first;
+  for (size_t i = 0; i < values.size(); ++i) {
+    EXPECT_TRUE(values[i].equal(expected[i].second))
+        << expected[i].first << " differs by up to " << (values[i] - expected[i].second).abs().max().item<float>();
+  }
   EXPECT_FALSE(expected[0].second.equal(untouched)) << "nothing trained";
   const auto probe = at::randn({3, 8});
   EXPECT_TRUE(sharded.forward({probe}, {}, false).values.front().second.equal(whole.forward({probe}, {}, false).values.front().second));
   for (const auto& parameter : sharded.named_parameters()) EXPECT_EQ(parameter.second.storage().nbytes(), 0u);
 }
 
-// A TorchScript model of two children with units (first, second) and one without (act), `make(tag)` loading a
-// fresh copy, run a child at a time under stage 3: between a forward and its backward no unit is held (each was
-// freed after its child's forward, and is gathered again as autograd reaches it), and it takes stage 0's steps
-// bit for bit, with the next child's gathers prefetched (AdamW's runs) or not (SGD's).
-void expect_one_childs_units_at_a_time(const std::function<std::shared_ptr<Model>(const std::string&)>& make) {
+// A TorchScript model, `make(tag)` loading a fresh copy, whose forward accel cuts around the children it calls
+// under stage 3: `cut` units that lie in a cut child each (each child at most one, the first child it calls
+// one), and `held` other units, those of the parameters named in `held_names`. Between a forward and its backward only the held units are
+// held (a cut child's were freed after its forward, and are gathered again as autograd reaches it), and it
+// takes stage 0's steps bit for bit, with the next child's gathers prefetched (AdamW's runs) or not (SGD's).
+void expect_cut_units(const std::function<std::shared_ptr<Model>(const std::string&)>& make, int64_t cut,
+                      int64_t held, const std::set<std::string>& held_names) {
   auto loop = std::make_shared<TrainingLoop>(state);
   for_kinds_and_accumulations(*loop, [&](const std::string& kind, int64_t accumulation) {
     auto whole = make("whole_" + kind);
@@ -397,49 +404,141 @@ void expect_one_childs_units_at_a_time(const std::function<std::shared_ptr<Model
     stage3.reducer.unit_prefetch = kind == "adamw";  // zero_prefetch, on by default
     whole->prepare(state, stage0);
     sharded->prepare(state, stage3);
-    ASSERT_EQ(sharded->sharded_units()->unit_count(), 2u);
+    ASSERT_EQ(sharded->sharded_units()->unit_count(), static_cast<size_t>(cut + held));
     expect_stage_zeros_steps(loop, *whole, *sharded, kind, accumulation, make("untouched")->named_parameters()[0].second,
                              [&] {
-                               for (const auto& parameter : sharded->named_parameters()) {
-                                 EXPECT_EQ(parameter.second.storage().nbytes(), 0u)
-                                     << parameter.first << " held between forward and backward";
+                               for (const auto& [name, parameter] : sharded->named_parameters()) {
+                                 if (held_names.count(name) != 0) {
+                                   EXPECT_GT(parameter.storage().nbytes(), 0u) << name << " not held into backward";
+                                 } else {
+                                   EXPECT_EQ(parameter.storage().nbytes(), 0u) << name << " held between forward and backward";
+                                 }
                                }
                              });
-    // Per step: both units gathered in the forward and again in the backward, the second one's gather
-    // prefetched as the first child's forward begins and the first one's as the second child's backward
-    // begins; then an evaluation (one prefetch) and the weights gathered to compare (the second unit's
-    // gather in flight while the first one's values are read, whatever zero_prefetch says).
+    // Per step: the held units gathered once, the cut ones in the forward and again in the backward, the
+    // held units after the first prefetched as the forward begins, each cut child's next one's as a child's
+    // forward begins and its previous one's as a child's backward begins; then an evaluation (the forward's
+    // gathers and prefetches) and the weights gathered to compare (each unit's gather after the first in
+    // flight while the one before is read, whatever zero_prefetch says).
     const int64_t steps = 10 * accumulation;
+    const int64_t forward_prefetches = (cut - 1) + std::max<int64_t>(held - 1, 0);
     const GradSyncReport report = sharded->grad_sync_report();
-    EXPECT_EQ(report.unit_gathers, 4 * steps + 2 + 2);
-    EXPECT_EQ(report.unit_prefetches, (stage3.reducer.unit_prefetch ? 2 * steps + 1 : 0) + 1);
+    EXPECT_EQ(report.unit_gathers, (2 * cut + held) * steps + 2 * (cut + held));
+    EXPECT_EQ(report.unit_prefetches, (stage3.reducer.unit_prefetch ? (forward_prefetches + cut - 1) * steps + forward_prefetches : 0) +
+                                          cut + held - 1);
   });
 }
 
-// A forward that is a chain of the children: accel runs them one at a time.
+// A forward that is a chain of the children (first, act, second; act holds nothing): a unit each for first and
+// second, cut around.
 TEST(ShardedModel, AChainedTorchScriptModelHoldsOneChildsUnitsAtATime) {
   if (world() == 1) GTEST_SKIP() << "one process shards nothing";
-  expect_one_childs_units_at_a_time([](const std::string& tag) {
+  expect_cut_units([](const std::string& tag) {
     return Model::load_file(tiny_models::chain_mlp(tiny_models::temp_file("chain_" + tag + ".pt")));
-  });
+  }, 2, 0, {});
 }
 
 // A forward that is no chain but calls each child once (a residual connection around act): accel runs a copy of
 // it with its calls around each child's.
 TEST(ShardedModel, AResidualTorchScriptModelHoldsOneChildsUnitsAtATime) {
   if (world() == 1) GTEST_SKIP() << "one process shards nothing";
-  expect_one_childs_units_at_a_time([](const std::string& tag) {
+  expect_cut_units([](const std::string& tag) {
     return Model::load_file(tiny_models::residual_mlp(tiny_models::temp_file("residual_" + tag + ".pt")));
-  });
+  }, 2, 0, {});
 }
 
 // The same children inside a submodule (self.block.first): by default each called submodule is a unit, and it
 // is cut around their calls too.
 TEST(ShardedModel, ANestedTorchScriptModelHoldsOneCalledModulesUnitsAtATime) {
   if (world() == 1) GTEST_SKIP() << "one process shards nothing";
-  expect_one_childs_units_at_a_time([](const std::string& tag) {
+  expect_cut_units([](const std::string& tag) {
     return Model::load_file(tiny_models::nested_mlp(tiny_models::temp_file("nested_" + tag + ".pt")));
-  });
+  }, 2, 0, {});
+}
+
+// A weight two cut children hold (mid's and again's): it is held through the forward in a unit of its own (in
+// mid's unit it would be freed before again's forward reads it), the children's other parameters cut around.
+TEST(ShardedModel, AWeightTiedAcrossCutChildrenIsHeld) {
+  if (world() == 1) GTEST_SKIP() << "one process shards nothing";
+  expect_cut_units([](const std::string& tag) {
+    return Model::load_file(tiny_models::tied_children_mlp(tiny_models::temp_file("tied_children_" + tag + ".pt")));
+  }, 4, 1, {"mid.weight"});
+}
+
+// What forward uses otherwise (first's weight read outside its forward, extra called twice, the root's own
+// scale) is held, a unit per top-level child; second is still cut around (before, the whole model was held).
+TEST(ShardedModel, APartlyCutTorchScriptModelHoldsOnlyWhatItUsesOtherwise) {
+  if (world() == 1) GTEST_SKIP() << "one process shards nothing";
+  expect_cut_units([](const std::string& tag) {
+    return Model::load_file(tiny_models::partly_cut_mlp(tiny_models::temp_file("partly_cut_" + tag + ".pt")));
+  }, 1, 3, {"first.weight", "first.bias", "extra.weight", "extra.bias", "scale"});
+}
+
+// A forward given its input by name is cut as a positional one: no unit held into the backward, stage 0's output.
+TEST(ShardedModel, ANamedInputIsCutToo) {
+  if (world() == 1) GTEST_SKIP() << "one process shards nothing";
+  const auto make = [](const std::string& tag) {
+    return Model::load_file(tiny_models::residual_mlp(tiny_models::temp_file("residual_named_" + tag + ".pt")));
+  };
+  auto whole = make("whole");
+  auto sharded = make("sharded");
+  PrepareConfig stage0, stage3;
+  stage3.reducer.zero_stage = 3;
+  whole->prepare(state, stage0);
+  sharded->prepare(state, stage3);
+  at::manual_seed(3);
+  const at::Tensor x = at::randn({3, 8});
+  const at::Tensor output = sharded->forward({}, {{"x", x}}, true).values.front().second;
+  for (const auto& [name, parameter] : sharded->named_parameters()) {
+    EXPECT_EQ(parameter.storage().nbytes(), 0u) << name << " held between forward and backward";
+  }
+  EXPECT_TRUE(output.equal(whole->forward({x}, {}, false).values.front().second));
+  auto loop = std::make_shared<TrainingLoop>(state);
+  auto optimizer = test_optimizer(loop, *sharded, "sgd");
+  loop->backward(output.sum());
+  optimizer->step();
+}
+
+// With find_unused_parameters, as DDP: a unit no rank reached since the last synchronisation keeps no
+// gradient (the optimizer skips it), and one reached by a micro-step before the synchronising backward only is
+// reduced. Every rank feeds the same batches, so that DDP's own answer there (each rank keeps the gradient it
+// accumulated, unaveraged) is the average too, bit for bit on 2 processes: stage 0's weights, which would not
+// be reached if the first micro-step's use were forgotten, or if unused units took zeros (momentum moving them).
+TEST(ShardedModel, AUnitNoRankReachedKeepsNoGradientAndOneReachedBeforeTheSyncIsReduced) {
+  if (world() != 2) GTEST_SKIP() << "the same batches average to each rank's own on 2 processes";
+  auto loop = std::make_shared<TrainingLoop>(state);
+  loop->set_gradient_accumulation_steps(2);
+  const auto make = [](const std::string& tag) {
+    return Model::load_file(tiny_models::gated_extra_mlp(tiny_models::temp_file("gated_" + tag + ".pt")));
+  };
+  auto whole = make("whole");
+  auto sharded = make("sharded");
+  PrepareConfig stage0, stage3;
+  stage0.reducer.find_unused_parameters = stage3.reducer.find_unused_parameters = true;
+  stage3.reducer.zero_stage = 3;
+  whole->prepare(state, stage0);
+  sharded->prepare(state, stage3);
+  auto whole_optimizer = test_optimizer(loop, *whole, "sgd");
+  auto sharded_optimizer = test_optimizer(loop, *sharded, "sgd");
+  at::manual_seed(11);
+  // extra: in both micro-steps of the first window, the first only of the second, none of the third.
+  const std::vector<float> uses = {1, 1, 1, 0, 0, 0, 1, 0};
+  for (size_t step = 0; step < uses.size(); ++step) {
+    loop->accumulate();
+    const at::Tensor x = at::randn({4, 8}), y = at::randn({4, 4}), use = at::full({1}, uses[step]);
+    for (Model* model : {whole.get(), sharded.get()}) {
+      loop->backward(at::mse_loss(model->forward({x, use}, {}, true).values.front().second, y));
+    }
+    for (auto* optimizer : {&whole_optimizer, &sharded_optimizer}) {
+      (*optimizer)->step();
+      (*optimizer)->zero_grad();
+    }
+  }
+  std::vector<at::Tensor> values;
+  sharded->for_each_gathered_parameter(true, [&](const at::Tensor&, const at::Tensor& value) { values.push_back(value.clone()); });
+  const auto expected = whole->trainable_parameters();
+  ASSERT_EQ(values.size(), expected.size());
+  for (size_t i = 0; i < values.size(); ++i) EXPECT_TRUE(values[i].equal(expected[i].second)) << expected[i].first;
 }
 
 // Run by train.sharded_model_failure.cut (SHARDED_FAILURE=cut): rank 1 leaves before a forward of the residual

@@ -13,7 +13,7 @@
 #include <unordered_map>
 
 #include "core/error.hpp"
-#include "train/model/module_chain.hpp"
+#include "train/model/called_modules.hpp"
 
 namespace accel::train {
 namespace {
@@ -93,15 +93,16 @@ struct CutForward::Impl {
   std::unique_ptr<torch::jit::GraphFunction> function;
 };
 
-CutForward::CutForward(std::vector<std::string> children, std::unique_ptr<Impl> impl)
-    : children_(std::move(children)), impl_(std::move(impl)) {}
+CutForward::CutForward(std::vector<std::string> children, std::vector<std::string> held, std::unique_ptr<Impl> impl)
+    : children_(std::move(children)), held_(std::move(held)), impl_(std::move(impl)) {}
 CutForward::~CutForward() = default;
 
 std::unique_ptr<CutForward> CutForward::make(const torch::jit::Module& module) {
   const auto method = module.find_method("forward");
   if (!method) return nullptr;
   std::shared_ptr<torch::jit::Graph> graph = method->graph()->copy();
-  const std::vector<CalledModule> calls = called_modules(*graph);
+  CalledModules analysed = called_modules(*graph);
+  const std::vector<CalledModule>& calls = analysed.cut;
   if (calls.empty()) return nullptr;
   register_operators();
   static std::atomic<int64_t> next_token{1};
@@ -131,10 +132,11 @@ std::unique_ptr<CutForward> CutForward::make(const torch::jit::Module& module) {
   }
   impl->function = std::make_unique<torch::jit::GraphFunction>(
       c10::QualifiedName("accel_cut_forward"), graph, nullptr);
-  return std::unique_ptr<CutForward>(new CutForward(std::move(children), std::move(impl)));
+  return std::unique_ptr<CutForward>(new CutForward(std::move(children), std::move(analysed.held), std::move(impl)));
 }
 
 c10::IValue CutForward::run(const torch::jit::Module& module, std::vector<c10::IValue> inputs,
+                            const std::unordered_map<std::string, c10::IValue>& named,
                             const std::function<void(size_t)>& before,
                             const std::function<void(size_t, const at::Tensor&)>& after) {
   Around around{before, after, nullptr};
@@ -154,7 +156,7 @@ c10::IValue CutForward::run(const torch::jit::Module& module, std::vector<c10::I
   stack.emplace_back(module._ivalue());
   for (auto& input : inputs) stack.push_back(std::move(input));
   try {
-    impl_->function->getSchema().checkAndNormalizeInputs(stack);
+    impl_->function->getSchema().checkAndNormalizeInputs(stack, named);
     impl_->function->run(stack);
   } catch (...) {
     if (around.failed) std::rethrow_exception(around.failed);

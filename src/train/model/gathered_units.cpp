@@ -22,6 +22,8 @@ struct GatheredUnits::Impl : std::enable_shared_from_this<GatheredUnits::Impl> {
     bool done = true;    // handed over in this backward
     bool gathered = false;
     bool prefetched = false;  // its gather in flight, into flat
+    bool held = false;        // gathered by hold(): handed over when backward ends, in unit order
+    bool reached = false;     // by this backward
   };
 
   ShardedUnits* sharded = nullptr;
@@ -29,6 +31,7 @@ struct GatheredUnits::Impl : std::enable_shared_from_this<GatheredUnits::Impl> {
   std::vector<size_t> unit_of;
   std::vector<Unit> units;
   std::function<bool(size_t, const at::Tensor&)> reduce;
+  std::function<std::vector<bool>(const std::vector<bool>&)> reached_by_no_rank;
   std::function<void()> finish;
   bool finishing_queued = false;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
@@ -101,13 +104,15 @@ struct GatheredUnits::Impl : std::enable_shared_from_this<GatheredUnits::Impl> {
     }
   }
 
+  void drop_grads(Unit& unit) {
+    for (size_t member : unit.members) parameters[member].mutable_grad() = at::Tensor();
+    unit.grads = at::Tensor();
+  }
+
   void hand_over(size_t index) {
     Unit& unit = units[index];
     unit.done = true;
-    if (reduce(index, unit.grads)) {
-      for (size_t member : unit.members) parameters[member].mutable_grad() = at::Tensor();
-      unit.grads = at::Tensor();
-    }
+    if (reduce(index, unit.grads)) drop_grads(unit);
     release(unit);
   }
 
@@ -118,16 +123,26 @@ struct GatheredUnits::Impl : std::enable_shared_from_this<GatheredUnits::Impl> {
       torch::autograd::Engine::get_default_engine().queue_callback([self] { self->finish_backward(); });
     }
     Unit& unit = units[unit_of[member]];
+    unit.reached = true;
     if (unit.done) return;
     install_grads(unit);
-    if (--unit.waiting == 0) hand_over(unit_of[member]);
+    if (--unit.waiting == 0 && !unit.held) hand_over(unit_of[member]);
   }
 
   void finish_backward() {
     finishing_queued = false;
+    std::vector<bool> reached;
+    for (Unit& unit : units) reached.push_back(std::exchange(unit.reached, false));
+    const std::vector<bool> skipped = reached_by_no_rank(reached);
     for (size_t index = 0; index < units.size(); ++index) {
-      if (units[index].done) continue;
-      install_grads(units[index]);
+      Unit& unit = units[index];
+      if (unit.done) continue;
+      if (skipped[index]) {
+        unit.done = true;
+        drop_grads(unit);
+        continue;
+      }
+      install_grads(unit);
       hand_over(index);
     }
     release_all();
@@ -136,11 +151,14 @@ struct GatheredUnits::Impl : std::enable_shared_from_this<GatheredUnits::Impl> {
 };
 
 GatheredUnits::GatheredUnits(ShardedUnits& units, const NamedTensors& trainable,
-                             std::function<bool(size_t, const at::Tensor&)> reduce, std::function<void()> finish)
+                             std::function<bool(size_t, const at::Tensor&)> reduce,
+                             std::function<std::vector<bool>(const std::vector<bool>&)> reached_by_no_rank,
+                             std::function<void()> finish)
     : impl_(std::make_shared<Impl>()) {
   Impl& impl = *impl_;
   impl.sharded = &units;
   impl.reduce = std::move(reduce);
+  impl.reached_by_no_rank = std::move(reached_by_no_rank);
   impl.finish = std::move(finish);
   impl.units.resize(units.unit_count());
   for (size_t index = 0; index < trainable.size(); ++index) {
@@ -176,32 +194,35 @@ GatheredUnits::~GatheredUnits() {
   for (size_t i = 0; i < impl_->accumulators.size(); ++i) impl_->accumulators[i]->del_post_hook(impl_->hook_keys[i]);
 }
 
-void GatheredUnits::before_forward(bool grad_enabled, bool prefetching) {
+void GatheredUnits::begin_forward(bool grad_enabled) {
+  // A cut child's gradient views are installed as its backward begins (after_child), so that gradient
+  // buffers, too, exist one child at a time.
+  if (grad_enabled) impl_->expect_backward();
+}
+
+void GatheredUnits::hold(const std::vector<size_t>& units, bool grad_enabled, bool prefetching) {
   Impl& impl = *impl_;
-  if (prefetching) {
-    impl.release_all();  // what they held may be from before a step
-    std::vector<size_t> after_the_first;
-    for (size_t index = 1; index < impl.units.size(); ++index) after_the_first.push_back(index);
-    impl.prefetch(after_the_first, false);
+  if (prefetching && units.size() > 1) {
+    for (const size_t unit : units) impl.release(impl.units[unit]);  // what they held may be from before a step
+    impl.prefetch(std::vector<size_t>(units.begin() + 1, units.end()), false);
   }
-  for (size_t index = 0; index < impl.units.size(); ++index) impl.gather(index);
+  for (const size_t unit : units) {
+    impl.gather(unit);
+    impl.units[unit].held = true;
+  }
   if (!grad_enabled) return;
-  impl.expect_backward();
-  for (Impl::Unit& unit : impl.units) impl.install_grads(unit);
+  for (const size_t unit : units) impl.install_grads(impl.units[unit]);
 }
 
 void GatheredUnits::after_forward(bool grad_enabled) {
   if (!grad_enabled) impl_->release_all();
 }
 
-void GatheredUnits::begin_chain(bool grad_enabled) {
-  // Gradient views are installed as each unit's backward begins (after_child), so that gradient buffers,
-  // too, exist one unit at a time.
-  if (grad_enabled) impl_->expect_backward();
-}
-
 void GatheredUnits::before_child(const std::vector<size_t>& units, const std::vector<size_t>& ahead) {
-  for (const size_t unit : units) impl_->gather(unit);
+  for (const size_t unit : units) {
+    impl_->gather(unit);
+    impl_->units[unit].held = false;
+  }
   impl_->prefetch(ahead, false);
 }
 

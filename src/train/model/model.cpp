@@ -1,20 +1,27 @@
 #include "train/model/model.hpp"
 
 #include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/timeline.hpp"
 #include "distributed/collectives/collectives.hpp"
+#include "distributed/group/process_group.hpp"
+#include "distributed/transport/transport.hpp"
 #include "train/model/gathered_units.hpp"
 #include "train/model/model_body.hpp"
 #include "train/precision/autocast.hpp"
@@ -23,9 +30,9 @@ namespace accel::train {
 
 namespace {
 
-// A forward cut between its children: the children in the order forward calls them, each with the units that
-// lie in it.
-using ChainedChildren = std::vector<std::pair<std::string, std::vector<size_t>>>;
+// A forward cut around the children it calls: the children in the order forward calls them, each with the
+// units that lie in it.
+using CutChildren = std::vector<std::pair<std::string, std::vector<size_t>>>;
 
 }  // namespace
 
@@ -38,15 +45,15 @@ struct Model::Impl {
   // progress has reduced.
   std::vector<int32_t> unit_of_parameter;
   std::unique_ptr<ShardedUnits> units;
-  // Stage 3 on a model accel runs (TorchScript): its parameters' buffers and the backward's hooks; and when
-  // its forward is a chain of children each holding whole units, the children in order with their units (run
-  // one by one), or else when it calls each such child once in its own block, those children (its forward run
-  // with calls around theirs: ModelBody::forward_around).
+  // Stage 3 on a model accel runs (TorchScript): its parameters' buffers and the backward's hooks; the
+  // children its forward is cut around (ModelBody::forward_around) with the units that lie in each, and the
+  // units held through the forward (every unit when nothing is cut).
   std::unique_ptr<GatheredUnits> gathered;
-  ChainedChildren chain;
-  ChainedChildren called;
+  CutChildren cut;
+  std::vector<size_t> held;
   bool backward_synchronises = false;
   std::vector<bool> reduced;
+  std::vector<bool> reached_since_sync;  // a TorchScript model's units its backwards reached since the last sync
   // A module's parameters or buffers: every slot under its name, and each tensor once (its first slot).
   struct Slots {
     NamedTensors every;
@@ -232,7 +239,7 @@ std::string top_level_child(const std::string& name) {
   return dot == std::string::npos ? std::string() : name.substr(0, dot);
 }
 
-// The submodule of `children` (paths from the root, none inside another) whose parameter `name` is; "" for none.
+// The submodule of `children` (paths from the root) whose parameter `name` is; "" for none.
 std::string owning_child(const std::string& name, const std::vector<std::string>& children) {
   for (const std::string& child : children) {
     if (name.size() > child.size() && name.compare(0, child.size(), child) == 0 && name[child.size()] == '.') return child;
@@ -240,37 +247,55 @@ std::string owning_child(const std::string& name, const std::vector<std::string>
   return "";
 }
 
-// The children forward calls (ModelBody::chained_children or called_children) with the units that lie in each,
-// when every unit lies in one of them; empty otherwise (a unit across children, or parameters of the root's
-// own or of a child forward does not call), and the whole model is gathered around its forward.
-ChainedChildren units_by_child(const std::vector<std::string>& children, const NamedTensors& trainable,
-                               const std::vector<int32_t>& unit_of) {
-  std::map<int32_t, std::string> child_of_unit;
-  for (size_t i = 0; i < trainable.size(); ++i) {
-    const std::string child = owning_child(trainable[i].first, children);
-    if (child.empty()) return {};
-    const auto [placed, fresh] = child_of_unit.emplace(unit_of[i], child);
-    if (!fresh && placed->second != child) return {};
-  }
-  ChainedChildren chain;
-  size_t placed = 0;
-  for (const std::string& child : children) {
-    chain.emplace_back(child, std::vector<size_t>());
-    for (const auto& [unit, owner] : child_of_unit) {
-      if (owner == child) chain.back().second.push_back(static_cast<size_t>(unit));
+// For each trainable parameter, the cut child whose units are to hold it; "" for one held through the forward:
+// the root's own, one inside a held submodule, or one held by several children (tied weights) that are not all
+// the same cut child. `slots`: every name of every parameter (Impl::Slots::every).
+std::vector<std::string> cut_child_of(const ModelBody::CutChildren& children, const NamedTensors& trainable,
+                                      const NamedTensors& slots) {
+  std::unordered_map<const c10::TensorImpl*, std::vector<std::string>> names;
+  for (const auto& [name, tensor] : slots) names[tensor.unsafeGetTensorImpl()].push_back(name);
+  std::vector<std::string> child_of;
+  for (const auto& [name, tensor] : trainable) {
+    std::set<std::string> owners;
+    for (const std::string& slot : names.at(tensor.unsafeGetTensorImpl())) {
+      owners.insert(owning_child(slot, children.held).empty() ? owning_child(slot, children.cut) : "");
     }
-    placed += chain.back().second.size();
+    child_of.push_back(owners.size() == 1 ? *owners.begin() : "");
   }
-  if (placed != child_of_unit.size()) return {};
-  return chain;
+  return child_of;
 }
 
-// The units of the nearest child after (step +1) or before (step -1) chain[k] that holds any: those to
-// prefetch around chain[k]'s forward (+1) and backward (-1).
-std::vector<size_t> units_ahead(const ChainedChildren& chain, size_t k, int step) {
-  for (auto next = static_cast<std::ptrdiff_t>(k) + step; next >= 0 && next < static_cast<std::ptrdiff_t>(chain.size());
+// The cut children with the units that lie in each (a unit whose parameters are all in one cut child), and the
+// other units, held; nothing cut when no unit lies in a cut child.
+std::pair<CutChildren, std::vector<size_t>> units_by_child(const std::vector<std::string>& children,
+                                                           const std::vector<std::string>& child_of,
+                                                           const std::vector<int32_t>& unit_of, size_t units) {
+  std::vector<std::set<std::string>> children_of_unit(units);
+  for (size_t i = 0; i < unit_of.size(); ++i) children_of_unit[static_cast<size_t>(unit_of[i])].insert(child_of[i]);
+  CutChildren cut;
+  for (const std::string& child : children) cut.emplace_back(child, std::vector<size_t>());
+  std::vector<size_t> held;
+  bool any_cut = false;
+  for (size_t unit = 0; unit < units; ++unit) {
+    const auto& owners = children_of_unit[unit];
+    const auto child = std::find(children.begin(), children.end(), owners.size() == 1 ? *owners.begin() : "");
+    if (child == children.end()) {
+      held.push_back(unit);
+      continue;
+    }
+    cut[static_cast<size_t>(child - children.begin())].second.push_back(unit);
+    any_cut = true;
+  }
+  if (!any_cut) return {};
+  return {std::move(cut), std::move(held)};
+}
+
+// The units of the nearest child after (step +1) or before (step -1) cut[k] that holds any: those to prefetch
+// around cut[k]'s forward (+1) and backward (-1).
+std::vector<size_t> units_ahead(const CutChildren& cut, size_t k, int step) {
+  for (auto next = static_cast<std::ptrdiff_t>(k) + step; next >= 0 && next < static_cast<std::ptrdiff_t>(cut.size());
        next += step) {
-    if (!chain[static_cast<size_t>(next)].second.empty()) return chain[static_cast<size_t>(next)].second;
+    if (!cut[static_cast<size_t>(next)].second.empty()) return cut[static_cast<size_t>(next)].second;
   }
   return {};
 }
@@ -283,15 +308,12 @@ std::vector<size_t> units_ahead(const ChainedChildren& chain, size_t k, int step
 void Model::shard_parameters(const std::shared_ptr<distributed::State>& state) {
   const NamedTensors& parameters = named_parameters();
   const bool host_owned = impl_->body->host_owned();
-  // Without units given: one for a model of the caller's tensors; for a TorchScript model, by the submodule its
-  // forward calls that holds the parameter when every trainable parameter is in one (nn.ModuleList's items
-  // each a unit), else by top-level child (the part of the name before its first '.', the root's own
-  // parameters one more).
-  std::vector<std::string> called = host_owned ? std::vector<std::string>() : impl_->body->called_children();
-  for (size_t i = 0; i < parameters.size() && !called.empty(); ++i) {
-    if (parameters[i].second.requires_grad() && owning_child(parameters[i].first, called).empty()) called.clear();
-  }
-  std::map<std::string, int32_t> unit_of_child;
+  // Without units given: one for a model of the caller's tensors; for a TorchScript model, one per submodule its
+  // forward is cut around (nn.ModuleList's items each a unit), the other parameters by top-level child (the
+  // part of the name before its first '.', the root's own parameters one more).
+  const ModelBody::CutChildren children = host_owned ? ModelBody::CutChildren() : impl_->body->cut_children();
+  const std::vector<std::string> child_of = cut_child_of(children, trainable_parameters(), impl_->parameters->every);
+  std::map<std::pair<bool, std::string>, int32_t> unit_of_key;
   std::vector<int32_t> unit_of;
   for (size_t i = 0; i < parameters.size(); ++i) {
     if (!parameters[i].second.requires_grad()) continue;
@@ -300,9 +322,9 @@ void Model::shard_parameters(const std::shared_ptr<distributed::State>& state) {
     } else if (host_owned) {
       unit_of.push_back(0);
     } else {
-      const std::string child = called.empty() ? top_level_child(parameters[i].first)
-                                               : owning_child(parameters[i].first, called);
-      unit_of.push_back(unit_of_child.emplace(child, static_cast<int32_t>(unit_of_child.size())).first->second);
+      const std::string& child = child_of[unit_of.size()];
+      const auto key = child.empty() ? std::make_pair(false, top_level_child(parameters[i].first)) : std::make_pair(true, child);
+      unit_of.push_back(unit_of_key.emplace(key, static_cast<int32_t>(unit_of_key.size())).first->second);
     }
   }
   if (unit_of.empty()) return;
@@ -315,9 +337,12 @@ void Model::shard_parameters(const std::shared_ptr<distributed::State>& state) {
     impl_->gathered = std::make_unique<GatheredUnits>(
         *impl_->units, trainable_parameters(),
         [this](size_t unit, const at::Tensor& gradients) { return hand_over_unit(unit, gradients); },
+        [this](const std::vector<bool>& reached) { return units_reached_by_no_rank(reached); },
         [this] { check_units_after_backward("backward"); });
-    impl_->chain = units_by_child(impl_->body->chained_children(), trainable_parameters(), unit_of);
-    if (impl_->chain.empty()) impl_->called = units_by_child(impl_->body->called_children(), trainable_parameters(), unit_of);
+    std::tie(impl_->cut, impl_->held) = units_by_child(children.cut, child_of, unit_of, impl_->units->unit_count());
+    if (impl_->cut.empty()) {
+      for (size_t unit = 0; unit < impl_->units->unit_count(); ++unit) impl_->held.push_back(unit);
+    }
     return;
   }
   for (const auto& [name, tensor] : parameters) {
@@ -422,45 +447,35 @@ ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTenso
   const std::string device = impl_->state ? impl_->state->device() : "cpu";
   c10::IValue result;
   bool autocast = false;
-  const bool chained = impl_->gathered && !impl_->chain.empty() && inputs.size() == 1 && named.empty() && inputs[0].isTensor();
-  const bool around = impl_->gathered && !impl_->called.empty() && named.empty();
-  const bool whole = impl_->gathered && !chained && !around;
-  if (whole) impl_->gathered->before_forward(grad_enabled, impl_->config.reducer.unit_prefetch);
+  const bool cut = impl_->gathered && !impl_->cut.empty();
+  const bool prefetching = impl_->config.reducer.unit_prefetch;
+  if (impl_->gathered) {
+    std::vector<size_t> all_units(impl_->units->unit_count());
+    std::iota(all_units.begin(), all_units.end(), size_t{0});
+    impl_->gathered->begin_forward(grad_enabled);
+    impl_->gathered->hold(cut ? impl_->held : all_units, grad_enabled, prefetching);
+  }
   {
     AutocastScope scope(precision, device);
     autocast = scope.active();
-    if (chained) {
-      impl_->gathered->begin_chain(grad_enabled);
-      result = std::move(inputs[0]);
-      const auto& chain = impl_->chain;
-      const bool prefetching = impl_->config.reducer.unit_prefetch;
-      for (size_t k = 0; k < chain.size(); ++k) {
-        const auto& [child, units] = chain[k];
-        impl_->gathered->before_child(units, prefetching ? units_ahead(chain, k, +1) : std::vector<size_t>());
-        result = impl_->body->forward_child(child, std::move(result));
-        impl_->gathered->after_child(units, prefetching ? units_ahead(chain, k, -1) : std::vector<size_t>(),
-                                     result.toTensor(), grad_enabled);
-      }
-    } else if (around) {
-      impl_->gathered->begin_chain(grad_enabled);
-      const auto& called = impl_->called;
-      const bool prefetching = impl_->config.reducer.unit_prefetch;
+    if (cut) {
+      const CutChildren& children = impl_->cut;
       result = impl_->body->forward_around(
-          std::move(inputs),
+          std::move(inputs), named,
           [&](size_t k) {
-            impl_->gathered->before_child(called[k].second,
-                                          prefetching ? units_ahead(called, k, +1) : std::vector<size_t>());
+            impl_->gathered->before_child(children[k].second,
+                                          prefetching ? units_ahead(children, k, +1) : std::vector<size_t>());
           },
           [&](size_t k, const at::Tensor& output) {
-            impl_->gathered->after_child(called[k].second,
-                                         prefetching ? units_ahead(called, k, -1) : std::vector<size_t>(), output,
+            impl_->gathered->after_child(children[k].second,
+                                         prefetching ? units_ahead(children, k, -1) : std::vector<size_t>(), output,
                                          grad_enabled);
           });
     } else {
       result = impl_->body->forward(std::move(inputs), named);
     }
   }
-  if (whole) impl_->gathered->after_forward(grad_enabled);
+  if (impl_->gathered) impl_->gathered->after_forward(grad_enabled);
   return convert(result, autocast && !impl_->config.keep_low_precision_outputs);
 }
 
@@ -519,6 +534,26 @@ void Model::end_backward() {
   if (const ZeroPartition* zero = zero_partition(); zero != nullptr) require_optimizer_for(*zero);
   check_units_after_backward("end_backward");
   if (impl_->reducer) impl_->reducer->finish_backward();
+}
+
+std::vector<bool> Model::units_reached_by_no_rank(const std::vector<bool>& reached) {
+  std::vector<bool>& since = impl_->reached_since_sync;
+  since.resize(reached.size(), false);
+  for (size_t u = 0; u < reached.size(); ++u) since[u] = since[u] || reached[u];
+  std::vector<bool> by_no_rank(reached.size(), false);
+  if (!impl_->backward_synchronises) return by_no_rank;
+  const std::vector<bool> local = std::exchange(since, std::vector<bool>(reached.size(), false));
+  if (!impl_->config.reducer.find_unused_parameters) return by_no_rank;
+  at::Tensor anywhere = at::empty({static_cast<int64_t>(local.size())}, at::kFloat);
+  float* flags = anywhere.data_ptr<float>();
+  for (size_t u = 0; u < local.size(); ++u) flags[u] = local[u] ? 1.0f : 0.0f;
+  const char* what = "ZeRO-3 units reached by the backward";
+  impl_->state->group(what)->transport().allreduce(anywhere, distributed::ReduceKind::Max, what);
+  for (size_t u = 0; u < local.size(); ++u) {
+    by_no_rank[u] = flags[u] == 0.0f;
+    if (by_no_rank[u]) impl_->reduced[u] = true;  // agreed by every rank: no reduction to pair
+  }
+  return by_no_rank;
 }
 
 void Model::check_units_after_backward(const char* what) {

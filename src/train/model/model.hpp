@@ -196,6 +196,10 @@ class Model {
   void refuse_caller_protocol(const char* what) const;
   // reduce_unit's work: the caller's through it, accel's own for a TorchScript model (GatheredUnits).
   bool hand_over_unit(size_t unit, const at::Tensor& full_gradients);
+  // A TorchScript model's backward ends having reached `reached`'s units: on a synchronising backward with
+  // find_unused_parameters, the units no rank reached since the last one (collective), which keep no
+  // gradient (as DDP leaves a parameter no rank used); none otherwise.
+  std::vector<bool> units_reached_by_no_rank(const std::vector<bool>& reached);
   ShardedUnits& require_units(const char* what) const;
   // Error(InvalidState) naming `what` under stage 3, whose gradients are not kept per parameter.
   void refuse_under_units(const char* what) const;

@@ -30,17 +30,18 @@ class ModelBody {
   virtual void to(const c10::Device& device) = 0;
   // forward; Error(Unsupported) for a model whose forward runs in the caller's runtime.
   virtual c10::IValue forward(std::vector<c10::IValue> inputs, const std::unordered_map<std::string, c10::IValue>& named) = 0;
-  // The top-level children forward calls one after another on a single tensor (train/model/module_chain.hpp),
-  // in order; empty when forward is anything else, or runs in the caller's runtime.
-  virtual std::vector<std::string> chained_children() const { return {}; }
-  // One of chained_children()'s forwards on `input`: forward run a child at a time gives forward's result.
-  virtual c10::IValue forward_child(const std::string& child, c10::IValue input);
-  // The submodules forward calls once each, by path ("layers.0"), in order, where forward_around can run it
-  // with calls around each (train/model/cut_forward.hpp); empty otherwise.
-  virtual std::vector<std::string> called_children() { return {}; }
-  // forward (positional inputs), with before(k) just before called_children()[k]'s forward and after(k, its
+  // The submodules forward can be cut around (train/model/called_modules.hpp), by path ("layers.0"), in the
+  // order it calls them, and those whose parameters (at any depth) it uses otherwise, which stay gathered;
+  // cut empty when forward cannot be cut, or runs in the caller's runtime.
+  struct CutChildren {
+    std::vector<std::string> cut;
+    std::vector<std::string> held;
+  };
+  virtual CutChildren cut_children() { return {}; }
+  // forward, with before(k) just before cut_children().cut[k]'s forward and after(k, its
   // output) just after it; an accel::Error either throws comes out as itself.
-  virtual c10::IValue forward_around(std::vector<c10::IValue> inputs, const std::function<void(size_t)>& before,
+  virtual c10::IValue forward_around(std::vector<c10::IValue> inputs, const std::unordered_map<std::string, c10::IValue>& named,
+                                     const std::function<void(size_t)>& before,
                                      const std::function<void(size_t, const at::Tensor&)>& after);
   virtual void train(bool on) = 0;
   virtual bool is_training() const = 0;

@@ -3,7 +3,6 @@
 #include "core/error.hpp"
 #include "train/model/cut_forward.hpp"
 #include "train/model/model_body.hpp"
-#include "train/model/module_chain.hpp"
 #include "train/torchscript/torchscript_file.hpp"
 
 namespace accel::train {
@@ -34,29 +33,20 @@ class TorchScriptBody final : public ModelBody {
     }
   }
 
-  std::vector<std::string> chained_children() const override { return train::chained_children(module_); }
-
-  c10::IValue forward_child(const std::string& child, c10::IValue input) override {
-    try {
-      return module_.attr(child).toModule().forward({std::move(input)});
-    } catch (const std::exception& error) {
-      fail_from(error, Code::Torch, "forward of '" + child + "' failed: ");
-    }
-  }
-
-  std::vector<std::string> called_children() override {
+  CutChildren cut_children() override {
     if (!cut_analysed_) {
       cut_ = CutForward::make(module_);
       cut_analysed_ = true;
     }
-    return cut_ ? cut_->children() : std::vector<std::string>();
+    return cut_ ? CutChildren{cut_->children(), cut_->held()} : CutChildren{};
   }
 
-  c10::IValue forward_around(std::vector<c10::IValue> inputs, const std::function<void(size_t)>& before,
+  c10::IValue forward_around(std::vector<c10::IValue> inputs, const std::unordered_map<std::string, c10::IValue>& named,
+                             const std::function<void(size_t)>& before,
                              const std::function<void(size_t, const at::Tensor&)>& after) override {
-    if (called_children().empty()) fail(Code::Internal, "forward_around: this model's forward cannot be cut");
+    if (cut_children().cut.empty()) fail(Code::Internal, "forward_around: this model's forward cannot be cut");
     try {
-      return cut_->run(module_, std::move(inputs), before, after);
+      return cut_->run(module_, std::move(inputs), named, before, after);
     } catch (const Error&) {
       throw;
     } catch (const std::exception& error) {
@@ -79,17 +69,14 @@ class TorchScriptBody final : public ModelBody {
 
  private:
   torch::jit::Module module_;
-  std::unique_ptr<CutForward> cut_;  // called_children()'s, made on its first call
+  std::unique_ptr<CutForward> cut_;  // cut_children()'s, made on its first call
   bool cut_analysed_ = false;
 };
 
 }  // namespace
 
-c10::IValue ModelBody::forward_child(const std::string& child, c10::IValue) {
-  fail(Code::Unsupported, "forward of '" + child + "': this model has no children accel runs");
-}
-
-c10::IValue ModelBody::forward_around(std::vector<c10::IValue>, const std::function<void(size_t)>&,
+c10::IValue ModelBody::forward_around(std::vector<c10::IValue>, const std::unordered_map<std::string, c10::IValue>&,
+                                      const std::function<void(size_t)>&,
                                       const std::function<void(size_t, const at::Tensor&)>&) {
   fail(Code::Unsupported, "forward_around: this model has no children accel runs");
 }
