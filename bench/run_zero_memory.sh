@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ZeRO's memory, shown (run by `./dev bench zero-memory`; needs root and the cgroup v1 memory controller;
-# ZERO_MEMORY_PARTS=torch runs parts 3 and 4 alone, ZERO_MEMORY_PARTS=step part 4, =residual part 5).
+# ZERO_MEMORY_PARTS=torch runs parts 3 and 4 alone, ZERO_MEMORY_PARTS=step part 4, =residual part 5, =script
+# parts 1, 2 and 5: the TorchScript models).
 #   bench/run_zero_memory.sh BIN_DIR MODEL_DIR   BIN_DIR holds accel and train_accel (build/bin); MODEL_DIR
 #                                                receives zero_deep_mlp.pt (build/bench)
 # A deep MLP 784-2048x12-10 (bench/make_deep_mlp.py: 47.8 M parameters, 191 MB of fp32, gradient buckets of
@@ -59,10 +60,11 @@
 #      glibc's malloc as it comes: under the fixed mmap threshold of part 3 every unit's buffer is a fresh
 #      mapping, whose page faults the step pays (part 3's step_ms).
 #   5. The deep MLP as a residual TorchScript model (make_deep_mlp.py's "residual": an nn.ModuleList looped
-#      over, a forward that is no chain, cut between its layers under stage 3), stages 0 and 3 by train_accel
-#      without a limit, with the fixed mmap threshold:
-#        zero-memory-residual: stage=S peak_mb=P step_ms=T
-#        zero-memory-residual: stage3_vs_stage0=R   (the two processes' peaks)
+#      over, a forward that is no chain, cut between its layers under stage 3), and the same with a parameter
+#      of the root's own multiplying the first layer's output ("residual-gate": held through the forward,
+#      the layers still cut), stages 0 and 3 by train_accel without a limit, with the fixed mmap threshold:
+#        zero-memory-residual: model=M stage=S peak_mb=P step_ms=T
+#        zero-memory-residual: model=M stage3_vs_stage0=R   (the two processes' peaks)
 set -euo pipefail
 BIN=${1:?usage: bench/run_zero_memory.sh BIN_DIR MODEL_DIR}
 MODEL_DIR=${2:?usage: bench/run_zero_memory.sh BIN_DIR MODEL_DIR}
@@ -80,10 +82,11 @@ MODEL=$MODEL_DIR/zero_deep_mlp.pt
 if [ "$(dirname "${BASH_SOURCE[0]}")/make_deep_mlp.py" -nt "$MODEL" ]; then
   "$PYTHON" "$(dirname "${BASH_SOURCE[0]}")/make_deep_mlp.py" "$MODEL" 784 2048 12 10
 fi
-RESIDUAL_MODEL=$MODEL_DIR/zero_residual_mlp.pt
-if [ "$(dirname "${BASH_SOURCE[0]}")/make_deep_mlp.py" -nt "$RESIDUAL_MODEL" ]; then
-  "$PYTHON" "$(dirname "${BASH_SOURCE[0]}")/make_deep_mlp.py" "$RESIDUAL_MODEL" 784 2048 12 10 residual
-fi
+for residual in residual residual-gate; do
+  if [ "$(dirname "${BASH_SOURCE[0]}")/make_deep_mlp.py" -nt "$MODEL_DIR/zero_$residual.pt" ]; then
+    "$PYTHON" "$(dirname "${BASH_SOURCE[0]}")/make_deep_mlp.py" "$MODEL_DIR/zero_$residual.pt" 784 2048 12 10 "$residual"
+  fi
+done
 
 group=$CGROUP_ROOT/accel_zero_memory_$$
 cleanup() { [ -d "$group" ] && rmdir "$group" 2>/dev/null || true; }
@@ -195,17 +198,20 @@ measure_torch() {
   unset ZERO_CHECKPOINT_MODEL
 }
 
-# measure_residual: part 5, the residual TorchScript MLP under stages 0 and 3 without a limit.
+# measure_residual: part 5, the residual TorchScript MLPs under stages 0 and 3 without a limit.
 measure_residual() {
-  local stage line bytes
+  local model stage line bytes
   local -A peak
-  for stage in 0 3; do
-    { read -r line; read -r bytes; } < <(MODEL=$RESIDUAL_MODEL run_in_group "$stage" 0 MALLOC_MMAP_THRESHOLD_=1048576)
-    [ -n "$line" ] || { echo "zero-memory: the residual model did not train under stage $stage" >&2; exit 1; }
-    peak[$stage]=$bytes
-    echo "zero-memory-residual: stage=$stage peak_mb=$(mb "$bytes") step_ms=$(value "$line" step_ms)"
+  for model in residual residual-gate; do
+    for stage in 0 3; do
+      { read -r line; read -r bytes; } < <(MODEL=$MODEL_DIR/zero_$model.pt run_in_group "$stage" 0 MALLOC_MMAP_THRESHOLD_=1048576)
+      [ -n "$line" ] || { echo "zero-memory: the $model model did not train under stage $stage" >&2; exit 1; }
+      peak[$stage]=$bytes
+      echo "zero-memory-residual: model=$model stage=$stage peak_mb=$(mb "$bytes") step_ms=$(value "$line" step_ms)"
+    done
+    echo "zero-memory-residual: model=$model" \
+      "stage3_vs_stage0=$(awk -v a="${peak[3]}" -v b="${peak[0]}" 'BEGIN { printf "%.3f", a / b }')"
   done
-  echo "zero-memory-residual: stage3_vs_stage0=$(awk -v a="${peak[3]}" -v b="${peak[0]}" 'BEGIN { printf "%.3f", a / b }')"
 }
 
 # measure_step_time NAME STEPS WIDTH DEPTH: part 4 for the MLP 784-WIDTHxDEPTH-10.
@@ -239,11 +245,12 @@ if [ "${ZERO_MEMORY_PARTS:-all}" = residual ]; then
   measure_residual
   exit 0
 fi
-if [ "${ZERO_MEMORY_PARTS:-all}" = all ]; then
+if [ "${ZERO_MEMORY_PARTS:-all}" = all ] || [ "${ZERO_MEMORY_PARTS:-all}" = script ]; then
   measure default
   measure mmap-threshold-1MiB MALLOC_MMAP_THRESHOLD_=1048576
   measure_residual
 fi
+[ "${ZERO_MEMORY_PARTS:-all}" = script ] && exit 0
 [ "${ZERO_MEMORY_PARTS:-all}" = step ] || measure_torch
 measure_step_time mlp 100 1024 2
 measure_step_time deep 10 2048 12
