@@ -320,6 +320,23 @@ class Model {
     check(accel_model_unit_reduce(get(), unit, full_gradients.get(), &reduced));
     return reduced != 0;
   }
+  // Every parameter and buffer by name, copies of their whole values, in the order State::save_model writes
+  // them (a tensor several modules hold, once). Under zero_stage 3 they are gathered unit by unit: collective,
+  // every process calls it, and one with keep false gets an empty list.
+  std::vector<std::pair<std::string, Tensor>> whole_tensors(bool keep = true) {
+    std::vector<std::pair<std::string, Tensor>> whole;
+    const accel_whole_tensor_fn each = [](const char* name, accel_tensor_t* tensor, void* payload) {
+      Tensor owned(tensor);
+      try {
+        static_cast<std::vector<std::pair<std::string, Tensor>>*>(payload)->emplace_back(name, std::move(owned));
+        return 0;
+      } catch (...) {
+        return 1;
+      }
+    };
+    check(accel_model_each_whole_tensor(get(), keep ? 1 : 0, keep ? each : nullptr, &whole));
+    return whole;
+  }
   // What the gradient all-reduces cost, one figure by name ("syncs", "bytes", "copied_bytes", ...).
   double grad_sync_stat(const std::string& name) const {
     double value = 0;

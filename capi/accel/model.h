@@ -288,12 +288,31 @@ ACCEL_API int accel_model_is_training(const accel_model_t *model);
 ACCEL_API size_t accel_model_num_parameters(const accel_model_t *model);
 ACCEL_API const char *accel_model_parameter_name(const accel_model_t *model, size_t index);
 /* Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE; ACCEL_ERR_UNSUPPORTED (a trainable parameter under
- * zero_stage 3, see accel_model_set_units). */
+ * zero_stage 3, see accel_model_set_units; accel_model_each_whole_tensor gathers them). */
 ACCEL_API ACCEL_NODISCARD int accel_model_parameter(const accel_model_t *model, size_t index, accel_tensor_t **out);
 ACCEL_API size_t accel_model_num_buffers(const accel_model_t *model);
 ACCEL_API const char *accel_model_buffer_name(const accel_model_t *model, size_t index);
 /* Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE. */
 ACCEL_API ACCEL_NODISCARD int accel_model_buffer(const accel_model_t *model, size_t index, accel_tensor_t **out);
+
+/* Called with a tensor's name (valid for the call) and a new handle the callback owns (free it with
+ * accel_tensor_free, also when returning non-zero): a copy of the tensor's whole value. Non-zero stops the
+ * walk (ACCEL_ERR_CALLBACK). */
+typedef int (*accel_whole_tensor_fn)(const char *name, accel_tensor_t *tensor, void *payload);
+
+/* Every parameter and buffer of the model, whole, in the order accel_state_save_model writes them (a tensor
+ * several modules hold once, under its first name), handed to `each` on a process with keep non-zero: what
+ * Accelerate's get_state_dict gives. Under zero_stage 3, where no process holds the whole parameters, they are
+ * gathered unit by unit (the next unit's gather in flight meanwhile; two units' memory at a time besides what
+ * `each` keeps): collective, every process calls it, those with keep 0 only taking part (each may then be
+ * NULL), as Accelerate's FSDP gives its full state dict to the main process only. Otherwise no collective.
+ * keep: 0 or 1 (else ACCEL_ERR_INVALID_ARGUMENT).
+ * Errors: ACCEL_ERR_NULL_ARGUMENT (model; each with keep); ACCEL_ERR_CALLBACK (each returned non-zero: no
+ * further call, and under zero_stage 3 only once every unit has been gathered, so that no other process is
+ * left waiting); the gathers' (ACCEL_ERR_PEER_FAILED, ACCEL_ERR_TIMEOUT).
+ * Thread safety: as the model's other calls. */
+ACCEL_API ACCEL_NODISCARD int accel_model_each_whole_tensor(accel_model_t *model, int keep, accel_whole_tensor_fn each,
+                                                            void *payload);
 
 /* What the gradient all-reduces of data-parallel backwards cost, one figure by name, into *out. Totals since
  * prepare: "syncs" (synchronising backwards; accumulating ones all-reduce nothing and count nowhere),

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "ckpt/save_model.hpp"
+#include "ckpt/streamed_model.hpp"
 #include "core/named_tensors.hpp"
 #include "shim/entry_point.hpp"
 #include "train/ddp/grad_sync_stats.hpp"
@@ -139,10 +140,22 @@ extern "C" int accel_model_parameter(const accel_model_t* model, size_t index, a
     require(model, "model");
     const auto& [name, tensor] = entry_at(model->model->named_parameters(), index);
     if (model->model->sharded_units() != nullptr && tensor.requires_grad()) {
-      accel::fail(accel::Code::Unsupported, "parameter '" + name + "' is sharded (zero_stage 3): its values are "
-                                            "gathered into the caller's unit buffers, not held whole by the model");
+      accel::fail(accel::Code::Unsupported, "parameter '" + name + "' is sharded (zero_stage 3): no process holds "
+                                            "it whole (accel_model_each_whole_tensor gathers the model's tensors)");
     }
     *out = new accel_tensor(tensor);
+  });
+}
+
+extern "C" int accel_model_each_whole_tensor(accel_model_t* model, int keep, accel_whole_tensor_fn each, void* payload) {
+  return guarded(__func__, [&] {
+    require(model, "model");
+    const bool keeping = accel::capi::flag(keep, "keep");
+    if (keeping) require(reinterpret_cast<const void*>(each), "each");
+    accel::ckpt::for_each_stored_tensor(*model->model, keeping, [&](const std::string& name, const at::Tensor& value) {
+      const int code = each(name.c_str(), new accel_tensor(value.clone()), payload);
+      if (code != 0) accel::fail(accel::Code::Callback, "each returned " + std::to_string(code) + " for '" + name + "'");
+    });
   });
 }
 

@@ -43,6 +43,13 @@ void stream_stored_values(const train::Model& model, const StoredModel& layout, 
   if (failed) std::rethrow_exception(failed);
 }
 
+void for_each_stored_tensor(const train::Model& model, bool keep,
+                            const std::function<void(const std::string&, const at::Tensor&)>& each) {
+  const StoredModel layout = stored_layout(model);
+  size_t next = 0;
+  stream_stored_values(model, layout, keep, [&](const at::Tensor& value) { each(layout.tensors[next++].first, value); });
+}
+
 void write_model_file(const train::Model& model, const std::string& path, bool writer) {
   const StoredModel layout = stored_layout(model);
   if (!writer) {

@@ -25,6 +25,12 @@ StoredModel stored_layout(const train::Model& model);
 void stream_stored_values(const train::Model& model, const StoredModel& layout, bool writer,
                           const std::function<void(const at::Tensor&)>& append);
 
+// Every stored tensor's name and whole value handed to `each` in stored_layout's order on a process with keep
+// (a gathered value lives for the call only: its unit's memory goes to the next one). Collective under
+// zero_stage 3, as stream_stored_values, whose error rule it follows.
+void for_each_stored_tensor(const train::Model& model, bool keep,
+                            const std::function<void(const std::string&, const at::Tensor&)>& each);
+
 // The model's weights as one safetensors file at path, its values streamed (stored_layout's order),
 // committed once whole. Collective under zero_stage 3; only a writer writes.
 void write_model_file(const train::Model& model, const std::string& path, bool writer);

@@ -640,6 +640,24 @@ static int call_wrong_kind_accel_model_buffer_name(const struct entry_arguments 
   (void)accel_model_buffer_name((accel_model_t *)a->progress, 0);
   return 0;
 }
+static int call_null_accel_model_each_whole_tensor(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_each_whole_tensor(NULL, 0, NULL, NULL);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_each_whole_tensor (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_model_each_whole_tensor(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_each_whole_tensor((accel_model_t *)a->garbage, 0, NULL, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_each_whole_tensor (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_model_each_whole_tensor(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_each_whole_tensor((accel_model_t *)a->progress, 0, NULL, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_each_whole_tensor (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
 static int call_null_accel_model_end_backward(const struct entry_arguments *a) {
   (void)a;
   int code = accel_model_end_backward(NULL);
@@ -3926,6 +3944,9 @@ const struct entry_point entry_points[] = {
   {"accel_model_buffer_name", "null", call_null_accel_model_buffer_name},
   {"accel_model_buffer_name", "garbage", call_garbage_accel_model_buffer_name},
   {"accel_model_buffer_name", "wrong_kind", call_wrong_kind_accel_model_buffer_name},
+  {"accel_model_each_whole_tensor", "null", call_null_accel_model_each_whole_tensor},
+  {"accel_model_each_whole_tensor", "garbage", call_garbage_accel_model_each_whole_tensor},
+  {"accel_model_each_whole_tensor", "wrong_kind", call_wrong_kind_accel_model_each_whole_tensor},
   {"accel_model_end_backward", "null", call_null_accel_model_end_backward},
   {"accel_model_end_backward", "garbage", call_garbage_accel_model_end_backward},
   {"accel_model_end_backward", "wrong_kind", call_wrong_kind_accel_model_end_backward},

@@ -496,4 +496,46 @@ TEST_F(TrainCapi, SaveModelWritesSafetensorsWithEveryParameter) {
   std::remove(directory.c_str());
 }
 
+// accel_model_each_whole_tensor: every parameter and buffer by name, copies the callback owns (a copy: writing
+// to it leaves the model as it was); a non-zero return stops the walk with ACCEL_ERR_CALLBACK; keep 0 needs no
+// callback; keep other than 0 or 1 and a missing callback are refused.
+TEST_F(TrainCapi, EachWholeTensorHandsCopiesByName) {
+  struct Seen {
+    std::vector<std::string> names;
+    std::vector<std::vector<float>> values;
+    int stop_after = -1;
+  } seen;
+  const accel_whole_tensor_fn each = [](const char* name, accel_tensor_t* tensor, void* payload) {
+    auto& seen = *static_cast<Seen*>(payload);
+    seen.names.push_back(name);
+    std::vector<float> values(static_cast<size_t>(accel_tensor_numel(tensor)));
+    const int copied = accel_tensor_copy_to_buffer(tensor, values.data(), values.size() * sizeof(float));
+    void* data = nullptr;
+    if (copied == ACCEL_OK && accel_tensor_data(tensor, &data) == ACCEL_OK) static_cast<float*>(data)[0] += 100.0f;
+    seen.values.push_back(values);
+    accel_tensor_free(tensor);
+    return static_cast<int>(seen.names.size()) == seen.stop_after ? 7 : 0;
+  };
+  ASSERT_EQ(accel_model_each_whole_tensor(model, 1, each, &seen), ACCEL_OK) << last_error();
+  EXPECT_EQ(seen.names, (std::vector<std::string>{"w1", "b1", "w2", "b2"}));
+  for (size_t i = 0; i < seen.names.size(); ++i) {
+    size_t index = 0;
+    while (std::string(accel_model_parameter_name(model, index)) != seen.names[i]) ++index;
+    accel_tensor_t* parameter = nullptr;
+    ASSERT_EQ(accel_model_parameter(model, index, &parameter), ACCEL_OK);
+    std::vector<float> values(static_cast<size_t>(accel_tensor_numel(parameter)));
+    ASSERT_EQ(accel_tensor_copy_to_buffer(parameter, values.data(), values.size() * sizeof(float)), ACCEL_OK);
+    accel_tensor_free(parameter);
+    EXPECT_EQ(values, seen.values[i]) << seen.names[i] << " (or the copy's change reached the model)";
+  }
+  seen = Seen{};
+  seen.stop_after = 2;
+  EXPECT_EQ(accel_model_each_whole_tensor(model, 1, each, &seen), ACCEL_ERR_CALLBACK);
+  EXPECT_NE(last_error().find("each returned 7 for 'b1'"), std::string::npos) << last_error();
+  EXPECT_EQ(seen.names.size(), 2u);
+  EXPECT_EQ(accel_model_each_whole_tensor(model, 0, nullptr, nullptr), ACCEL_OK) << last_error();
+  EXPECT_EQ(accel_model_each_whole_tensor(model, 1, nullptr, nullptr), ACCEL_ERR_NULL_ARGUMENT);
+  EXPECT_EQ(accel_model_each_whole_tensor(model, 2, each, &seen), ACCEL_ERR_INVALID_ARGUMENT);
+}
+
 }  // namespace

@@ -201,7 +201,7 @@ TEST(ModuleModel, TheGradScalerCallsAnswerWithoutFp16) {
 // zero_stage 3: the module's parameters hold no memory between steps (libaccel holds this process's share),
 // its units are gathered by begin_forward (their gathers started together), and accel's AdamW over the shares takes stage 0's steps bit for bit
 // (with accumulation under cpp.module_model_accumulation.np2); an evaluation forward's gathered parameters
-// go with release_parameters. One process shards nothing.
+// go with release_parameters; whole_tensors gathers them for process 0. One process shards nothing.
 TEST(ModuleModel, ZeroStageThreeTakesStageZerosStepsHoldingOnlyItsShare) {
   Net whole = make_net(40), sharded = make_net(40);
   accel::ModuleModel whole_model(*state, *whole);
@@ -251,6 +251,16 @@ TEST(ModuleModel, ZeroStageThreeTakesStageZerosStepsHoldingOnlyItsShare) {
     EXPECT_EQ(held(), 0u) << "release_parameters kept memory";
     // Each begin_forward started the second unit's gather before waiting for the first's.
     EXPECT_EQ(sharded_model.model().grad_sync_stat("unit_prefetches"), static_cast<double>(steps + 1));
+  }
+  // whole_tensors gathers the parameters (and hands the buffers) for the processes that keep them, by name.
+  const auto gathered = sharded_model.model().whole_tensors(rank() == 0);
+  const auto parameters = whole->named_parameters();
+  const auto buffers = whole->named_buffers();
+  EXPECT_EQ(gathered.size(), rank() == 0 ? parameters.size() + buffers.size() : 0u);
+  for (const auto& [name, tensor] : gathered) {
+    const at::Tensor* expected = parameters.find(name) != nullptr ? parameters.find(name) : buffers.find(name);
+    ASSERT_NE(expected, nullptr) << name;
+    EXPECT_TRUE(accel::to_torch(tensor).equal(*expected)) << name;
   }
   EXPECT_FALSE(whole->hidden->weight.equal(make_net(40)->hidden->weight)) << "nothing trained";
 }

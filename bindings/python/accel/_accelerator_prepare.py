@@ -255,6 +255,8 @@ class PrepareMixin:
         the others getting an empty dict, as Accelerate's FSDP gives its full state dict to rank 0 only
         (collective: every process calls it)."""
         hosted = None if self._torch_objects is None else self._torch_objects.hosted_of(model)
+        if isinstance(model, Model) and model.num_units():
+            hosted = model  # a TorchScript model the library shards: gathered by the library
         if not hasattr(hosted, "whole_state_dict"):
             return (self.unwrap_model(model) if unwrap else model).state_dict()
         whole = hosted.whole_state_dict(keep=self.is_main_process)

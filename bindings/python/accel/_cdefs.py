@@ -217,6 +217,8 @@ int accel_model_parameter(const accel_model_t *model, size_t index, accel_tensor
 size_t accel_model_num_buffers(const accel_model_t *model);
 const char *accel_model_buffer_name(const accel_model_t *model, size_t index);
 int accel_model_buffer(const accel_model_t *model, size_t index, accel_tensor_t **out);
+typedef int (*accel_whole_tensor_fn)(const char *name, accel_tensor_t *tensor, void *payload);
+int accel_model_each_whole_tensor(accel_model_t *model, int keep, accel_whole_tensor_fn each, void *payload);
 int accel_model_grad_sync_stat(const accel_model_t *model, const char *name, double *out);
 int accel_model_unwrap(const accel_model_t *model, accel_model_t **out);
 int accel_model_save_torchscript(const accel_model_t *model, const char *path);

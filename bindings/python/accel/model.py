@@ -11,6 +11,7 @@ import io
 import os
 import sys
 
+from ._callbacks import Callbacks
 from ._handle import Handle
 from ._library import ffi, lib
 from .errors import check
@@ -216,6 +217,20 @@ class Model(Handle):
     def state_dict(self):
         """Parameters and buffers by name, sharing the model's memory."""
         return {**dict(self.named_parameters()), **dict(self.named_buffers())}
+
+    def whole_state_dict(self, keep=True):
+        """Every parameter and buffer by name (a tensor several modules hold once), copies of their whole
+        values, as Accelerator.save_model writes them. Under zero_stage 3 they are gathered unit by unit:
+        collective, every process calls it, and one with keep False gets an empty dict."""
+        whole = {}
+        callbacks = Callbacks()
+
+        def take(name, tensor, _payload):
+            whole[ffi.string(name).decode()] = Tensor(tensor)
+
+        each = callbacks.make("accel_whole_tensor_fn", take) if keep else ffi.NULL
+        check(lib.accel_model_each_whole_tensor(self.pointer, int(bool(keep)), each, ffi.NULL), callbacks)
+        return whole
 
     def grad_sync_stat(self, name):
         """What the gradient all-reduces cost, one figure by name: syncs, bytes, copied_bytes, reduce_ms,

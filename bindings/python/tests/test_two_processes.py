@@ -74,6 +74,13 @@ def test_every_step_all_reduced_the_gradients_and_reports_the_cost(ranks):
         assert seen["grad_syncs"] == 12 and seen["grad_reduce_ms"] > 0
 
 
+def test_get_state_dict_gathers_a_sharded_torchscript_model_for_the_main_process(ranks):
+    first, second = (ranks[r]["sharded_state_dict"] for r in (0, 1))
+    assert first["units"] > 0 and second["units"] == first["units"]
+    assert first["state_dict_names"] == first["names_saved"] and first["state_dict_equals_saved"]
+    assert second["state_dict_names"] == []
+
+
 def test_unused_parameters_need_find_unused_parameters(ranks):
     for seen in ranks:
         allowed, refused = seen["unused_parameters"]

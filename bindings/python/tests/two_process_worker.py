@@ -102,6 +102,28 @@ def unused_parameters(rank, unused_model_path):
             yield str(error)
 
 
+def sharded_state_dict(model_path, out_dir):
+    """A TorchScript model trained under ZeRO stage 3 (no process holds its whole parameters): get_state_dict
+    gathers them unit by unit for the main process only, to the very values save_model writes."""
+    accelerator = accel.Accelerator(cpu=True, deepspeed_plugin=accel.DeepSpeedPlugin(zero_stage=3))
+    model, optimizer = accelerator.prepare(model_path, accel.OptimizerSpec("sgd", lr=0.1, momentum=0.9))
+    x = np.random.default_rng(accelerator.process_index).standard_normal((4, 4)).astype(np.float32)
+    for _ in range(3):
+        accelerator.backward(accel.compute_loss("cross_entropy", model(x), np.array([0, 1, 0, 1])))
+        optimizer.step()
+        optimizer.zero_grad()
+    state = accelerator.get_state_dict(model)
+    directory = os.path.join(out_dir, "sharded_saved")
+    accelerator.save_model(model, directory)
+    accelerator.wait_for_everyone()
+    saved = accel.Model.load(model_path)
+    saved.load_weights(directory)
+    expected = saved.state_dict()
+    return {"units": model.num_units(), "state_dict_names": sorted(state),
+            "state_dict_equals_saved": all(np.array_equal(state[name].numpy(), expected[name].numpy()) for name in state),
+            "names_saved": sorted(expected)}
+
+
 def main():
     *model_paths, unused_model_path, out_dir = sys.argv[1:]
     accelerator = accel.Accelerator(cpu=True)
@@ -113,6 +135,7 @@ def main():
     seen.update(training)
     seen.update(evaluate(accelerator, model))
     seen["unused_parameters"] = list(unused_parameters(rank, unused_model_path))
+    seen["sharded_state_dict"] = sharded_state_dict(model_paths[0], out_dir)
     accelerator.end_training()
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as file:
         json.dump(seen, file)

@@ -58,7 +58,7 @@ export safetensors_dataset, npy_dataset, num_samples, num_batches, epoch, set_ep
 export shard_dealer, iterable_dealer, dispatch_dealer, deal!, finish!
 export compute_loss
 export prepare_model!, forward, evaluate, train!, is_training, set_checkpoint_model!, parameter_names, parameter, buffer_names,
-    buffer, grad_sync_stat, unwrap_model, save_torchscript, load_weights!, begin_forward!, grad_view, grad_ready!,
+    buffer, whole_tensors, grad_sync_stat, unwrap_model, save_torchscript, load_weights!, begin_forward!, grad_view, grad_ready!,
     end_backward!, grad_reached_by_no_rank, set_units!, num_units, unit_numel, parameter_place, unit_gather!, unit_prefetch!,
     unit_reduce!
 export step!, zero_grad!, pieces, piece_tensors, step_was_skipped, num_groups, lr, set_lr!, momentum, betas, loss_scale, last_lr, step_count

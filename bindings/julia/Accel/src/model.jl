@@ -283,6 +283,25 @@ function buffer(model::Model, index::Integer)
     end
 end
 
+function whole_tensor_trampoline(name::Cstring, tensor::Ptr{accel_tensor_t}, context::Ptr{Cvoid})::Cint
+    callbacks = unsafe_pointer_to_objref(context)::Callbacks
+    owned = owned_tensor(tensor)
+    return run_callback(() -> push!(callbacks.functions.whole, unsafe_string(name) => owned), callbacks)
+end
+
+"""Every parameter and buffer as `name => tensor` pairs, copies of their whole values, in the order
+`save_model` writes them (a tensor several modules hold, once). Under zero_stage 3 they are gathered unit by
+unit: collective, every process calls it, and one with `keep` false gets an empty list."""
+function whole_tensors(model::Model; keep::Bool = true)
+    callbacks = Callbacks((whole = Pair{String,Tensor}[],))
+    trampoline = keep ? @cfunction(whole_tensor_trampoline, Cint, (Cstring, Ptr{accel_tensor_t}, Ptr{Cvoid})) : C_NULL
+    GC.@preserve callbacks begin
+        code = accel_model_each_whole_tensor(model, Cint(keep), trampoline, payload(callbacks))
+    end
+    check_callback_call(callbacks, code)
+    return callbacks.functions.whole
+end
+
 """What the gradient all-reduces cost, one figure by name: syncs, bytes, copied_bytes, reduce_ms,
 overlapped_ms, exposed_ms, wait_ms, helper_cpu_ms (totals since prepare), each also with the prefix last_
 (the last synchronising backward's); and gradient_bytes, optimizer_state_bytes (the memory ZeRO's

@@ -318,6 +318,8 @@ accel_model_buffer_name(model, index) =
     ccall((:accel_model_buffer_name, libaccel), Cstring, (Ptr{accel_model_t}, Csize_t), model, index)
 accel_model_buffer(model, index, out) =
     ccall((:accel_model_buffer, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{Ptr{accel_tensor_t}}), model, index, out)
+accel_model_each_whole_tensor(model, keep, each, payload) =
+    ccall((:accel_model_each_whole_tensor, libaccel), Cint, (Ptr{accel_model_t}, Cint, Ptr{Cvoid}, Ptr{Cvoid}), model, keep, each, payload)
 accel_model_grad_sync_stat(model, name, out) =
     ccall((:accel_model_grad_sync_stat, libaccel), Cint, (Ptr{accel_model_t}, Cstring, Ptr{Cdouble}), model, name, out)
 accel_model_unwrap(model, out) =

@@ -73,6 +73,17 @@ extern "C" {
     pub fn accel_model_num_buffers(model: *const accel_model_t) -> usize;
     pub fn accel_model_buffer_name(model: *const accel_model_t, index: usize) -> *const c_char;
     pub fn accel_model_buffer(model: *const accel_model_t, index: usize, out: *mut *mut accel_tensor_t) -> c_int;
+}
+
+pub type accel_whole_tensor_fn = Option<unsafe extern "C" fn(name: *const c_char, tensor: *mut accel_tensor_t, payload: *mut c_void) -> c_int>;
+
+extern "C" {
+    pub fn accel_model_each_whole_tensor(
+        model: *mut accel_model_t,
+        keep: c_int,
+        each: accel_whole_tensor_fn,
+        payload: *mut c_void,
+    ) -> c_int;
     pub fn accel_model_grad_sync_stat(model: *const accel_model_t, name: *const c_char, out: *mut f64) -> c_int;
     pub fn accel_model_unwrap(model: *const accel_model_t, out: *mut *mut accel_model_t) -> c_int;
     pub fn accel_model_save_torchscript(model: *const accel_model_t, path: *const c_char) -> c_int;

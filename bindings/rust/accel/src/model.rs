@@ -138,6 +138,17 @@ impl Model {
         Tensor::make(|out| unsafe { sys::accel_model_buffer(self.as_ptr(), index, out) })
     }
 
+    /// Every parameter and buffer by name, copies of their whole values, in the order `save_model` writes
+    /// them (a tensor several modules hold, once). Under zero_stage 3 they are gathered unit by unit:
+    /// collective, every process calls it, and one with `keep` false gets an empty list.
+    pub fn whole_tensors(&mut self, keep: bool) -> Result<Vec<(String, Tensor)>> {
+        let mut whole: Vec<(String, Tensor)> = Vec::new();
+        let payload = &mut whole as *mut Vec<(String, Tensor)> as *mut c_void;
+        let each = if keep { Some(keep_whole_tensor as WholeTensorCall) } else { None };
+        check(unsafe { sys::accel_model_each_whole_tensor(self.as_ptr(), c_int::from(keep), each, payload) })?;
+        Ok(whole)
+    }
+
     /// What the gradient all-reduces cost, one figure by name: syncs, bytes, copied_bytes, reduce_ms,
     /// overlapped_ms, exposed_ms, wait_ms, helper_cpu_ms (totals since prepare), each also with the prefix
     /// last_ (the last synchronising backward's); and gradient_bytes, optimizer_state_bytes (the memory
@@ -174,6 +185,25 @@ impl Model {
 
     pub(crate) fn as_ptr(&self) -> *mut sys::accel_model_t {
         self.ptr.as_ptr()
+    }
+}
+
+type WholeTensorCall = unsafe extern "C" fn(*const c_char, *mut sys::accel_tensor_t, *mut c_void) -> c_int;
+
+/// accel_model_each_whole_tensor's callback for whole_tensors: the tensor (owned from here) kept under its name.
+unsafe extern "C" fn keep_whole_tensor(name: *const c_char, tensor: *mut sys::accel_tensor_t, context: *mut c_void) -> c_int {
+    let tensor = match NonNull::new(tensor) {
+        Some(tensor) => Tensor::from_raw(tensor),
+        None => return 1,
+    };
+    // SAFETY: context is whole_tensors' Vec, alive and not otherwise borrowed for the call.
+    let whole = &mut *(context as *mut Vec<(String, Tensor)>);
+    match from_c(name) {
+        Some(name) => {
+            whole.push((name, tensor));
+            0
+        }
+        None => 1,
     }
 }
 

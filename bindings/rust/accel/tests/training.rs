@@ -51,6 +51,13 @@ fn a_model_runs_forward_and_shows_its_parts() {
     assert_eq!((model.num_buffers(), model.buffer_name(0)), (1, Some("scale".to_string())));
     assert_eq!(model.buffer(0).unwrap().to_vec::<f32>().unwrap(), [1.0, 1.0, 1.0]);
     assert_eq!(model.buffer(1).err().expect("one buffer").code(), sys::ACCEL_ERR_OUT_OF_RANGE);
+
+    let mut model = model;
+    let whole = model.whole_tensors(true).unwrap();
+    let whole_names: Vec<_> = whole.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(whole_names, ["hidden.weight", "hidden.bias", "out.weight", "out.bias", "scale"]);
+    assert_eq!(whole[2].1.to_vec::<f32>().unwrap(), model.parameter(2).unwrap().to_vec::<f32>().unwrap());
+    assert!(model.whole_tensors(false).unwrap().is_empty());
 }
 
 #[test]
