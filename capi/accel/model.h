@@ -43,7 +43,7 @@
  * nn.ModuleList's items), whose units are gathered around its forward and again around its backward; the
  * units of what the forward uses otherwise (the root's own parameters, a submodule called twice or in a branch,
  * a parameter read outside its submodule's forward or tied across two) are held from the forward's start,
- * every unit when the forward calls a method of the root's own; each unit (by default each submodule cut
+ * every unit when the forward passes self on (the root's own methods it calls are inlined); each unit (by default each submodule cut
  * around, the other parameters by top-level child, the model's own one more) freed in backward once its
  * gradients are reduced. All take the same steps as 0, bit for bit, clipping (the norm
  * is shared) and the fp16 scaler (an overflow anywhere skips every process's step) included; checkpoints

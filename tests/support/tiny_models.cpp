@@ -139,6 +139,14 @@ std::string gated_extra_mlp(const std::string& path, int seed) {
   return path;
 }
 
+std::string helper_method_mlp(const std::string& path, int seed) {
+  torch::jit::Module module = children_module("HelperMethod", seed);
+  module.define("def middle(self, h):\n  return h + self.act.forward(h)\n"
+                "def forward(self, x):\n  h = self.first.forward(x)\n  return self.second.forward(self.middle(h))\n");
+  module.save(path);
+  return path;
+}
+
 std::string wide_mlp(const std::string& path, int64_t hidden) { return saved_mlp(mlp_module(0, hidden), path); }
 
 std::string mlp_with_unused_parameter(const std::string& path) {

@@ -27,6 +27,9 @@ std::string partly_cut_mlp(const std::string& path, int seed = 0);
 // forward(x [N, 8], use [1]) -> [N, 4]: chain_mlp's children, then y + extra(y) (extra 4-4) where use[0] > 0:
 // a submodule only some forwards call.
 std::string gated_extra_mlp(const std::string& path, int seed = 0);
+// forward(x [N, 8]) -> [N, 4]: residual_mlp's, its residual connection in a method of the root's own that
+// forward calls (self.middle(h)).
+std::string helper_method_mlp(const std::string& path, int seed = 0);
 // Like mlp with `hidden` units instead of 16 (sizes that are no multiple of 16 leave kernels' tails).
 std::string wide_mlp(const std::string& path, int64_t hidden);
 // Like mlp, plus a parameter `unused` that forward never touches.

@@ -456,6 +456,16 @@ TEST(ShardedModel, ANestedTorchScriptModelHoldsOneCalledModulesUnitsAtATime) {
   }, 2, 0, {});
 }
 
+// A forward that calls a method of the root's own (self.middle(h), which calls act): the method is inlined
+// into the cut copy, so first and second are cut around as in the residual model (before, the whole model was
+// gathered around the forward).
+TEST(ShardedModel, AForwardCallingAMethodOfItsOwnIsCutToo) {
+  if (world() == 1) GTEST_SKIP() << "one process shards nothing";
+  expect_cut_units([](const std::string& tag) {
+    return Model::load_file(tiny_models::helper_method_mlp(tiny_models::temp_file("helper_" + tag + ".pt")));
+  }, 2, 0, {});
+}
+
 // A weight two cut children hold (mid's and again's): it is held through the forward in a unit of its own (in
 // mid's unit it would be freed before again's forward reads it), the children's other parameters cut around.
 TEST(ShardedModel, AWeightTiedAcrossCutChildrenIsHeld) {

@@ -31,7 +31,7 @@ struct CalledModule {
 // along with a cut module that holds them); their parameters at any depth are to be held. Reading a
 // submodule's buffers or constants holds nothing (they are never sharded).
 // Both empty when forward uses self other than to reach attributes (a method of its own, self passed on):
-// what that reads cannot be seen, and nothing is cut.
+// what that reads cannot be seen, and nothing is cut (cut_forward.hpp inlines the root's methods first).
 struct CalledModules {
   std::vector<CalledModule> cut;
   std::vector<std::string> held;

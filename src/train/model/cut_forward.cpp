@@ -86,6 +86,25 @@ void register_operators() {
   });
 }
 
+// The root's own methods forward calls (self.helper(x)), inlined into the copy, so that the submodules they
+// call are seen, and cut around, as forward's own calls; methods they call in turn are inlined too
+// (TorchScript has no recursion, so this ends).
+void inline_own_methods(const torch::jit::Module& module, torch::jit::Graph& graph) {
+  torch::jit::Value* self = graph.inputs()[0];
+  for (bool inlined = true; inlined;) {
+    inlined = false;
+    for (const torch::jit::Use& use : self->uses()) {
+      torch::jit::Node* call = use.user;
+      if (call->kind() != c10::prim::CallMethod || use.offset != 0) continue;
+      const auto method = module.find_method(call->s(c10::attr::name));
+      if (!method) continue;
+      torch::jit::inlineCallTo(call, &torch::jit::toGraphFunction(method->function()));
+      inlined = true;
+      break;  // self's uses changed
+    }
+  }
+}
+
 }  // namespace
 
 struct CutForward::Impl {
@@ -101,6 +120,7 @@ std::unique_ptr<CutForward> CutForward::make(const torch::jit::Module& module) {
   const auto method = module.find_method("forward");
   if (!method) return nullptr;
   std::shared_ptr<torch::jit::Graph> graph = method->graph()->copy();
+  inline_own_methods(module, *graph);
   CalledModules analysed = called_modules(*graph);
   const std::vector<CalledModule>& calls = analysed.cut;
   if (calls.empty()) return nullptr;
