@@ -26,12 +26,20 @@ torch::jit::Module mlp_module(int seed, int64_t hidden = 16) {
   return module;
 }
 
+// module with `source` (its forward, and any other method) defined, saved to path; returns path.
+std::string saved(torch::jit::Module module, const std::string& source, const std::string& path) {
+  module.define(source);
+  module.save(path);
+  return path;
+}
+
 constexpr const char* kHidden = "torch.relu(torch.matmul(x, self.w1) + self.b1)";
 
 std::string saved_mlp(torch::jit::Module module, const std::string& path) {
-  module.define(std::string("def forward(self, x):\n  h = ") + kHidden + "\n  return torch.matmul(h, self.w2) + self.b2\n");
-  module.save(path);
-  return path;
+  return saved(module,
+               std::string("def forward(self, x):\n  h = ") + kHidden +
+               "\n  return torch.matmul(h, self.w2) + self.b2\n",
+               path);
 }
 
 }  // namespace
@@ -69,9 +77,7 @@ torch::jit::Module children_module(const std::string& type, int seed) {
 // children_module's, whose forward is `forward`.
 std::string children_mlp(const std::string& path, int seed, const std::string& forward) {
   torch::jit::Module module = children_module("Chain", seed);
-  module.define(forward);
-  module.save(path);
-  return path;
+  return saved(module, forward, path);
 }
 
 }  // namespace
@@ -90,10 +96,10 @@ std::string nested_mlp(const std::string& path, int seed) {
   torch::jit::Module module("Nested");
   module.register_module("block", block);
   module.register_module("act", activation());
-  module.define("def forward(self, x):\n  h = self.block.first.forward(x)\n  h = h + self.act.forward(h)\n"
-                "  return self.block.second.forward(h)\n");
-  module.save(path);
-  return path;
+  return saved(module,
+               "def forward(self, x):\n  h = self.block.first.forward(x)\n  h = h + self.act.forward(h)\n"
+               "  return self.block.second.forward(h)\n",
+               path);
 }
 
 std::string residual_mlp(const std::string& path, int seed) {
@@ -113,38 +119,38 @@ std::string tied_children_mlp(const std::string& path, int seed) {
   module.register_module("act", activation());
   module.register_module("again", again);
   module.register_module("second", layer("Second", 16, 4));
-  module.define("def forward(self, x):\n  x = self.first.forward(x)\n  x = self.mid.forward(x)\n"
-                "  x = self.act.forward(x)\n  x = self.again.forward(x)\n  return self.second.forward(x)\n");
-  module.save(path);
-  return path;
+  return saved(module,
+               "def forward(self, x):\n  x = self.first.forward(x)\n  x = self.mid.forward(x)\n"
+               "  x = self.act.forward(x)\n  x = self.again.forward(x)\n  return self.second.forward(x)\n",
+               path);
 }
 
 std::string partly_cut_mlp(const std::string& path, int seed) {
   torch::jit::Module module = children_module("PartlyCut", seed);
   module.register_module("extra", layer("Extra", 4, 4));
   module.register_parameter("scale", parameter(torch::rand({4}) + 0.5), false);
-  module.define("def forward(self, x):\n  h = self.first.forward(x)\n  y = self.act.forward(self.second.forward(h))\n"
-                "  y = self.extra.forward(self.extra.forward(y))\n"
-                "  return y * self.scale + torch.narrow(torch.matmul(torch.sin(x), self.first.weight), 1, 0, 4)\n");
-  module.save(path);
-  return path;
+  return saved(module,
+               "def forward(self, x):\n  h = self.first.forward(x)\n  y = self.act.forward(self.second.forward(h))\n"
+               "  y = self.extra.forward(self.extra.forward(y))\n"
+               "  return y * self.scale + torch.narrow(torch.matmul(torch.sin(x), self.first.weight), 1, 0, 4)\n",
+               path);
 }
 
 std::string gated_extra_mlp(const std::string& path, int seed) {
   torch::jit::Module module = children_module("GatedExtra", seed);
   module.register_module("extra", layer("Extra", 4, 4));
-  module.define("def forward(self, x, use):\n  y = self.second.forward(self.act.forward(self.first.forward(x)))\n"
-                "  if bool(use[0] > 0):\n    y = y + self.extra.forward(y)\n  return y\n");
-  module.save(path);
-  return path;
+  return saved(module,
+               "def forward(self, x, use):\n  y = self.second.forward(self.act.forward(self.first.forward(x)))\n"
+               "  if bool(use[0] > 0):\n    y = y + self.extra.forward(y)\n  return y\n",
+               path);
 }
 
 std::string helper_method_mlp(const std::string& path, int seed) {
   torch::jit::Module module = children_module("HelperMethod", seed);
-  module.define("def middle(self, h):\n  return h + self.act.forward(h)\n"
-                "def forward(self, x):\n  h = self.first.forward(x)\n  return self.second.forward(self.middle(h))\n");
-  module.save(path);
-  return path;
+  return saved(module,
+               "def middle(self, h):\n  return h + self.act.forward(h)\n"
+               "def forward(self, x):\n  h = self.first.forward(x)\n  return self.second.forward(self.middle(h))\n",
+               path);
 }
 
 std::string wide_mlp(const std::string& path, int64_t hidden) { return saved_mlp(mlp_module(0, hidden), path); }
@@ -152,45 +158,41 @@ std::string wide_mlp(const std::string& path, int64_t hidden) { return saved_mlp
 std::string mlp_with_unused_parameter(const std::string& path) {
   auto module = mlp_module(0);
   module.register_parameter("unused", parameter(torch::ones({3})), false);
-  module.define(std::string("def forward(self, x):\n  h = ") + kHidden + "\n  return torch.matmul(h, self.w2) + self.b2\n");
-  module.save(path);
-  return path;
+  return saved_mlp(module, path);
 }
 
 std::string mlp_with_running_mean(const std::string& path) {
   auto module = mlp_module(0);
   module.register_buffer("running_mean", torch::zeros({8}));
   module.register_attribute("training", c10::BoolType::get(), true);  // what nn.Module has and train() sets
-  module.define(std::string("def forward(self, x):\n"
-                            "  if self.training:\n"
-                            "    self.running_mean.mul_(0.9).add_(x.detach().mean(0) * 0.1)\n"
-                            "  h = ") +
-                kHidden + "\n  return torch.matmul(h, self.w2) + self.b2\n");
-  module.save(path);
-  return path;
+  return saved(module,
+               std::string("def forward(self, x):\n"
+                           "  if self.training:\n"
+                           "    self.running_mean.mul_(0.9).add_(x.detach().mean(0) * 0.1)\n"
+                           "  h = ") +
+               kHidden + "\n  return torch.matmul(h, self.w2) + self.b2\n",
+               path);
 }
 
 std::string dict_output(const std::string& path) {
   auto module = mlp_module(0);
-  module.define(std::string("def forward(self, x):\n  h = ") + kHidden +
-                "\n  return {'logits': torch.matmul(h, self.w2) + self.b2, 'hidden': h}\n");
-  module.save(path);
-  return path;
+  return saved(module,
+               std::string("def forward(self, x):\n  h = ") + kHidden +
+               "\n  return {'logits': torch.matmul(h, self.w2) + self.b2, 'hidden': h}\n",
+               path);
 }
 
 std::string tuple_output(const std::string& path) {
   auto module = mlp_module(0);
-  module.define(std::string("def forward(self, x):\n  h = ") + kHidden +
-                "\n  return (torch.matmul(h, self.w2) + self.b2, h)\n");
-  module.save(path);
-  return path;
+  return saved(module,
+               std::string("def forward(self, x):\n  h = ") + kHidden +
+               "\n  return (torch.matmul(h, self.w2) + self.b2, h)\n",
+               path);
 }
 
 std::string matmul_only(const std::string& path) {
   auto module = mlp_module(0);
-  module.define("def forward(self, x):\n  return torch.matmul(x, self.w1)\n");
-  module.save(path);
-  return path;
+  return saved(module, "def forward(self, x):\n  return torch.matmul(x, self.w1)\n", path);
 }
 
 std::string tied(const std::string& path, int seed, bool tied, float head_offset) {
@@ -204,19 +206,19 @@ std::string tied(const std::string& path, int seed, bool tied, float head_offset
   module.register_parameter("b1", parameter(torch::randn({16}) * 0.1), false);
   module.register_module("head", head);
   module.register_buffer("steps", torch::tensor({seed, 7}, torch::kLong));
-  module.define(std::string("def forward(self, x):\n  h = ") + kHidden +
-                "\n  return torch.matmul(h, self.head.w.t()) * self.head.scale\n");
-  module.save(path);
-  return path;
+  return saved(module,
+               std::string("def forward(self, x):\n  h = ") + kHidden +
+               "\n  return torch.matmul(h, self.head.w.t()) * self.head.scale\n",
+               path);
 }
 
 std::string branching(const std::string& path) {
   auto module = mlp_module(0);
-  module.define(std::string("def forward(self, x):\n  h = ") + kHidden +
-                "\n  if bool(h.sum() > 0.0):\n    return torch.matmul(h, self.w2) + self.b2\n"
-                "  return torch.matmul(h, self.w2) - self.b2\n");
-  module.save(path);
-  return path;
+  return saved(module,
+               std::string("def forward(self, x):\n  h = ") + kHidden +
+               "\n  if bool(h.sum() > 0.0):\n    return torch.matmul(h, self.w2) + self.b2\n"
+               "  return torch.matmul(h, self.w2) - self.b2\n",
+               path);
 }
 
 std::string mlp_with_truncated_storage(const std::string& path, size_t kept_bytes) {

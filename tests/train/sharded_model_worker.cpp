@@ -345,6 +345,14 @@ TEST(ShardedModel, RefusesWhatTheUnitsDoNotAllow) {
                [&] { script->prepare(state, low); });
 }
 
+// make(tag) of a tiny TorchScript model: `write` (tiny_models') into a file of its own, `name` and the tag, loaded.
+std::function<std::shared_ptr<Model>(const std::string&)> tiny_model(std::string (*write)(const std::string&, int),
+                                                                      const std::string& name) {
+  return [write, name](const std::string& tag) {
+    return Model::load_file(write(tiny_models::temp_file(name + "_" + tag + ".pt"), 0));
+  };
+}
+
 // Trains `whole` (stage 0) and `sharded` (stage 3) side by side, 10 steps per accumulation step with
 // clipping, `after_sharded_forward` run between the sharded model's forward and its backward; then `sharded`
 // must hold stage 0's weights bit for bit (and no parameter memory between steps or after an evaluation,
@@ -390,9 +398,10 @@ void expect_stage_zeros_steps(const std::shared_ptr<TrainingLoop>& loop, Model& 
 
 // A TorchScript model, `make(tag)` loading a fresh copy, whose forward accel cuts around the children it calls
 // under stage 3: `cut` units that lie in a cut child each (each child at most one, the first child it calls
-// one), and `held` other units, those of the parameters named in `held_names`. Between a forward and its backward only the held units are
-// held (a cut child's were freed after its forward, and are gathered again as autograd reaches it), and it
-// takes stage 0's steps bit for bit, with the next child's gathers prefetched (AdamW's runs) or not (SGD's).
+// one), and `held` other units, those of the parameters named in `held_names`. Between a forward and its
+// backward only the held units are held (a cut child's were freed after its forward, and are gathered again as
+// autograd reaches it), and it takes stage 0's steps bit for bit, with the next child's gathers prefetched
+// (AdamW's runs) or not (SGD's).
 void expect_cut_units(const std::function<std::shared_ptr<Model>(const std::string&)>& make, int64_t cut,
                       int64_t held, const std::set<std::string>& held_names) {
   auto loop = std::make_shared<TrainingLoop>(state);
@@ -422,10 +431,10 @@ void expect_cut_units(const std::function<std::shared_ptr<Model>(const std::stri
     // flight while the one before is read, whatever zero_prefetch says).
     const int64_t steps = 10 * accumulation;
     const int64_t forward_prefetches = (cut - 1) + std::max<int64_t>(held - 1, 0);
+    const int64_t prefetched = stage3.reducer.unit_prefetch ? (forward_prefetches + cut - 1) * steps + forward_prefetches : 0;
     const GradSyncReport report = sharded->grad_sync_report();
     EXPECT_EQ(report.unit_gathers, (2 * cut + held) * steps + 2 * (cut + held));
-    EXPECT_EQ(report.unit_prefetches, (stage3.reducer.unit_prefetch ? (forward_prefetches + cut - 1) * steps + forward_prefetches : 0) +
-                                          cut + held - 1);
+    EXPECT_EQ(report.unit_prefetches, prefetched + cut + held - 1);
   });
 }
 
@@ -433,27 +442,21 @@ void expect_cut_units(const std::function<std::shared_ptr<Model>(const std::stri
 // second, cut around.
 TEST(ShardedModel, AChainedTorchScriptModelHoldsOneChildsUnitsAtATime) {
   if (world() == 1) GTEST_SKIP() << "one process shards nothing";
-  expect_cut_units([](const std::string& tag) {
-    return Model::load_file(tiny_models::chain_mlp(tiny_models::temp_file("chain_" + tag + ".pt")));
-  }, 2, 0, {});
+  expect_cut_units(tiny_model(tiny_models::chain_mlp, "chain"), 2, 0, {});
 }
 
 // A forward that is no chain but calls each child once (a residual connection around act): accel runs a copy of
 // it with its calls around each child's.
 TEST(ShardedModel, AResidualTorchScriptModelHoldsOneChildsUnitsAtATime) {
   if (world() == 1) GTEST_SKIP() << "one process shards nothing";
-  expect_cut_units([](const std::string& tag) {
-    return Model::load_file(tiny_models::residual_mlp(tiny_models::temp_file("residual_" + tag + ".pt")));
-  }, 2, 0, {});
+  expect_cut_units(tiny_model(tiny_models::residual_mlp, "residual"), 2, 0, {});
 }
 
 // The same children inside a submodule (self.block.first): by default each called submodule is a unit, and it
 // is cut around their calls too.
 TEST(ShardedModel, ANestedTorchScriptModelHoldsOneCalledModulesUnitsAtATime) {
   if (world() == 1) GTEST_SKIP() << "one process shards nothing";
-  expect_cut_units([](const std::string& tag) {
-    return Model::load_file(tiny_models::nested_mlp(tiny_models::temp_file("nested_" + tag + ".pt")));
-  }, 2, 0, {});
+  expect_cut_units(tiny_model(tiny_models::nested_mlp, "nested"), 2, 0, {});
 }
 
 // A forward that calls a method of the root's own (self.middle(h), which calls act): the method is inlined
@@ -461,35 +464,28 @@ TEST(ShardedModel, ANestedTorchScriptModelHoldsOneCalledModulesUnitsAtATime) {
 // gathered around the forward).
 TEST(ShardedModel, AForwardCallingAMethodOfItsOwnIsCutToo) {
   if (world() == 1) GTEST_SKIP() << "one process shards nothing";
-  expect_cut_units([](const std::string& tag) {
-    return Model::load_file(tiny_models::helper_method_mlp(tiny_models::temp_file("helper_" + tag + ".pt")));
-  }, 2, 0, {});
+  expect_cut_units(tiny_model(tiny_models::helper_method_mlp, "helper"), 2, 0, {});
 }
 
 // A weight two cut children hold (mid's and again's): it is held through the forward in a unit of its own (in
 // mid's unit it would be freed before again's forward reads it), the children's other parameters cut around.
 TEST(ShardedModel, AWeightTiedAcrossCutChildrenIsHeld) {
   if (world() == 1) GTEST_SKIP() << "one process shards nothing";
-  expect_cut_units([](const std::string& tag) {
-    return Model::load_file(tiny_models::tied_children_mlp(tiny_models::temp_file("tied_children_" + tag + ".pt")));
-  }, 4, 1, {"mid.weight"});
+  expect_cut_units(tiny_model(tiny_models::tied_children_mlp, "tied_children"), 4, 1, {"mid.weight"});
 }
 
 // What forward uses otherwise (first's weight read outside its forward, extra called twice, the root's own
 // scale) is held, a unit per top-level child; second is still cut around (before, the whole model was held).
 TEST(ShardedModel, APartlyCutTorchScriptModelHoldsOnlyWhatItUsesOtherwise) {
   if (world() == 1) GTEST_SKIP() << "one process shards nothing";
-  expect_cut_units([](const std::string& tag) {
-    return Model::load_file(tiny_models::partly_cut_mlp(tiny_models::temp_file("partly_cut_" + tag + ".pt")));
-  }, 1, 3, {"first.weight", "first.bias", "extra.weight", "extra.bias", "scale"});
+  expect_cut_units(tiny_model(tiny_models::partly_cut_mlp, "partly_cut"), 1, 3,
+                   {"first.weight", "first.bias", "extra.weight", "extra.bias", "scale"});
 }
 
 // A forward given its input by name is cut as a positional one: no unit held into the backward, stage 0's output.
 TEST(ShardedModel, ANamedInputIsCutToo) {
   if (world() == 1) GTEST_SKIP() << "one process shards nothing";
-  const auto make = [](const std::string& tag) {
-    return Model::load_file(tiny_models::residual_mlp(tiny_models::temp_file("residual_named_" + tag + ".pt")));
-  };
+  const auto make = tiny_model(tiny_models::residual_mlp, "residual_named");
   auto whole = make("whole");
   auto sharded = make("sharded");
   PrepareConfig stage0, stage3;
@@ -518,9 +514,7 @@ TEST(ShardedModel, AUnitNoRankReachedKeepsNoGradientAndOneReachedBeforeTheSyncIs
   if (world() != 2) GTEST_SKIP() << "the same batches average to each rank's own on 2 processes";
   auto loop = std::make_shared<TrainingLoop>(state);
   loop->set_gradient_accumulation_steps(2);
-  const auto make = [](const std::string& tag) {
-    return Model::load_file(tiny_models::gated_extra_mlp(tiny_models::temp_file("gated_" + tag + ".pt")));
-  };
+  const auto make = tiny_model(tiny_models::gated_extra_mlp, "gated");
   auto whole = make("whole");
   auto sharded = make("sharded");
   PrepareConfig stage0, stage3;
@@ -545,7 +539,9 @@ TEST(ShardedModel, AUnitNoRankReachedKeepsNoGradientAndOneReachedBeforeTheSyncIs
     }
   }
   std::vector<at::Tensor> values;
-  sharded->for_each_gathered_parameter(true, [&](const at::Tensor&, const at::Tensor& value) { values.push_back(value.clone()); });
+  sharded->for_each_gathered_parameter(true, [&](const at::Tensor&, const at::Tensor& value) {
+    values.push_back(value.clone());
+  });
   const auto expected = whole->trainable_parameters();
   ASSERT_EQ(values.size(), expected.size());
   for (size_t i = 0; i < values.size(); ++i) EXPECT_TRUE(values[i].equal(expected[i].second)) << expected[i].first;

@@ -17,12 +17,6 @@ c10::ClassTypePtr module_type(const torch::jit::Value* value) {
   return type && type->is_module() ? type : nullptr;
 }
 
-// Whether `path` is `ancestor` or lies inside it.
-bool within(const std::string& path, const std::string& ancestor) {
-  return path == ancestor || (path.size() > ancestor.size() && path.compare(0, ancestor.size(), ancestor) == 0 &&
-                              path[ancestor.size()] == '.');
-}
-
 // A call of a submodule's forward accel can surround with its own: in forward's own block, a tensor among the
 // inputs (what enter_child passes through) and one tensor out (what leave_child does).
 bool cuttable_call(const torch::jit::Use& use, const torch::jit::Block* top) {
@@ -34,6 +28,11 @@ bool cuttable_call(const torch::jit::Use& use, const torch::jit::Block* top) {
 }
 
 }  // namespace
+
+bool within_module(const std::string& name, const std::string& path) {
+  return name == path ||
+         (name.size() > path.size() && name.compare(0, path.size(), path) == 0 && name[path.size()] == '.');
+}
 
 CalledModules called_modules(torch::jit::Graph& graph) {
   if (graph.inputs().empty()) return {};
@@ -85,7 +84,7 @@ CalledModules called_modules(torch::jit::Graph& graph) {
     }
   }
   const auto is_held = [&](const std::string& path) {
-    return std::any_of(held.begin(), held.end(), [&](const std::string& h) { return within(path, h); });
+    return std::any_of(held.begin(), held.end(), [&](const std::string& h) { return within_module(path, h); });
   };
   std::vector<std::string> candidates;
   for (const auto& [path, nodes] : calls) {
@@ -97,7 +96,7 @@ CalledModules called_modules(torch::jit::Graph& graph) {
   // A module called with one of its own submodules, which its call would need gathered: the submodule held.
   for (const std::string& inner : candidates) {
     for (const std::string& outer : candidates) {
-      if (inner != outer && within(inner, outer)) held.insert(inner);
+      if (inner != outer && within_module(inner, outer)) held.insert(inner);
     }
   }
   CalledModules result;

@@ -38,4 +38,7 @@ struct CalledModules {
 };
 CalledModules called_modules(torch::jit::Graph& graph);
 
+// Whether `name` (a submodule's path, or a parameter's name) is the submodule at `path` or lies inside it.
+bool within_module(const std::string& name, const std::string& path);
+
 }  // namespace accel::train

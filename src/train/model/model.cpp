@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
-#include <numeric>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -22,6 +21,7 @@
 #include "distributed/collectives/collectives.hpp"
 #include "distributed/group/process_group.hpp"
 #include "distributed/transport/transport.hpp"
+#include "train/model/called_modules.hpp"
 #include "train/model/gathered_units.hpp"
 #include "train/model/model_body.hpp"
 #include "train/precision/autocast.hpp"
@@ -242,7 +242,7 @@ std::string top_level_child(const std::string& name) {
 // The submodule of `children` (paths from the root) whose parameter `name` is; "" for none.
 std::string owning_child(const std::string& name, const std::vector<std::string>& children) {
   for (const std::string& child : children) {
-    if (name.size() > child.size() && name.compare(0, child.size(), child) == 0 && name[child.size()] == '.') return child;
+    if (within_module(name, child)) return child;
   }
   return "";
 }
@@ -450,10 +450,8 @@ ModelOutput Model::forward(const std::vector<at::Tensor>& args, const NamedTenso
   const bool cut = impl_->gathered && !impl_->cut.empty();
   const bool prefetching = impl_->config.reducer.unit_prefetch;
   if (impl_->gathered) {
-    std::vector<size_t> all_units(impl_->units->unit_count());
-    std::iota(all_units.begin(), all_units.end(), size_t{0});
     impl_->gathered->begin_forward(grad_enabled);
-    impl_->gathered->hold(cut ? impl_->held : all_units, grad_enabled, prefetching);
+    impl_->gathered->hold(impl_->held, grad_enabled, prefetching);  // every unit when nothing is cut
   }
   {
     AutocastScope scope(precision, device);
