@@ -214,6 +214,10 @@ ACCEL_API ACCEL_NODISCARD int accel_model_grad_reached_by_no_rank(const accel_mo
  * zero_reduce_dtype and added to the share's gradients in the parameters' dtype (the shares are the master
  * weights the optimizer steps). A buffer of the parameters' own dtype is gathered exact (what a checkpoint or
  * a state dict needs).
+ * CPU offload (FSDP's CPUOffload(offload_params=True); the prepare option zero_cpu_offload): the shares of the
+ * parameters and of their gradients live in host memory (pinned for a CUDA model), so the optimizer steps them
+ * there and accel_optimizer_piece_tensors hands out host tensors; the caller's buffers stay on the parameters'
+ * device (a gather copies the share there before the all-gather, a reduction copies the averaged share back).
  * accel_model_unit_gather: collective; full is of the unit's compute dtype or its parameters' dtype.
  * accel_model_unit_prefetch (FSDP's forward and backward prefetch): starts the unit's gather into full and
  * returns before it is done, so that it travels while the caller computes with another unit; the unit's next

@@ -91,6 +91,13 @@ const std::map<std::string, std::string> kFsdpVariables = {
     {"fsdp_version", "FSDP_VERSION"},
 };
 
+// deepspeed_config's keys accel reads and the variables Accelerate's launcher exports for them.
+const std::map<std::string, std::string> kDeepSpeedVariables = {
+    {"zero_stage", "ACCELERATE_DEEPSPEED_ZERO_STAGE"},
+    {"offload_optimizer_device", "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE"},
+    {"offload_param_device", "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"},
+};
+
 // The ranks' environment for the file's distributed_type, from its section; the section's other keys (and
 // the section of the type not chosen) are ignored, as accel env lists them.
 void export_plugin_section(ConfigFile& file, const std::map<std::string, std::map<std::string, std::string>>& sections) {
@@ -103,13 +110,13 @@ void export_plugin_section(ConfigFile& file, const std::map<std::string, std::ma
     for (const auto& [key, value] : values) {
       if (used && section == "deepspeed_config" && key == "deepspeed_config_file") {
         throw ConfigError("config file " + file.path + ": deepspeed_config.deepspeed_config_file is DeepSpeed's own "
-                          "configuration, which accel does not read; give zero_stage (1 or 2) in deepspeed_config");
+                          "configuration, which accel does not read; give zero_stage (1, 2 or 3) in deepspeed_config");
       }
       const auto fsdp = kFsdpVariables.find(key);
       if (used && section == "fsdp_config" && fsdp != kFsdpVariables.end()) {
         file.rank_variables.emplace_back(fsdp->second, value);
-      } else if (used && section == "deepspeed_config" && key == "zero_stage") {
-        file.rank_variables.emplace_back("ACCELERATE_DEEPSPEED_ZERO_STAGE", value);
+      } else if (used && section == "deepspeed_config" && kDeepSpeedVariables.count(key) != 0) {
+        file.rank_variables.emplace_back(kDeepSpeedVariables.at(key), value);
       } else {
         file.ignored.push_back(section + "." + key);
       }

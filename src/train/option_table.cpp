@@ -17,6 +17,7 @@ const OptionScope& prepare_option_scope() {
       {"zero_param_dtype", OptionType::String, std::string("auto"), {"auto", "fp32", "bf16", "fp16"}, false},
       {"zero_reduce_dtype", OptionType::String, std::string("auto"), {"auto", "fp32", "bf16", "fp16"}, false},
       {"zero_prefetch", OptionType::Bool, true, {}, false},
+      {"zero_cpu_offload", OptionType::Bool, false, {}, false},
       {"zero_hybrid_shard", OptionType::Bool, false, {}, false},
       {"checkpoint_model", OptionType::String, std::string("auto"), {"auto", "whole", "sharded"}, false},
   }};

@@ -69,6 +69,11 @@ PrepareConfig prepare_config(const Options* explicit_options) {
     fail(Code::BadOptionValue, "option zero_hybrid_shard: hybrid sharding splits ZeRO's state over each node's ranks, "
                                "and zero_stage is 0 (data parallelism splits nothing); give zero_stage 1, 2 or 3");
   }
+  config.reducer.unit_cpu_offload = values.get_bool("zero_cpu_offload");
+  if (config.reducer.unit_cpu_offload && zero_stage != 3) {
+    fail(Code::BadOptionValue, "option zero_cpu_offload: the shares offloaded are zero_stage 3's (parameters, "
+                               "gradients and optimizer state), and zero_stage is " + std::to_string(zero_stage));
+  }
   const std::string checkpoint_model = values.get_string("checkpoint_model");
   config.checkpoint_model = checkpoint_model == "sharded" ? PrepareConfig::CheckpointModel::Pieces
                             : checkpoint_model == "whole" ? PrepareConfig::CheckpointModel::Whole

@@ -441,6 +441,17 @@ TEST(Zero, StageIsAnOptionOfZeroToThree) {
                [&] { prepare_config(&options); });
 }
 
+TEST(Zero, CpuOffloadIsStageThrees) {
+  Options options({&prepare_option_scope()});
+  options.set("zero_stage", OptionValue(int64_t{3}));
+  EXPECT_FALSE(prepare_config(&options).reducer.unit_cpu_offload);
+  options.set("zero_cpu_offload", OptionValue(true));
+  EXPECT_TRUE(prepare_config(&options).reducer.unit_cpu_offload);
+  options.set("zero_stage", OptionValue(int64_t{2}));
+  expect_error(Code::BadOptionValue, "option zero_cpu_offload: the shares offloaded are zero_stage 3's",
+               [&] { prepare_config(&options); });
+}
+
 // checkpoint_model "auto" (the default): in pieces when the parameters are sharded (zero_stage 3 on several
 // processes), whole otherwise; either asked for explicitly at any stage.
 TEST(Zero, StageThreeCheckpointsInPiecesUnlessAskedOtherwise) {

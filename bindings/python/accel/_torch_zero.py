@@ -99,7 +99,7 @@ class ZeroSteps:
                 else:
                     view = _piece_view(parameter, begin, numel)
                 if parameter in state:
-                    state[view] = _piece_state(state.pop(parameter), parameter, begin, numel)
+                    state[view] = _piece_state(state.pop(parameter), parameter, begin, numel, view.device)
                 views.append(view)
                 self._pieces.append((view, parameter, begin, numel, index))
             group["params"] = views
@@ -135,9 +135,10 @@ class ZeroSteps:
                 view.grad = None
 
 
-def _piece_state(entry, parameter, begin, numel):
-    """A parameter's optimizer state (prepared after state was loaded into it) cut to its piece."""
-    return {key: value.detach().reshape(-1).narrow(0, begin, numel).clone()
+def _piece_state(entry, parameter, begin, numel, device):
+    """A parameter's optimizer state (prepared after state was loaded into it) cut to its piece, on the piece's
+    device (the host's, for a share the library offloads)."""
+    return {key: value.detach().reshape(-1).narrow(0, begin, numel).to(device, copy=True)
             if isinstance(value, torch.Tensor) and value.shape == parameter.shape else value
             for key, value in entry.items()}
 

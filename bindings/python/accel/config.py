@@ -115,16 +115,37 @@ class DeepSpeedPlugin:
     forward and backward begin (DeepSpeed prefetches by default too). Stages 1-3 step with accel's optimizer (an
     OptimizerSpec) or a torch optimizer over one prepared module, whose groups then hold this process's
     share of each parameter (accel._torch_zero; not with fp16 loss scaling); on one process they change
-    nothing. None reads ACCELERATE_DEEPSPEED_ZERO_STAGE, as Accelerate's, else DeepSpeed's default, 2."""
+    nothing. None reads ACCELERATE_DEEPSPEED_ZERO_STAGE, as Accelerate's, else DeepSpeed's default, 2.
+    offload_param_device / offload_optimizer_device "cpu" (ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE,
+    ..._OFFLOAD_OPTIMIZER_DEVICE; "none" by default) under stage 3: the prepare option zero_cpu_offload, which
+    keeps each process's shares of the parameters, their gradients and the optimizer state in host memory and
+    steps them there; accel holds a parameter's share and its optimizer state together, so either offloads
+    both. Under stages 0-2, and "nvme", UnsupportedError."""
 
     zero_stage: int = None
+    offload_param_device: str = None
+    offload_optimizer_device: str = None
 
     def __post_init__(self):
         if self.zero_stage is None:  # what `accel launch` exports from a config file's deepspeed_config
             self.zero_stage = int(os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", 2))
+        for field, variable in (("offload_param_device", "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"),
+                                ("offload_optimizer_device", "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE")):
+            if getattr(self, field) is None:
+                setattr(self, field, os.environ.get(variable, "none"))
 
     def options(self):
-        return {"zero_stage": self.zero_stage}
+        offloaded = [field for field in ("offload_param_device", "offload_optimizer_device")
+                     if str(getattr(self, field)).lower() != "none"]
+        for field in offloaded:
+            device = str(getattr(self, field)).lower()
+            if device != "cpu":
+                raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, f"DeepSpeedPlugin: {field} {device!r}: accel "
+                                                                  "offloads to the CPU only")
+            if self.zero_stage != 3:
+                raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, f"DeepSpeedPlugin: {field} 'cpu' with zero_stage "
+                                                                  f"{self.zero_stage}: accel offloads stage 3's shares")
+        return {"zero_stage": self.zero_stage, "zero_cpu_offload": bool(offloaded)}
 
 
 # FSDP's sharding strategies in torch's ShardingStrategy numbering (1-based), as Accelerate lists them.
@@ -210,7 +231,10 @@ class FullyShardedDataParallelPlugin:
     default SHARDED_STATE_DICT, FSDP1's FULL_STATE_DICT, set_state_dict_type changing it for the next
     save_state): save_state writes each model whole (FULL_STATE_DICT) or as each process's piece of every
     tensor, in parallel (SHARDED_STATE_DICT, LOCAL_STATE_DICT), loaded by any number of processes either way;
-    save_model and get_state_dict write the weights whole under any. cpu_offload is UnsupportedError.
+    save_model and get_state_dict write the weights whole under any. cpu_offload (True, or FSDP's CPUOffload
+    with offload_params) under FULL_SHARD or HYBRID_SHARD: the prepare option zero_cpu_offload, each process's
+    shares of the parameters, their gradients and the optimizer state held in host memory, where the optimizer
+    steps them (under other strategies UnsupportedError).
     activation_checkpointing recomputes
     in backward the activations of each module auto_wrap_policy wraps (torch.utils.checkpoint, non-reentrant, as
     Accelerate applies it), under every strategy. fsdp_version (Accelerate 1.x's; FSDP_VERSION) 1 and 2 train
@@ -298,9 +322,9 @@ class FullyShardedDataParallelPlugin:
         def refuse(what):
             raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, f"FullyShardedDataParallelPlugin: {what}")
 
-        offload = getattr(self.cpu_offload, "offload_params", self.cpu_offload)
-        if offload:
-            refuse("cpu_offload (parameters and optimizer step on the CPU) is not built")
+        if self.offloads() and self.sharding_strategy not in ("FULL_SHARD", "HYBRID_SHARD"):
+            refuse(f"cpu_offload with sharding_strategy {self.sharding_strategy}: accel offloads the shares of "
+                   "FULL_SHARD and HYBRID_SHARD (ZeRO stage 3)")
         if self.activation_checkpointing and (self.auto_wrap_policy in (None, "NO_WRAP")):
             refuse("activation_checkpointing recomputes the modules auto_wrap_policy wraps, and NO_WRAP wraps none: "
                    "give TRANSFORMER_BASED_WRAP (transformer_cls_names_to_wrap), SIZE_BASED_WRAP or a callable")
@@ -308,6 +332,10 @@ class FullyShardedDataParallelPlugin:
             refuse(f"mixed_precision_policy with sharding_strategy {self.sharding_strategy}: it is built for "
                    "FULL_SHARD (units gathered in param_dtype); here the Accelerator's mixed_precision applies")
         return {**_ZERO_STAGE_OF_STRATEGY, **_ZERO_STAGE_OF_HYBRID}[self.sharding_strategy]
+
+    def offloads(self):
+        """Whether cpu_offload asks for the parameters (and so the optimizer step) on the CPU."""
+        return bool(getattr(self.cpu_offload, "offload_params", self.cpu_offload))
 
     def precision(self):
         """mixed_precision_policy's (param, reduce, buffer) dtype names ("bf16", "fp16", "fp32" or None)."""
@@ -319,7 +347,7 @@ class FullyShardedDataParallelPlugin:
         return {"zero_stage": self.zero_stage(), "zero_param_dtype": param or "auto",
                 "zero_reduce_dtype": reduce or "auto",
                 "zero_hybrid_shard": self.sharding_strategy in _ZERO_STAGE_OF_HYBRID,
-                "checkpoint_model": self.checkpoint_model()}
+                "zero_cpu_offload": self.offloads(), "checkpoint_model": self.checkpoint_model()}
 
     def checkpoint_model(self):
         """How save_state writes a model under state_dict_type: FULL_STATE_DICT one whole file (process 0),

@@ -16,7 +16,8 @@ def no_state_left(monkeypatch):
     for name in ("ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED", "ACCELERATE_DEEPSPEED_ZERO_STAGE",
                  "FSDP_SHARDING_STRATEGY", "FSDP_OFFLOAD_PARAMS", "FSDP_STATE_DICT_TYPE", "FSDP_AUTO_WRAP_POLICY",
                  "FSDP_TRANSFORMER_CLS_TO_WRAP", "FSDP_MIN_NUM_PARAMS", "FSDP_ACTIVATION_CHECKPOINTING",
-                 "FSDP_RESHARD_AFTER_FORWARD", "FSDP_VERSION"):
+                 "FSDP_RESHARD_AFTER_FORWARD", "FSDP_VERSION", "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE",
+                 "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE"):
         monkeypatch.delenv(name, raising=False)
     AcceleratorState._reset_state()
     yield
@@ -38,6 +39,40 @@ def test_the_strategies_map_to_zero_stages():
         FullyShardedDataParallelPlugin(sharding_strategy="SHARD_EVERYTHING")
 
 
+def test_cpu_offload_offloads_stage_threes_shares(monkeypatch):
+    """cpu_offload (True, or torch's CPUOffload with offload_params, or FSDP_OFFLOAD_PARAMS) under FULL_SHARD and
+    HYBRID_SHARD is the prepare option zero_cpu_offload; under the other strategies it is refused."""
+
+    class CPUOffload:  # torch.distributed.fsdp.CPUOffload's field
+        def __init__(self, offload_params):
+            self.offload_params = offload_params
+
+    assert FullyShardedDataParallelPlugin(cpu_offload=True).options()["zero_cpu_offload"] is True
+    assert FullyShardedDataParallelPlugin(cpu_offload=CPUOffload(True)).options()["zero_cpu_offload"] is True
+    assert FullyShardedDataParallelPlugin(cpu_offload=CPUOffload(False)).options()["zero_cpu_offload"] is False
+    assert FullyShardedDataParallelPlugin(sharding_strategy="HYBRID_SHARD", cpu_offload=True).options()[
+        "zero_cpu_offload"] is True
+    monkeypatch.setenv("FSDP_OFFLOAD_PARAMS", "true")
+    assert FullyShardedDataParallelPlugin().options()["zero_cpu_offload"] is True
+    with pytest.raises(accel.UnsupportedError, match="cpu_offload with sharding_strategy NO_SHARD"):
+        FullyShardedDataParallelPlugin(sharding_strategy="NO_SHARD").options()
+
+
+def test_deepspeeds_cpu_offload_is_stage_threes(monkeypatch):
+    """offload_param_device / offload_optimizer_device "cpu" (or the variables accel launch exports from a config
+    file's deepspeed_config) under stage 3 offload both; other devices and other stages are refused."""
+    assert accel.DeepSpeedPlugin(zero_stage=3).options() == {"zero_stage": 3, "zero_cpu_offload": False}
+    for field in ("offload_param_device", "offload_optimizer_device"):
+        assert accel.DeepSpeedPlugin(zero_stage=3, **{field: "cpu"}).options()["zero_cpu_offload"] is True
+        with pytest.raises(accel.UnsupportedError, match=f"{field} 'cpu' with zero_stage 2"):
+            accel.DeepSpeedPlugin(zero_stage=2, **{field: "cpu"}).options()
+    with pytest.raises(accel.UnsupportedError, match="offload_param_device 'nvme': accel offloads to the CPU only"):
+        accel.DeepSpeedPlugin(zero_stage=3, offload_param_device="nvme").options()
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3")
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "cpu")
+    assert accel.DeepSpeedPlugin().options() == {"zero_stage": 3, "zero_cpu_offload": True}
+
+
 @pytest.mark.parametrize("settings, refused", [
     ({"sharding_strategy": "SHARD_GRAD_OP", "cpu_offload": True}, "cpu_offload"),
     ({"sharding_strategy": "SHARD_GRAD_OP", "activation_checkpointing": True}, "activation_checkpointing"),
@@ -57,7 +92,7 @@ def test_state_dict_type_chooses_how_save_state_writes_the_model(monkeypatch):
     assert FullyShardedDataParallelPlugin(state_dict_type=2).state_dict_type == "LOCAL_STATE_DICT"  # torch's numbers
     plugin = FullyShardedDataParallelPlugin(sharding_strategy="SHARD_GRAD_OP", state_dict_type="sharded_state_dict")
     assert plugin.options() == {"zero_stage": 2, "zero_param_dtype": "auto", "zero_reduce_dtype": "auto",
-                                "zero_hybrid_shard": False, "checkpoint_model": "sharded"}
+                                "zero_hybrid_shard": False, "zero_cpu_offload": False, "checkpoint_model": "sharded"}
     plugin.set_state_dict_type("FULL_STATE_DICT")
     assert plugin.checkpoint_model() == "whole"
     monkeypatch.setenv("FSDP_STATE_DICT_TYPE", "LOCAL_STATE_DICT")
@@ -105,11 +140,11 @@ def test_a_mixed_precision_policy_gives_stage_threes_dtypes():
 
     assert FullyShardedDataParallelPlugin().options() == {"zero_stage": 3, "zero_param_dtype": "auto",
                                                           "zero_reduce_dtype": "auto", "zero_hybrid_shard": False,
-                                                          "checkpoint_model": "whole"}
+                                                          "zero_cpu_offload": False, "checkpoint_model": "whole"}
     # reduce_dtype follows param_dtype when not given, as under FSDP
     plugin = FullyShardedDataParallelPlugin(mixed_precision_policy=MixedPrecision())
     assert plugin.options() == {"zero_stage": 3, "zero_param_dtype": "bf16", "zero_reduce_dtype": "bf16",
-                                "zero_hybrid_shard": False, "checkpoint_model": "whole"}
+                                "zero_hybrid_shard": False, "zero_cpu_offload": False, "checkpoint_model": "whole"}
     plugin = FullyShardedDataParallelPlugin(mixed_precision_policy={"param_dtype": "fp16", "reduce_dtype": torch.float32,
                                                                     "buffer_dtype": "bfloat16"})
     assert plugin.precision() == ("fp16", "fp32", "bf16")

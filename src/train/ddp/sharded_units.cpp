@@ -17,9 +17,9 @@
 namespace accel::train {
 
 ShardedUnits::ShardedUnits(std::shared_ptr<distributed::State> state, const NamedTensors& trainable,
-                           const std::vector<int32_t>& unit_of, Precision precision, bool hybrid)
-    : state_(std::move(state)), trainable_(trainable), places_(trainable.size()), precision_(precision) {
-  for (const auto& dtype : {precision_.compute, precision_.reduce}) {
+                           const std::vector<int32_t>& unit_of, Options options)
+    : state_(std::move(state)), trainable_(trainable), places_(trainable.size()), options_(options) {
+  for (const auto& dtype : {options_.compute, options_.reduce}) {
     require_argument(!dtype || at::isFloatingType(*dtype),
                      "zero_stage 3: units are computed and reduced in a floating dtype, not " + std::string(c10::toString(*dtype)));
   }
@@ -33,7 +33,7 @@ ShardedUnits::ShardedUnits(std::shared_ptr<distributed::State> state, const Name
   }
   for (size_t i = 0; i < trainable_.size(); ++i) index_.emplace(trainable_[i].second.unsafeGetTensorImpl(), i);
   partition_.stage = 3;
-  place_partition(partition_, *state_, hybrid);
+  place_partition(partition_, *state_, options_.hybrid);
   partition_.members.assign(static_cast<size_t>(units), {});
   for (size_t i = 0; i < unit_of.size(); ++i) partition_.members[static_cast<size_t>(unit_of[i])].push_back(i);
   std::vector<std::vector<int64_t>> numels;
@@ -78,9 +78,11 @@ ShardedUnits::ShardedUnits(std::shared_ptr<distributed::State> state, const Name
   partition_.held_pieces->assign(pieces_.size(), at::Tensor());
   at::NoGradGuard no_grad;
   for (size_t u = 0; u < partition_.members.size(); ++u) {
-    const auto options = trainable_[partition_.members[u].front()].second.options().requires_grad(false);
-    partition_.parameter_chunks.push_back(at::zeros({partition_.buckets[u].chunk}, options));
-    gradient_chunks_.push_back(at::zeros({partition_.buckets[u].chunk}, options));
+    auto chunk_options = unit_options(u);
+    // Pinned host memory: the copies to and from a CUDA device go by DMA, without a staging copy.
+    if (options_.cpu_offload) chunk_options = chunk_options.device(at::kCPU).pinned_memory(device(u).is_cuda());
+    partition_.parameter_chunks.push_back(at::zeros({partition_.buckets[u].chunk}, chunk_options));
+    gradient_chunks_.push_back(at::zeros({partition_.buckets[u].chunk}, chunk_options));
   }
   for (const ZeroPiece& piece : pieces_) {
     const at::Tensor& parameter = trainable_[piece.parameter].second;
@@ -102,6 +104,15 @@ std::pair<size_t, int64_t> ShardedUnits::place(size_t trainable) const {
   return places_[trainable];
 }
 
+at::Device ShardedUnits::device(size_t unit) const {
+  require_unit(unit, "device");
+  return trainable_[partition_.members[unit].front()].second.device();
+}
+
+at::TensorOptions ShardedUnits::unit_options(size_t unit) const {
+  return trainable_[partition_.members[unit].front()].second.options().requires_grad(false);
+}
+
 void ShardedUnits::require_unit(size_t unit, const char* what) const {
   if (unit >= partition_.buckets.size()) {
     fail(Code::OutOfRange, std::string(what) + ": unit " + std::to_string(unit) + " out of range (the model has " +
@@ -111,16 +122,15 @@ void ShardedUnits::require_unit(size_t unit, const char* what) const {
 
 void ShardedUnits::require_layout(size_t unit, const at::Tensor& full, const char* what) const {
   require_unit(unit, what);
-  const at::Tensor& chunk = partition_.parameter_chunks[unit];
   require_argument(full.defined(), std::string(what) + ": the unit's buffer is an undefined tensor");
   const int64_t numel = unit_numel(unit);
   if (full.dim() != 1 || full.numel() != numel || !full.is_contiguous()) {
     fail(Code::ShapeMismatch, std::string(what) + ": unit " + std::to_string(unit) + "'s buffer must be 1-d and "
                                   "contiguous with " + std::to_string(numel) + " elements, got " + c10::str(full.sizes()));
   }
-  require_argument(full.device() == chunk.device(), std::string(what) + ": unit " + std::to_string(unit) +
+  require_argument(full.device() == device(unit), std::string(what) + ": unit " + std::to_string(unit) +
                                                         "'s buffer is on " + full.device().str() + ", its parameters on " +
-                                                        chunk.device().str());
+                                                        device(unit).str());
 }
 
 void ShardedUnits::require_dtype(size_t unit, const at::Tensor& full, at::ScalarType expected, const char* what) const {
@@ -134,10 +144,10 @@ void ShardedUnits::require_dtype(size_t unit, const at::Tensor& full, at::Scalar
 
 at::ScalarType ShardedUnits::compute_dtype(size_t unit) const {
   require_unit(unit, "compute_dtype");
-  return precision_.compute.value_or(trainable_[partition_.members[unit].front()].second.scalar_type());
+  return options_.compute.value_or(trainable_[partition_.members[unit].front()].second.scalar_type());
 }
 
-at::ScalarType ShardedUnits::reduce_dtype(size_t unit) const { return precision_.reduce.value_or(compute_dtype(unit)); }
+at::ScalarType ShardedUnits::reduce_dtype(size_t unit) const { return options_.reduce.value_or(compute_dtype(unit)); }
 
 void ShardedUnits::note_call(size_t unit, bool gather) {
   constexpr int64_t kModulus = int64_t{1} << 52;
@@ -187,8 +197,10 @@ ShardedUnits::Prefetch ShardedUnits::start_gather(size_t unit, const at::Tensor&
   // Each rank casts its own chunk, so the traffic is in the compute dtype.
   Prefetch started;
   started.output = carried(full);
-  // A copy even of an exact chunk: an optimizer step may change the chunk while the gather is in flight.
-  started.input = carried(exact ? chunk.clone() : chunk.to(full.scalar_type()));
+  // A copy even of an exact chunk: an optimizer step may change the chunk while the gather is in flight. An
+  // offloaded chunk is copied to the unit's device by a blocking copy: a transport's wait need not wait for
+  // the copy (NCCL's orders streams only), and the optimizer steps the chunk on the host.
+  started.input = carried(chunk.to(full.device(), full.scalar_type(), /*non_blocking=*/false, /*copy=*/true));
   started.pending = shard_group(*state_, partition_, what).transport().all_gather_async(started.output, started.input, what);
   return started;
 }
@@ -278,6 +290,7 @@ void ShardedUnits::reduce(size_t unit, const at::Tensor& full_gradients) {
   bool holds_gradients = false;
   for (size_t k = 0; k < pieces_.size(); ++k) holds_gradients |= pieces_[k].bucket == unit && held[k].defined();
   at::Tensor& gradients = gradient_chunks_[unit];
+  if (received.device() != gradients.device()) received = received.to(gradients.device());
   if (holds_gradients) {
     gradients.add_(received);
   } else {
@@ -312,13 +325,13 @@ std::pair<int64_t, at::Tensor> ShardedUnits::share_of(const at::Tensor& given) c
     if (piece.parameter != found->second) continue;
     return {piece.begin, partition_.parameter_chunks[piece.bucket].narrow(0, piece.in_chunk, piece.numel)};
   }
-  return {0, at::empty({0}, trainable_[found->second].second.options())};
+  return {0, at::empty({0}, partition_.parameter_chunks[places_[found->second].first].options())};
 }
 
 void ShardedUnits::for_each_whole(bool keep, const std::function<void(const at::Tensor&, const at::Tensor&)>& each) {
   discard_prefetches();
   std::exception_ptr failed;
-  const auto exact_buffer = [&](size_t u) { return at::empty({unit_numel(u)}, partition_.parameter_chunks[u].options()); };
+  const auto exact_buffer = [&](size_t u) { return at::empty({unit_numel(u)}, unit_options(u)); };
   at::Tensor next = unit_count() > 0 ? exact_buffer(0) : at::Tensor();
   for (size_t u = 0; u < unit_count(); ++u) {
     const at::Tensor full = next;

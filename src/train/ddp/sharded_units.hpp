@@ -20,6 +20,11 @@
 //
 // Prefetch (FSDP's forward_prefetch and backward_prefetch): a unit's all-gather may be started ahead of its
 // use, so that it travels while the caller computes with another unit; its gather then only waits for it.
+//
+// CPU offload (FSDP's CPUOffload(offload_params=True), DeepSpeed's offload_param): the chunks of parameters
+// and gradients live in host memory (pinned when the parameters are on CUDA), so the optimizer steps them
+// there; a gather copies this rank's chunk to the parameters' device before the all-gather, a reduction
+// copies the averaged chunk back. The caller's buffers stay on the parameters' device.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -50,14 +55,16 @@ class ShardedUnits {
   // unit_of: per trainable parameter, its unit, numbered from 0 with none left empty. Every member of a unit
   // must have one dtype and device (Error(InvalidArgument) naming two that differ, as FSDP's uniform dtype).
   // precision: the compute and reduce dtypes (none: the parameters' own, and the compute dtype), floating.
-  struct Precision {
+  // hybrid: split over each node's ranks, every node holding the same (ZeroPartition::hybrid; collective at
+  // construction then). cpu_offload: the chunks in host memory (above).
+  struct Options {
     std::optional<at::ScalarType> compute;
     std::optional<at::ScalarType> reduce;
+    bool hybrid = false;
+    bool cpu_offload = false;
   };
-  // hybrid: split over each node's ranks, every node holding the same (ZeroPartition::hybrid; collective at
-  // construction then).
   ShardedUnits(std::shared_ptr<distributed::State> state, const NamedTensors& trainable,
-               const std::vector<int32_t>& unit_of, Precision precision = {}, bool hybrid = false);
+               const std::vector<int32_t>& unit_of, Options options);
   ~ShardedUnits();
   ShardedUnits(const ShardedUnits&) = delete;
   ShardedUnits& operator=(const ShardedUnits&) = delete;
@@ -75,6 +82,9 @@ class ShardedUnits {
   // gradients are averaged in.
   at::ScalarType compute_dtype(size_t unit) const;
   at::ScalarType reduce_dtype(size_t unit) const;
+  // Where a unit is used: its parameters' device, where the caller's buffers must be (the chunks' too, unless
+  // offloaded).
+  at::Device device(size_t unit) const;
   // Fills `full` (1-d, contiguous, unit_numel elements, on the unit's device; of the unit's compute dtype, or
   // of its parameters' for their exact values) with every rank's chunk: the unit's parameters at their
   // places, zeros between them. Collective. After prefetch(unit, ...), no collective: it waits for the
@@ -131,6 +141,7 @@ class ShardedUnits {
 
  private:
   void require_unit(size_t unit, const char* what) const;
+  at::TensorOptions unit_options(size_t unit) const;  // its parameters' dtype and device
   void require_layout(size_t unit, const at::Tensor& full, const char* what) const;
   void require_dtype(size_t unit, const at::Tensor& full, at::ScalarType expected, const char* what) const;
   // A gather in flight: the buffer it fills, and what it sends (kept alive until it is done).
@@ -148,7 +159,7 @@ class ShardedUnits {
   std::vector<std::pair<size_t, int64_t>> places_;       // per trainable parameter
   std::unordered_map<const c10::TensorImpl*, size_t> index_;  // a trainable parameter's index
   std::vector<at::Tensor> gradient_chunks_;              // per unit
-  Precision precision_;
+  Options options_;
   std::vector<std::string> gather_names_, reduce_names_;  // per unit: what the health layer calls them
   std::unordered_map<size_t, Prefetch> prefetches_;       // by unit: those in flight
   std::atomic<int64_t> gathers_{0}, prefetches_started_{0}, gather_wait_us_{0};  // gather_figures'

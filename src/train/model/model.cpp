@@ -330,8 +330,8 @@ void Model::shard_parameters(const std::shared_ptr<distributed::State>& state) {
   if (unit_of.empty()) return;
   const ReducerConfig& config = impl_->config.reducer;
   impl_->units = std::make_unique<ShardedUnits>(state, trainable_parameters(), unit_of,
-                                                ShardedUnits::Precision{config.unit_param_dtype, config.unit_reduce_dtype},
-                                                config.zero_hybrid);
+                                                ShardedUnits::Options{config.unit_param_dtype, config.unit_reduce_dtype,
+                                                                      config.zero_hybrid, config.unit_cpu_offload});
   impl_->reduced.assign(impl_->units->unit_count(), false);
   if (!host_owned) {
     impl_->gathered = std::make_unique<GatheredUnits>(

@@ -1,6 +1,7 @@
 """An eager nn.Module trained on 2 processes under ZeRO (`zero_identity.py STAGE ACCUMULATION OUT`: Accelerate's
 DeepSpeedPlugin(zero_stage=STAGE), or with STAGE "fsdp" its FullyShardedDataParallelPlugin(SHARD_GRAD_OP), with
-"fsdp-full" FULL_SHARD with a size-based wrap policy, "fsdp-keep" the same with reshard_after_forward False,
+"fsdp-full" FULL_SHARD with a size-based wrap policy and cpu_offload (on the CPU the shares stay where they
+are: the option's path through the plugin and the library), "fsdp-keep" the same with reshard_after_forward False,
 "fsdp-ckpt" the same with activation_checkpointing (each Linear's forward recomputed in backward, the
 recomputation consuming the backward's prefetches: forward_prefetch and BACKWARD_PRE), "fsdp-post" the same
 without checkpointing, with forward_prefetch and BACKWARD_POST ("fsdp-keep" with forward_prefetch; DeepSpeed's
@@ -45,6 +46,7 @@ elif STAGE in ("fsdp-full", "fsdp-keep", "fsdp-ckpt", "fsdp-post", "fsdp-hybrid"
                                         sharding_strategy="HYBRID_SHARD" if STAGE == "fsdp-hybrid" else "FULL_SHARD",
                                         auto_wrap_policy="SIZE_BASED_WRAP",
                                         min_num_params=20, reshard_after_forward=STAGE != "fsdp-keep",
+                                        cpu_offload=STAGE == "fsdp-full",
                                         activation_checkpointing=STAGE == "fsdp-ckpt",
                                         forward_prefetch=STAGE != "fsdp-full",
                                         backward_prefetch={"fsdp-post": "BACKWARD_POST",

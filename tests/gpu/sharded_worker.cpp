@@ -1,0 +1,119 @@
+// ZeRO stage 3 on CUDA, on every rank under `accel launch --nproc-per-node 2` with ACCEL_BACKEND=gloo (both
+// ranks share one GPU, which NCCL refuses): a TorchScript MLP the library cuts into units trains to stage 0's
+// weights with its shares on the GPU, and with zero_cpu_offload (FSDP's CPUOffload) with its shares of
+// parameters and gradients in pinned host memory, where the optimizer steps them. Exits 77 (ctest's skip) on
+// a host without CUDA.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ckpt/save_model.hpp"
+#include "core/files.hpp"
+#include "core_worker.hpp"
+#include "distributed/collectives/collectives.hpp"
+#include "temp_dir.hpp"
+#include "train/ddp/sharded_units.hpp"
+#include "train/training_loop.hpp"
+
+namespace {
+
+using namespace accel;
+using namespace accel::train;
+
+using core_worker::load_mlp;
+using core_worker::my_rows;
+using core_worker::state;
+using core_worker::test_optimizer;
+using core_worker::world;
+
+// The largest difference between two tensors, wherever they are.
+double max_difference(const at::Tensor& a, const at::Tensor& b) { return (a.cpu() - b.cpu()).abs().max().item<double>(); }
+
+// Every trainable parameter of a stage 3 model, whole, copied to the host.
+std::vector<at::Tensor> whole_values(Model& sharded) {
+  std::vector<at::Tensor> values;
+  sharded.for_each_gathered_parameter(true, [&](const at::Tensor&, const at::Tensor& value) { values.push_back(value.cpu()); });
+  return values;
+}
+
+// AdamW with clipping, 8 steps, stage 0 and stage 3 side by side. On the device stage 3 takes stage 0's steps
+// bit for bit; offloaded, the optimizer steps on the host, whose kernels may round otherwise than CUDA's
+// (fused multiply-adds), so the weights agree to 1e-6. Offloaded, save_model writes the trained weights whole
+// and load_model puts each share back in host memory.
+TEST(GpuSharded, StageThreeTakesStageZerosStepsWithItsSharesOnTheDeviceOrOffloaded) {
+  ASSERT_EQ(state->device().rfind("cuda:", 0), 0u) << state->device();
+  ASSERT_EQ(world(), 2);
+  const at::Device device(state->device());
+  auto loop = std::make_shared<TrainingLoop>(state);
+  for (const bool offload : {false, true}) {
+    SCOPED_TRACE(offload ? "zero_cpu_offload" : "shares on the device");
+    const std::string tag = offload ? "offloaded" : "on_device";
+    auto whole = load_mlp("gpu_whole_" + tag);
+    auto sharded = load_mlp("gpu_sharded_" + tag);
+    const at::Tensor untouched = load_mlp("gpu_untouched_" + tag)->named_parameters()[0].second;
+    sharded->set_units({0, 0, 1, 1});  // a unit per layer
+    PrepareConfig stage0, stage3;
+    stage3.reducer.zero_stage = 3;
+    stage3.reducer.unit_cpu_offload = offload;
+    whole->prepare(state, stage0);
+    sharded->prepare(state, stage3);
+    const ShardedUnits& units = *sharded->sharded_units();
+    ASSERT_GT(units.unit_count(), 1u);
+    for (size_t u = 0; u < units.unit_count(); ++u) {
+      EXPECT_EQ(units.device(u), device) << "unit " << u;
+      const at::Tensor& chunk = units.partition().parameter_chunks[u];
+      EXPECT_EQ(chunk.device(), offload ? at::Device(at::kCPU) : device) << "unit " << u;
+      EXPECT_EQ(chunk.is_pinned(), offload) << "unit " << u;
+    }
+    auto whole_optimizer = test_optimizer(loop, *whole, "adamw");
+    auto sharded_optimizer = test_optimizer(loop, *sharded, "adamw");
+    at::manual_seed(7);  // the same batches on every rank
+    for (int step = 0; step < 8; ++step) {
+      SCOPED_TRACE("step " + std::to_string(step));
+      const auto x = my_rows(at::randn({4 * world(), 8})).to(device);
+      const auto y = my_rows(at::randn({4 * world(), 4})).to(device);
+      loop->accumulate();
+      for (Model* model : {whole.get(), sharded.get()}) {
+        loop->backward(at::mse_loss(model->forward({x}, {}, true).values.front().second, y));
+        loop->clip_grad_norm(*model, 0.05, 2.0);
+      }
+      for (auto* optimizer : {&whole_optimizer, &sharded_optimizer}) {
+        (*optimizer)->step();
+        (*optimizer)->zero_grad();
+      }
+      for (const auto& [name, parameter] : sharded->named_parameters()) {
+        EXPECT_EQ(parameter.storage().nbytes(), 0u) << name << " held on the device between steps";
+      }
+    }
+    const auto values = whole_values(*sharded);
+    const auto expected = whole->trainable_parameters();
+    ASSERT_EQ(values.size(), expected.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (offload) {
+        EXPECT_LE(max_difference(values[i], expected[i].second), 1e-6) << expected[i].first;
+      } else {
+        EXPECT_TRUE(values[i].equal(expected[i].second.cpu())) << expected[i].first;
+      }
+    }
+    EXPECT_GT(max_difference(expected[0].second, untouched), 1e-4) << "nothing trained";
+    if (!offload) continue;
+    std::string directory = test_support::temp_directory() + "/gpu_sharded_" + std::to_string(getpid());
+    distributed::broadcast_bytes(*state, directory, 0);
+    ckpt::save_model(*state, *sharded, directory, 0);
+    auto reloaded = load_mlp("gpu_reloaded");
+    ckpt::load_model(*reloaded, directory);
+    for (size_t i = 0; i < values.size(); ++i) {
+      EXPECT_TRUE(reloaded->trainable_parameters()[i].second.equal(values[i])) << expected[i].first;
+    }
+    ckpt::load_model(*sharded, directory);
+    const auto loaded = whole_values(*sharded);
+    for (size_t i = 0; i < values.size(); ++i) EXPECT_TRUE(loaded[i].equal(values[i])) << expected[i].first;
+    distributed::all_or_none(*state, [&] { if (core_worker::rank() == 0) remove_all(directory); }, "removing the saved model");
+  }
+}
+
+}  // namespace
