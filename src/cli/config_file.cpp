@@ -81,6 +81,8 @@ const std::map<std::string, std::string> kFsdpVariables = {
     {"fsdp_auto_wrap_policy", "FSDP_AUTO_WRAP_POLICY"},
     {"fsdp_transformer_layer_cls_to_wrap", "FSDP_TRANSFORMER_CLS_TO_WRAP"},
     {"fsdp_backward_prefetch", "FSDP_BACKWARD_PREFETCH"},
+    // Accelerate's older name, which its launcher still reads (and prefers when both are given).
+    {"fsdp_backward_prefetch_policy", "FSDP_BACKWARD_PREFETCH"},
     {"fsdp_state_dict_type", "FSDP_STATE_DICT_TYPE"},
     {"fsdp_forward_prefetch", "FSDP_FORWARD_PREFETCH"},
     {"fsdp_use_orig_params", "FSDP_USE_ORIG_PARAMS"},
@@ -113,7 +115,8 @@ void export_plugin_section(ConfigFile& file, const std::map<std::string, std::ma
                           "configuration, which accel does not read; give zero_stage (1, 2 or 3) in deepspeed_config");
       }
       const auto fsdp = kFsdpVariables.find(key);
-      if (used && section == "fsdp_config" && fsdp != kFsdpVariables.end()) {
+      const bool superseded = key == "fsdp_backward_prefetch" && values.count("fsdp_backward_prefetch_policy") != 0;
+      if (used && section == "fsdp_config" && fsdp != kFsdpVariables.end() && !superseded) {
         file.rank_variables.emplace_back(fsdp->second, value);
       } else if (used && section == "deepspeed_config" && kDeepSpeedVariables.count(key) != 0) {
         file.rank_variables.emplace_back(kDeepSpeedVariables.at(key), value);

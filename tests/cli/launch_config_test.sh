@@ -308,6 +308,7 @@ test_plugin_sections() {
   cat >"$WORK/plugin_env.py" <<'EOF'
 import os, sys
 names = ["RANK", "ACCEL_USE_CPU", "ACCELERATE_USE_FSDP", "FSDP_SHARDING_STRATEGY", "FSDP_TRANSFORMER_CLS_TO_WRAP",
+         "FSDP_BACKWARD_PREFETCH",
          "FSDP_RESHARD_AFTER_FORWARD", "FSDP_VERSION", "ACCELERATE_USE_DEEPSPEED", "ACCELERATE_DEEPSPEED_ZERO_STAGE",
          "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"]
 sys.stdout.write(" ".join(os.environ.get(name, "-") for name in names) + "\n")
@@ -319,16 +320,20 @@ EOF
     "deepspeed_config:" "  zero_stage: 3" >"$WORK/fsdp.yaml"
   run launch --config-file "$WORK/fsdp.yaml" "$WORK/plugin_env.py"
   expect "FSDP: exit code" "$RC" 0 &&
-    expect "FSDP: ranks" "$OUT" "0 1 true SHARD_GRAD_OP Block,Embedding false 2 - - - -
-1 1 true SHARD_GRAD_OP Block,Embedding false 2 - - - -" || return 1
+    expect "FSDP: ranks" "$OUT" "0 1 true SHARD_GRAD_OP Block,Embedding BACKWARD_PRE false 2 - - - -
+1 1 true SHARD_GRAD_OP Block,Embedding BACKWARD_PRE false 2 - - - -" || return 1
+  # Accelerate's launcher prefers the older fsdp_backward_prefetch_policy when a file gives both names.
+  sed -i 's/^fsdp_config:$/fsdp_config:\n  fsdp_backward_prefetch: BACKWARD_POST/' "$WORK/fsdp.yaml"
+  run launch --config-file "$WORK/fsdp.yaml" "$WORK/plugin_env.py"
+  expect_contains "FSDP: the older name wins" "$OUT" "SHARD_GRAD_OP Block,Embedding BACKWARD_PRE false" || return 1
   run env --config-file "$WORK/fsdp.yaml"
-  expect_contains "FSDP: accel env names what is passed over" "$OUT" "fsdp_config.fsdp_backward_prefetch_policy" || return 1
+  expect_contains "FSDP: accel env names what is passed over" "$OUT" "fsdp_config.fsdp_backward_prefetch" || return 1
   printf '%s\n' "distributed_type: DEEPSPEED" "use_cpu: true" "num_processes: 2" "deepspeed_config:" \
     "  zero_stage: 3" "  offload_optimizer_device: none" "  offload_param_device: cpu" >"$WORK/deepspeed.yaml"
   run launch --config-file "$WORK/deepspeed.yaml" "$WORK/plugin_env.py"
   expect "DeepSpeed: exit code" "$RC" 0 &&
-    expect "DeepSpeed: ranks" "$OUT" "0 1 - - - - - true 3 none cpu
-1 1 - - - - - true 3 none cpu"
+    expect "DeepSpeed: ranks" "$OUT" "0 1 - - - - - - true 3 none cpu
+1 1 - - - - - - true 3 none cpu"
 }
 
 # ---- what is refused, before anything runs ----
