@@ -148,6 +148,9 @@ CASES = [
 ]
 OPTIMIZERS = {"sgd": {"lr": 0.05, "momentum": 0.9}, "adamw": {"lr": 0.01, "weight_decay": 0.1}}
 OPTIMIZER_STEPS = 20
-# Which ranks use Routed's second expert at each micro-step, in turn: both, the first only, the second
-# only, neither.
-ROUTES = [(1, 1), (1, 0), (0, 1), (0, 0)]
+
+
+def routes(ranks):
+    """Which ranks use Routed's second expert at each micro-step, in turn: all, the first only, all but the
+    first, none."""
+    return [(1,) * ranks, (1,) + (0,) * (ranks - 1), (0,) + (1,) * (ranks - 1), (0,) * ranks]
