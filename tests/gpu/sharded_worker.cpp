@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
+#include "ckpt/checkpoint.hpp"
 #include "ckpt/save_model.hpp"
 #include "core/files.hpp"
 #include "core_worker.hpp"
@@ -33,6 +35,35 @@ using core_worker::world;
 // The largest difference between two tensors, wherever they are.
 double max_difference(const at::Tensor& a, const at::Tensor& b) { return (a.cpu() - b.cpu()).abs().max().item<double>(); }
 
+// One synchronising step of each model with its optimizer, on this rank's rows of a batch drawn alike on every
+// rank: AdamW with clipping.
+void train_step(const std::shared_ptr<TrainingLoop>& loop, const std::vector<Model*>& models,
+                const std::vector<std::shared_ptr<AcceleratedOptimizer>>& optimizers, const at::Device& device) {
+  const auto x = my_rows(at::randn({4 * world(), 8})).to(device);
+  const auto y = my_rows(at::randn({4 * world(), 4})).to(device);
+  loop->accumulate();
+  for (Model* model : models) {
+    loop->backward(at::mse_loss(model->forward({x}, {}, true).values.front().second, y));
+    loop->clip_grad_norm(*model, 0.05, 2.0);
+  }
+  for (const auto& optimizer : optimizers) {
+    optimizer->step();
+    optimizer->zero_grad();
+  }
+}
+
+// A stage 3 model of the test MLP, a unit per layer, and its AdamW.
+std::pair<std::shared_ptr<Model>, std::shared_ptr<AcceleratedOptimizer>> sharded_mlp(
+    const std::shared_ptr<TrainingLoop>& loop, const std::string& tag, bool offload) {
+  auto model = load_mlp(tag);
+  model->set_units({0, 0, 1, 1});
+  PrepareConfig stage3;
+  stage3.reducer.zero_stage = 3;
+  stage3.reducer.unit_cpu_offload = offload;
+  model->prepare(state, stage3);
+  return {model, test_optimizer(loop, *model, "adamw")};
+}
+
 // Every trainable parameter of a stage 3 model, whole, copied to the host.
 std::vector<at::Tensor> whole_values(Model& sharded) {
   std::vector<at::Tensor> values;
@@ -43,7 +74,8 @@ std::vector<at::Tensor> whole_values(Model& sharded) {
 // AdamW with clipping, 8 steps, stage 0 and stage 3 side by side. On the device stage 3 takes stage 0's steps
 // bit for bit; offloaded, the optimizer steps on the host, whose kernels may round otherwise than CUDA's
 // (fused multiply-adds), so the weights agree to 1e-6. Offloaded, save_model writes the trained weights whole
-// and load_model puts each share back in host memory.
+// and load_model puts each share back in host memory; and a run resumed from save_state (the optimizer's
+// state loaded into host memory with the shares) takes the same next steps as the run that saved.
 TEST(GpuSharded, StageThreeTakesStageZerosStepsWithItsSharesOnTheDeviceOrOffloaded) {
   ASSERT_EQ(state->device().rfind("cuda:", 0), 0u) << state->device();
   ASSERT_EQ(world(), 2);
@@ -53,14 +85,10 @@ TEST(GpuSharded, StageThreeTakesStageZerosStepsWithItsSharesOnTheDeviceOrOffload
     SCOPED_TRACE(offload ? "zero_cpu_offload" : "shares on the device");
     const std::string tag = offload ? "offloaded" : "on_device";
     auto whole = load_mlp("gpu_whole_" + tag);
-    auto sharded = load_mlp("gpu_sharded_" + tag);
     const at::Tensor untouched = load_mlp("gpu_untouched_" + tag)->named_parameters()[0].second;
-    sharded->set_units({0, 0, 1, 1});  // a unit per layer
-    PrepareConfig stage0, stage3;
-    stage3.reducer.zero_stage = 3;
-    stage3.reducer.unit_cpu_offload = offload;
-    whole->prepare(state, stage0);
-    sharded->prepare(state, stage3);
+    whole->prepare(state, PrepareConfig{});
+    auto whole_optimizer = test_optimizer(loop, *whole, "adamw");
+    auto [sharded, sharded_optimizer] = sharded_mlp(loop, "gpu_sharded_" + tag, offload);
     const ShardedUnits& units = *sharded->sharded_units();
     ASSERT_GT(units.unit_count(), 1u);
     for (size_t u = 0; u < units.unit_count(); ++u) {
@@ -69,22 +97,10 @@ TEST(GpuSharded, StageThreeTakesStageZerosStepsWithItsSharesOnTheDeviceOrOffload
       EXPECT_EQ(chunk.device(), offload ? at::Device(at::kCPU) : device) << "unit " << u;
       EXPECT_EQ(chunk.is_pinned(), offload) << "unit " << u;
     }
-    auto whole_optimizer = test_optimizer(loop, *whole, "adamw");
-    auto sharded_optimizer = test_optimizer(loop, *sharded, "adamw");
     at::manual_seed(7);  // the same batches on every rank
     for (int step = 0; step < 8; ++step) {
       SCOPED_TRACE("step " + std::to_string(step));
-      const auto x = my_rows(at::randn({4 * world(), 8})).to(device);
-      const auto y = my_rows(at::randn({4 * world(), 4})).to(device);
-      loop->accumulate();
-      for (Model* model : {whole.get(), sharded.get()}) {
-        loop->backward(at::mse_loss(model->forward({x}, {}, true).values.front().second, y));
-        loop->clip_grad_norm(*model, 0.05, 2.0);
-      }
-      for (auto* optimizer : {&whole_optimizer, &sharded_optimizer}) {
-        (*optimizer)->step();
-        (*optimizer)->zero_grad();
-      }
+      train_step(loop, {whole.get(), sharded.get()}, {whole_optimizer, sharded_optimizer}, device);
       for (const auto& [name, parameter] : sharded->named_parameters()) {
         EXPECT_EQ(parameter.storage().nbytes(), 0u) << name << " held on the device between steps";
       }
@@ -112,6 +128,26 @@ TEST(GpuSharded, StageThreeTakesStageZerosStepsWithItsSharesOnTheDeviceOrOffload
     ckpt::load_model(*sharded, directory);
     const auto loaded = whole_values(*sharded);
     for (size_t i = 0; i < values.size(); ++i) EXPECT_TRUE(loaded[i].equal(values[i])) << expected[i].first;
+    ckpt::CheckpointObjects saving, loading;
+    saving.models = {sharded.get()};
+    saving.optimizers = {sharded_optimizer.get()};
+    ckpt::save_state(state, directory + "/checkpoint", saving);
+    auto [resumed, resumed_optimizer] = sharded_mlp(loop, "gpu_resumed", true);
+    loading.models = {resumed.get()};
+    loading.optimizers = {resumed_optimizer.get()};
+    ckpt::load_state(state, directory + "/checkpoint", loading);
+    // Its state was loaded beside the pieces it steps, in host memory (on the device, the step would fail).
+    Optimizer& stepped = resumed_optimizer->optimizer();
+    for (size_t i = 0; i < stepped.owned_elements().size(); ++i) {
+      EXPECT_TRUE(stepped.owned_tensor(i).device().is_cpu()) << "piece " << i << " on " << stepped.owned_tensor(i).device();
+    }
+    for (int step = 0; step < 2; ++step) {
+      train_step(loop, {sharded.get(), resumed.get()}, {sharded_optimizer, resumed_optimizer}, device);
+    }
+    const auto continued = whole_values(*sharded), after_resume = whole_values(*resumed);
+    for (size_t i = 0; i < values.size(); ++i) {
+      EXPECT_TRUE(after_resume[i].equal(continued[i])) << expected[i].first << " after the resume";
+    }
     distributed::all_or_none(*state, [&] { if (core_worker::rank() == 0) remove_all(directory); }, "removing the saved model");
   }
 }

@@ -501,8 +501,10 @@ void Optimizer::load_state(const std::string& shared, const std::vector<std::str
 Optimizer::PendingState Optimizer::read_state(const std::string& shared, const PartReader& read_part, size_t num_parts,
                                               const PartIndexReader& read_index) {
   impl_->refuse_if_external("load_state");
-  // Saved state tensors go where the parameters are (Accelerate moves them to the device as well).
-  const c10::Device device = parameters().front().device();
+  // Saved state tensors go where the state lives: with the parameters (Accelerate moves them to the device as
+  // well), or under ZeRO with the pieces stepped, in host memory when stage 3 offloads its shares.
+  const bool pieces = impl_->zero && !impl_->zero->views().empty();
+  const c10::Device device = pieces ? impl_->zero->views().front().device() : parameters().front().device();
   auto archive = read_archive(shared, "optimizer", device);
   auto [groups, initial_lrs] = impl_->read_checked(archive);
   const bool per_process = marked_per_process(archive);
