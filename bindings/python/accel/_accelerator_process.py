@@ -33,6 +33,17 @@ _DISTRIBUTED_TYPES = {
 }
 
 
+def accelerate_distributed_type(running, device, deepspeed_plugin, fsdp_plugin):
+    """What Accelerate calls a run that the library runs as `running` (NO, MULTI_CPU, MULTI_GPU) on `device`:
+    DEEPSPEED under a DeepSpeedPlugin on a GPU (one process too), FSDP under an FSDP plugin on several GPUs;
+    on CPU processes the library's own, under either plugin, as Accelerate's."""
+    if deepspeed_plugin is not None and not device.startswith("cpu"):
+        return DistributedType.DEEPSPEED
+    if fsdp_plugin is not None and running == DistributedType.MULTI_GPU:
+        return DistributedType.FSDP
+    return running
+
+
 class ProcessMixin:
     """The Accelerator's process properties and process-wide operations."""
 
@@ -67,7 +78,14 @@ class ProcessMixin:
 
     @property
     def distributed_type(self):
-        return state_module.set_distributed_type() or _DISTRIBUTED_TYPES[lib.accel_state_distributed_type(self.pointer)]
+        running = _DISTRIBUTED_TYPES[lib.accel_state_distributed_type(self.pointer)]
+        return state_module.set_distributed_type() or accelerate_distributed_type(
+            running, self.device, self._deepspeed_plugin, self._fsdp_plugin)
+
+    @property
+    def is_fsdp2(self):
+        """Accelerate 1.x's: an FSDP run (above) whose plugin says fsdp_version 2."""
+        return self.distributed_type == DistributedType.FSDP and self._fsdp_plugin.fsdp_version == 2
 
     @property
     def device(self):

@@ -232,6 +232,7 @@ class AcceleratorState(PartialState):
     mixed_precision = property(lambda self: self._accelerator.mixed_precision)
     deepspeed_plugin = property(lambda self: self._accelerator._deepspeed_plugin)
     fsdp_plugin = property(lambda self: self._accelerator._fsdp_plugin)
+    is_fsdp2 = property(lambda self: self._accelerator.is_fsdp2)
     dynamo_plugin = None
     megatron_lm_plugin = None
 

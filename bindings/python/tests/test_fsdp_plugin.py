@@ -218,6 +218,26 @@ def test_the_environment_makes_the_accelerators_plugins(monkeypatch):
         accel.Accelerator(cpu=True, fsdp_plugin=FullyShardedDataParallelPlugin(sharding_strategy="NO_SHARD"))
 
 
+def test_distributed_type_names_fsdp_and_deepspeed_runs_on_gpus_as_accelerate_does():
+    """Accelerate calls a run DEEPSPEED under a DeepSpeedPlugin on a GPU and FSDP under an FSDP plugin on several
+    GPUs (is_fsdp2 under fsdp_version 2); on CPU processes it keeps MULTI_CPU (or NO) under either."""
+    from accel._accelerator_process import accelerate_distributed_type
+    from accel.utils import DistributedType
+    fsdp, fsdp2, deepspeed = (FullyShardedDataParallelPlugin(), FullyShardedDataParallelPlugin(fsdp_version=2),
+                              accel.DeepSpeedPlugin(zero_stage=3))
+    gpus, cpus, one = DistributedType.MULTI_GPU, DistributedType.MULTI_CPU, DistributedType.NO
+    assert accelerate_distributed_type(gpus, "cuda:1", None, fsdp) == DistributedType.FSDP
+    assert accelerate_distributed_type(one, "cuda:0", None, fsdp) == one
+    assert accelerate_distributed_type(gpus, "cuda:0", deepspeed, None) == DistributedType.DEEPSPEED
+    assert accelerate_distributed_type(one, "cuda:0", deepspeed, None) == DistributedType.DEEPSPEED
+    assert accelerate_distributed_type(gpus, "cuda:0", None, None) == gpus
+    for plugins in ((None, fsdp), (deepspeed, None)):
+        assert accelerate_distributed_type(cpus, "cpu", *plugins) == cpus
+    accelerator = accel.Accelerator(cpu=True, fsdp_plugin=fsdp2)
+    assert accelerator.distributed_type == DistributedType.NO and not accelerator.is_fsdp2
+    assert not accelerator.state.is_fsdp2
+
+
 def test_a_deep_copy_of_a_module_with_checkpointed_activations_runs_its_own_weights():
     """activation_checkpointing wraps each wrapped module's forward: a copy.deepcopy of the prepared module (an
     EMA copy, say) must run the copy's weights, not the original's."""
