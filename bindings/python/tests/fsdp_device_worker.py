@@ -1,0 +1,42 @@
+"""One process of test_fsdp_on_a_device.py, started by `accel launch --nproc-per-node 2` (with --cpu, or on
+one GPU shared through Gloo): `fsdp_device_worker.py MODE OUT`, an eager module trained as an Accelerate user
+writes it under FullyShardedDataParallelPlugin, MODE "whole" (NO_SHARD), "sharded" (FULL_SHARD, each Linear a
+unit) or "offloaded" (FULL_SHARD with cpu_offload), torch's AdamW with clipping, 8 steps. It checks what the
+mode promises on its device (under FULL_SHARD no parameter memory between steps; offloaded, the optimizer's
+pieces and state in host memory) and rank 0 writes the final weights to OUT."""
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import accel
+
+MODE, OUT = sys.argv[1], sys.argv[2]
+plugin = accel.FullyShardedDataParallelPlugin(sharding_strategy="NO_SHARD" if MODE == "whole" else "FULL_SHARD",
+                                              auto_wrap_policy="SIZE_BASED_WRAP", min_num_params=20,
+                                              cpu_offload=MODE == "offloaded")
+accelerator = accel.Accelerator(fsdp_plugin=plugin)
+device = torch.device(accelerator.device)
+torch.manual_seed(0)
+module = torch.nn.Sequential(torch.nn.Linear(6, 131), torch.nn.ReLU(), torch.nn.Linear(131, 3)).to(device)
+model, optimizer = accelerator.prepare(module, torch.optim.AdamW(module.parameters(), lr=0.01))
+generator = torch.Generator().manual_seed(1 + accelerator.process_index)
+for step in range(8):
+    x, y = torch.randn(8, 6, generator=generator).to(device), torch.randint(0, 3, (8,), generator=generator).to(device)
+    accelerator.backward(F.cross_entropy(model(x), y))
+    accelerator.clip_grad_norm_(model.parameters(), 0.05)
+    optimizer.step()
+    optimizer.zero_grad()
+    if MODE != "whole":
+        held = [name for name, parameter in module.named_parameters() if parameter.storage().size()]
+        assert held == [], f"step {step}: parameters held between steps: {held}"
+stepped = [piece for group in optimizer.param_groups for piece in group["params"]]
+state = [value for entry in optimizer.state.values() for value in entry.values()
+         if isinstance(value, torch.Tensor) and value.dim() > 0]
+expected = torch.device("cpu") if MODE == "offloaded" else device
+assert stepped and all(piece.device == expected for piece in stepped), [piece.device for piece in stepped]
+assert state and all(value.device == expected for value in state), [value.device for value in state]
+weights = accelerator.get_state_dict(model)
+if accelerator.is_main_process:
+    torch.save({name: value.detach().cpu() for name, value in weights.items()}, OUT)
+accelerator.print(f"fsdp_device_worker: {MODE} on {device}: ok")
