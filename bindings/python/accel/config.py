@@ -2,7 +2,9 @@
 options (None: not set, so the ACCEL_* environment or the library's default applies)."""
 import dataclasses
 import datetime
+import functools
 import os
+import sys
 import typing
 
 from ._environment import str_to_bool
@@ -164,6 +166,31 @@ FSDP_STATE_DICT_TYPE = ("FULL_STATE_DICT", "LOCAL_STATE_DICT", "SHARDED_STATE_DI
 FSDP_BACKWARD_PREFETCH = ("BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH")
 
 
+@dataclasses.dataclass
+class CPUOffload:
+    """torch.distributed.fsdp.CPUOffload's field, for FullyShardedDataParallelPlugin.cpu_offload where torch's own
+    class cannot be had (no torch imported, or an FSDP that does not import)."""
+
+    offload_params: bool = False
+
+
+@functools.lru_cache(maxsize=None)
+def _torch_cpu_offload():
+    """torch's CPUOffload, or None: looked for only once torch is imported (the plugin does not need torch)."""
+    if "torch" not in sys.modules:
+        return None
+    try:
+        from torch.distributed.fsdp import CPUOffload as torch_cpu_offload
+    except Exception:  # torch 1.13's FSDP fails to import on Python 3.11 (a ValueError from its dataclasses)
+        return None
+    return torch_cpu_offload
+
+
+def _cpu_offload(offload_params):
+    """cpu_offload given as a flag, as Accelerate's plugin holds it: a CPUOffload (torch's where it can)."""
+    return (_torch_cpu_offload() or CPUOffload)(offload_params=offload_params)
+
+
 def _env_flag(name):
     """An FSDP_* flag as Accelerate reads it (str_to_bool; unset is False)."""
     return str_to_bool(os.environ.get(name, "False")) == 1
@@ -277,6 +304,8 @@ class FullyShardedDataParallelPlugin:
         self.sharding_strategy = _named(self.sharding_strategy, FSDP_SHARDING_STRATEGY, "sharding_strategy")
         if self.cpu_offload is None:
             self.cpu_offload = _env_flag("FSDP_OFFLOAD_PARAMS")
+        if isinstance(self.cpu_offload, bool):
+            self.cpu_offload = _cpu_offload(self.cpu_offload)
         self.set_state_dict_type(self.state_dict_type)
         if self.backward_prefetch is None:
             self.backward_prefetch = os.environ.get("FSDP_BACKWARD_PREFETCH", "NO_PREFETCH")

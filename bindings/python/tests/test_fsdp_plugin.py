@@ -48,12 +48,16 @@ def test_cpu_offload_offloads_stage_threes_shares(monkeypatch):
             self.offload_params = offload_params
 
     assert FullyShardedDataParallelPlugin(cpu_offload=True).options()["zero_cpu_offload"] is True
+    # A flag becomes a CPUOffload, as Accelerate's plugin holds it.
+    assert FullyShardedDataParallelPlugin(cpu_offload=True).cpu_offload.offload_params is True
+    assert FullyShardedDataParallelPlugin().cpu_offload.offload_params is False
     assert FullyShardedDataParallelPlugin(cpu_offload=CPUOffload(True)).options()["zero_cpu_offload"] is True
     assert FullyShardedDataParallelPlugin(cpu_offload=CPUOffload(False)).options()["zero_cpu_offload"] is False
     assert FullyShardedDataParallelPlugin(sharding_strategy="HYBRID_SHARD", cpu_offload=True).options()[
         "zero_cpu_offload"] is True
     monkeypatch.setenv("FSDP_OFFLOAD_PARAMS", "true")
     assert FullyShardedDataParallelPlugin().options()["zero_cpu_offload"] is True
+    assert FullyShardedDataParallelPlugin().cpu_offload.offload_params is True
     with pytest.raises(accel.UnsupportedError, match="cpu_offload with sharding_strategy NO_SHARD"):
         FullyShardedDataParallelPlugin(sharding_strategy="NO_SHARD").options()
 
@@ -176,10 +180,10 @@ def test_the_plugin_reads_the_environment_accel_launch_exports(monkeypatch):
     monkeypatch.setenv("FSDP_MIN_NUM_PARAMS", "100")
     plugin = FullyShardedDataParallelPlugin()
     assert (plugin.sharding_strategy, plugin.auto_wrap_policy, plugin.transformer_cls_names_to_wrap,
-            plugin.min_num_params, plugin.cpu_offload, plugin.state_dict_type) == (
+            plugin.min_num_params, plugin.cpu_offload.offload_params, plugin.state_dict_type) == (
         "SHARD_GRAD_OP", "TRANSFORMER_BASED_WRAP", ["Block", "Embedding"], 100, False, "FULL_STATE_DICT")
     monkeypatch.setenv("FSDP_OFFLOAD_PARAMS", "true")
-    assert FullyShardedDataParallelPlugin().cpu_offload is True
+    assert FullyShardedDataParallelPlugin().cpu_offload.offload_params is True
     assert plugin.reshard_after_forward is True  # Accelerate's default
     monkeypatch.setenv("FSDP_RESHARD_AFTER_FORWARD", "false")
     assert FullyShardedDataParallelPlugin().reshard_after_forward is False
