@@ -24,6 +24,35 @@ def _is_scheduler(value):
     return isinstance(value, bases + (_torch_optim.AcceleratedScheduler,))
 
 
+def materialize_meta_tensors(module, device, is_main_process):
+    """Accelerate's cpu_ram_efficient_loading: processes other than the main one may build the module on the
+    meta device (init_empty_weights: no weights read), since prepare gives every process the main process's
+    parameters and buffers (a broadcast, FSDP's sync_module_states): their meta tensors are made anew,
+    uninitialised, on the device, for it to fill (one Parameter per Parameter, so tied weights stay tied). The
+    main process's must hold values: ValueError naming them."""
+    meta = [name for name, tensor in [*module.named_parameters(), *module.named_buffers()] if tensor.is_meta]
+    if not meta:
+        return
+    if is_main_process:
+        raise ValueError(f"prepare: the main process's module has tensors on the meta device ({', '.join(meta[:5])}"
+                         f"{', ...' if len(meta) > 5 else ''}): every process starts from its values, so load its "
+                         "weights there (the other processes may keep theirs on the meta device)")
+    made = {}
+
+    def anew(tensor):
+        if id(tensor) not in made:
+            empty = torch.empty_like(tensor, device=device)
+            is_parameter = isinstance(tensor, torch.nn.Parameter)
+            made[id(tensor)] = torch.nn.Parameter(empty, tensor.requires_grad) if is_parameter else empty
+        return made[id(tensor)]
+
+    for sub in module.modules():
+        for tensors in (sub._parameters, sub._buffers):
+            for name, tensor in tensors.items():
+                if tensor is not None and tensor.is_meta:
+                    tensors[name] = anew(tensor)
+
+
 def kind_of(value):
     """The torch kind of value ("torch_model", ...), "model" for a TorchScript module (run by accel
     itself), or None."""
@@ -62,6 +91,7 @@ class TorchObjects:
             return module
         accelerator = self._accelerator
         device = torch.device(accelerator.device)
+        materialize_meta_tensors(module, device, accelerator.is_main_process)
         module.to(device)
         plugin = accelerator.state.fsdp_plugin
         if plugin is not None and plugin.activation_checkpointing:
@@ -112,6 +142,10 @@ class TorchObjects:
         (accel._torch_zero)."""
         if isinstance(optimizer, _torch_optim.AcceleratedOptimizer):
             return optimizer
+        if any(parameter.is_meta for group in optimizer.param_groups for parameter in group["params"]):
+            raise ValueError("prepare: the optimizer holds parameters on the meta device; a module built there is "
+                             "given its tensors anew by prepare, so make the optimizer after prepare(model), from "
+                             "the prepared module's parameters")
         prepared = _torch_optim.AcceleratedOptimizer(optimizer, self._accelerator, zero_stage=zero_stage)
         index = len(self.optimizers)
         # Loadable on any number of processes and at any stage (accel._torch_optim_state).

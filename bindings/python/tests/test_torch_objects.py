@@ -239,3 +239,13 @@ def test_a_torch_optimizers_state_resumes_on_another_number_of_processes_unless_
     optimizer.optimizer.state.clear()
     accelerator.load_state(folder)
     assert same_momentum()
+
+
+def test_a_module_on_the_meta_device_needs_its_weights_on_the_main_process(make_accelerator):
+    """Other processes may build it on the meta device (prepare gives them the main process's values:
+    accelerate_scripts/ram_efficient_loading.py); the main process's values are the ones every process starts
+    from."""
+    with accel.init_empty_weights():
+        module = torch.nn.Linear(2, 3)
+    with pytest.raises(ValueError, match=r"the main process's module has tensors on the meta device \(weight, bias\)"):
+        make_accelerator().prepare(module)
