@@ -7,6 +7,7 @@ import copy
 
 import torch
 import torch.nn.functional as F
+from _training_step import accumulated_step
 
 from accel import Accelerator, FullyShardedDataParallelPlugin, init_empty_weights
 
@@ -52,9 +53,7 @@ optimizer = accelerator.prepare(torch.optim.SGD([p for p in module.parameters() 
 generator = torch.Generator().manual_seed(1 + accelerator.process_index)
 for _ in range(3):
     x, y = torch.randn(8, 6, generator=generator), torch.randint(0, 3, (8,), generator=generator)
-    accelerator.backward(F.cross_entropy(model(x), y))
-    optimizer.step()
-    optimizer.zero_grad()
+    accumulated_step(accelerator, model, optimizer, None, F.cross_entropy, x, y)
 trained = accelerator.get_state_dict(model)
 if accelerator.is_main_process:
     assert not torch.equal(trained["3.weight"], reference.state_dict()["3.weight"]), "nothing trained"
