@@ -106,7 +106,7 @@ std::pair<size_t, int64_t> ShardedUnits::place(size_t trainable) const {
 
 at::Device ShardedUnits::device(size_t unit) const {
   require_unit(unit, "device");
-  return trainable_[partition_.members[unit].front()].second.device();
+  return unit_options(unit).device();
 }
 
 at::TensorOptions ShardedUnits::unit_options(size_t unit) const {
@@ -144,7 +144,7 @@ void ShardedUnits::require_dtype(size_t unit, const at::Tensor& full, at::Scalar
 
 at::ScalarType ShardedUnits::compute_dtype(size_t unit) const {
   require_unit(unit, "compute_dtype");
-  return options_.compute.value_or(trainable_[partition_.members[unit].front()].second.scalar_type());
+  return options_.compute.value_or(c10::typeMetaToScalarType(unit_options(unit).dtype()));
 }
 
 at::ScalarType ShardedUnits::reduce_dtype(size_t unit) const { return options_.reduce.value_or(compute_dtype(unit)); }

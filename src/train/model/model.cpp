@@ -266,7 +266,7 @@ std::vector<std::string> cut_child_of(const ModelBody::CutChildren& children, co
 }
 
 // The cut children with the units that lie in each (a unit whose parameters are all in one cut child), and the
-// other units, held; nothing cut when no unit lies in a cut child.
+// other units, held; nothing cut, and every unit held, when no unit lies in a cut child.
 std::pair<CutChildren, std::vector<size_t>> units_by_child(const std::vector<std::string>& children,
                                                            const std::vector<std::string>& child_of,
                                                            const std::vector<int32_t>& unit_of, size_t units) {
@@ -286,7 +286,7 @@ std::pair<CutChildren, std::vector<size_t>> units_by_child(const std::vector<std
     cut[static_cast<size_t>(child - children.begin())].second.push_back(unit);
     any_cut = true;
   }
-  if (!any_cut) return {};
+  if (!any_cut) cut.clear();
   return {std::move(cut), std::move(held)};
 }
 
@@ -340,9 +340,6 @@ void Model::shard_parameters(const std::shared_ptr<distributed::State>& state) {
         [this](const std::vector<bool>& reached) { return units_reached_by_no_rank(reached); },
         [this] { check_units_after_backward("backward"); });
     std::tie(impl_->cut, impl_->held) = units_by_child(children.cut, child_of, unit_of, impl_->units->unit_count());
-    if (impl_->cut.empty()) {
-      for (size_t unit = 0; unit < impl_->units->unit_count(); ++unit) impl_->held.push_back(unit);
-    }
     return;
   }
   for (const auto& [name, tensor] : parameters) {

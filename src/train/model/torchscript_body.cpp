@@ -34,19 +34,17 @@ class TorchScriptBody final : public ModelBody {
   }
 
   CutChildren cut_children() override {
-    if (!cut_analysed_) {
-      cut_ = CutForward::make(module_);
-      cut_analysed_ = true;
-    }
-    return cut_ ? CutChildren{cut_->children(), cut_->held()} : CutChildren{};
+    const CutForward* cut = cut_forward();
+    return cut ? CutChildren{cut->children(), cut->held()} : CutChildren{};
   }
 
   c10::IValue forward_around(std::vector<c10::IValue> inputs, const std::unordered_map<std::string, c10::IValue>& named,
                              const std::function<void(size_t)>& before,
                              const std::function<void(size_t, const at::Tensor&)>& after) override {
-    if (cut_children().cut.empty()) fail(Code::Internal, "forward_around: this model's forward cannot be cut");
+    CutForward* cut = cut_forward();
+    if (cut == nullptr) fail(Code::Internal, "forward_around: this model's forward cannot be cut");
     try {
-      return cut_->run(module_, std::move(inputs), named, before, after);
+      return cut->run(module_, std::move(inputs), named, before, after);
     } catch (const Error&) {
       throw;
     } catch (const std::exception& error) {
@@ -68,8 +66,18 @@ class TorchScriptBody final : public ModelBody {
   bool host_owned() const override { return false; }
 
  private:
+  // The forward's cut copy, made on the first call (nullptr: it cannot be cut, which CutForward::make says by
+  // finding no submodule to cut around).
+  CutForward* cut_forward() {
+    if (!cut_analysed_) {
+      cut_ = CutForward::make(module_);
+      cut_analysed_ = true;
+    }
+    return cut_.get();
+  }
+
   torch::jit::Module module_;
-  std::unique_ptr<CutForward> cut_;  // cut_children()'s, made on its first call
+  std::unique_ptr<CutForward> cut_;
   bool cut_analysed_ = false;
 };
 
