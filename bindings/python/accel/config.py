@@ -125,8 +125,8 @@ class DeepSpeedPlugin:
     both. Under stages 0-2, and "nvme", UnsupportedError."""
 
     zero_stage: int = None
+    offload_optimizer_device: str = None  # Accelerate's order: the optimizer's device, then the parameters'
     offload_param_device: str = None
-    offload_optimizer_device: str = None
 
     def __post_init__(self):
         if self.zero_stage is None:  # what `accel launch` exports from a config file's deepspeed_config
