@@ -178,9 +178,15 @@ ACCEL_API ACCEL_NODISCARD int accel_model_grad_reached_by_no_rank(const accel_mo
  * its children), given before prepare by accel_model_set_units (without it, one unit of every trainable
  * parameter). Each unit has a layout of accel_model_unit_numel elements where each of its parameters starts
  * at accel_model_parameter_place's offset (zeros between them): a parameter's values are elements [offset,
- * offset + numel) of the unit's layout, in row-major order. After prepare the model holds no reference to
- * the caller's memory of the trainable parameters (release it: their values are in the model's shares) and
- * the caller, per step:
+ * offset + numel) of the unit's layout, in row-major order. Prepare takes the trainable parameters' values
+ * a unit at a time from process 0 (laid out there, moved to the state's device and broadcast, each process
+ * keeping its share), so no process holds more than one unit's layout beside its shares: the trainable
+ * parameters may lie anywhere (in host memory for a model larger than the device), and on the other
+ * processes their values are never read (a tensor of one element expanded to each shape will do: a model
+ * built without weights); the frozen parameters and the buffers must be on the device and hold memory for
+ * every element (ACCEL_ERR_SHAPE_MISMATCH on every process naming one that does not). After prepare the model
+ * holds no reference to the caller's memory of the trainable parameters (release it: their values are in the
+ * model's shares) and the caller, per step:
  * - before using a unit (its forward, and its backward again when it released it after the forward):
  *   allocates a buffer of the layout, its parameters views of it, and fills it with accel_model_unit_gather;
  * - after its forward: may release the buffer (FSDP's reshard_after_forward), and must keep it (or gather it
@@ -207,7 +213,7 @@ ACCEL_API ACCEL_NODISCARD int accel_model_grad_reached_by_no_rank(const accel_mo
  * around a forward; save_model writes them whole).
  * accel_model_set_units: per parameter (count accel_model_num_parameters, in its order), its unit, numbered
  * from 0 without gaps; a frozen parameter's entry is not read (frozen parameters stay whole in the caller's
- * memory). A unit's parameters need one dtype and device (ACCEL_ERR_INVALID_ARGUMENT at prepare naming two).
+ * memory). A unit's parameters need one dtype (ACCEL_ERR_INVALID_ARGUMENT at prepare naming two).
  * Mixed precision (FSDP's MixedPrecision; the prepare options zero_param_dtype and zero_reduce_dtype): a unit
  * is computed in zero_param_dtype, its buffer of that dtype filled with the shares cast to it (the cast before
  * the all-gather, so half the traffic in 16 bits), and its gradients handed over in it, averaged in

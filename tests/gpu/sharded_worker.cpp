@@ -1,8 +1,9 @@
 // ZeRO stage 3 on CUDA, on every rank under `accel launch --nproc-per-node 2` with ACCEL_BACKEND=gloo (both
 // ranks share one GPU, which NCCL refuses): a TorchScript MLP the library cuts into units trains to stage 0's
 // weights with its shares on the GPU, and with zero_cpu_offload (FSDP's CPUOffload) with its shares of
-// parameters and gradients in pinned host memory, where the optimizer steps them. Exits 77 (ctest's skip) on
-// a host without CUDA.
+// parameters and gradients in pinned host memory, where the optimizer steps them; and a model of the caller's
+// tensors in host memory is prepared onto the device a unit at a time. Exits 77 (ctest's skip) on a host
+// without CUDA.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -103,6 +104,8 @@ TEST(GpuSharded, StageThreeTakesStageZerosStepsWithItsSharesOnTheDeviceOrOffload
       train_step(loop, {whole.get(), sharded.get()}, {whole_optimizer, sharded_optimizer}, device);
       for (const auto& [name, parameter] : sharded->named_parameters()) {
         EXPECT_EQ(parameter.storage().nbytes(), 0u) << name << " held on the device between steps";
+        // Prepare left them in host memory, taking each unit to the device; the forward's views are there.
+        EXPECT_EQ(parameter.device(), device) << name;
       }
     }
     const auto values = whole_values(*sharded);
@@ -149,6 +152,36 @@ TEST(GpuSharded, StageThreeTakesStageZerosStepsWithItsSharesOnTheDeviceOrOffload
       EXPECT_TRUE(after_resume[i].equal(continued[i])) << expected[i].first << " after the resume";
     }
     distributed::all_or_none(*state, [&] { if (core_worker::rank() == 0) remove_all(directory); }, "removing the saved model");
+  }
+}
+
+// A model of the caller's tensors left in host memory (larger than the device, say): prepare takes process 0's
+// values a unit at a time to the device, never reading the other process's tensors (one element expanded to
+// each shape), and the units gathered on the device hold process 0's values.
+TEST(GpuSharded, ACallersModelInHostMemoryIsTakenToTheDeviceAUnitAtATime) {
+  const at::Device device(state->device());
+  const auto reference = load_mlp("gpu_host_reference");
+  NamedTensors host;
+  for (const auto& [name, tensor] : reference->named_parameters()) {
+    const at::Tensor values = core_worker::rank() == 0 ? tensor.detach().clone() : at::empty({}).expand(tensor.sizes());
+    host.emplace_back(name, values.requires_grad_());
+  }
+  auto model = Model::from_tensors(host, std::vector<bool>(host.size(), true), {});
+  model->set_units({0, 0, 1, 1});
+  PrepareConfig stage3;
+  stage3.reducer.zero_stage = 3;
+  model->prepare(state, stage3);
+  const ShardedUnits& units = *model->sharded_units();
+  for (size_t u = 0; u < units.unit_count(); ++u) {
+    EXPECT_EQ(units.device(u), device) << "unit " << u;
+    EXPECT_EQ(units.partition().parameter_chunks[u].device(), device) << "unit " << u;
+  }
+  for (size_t i = 0; i < host.size(); ++i) {
+    const auto [unit, offset] = model->parameter_place(i);
+    const at::Tensor full = at::empty({units.unit_numel(unit)}, at::TensorOptions().device(device));
+    model->gather_unit(unit, full);
+    const at::Tensor expected = reference->named_parameters()[i].second;
+    EXPECT_TRUE(full.narrow(0, offset, expected.numel()).view(expected.sizes()).cpu().equal(expected)) << host[i].first;
   }
 }
 

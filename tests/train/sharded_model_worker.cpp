@@ -102,13 +102,16 @@ struct Caller {
   }
 };
 
-// The MLP's weights in tensors the caller owns, prepared; with stage 3 its layers are units 0 and 1.
-Caller caller_copy_of(const Model& reference, int32_t zero_stage) {
+// The MLP's weights in tensors the caller owns, prepared; with stage 3 its layers are units 0 and 1. With
+// values_on_process_zero_only, the other processes' tensors are one element expanded to each shape (no memory
+// for values: a model built on the meta device).
+Caller caller_copy_of(const Model& reference, int32_t zero_stage, bool values_on_process_zero_only = false) {
   Caller caller;
   NamedTensors named;
   for (const auto& [name, tensor] : reference.named_parameters()) {
     caller.names.push_back(name);
-    caller.tensors.push_back(tensor.detach().clone().requires_grad_());
+    const bool shape_only = values_on_process_zero_only && rank() != 0;
+    caller.tensors.push_back((shape_only ? at::empty({}).expand(tensor.sizes()) : tensor.detach().clone()).requires_grad_());
     caller.shapes.push_back(tensor.sizes().vec());
     named.emplace_back(name, caller.tensors.back());
   }
@@ -188,6 +191,25 @@ TEST(ShardedModel, TrainsToStageZerosWeights) {
     }
     EXPECT_FALSE(whole.tensors[0].detach().equal(reference->named_parameters()[0].second)) << "nothing trained";
   });
+}
+
+// Under stage 3 prepare takes a unit at a time from process 0's tensors, never reading the others' (here one
+// element expanded to each shape), and lets go of the caller's memory of each unit: after prepare every
+// process gathers process 0's values, and the tensors it was given hold no storage. A tensor prepare would
+// write into (stage 0's, or a frozen one) may not be so: every process fails naming it.
+TEST(ShardedModel, PrepareReadsProcessZerosValuesOnly) {
+  if (world() == 1) GTEST_SKIP() << "one process shards nothing";
+  const auto reference = load_mlp("sharded_shape_only");
+  auto sharded = caller_copy_of(*reference, 3, /*values_on_process_zero_only=*/true);
+  for (const auto& tensor : sharded.tensors) EXPECT_EQ(tensor.storage().nbytes(), 0u);
+  sharded.gather();
+  for (size_t i = 0; i < sharded.tensors.size(); ++i) {
+    EXPECT_TRUE(sharded.tensors[i].detach().equal(reference->named_parameters()[i].second)) << sharded.names[i];
+  }
+  for (const int32_t zero_stage : {0, 2}) {
+    expect_error(Code::ShapeMismatch, "'w1' [8, 16] Float with elements sharing memory (expanded)",
+                 [&] { caller_copy_of(*reference, zero_stage, /*values_on_process_zero_only=*/true); });
+  }
 }
 
 // save_model gathers the units one at a time (every rank) while process 0 writes them, into one file or
@@ -334,7 +356,7 @@ TEST(ShardedModel, RefusesWhatTheUnitsDoNotAllow) {
   model->set_units({0, 0});
   PrepareConfig prepare;
   prepare.reducer.zero_stage = 3;
-  expect_error(Code::InvalidArgument, "unit 0 holds 'a' (Float, cpu) and 'b' (Double, cpu)",
+  expect_error(Code::InvalidArgument, "unit 0 holds 'a' (Float) and 'b' (Double)",
                [&] { model->prepare(state, prepare); });
   expect_error(Code::InvalidArgument, "2 units given for 4 parameters",
                [&] { Model::from_tensors(reference->named_parameters(), {true, true, true, true}, {})->set_units({0, 1}); });

@@ -24,12 +24,15 @@ def _is_scheduler(value):
     return isinstance(value, bases + (_torch_optim.AcceleratedScheduler,))
 
 
-def materialize_meta_tensors(module, device, is_main_process):
+def materialize_meta_tensors(module, device, is_main_process, sharded=False):
     """Accelerate's cpu_ram_efficient_loading: processes other than the main one may build the module on the
     meta device (init_empty_weights: no weights read), since prepare gives every process the main process's
     parameters and buffers (a broadcast, FSDP's sync_module_states): their meta tensors are made anew,
-    uninitialised, on the device, for it to fill (one Parameter per Parameter, so tied weights stay tied). The
-    main process's must hold values: ValueError naming them."""
+    uninitialised, on the device, for it to fill (one Parameter per Parameter, so tied weights stay tied). With
+    sharded (zero_stage 3 on several processes), whose prepare takes the trainable parameters' values a unit at
+    a time from the main process and never reads the others', a trainable one becomes a single element
+    expanded to its shape: no memory for the whole model. The main process's must hold values: ValueError
+    naming them."""
     meta = [name for name, tensor in [*module.named_parameters(), *module.named_buffers()] if tensor.is_meta]
     if not meta:
         return
@@ -41,8 +44,11 @@ def materialize_meta_tensors(module, device, is_main_process):
 
     def anew(tensor):
         if id(tensor) not in made:
-            empty = torch.empty_like(tensor, device=device)
             is_parameter = isinstance(tensor, torch.nn.Parameter)
+            if is_parameter and sharded and tensor.requires_grad:
+                empty = torch.empty((), dtype=tensor.dtype, device=device).expand(tensor.shape)
+            else:
+                empty = torch.empty_like(tensor, device=device)
             made[id(tensor)] = torch.nn.Parameter(empty, tensor.requires_grad) if is_parameter else empty
         return made[id(tensor)]
 
@@ -51,6 +57,18 @@ def materialize_meta_tensors(module, device, is_main_process):
             for name, tensor in tensors.items():
                 if tensor is not None and tensor.is_meta:
                     tensors[name] = anew(tensor)
+
+
+def _to_device_but_trainable(module, device):
+    """module.to(device) for its buffers and frozen parameters; the trainable parameters stay where they are."""
+    with torch.no_grad():
+        for sub in module.modules():
+            for name, buffer in sub._buffers.items():
+                if buffer is not None:
+                    sub._buffers[name] = buffer.to(device)
+            for parameter in sub._parameters.values():
+                if parameter is not None and not parameter.requires_grad:
+                    parameter.data = parameter.data.to(device)
 
 
 def kind_of(value):
@@ -91,16 +109,20 @@ class TorchObjects:
             return module
         accelerator = self._accelerator
         device = torch.device(accelerator.device)
-        materialize_meta_tensors(module, device, accelerator.is_main_process)
-        module.to(device)
+        sharded = accelerator._model_settings.get("zero_stage") == 3 and accelerator.num_processes > 1
+        materialize_meta_tensors(module, device, accelerator.is_main_process, sharded)
+        if sharded:  # the trainable parameters go to the device a unit at a time, as prepare shards them
+            _to_device_but_trainable(module, device)
+        else:
+            module.to(device)
         plugin = accelerator.state.fsdp_plugin
         if plugin is not None and plugin.activation_checkpointing:
             from ._torch_sharded import checkpoint_activations, wrap_policy
             checkpoint_activations(module, wrap_policy(plugin))
-        if accelerator._model_settings.get("zero_stage") == 3 and accelerator.num_processes > 1:
+        if sharded:
             from ._torch_sharded import ShardedModule, wrap_policy
             wrap = wrap_policy(plugin, deepspeed=accelerator.state.deepspeed_plugin is not None)
-            hosted = ShardedModule(module, accelerator._prepare_host_model, wrap,
+            hosted = ShardedModule(module, accelerator._prepare_host_model, wrap, device,
                                    reshard_after_forward=plugin is None or plugin.reshard_after_forward,
                                    precision=(None, None, None) if plugin is None else plugin.precision(),
                                    forward_prefetch=plugin is None or plugin.forward_prefetch,

@@ -205,9 +205,11 @@ class ShardedModule(PreparedModule):
     """One nn.Module prepared under ZeRO stage 3 on several processes: the accel model over its tensors, its
     units and the hooks."""
 
-    def __init__(self, module, prepare_model, wrap, reshard_after_forward=True, precision=(None, None, None),
+    def __init__(self, module, prepare_model, wrap, device, reshard_after_forward=True, precision=(None, None, None),
                  forward_prefetch=False, backward_prefetch=None):
-        """wrap: wrap_policy's; reshard_after_forward False keeps each unit gathered from its forward to its
+        """wrap: wrap_policy's; device: where the units are used (the trainable parameters may lie anywhere
+        before: prepare_model takes the main process's values a unit at a time, and never reads the others');
+        reshard_after_forward False keeps each unit gathered from its forward to its
         backward (one gather a step instead of two; the whole model gathered at the end of forward);
         precision: the mixed precision policy's (param, reduce, buffer) dtype names, which prepare_model's
         options carry to the library (FullyShardedDataParallelPlugin.precision); forward_prefetch: a unit's
@@ -244,24 +246,28 @@ class ShardedModule(PreparedModule):
                           if parameter.requires_grad}
         self.grads = {}  # no gradient storage of the caller's: what clip_grad_norm_ reads its dtype from
         self._by_parameter = {id(parameter): index for index, parameter in self.trainable.items()}
-        self._units = []
-        for unit in range(self.model.num_units()):
-            first = next(p for i, p in self.trainable.items() if unit_of[i] == unit)
-            self._units.append(_Unit(self.model, unit, self.model.unit_numel(unit), compute or first.dtype,
-                                     first.dtype, first.device))
-        self._hooks = []
+        members = [[] for _ in range(self.model.num_units())]
         for index, parameter in self.trainable.items():
             unit, offset = self.model.parameter_place(index)
-            self._units[unit].members.append((parameter, offset))
-            # Before the parameter is released: the hook is made from a view of it on torch < 2.1.
-            self._hooks.append(_post_accumulate_grad_hook(parameter, functools.partial(self._accumulated, unit,
-                                                                                        parameter)))
-        with torch.no_grad():
-            for unit in self._units:
-                for parameter, view in unit.views(unit.flat):
+            members[unit].append((parameter, offset))
+        # A unit at a time, its buffer released before the next one's is made: the parameters become views of
+        # it (storage-less views cannot be made), on the device, and the memory they held goes.
+        self._units, self._hooks = [], []
+        for unit, held in enumerate(members):
+            first = held[0][0]
+            self._units.append(_Unit(self.model, unit, self.model.unit_numel(unit), compute or first.dtype,
+                                     first.dtype, device))
+            self._units[unit].members = held
+            with torch.no_grad():
+                for parameter, view in self._units[unit].views(self._units[unit].flat):
                     parameter.data = view
-                unit.gathered = True
-                unit.release()
+            for parameter, _ in held:
+                # On the device (moving a parameter's data to another device drops its gradient accumulator, and
+                # a hook on it), before it is released (the hook is made from a view of it on torch < 2.1).
+                self._hooks.append(_post_accumulate_grad_hook(parameter, functools.partial(self._accumulated, unit,
+                                                                                            parameter)))
+            self._units[unit].gathered = True
+            self._units[unit].release()
         self._roots = set(units_of_group.get(unit_of_module[id(module)], ()))
         self._reshard_after_forward = reshard_after_forward
         self._forward_prefetch = forward_prefetch

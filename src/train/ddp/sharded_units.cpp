@@ -6,18 +6,20 @@
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/zeros.h>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 
 #include "core/error.hpp"
 #include "core/timeline.hpp"
+#include "distributed/collectives/collectives.hpp"
 #include "distributed/group/process_group.hpp"
 #include "distributed/transport/transport.hpp"
 
 namespace accel::train {
 
 ShardedUnits::ShardedUnits(std::shared_ptr<distributed::State> state, const NamedTensors& trainable,
-                           const std::vector<int32_t>& unit_of, Options options)
+                           const std::vector<int32_t>& unit_of, Options options, const std::function<void(size_t)>& taken)
     : state_(std::move(state)), trainable_(trainable), places_(trainable.size()), options_(options) {
   for (const auto& dtype : {options_.compute, options_.reduce}) {
     require_argument(!dtype || at::isFloatingType(*dtype),
@@ -45,13 +47,12 @@ ShardedUnits::ShardedUnits(std::shared_ptr<distributed::State> state, const Name
     for (size_t member : members) {
       const at::Tensor& first = trainable_[members.front()].second;
       const at::Tensor& tensor = trainable_[member].second;
-      if (tensor.scalar_type() != first.scalar_type() || tensor.device() != first.device()) {
+      if (tensor.scalar_type() != first.scalar_type()) {
         fail(Code::InvalidArgument,
              "zero_stage 3: unit " + std::to_string(u) + " holds '" + trainable_[members.front()].first + "' (" +
-                 c10::toString(first.scalar_type()) + ", " + first.device().str() + ") and '" + trainable_[member].first +
-                 "' (" + c10::toString(tensor.scalar_type()) + ", " + tensor.device().str() +
-                 "): a unit's parameters are gathered as one buffer, so they need one dtype and device; put them "
-                 "in different units");
+                 c10::toString(first.scalar_type()) + ") and '" + trainable_[member].first + "' (" +
+                 c10::toString(tensor.scalar_type()) + "): a unit's parameters are gathered as one buffer, so they "
+                 "need one dtype; put them in different units");
       }
       numels.back().push_back(tensor.numel());
     }
@@ -77,18 +78,35 @@ ShardedUnits::ShardedUnits(std::shared_ptr<distributed::State> state, const Name
   pieces_ = partition_.pieces_of(partition_.rank);
   partition_.held_pieces->assign(pieces_.size(), at::Tensor());
   at::NoGradGuard no_grad;
+  // One buffer for every unit's layout in turn (made anew only for a larger one or another dtype), so that the
+  // chunks kept are not interleaved with layouts let go.
+  int64_t largest = 0;
+  for (const auto& bucket : partition_.buckets) largest = std::max(largest, bucket.chunk * partition_.world);
+  at::Tensor layouts;
   for (size_t u = 0; u < partition_.members.size(); ++u) {
-    auto chunk_options = unit_options(u);
-    // Pinned host memory: the copies to and from a CUDA device go by DMA, without a staging copy.
-    if (options_.cpu_offload) chunk_options = chunk_options.device(at::kCPU).pinned_memory(device(u).is_cuda());
-    partition_.parameter_chunks.push_back(at::zeros({partition_.buckets[u].chunk}, chunk_options));
-    gradient_chunks_.push_back(at::zeros({partition_.buckets[u].chunk}, chunk_options));
+    partition_.parameter_chunks.push_back(at::empty({partition_.buckets[u].chunk}, chunk_options(u)));
+    gradient_chunks_.emplace_back();  // made by the unit's first reduction
+    if (!layouts.defined() || layouts.numel() < unit_numel(u) || layouts.options().dtype() != unit_options(u).dtype()) {
+      layouts = at::Tensor();
+      layouts = at::empty({largest}, unit_options(u));
+    }
+    take_values_of_process_zero(u, layouts.narrow(0, 0, unit_numel(u)));
+    if (taken) taken(u);
   }
-  for (const ZeroPiece& piece : pieces_) {
-    const at::Tensor& parameter = trainable_[piece.parameter].second;
-    partition_.parameter_chunks[piece.bucket].narrow(0, piece.in_chunk, piece.numel)
-        .copy_(parameter.detach().reshape({-1}).narrow(0, piece.begin, piece.numel));
+}
+
+void ShardedUnits::take_values_of_process_zero(size_t unit, at::Tensor full) {
+  if (state_->launch().rank == 0) {
+    full.zero_();
+    const auto& members = partition_.members[unit];
+    for (size_t m = 0; m < members.size(); ++m) {
+      const at::Tensor& parameter = trainable_[members[m]].second;
+      full.narrow(0, partition_.buckets[unit].offsets[m], parameter.numel()).view(parameter.sizes()).copy_(parameter.detach());
+    }
   }
+  distributed::broadcast(*state_, full, 0);
+  const int64_t chunk = partition_.buckets[unit].chunk;
+  partition_.parameter_chunks[unit].copy_(full.narrow(0, partition_.rank * chunk, chunk));
 }
 
 int64_t ShardedUnits::unit_numel(size_t unit) const {
@@ -109,8 +127,14 @@ at::Device ShardedUnits::device(size_t unit) const {
   return unit_options(unit).device();
 }
 
+at::TensorOptions ShardedUnits::chunk_options(size_t unit) const {
+  // Pinned host memory: the copies to and from a CUDA device go by DMA, without a staging copy.
+  if (options_.cpu_offload) return unit_options(unit).device(at::kCPU).pinned_memory(device(unit).is_cuda());
+  return unit_options(unit);
+}
+
 at::TensorOptions ShardedUnits::unit_options(size_t unit) const {
-  return trainable_[partition_.members[unit].front()].second.options().requires_grad(false);
+  return trainable_[partition_.members[unit].front()].second.options().device(options_.device).requires_grad(false);
 }
 
 void ShardedUnits::require_unit(size_t unit, const char* what) const {
@@ -290,6 +314,7 @@ void ShardedUnits::reduce(size_t unit, const at::Tensor& full_gradients) {
   bool holds_gradients = false;
   for (size_t k = 0; k < pieces_.size(); ++k) holds_gradients |= pieces_[k].bucket == unit && held[k].defined();
   at::Tensor& gradients = gradient_chunks_[unit];
+  if (!gradients.defined()) gradients = at::empty({chunk}, chunk_options(unit));
   if (received.device() != gradients.device()) received = received.to(gradients.device());
   if (holds_gradients) {
     gradients.add_(received);
@@ -356,7 +381,7 @@ void ShardedUnits::for_each_whole(bool keep, const std::function<void(const at::
 
 int64_t ShardedUnits::gradient_bytes() const {
   int64_t bytes = 0;
-  for (const auto& chunk : gradient_chunks_) bytes += static_cast<int64_t>(chunk.nbytes());
+  for (const auto& chunk : gradient_chunks_) bytes += chunk.defined() ? static_cast<int64_t>(chunk.nbytes()) : 0;
   return bytes;
 }
 

@@ -51,20 +51,27 @@ namespace accel::train {
 
 class ShardedUnits {
  public:
-  // trainable: the model's trainable parameters (their values now are what the chunks start from);
-  // unit_of: per trainable parameter, its unit, numbered from 0 with none left empty. Every member of a unit
-  // must have one dtype and device (Error(InvalidArgument) naming two that differ, as FSDP's uniform dtype).
-  // precision: the compute and reduce dtypes (none: the parameters' own, and the compute dtype), floating.
-  // hybrid: split over each node's ranks, every node holding the same (ZeroPartition::hybrid; collective at
-  // construction then). cpu_offload: the chunks in host memory (above).
+  // trainable: the model's trainable parameters; process 0's values of them are what every rank's chunks
+  // start from, and the other ranks' are never read (any tensor of the shape and dtype will do there: one
+  // element expanded to the shape). unit_of: per trainable parameter, its unit, numbered from 0 with none left
+  // empty. Every member of a unit must have one dtype (Error(InvalidArgument) naming two that differ, as
+  // FSDP's uniform dtype); they may lie anywhere (process 0's are copied to `device`).
+  // Collective: the units are filled one at a time, each laid out on process 0 and broadcast, every rank
+  // keeping its chunk, so that no rank holds more than one unit's layout beside its chunks; `taken(unit)` is
+  // then called (may be empty), for the caller to let go of its memory of that unit's parameters.
+  // device: where the units are used (the caller's buffers, and the chunks unless offloaded). precision: the
+  // compute and reduce dtypes (none: the parameters' own, and the compute dtype), floating. hybrid: split
+  // over each node's ranks, every node holding the same (ZeroPartition::hybrid). cpu_offload: the chunks in
+  // host memory (above).
   struct Options {
+    at::Device device;
     std::optional<at::ScalarType> compute;
     std::optional<at::ScalarType> reduce;
     bool hybrid = false;
     bool cpu_offload = false;
   };
   ShardedUnits(std::shared_ptr<distributed::State> state, const NamedTensors& trainable,
-               const std::vector<int32_t>& unit_of, Options options);
+               const std::vector<int32_t>& unit_of, Options options, const std::function<void(size_t)>& taken);
   ~ShardedUnits();
   ShardedUnits(const ShardedUnits&) = delete;
   ShardedUnits& operator=(const ShardedUnits&) = delete;
@@ -82,7 +89,7 @@ class ShardedUnits {
   // gradients are averaged in.
   at::ScalarType compute_dtype(size_t unit) const;
   at::ScalarType reduce_dtype(size_t unit) const;
-  // Where a unit is used: its parameters' device, where the caller's buffers must be (the chunks' too, unless
+  // Where a unit is used (Options::device), where the caller's buffers must be (the chunks' too, unless
   // offloaded).
   at::Device device(size_t unit) const;
   // Fills `full` (1-d, contiguous, unit_numel elements, on the unit's device; of the unit's compute dtype, or
@@ -124,7 +131,8 @@ class ShardedUnits {
   // takes part. What each throws is thrown once every unit has been gathered, so that no other rank is left
   // waiting in a gather.
   void for_each_whole(bool keep, const std::function<void(const at::Tensor&, const at::Tensor&)>& each);
-  // The bytes of this rank's chunks of the units' averaged gradients (GradSyncReport::gradient_bytes).
+  // The bytes of this rank's chunks of the units' averaged gradients (GradSyncReport::gradient_bytes): each
+  // made by its unit's first reduction, so that a model only prepared holds its parameters' shares alone.
   int64_t gradient_bytes() const;
   // Since the units were made: the gathers (prefetched or not), those prefetched, and the time gather spent
   // waiting for the all-gathers (what prefetching hides). Thread-safe.
@@ -141,7 +149,10 @@ class ShardedUnits {
 
  private:
   void require_unit(size_t unit, const char* what) const;
-  at::TensorOptions unit_options(size_t unit) const;  // its parameters' dtype and device
+  at::TensorOptions unit_options(size_t unit) const;  // its parameters' dtype, on Options::device
+  at::TensorOptions chunk_options(size_t unit) const;  // where its chunks lie (in host memory when offloaded)
+  // Fills the unit's chunk from process 0's parameters, laid out in `full` (unit_numel elements) and broadcast.
+  void take_values_of_process_zero(size_t unit, at::Tensor full);
   void require_layout(size_t unit, const at::Tensor& full, const char* what) const;
   void require_dtype(size_t unit, const at::Tensor& full, at::ScalarType expected, const char* what) const;
   // A gather in flight: the buffer it fills, and what it sends (kept alive until it is done).

@@ -19,10 +19,11 @@ class EagerModuleBody final : public ModelBody {
   NamedTensors buffer_slots() const override { return buffers_; }
 
   // The caller's runtime owns these tensors and places them: accel only checks where they are.
-  void to(const c10::Device& device) override {
+  void to(const c10::Device& device, bool trainable_too) override {
     for (const auto* list : {&parameters_, &buffers_}) {
       for (const auto& [name, tensor] : *list) {
-        if (tensor.device() != device) {
+        const bool stays = list == &parameters_ && !trainable_too && tensor.requires_grad();
+        if (!stays && tensor.device() != device) {
           fail(Code::InvalidArgument, "'" + name + "' is on " + tensor.device().str() + " but the state's device is " +
                                           device.str() + ": a model whose tensors are the caller's must be moved there "
                                           "by the caller before prepare (as Accelerate moves an nn.Module)");

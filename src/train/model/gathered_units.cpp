@@ -166,7 +166,7 @@ GatheredUnits::GatheredUnits(ShardedUnits& units, const NamedTensors& trainable,
     const auto [unit, offset] = units.place(index);
     Impl::Unit& owner = impl.units[unit];
     if (!owner.flat.defined()) {
-      owner.flat = at::empty({units.unit_numel(unit)}, parameter.options().requires_grad(false));
+      owner.flat = at::empty({units.unit_numel(unit)}, parameter.options().device(units.device(unit)).requires_grad(false));
       owner.gathered = true;
     }
     owner.members.push_back(index);

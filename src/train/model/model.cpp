@@ -1,5 +1,6 @@
 #include "train/model/model.hpp"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros_like.h>
@@ -82,32 +83,56 @@ std::shared_ptr<Model::Impl> around(std::shared_ptr<ModelBody> body) {
   return impl;
 }
 
-// Sends rank 0's values of these tensors to every rank, one flat buffer per dtype.
+// Sends rank 0's values of these tensors to every rank, a flat buffer per dtype of at most about 64 MiB at a
+// time (a larger tensor alone), so that the copy travelling beside the tensors stays small.
 void broadcast_coalesced(distributed::State& state, const std::vector<at::Tensor>& tensors) {
+  constexpr int64_t kFlatBytes = int64_t{64} << 20;
   std::map<at::ScalarType, std::vector<at::Tensor>> by_type;
   for (const auto& tensor : tensors) by_type[tensor.scalar_type()].push_back(tensor);
   for (auto& [type, group] : by_type) {
-    std::vector<at::Tensor> flat_parts;
-    for (const auto& tensor : group) flat_parts.push_back(tensor.detach().reshape({-1}));
-    auto flat = at::cat(flat_parts);
-    distributed::broadcast(state, flat, 0);
-    int64_t offset = 0;
-    for (auto& tensor : group) {
-      tensor.detach().copy_(flat.narrow(0, offset, tensor.numel()).view(tensor.sizes()));
-      offset += tensor.numel();
+    for (size_t begin = 0; begin < group.size();) {
+      size_t end = begin;
+      int64_t bytes = 0;
+      std::vector<at::Tensor> flat_parts;
+      while (end < group.size() && (end == begin || bytes + static_cast<int64_t>(group[end].nbytes()) <= kFlatBytes)) {
+        bytes += static_cast<int64_t>(group[end].nbytes());
+        flat_parts.push_back(group[end++].detach().reshape({-1}));
+      }
+      auto flat = at::cat(flat_parts);
+      distributed::broadcast(state, flat, 0);
+      int64_t offset = 0;
+      for (size_t i = begin; i < end; ++i) {
+        group[i].detach().copy_(flat.narrow(0, offset, group[i].numel()).view(group[i].sizes()));
+        offset += group[i].numel();
+      }
+      begin = end;
     }
   }
 }
 
+// Whether prepare takes a parameter's values a unit at a time (ShardedUnits) rather than broadcasting them
+// into the tensor: zero_stage 3's trainable parameters on several processes.
+bool taken_by_units(const at::Tensor& parameter, bool sharded) { return sharded && parameter.requires_grad(); }
+
 // One line per parameter and buffer: what every rank's model must agree on before prepare sends rank 0's
-// values to the others.
-std::vector<std::string> describe_tensors(const NamedTensors& parameters, const NamedTensors& buffers) {
+// values to the others. On a process that receives them (receives), a tensor prepare writes into that has no
+// memory of its own for each element (one element expanded to its shape) says so, so that every process
+// fails naming it; zero_stage 3's trainable parameters are never written (sharded: ShardedUnits takes
+// process 0's values).
+std::vector<std::string> describe_tensors(const NamedTensors& parameters, const NamedTensors& buffers, bool sharded,
+                                          bool receives) {
   std::vector<std::string> lines;
   for (const auto* list : {&parameters, &buffers}) {
     for (const auto& [name, tensor] : *list) {
       const char* kind = list == &buffers ? "buffer" : tensor.requires_grad() ? "parameter" : "frozen parameter";
-      lines.push_back(std::string(kind) + " '" + name + "' " + c10::str(tensor.sizes()) + " " +
-                      c10::toString(tensor.scalar_type()));
+      std::string line = std::string(kind) + " '" + name + "' " + c10::str(tensor.sizes()) + " " +
+                         c10::toString(tensor.scalar_type());
+      const bool written = receives && (list == &buffers || !taken_by_units(tensor, sharded));
+      if (written && at::has_internal_overlap(tensor) == at::MemOverlap::Yes) {
+        line += " with elements sharing memory (expanded): no memory to receive process 0's values in (only "
+                "zero_stage 3's trainable parameters may be so, on processes other than 0)";
+      }
+      lines.push_back(line);
     }
   }
   return lines;
@@ -127,9 +152,11 @@ std::vector<std::string> split_lines(const std::string& text) {
 }
 
 // Fails on every rank alike, naming the first tensor where a process's model differs from process 0's.
-void require_same_models(distributed::State& state, const NamedTensors& parameters, const NamedTensors& buffers) {
+void require_same_models(distributed::State& state, const NamedTensors& parameters, const NamedTensors& buffers,
+                         bool sharded) {
+  const bool receives = state.launch().rank != 0;
   const auto all = distributed::texts_if_different(state, distributed::CallKind::PrepareModel,
-                                                   joined(describe_tensors(parameters, buffers)));
+                                                   joined(describe_tensors(parameters, buffers, sharded, receives)));
   if (!all) return;
   const auto first = split_lines((*all)[0]);
   std::string text = "prepare: the processes' models differ (every process must prepare the same model):";
@@ -194,7 +221,12 @@ std::shared_ptr<Model> Model::from_tensors(const NamedTensors& parameters, const
 
 void Model::prepare(std::shared_ptr<distributed::State> state, const PrepareConfig& config) {
   if (impl_->state) fail(Code::InvalidState, "the model is already prepared");
-  impl_->body->to(at::Device(state->device()));
+  const bool several = state->launch().world_size > 1;
+  // Stage 3 takes the trainable parameters' values a unit at a time from process 0, wherever they lie, so
+  // that a model larger than a device (or than a process's memory, elsewhere than on process 0) is never
+  // whole there.
+  const bool sharded = several && config.reducer.zero_stage == 3;
+  impl_->body->to(at::Device(state->device()), /*trainable_too=*/!sharded);
   refresh_cached_tensors();  // the move to the device replaced the tensors
   impl_->config = config;
   const bool host_owned = impl_->body->host_owned();
@@ -208,14 +240,16 @@ void Model::prepare(std::shared_ptr<distributed::State> state, const PrepareConf
     impl_->config.reducer.host_gradients = true;
     impl_->config.reducer.gradient_as_bucket_view = true;
   }
-  if (state->launch().world_size > 1) {
-    require_same_models(*state, named_parameters(), named_buffers());
+  if (several) {
+    require_same_models(*state, named_parameters(), named_buffers(), sharded);
     std::vector<at::Tensor> tensors;
-    for (const auto& parameter : named_parameters()) tensors.push_back(parameter.second);
+    for (const auto& parameter : named_parameters()) {
+      if (!taken_by_units(parameter.second, sharded)) tensors.push_back(parameter.second);
+    }
     for (const auto& buffer : named_buffers()) tensors.push_back(buffer.second);
     broadcast_coalesced(*state, tensors);
     auto trainable = trainable_parameters();
-    if (impl_->config.reducer.zero_stage == 3) {
+    if (sharded) {
       shard_parameters(state);
     } else if (!trainable.empty()) {
       impl_->reducer = std::make_unique<Reducer>(state, std::move(trainable), impl_->config.reducer);
@@ -302,9 +336,9 @@ std::vector<size_t> units_ahead(const CutChildren& cut, size_t k, int step) {
 
 }  // namespace
 
-// Stage 3's units over the trainable parameters (rank 0's values, broadcast just before); the model then lets
-// go of the caller's memory of them, so that the caller can release it (its parameters become views of each
-// unit's buffer): the tensors here keep their shapes and no storage.
+// Stage 3's units over the trainable parameters, filled a unit at a time with process 0's values; the model
+// lets go of the caller's memory of each unit as soon as it is taken, so that the caller can release it (its
+// parameters become views of each unit's buffer): the tensors here keep their shapes and no storage.
 void Model::shard_parameters(const std::shared_ptr<distributed::State>& state) {
   const NamedTensors& parameters = named_parameters();
   const bool host_owned = impl_->body->host_owned();
@@ -329,9 +363,22 @@ void Model::shard_parameters(const std::shared_ptr<distributed::State>& state) {
   }
   if (unit_of.empty()) return;
   const ReducerConfig& config = impl_->config.reducer;
-  impl_->units = std::make_unique<ShardedUnits>(state, trainable_parameters(), unit_of,
-                                                ShardedUnits::Options{config.unit_param_dtype, config.unit_reduce_dtype,
-                                                                      config.zero_hybrid, config.unit_cpu_offload});
+  const NamedTensors trainable = trainable_parameters();
+  // The caller's memory of a unit's parameters goes as soon as the unit is taken (a TorchScript model's
+  // parameters become views of GatheredUnits' buffers below): the tensors keep their shapes and no storage.
+  const auto let_go = [&](size_t unit) {
+    for (size_t i = 0; host_owned && i < trainable.size(); ++i) {
+      if (static_cast<size_t>(unit_of[i]) != unit) continue;
+      c10::StorageImpl* storage = trainable[i].second.storage().unsafeGetStorageImpl();
+      storage->set_data_ptr_noswap(at::DataPtr(nullptr, trainable[i].second.device()));
+      storage->set_nbytes(0);
+    }
+  };
+  impl_->units = std::make_unique<ShardedUnits>(
+      state, trainable, unit_of,
+      ShardedUnits::Options{at::Device(state->device()), config.unit_param_dtype, config.unit_reduce_dtype,
+                            config.zero_hybrid, config.unit_cpu_offload},
+      let_go);
   impl_->reduced.assign(impl_->units->unit_count(), false);
   if (!host_owned) {
     impl_->gathered = std::make_unique<GatheredUnits>(
@@ -340,13 +387,6 @@ void Model::shard_parameters(const std::shared_ptr<distributed::State>& state) {
         [this](const std::vector<bool>& reached) { return units_reached_by_no_rank(reached); },
         [this] { check_units_after_backward("backward"); });
     std::tie(impl_->cut, impl_->held) = units_by_child(children.cut, child_of, unit_of, impl_->units->unit_count());
-    return;
-  }
-  for (const auto& [name, tensor] : parameters) {
-    if (!tensor.requires_grad()) continue;
-    c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
-    storage->set_data_ptr_noswap(at::DataPtr(nullptr, tensor.device()));
-    storage->set_nbytes(0);
   }
 }
 

@@ -26,8 +26,10 @@ class ModelBody {
   // appears once per holder, as the same TensorImpl.
   virtual NamedTensors parameter_slots() const = 0;
   virtual NamedTensors buffer_slots() const = 0;
-  // Puts every tensor on device, keeping each TensorImpl (so slots listed before stay the tensors).
-  virtual void to(const c10::Device& device) = 0;
+  // Puts every tensor on device, keeping each TensorImpl (so slots listed before stay the tensors); without
+  // trainable_too, the trainable parameters (requires_grad) stay where they are (zero_stage 3 takes their
+  // values a unit at a time).
+  virtual void to(const c10::Device& device, bool trainable_too) = 0;
   // forward; Error(Unsupported) for a model whose forward runs in the caller's runtime.
   virtual c10::IValue forward(std::vector<c10::IValue> inputs, const std::unordered_map<std::string, c10::IValue>& named) = 0;
   // The submodules forward can be cut around (train/model/called_modules.hpp), by path ("layers.0"), in the

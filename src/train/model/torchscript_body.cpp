@@ -21,7 +21,17 @@ class TorchScriptBody final : public ModelBody {
 
   NamedTensors parameter_slots() const override { return slots_of(module_.named_parameters(true)); }
   NamedTensors buffer_slots() const override { return slots_of(module_.named_buffers(true)); }
-  void to(const c10::Device& device) override { module_.to(device); }
+  void to(const c10::Device& device, bool trainable_too) override {
+    if (trainable_too) {
+      module_.to(device);
+      return;
+    }
+    // As Module::to moves each tensor: its data replaced, the tensor kept.
+    for (at::Tensor parameter : module_.parameters(/*recurse=*/true)) {
+      if (!parameter.requires_grad()) parameter.set_data(parameter.to(device));
+    }
+    for (at::Tensor buffer : module_.buffers(/*recurse=*/true)) buffer.set_data(buffer.to(device));
+  }
 
   c10::IValue forward(std::vector<c10::IValue> inputs, const std::unordered_map<std::string, c10::IValue>& named) override {
     try {
