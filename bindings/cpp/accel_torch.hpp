@@ -26,13 +26,16 @@
 //
 // Under zero_stage 3 (the prepare option; FSDP's FULL_SHARD) each trainable parameter is held, between steps,
 // as this process's share in libaccel only: the module's parameters keep their shapes and no memory. A C++
-// module has no forward hooks, so begin_forward gathers every unit (by default each top-level child module,
-// and the parameters the module holds itself: DeepSpeed's cut; every gather started before the first is
-// waited for, accel_model_unit_prefetch) and the backward hands each unit's gradients
-// over and releases the unit as soon as all of them are accumulated; the rest at the end of backward. So a
-// process holds the whole parameters from its forward into its backward, and only its share of parameters,
-// gradients and optimizer state between steps. After an evaluation forward (no backward),
-// release_parameters() lets go of the gathered parameters.
+// module has no forward hooks, so either begin_forward gathers every unit (by default each top-level child
+// module, and the parameters the module holds itself: DeepSpeed's cut; every gather started before the first
+// is waited for, accel_model_unit_prefetch), and a process holds the whole parameters from its forward into
+// its backward; or, with begin_forward(grad_enabled, /*by_child=*/true), the program runs each top-level
+// child's forward through forward_child, which gathers that child's units around it and again when autograd
+// reaches its output (FSDP's wrapping of the child, reshard_after_forward), so that a process holds one
+// child's parameters at a time beside the module's own. Either way the backward hands each unit's gradients
+// over and releases the unit as soon as all of them are accumulated, the rest at the end of backward, and
+// between steps a process holds only its share of parameters, gradients and optimizer state. After an
+// evaluation forward (no backward), release_parameters() lets go of the gathered parameters.
 //
 // Thread safety: as accel.hpp's Model; the hooks run on the thread that runs backward (the caller's, on the
 // CPU; autograd's device threads on a GPU), one at a time.
@@ -47,6 +50,8 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -104,7 +109,7 @@ class ModuleModel {
     model_->set_units(units.empty() ? units_by_child(module, trainable) : units);
     state.prepare(*model_, options);
     if (model_->num_units() > 0) {
-      sharded_ = std::make_shared<Sharded>(model_, parameters_, trainable);
+      sharded_ = std::make_shared<Sharded>(model_, parameters_, trainable, module);
       for (size_t index = 0; index < parameters_.size(); ++index) {
         if (trainable[index]) watch_sharded(index);
       }
@@ -121,10 +126,38 @@ class ModuleModel {
   // it may send rank 0's buffers (collective, on every rank alike) and decides whether the coming backward
   // synchronises (accumulate, no_sync).
   // Under zero_stage 3 it also gathers every unit (collective), and with grad_enabled gives each trainable
-  // parameter its gradient view.
-  void begin_forward(bool grad_enabled = true) {
+  // parameter its gradient view; with by_child, only the units that lie in no top-level child, the program
+  // then running every child's forward through forward_child.
+  void begin_forward(bool grad_enabled = true, bool by_child = false) {
     model_->begin_forward(grad_enabled);
-    if (sharded_) sharded_->begin_forward(grad_enabled);
+    if (sharded_) sharded_->begin_forward(grad_enabled, by_child);
+  }
+
+  // forward(), a forward of `child`, one of the module's top-level children (a module of its own: one whose
+  // parameters it alone uses), after begin_forward(grad_enabled, true): under zero_stage 3 the child's units
+  // are gathered for it (collective: every process runs the same children in the same order) and released
+  // after it; when forward's output requires grad, a hook on it gathers them again before autograd runs the
+  // child's backward and gives their parameters their gradient views. Returns forward's output. Otherwise
+  // (no stage 3, or begin_forward without by_child) just forward(). Error(ACCEL_ERR_INVALID_ARGUMENT) for a
+  // module that is not a top-level child.
+  at::Tensor forward_child(const torch::nn::Module& child, const std::function<at::Tensor()>& forward) {
+    if (!sharded_ || !sharded_->by_child) return forward();
+    const auto found = sharded_->child_units.find(&child);
+    if (found == sharded_->child_units.end()) {
+      throw Error(ACCEL_ERR_INVALID_ARGUMENT, "ACCEL_ERR_INVALID_ARGUMENT: forward_child: the module '" + child.name() +
+                                                  "' is not one of the prepared module's top-level children");
+    }
+    const std::vector<size_t> units = found->second;
+    sharded_->gather(units);
+    at::Tensor output = forward();
+    if (at::GradMode::is_enabled() && output.defined() && output.requires_grad()) {
+      std::weak_ptr<Sharded> weak = sharded_;
+      output.register_hook([weak, units](const at::Tensor&) {
+        if (const auto sharded = weak.lock()) sharded->before_backward(units);
+      });
+    }
+    for (const size_t unit : units) sharded_->release(sharded_->units[unit]);
+    return output;
   }
 
   // Accelerate's backward: (loss / gradient_accumulation_steps).backward(), times the loss scale under fp16
@@ -222,7 +255,8 @@ class ModuleModel {
       bool prefetched = false;  // its gather in flight: libaccel writes into flat until unit_gather
     };
 
-    Sharded(std::shared_ptr<Model> model, const std::vector<at::Tensor>& all, const std::vector<bool>& trainable)
+    Sharded(std::shared_ptr<Model> model, const std::vector<at::Tensor>& all, const std::vector<bool>& trainable,
+            torch::nn::Module& module)
         : model(std::move(model)), parameters(all), unit_of(all.size(), 0), units(this->model->num_units()) {
       for (size_t index = 0; index < all.size(); ++index) {
         if (!trainable[index]) continue;
@@ -238,6 +272,24 @@ class ModuleModel {
         parameters[index].set_data(owner.flat.narrow(0, offset, all[index].numel()).view(all[index].sizes()));
       }
       release_all();
+      // Each top-level child's units: those all of whose parameters are the child's.
+      std::map<const c10::TensorImpl*, size_t> index_of;
+      for (size_t index = 0; index < all.size(); ++index) index_of.emplace(all[index].unsafeGetTensorImpl(), index);
+      for (const auto& child : module.children()) {
+        std::set<size_t> mine;
+        for (const at::Tensor& tensor : child->parameters()) mine.insert(index_of.at(tensor.unsafeGetTensorImpl()));
+        std::vector<size_t>& lying = child_units[child.get()];
+        for (size_t unit = 0; unit < units.size(); ++unit) {
+          const auto& members = units[unit].members;
+          if (std::all_of(members.begin(), members.end(), [&](size_t member) { return mine.count(member) != 0; })) {
+            lying.push_back(unit);
+          }
+        }
+      }
+      in_child.assign(units.size(), false);
+      for (const auto& [child, lying] : child_units) {
+        for (const size_t unit : lying) in_child[unit] = true;
+      }
     }
 
     void release(Unit& unit) {
@@ -298,16 +350,38 @@ class ModuleModel {
       return buffer.narrow(0, offset, parameter.numel()).view(parameter.sizes());
     }
 
-    void begin_forward(bool grad_enabled) {
-      // Every gather after the first started before the first is waited for: they travel one behind another.
-      for (size_t index = 1; index < units.size(); ++index) start_gather(index, /*prefetch=*/true);
-      if (!units.empty()) start_gather(0, /*prefetch=*/false);
-      for (size_t index = 1; index < units.size(); ++index) wait_for(index);
+    // Every unit (by_child false), or those in no top-level child, gathered: every gather after the first
+    // started before the first is waited for, so that they travel one behind another.
+    void begin_forward(bool grad_enabled, bool by_child_now) {
+      by_child = by_child_now;
+      std::vector<size_t> now;
+      for (size_t index = 0; index < units.size(); ++index) {
+        if (!by_child || !in_child[index]) now.push_back(index);
+      }
+      gather(now);
       if (!grad_enabled) return;
       for (Unit& unit : units) {
         unit.waiting = unit.members.size();
         unit.done = false;
-        install_grads(unit);
+      }
+      for (const size_t index : now) install_grads(units[index]);
+    }
+
+    void gather(const std::vector<size_t>& indices) {
+      for (size_t k = 1; k < indices.size(); ++k) start_gather(indices[k], /*prefetch=*/true);
+      if (!indices.empty()) start_gather(indices[0], /*prefetch=*/false);
+      for (size_t k = 1; k < indices.size(); ++k) wait_for(indices[k]);
+    }
+
+    // A child's units before autograd runs its backward: gathered again, their gradient views installed.
+    void before_backward(const std::vector<size_t>& indices) {
+      std::vector<size_t> needed;
+      for (const size_t index : indices) {
+        if (!units[index].done && !units[index].gathered) needed.push_back(index);
+      }
+      gather(needed);
+      for (const size_t index : indices) {
+        if (!units[index].done) install_grads(units[index]);
       }
     }
 
@@ -342,6 +416,9 @@ class ModuleModel {
     std::vector<at::Tensor> parameters;
     std::vector<size_t> unit_of;
     std::vector<Unit> units;
+    std::map<const torch::nn::Module*, std::vector<size_t>> child_units;
+    std::vector<bool> in_child;  // per unit: whether it lies in a top-level child
+    bool by_child = false;       // this forward's begin_forward's
   };
 
   // Under stage 3, the gradient accumulator's post hook counts the parameter's unit's gradients in.

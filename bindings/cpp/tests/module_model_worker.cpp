@@ -15,6 +15,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "accel.hpp"
@@ -198,44 +199,64 @@ TEST(ModuleModel, TheGradScalerCallsAnswerWithoutFp16) {
   EXPECT_EQ(accel::to_torch(state->grad_scale()).item<float>(), 1.0f);
 }
 
+// The bytes of parameter memory a module holds.
+size_t held(const torch::nn::Module& module) {
+  size_t bytes = 0;
+  for (const auto& parameter : module.parameters()) bytes += parameter.storage().nbytes();
+  return bytes;
+}
+
+// make_net(seed) prepared under stage 0 (whole) and under stage 3 (sharded), each with accel's AdamW (lr 0.05,
+// weight decay 0.01).
+struct StagesZeroAndThree {
+  explicit StagesZeroAndThree(int64_t seed)
+      : whole(make_net(seed)), sharded(make_net(seed)), whole_model(*state, *whole),
+        sharded_model(*state, *sharded, &stage3), whole_optimizer(whole_model.model(), "adamw", &adamw),
+        sharded_optimizer(sharded_model.model(), "adamw", &adamw) {}
+
+  // Both optimizers step, then zero the gradients; under stage 3 with several processes the module then holds
+  // no parameter memory.
+  void step(int64_t micro) {
+    for (auto* optimizer : {&whole_optimizer, &sharded_optimizer}) {
+      optimizer->step();
+      optimizer->zero_grad();
+    }
+    if (world() > 1) EXPECT_EQ(held(*sharded), 0u) << "micro-step " << micro << ": parameters held between steps";
+  }
+
+  static accel::Options options(const std::vector<std::pair<std::string, std::string>>& settings) {
+    accel::Options made;
+    for (const auto& [key, value] : settings) made.set(key, value);
+    return made;
+  }
+
+  accel::Options stage3 = options({{"zero_stage", "3"}});
+  accel::Options adamw = options({{"lr", "0.05"}, {"weight_decay", "0.01"}});
+  Net whole, sharded;
+  accel::ModuleModel whole_model, sharded_model;
+  accel::Optimizer whole_optimizer, sharded_optimizer;
+};
+
 // zero_stage 3: the module's parameters hold no memory between steps (libaccel holds this process's share),
 // its units are gathered by begin_forward (their gathers started together), and accel's AdamW over the shares takes stage 0's steps bit for bit
 // (with accumulation under cpp.module_model_accumulation.np2); an evaluation forward's gathered parameters
 // go with release_parameters; whole_tensors gathers them for process 0. One process shards nothing.
 TEST(ModuleModel, ZeroStageThreeTakesStageZerosStepsHoldingOnlyItsShare) {
-  Net whole = make_net(40), sharded = make_net(40);
-  accel::ModuleModel whole_model(*state, *whole);
-  accel::Options stage3;
-  stage3.set("zero_stage", "3");
-  accel::ModuleModel sharded_model(*state, *sharded, &stage3);
+  StagesZeroAndThree stages(40);
+  Net &whole = stages.whole, &sharded = stages.sharded;
+  accel::ModuleModel& sharded_model = stages.sharded_model;
   EXPECT_EQ(sharded_model.model().num_units(), world() > 1 ? 2u : 0u) << "one unit per child: hidden and out";
-  accel::Options adamw;
-  adamw.set("lr", "0.05");
-  adamw.set("weight_decay", "0.01");
-  accel::Optimizer whole_optimizer(whole_model.model(), "adamw", &adamw);
-  accel::Optimizer sharded_optimizer(sharded_model.model(), "adamw", &adamw);
-  const auto held = [&] {
-    size_t bytes = 0;
-    for (const auto& parameter : sharded->parameters()) bytes += parameter.storage().nbytes();
-    return bytes;
-  };
   const int64_t steps = 6 * state->gradient_accumulation_steps();
   for (int64_t micro = 0; micro < steps; ++micro) {
     at::manual_seed(50 + micro * 10 + rank());
     const auto x = at::randn({4, 6}), y = at::randn({4, 3});
     state->accumulate();
-    for (auto* side : {&whole_model, &sharded_model}) {
+    for (auto* side : {&stages.whole_model, &sharded_model}) {
       side->begin_forward();
-      Net& net = side == &whole_model ? whole : sharded;
+      Net& net = side == &stages.whole_model ? whole : sharded;
       side->backward(at::mse_loss(net->forward(x), y));
     }
-    whole_optimizer.step();
-    sharded_optimizer.step();
-    whole_optimizer.zero_grad();
-    sharded_optimizer.zero_grad();
-    if (world() > 1) {
-      EXPECT_EQ(held(), 0u) << "micro-step " << micro << ": parameters held between steps";
-    }
+    stages.step(micro);
   }
   {
     torch::NoGradGuard no_grad;
@@ -248,7 +269,7 @@ TEST(ModuleModel, ZeroStageThreeTakesStageZerosStepsHoldingOnlyItsShare) {
     sharded_model.release_parameters();
   }
   if (world() > 1) {
-    EXPECT_EQ(held(), 0u) << "release_parameters kept memory";
+    EXPECT_EQ(held(*sharded), 0u) << "release_parameters kept memory";
     // Each begin_forward started the second unit's gather before waiting for the first's.
     EXPECT_EQ(sharded_model.model().grad_sync_stat("unit_prefetches"), static_cast<double>(steps + 1));
   }
@@ -263,6 +284,46 @@ TEST(ModuleModel, ZeroStageThreeTakesStageZerosStepsHoldingOnlyItsShare) {
     EXPECT_TRUE(accel::to_torch(tensor).equal(*expected)) << name;
   }
   EXPECT_FALSE(whole->hidden->weight.equal(make_net(40)->hidden->weight)) << "nothing trained";
+}
+
+// zero_stage 3 a child at a time: with begin_forward(true, /*by_child=*/true) and each child's forward run
+// through forward_child, only that child's unit holds memory during its forward (the other's parameters none),
+// and accel's AdamW takes stage 0's steps bit for bit (with accumulation under cpp.module_model_accumulation.np2).
+// A module that is not a top-level child is refused.
+TEST(ModuleModel, ZeroStageThreeByChildGathersOneChildAtATime) {
+  StagesZeroAndThree stages(41);
+  Net &whole = stages.whole, &sharded = stages.sharded;
+  accel::ModuleModel &whole_model = stages.whole_model, &sharded_model = stages.sharded_model;
+  const int64_t steps = 6 * state->gradient_accumulation_steps();
+  for (int64_t micro = 0; micro < steps; ++micro) {
+    at::manual_seed(70 + micro * 10 + rank());
+    const auto x = at::randn({4, 6}), y = at::randn({4, 3});
+    state->accumulate();
+    whole_model.begin_forward();
+    whole_model.backward(at::mse_loss(whole->forward(x), y));
+    sharded_model.begin_forward(true, /*by_child=*/true);
+    const auto hidden = sharded_model.forward_child(*sharded->hidden, [&] {
+      if (world() > 1) EXPECT_EQ(held(*sharded->out), 0u) << "out gathered during hidden's forward";
+      return sharded->hidden(x);
+    });
+    const auto output = sharded_model.forward_child(*sharded->out, [&] {
+      if (world() > 1) EXPECT_EQ(held(*sharded->hidden), 0u) << "hidden still gathered during out's forward";
+      return sharded->out(at::tanh(hidden + sharded->shift));
+    });
+    sharded_model.backward(at::mse_loss(output, y));
+    stages.step(micro);
+  }
+  const auto gathered = sharded_model.model().whole_tensors(rank() == 0);
+  const auto expected = whole->named_parameters();
+  for (const auto& [name, tensor] : gathered) {
+    if (expected.find(name) != nullptr) EXPECT_TRUE(accel::to_torch(tensor).equal(expected[name])) << name;
+  }
+  EXPECT_FALSE(whole->hidden->weight.equal(make_net(41)->hidden->weight)) << "nothing trained";
+  if (world() > 1) {
+    sharded_model.begin_forward(true, /*by_child=*/true);
+    EXPECT_THROW(sharded_model.forward_child(*whole->hidden, [] { return at::Tensor(); }), accel::Error);
+    sharded_model.end_backward();
+  }
 }
 
 }  // namespace
