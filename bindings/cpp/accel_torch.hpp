@@ -32,7 +32,8 @@
 // its backward; or, with begin_forward(grad_enabled, /*by_child=*/true), the program runs each top-level
 // child's forward through forward_child, which gathers that child's units around it and again when autograd
 // reaches its output (FSDP's wrapping of the child, reshard_after_forward), so that a process holds one
-// child's parameters at a time beside the module's own. Either way the backward hands each unit's gradients
+// child's parameters at a time beside the module's own, and the next child's gather in flight (prefetch: in
+// forward the child that came next in the last forward, in backward the one before in this forward). Either way the backward hands each unit's gradients
 // over and releases the unit as soon as all of them are accumulated, the rest at the end of backward, and
 // between steps a process holds only its share of parameters, gradients and optimizer state. After an
 // evaluation forward (no backward), release_parameters() lets go of the gathered parameters.
@@ -137,7 +138,10 @@ class ModuleModel {
   // parameters it alone uses), after begin_forward(grad_enabled, true): under zero_stage 3 the child's units
   // are gathered for it (collective: every process runs the same children in the same order) and released
   // after it; when forward's output requires grad, a hook on it gathers them again before autograd runs the
-  // child's backward and gives their parameters their gradient views. Returns forward's output. Otherwise
+  // child's backward and gives their parameters their gradient views. Meanwhile the gather of the child
+  // expected next is started (FSDP's forward_prefetch and BACKWARD_PRE): in forward the child that followed
+  // this one in the last forward, in backward the one before it in this forward; a guess not taken is waited
+  // for and released by end_backward or release_parameters. Returns forward's output. Otherwise
   // (no stage 3, or begin_forward without by_child) just forward(). Error(ACCEL_ERR_INVALID_ARGUMENT) for a
   // module that is not a top-level child.
   at::Tensor forward_child(const torch::nn::Module& child, const std::function<at::Tensor()>& forward) {
@@ -148,12 +152,21 @@ class ModuleModel {
                                                   "' is not one of the prepared module's top-level children");
     }
     const std::vector<size_t> units = found->second;
-    sharded_->gather(units);
+    Sharded& sharded = *sharded_;
+    if (std::find(sharded.order_now.begin(), sharded.order_now.end(), &child) == sharded.order_now.end()) {
+      sharded.order_now.push_back(&child);
+    }
+    sharded.gather(units);
+    const auto last = std::find(sharded.last_order.begin(), sharded.last_order.end(), &child);
+    if (last != sharded.last_order.end() && last + 1 != sharded.last_order.end()) {
+      sharded.prefetch(sharded.child_units.at(*(last + 1)), /*for_backward=*/false);
+    }
     at::Tensor output = forward();
     if (at::GradMode::is_enabled() && output.defined() && output.requires_grad()) {
       std::weak_ptr<Sharded> weak = sharded_;
-      output.register_hook([weak, units](const at::Tensor&) {
-        if (const auto sharded = weak.lock()) sharded->before_backward(units);
+      const torch::nn::Module* key = &child;
+      output.register_hook([weak, key, units](const at::Tensor&) {
+        if (const auto sharded = weak.lock()) sharded->before_backward(key, units);
       });
     }
     for (const size_t unit : units) sharded_->release(sharded_->units[unit]);
@@ -354,6 +367,8 @@ class ModuleModel {
     // started before the first is waited for, so that they travel one behind another.
     void begin_forward(bool grad_enabled, bool by_child_now) {
       by_child = by_child_now;
+      if (!order_now.empty()) last_order = std::move(order_now);
+      order_now.clear();
       std::vector<size_t> now;
       for (size_t index = 0; index < units.size(); ++index) {
         if (!by_child || !in_child[index]) now.push_back(index);
@@ -367,19 +382,41 @@ class ModuleModel {
       for (const size_t index : now) install_grads(units[index]);
     }
 
+    // The units gathered: one prefetched only waited for; of the others, every gather after the first started
+    // before the first is waited for, so that they travel one behind another.
     void gather(const std::vector<size_t>& indices) {
-      for (size_t k = 1; k < indices.size(); ++k) start_gather(indices[k], /*prefetch=*/true);
-      if (!indices.empty()) start_gather(indices[0], /*prefetch=*/false);
-      for (size_t k = 1; k < indices.size(); ++k) wait_for(indices[k]);
+      std::vector<size_t> fresh;
+      for (const size_t index : indices) {
+        if (units[index].prefetched) {
+          wait_for(index);
+        } else {
+          fresh.push_back(index);
+        }
+      }
+      for (size_t k = 1; k < fresh.size(); ++k) start_gather(fresh[k], /*prefetch=*/true);
+      if (!fresh.empty()) start_gather(fresh[0], /*prefetch=*/false);
+      for (size_t k = 1; k < fresh.size(); ++k) wait_for(fresh[k]);
     }
 
-    // A child's units before autograd runs its backward: gathered again, their gradient views installed.
-    void before_backward(const std::vector<size_t>& indices) {
+    // The gathers of these units started, but of those gathered or on their way (and, for a backward, of those
+    // it has handed over).
+    void prefetch(const std::vector<size_t>& indices, bool for_backward) {
+      for (const size_t index : indices) {
+        const Unit& unit = units[index];
+        if (!unit.gathered && !unit.prefetched && !(for_backward && unit.done)) start_gather(index, /*prefetch=*/true);
+      }
+    }
+
+    // A child's units before autograd runs its backward: gathered again, their gradient views installed; the
+    // gather of the child before it in this forward started.
+    void before_backward(const torch::nn::Module* child, const std::vector<size_t>& indices) {
       std::vector<size_t> needed;
       for (const size_t index : indices) {
         if (!units[index].done && !units[index].gathered) needed.push_back(index);
       }
       gather(needed);
+      const auto place = std::find(order_now.begin(), order_now.end(), child);
+      if (place != order_now.end() && place != order_now.begin()) prefetch(child_units.at(*(place - 1)), /*for_backward=*/true);
       for (const size_t index : indices) {
         if (!units[index].done) install_grads(units[index]);
       }
@@ -419,6 +456,8 @@ class ModuleModel {
     std::map<const torch::nn::Module*, std::vector<size_t>> child_units;
     std::vector<bool> in_child;  // per unit: whether it lies in a top-level child
     bool by_child = false;       // this forward's begin_forward's
+    // The children forward_child ran, in order: in this forward and in the last one (what prefetch guesses by).
+    std::vector<const torch::nn::Module*> order_now, last_order;
   };
 
   // Under stage 3, the gradient accumulator's post hook counts the parameter's unit's gradients in.

@@ -287,7 +287,8 @@ TEST(ModuleModel, ZeroStageThreeTakesStageZerosStepsHoldingOnlyItsShare) {
 }
 
 // zero_stage 3 a child at a time: with begin_forward(true, /*by_child=*/true) and each child's forward run
-// through forward_child, only that child's unit holds memory during its forward (the other's parameters none),
+// through forward_child, a child's units are released after its forward (out's forward finds hidden's
+// released), the next child's gather is started ahead in forward and backward (counted),
 // and accel's AdamW takes stage 0's steps bit for bit (with accumulation under cpp.module_model_accumulation.np2).
 // A module that is not a top-level child is refused.
 TEST(ModuleModel, ZeroStageThreeByChildGathersOneChildAtATime) {
@@ -303,7 +304,8 @@ TEST(ModuleModel, ZeroStageThreeByChildGathersOneChildAtATime) {
     whole_model.backward(at::mse_loss(whole->forward(x), y));
     sharded_model.begin_forward(true, /*by_child=*/true);
     const auto hidden = sharded_model.forward_child(*sharded->hidden, [&] {
-      if (world() > 1) EXPECT_EQ(held(*sharded->out), 0u) << "out gathered during hidden's forward";
+      // out's memory then is its prefetch, but in the first forward (nothing to guess by).
+      if (world() > 1 && micro == 0) EXPECT_EQ(held(*sharded->out), 0u) << "out gathered during hidden's forward";
       return sharded->hidden(x);
     });
     const auto output = sharded_model.forward_child(*sharded->out, [&] {
@@ -312,6 +314,11 @@ TEST(ModuleModel, ZeroStageThreeByChildGathersOneChildAtATime) {
     });
     sharded_model.backward(at::mse_loss(output, y));
     stages.step(micro);
+  }
+  if (world() > 1) {
+    // Per step, out's gather started during hidden's forward (but in the first) and hidden's during out's
+    // backward.
+    EXPECT_EQ(sharded_model.model().grad_sync_stat("unit_prefetches"), static_cast<double>(2 * steps - 1));
   }
   const auto gathered = sharded_model.model().whole_tensors(rank() == 0);
   const auto expected = whole->named_parameters();
