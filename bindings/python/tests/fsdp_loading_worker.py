@@ -1,6 +1,6 @@
 """One process of test_fsdp_loading.py, started by `accel launch --nproc-per-node 2` (with --cpu, or on one GPU
 shared through Gloo). FSDP's cpu_ram_efficient_loading under FULL_SHARD as Accelerate's users write it: the
-main process builds a deep MLP (24 Linear(1024, 1024) units, 96 MiB) in host memory with its weights, the other
+main process builds a deep MLP (16 Linear(1448, 1448) units, 128 MiB) in host memory with its weights, the other
 process builds it on the meta device, and prepare shards it a unit at a time. Each process measures what prepare
 adds to its memory at the peak: resident memory on the CPU (the peak reset through /proc/self/clear_refs just
 before), allocated device memory on a GPU. It must stay within the process's share of the model and three
@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import accel
 
-LAYERS, WIDTH = 24, 1024
+LAYERS, WIDTH = 16, 1448
 plugin = accel.FullyShardedDataParallelPlugin(sharding_strategy="FULL_SHARD", auto_wrap_policy="SIZE_BASED_WRAP",
                                               min_num_params=WIDTH * WIDTH, sync_module_states=True,
                                               cpu_ram_efficient_loading=True)
