@@ -255,19 +255,19 @@ class ShardedModule(PreparedModule):
         self._units, self._hooks = [], []
         for unit, held in enumerate(members):
             first = held[0][0]
-            self._units.append(_Unit(self.model, unit, self.model.unit_numel(unit), compute or first.dtype,
-                                     first.dtype, device))
-            self._units[unit].members = held
+            made = _Unit(self.model, unit, self.model.unit_numel(unit), compute or first.dtype, first.dtype, device)
+            made.members = held
             with torch.no_grad():
-                for parameter, view in self._units[unit].views(self._units[unit].flat):
+                for parameter, view in made.views(made.flat):
                     parameter.data = view
             for parameter, _ in held:
                 # On the device (moving a parameter's data to another device drops its gradient accumulator, and
                 # a hook on it), before it is released (the hook is made from a view of it on torch < 2.1).
                 self._hooks.append(_post_accumulate_grad_hook(parameter, functools.partial(self._accumulated, unit,
                                                                                             parameter)))
-            self._units[unit].gathered = True
-            self._units[unit].release()
+            made.gathered = True
+            made.release()
+            self._units.append(made)
         self._roots = set(units_of_group.get(unit_of_module[id(module)], ()))
         self._reshard_after_forward = reshard_after_forward
         self._forward_prefetch = forward_prefetch

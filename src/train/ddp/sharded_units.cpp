@@ -78,7 +78,7 @@ ShardedUnits::ShardedUnits(std::shared_ptr<distributed::State> state, const Name
   pieces_ = partition_.pieces_of(partition_.rank);
   partition_.held_pieces->assign(pieces_.size(), at::Tensor());
   at::NoGradGuard no_grad;
-  // One buffer for every unit's layout in turn (made anew only for a larger one or another dtype), so that the
+  // One buffer of the largest layout for every unit in turn (made anew only for another dtype), so that the
   // chunks kept are not interleaved with layouts let go.
   int64_t largest = 0;
   for (const auto& bucket : partition_.buckets) largest = std::max(largest, bucket.chunk * partition_.world);
@@ -86,8 +86,8 @@ ShardedUnits::ShardedUnits(std::shared_ptr<distributed::State> state, const Name
   for (size_t u = 0; u < partition_.members.size(); ++u) {
     partition_.parameter_chunks.push_back(at::empty({partition_.buckets[u].chunk}, chunk_options(u)));
     gradient_chunks_.emplace_back();  // made by the unit's first reduction
-    if (!layouts.defined() || layouts.numel() < unit_numel(u) || layouts.options().dtype() != unit_options(u).dtype()) {
-      layouts = at::Tensor();
+    if (!layouts.defined() || layouts.options().dtype() != unit_options(u).dtype()) {
+      layouts = at::Tensor();  // the former buffer freed before the next is made
       layouts = at::empty({largest}, unit_options(u));
     }
     take_values_of_process_zero(u, layouts.narrow(0, 0, unit_numel(u)));

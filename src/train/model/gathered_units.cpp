@@ -13,6 +13,12 @@
 
 namespace accel::train {
 
+void release_memory(const at::Tensor& tensor) {
+  c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(at::DataPtr(nullptr, tensor.device()));
+  storage->set_nbytes(0);
+}
+
 struct GatheredUnits::Impl : std::enable_shared_from_this<GatheredUnits::Impl> {
   struct Unit {
     at::Tensor flat;   // the parameters' values while gathered; no memory otherwise
@@ -40,9 +46,7 @@ struct GatheredUnits::Impl : std::enable_shared_from_this<GatheredUnits::Impl> {
   void release(Unit& unit) {
     if (unit.prefetched) gather(static_cast<size_t>(&unit - units.data()));  // the library writes into flat until then
     if (!unit.gathered) return;
-    c10::StorageImpl* storage = unit.flat.storage().unsafeGetStorageImpl();
-    storage->set_data_ptr_noswap(at::DataPtr(nullptr, unit.flat.device()));
-    storage->set_nbytes(0);
+    release_memory(unit.flat);
     unit.gathered = false;
   }
 

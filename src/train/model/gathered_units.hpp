@@ -28,6 +28,10 @@
 
 namespace accel::train {
 
+// The tensor keeps its shape and loses the memory of its storage (every tensor on that storage does): a
+// parameter between the uses of its unit.
+void release_memory(const at::Tensor& tensor);
+
 class GatheredUnits {
  public:
   // reduce: Model::reduce_unit (false when the backward only accumulates); reached_by_no_rank: given the

@@ -367,18 +367,15 @@ void Model::shard_parameters(const std::shared_ptr<distributed::State>& state) {
   // The caller's memory of a unit's parameters goes as soon as the unit is taken (a TorchScript model's
   // parameters become views of GatheredUnits' buffers below): the tensors keep their shapes and no storage.
   const auto let_go = [&](size_t unit) {
-    for (size_t i = 0; host_owned && i < trainable.size(); ++i) {
-      if (static_cast<size_t>(unit_of[i]) != unit) continue;
-      c10::StorageImpl* storage = trainable[i].second.storage().unsafeGetStorageImpl();
-      storage->set_data_ptr_noswap(at::DataPtr(nullptr, trainable[i].second.device()));
-      storage->set_nbytes(0);
+    for (size_t i = 0; i < trainable.size(); ++i) {
+      if (static_cast<size_t>(unit_of[i]) == unit) release_memory(trainable[i].second);
     }
   };
   impl_->units = std::make_unique<ShardedUnits>(
       state, trainable, unit_of,
       ShardedUnits::Options{at::Device(state->device()), config.unit_param_dtype, config.unit_reduce_dtype,
                             config.zero_hybrid, config.unit_cpu_offload},
-      let_go);
+      host_owned ? std::function<void(size_t)>(let_go) : std::function<void(size_t)>());
   impl_->reduced.assign(impl_->units->unit_count(), false);
   if (!host_owned) {
     impl_->gathered = std::make_unique<GatheredUnits>(
