@@ -53,7 +53,9 @@
  * is a CUDA-graph step (accel_train_step_new with cuda_graph) of such a model; a model of the caller's
  * tensors under 1, 2 or 3 whose backward ends (accel_model_end_backward) without an accel optimizer made over
  * it (accel_optimizer_new, or accel_optimizer_new_external for the caller's own) is ACCEL_ERR_UNSUPPORTED, as is accel_optimizer_new over such a model with a non-contiguous parameter
- * (its pieces are views of its memory). On one process the option changes nothing).
+ * (its pieces are views of its memory). On one process the option changes nothing, but with zero_cpu_offload
+ * (options.h: the optimizer's state and step in host memory, and under 3 the shares too), which on one process
+ * moves the optimizer as under 1).
  * The model is always moved to the state's device (Accelerate's device_placement applies to loaders
  * here): its buckets and autocast are the device's.
  *

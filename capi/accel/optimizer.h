@@ -68,9 +68,12 @@ ACCEL_API ACCEL_NODISCARD int accel_optimizer_piece(const accel_optimizer_t *opt
                                                     int64_t *begin, int64_t *numel);
 /* Run `index`'s memory: *value a new handle on its elements as a 1-d tensor (a view of the parameter under
  * zero_stage 1 and 2; under zero_stage 3 of this process's share of the parameter, the only memory of its
- * values between the caller's uses; the parameter itself without ZeRO), and *grad a new handle on its
- * gradient during a call of the step callback (NULL when it has none, and outside the callback under ZeRO).
- * What a caller's optimizer steps under zero_stage 3, whose parameters hold no values between uses.
+ * values between the caller's uses; the parameter itself without ZeRO; with zero_cpu_offload under zero_stage
+ * 1 and 2, and on one process, a host copy of the elements, which the library fills from the parameter before
+ * the step callback and writes back after it), and *grad a new handle on its gradient during a call of the
+ * step callback (NULL when it has none, and outside the callback under ZeRO; offloaded, a host copy).
+ * What a caller's optimizer steps under zero_stage 3, whose parameters hold no values between uses, and
+ * offloaded, where the parameters are not what the optimizer steps.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE (index >= accel_optimizer_num_pieces). */
 ACCEL_API ACCEL_NODISCARD int accel_optimizer_piece_tensors(const accel_optimizer_t *optimizer, size_t index,
                                                             accel_tensor_t **value, accel_tensor_t **grad);

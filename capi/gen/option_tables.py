@@ -142,10 +142,13 @@ MODEL = Scope(
                " forward and backward begin (FSDP's forward_prefetch and BACKWARD_PRE); gathered whole, every unit's"
                " gather starts before the first is waited for"),
         Option("zero_cpu_offload", bool, False,
-               "zero_stage 3 (FSDP's CPUOffload(offload_params=True), DeepSpeed's offload_param): each process's shares"
-               " of the parameters and their gradients, and so the optimizer's state and step, in host memory (pinned"
-               " for a CUDA model), copied to the model's device for each gather and back after each reduction; on"
-               " the CPU nothing moves"),
+               "ZeRO-Offload. zero_stage 3 (FSDP's CPUOffload(offload_params=True), DeepSpeed's offload_param): each"
+               " process's shares of the parameters and their gradients, and so the optimizer's state and step, in host"
+               " memory (pinned for a CUDA model), copied to the model's device for each gather and back after each"
+               " reduction; on the CPU nothing moves. zero_stage 1 and 2 (DeepSpeed's offload_optimizer): the"
+               " optimizer's state and step on host copies of the process's pieces and their averaged gradients,"
+               " copied from the device before each step and back after it (also on the CPU, and on one process, which"
+               " owns every element); zero_stage 0 refused"),
         Option("zero_hybrid_shard", bool, False,
                "zero_stage 1, 2 or 3 split over each node's ranks, every node holding the same (FSDP's HYBRID_SHARD"
                " under 3, HYBRID_SHARD_ZERO2 under 2): gathers and reduce-scatters stay within a node, and only each"

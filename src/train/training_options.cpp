@@ -69,10 +69,11 @@ PrepareConfig prepare_config(const Options* explicit_options) {
     fail(Code::BadOptionValue, "option zero_hybrid_shard: hybrid sharding splits ZeRO's state over each node's ranks, "
                                "and zero_stage is 0 (data parallelism splits nothing); give zero_stage 1, 2 or 3");
   }
-  config.reducer.unit_cpu_offload = values.get_bool("zero_cpu_offload");
-  if (config.reducer.unit_cpu_offload && zero_stage != 3) {
-    fail(Code::BadOptionValue, "option zero_cpu_offload: the shares offloaded are zero_stage 3's (parameters, "
-                               "gradients and optimizer state), and zero_stage is " + std::to_string(zero_stage));
+  config.reducer.cpu_offload = values.get_bool("zero_cpu_offload");
+  if (config.reducer.cpu_offload && zero_stage == 0) {
+    fail(Code::BadOptionValue, "option zero_cpu_offload: what is offloaded is ZeRO's share of each process (stage 1 "
+                               "and 2: the optimizer's state and step; 3: the parameters too), and zero_stage is 0 "
+                               "(data parallelism splits nothing); give zero_stage 1, 2 or 3");
   }
   const std::string checkpoint_model = values.get_string("checkpoint_model");
   config.checkpoint_model = checkpoint_model == "sharded" ? PrepareConfig::CheckpointModel::Pieces

@@ -2,7 +2,8 @@
 // ranks share one GPU, which NCCL refuses): a TorchScript MLP the library cuts into units trains to stage 0's
 // weights with its shares on the GPU, and with zero_cpu_offload (FSDP's CPUOffload) with its shares of
 // parameters and gradients in pinned host memory, where the optimizer steps them; and a model of the caller's
-// tensors in host memory is prepared onto the device a unit at a time. Exits 77 (ctest's skip) on a host
+// tensors in host memory is prepared onto the device a unit at a time; stages 1 and 2 with the optimizer
+// offloaded (DeepSpeed's offload_optimizer) step pinned host copies of their pieces. Exits 77 (ctest's skip) on a host
 // without CUDA.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -20,6 +21,7 @@
 #include "distributed/collectives/collectives.hpp"
 #include "temp_dir.hpp"
 #include "train/ddp/sharded_units.hpp"
+#include "train/optim/zero_optimizer.hpp"
 #include "train/training_loop.hpp"
 
 namespace {
@@ -60,7 +62,7 @@ std::pair<std::shared_ptr<Model>, std::shared_ptr<AcceleratedOptimizer>> sharded
   model->set_units({0, 0, 1, 1});
   PrepareConfig stage3;
   stage3.reducer.zero_stage = 3;
-  stage3.reducer.unit_cpu_offload = offload;
+  stage3.reducer.cpu_offload = offload;
   model->prepare(state, stage3);
   return {model, test_optimizer(loop, *model, "adamw")};
 }
@@ -182,6 +184,43 @@ TEST(GpuSharded, ACallersModelInHostMemoryIsTakenToTheDeviceAUnitAtATime) {
     model->gather_unit(unit, full);
     const at::Tensor expected = reference->named_parameters()[i].second;
     EXPECT_TRUE(full.narrow(0, offset, expected.numel()).view(expected.sizes()).cpu().equal(expected)) << host[i].first;
+  }
+}
+
+// ZeRO-Offload under stages 1 and 2: the parameters stay whole on the device, the optimizer's pieces and their
+// gradients are pinned host copies, its state is in host memory, and the weights are stage 0's to 1e-6 (the
+// step runs on the CPU, whose kernels may round otherwise than CUDA's).
+TEST(GpuSharded, StagesOneAndTwoOffloadedStepHostCopiesOfTheirPieces) {
+  const at::Device device(state->device());
+  auto loop = std::make_shared<TrainingLoop>(state);
+  std::vector<std::shared_ptr<Model>> models;
+  std::vector<std::shared_ptr<AcceleratedOptimizer>> optimizers;
+  for (int32_t stage = 0; stage <= 2; ++stage) {
+    models.push_back(load_mlp("gpu_offloaded_stage" + std::to_string(stage)));
+    PrepareConfig config;
+    config.reducer.zero_stage = stage;
+    config.reducer.cpu_offload = stage > 0;
+    models.back()->prepare(state, config);
+    optimizers.push_back(test_optimizer(loop, *models.back(), "adamw"));
+  }
+  at::manual_seed(7);
+  for (int step = 0; step < 8; ++step) {
+    train_step(loop, {models[0].get(), models[1].get(), models[2].get()}, optimizers, device);
+  }
+  for (int32_t stage = 1; stage <= 2; ++stage) {
+    SCOPED_TRACE("zero_stage " + std::to_string(stage));
+    const ZeroShard& shard = *optimizers[stage]->optimizer().zero_shard();
+    ASSERT_FALSE(shard.views().empty());
+    for (const at::Tensor& piece : shard.views()) {
+      EXPECT_TRUE(piece.device().is_cpu());
+      EXPECT_TRUE(piece.is_pinned());
+    }
+    const auto expected = models[0]->trainable_parameters();
+    const auto actual = models[stage]->trainable_parameters();
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_EQ(actual[i].second.device(), device) << actual[i].first;
+      EXPECT_LE(max_difference(actual[i].second, expected[i].second), 1e-6) << actual[i].first;
+    }
   }
 }
 

@@ -605,7 +605,7 @@ TEST(ShardedModel, TorchScriptModelTakesStageZerosSteps) {
     PrepareConfig stage0, stage3;
     stage3.reducer.zero_stage = 3;
     // On the CPU the offloaded shares stay where they are: the option's path, not its copies (gpu.sharded).
-    stage3.reducer.unit_cpu_offload = kind == "adamw";
+    stage3.reducer.cpu_offload = kind == "adamw";
     whole->prepare(state, stage0);
     sharded->prepare(state, stage3);
     ASSERT_EQ(sharded->sharded_units()->unit_count(), kind == "sgd" ? 2u : 1u);

@@ -24,6 +24,7 @@
 #include "tiny_models.hpp"
 #include "train/training_loop.hpp"
 #include "train/training_options.hpp"
+#include "train/optim/zero_optimizer.hpp"
 
 namespace {
 
@@ -40,9 +41,11 @@ constexpr double kMaxNorm = 0.05;  // small enough that most steps clip
 
 // The two bucket layouts: b2 alone then the rest together (3 ranks: w1, w2 and b1 go to three owners), and
 // one bucket per parameter (ranks that own nothing in a bucket).
-PrepareConfig layout(int32_t zero_stage, bool bucket_per_parameter) {
+// offload: ZeRO-Offload (zero_cpu_offload), the optimizer stepping host copies of the pieces.
+PrepareConfig layout(int32_t zero_stage, bool bucket_per_parameter, bool offload = false) {
   PrepareConfig config;
   config.reducer.zero_stage = zero_stage;
+  config.reducer.cpu_offload = offload;
   config.reducer.first_bucket_bytes = 4;
   config.reducer.bucket_bytes = bucket_per_parameter ? 4 : 1 << 20;
   return config;
@@ -74,11 +77,11 @@ struct Trained {
 // hidden: the MLP's width; 16 is core_worker's tiny MLP, 131 one whose parameters are cut into pieces of
 // odd lengths (kernels' tails inside a piece).
 Trained make(const std::shared_ptr<TrainingLoop>& loop, const std::string& tag, int32_t zero_stage,
-             const std::string& kind, bool bucket_per_parameter, int64_t hidden = 16) {
+             const std::string& kind, bool bucket_per_parameter, int64_t hidden = 16, bool offload = false) {
   Trained trained{hidden == 16 ? load_mlp(tag)
                                : Model::load_file(tiny_models::wide_mlp(tiny_models::temp_file(tag + ".pt"), hidden)),
                   nullptr};
-  trained.model->prepare(state, layout(zero_stage, bucket_per_parameter));
+  trained.model->prepare(state, layout(zero_stage, bucket_per_parameter, offload));
   trained.optimizer = prepare_optimizer(loop, *trained.model, kind, optimizer_config_for(kind));
   return trained;
 }
@@ -116,13 +119,27 @@ void expect_bit_identical(const Model& expected, const Model& actual, const std:
 
 class BitIdentical : public ::testing::TestWithParam<std::tuple<std::string, bool, int64_t>> {};
 
+// With zero_cpu_offload (models 3 and 4: stages 1 and 2) the optimizer steps host copies of the pieces, never
+// the parameters' memory (on one process too, where the one process owns every element), and the weights are
+// the same bits.
 TEST_P(BitIdentical, StagesOneAndTwoGiveStageZerosWeights) {
   auto loop = std::make_shared<TrainingLoop>(state);
   const auto& [kind, bucket_per_parameter, hidden] = GetParam();
   std::vector<Trained> models;
-  for (int32_t stage = 0; stage <= 2; ++stage) {
-    models.push_back(make(loop, kind + std::to_string(stage) + (bucket_per_parameter ? "p" : "b") + std::to_string(hidden),
-                          stage, kind, bucket_per_parameter, hidden));
+  for (int32_t model = 0; model <= 4; ++model) {
+    const int32_t stage = model <= 2 ? model : model - 2;
+    models.push_back(make(loop, kind + std::to_string(model) + (bucket_per_parameter ? "p" : "b") + std::to_string(hidden),
+                          stage, kind, bucket_per_parameter, hidden, model > 2));
+  }
+  for (int32_t model = 3; model <= 4; ++model) {
+    const ZeroShard* shard = models[model].optimizer->optimizer().zero_shard();
+    ASSERT_NE(shard, nullptr) << "offloaded, model " << model << " has no ZeRO split";
+    if (world() == 1) EXPECT_EQ(shard->views().size(), models[model].model->trainable_parameters().size());
+    for (size_t k = 0; k < shard->views().size(); ++k) {
+      const at::Tensor& parameter = shard->parameters()[shard->pieces()[k].parameter].second;
+      EXPECT_FALSE(shard->views()[k].storage().is_alias_of(parameter.storage()))
+          << "offloaded, piece " << k << " is a view of its parameter";
+    }
   }
   train_side_by_side(loop, models);
   // The weights moved (a test where nothing steps would pass trivially).
@@ -131,6 +148,8 @@ TEST_P(BitIdentical, StagesOneAndTwoGiveStageZerosWeights) {
                          models[0].model->trainable_parameters().front().second));
   expect_bit_identical(*models[0].model, *models[1].model, kind + " zero_stage 1");
   expect_bit_identical(*models[0].model, *models[2].model, kind + " zero_stage 2");
+  expect_bit_identical(*models[0].model, *models[3].model, kind + " zero_stage 1 offloaded");
+  expect_bit_identical(*models[0].model, *models[4].model, kind + " zero_stage 2 offloaded");
   // And every rank holds the same weights.
   for (const auto& parameter : models[2].model->trainable_parameters()) {
     auto mine = parameter.second.detach().clone();
@@ -303,7 +322,7 @@ TEST(Zero, StageTwoKeepsOnlyItsOwnGradients) {
 }
 
 // A model of the caller's tensors (LibTorch's autograd standing in for an eager runtime), stepped by accel's
-// optimizer under stages 1 and 2: the weights of the TorchScript model trained with zero_stage 0.
+// optimizer under stages 1 and 2, offloaded or not: the weights of the TorchScript model trained with zero_stage 0.
 struct CallerModel {
   std::vector<at::Tensor> tensors;
   std::shared_ptr<Model> model;
@@ -311,7 +330,7 @@ struct CallerModel {
 };
 
 CallerModel caller_copy_of(const std::shared_ptr<TrainingLoop>& loop, const Model& reference, int32_t zero_stage,
-                           const std::string& kind) {
+                           const std::string& kind, bool offload) {
   CallerModel caller;
   NamedTensors named;
   for (const auto& [name, tensor] : reference.named_parameters()) {
@@ -319,7 +338,7 @@ CallerModel caller_copy_of(const std::shared_ptr<TrainingLoop>& loop, const Mode
     named.emplace_back(name, caller.tensors.back());
   }
   caller.model = Model::from_tensors(named, std::vector<bool>(named.size(), true), {});
-  caller.model->prepare(state, layout(zero_stage, false));
+  caller.model->prepare(state, layout(zero_stage, false, offload));
   for (size_t i = 0; i < caller.tensors.size(); ++i) caller.tensors[i].mutable_grad() = caller.model->grad_view(i).detach();
   caller.optimizer = prepare_optimizer(loop, *caller.model, kind, optimizer_config_for(kind));
   return caller;
@@ -331,7 +350,9 @@ TEST(Zero, CallersTensorsSteppedByAccelsOptimizer) {
     SCOPED_TRACE(kind);
     Trained script = make(loop, "host_script_" + kind, 0, kind, false);
     std::vector<CallerModel> callers;
-    for (int32_t stage = 1; stage <= 2; ++stage) callers.push_back(caller_copy_of(loop, *script.model, stage, kind));
+    for (const bool offload : {false, true}) {
+      for (int32_t stage = 1; stage <= 2; ++stage) callers.push_back(caller_copy_of(loop, *script.model, stage, kind, offload));
+    }
     for (int64_t step = 0; step < 20 * loop->gradient_accumulation_steps(); ++step) {
       loop->accumulate();
       const auto x = rows(step, 8, 0), y = rows(step, 4, 1);
@@ -358,10 +379,32 @@ TEST(Zero, CallersTensorsSteppedByAccelsOptimizer) {
       const auto& expected = script.model->named_parameters();
       for (size_t i = 0; i < expected.size(); ++i) {
         EXPECT_TRUE(expected[i].second.detach().equal(callers[c].tensors[i].detach()))
-            << "zero_stage " << c + 1 << ": " << expected[i].first;
+            << "zero_stage " << c % 2 + 1 << (c >= 2 ? " offloaded: " : ": ") << expected[i].first;
       }
     }
   }
+}
+
+// A parameter without elements has no piece on any process, offloaded too (on one process as on several).
+TEST(Zero, OffloadedStepsPassOverAParameterWithoutElements) {
+  auto loop = std::make_shared<TrainingLoop>(state);
+  std::vector<at::Tensor> tensors{at::ones({4, 4}).requires_grad_(), at::ones({0}).requires_grad_()};
+  auto model = Model::from_tensors({{"w", tensors[0]}, {"empty", tensors[1]}}, {true, true}, {});
+  model->prepare(state, layout(2, false, true));
+  for (size_t i = 0; i < tensors.size(); ++i) tensors[i].mutable_grad() = model->grad_view(i).detach();
+  auto optimizer = prepare_optimizer(loop, *model, "sgd", optimizer_config_for("sgd"));
+  state->gradient_state().reset();
+  const int64_t micro_steps = loop->gradient_accumulation_steps();
+  for (int64_t micro = 0; micro < micro_steps; ++micro) {
+    loop->accumulate();
+    model->begin_forward(true);
+    ((tensors[0].sum() + tensors[1].sum()) / static_cast<double>(micro_steps)).backward();
+    for (size_t i = tensors.size(); i-- > 0;) model->grad_ready(i);
+    model->end_backward();
+  }
+  ASSERT_TRUE(state->sync_gradients());
+  optimizer->step();
+  EXPECT_TRUE(tensors[0].detach().equal(at::full({4, 4}, 1.0 - 0.05))) << tensors[0];
 }
 
 // The caller's own optimizer alone (no accel optimizer, external or not, over the model) cannot step a split
@@ -376,32 +419,35 @@ TEST(Zero, CallersOwnOptimizerIsRefused) {
   expect_error(Code::Unsupported, "accel_optimizer_new_external", [&] { model->end_backward(); });
 }
 
-// Under the fp16 scaler (ACCEL_MIXED_PRECISION=fp16) a stage 2 rank unscales only its own gradients: an
-// inf in one rank's share must skip every rank's step (a rank stepping alone would also wait forever in
-// the parameter all-gather).
+// Under the fp16 scaler (ACCEL_MIXED_PRECISION=fp16) a stage 2 rank unscales only its own gradients (offloaded,
+// its host copy of them): an inf in one rank's share must skip every rank's step (a rank stepping alone would
+// also wait forever in the parameter all-gather).
 TEST(Zero, AnOverflowOnOneRankSkipsEveryRanksStep) {
   auto loop = std::make_shared<TrainingLoop>(state);
   if (loop->scaler() == nullptr || world() == 1) GTEST_SKIP() << "needs fp16 loss scaling on several processes";
-  auto trained = make(loop, "overflow", 2, "sgd", false);
-  state->gradient_state().reset();
-  for (int64_t micro = 0; micro < loop->gradient_accumulation_steps(); ++micro) {
-    loop->accumulate();
-    const auto output = trained.model->forward({rows(micro, 8, 0)}, {}, true).values.front().second;
-    loop->backward(at::mse_loss(output, rows(micro, 4, 1)));
+  for (const bool offload : {false, true}) {
+    SCOPED_TRACE(offload ? "offloaded" : "on the model's device");
+    auto trained = make(loop, offload ? "overflow_offloaded" : "overflow", 2, "sgd", false, 16, offload);
+    state->gradient_state().reset();
+    for (int64_t micro = 0; micro < loop->gradient_accumulation_steps(); ++micro) {
+      loop->accumulate();
+      const auto output = trained.model->forward({rows(micro, 8, 0)}, {}, true).values.front().second;
+      loop->backward(at::mse_loss(output, rows(micro, 4, 1)));
+    }
+    const auto trainable = trained.model->trainable_parameters();
+    const size_t poisoned = trainable.size() - 1;
+    const int32_t owner = trained.model->zero_partition()->whole_owner(poisoned);
+    ASSERT_NE(owner, -1) << "the poisoned parameter is owned whole by one rank";
+    if (owner == rank()) trainable[poisoned].second.grad().view({-1})[0] = INFINITY;
+    std::vector<at::Tensor> before;
+    for (const auto& parameter : trainable) before.push_back(parameter.second.detach().clone());
+    trained.optimizer->step();
+    EXPECT_TRUE(trained.optimizer->step_was_skipped());
+    for (size_t i = 0; i < trainable.size(); ++i) {
+      EXPECT_TRUE(at::equal(before[i], trainable[i].second)) << trainable[i].first << " was stepped";
+    }
+    trained.optimizer->zero_grad();
   }
-  const auto trainable = trained.model->trainable_parameters();
-  const size_t poisoned = trainable.size() - 1;
-  const int32_t owner = trained.model->zero_partition()->whole_owner(poisoned);
-  ASSERT_NE(owner, -1) << "the poisoned parameter is owned whole by one rank";
-  if (owner == rank()) trainable[poisoned].second.grad().view({-1})[0] = INFINITY;
-  std::vector<at::Tensor> before;
-  for (const auto& parameter : trainable) before.push_back(parameter.second.detach().clone());
-  trained.optimizer->step();
-  EXPECT_TRUE(trained.optimizer->step_was_skipped());
-  for (size_t i = 0; i < trainable.size(); ++i) {
-    EXPECT_TRUE(at::equal(before[i], trainable[i].second)) << trainable[i].first << " was stepped";
-  }
-  trained.optimizer->zero_grad();
 }
 
 TEST(Zero, RefusesWhatItCannotDo) {
@@ -441,14 +487,17 @@ TEST(Zero, StageIsAnOptionOfZeroToThree) {
                [&] { prepare_config(&options); });
 }
 
-TEST(Zero, CpuOffloadIsStageThrees) {
+TEST(Zero, CpuOffloadIsZerosStagesOneToThree) {
   Options options({&prepare_option_scope()});
   options.set("zero_stage", OptionValue(int64_t{3}));
-  EXPECT_FALSE(prepare_config(&options).reducer.unit_cpu_offload);
+  EXPECT_FALSE(prepare_config(&options).reducer.cpu_offload);
   options.set("zero_cpu_offload", OptionValue(true));
-  EXPECT_TRUE(prepare_config(&options).reducer.unit_cpu_offload);
-  options.set("zero_stage", OptionValue(int64_t{2}));
-  expect_error(Code::BadOptionValue, "option zero_cpu_offload: the shares offloaded are zero_stage 3's",
+  for (int64_t stage = 1; stage <= 3; ++stage) {
+    options.set("zero_stage", OptionValue(stage));
+    EXPECT_TRUE(prepare_config(&options).reducer.cpu_offload);
+  }
+  options.set("zero_stage", OptionValue(int64_t{0}));
+  expect_error(Code::BadOptionValue, "option zero_cpu_offload: what is offloaded is ZeRO's share",
                [&] { prepare_config(&options); });
 }
 
@@ -472,7 +521,7 @@ TEST(Zero, StageThreeCheckpointsInPiecesUnlessAskedOtherwise) {
 }
 
 // Driven by tests/train/zero_checkpoint_test.sh (skipped otherwise): ZERO_CKPT_PHASE "save" trains 10
-// steps with zero_stage ZERO_CKPT_STAGE, saves a checkpoint, trains 10 more and writes its weights; "resume"
+// steps with zero_stage ZERO_CKPT_STAGE (ZERO_CKPT_OFFLOAD 1: zero_cpu_offload), saves a checkpoint, trains 10 more and writes its weights; "resume"
 // loads that checkpoint (another stage and number of processes), trains the same 10 steps and must reach
 // the very same weights. Every rank trains on the same rows, so that the average over 2 ranks is the one
 // rank's gradient exactly and 1 and 2 processes take the same steps.
@@ -507,7 +556,8 @@ TEST(ZeroCheckpoint, ResumesUnderAnotherStageAndWorldSize) {
   const std::string phase = env("ZERO_CKPT_PHASE"), directory = env("ZERO_CKPT_DIR");
   if (phase.empty()) GTEST_SKIP() << "run by zero_checkpoint_test.sh";
   ASSERT_EQ(loop->gradient_accumulation_steps(), 1);
-  Trained trained = make(loop, "checkpointed", std::stoi(env("ZERO_CKPT_STAGE")), "adamw", false, 131);
+  Trained trained = make(loop, "checkpointed", std::stoi(env("ZERO_CKPT_STAGE")), "adamw", false, 131,
+                         env("ZERO_CKPT_OFFLOAD") == "1");
   ckpt::CheckpointObjects objects;
   objects.models = {trained.model.get()};
   objects.optimizers = {trained.optimizer.get()};

@@ -119,7 +119,9 @@ class PrepareMixin:
 
     def _prepare_torch_optimizer(self, optimizer, _objects, _results):
         stage = self._model_settings.get("zero_stage", 0)
-        return self._torch.prepare_optimizer(optimizer, stage if self.num_processes > 1 else 0)
+        # On one process ZeRO splits nothing, but offloaded the optimizer steps the library's host copies.
+        split = self.num_processes > 1 or self._model_settings.get("zero_cpu_offload", False)
+        return self._torch.prepare_optimizer(optimizer, stage if split else 0)
 
     def _prepare_torch_scheduler(self, scheduler, _objects, _results):
         return self._torch.prepare_scheduler(scheduler)

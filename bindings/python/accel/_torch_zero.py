@@ -2,7 +2,8 @@
 FULL_SHARD): each process steps, and keeps state for, only its share of the parameters' elements, as the
 library splits them. Under stage 3 the views are the library's shares themselves
 (accel_optimizer_piece_tensors), the parameters holding no values between uses (accel._torch_sharded), and
-their gradients are read from the library at each step.
+their gradients are read from the library at each step; so are they under stages 1 and 2 with the optimizer
+offloaded (zero_cpu_offload), where they are the library's host copies of this process's elements.
 
 The library makes an external optimizer over the prepared module's accel model
 (capi/accel/optimizer.h, accel_optimizer_new_external) and says which elements this process steps
@@ -73,7 +74,7 @@ def _piece_view(parameter, begin, numel):
 class ZeroSteps:
     """The share of a torch optimizer's parameters this process steps, and the step over it."""
 
-    def __init__(self, optimizer, hosted):
+    def __init__(self, optimizer, hosted, offloaded):
         self._optimizer = optimizer
         self._closure = None
         self._result = None
@@ -81,6 +82,8 @@ class ZeroSteps:
         self._hosted = hosted
         # Under stage 3 the pieces are the library's shares, the parameters' only values between uses.
         self._sharded = hosted.model.num_units() > 0
+        # Offloaded, and under stage 3, the library's tensors are stepped (host copies, or the shares).
+        self._library_pieces = self._sharded or offloaded
         by_name = dict(hosted.module.named_parameters())
         owned = {}
         for index, (name, begin, numel) in enumerate(self._external.pieces()):
@@ -94,7 +97,7 @@ class ZeroSteps:
                     state.pop(parameter, None)
                     continue
                 begin, numel, index = owned[id(parameter)]
-                if self._sharded:
+                if self._library_pieces:
                     view = self._external.piece_tensors(index)[0].requires_grad_(parameter.requires_grad)
                 else:
                     view = _piece_view(parameter, begin, numel)
@@ -122,7 +125,7 @@ class ZeroSteps:
 
     def _step_pieces(self):
         for view, parameter, begin, numel, index in self._pieces:
-            if self._sharded:
+            if self._library_pieces:
                 grad = self._external.piece_tensors(index)[1]
             else:
                 grad = parameter.grad
@@ -157,4 +160,4 @@ def zero_steps(optimizer, accelerator, stage):
         raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, (
             f"prepare: a {type(optimizer).__name__} under zero_stage {stage} with fp16 loss scaling is not supported "
             "(bf16, or accel.OptimizerSpec, which the library steps, is)"))
-    return ZeroSteps(optimizer, owners[0])
+    return ZeroSteps(optimizer, owners[0], accelerator._model_settings.get("zero_cpu_offload", False))

@@ -117,12 +117,15 @@ class DeepSpeedPlugin:
     forward and backward begin (DeepSpeed prefetches by default too). Stages 1-3 step with accel's optimizer (an
     OptimizerSpec) or a torch optimizer over one prepared module, whose groups then hold this process's
     share of each parameter (accel._torch_zero; not with fp16 loss scaling); on one process they change
-    nothing. None reads ACCELERATE_DEEPSPEED_ZERO_STAGE, as Accelerate's, else DeepSpeed's default, 2.
+    nothing but offload. None reads ACCELERATE_DEEPSPEED_ZERO_STAGE, as Accelerate's, else DeepSpeed's default, 2.
     offload_param_device / offload_optimizer_device "cpu" (ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE,
-    ..._OFFLOAD_OPTIMIZER_DEVICE; "none" by default) under stage 3: the prepare option zero_cpu_offload, which
-    keeps each process's shares of the parameters, their gradients and the optimizer state in host memory and
-    steps them there; accel holds a parameter's share and its optimizer state together, so either offloads
-    both. Under stages 0-2, and "nvme", UnsupportedError."""
+    ..._OFFLOAD_OPTIMIZER_DEVICE; "none" by default) are the prepare option zero_cpu_offload. Under stage 3
+    either keeps each process's shares of the parameters, their gradients and the optimizer state in host
+    memory and steps them there (accel holds a parameter's share and its optimizer state together, so either
+    offloads both); under stages 1 and 2 offload_optimizer_device keeps the optimizer's state in host memory and
+    steps host copies of the process's elements there (ZeRO-Offload), the parameters staying whole on the
+    device. offload_param_device under stages 1 and 2 (DeepSpeed's offload_param is stage 3's), either under
+    stage 0, and "nvme": UnsupportedError."""
 
     zero_stage: int = None
     offload_optimizer_device: str = None  # Accelerate's order: the optimizer's device, then the parameters'
@@ -144,9 +147,10 @@ class DeepSpeedPlugin:
             if device != "cpu":
                 raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, f"DeepSpeedPlugin: {field} {device!r}: accel "
                                                                   "offloads to the CPU only")
-            if self.zero_stage != 3:
-                raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, f"DeepSpeedPlugin: {field} 'cpu' with zero_stage "
-                                                                  f"{self.zero_stage}: accel offloads stage 3's shares")
+            if self.zero_stage == 0 or (self.zero_stage < 3 and field == "offload_param_device"):
+                raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, (
+                    f"DeepSpeedPlugin: {field} 'cpu' with zero_stage {self.zero_stage}: the parameters are offloaded "
+                    "under zero_stage 3, the optimizer under zero_stage 1, 2 and 3 (offload_optimizer_device)"))
         return {"zero_stage": self.zero_stage, "zero_cpu_offload": bool(offloaded)}
 
 
@@ -259,9 +263,10 @@ class FullyShardedDataParallelPlugin:
     save_state): save_state writes each model whole (FULL_STATE_DICT) or as each process's piece of every
     tensor, in parallel (SHARDED_STATE_DICT, LOCAL_STATE_DICT), loaded by any number of processes either way;
     save_model and get_state_dict write the weights whole under any. cpu_offload (True, or FSDP's CPUOffload
-    with offload_params) under FULL_SHARD or HYBRID_SHARD: the prepare option zero_cpu_offload, each process's
+    with offload_params): the prepare option zero_cpu_offload; under FULL_SHARD and HYBRID_SHARD each process's
     shares of the parameters, their gradients and the optimizer state held in host memory, where the optimizer
-    steps them (under other strategies UnsupportedError).
+    steps them; under SHARD_GRAD_OP and HYBRID_SHARD_ZERO2 (ZeRO stage 2, whose parameters stay whole on the
+    device) the optimizer's state, stepping host copies of the process's elements (NO_SHARD: UnsupportedError).
     activation_checkpointing recomputes
     in backward the activations of each module auto_wrap_policy wraps (torch.utils.checkpoint, non-reentrant, as
     Accelerate applies it), under every strategy. fsdp_version (Accelerate 1.x's; FSDP_VERSION) 1 and 2 train
@@ -351,9 +356,9 @@ class FullyShardedDataParallelPlugin:
         def refuse(what):
             raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, f"FullyShardedDataParallelPlugin: {what}")
 
-        if self.offloads() and self.sharding_strategy not in ("FULL_SHARD", "HYBRID_SHARD"):
-            refuse(f"cpu_offload with sharding_strategy {self.sharding_strategy}: accel offloads the shares of "
-                   "FULL_SHARD and HYBRID_SHARD (ZeRO stage 3)")
+        if self.offloads() and self.sharding_strategy == "NO_SHARD":
+            refuse("cpu_offload with sharding_strategy NO_SHARD: accel offloads each process's share of the model, "
+                   "and NO_SHARD splits nothing (SHARD_GRAD_OP offloads the optimizer, FULL_SHARD the parameters too)")
         if self.activation_checkpointing and (self.auto_wrap_policy in (None, "NO_WRAP")):
             refuse("activation_checkpointing recomputes the modules auto_wrap_policy wraps, and NO_WRAP wraps none: "
                    "give TRANSFORMER_BASED_WRAP (transformer_cls_names_to_wrap), SIZE_BASED_WRAP or a callable")

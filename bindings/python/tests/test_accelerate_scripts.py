@@ -65,7 +65,8 @@ def test_an_eager_module_trained_by_accel_ends_with_torch_ddps_weights(tmp_path)
         assert differing == [], run
 
 
-ZERO_RUNS = ("1", "2", "fsdp", "3", "fsdp-full", "fsdp-keep", "fsdp-ckpt", "2-delays", "3-delays", "fsdp-post-delays")
+ZERO_RUNS = ("1", "2", "fsdp", "1-offload", "fsdp-offload", "3", "fsdp-full", "fsdp-keep", "fsdp-ckpt", "2-delays",
+             "3-delays", "fsdp-post-delays")
 
 
 def test_an_eager_module_under_zero_stages_one_to_three_ends_with_stage_zeros_weights(tmp_path):

@@ -39,9 +39,10 @@ def test_the_strategies_map_to_zero_stages():
         FullyShardedDataParallelPlugin(sharding_strategy="SHARD_EVERYTHING")
 
 
-def test_cpu_offload_offloads_stage_threes_shares(monkeypatch):
-    """cpu_offload (True, or torch's CPUOffload with offload_params, or FSDP_OFFLOAD_PARAMS) under FULL_SHARD and
-    HYBRID_SHARD is the prepare option zero_cpu_offload; under the other strategies it is refused."""
+def test_cpu_offload_offloads_each_processs_share(monkeypatch):
+    """cpu_offload (True, or torch's CPUOffload with offload_params, or FSDP_OFFLOAD_PARAMS) is the prepare option
+    zero_cpu_offload under every strategy that splits the model (ZeRO stages 2 and 3); under NO_SHARD it is
+    refused."""
 
     class CPUOffload:  # torch.distributed.fsdp.CPUOffload's field
         def __init__(self, offload_params):
@@ -53,8 +54,9 @@ def test_cpu_offload_offloads_stage_threes_shares(monkeypatch):
     assert FullyShardedDataParallelPlugin().cpu_offload.offload_params is False
     assert FullyShardedDataParallelPlugin(cpu_offload=CPUOffload(True)).options()["zero_cpu_offload"] is True
     assert FullyShardedDataParallelPlugin(cpu_offload=CPUOffload(False)).options()["zero_cpu_offload"] is False
-    assert FullyShardedDataParallelPlugin(sharding_strategy="HYBRID_SHARD", cpu_offload=True).options()[
-        "zero_cpu_offload"] is True
+    for strategy, stage in (("HYBRID_SHARD", 3), ("SHARD_GRAD_OP", 2), ("HYBRID_SHARD_ZERO2", 2)):
+        options = FullyShardedDataParallelPlugin(sharding_strategy=strategy, cpu_offload=True).options()
+        assert (options["zero_stage"], options["zero_cpu_offload"]) == (stage, True)
     monkeypatch.setenv("FSDP_OFFLOAD_PARAMS", "true")
     assert FullyShardedDataParallelPlugin().options()["zero_cpu_offload"] is True
     assert FullyShardedDataParallelPlugin().cpu_offload.offload_params is True
@@ -62,14 +64,21 @@ def test_cpu_offload_offloads_stage_threes_shares(monkeypatch):
         FullyShardedDataParallelPlugin(sharding_strategy="NO_SHARD").options()
 
 
-def test_deepspeeds_cpu_offload_is_stage_threes(monkeypatch):
+def test_deepspeeds_cpu_offload(monkeypatch):
     """offload_param_device / offload_optimizer_device "cpu" (or the variables accel launch exports from a config
-    file's deepspeed_config) under stage 3 offload both; other devices and other stages are refused."""
+    file's deepspeed_config) under stage 3 offload both; offload_optimizer_device under stages 1 and 2 the
+    optimizer (ZeRO-Offload); offload_param_device under those, either under stage 0, and other devices are
+    refused."""
     assert accel.DeepSpeedPlugin(zero_stage=3).options() == {"zero_stage": 3, "zero_cpu_offload": False}
     for field in ("offload_param_device", "offload_optimizer_device"):
         assert accel.DeepSpeedPlugin(zero_stage=3, **{field: "cpu"}).options()["zero_cpu_offload"] is True
-        with pytest.raises(accel.UnsupportedError, match=f"{field} 'cpu' with zero_stage 2"):
-            accel.DeepSpeedPlugin(zero_stage=2, **{field: "cpu"}).options()
+        with pytest.raises(accel.UnsupportedError, match=f"{field} 'cpu' with zero_stage 0"):
+            accel.DeepSpeedPlugin(zero_stage=0, **{field: "cpu"}).options()
+    for stage in (1, 2):
+        assert accel.DeepSpeedPlugin(zero_stage=stage, offload_optimizer_device="cpu").options() == {
+            "zero_stage": stage, "zero_cpu_offload": True}
+        with pytest.raises(accel.UnsupportedError, match=f"offload_param_device 'cpu' with zero_stage {stage}"):
+            accel.DeepSpeedPlugin(zero_stage=stage, offload_param_device="cpu").options()
     with pytest.raises(accel.UnsupportedError, match="offload_param_device 'nvme': accel offloads to the CPU only"):
         accel.DeepSpeedPlugin(zero_stage=3, offload_param_device="nvme").options()
     monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3")
@@ -77,8 +86,58 @@ def test_deepspeeds_cpu_offload_is_stage_threes(monkeypatch):
     assert accel.DeepSpeedPlugin().options() == {"zero_stage": 3, "zero_cpu_offload": True}
 
 
+def _trained(accelerator, make_optimizer):
+    """A small MLP and its optimizer, prepared by accelerator and trained 6 steps with clipping and a save_state /
+    load_state round trip after 3; its weights, and the tensors its optimizer's groups step."""
+    import tempfile
+    import torch
+    import torch.nn.functional as F
+    torch.manual_seed(0)
+    model, optimizer = accelerator.prepare(
+        *(lambda module: (module, make_optimizer(module)))(torch.nn.Sequential(
+            torch.nn.Linear(6, 131), torch.nn.ReLU(), torch.nn.Linear(131, 3))))
+    generator = torch.Generator().manual_seed(1)
+    with tempfile.TemporaryDirectory() as folder:
+        for step in range(6):
+            if step == 3:
+                accelerator.save_state(folder)
+                accelerator.load_state(folder)
+            accelerator.backward(F.cross_entropy(model(torch.randn(8, 6, generator=generator)),
+                                                 torch.randint(0, 3, (8,), generator=generator)))
+            accelerator.clip_grad_norm_(model.parameters(), 0.05)
+            optimizer.step()
+            optimizer.zero_grad()
+    stepped = [] if isinstance(optimizer, accel.Optimizer) else [
+        view for group in optimizer.param_groups for view in group["params"]]
+    return {name: value.detach().clone() for name, value in model.state_dict().items()}, stepped, model
+
+
+@pytest.mark.parametrize("plugin", ["deepspeed", "SHARD_GRAD_OP", "FULL_SHARD"])
+def test_offload_on_one_process_steps_host_copies_to_the_same_weights(make_accelerator, plugin):
+    """ZeRO-Offload on one process (DeepSpeedPlugin(zero_stage=2, offload_optimizer_device="cpu"), FSDP's
+    SHARD_GRAD_OP or FULL_SHARD with cpu_offload): nothing is split, but the optimizer steps the library's host
+    copies of the parameters (never their memory), its state beside them, to the weights of a run without
+    offload, bit for bit (accel's AdamW and torch's)."""
+    torch = pytest.importorskip("torch")
+    offloaded = (accel.DeepSpeedPlugin(zero_stage=2, offload_optimizer_device="cpu") if plugin == "deepspeed"
+                 else FullyShardedDataParallelPlugin(sharding_strategy=plugin, cpu_offload=True))
+    for make_optimizer in (lambda module: torch.optim.AdamW(module.parameters(), lr=0.01),
+                           lambda module: accel.OptimizerSpec("adamw", lr=0.01)):
+        expected, _, _ = _trained(make_accelerator(), make_optimizer)
+        AcceleratorState._reset_state()
+        keyword = "deepspeed_plugin" if plugin == "deepspeed" else "fsdp_plugin"
+        weights, stepped, model = _trained(make_accelerator(**{keyword: offloaded}), make_optimizer)
+        AcceleratorState._reset_state()
+        assert [name for name in expected if not torch.equal(expected[name], weights[name])] == []
+        ranges = [(p.data_ptr(), p.data_ptr() + p.numel() * p.element_size()) for p in model.parameters()]
+        assert not any(begin <= view.data_ptr() < end for view in stepped for begin, end in ranges), \
+            "offloaded, the optimizer steps the parameters' memory"
+        if stepped:  # torch's optimizer: every parameter whole, the one process owning each
+            assert [view.numel() for view in stepped] == [p.numel() for p in model.parameters()]
+
+
 @pytest.mark.parametrize("settings, refused", [
-    ({"sharding_strategy": "SHARD_GRAD_OP", "cpu_offload": True}, "cpu_offload"),
+    ({"sharding_strategy": "NO_SHARD", "cpu_offload": True}, "cpu_offload"),
     ({"sharding_strategy": "SHARD_GRAD_OP", "activation_checkpointing": True}, "activation_checkpointing"),
     ({"sharding_strategy": "SHARD_GRAD_OP", "mixed_precision_policy": {"param_dtype": "bf16"}}, "mixed_precision_policy"),
 ])

@@ -68,8 +68,9 @@ struct ReducerConfig {
   std::optional<at::ScalarType> unit_param_dtype;
   std::optional<at::ScalarType> unit_reduce_dtype;
   bool unit_prefetch = true;  // a TorchScript chain's next child gathered ahead
-  // Stage 3's shares of parameters, gradients and optimizer state in host memory (sharded_units.hpp).
-  bool unit_cpu_offload = false;
+  // ZeRO-Offload: stage 3's shares of parameters, gradients and optimizer state in host memory
+  // (sharded_units.hpp); under stages 1 and 2 the optimizer's pieces and their gradients (ZeroShard).
+  bool cpu_offload = false;
 };
 
 class Reducer {

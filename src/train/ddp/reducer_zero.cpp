@@ -29,6 +29,7 @@ void Reducer::Impl::drop_gradients_of_others() {
 
 void Reducer::Impl::split_for_zero() {
   partition.stage = config.zero_stage;
+  partition.host_pieces = config.cpu_offload;
   std::vector<std::vector<int64_t>> numels;
   for (auto& bucket : buckets) {
     numels.emplace_back();

@@ -64,6 +64,17 @@ std::vector<ZeroBucketSplit> split_buckets(const std::vector<std::vector<int64_t
   return splits;
 }
 
+ZeroPartition one_process_offload(const std::vector<int64_t>& numels) {
+  ZeroPartition partition;
+  partition.stage = 1;
+  partition.host_pieces = true;
+  partition.members.emplace_back();
+  for (size_t i = 0; i < numels.size(); ++i) partition.members.back().push_back(i);
+  partition.buckets = split_buckets({numels}, 1);
+  partition.held_pieces->assign(partition.pieces_of(0).size(), at::Tensor());  // none of an empty parameter
+  return partition;
+}
+
 std::vector<ZeroPiece> ZeroPartition::pieces_of(int32_t owner) const {
   std::vector<ZeroPiece> pieces;
   for (size_t b = 0; b < buckets.size(); ++b) {

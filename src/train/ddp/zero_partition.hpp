@@ -79,6 +79,9 @@ struct ZeroPartition {
   // Stage 3 (sharded_units.hpp): per bucket (a unit), this rank's chunk of its parameters, the only memory
   // of their values between the caller's uses; the optimizer's pieces are views of it. Empty otherwise.
   std::vector<at::Tensor> parameter_chunks;
+  // Stages 1 and 2 with the optimizer offloaded (DeepSpeed's offload_optimizer, the prepare option
+  // zero_cpu_offload): the pieces the optimizer steps, and their gradients, are host copies (ZeroShard).
+  bool host_pieces = false;
 
   // A rank's pieces, bucket by bucket in member order.
   std::vector<ZeroPiece> pieces_of(int32_t rank) const;
@@ -86,6 +89,11 @@ struct ZeroPartition {
   // search of the buckets: code that asks per step keeps split.whole_owner(member) of each parameter).
   int32_t whole_owner(size_t parameter) const;
 };
+
+// ZeRO-Offload on one process (zero_cpu_offload, which there splits nothing, but still moves the optimizer's state
+// and step to host memory): stage 1 over one bucket of parameters of these element counts, every one owned whole
+// by the one process, with host_pieces. Needs no process group (ZeroShard collects nothing on one process).
+ZeroPartition one_process_offload(const std::vector<int64_t>& numels);
 
 // Sets the partition's world, rank and replicas: the job's ranks, or with `hybrid` this node's, every node
 // alike (collective on the first call: ProcessGroup::split_by_node). Throws what that throws.

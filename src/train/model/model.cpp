@@ -42,6 +42,8 @@ struct Model::Impl {
   std::shared_ptr<distributed::State> state;
   PrepareConfig config;
   std::unique_ptr<Reducer> reducer;
+  // ZeRO-Offload on one process, which has no reducer (one_process_offload).
+  std::unique_ptr<ZeroPartition> offloaded_alone;
   // ZeRO stage 3 (set_units before prepare; units after), and which units the synchronising backward in
   // progress has reduced.
   std::vector<int32_t> unit_of_parameter;
@@ -260,6 +262,11 @@ void Model::prepare(std::shared_ptr<distributed::State> state, const PrepareConf
       parameter.second.mutable_grad() = grad;
     }
   }
+  if (!several && config.reducer.cpu_offload && config.reducer.zero_stage > 0 && !trainable_parameters().empty()) {
+    std::vector<int64_t> numels;
+    for (const auto& parameter : trainable_parameters()) numels.push_back(parameter.second.numel());
+    impl_->offloaded_alone = std::make_unique<ZeroPartition>(one_process_offload(numels));
+  }
   impl_->state = std::move(state);
 }
 
@@ -374,7 +381,7 @@ void Model::shard_parameters(const std::shared_ptr<distributed::State>& state) {
   impl_->units = std::make_unique<ShardedUnits>(
       state, trainable, unit_of,
       ShardedUnits::Options{at::Device(state->device()), config.unit_param_dtype, config.unit_reduce_dtype,
-                            config.zero_hybrid, config.unit_cpu_offload},
+                            config.zero_hybrid, config.cpu_offload},
       host_owned ? std::function<void(size_t)>(let_go) : std::function<void(size_t)>());
   impl_->reduced.assign(impl_->units->unit_count(), false);
   if (!host_owned) {
@@ -729,6 +736,7 @@ std::vector<std::vector<std::string>> Model::bucket_names() const {
 
 const ZeroPartition* Model::zero_partition() const {
   if (impl_->units) return &impl_->units->partition();
+  if (impl_->offloaded_alone) return impl_->offloaded_alone.get();
   if (!impl_->reducer || impl_->reducer->zero_partition().stage == 0) return nullptr;
   return &impl_->reducer->zero_partition();
 }

@@ -132,8 +132,9 @@ class Model {
   // Gradient buckets, for inspection and tests; empty when not data-parallel.
   std::vector<std::vector<std::string>> bucket_names() const;
   // The split of the trainable parameters between the ranks under ZeRO (PrepareConfig's
-  // reducer.zero_stage 1, 2 or 3 on several processes); nullptr otherwise (on one process zero_stage means
-  // nothing).
+  // reducer.zero_stage 1, 2 or 3 on several processes; on one process with reducer.cpu_offload, the one
+  // process owning every element, one_process_offload); nullptr otherwise (on one process zero_stage alone
+  // means nothing).
   const ZeroPartition* zero_partition() const;
   // ZeRO stage 3 (PrepareConfig's reducer.zero_stage 3), for a model of the caller's tensors on several
   // processes: each trainable parameter is held as this rank's elements only (train/ddp/sharded_units.hpp),

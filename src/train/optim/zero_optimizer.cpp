@@ -22,6 +22,12 @@ namespace {
 // The parameter all-gathers in flight at once: enough to overlap one bucket's copying out with the next
 // one's transfer, few enough that the gathered buckets never add up to a second copy of the model.
 constexpr size_t kGathersInFlight = 2;
+
+// Where an offloaded piece of `parameter` lives: host memory, pinned for a GPU's parameter so that the copies
+// to and from it are DMA, not staged through pageable memory.
+at::TensorOptions host_options(const at::Tensor& parameter) {
+  return parameter.options().device(at::kCPU).pinned_memory(parameter.is_cuda()).requires_grad(false);
+}
 }  // namespace
 
 ZeroShard::ZeroShard(std::shared_ptr<distributed::State> state, ZeroPartition partition, NamedTensors parameters)
@@ -44,14 +50,19 @@ ZeroShard::ZeroShard(std::shared_ptr<distributed::State> state, ZeroPartition pa
     fail(Code::Internal, "ZeRO: the reducer holds " + std::to_string(partition_.held_pieces->size()) +
                              " gradient pieces for this rank's " + std::to_string(pieces_.size()));
   }
+  host_pieces_ = partition_.stage < 3 && partition_.host_pieces;
   for (size_t k = 0; k < pieces_.size(); ++k) {
     const ZeroPiece& piece = pieces_[k];
+    const at::Tensor& parameter = parameters_[piece.parameter].second;
     // Stage 3: the parameters' values live in this rank's chunks only (train/ddp/sharded_units.hpp).
-    views_.push_back(partition_.stage == 3
-                         ? partition_.parameter_chunks[piece.bucket].narrow(0, piece.in_chunk, piece.numel)
-                         : parameters_[piece.parameter].second.detach().view({-1}).narrow(0, piece.begin, piece.numel));
+    at::Tensor view = partition_.stage == 3
+                          ? partition_.parameter_chunks[piece.bucket].narrow(0, piece.in_chunk, piece.numel)
+                          : parameter.detach().view({-1}).narrow(0, piece.begin, piece.numel);
+    if (host_pieces_) view = at::empty({piece.numel}, host_options(parameter)).copy_(view);
+    views_.push_back(view);
     pieces_by_parameter_[piece.parameter].push_back(k);
   }
+  host_gradients_.resize(host_pieces_ ? pieces_.size() : 0);
 }
 
 bool ZeroShard::holds(const at::Tensor& parameter) const { return index_.count(parameter.unsafeGetTensorImpl()) != 0; }
@@ -88,10 +99,25 @@ std::vector<at::Tensor> ZeroShard::gradient_pieces(const std::vector<at::Tensor>
   return pieces;
 }
 
+void ZeroShard::copy_to_host_pieces() {
+  at::NoGradGuard no_grad;
+  for (size_t k = 0; k < pieces_.size(); ++k) {
+    const ZeroPiece& piece = pieces_[k];
+    const at::Tensor& parameter = parameters_[piece.parameter].second;
+    views_[k].copy_(parameter.detach().view({-1}).narrow(0, piece.begin, piece.numel));
+    const at::Tensor grad = views_[k].grad();
+    if (!grad.defined()) continue;
+    if (!host_gradients_[k].defined()) host_gradients_[k] = at::empty({piece.numel}, host_options(parameter));
+    views_[k].mutable_grad() = host_gradients_[k].copy_(grad);
+  }
+}
+
 void ZeroShard::step(const std::function<void()>& step) {
   std::vector<at::Tensor> all;
   for (const auto& parameter : parameters_) all.push_back(parameter.second);
   gradient_pieces(all);
+  // Offloaded, the pieces are copies: taken afresh from the parameters, which a load may have replaced since.
+  if (host_pieces_) copy_to_host_pieces();
   step();
   // Stage 3 gathers a unit's parameters when the caller next uses them.
   if (partition_.stage < 3) gather_parameters();
@@ -116,6 +142,13 @@ void ZeroShard::forget_gradients(bool set_to_none) {
 // bucket's layout with every element in its place; kGathersInFlight at a time.
 void ZeroShard::gather_parameters() {
   at::NoGradGuard no_grad;
+  if (partition_.world == 1) {  // ZeRO-Offload on one process: its host pieces are every element
+    for (size_t k = 0; k < pieces_.size(); ++k) {
+      const ZeroPiece& piece = pieces_[k];
+      parameters_[piece.parameter].second.detach().view({-1}).narrow(0, piece.begin, piece.numel).copy_(views_[k]);
+    }
+    return;
+  }
   auto& transport = shard_group(*state_, partition_, "ZeRO parameter all-gather").transport();
   struct InFlight {
     size_t bucket;
@@ -144,7 +177,8 @@ void ZeroShard::gather_parameters() {
     for (size_t m = 0; m < members.size(); ++m) {
       at::Tensor flat = parameters_[members[m]].second.detach().view({-1});
       for (int64_t r = 0; r < partition_.world; ++r) {
-        if (r == rank) continue;
+        // This rank's elements are the parameters' own memory, stepped in place, unless they were host copies.
+        if (r == rank && !host_pieces_) continue;
         const auto [begin, end] = split.part(m, r);
         if (begin < end) flat.narrow(0, begin, end - begin).copy_(done.all.narrow(0, split.offsets[m] + begin, end - begin));
       }

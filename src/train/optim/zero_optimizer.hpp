@@ -33,7 +33,9 @@ class ZeroShard {
   int32_t rank() const { return partition_.rank; }
   const ZeroPartition& partition() const { return partition_; }
   const NamedTensors& parameters() const { return parameters_; }
-  // This rank's pieces (partition().pieces_of(rank())) and, parallel to them, their views.
+  // This rank's pieces (partition().pieces_of(rank())) and, parallel to them, their views: of the parameters'
+  // memory, of stage 3's chunks, or with host_pieces (stages 1 and 2 offloaded) host copies, filled from the
+  // parameters by step() before the optimizer's step and written back to them after it.
   const std::vector<ZeroPiece>& pieces() const { return pieces_; }
   const std::vector<at::Tensor>& views() const { return views_; }
   // Whether the tensor is one of the split parameters.
@@ -44,7 +46,8 @@ class ZeroShard {
   // same tensors for the shard's life, which an optimizer keys its state by.
   std::vector<at::Tensor> pieces_of(const at::Tensor& parameter) const;
   // This rank's pieces of `parameters`, each with its gradient brought up to date: a view of the
-  // parameter's gradient where it has one, else the piece the reducer holds (stage 2), else none.
+  // parameter's gradient where it has one, else the piece the reducer holds (stage 2), else none. (With
+  // host_pieces too: unscaling and clipping work on the model's device; step() copies the result.)
   std::vector<at::Tensor> gradient_pieces(const std::vector<at::Tensor>& parameters);
 
   // Runs `step` (an optimizer step over the pieces, which leaves a piece without a gradient alone) with the
@@ -73,12 +76,16 @@ class ZeroShard {
  private:
   void gather_parameters();
   std::vector<at::Tensor> gathered_split_gradients(const std::vector<size_t>& split);
+  // With host_pieces: the parameters' elements copied into the pieces, their gradients into host_gradients_.
+  void copy_to_host_pieces();
 
   std::shared_ptr<distributed::State> state_;
   ZeroPartition partition_;
   NamedTensors parameters_;
   std::vector<ZeroPiece> pieces_;  // this rank's, as partition_.pieces_of(rank)
   std::vector<at::Tensor> views_;  // parallel to pieces_
+  bool host_pieces_ = false;
+  std::vector<at::Tensor> host_gradients_;  // with host_pieces_, parallel to pieces_: made at the first step
   std::unordered_map<const c10::TensorImpl*, size_t> index_;
   std::vector<std::vector<size_t>> pieces_by_parameter_;  // per parameter index: positions in pieces_
   // Per parameter index: its bucket and its place among the bucket's members, looked up once here for

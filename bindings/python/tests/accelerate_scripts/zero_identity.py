@@ -6,7 +6,9 @@ are: the option's path through the plugin and the library), "fsdp-keep" the same
 recomputation consuming the backward's prefetches: forward_prefetch and BACKWARD_PRE), "fsdp-post" the same
 without checkpointing, with forward_prefetch and BACKWARD_POST ("fsdp-keep" with forward_prefetch; DeepSpeed's
 stage 3 prefetches forward and BACKWARD_PRE), "fsdp-hybrid" and "fsdp-hybrid2" HYBRID_SHARD with that wrap policy and
-HYBRID_SHARD_ZERO2 (launched on several machines by tests/train/hybrid_shard_test.sh);
+HYBRID_SHARD_ZERO2 (launched on several machines by tests/train/hybrid_shard_test.sh), "1-offload" DeepSpeed's
+stage 1 with offload_optimizer_device "cpu" and "fsdp-offload" SHARD_GRAD_OP with cpu_offload (ZeRO stage 2), whose
+optimizers step the library's host copies of the process's elements, never the module's parameters;
 a STAGE ending in "-delays" also sleeps a random 0-4 ms, drawn per process, before every module's forward
 (so before each unit's gather), before every gradient is accumulated (so before each reduction) and before
 every optimizer step), clipping on, by three optimizers in turn: accel's AdamW (OptimizerSpec),
@@ -34,9 +36,13 @@ DELAYS = STAGE.endswith("-delays")
 STAGE = STAGE[:-len("-delays")] if DELAYS else STAGE
 STEPS, SAVED_AT = 20, 10
 
-if STAGE == "fsdp":  # FSDP's SHARD_GRAD_OP, which accel trains as ZeRO stage 2
+if STAGE in ("fsdp", "fsdp-offload"):  # FSDP's SHARD_GRAD_OP, which accel trains as ZeRO stage 2
     accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
-                                    fsdp_plugin=accel.FullyShardedDataParallelPlugin(sharding_strategy="SHARD_GRAD_OP"))
+                                    fsdp_plugin=accel.FullyShardedDataParallelPlugin(
+                                        sharding_strategy="SHARD_GRAD_OP", cpu_offload=STAGE == "fsdp-offload"))
+elif STAGE == "1-offload":
+    accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
+                                    deepspeed_plugin=accel.DeepSpeedPlugin(zero_stage=1, offload_optimizer_device="cpu"))
 elif STAGE == "fsdp-hybrid2":  # SHARD_GRAD_OP within each machine, replicated between them
     accelerator = accel.Accelerator(cpu=True, gradient_accumulation_steps=ACCUMULATION,
                                     fsdp_plugin=accel.FullyShardedDataParallelPlugin(sharding_strategy="HYBRID_SHARD_ZERO2"))
@@ -127,6 +133,12 @@ for name, make in OPTIMIZERS.items():
     else:
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (1 + 0.05 * step))
         model, optimizer, scheduler = accelerator.prepare(module, optimizer, scheduler)
+    if STAGE in ("1-offload", "fsdp-offload") and not isinstance(optimizer, accel.Optimizer):
+        # The torch optimizer's groups hold the library's copies, none of them in a parameter's memory.
+        ranges = [(p.data_ptr(), p.data_ptr() + p.numel() * p.element_size()) for p in module.parameters()]
+        stepped = [view for group in optimizer.param_groups for view in group["params"]]
+        assert stepped and not any(begin <= view.data_ptr() < end for view in stepped for begin, end in ranges), \
+            f"{name}: offloaded, the optimizer steps the parameters' memory"
     generator = torch.Generator().manual_seed(1 + accelerator.process_index)
     micro_steps(model, optimizer, scheduler, generator, 0, SAVED_AT)
     resumed_data = generator.get_state()
