@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ZeRO's memory, shown (run by `./dev bench zero-memory`; needs root and the cgroup v1 memory controller;
 # ZERO_MEMORY_PARTS=torch runs parts 3 and 4 alone, ZERO_MEMORY_PARTS=step part 4, =residual part 5, =script
-# parts 1, 2 and 5: the TorchScript models).
+# parts 1, 2, 5 and 6: the TorchScript models, =offload part 6).
 #   bench/run_zero_memory.sh BIN_DIR MODEL_DIR   BIN_DIR holds accel and train_accel (build/bin); MODEL_DIR
 #                                                receives zero_deep_mlp.pt (build/bench)
 # A deep MLP 784-2048x12-10 (bench/make_deep_mlp.py: 47.8 M parameters, 191 MB of fp32, gradient buckets of
@@ -65,6 +65,12 @@
 #      the layers still cut), stages 0 and 3 by train_accel without a limit, with the fixed mmap threshold:
 #        zero-memory-residual: model=M stage=S peak_mb=P step_ms=T
 #        zero-memory-residual: model=M stage3_vs_stage0=R   (the two processes' peaks)
+#   6. ZeRO-Offload under stages 1 and 2 (zero_cpu_offload: the optimizer stepping host copies of each process's
+#      pieces) against the same stage without it, the deep MLP by train_accel, ZERO_OFFLOAD_ROUNDS (3)
+#      interleaved rounds, medians, with the fixed mmap threshold. On the CPU the host is the device: the
+#      copies add to the memory and the step what offload takes off a GPU's memory, which this cannot show:
+#        zero-offload: stage=S offload=0|1 peak_mb=P optimizer_state_mb=O step_ms=T
+#        zero-offload: stage=S peak_vs_on_device=Q step_vs_on_device=R
 set -euo pipefail
 BIN=${1:?usage: bench/run_zero_memory.sh BIN_DIR MODEL_DIR}
 MODEL_DIR=${2:?usage: bench/run_zero_memory.sh BIN_DIR MODEL_DIR}
@@ -106,9 +112,11 @@ in_group() {
 }
 
 # run_in_group STAGE LIMIT_BYTES [VARIABLE=VALUE...]: train_accel in_group, the processes started with the
-# variables added to their environment.
+# variables added to their environment; TRAIN_ACCEL_OPTIONS, more of train_accel's arguments.
 run_in_group() {
-  in_group "$2" accel env "${@:3}" "$BIN/train_accel" "$MODEL" "$STEPS" 2 optimizer=adamw "zero_stage=$1"
+  # shellcheck disable=SC2086  # the options are words
+  in_group "$2" accel env "${@:3}" "$BIN/train_accel" "$MODEL" "$STEPS" 2 optimizer=adamw "zero_stage=$1" \
+    ${TRAIN_ACCEL_OPTIONS:-}
 }
 
 # run_torch_in_group STAGE LIMIT_BYTES [SAVE_DIR]: bench/train_torch_sharded.py in_group (part 3).
@@ -124,6 +132,7 @@ run_torch_load_in_group() {
 }
 
 mb() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 # measure MALLOC_NAME [VARIABLE=VALUE...]: parts 1 and 2 above, the variables added to the processes' environment.
 measure() {
@@ -230,7 +239,6 @@ measure_step_time() {
       [ "$run" = 0 ] || waits[$run]+="$(value "$line" gather_wait_ms) "
     done
   done
-  median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
   local zero three none
   zero=$(median "${times[0]}")
   three=$(median "${times[3]}")
@@ -241,6 +249,37 @@ measure_step_time() {
     "gather_wait_ms=$(median "${waits[3]}") no_prefetch_gather_wait_ms=$(median "${waits[3-no-prefetch]}")"
 }
 
+# measure_offload: part 6.
+measure_offload() {
+  local stage offload round line bytes
+  local -A peaks steps states
+  for round in $(seq "${ZERO_OFFLOAD_ROUNDS:-3}"); do
+    for stage in 1 2; do
+      for offload in 0 1; do
+        { read -r line; read -r bytes; } < <(TRAIN_ACCEL_OPTIONS=$([ "$offload" = 1 ] && echo zero_cpu_offload) \
+          run_in_group "$stage" 0 MALLOC_MMAP_THRESHOLD_=1048576)
+        result "stage $stage offload $offload" "$line"
+        peaks[$stage$offload]+="$bytes "
+        steps[$stage$offload]+="$(value "$line" step_ms) "
+        states[$stage$offload]=$(value "$line" optimizer_state_bytes)
+      done
+    done
+  done
+  for stage in 1 2; do
+    for offload in 0 1; do
+      echo "zero-offload: stage=$stage offload=$offload peak_mb=$(mb "$(median "${peaks[$stage$offload]}")")" \
+        "optimizer_state_mb=$(mb "${states[$stage$offload]}") step_ms=$(median "${steps[$stage$offload]}")"
+    done
+    echo "zero-offload: stage=$stage" \
+      "peak_vs_on_device=$(awk -v a="$(median "${peaks[${stage}1]}")" -v b="$(median "${peaks[${stage}0]}")" 'BEGIN { printf "%.3f", a / b }')" \
+      "step_vs_on_device=$(awk -v a="$(median "${steps[${stage}1]}")" -v b="$(median "${steps[${stage}0]}")" 'BEGIN { printf "%.3f", a / b }')"
+  done
+}
+
+if [ "${ZERO_MEMORY_PARTS:-all}" = offload ]; then
+  measure_offload
+  exit 0
+fi
 if [ "${ZERO_MEMORY_PARTS:-all}" = residual ]; then
   measure_residual
   exit 0
@@ -249,6 +288,7 @@ if [ "${ZERO_MEMORY_PARTS:-all}" = all ] || [ "${ZERO_MEMORY_PARTS:-all}" = scri
   measure default
   measure mmap-threshold-1MiB MALLOC_MMAP_THRESHOLD_=1048576
   measure_residual
+  measure_offload
 fi
 [ "${ZERO_MEMORY_PARTS:-all}" = script ] && exit 0
 [ "${ZERO_MEMORY_PARTS:-all}" = step ] || measure_torch

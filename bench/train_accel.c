@@ -3,7 +3,7 @@
  *
  *   train_accel MODEL [steps] [warmup] [profile] [serve] [graph] [grad_compression=no|bf16|fp16]
  *               [checkpoint_every=N checkpoint=blocking|background checkpoint_dir=DIR]
- *               [optimizer=sgd|adamw] [zero_stage=0|1|2|3]
+ *               [optimizer=sgd|adamw] [zero_stage=0|1|2|3] [zero_cpu_offload]
  *
  * Run directly for one process, through `accel launch --nproc-per-node 2 --cpu` for two; bench/run_gpu.sh
  * runs it on one GPU as well. The device and the mixed precision are the state's (its own choice, or
@@ -323,6 +323,9 @@ int main(int argc, char **argv) {
     } else if (strncmp(argv[a], "zero_stage=", 11) == 0) {
       if (model_options == NULL) check(accel_options_new(&model_options), "accel_options_new");
       check(accel_options_set_int(model_options, "zero_stage", atol(argv[a] + 11)), "zero_stage");
+    } else if (strcmp(argv[a], "zero_cpu_offload") == 0) {
+      if (model_options == NULL) check(accel_options_new(&model_options), "accel_options_new");
+      check(accel_options_set_bool(model_options, "zero_cpu_offload", 1), "zero_cpu_offload");
     } else if (strcmp(argv[a], "optimizer=sgd") == 0 || strcmp(argv[a], "optimizer=adamw") == 0) {
       optimizer_kind = argv[a] + 10;
     } else if (strncmp(argv[a], "checkpoint_every=", 17) == 0) {
