@@ -84,6 +84,10 @@ def test_deepspeeds_cpu_offload(monkeypatch):
     monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3")
     monkeypatch.setenv("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "cpu")
     assert accel.DeepSpeedPlugin().options() == {"zero_stage": 3, "zero_cpu_offload": True}
+    # What `accel launch` exports from the deepspeed_config of `accelerate config`'s ZeRO-Offload answers.
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "2")
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "none")
+    assert accel.DeepSpeedPlugin().options() == {"zero_stage": 2, "zero_cpu_offload": True}
 
 
 def _trained(accelerator, make_optimizer):
