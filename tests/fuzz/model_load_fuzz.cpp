@@ -17,12 +17,14 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
 #include "core/layout.hpp"
 #include "train/torchscript/torchscript_file.hpp"
+#include "train/torchscript/zip_record_sizes.hpp"
 
 namespace {
 
@@ -35,9 +37,12 @@ bool is_source(const std::string& record) {
   return record.rfind("code/", 0) == 0 && record.compare(record.size() - 3, 3, "pkl") != 0;
 }
 
-// The code/*.py records of the archive in `bytes`, in name order; throws what LibTorch's reader throws.
+// The code/*.py records of the archive in `bytes`, in name order; throws what LibTorch's reader throws, and
+// std::runtime_error for a record whose sizes LibTorch's reader would allocate unchecked (as the loader does).
 std::vector<std::string> sources_of(const std::string& bytes) {
   std::istringstream stream(bytes);
+  caffe2::serialize::IStreamAdapter adapter(&stream);
+  if (const auto problem = accel::train::oversized_zip_record(adapter)) throw std::runtime_error(*problem);
   caffe2::serialize::PyTorchStreamReader reader(&stream);
   std::vector<std::string> sources;
   for (const auto& name : reader.getAllRecords()) {

@@ -31,14 +31,15 @@ std::optional<std::string> check(const std::string& bytes) {
   return oversized_zip_record(adapter);
 }
 
-// The uncompressed size field of `record`'s central directory entry.
-void claim(std::string& bytes, const std::string& record, uint32_t size) {
+// The uncompressed size field of `record`'s central directory entry (its compressed size field 4 bytes before:
+// field_at 20).
+void claim(std::string& bytes, const std::string& record, uint32_t size, size_t field_at = 24) {
   for (size_t at = bytes.find("PK\x01\x02"); at != std::string::npos; at = bytes.find("PK\x01\x02", at + 4)) {
     uint16_t name_size = 0;
     std::memcpy(&name_size, bytes.data() + at + 28, 2);
     const std::string name = bytes.substr(at + 46, name_size);
     if (name.size() >= record.size() && name.compare(name.size() - record.size(), record.size(), record) == 0) {
-      std::memcpy(bytes.data() + at + 24, &size, 4);
+      std::memcpy(bytes.data() + at + field_at, &size, 4);
       return;
     }
   }
@@ -56,6 +57,17 @@ TEST(ZipRecordSizes, SizesTheCompressedBytesCannotGiveAreFound) {
   bytes = archive();
   claim(bytes, "/stored", 13);
   EXPECT_NE(check(bytes).value_or("").find("stored' claims 13 bytes from 12 stored bytes"), std::string::npos);
+}
+
+// A 6 KB archive whose directory said a deflated record of 4 MB compressed bytes (so within deflate's
+// expansion) held 4 GB made LibTorch allocate them (fuzz_model_load:
+// tests/fuzz/corpus/model_load/compressed_beyond_the_end.pt).
+TEST(ZipRecordSizes, CompressedBytesBeyondTheArchiveAreFound) {
+  std::string bytes = archive();
+  claim(bytes, "/deflated", 4u << 20, 20);
+  claim(bytes, "/deflated", 4000000000u);
+  EXPECT_NE(check(bytes).value_or("").find("deflated' claims 4194304 compressed bytes in an archive of "),
+            std::string::npos) << check(bytes).value_or("nothing found");
 }
 
 // What is not a zip archive is left to LibTorch's reader to refuse.

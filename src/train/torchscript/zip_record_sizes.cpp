@@ -101,6 +101,12 @@ std::optional<std::string> oversized_zip_record(const caffe2::serialize::ReadAda
   const auto entries = directory_entries(archive);
   if (!entries) return std::nullopt;
   for (const Entry& entry : *entries) {
+    // The compressed bytes lie in the archive: a claim beyond its end would let a deflated record claim its
+    // 1032-fold expansion of bytes that do not exist.
+    if (entry.compressed > archive.size()) {
+      return "record '" + entry.name + "' claims " + std::to_string(entry.compressed) + " compressed bytes in an "
+             "archive of " + std::to_string(archive.size());
+    }
     const bool impossible = (entry.method == kStored && entry.uncompressed != entry.compressed) ||
                             (entry.method == kDeflated && entry.uncompressed / kDeflateExpansion > entry.compressed);
     if (impossible) {

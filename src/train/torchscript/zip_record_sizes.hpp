@@ -13,8 +13,9 @@
 namespace accel::train {
 
 // The first record of the zip archive behind `archive` whose uncompressed size its compressed bytes cannot
-// give: a stored record whose two sizes differ, or a deflated one more than 1032 times its compressed
-// size (deflate's largest expansion), as "record 'name' claims N bytes from M ..."; nullopt when there is
+// give: one claiming more compressed bytes than the archive holds, a stored record whose two sizes differ, or a
+// deflated one more than 1032 times its compressed size (deflate's largest expansion), as "record 'name'
+// claims N ..."; nullopt when there is
 // none, and when the directory cannot be read (LibTorch's reader then refuses the archive itself). Reads
 // only the end of the archive and its central directory.
 std::optional<std::string> oversized_zip_record(const caffe2::serialize::ReadAdapterInterface& archive);
