@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -41,9 +42,9 @@ bool is_source(const std::string& record) {
 // std::runtime_error for a record whose sizes LibTorch's reader would allocate unchecked (as the loader does).
 std::vector<std::string> sources_of(const std::string& bytes) {
   std::istringstream stream(bytes);
-  caffe2::serialize::IStreamAdapter adapter(&stream);
-  if (const auto problem = accel::train::oversized_zip_record(adapter)) throw std::runtime_error(*problem);
-  caffe2::serialize::PyTorchStreamReader reader(&stream);
+  auto adapter = std::make_shared<caffe2::serialize::IStreamAdapter>(&stream);
+  if (const auto problem = accel::train::oversized_zip_record(*adapter)) throw std::runtime_error(*problem);
+  caffe2::serialize::PyTorchStreamReader reader(adapter);
   std::vector<std::string> sources;
   for (const auto& name : reader.getAllRecords()) {
     if (!is_source(name)) continue;

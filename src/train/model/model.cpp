@@ -262,10 +262,10 @@ void Model::prepare(std::shared_ptr<distributed::State> state, const PrepareConf
       parameter.second.mutable_grad() = grad;
     }
   }
-  if (!several && config.reducer.cpu_offload && config.reducer.zero_stage > 0 && !trainable_parameters().empty()) {
+  if (!several && config.reducer.cpu_offload && config.reducer.zero_stage > 0) {
     std::vector<int64_t> numels;
     for (const auto& parameter : trainable_parameters()) numels.push_back(parameter.second.numel());
-    impl_->offloaded_alone = std::make_unique<ZeroPartition>(one_process_offload(numels));
+    if (!numels.empty()) impl_->offloaded_alone = std::make_unique<ZeroPartition>(one_process_offload(numels));
   }
   impl_->state = std::move(state);
 }

@@ -28,6 +28,11 @@ constexpr size_t kGathersInFlight = 2;
 at::TensorOptions host_options(const at::Tensor& parameter) {
   return parameter.options().device(at::kCPU).pinned_memory(parameter.is_cuda()).requires_grad(false);
 }
+
+// The piece's elements in its parameter's memory (stages 1 and 2).
+at::Tensor in_parameter(const at::Tensor& parameter, const ZeroPiece& piece) {
+  return parameter.detach().view({-1}).narrow(0, piece.begin, piece.numel);
+}
 }  // namespace
 
 ZeroShard::ZeroShard(std::shared_ptr<distributed::State> state, ZeroPartition partition, NamedTensors parameters)
@@ -57,7 +62,7 @@ ZeroShard::ZeroShard(std::shared_ptr<distributed::State> state, ZeroPartition pa
     // Stage 3: the parameters' values live in this rank's chunks only (train/ddp/sharded_units.hpp).
     at::Tensor view = partition_.stage == 3
                           ? partition_.parameter_chunks[piece.bucket].narrow(0, piece.in_chunk, piece.numel)
-                          : parameter.detach().view({-1}).narrow(0, piece.begin, piece.numel);
+                          : in_parameter(parameter, piece);
     if (host_pieces_) view = at::empty({piece.numel}, host_options(parameter)).copy_(view);
     views_.push_back(view);
     pieces_by_parameter_[piece.parameter].push_back(k);
@@ -104,7 +109,7 @@ void ZeroShard::copy_to_host_pieces() {
   for (size_t k = 0; k < pieces_.size(); ++k) {
     const ZeroPiece& piece = pieces_[k];
     const at::Tensor& parameter = parameters_[piece.parameter].second;
-    views_[k].copy_(parameter.detach().view({-1}).narrow(0, piece.begin, piece.numel));
+    views_[k].copy_(in_parameter(parameter, piece));
     const at::Tensor grad = views_[k].grad();
     if (!grad.defined()) continue;
     if (!host_gradients_[k].defined()) host_gradients_[k] = at::empty({piece.numel}, host_options(parameter));
@@ -144,8 +149,7 @@ void ZeroShard::gather_parameters() {
   at::NoGradGuard no_grad;
   if (partition_.world == 1) {  // ZeRO-Offload on one process: its host pieces are every element
     for (size_t k = 0; k < pieces_.size(); ++k) {
-      const ZeroPiece& piece = pieces_[k];
-      parameters_[piece.parameter].second.detach().view({-1}).narrow(0, piece.begin, piece.numel).copy_(views_[k]);
+      in_parameter(parameters_[pieces_[k].parameter].second, pieces_[k]).copy_(views_[k]);
     }
     return;
   }
