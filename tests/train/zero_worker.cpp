@@ -4,6 +4,7 @@
 // element is stepped by exactly one rank, and stage 2 keeps only a rank's own gradients. Run by
 // tests/CMakeLists.txt on 1, 2 and 3 processes with accumulation 1 and 3, and on 2 and 3 through Gloo.
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
