@@ -328,8 +328,9 @@ ACCEL_API ACCEL_NODISCARD int accel_model_each_whole_tensor(accel_model_t *model
 
 /* What the gradient all-reduces of data-parallel backwards cost, one figure by name, into *out. Totals since
  * prepare: "syncs" (synchronising backwards; accumulating ones all-reduce nothing and count nowhere),
- * "bytes" (what this rank all-reduced: halved by grad_compression), "copied_bytes" (gradient bytes copied
- * into the buckets before the all-reduces and out of them after: twice the gradients' bytes, or once with
+ * "bytes" (what this rank all-reduced: its buckets, whose slots start on 16-byte boundaries, so with up to
+ * 15 bytes of padding between two; halved by grad_compression), "copied_bytes" (gradient bytes copied into
+ * the buckets before the all-reduces and out of them after: twice the gradients' bytes, or once with
  * gradient_as_bucket_view; through shared memory on one host, the share of each bucket that a rank reduces
  * is reduced straight from its gradients and skips both copies), "reduce_ms" (wall time during which a
  * bucket's all-reduce was in flight), "overlapped_ms" (the part of it before backward had computed its last

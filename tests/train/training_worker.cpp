@@ -399,6 +399,38 @@ TEST(Ddp, GradientsAsBucketViewsShareTheBucketAndTrainTheSame) {
   EXPECT_LT(max_difference(*parallel.model, *parallel.reference), 1e-6);
 }
 
+// Parameters whose sizes are no multiple of 4 (an MLP 8-13-4) leave gaps between their slots in a bucket: a
+// gradient that is a bucket view still starts on a 16-byte boundary, as a tensor of its own does (CUDA's
+// vectorised reductions, a norm among them, split the elements by their address's alignment), and the
+// averages, in the slots or in the gradients, are the global batch's gradients.
+TEST(Ddp, BucketSlotsStartOn16BytesAndTheGapsChangeNoAverage) {
+  for (const bool as_view : {true, false}) {
+    auto loop = std::make_shared<TrainingLoop>(state);
+    const std::string tag = as_view ? "aligned_view" : "aligned_copy";
+    auto model = Model::load_file(tiny_models::wide_mlp(tiny_models::temp_file(tag + ".pt"), 13));
+    auto reference = Model::load_file(tiny_models::wide_mlp(tiny_models::temp_file(tag + "_reference.pt"), 13));
+    PrepareConfig config;
+    config.reducer.gradient_as_bucket_view = as_view;
+    model->prepare(state, config);
+    at::manual_seed(9);
+    for (int step = 0; step < 2; ++step) {
+      const auto x = at::randn({4 * world(), 8});
+      loop->accumulate();
+      loop->backward(output_of(*model, my_rows(x)).pow(2).mean());
+      output_of(*reference, x).pow(2).mean().backward();
+      const auto parameters = trainable(*model);
+      const auto expected = trainable(*reference);
+      for (size_t i = 0; i < parameters.size(); ++i) {
+        const at::Tensor grad = parameters[i].second.grad();
+        if (as_view) EXPECT_EQ(reinterpret_cast<uintptr_t>(grad.data_ptr()) % 16, 0u) << parameters[i].first;
+        EXPECT_LT((grad - expected[i].second.grad()).abs().max().item<double>(), 1e-6) << parameters[i].first << " " << tag;
+        parameters[i].second.mutable_grad().zero_();
+        expected[i].second.mutable_grad().zero_();
+      }
+    }
+  }
+}
+
 // static_graph: a parameter no backward reaches is allowed without find_unused_parameters; a backward that
 // leaves other parameters without gradient than the first one did is an error naming both sets.
 TEST(Ddp, StaticGraphAllowsTheSameUnusedParametersEveryTime) {

@@ -175,7 +175,8 @@ def test_outputs_converted_to_fp32_until_the_model_is_unwrapped():
         pickle.dumps(model.forward.__wrapped__)
     unwrapped = utils.extract_model_from_parallel(torch.nn.DataParallel(model), keep_fp32_wrapper=False)
     assert unwrapped is model and "_original_forward" not in vars(model)
-    assert pickle.loads(pickle.dumps(model))(torch.ones(1, 2)).dtype == torch.float32
+    # Where CUDA is, DataParallel moved the model to its first GPU.
+    assert pickle.loads(pickle.dumps(model))(torch.ones(1, 2, device=model.weight.device)).dtype == torch.float32
 
 
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors is in prototype stage")

@@ -40,8 +40,9 @@ struct PrivateRun {
 };
 
 // An average of every rank's contribution whose share this rank reduces comes from private memory: `own`
-// covers exactly that share (share_of), in order, pointing into `holders`, which the all-reduce keeps alive
-// until it ends (also when nobody waits for it any more).
+// covers that share (share_of), in order, but for the gaps between a bucket's members (alignment padding,
+// zero in every rank's slot, so their sum needs no reducing), pointing into `holders`, which the all-reduce
+// keeps alive until it ends (also when nobody waits for it any more).
 struct PrivateAverage {
   std::vector<PrivateRun> own;
   std::vector<at::Tensor> holders;

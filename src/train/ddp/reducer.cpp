@@ -49,6 +49,17 @@ at::ScalarType wire_type(GradCompression compression, at::ScalarType type) {
   return type;
 }
 
+// Where the next member of a bucket starts, past `end` elements of `element_size` bytes: on a 16-byte
+// boundary, as PyTorch's FSDP lays out its flat parameters. A gradient that is a bucket view (gradient_as_
+// bucket_view; the Python binding's eager modules) then has the alignment of a tensor of its own: CUDA's
+// vectorised reductions split the elements by their address's alignment, so the same values at another
+// alignment can be summed in another order (a norm that clipping takes, of other bits than ZeRO's).
+int64_t aligned_offset(int64_t end, int64_t element_size) {
+  constexpr int64_t kBytes = 16;
+  const int64_t step = std::max<int64_t>(1, kBytes / element_size);
+  return (end + step - 1) / step * step;
+}
+
 }  // namespace
 
 void Reducer::Impl::assign_buckets() {
@@ -67,9 +78,9 @@ void Reducer::Impl::assign_buckets() {
       const at::Tensor& first = parameters[current.members.front()].second;
       if (first.scalar_type() != parameter.scalar_type() || first.device() != parameter.device()) close();
     }
-    current.offsets.push_back(current.numel);
+    current.offsets.push_back(aligned_offset(current.numel, parameter.element_size()));
     current.members.push_back(i);
-    current.numel += parameter.numel();
+    current.numel = current.offsets.back() + parameter.numel();
     current_bytes += bytes_of(parameter);
     const int64_t cap = buckets.empty() ? config.first_bucket_bytes : config.bucket_bytes;
     if (current_bytes >= cap) close();
