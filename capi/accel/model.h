@@ -55,7 +55,8 @@
  * it (accel_optimizer_new, or accel_optimizer_new_external for the caller's own) is ACCEL_ERR_UNSUPPORTED, as is accel_optimizer_new over such a model with a non-contiguous parameter
  * (its pieces are views of its memory). On one process the option changes nothing, but with zero_cpu_offload
  * (options.h: the optimizer's state and step in host memory, and under 3 the shares too), which on one process
- * moves the optimizer as under 1).
+ * moves the optimizer as under 1, and under 3 holds the model in its units' host shares, each unit copied to
+ * the device for its use, as with several processes: a model larger than the device trains on one).
  * The model is always moved to the state's device (Accelerate's device_placement applies to loaders
  * here): its buckets and autocast are the device's.
  *
@@ -207,8 +208,9 @@ ACCEL_API ACCEL_NODISCARD int accel_model_grad_reached_by_no_rank(const accel_mo
  * unit's tensors before the next is gathered), and the files are those of any stage; a model saved in pieces
  * (checkpoint_model "sharded", accel_model_set_checkpoint_model) gathers nothing, each process writing its
  * shares. load_state and load_model put each process's share of the saved values into the model, so a
- * checkpoint moves between stages and numbers of processes. With one process stage 3 shards nothing (as stages 1 and 2), and these calls are
- * ACCEL_ERR_INVALID_STATE but accel_model_set_units and accel_model_num_units (0). On a TorchScript model
+ * checkpoint moves between stages and numbers of processes. With one process stage 3 shards nothing (as stages
+ * 1 and 2) unless zero_cpu_offload is on (the units' shares, then whole, in host memory), and otherwise these
+ * calls are ACCEL_ERR_INVALID_STATE but accel_model_set_units and accel_model_num_units (0). On a TorchScript model
  * accel_model_set_units chooses the units (accel_model_unit_gather and accel_model_unit_reduce, the
  * caller's protocol, which accel runs itself there, are ACCEL_ERR_INVALID_STATE), zero_param_dtype is ACCEL_ERR_UNSUPPORTED at prepare, and
  * accel_model_unwrap and accel_model_save_torchscript are ACCEL_ERR_UNSUPPORTED (its parameters exist only
@@ -249,7 +251,7 @@ ACCEL_API ACCEL_NODISCARD int accel_model_grad_reached_by_no_rank(const accel_mo
 ACCEL_API ACCEL_NODISCARD int accel_model_set_units(accel_model_t *model, const int32_t *unit_of_parameter, size_t count);
 /* The number of units of a sharded model; 0 for one that is not (and for NULL). */
 ACCEL_API size_t accel_model_num_units(const accel_model_t *model);
-/* See accel_model_set_units. On one process no model is sharded:
+/* See accel_model_set_units. On one process only an offloaded model is sharded:
  * Model states: unprepared host, prepared host, unprepared torchscript, prepared torchscript -> ACCEL_ERR_INVALID_STATE. */
 ACCEL_API ACCEL_NODISCARD int accel_model_unit_numel(const accel_model_t *model, size_t unit, int64_t *out);
 ACCEL_API ACCEL_NODISCARD int accel_model_parameter_place(const accel_model_t *model, size_t index, size_t *unit,

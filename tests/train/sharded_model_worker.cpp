@@ -104,8 +104,9 @@ struct Caller {
 
 // The MLP's weights in tensors the caller owns, prepared; with stage 3 its layers are units 0 and 1. With
 // values_on_process_zero_only, the other processes' tensors are one element expanded to each shape (no memory
-// for values: a model built on the meta device).
-Caller caller_copy_of(const Model& reference, int32_t zero_stage, bool values_on_process_zero_only = false) {
+// for values: a model built on the meta device); offload: cpu_offload.
+Caller caller_copy_of(const Model& reference, int32_t zero_stage, bool values_on_process_zero_only = false,
+                      bool offload = false) {
   Caller caller;
   NamedTensors named;
   for (const auto& [name, tensor] : reference.named_parameters()) {
@@ -118,6 +119,7 @@ Caller caller_copy_of(const Model& reference, int32_t zero_stage, bool values_on
   caller.model = Model::from_tensors(named, std::vector<bool>(named.size(), true), {});
   PrepareConfig prepare;
   prepare.reducer.zero_stage = zero_stage;
+  prepare.reducer.cpu_offload = offload;
   if (zero_stage == 3) caller.model->set_units({0, 0, 1, 1});
   caller.model->prepare(state, prepare);
   if (caller.model->sharded_units() != nullptr) {
@@ -145,14 +147,15 @@ void for_kinds_and_accumulations(TrainingLoop& loop, const std::function<void(co
 // 20 steps, accumulation 1 and 3, clipping on, SGD with momentum and AdamW: stage 3's weights are stage 0's
 // bit for bit, and between steps the caller holds no parameter memory. Every other step prefetches a unit
 // and starts a prefetch the forward never uses, which the backward's end must forget: gathered after the
-// step, it would give the weights of before.
+// step, it would give the weights of before. On one process stage 3 offloaded (the units holding the model in
+// host memory; without cpu_offload there is nothing for it to do, and the model is not cut).
 TEST(ShardedModel, TrainsToStageZerosWeights) {
-  if (world() == 1) GTEST_SKIP() << "one process shards nothing";
   auto loop = std::make_shared<TrainingLoop>(state);
+  if (world() == 1) EXPECT_EQ(caller_copy_of(*load_mlp("not_offloaded"), 3).model->sharded_units(), nullptr);
   for_kinds_and_accumulations(*loop, [&](const std::string& kind, int64_t accumulation) {
     const auto reference = load_mlp("sharded_" + kind);
     auto whole = caller_copy_of(*reference, 0);
-    auto sharded = caller_copy_of(*reference, 3);
+    auto sharded = caller_copy_of(*reference, 3, false, /*offload=*/world() == 1);
     ASSERT_EQ(sharded.model->sharded_units()->unit_count(), 2u);
     auto whole_optimizer = test_optimizer(loop, *whole.model, kind);
     auto sharded_optimizer = test_optimizer(loop, *sharded.model, kind);
@@ -596,7 +599,6 @@ TEST(ShardedModel, AFailureInACutForwardComesOutAsItself) {
 // evaluation), saves its whole weights and its checkpoint in pieces for a stage 0 model to load, and refuses
 // what would read the released parameters.
 TEST(ShardedModel, TorchScriptModelTakesStageZerosSteps) {
-  if (world() == 1) GTEST_SKIP() << "one process shards nothing";
   auto loop = std::make_shared<TrainingLoop>(state);
   for_kinds_and_accumulations(*loop, [&](const std::string& kind, int64_t accumulation) {
     auto whole = load_mlp("script_whole_" + kind);
@@ -604,8 +606,9 @@ TEST(ShardedModel, TorchScriptModelTakesStageZerosSteps) {
     if (kind == "sgd") sharded->set_units({0, 0, 1, 1});
     PrepareConfig stage0, stage3;
     stage3.reducer.zero_stage = 3;
-    // On the CPU the offloaded shares stay where they are: the option's path, not its copies (gpu.sharded).
-    stage3.reducer.cpu_offload = kind == "adamw";
+    // On the CPU the offloaded shares stay where they are: the option's path, not its copies (gpu.sharded). On
+    // one process stage 3 is offloaded or nothing.
+    stage3.reducer.cpu_offload = kind == "adamw" || world() == 1;
     whole->prepare(state, stage0);
     sharded->prepare(state, stage3);
     ASSERT_EQ(sharded->sharded_units()->unit_count(), kind == "sgd" ? 2u : 1u);

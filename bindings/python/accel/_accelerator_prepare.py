@@ -117,6 +117,12 @@ class PrepareMixin:
     def _prepare_torch_model(self, module, _objects, _results):
         return self._torch.prepare_module(module)
 
+    def _shards_parameters(self):
+        """Whether prepare shards a module's trainable parameters (zero_stage 3): on several processes, and on
+        one offloaded, where its units keep the module in host memory (as the library decides for its models)."""
+        settings = self._model_settings
+        return settings.get("zero_stage") == 3 and (self.num_processes > 1 or settings.get("zero_cpu_offload", False))
+
     def _prepare_torch_optimizer(self, optimizer, _objects, _results):
         stage = self._model_settings.get("zero_stage", 0)
         # On one process ZeRO splits nothing, but offloaded the optimizer steps the library's host copies.

@@ -29,7 +29,7 @@ def materialize_meta_tensors(module, device, is_main_process, sharded=False):
     meta device (init_empty_weights: no weights read), since prepare gives every process the main process's
     parameters and buffers (a broadcast, FSDP's sync_module_states): their meta tensors are made anew,
     uninitialised, on the device, for it to fill (one Parameter per Parameter, so tied weights stay tied). With
-    sharded (zero_stage 3 on several processes), whose prepare takes the trainable parameters' values a unit at
+    sharded (zero_stage 3 on several processes, or offloaded on one), whose prepare takes the trainable parameters' values a unit at
     a time from the main process and never reads the others', a trainable one becomes a single element
     expanded to its shape: no memory for the whole model. The main process's must hold values: ValueError
     naming them."""
@@ -109,7 +109,7 @@ class TorchObjects:
             return module
         accelerator = self._accelerator
         device = torch.device(accelerator.device)
-        sharded = accelerator._model_settings.get("zero_stage") == 3 and accelerator.num_processes > 1
+        sharded = accelerator._shards_parameters()
         materialize_meta_tensors(module, device, accelerator.is_main_process, sharded)
         if sharded:  # the trainable parameters go to the device a unit at a time, as prepare shards them
             _to_device_but_trainable(module, device)
@@ -160,7 +160,7 @@ class TorchObjects:
     # --- optimizers and schedulers ------------------------------------------------------------------------
 
     def prepare_optimizer(self, optimizer, zero_stage=0):
-        """zero_stage 1, 2 or 3 (with several processes): the optimizer steps this process's share only
+        """zero_stage 1, 2 or 3 (with several processes, or offloaded): the optimizer steps this process's share only
         (accel._torch_zero)."""
         if isinstance(optimizer, _torch_optim.AcceleratedOptimizer):
             return optimizer

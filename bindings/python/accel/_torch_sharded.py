@@ -1,4 +1,4 @@
-"""ZeRO stage 3 for an eager torch.nn.Module on several processes (FSDP's FULL_SHARD,
+"""ZeRO stage 3 for an eager torch.nn.Module on several processes, or offloaded on one (FSDP's FULL_SHARD,
 DeepSpeedPlugin(zero_stage=3)): each process holds its share of every trainable parameter in the library
 (capi/accel/model.h, accel_model_set_units), and a parameter's values exist in torch only while its unit is
 in use.
@@ -42,6 +42,7 @@ import torch.utils.checkpoint
 
 from .model import Model
 from ._torch_mixed_precision import TORCH_DTYPES, cast_floating, cast_buffers
+from ._torch_sharded_state_dict import state_dict_hooks
 from .torch_model import _ENGINE, PreparedModule, _post_accumulate_grad_hook
 
 
@@ -202,8 +203,8 @@ class _Unit:
 
 
 class ShardedModule(PreparedModule):
-    """One nn.Module prepared under ZeRO stage 3 on several processes: the accel model over its tensors, its
-    units and the hooks."""
+    """One nn.Module prepared under ZeRO stage 3 (Accelerator._shards_parameters): the accel model over its
+    tensors, its units and the hooks."""
 
     def __init__(self, module, prepare_model, wrap, device, reshard_after_forward=True, precision=(None, None, None),
                  forward_prefetch=False, backward_prefetch=None):
@@ -285,6 +286,8 @@ class ShardedModule(PreparedModule):
                                     None))
                 self._hooks.append((sub.register_forward_hook(functools.partial(self._after_forward, unit)), None))
         self._hooks.append((module.register_forward_hook(self._end_forward), None))
+        self.reading_whole = False  # inside whole_state_dict's module.state_dict()
+        self._hooks.extend(state_dict_hooks(self))
 
     # --- what the Accelerator asks of a prepared module ---------------------------------------------------
 
@@ -297,7 +300,11 @@ class ShardedModule(PreparedModule):
     def whole_state_dict(self, keep):
         """The module's state_dict with copies of its values, its units gathered in turn in the parameters'
         own dtype (collective, _exact_units), on the process that keeps it; an empty one elsewhere."""
-        entries = self.module.state_dict(keep_vars=True)
+        self.reading_whole = True
+        try:
+            entries = self.module.state_dict(keep_vars=True)
+        finally:
+            self.reading_whole = False
         names = {}
         for name, value in entries.items():
             names.setdefault(id(value), []).append(name)
@@ -361,9 +368,14 @@ class ShardedModule(PreparedModule):
         except TypeError:
             return module.register_forward_pre_hook(lambda _module, args: cast_floating(args, dtype))
 
+    def begin_forward(self):
+        """The root's forward pre-hook tells the library (_begin_forward), with or without a wrapper around it
+        (there is none on one process)."""
+
     def _begin_forward(self, _module, _inputs):
         if not self._end_queued:
             self._order_now = []
+            PreparedModule.begin_forward(self)
 
     def _before_forward(self, unit, _module, _inputs):
         self._units[unit].gather()

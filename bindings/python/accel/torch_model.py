@@ -15,7 +15,8 @@ bucket, as DDP's gradient_as_bucket_view), so that autograd accumulates there in
 With several processes the module comes back wrapped (DataParallelModule, DDP's place in Accelerate), whose
 forward first calls accel_model_begin_forward: the buffer broadcast and the decision whether the coming
 backward synchronises. unwrap_model gives the module itself back. Under zero_stage 3 on several processes
-the module is prepared by accel._torch_sharded instead (its parameters sharded, gathered per unit).
+(or offloaded on one) the module is prepared by accel._torch_sharded instead (its parameters sharded, gathered
+per unit).
 """
 import contextlib
 import functools

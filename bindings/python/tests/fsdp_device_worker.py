@@ -3,7 +3,8 @@ one GPU shared through Gloo): `fsdp_device_worker.py MODE OUT`, an eager module 
 writes it under FullyShardedDataParallelPlugin, MODE "whole" (NO_SHARD), "sharded" (FULL_SHARD, each Linear a
 unit) or "offloaded" (FULL_SHARD with cpu_offload), torch's AdamW with clipping, 8 steps. It checks what the
 mode promises on its device (under FULL_SHARD no parameter memory between steps; offloaded, the optimizer's
-pieces and state in host memory) and rank 0 writes the final weights to OUT."""
+pieces and state in host memory), that the module's own state_dict() holds get_state_dict's weights, and rank 0 writes the final
+weights to OUT."""
 import sys
 
 import torch
@@ -37,6 +38,12 @@ expected = torch.device("cpu") if MODE == "offloaded" else device
 assert stepped and all(piece.device == expected for piece in stepped), [piece.device for piece in stepped]
 assert state and all(value.device == expected for value in state), [value.device for value in state]
 weights = accelerator.get_state_dict(model)
+# The module's own state_dict() gathers the units on every process (FSDP's FULL_STATE_DICT; collective), and
+# leaves them released.
+whole = accelerator.unwrap_model(model).state_dict()
+if accelerator.is_main_process:
+    assert sorted(whole) == sorted(weights) and all(torch.equal(whole[name], value) for name, value in weights.items())
+assert MODE == "whole" or not any(parameter.storage().size() for parameter in module.parameters())
 if accelerator.is_main_process:
     torch.save({name: value.detach().cpu() for name, value in weights.items()}, OUT)
 accelerator.print(f"fsdp_device_worker: {MODE} on {device}: ok")

@@ -116,20 +116,24 @@ def _trained(accelerator, make_optimizer):
     return {name: value.detach().clone() for name, value in model.state_dict().items()}, stepped, model
 
 
-@pytest.mark.parametrize("plugin", ["deepspeed", "SHARD_GRAD_OP", "FULL_SHARD"])
+@pytest.mark.parametrize("plugin", ["deepspeed", "deepspeed-3", "SHARD_GRAD_OP", "FULL_SHARD"])
 def test_offload_on_one_process_steps_host_copies_to_the_same_weights(make_accelerator, plugin):
     """ZeRO-Offload on one process (DeepSpeedPlugin(zero_stage=2, offload_optimizer_device="cpu"), FSDP's
-    SHARD_GRAD_OP or FULL_SHARD with cpu_offload): nothing is split, but the optimizer steps the library's host
-    copies of the parameters (never their memory), its state beside them, to the weights of a run without
-    offload, bit for bit (accel's AdamW and torch's)."""
+    SHARD_GRAD_OP with cpu_offload): nothing is split, but the optimizer steps the library's host copies of
+    the parameters (never their memory), its state beside them, to the weights of a run without offload, bit
+    for bit (accel's AdamW and torch's). Stage 3 (DeepSpeed's with offload_param_device="cpu", FSDP's
+    FULL_SHARD with cpu_offload) holds the model in the units' host shares too, so that a model larger than the
+    device trains on one: the module's parameters have no memory between steps, and its state_dict() gathers
+    them (FSDP's FULL_STATE_DICT)."""
     torch = pytest.importorskip("torch")
     offloaded = (accel.DeepSpeedPlugin(zero_stage=2, offload_optimizer_device="cpu") if plugin == "deepspeed"
-                 else FullyShardedDataParallelPlugin(sharding_strategy=plugin, cpu_offload=True))
+                 else accel.DeepSpeedPlugin(zero_stage=3, offload_optimizer_device="cpu", offload_param_device="cpu")
+                 if plugin == "deepspeed-3" else FullyShardedDataParallelPlugin(sharding_strategy=plugin, cpu_offload=True))
     for make_optimizer in (lambda module: torch.optim.AdamW(module.parameters(), lr=0.01),
                            lambda module: accel.OptimizerSpec("adamw", lr=0.01)):
         expected, _, _ = _trained(make_accelerator(), make_optimizer)
         AcceleratorState._reset_state()
-        keyword = "deepspeed_plugin" if plugin == "deepspeed" else "fsdp_plugin"
+        keyword = "deepspeed_plugin" if plugin.startswith("deepspeed") else "fsdp_plugin"
         weights, stepped, model = _trained(make_accelerator(**{keyword: offloaded}), make_optimizer)
         AcceleratorState._reset_state()
         assert [name for name in expected if not torch.equal(expected[name], weights[name])] == []
@@ -138,6 +142,12 @@ def test_offload_on_one_process_steps_host_copies_to_the_same_weights(make_accel
             "offloaded, the optimizer steps the parameters' memory"
         if stepped:  # torch's optimizer: every parameter whole, the one process owning each
             assert [view.numel() for view in stepped] == [p.numel() for p in model.parameters()]
+        held = [name for name, parameter in model.named_parameters() if parameter.storage().size()]
+        sharded = plugin in ("deepspeed-3", "FULL_SHARD")
+        assert held == ([] if sharded else [name for name, _ in model.named_parameters()])
+        if sharded:  # no memory to load into: refused, where torch would write through a null pointer
+            with pytest.raises(RuntimeError, match=r"0\.weight, 0\.bias are held in shares by zero_stage 3"):
+                model.load_state_dict(weights)
 
 
 @pytest.mark.parametrize("settings, refused", [

@@ -186,13 +186,6 @@ class PendingWork final : public PendingCollective {
   std::function<void()> then_;
 };
 
-// A collective of no elements, done as soon as asked: Gloo divides by the element count in some of its
-// algorithms (a zero-element all-gather raised SIGFPE on its thread) and sends nothing anyway.
-class NothingToSend final : public PendingCollective {
- public:
-  void wait() override {}
-};
-
 }  // namespace
 
 C10dTransport::C10dTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -220,9 +213,11 @@ std::unique_ptr<C10dTransport> C10dTransport::create(GroupHealth& health) {
 std::unique_ptr<PendingCollective> C10dTransport::allreduce_async(at::Tensor& tensor, ReduceKind kind,
                                                                   const char* what,
                                                                   std::function<void()> on_complete) {
+  // No elements, no collective here or below: Gloo divides by the element count in some of its algorithms (a
+  // zero-element all-gather raised SIGFPE on its thread) and would send nothing anyway.
   if (tensor.numel() == 0) {
     if (on_complete) on_complete();
-    return std::make_unique<NothingToSend>();
+    return std::make_unique<CompletedCollective>();
   }
   auto started = impl_->begin(what, kAllReduce, [&] {
     std::vector<at::Tensor> tensors{tensor};
@@ -242,7 +237,7 @@ std::unique_ptr<PendingCollective> C10dTransport::reduce_scatter_async(at::Tenso
                                                                        ReduceKind kind, const char* what) {
   const int64_t world = impl_->health.config().world_size;
   const int64_t count = output.numel();
-  if (count == 0) return std::make_unique<NothingToSend>();
+  if (count == 0) return std::make_unique<CompletedCollective>();
   if (impl_->health.config().backend == "nccl") {
     auto started = impl_->begin(what, kReduceScatter, [&] {
       std::vector<at::Tensor> outputs{output};
@@ -269,7 +264,7 @@ std::unique_ptr<PendingCollective> C10dTransport::reduce_scatter_async(at::Tenso
 std::unique_ptr<PendingCollective> C10dTransport::all_gather_async(at::Tensor& output, const at::Tensor& input,
                                                                    const char* what) {
   const int64_t world = impl_->health.config().world_size;
-  if (input.numel() == 0) return std::make_unique<NothingToSend>();
+  if (input.numel() == 0) return std::make_unique<CompletedCollective>();
   auto started = impl_->begin(what, kAllGather, [&] {
     std::vector<std::vector<at::Tensor>> outputs{pieces(as_carried(output, carries_bfloat16()), world, input.numel())};
     std::vector<at::Tensor> inputs{as_carried(input, carries_bfloat16())};

@@ -37,6 +37,12 @@ class FailedCollective final : public PendingCollective {
   std::exception_ptr error_;
 };
 
+// A collective done when made: one with nothing to exchange (no elements, or a single rank).
+class CompletedCollective final : public PendingCollective {
+ public:
+  void wait() override {}
+};
+
 // One member of a bucket to average: its slot in the bucket and where this rank's gradient is.
 struct BucketMember {
   int64_t offset = 0;   // the slot's first element in the bucket

@@ -20,7 +20,11 @@ namespace accel::train {
 
 ShardedUnits::ShardedUnits(std::shared_ptr<distributed::State> state, const NamedTensors& trainable,
                            const std::vector<int32_t>& unit_of, Options options, const std::function<void(size_t)>& taken)
-    : state_(std::move(state)), trainable_(trainable), places_(trainable.size()), options_(options) {
+    : state_(std::move(state)),
+      alone_(state_->launch().world_size == 1),
+      trainable_(trainable),
+      places_(trainable.size()),
+      options_(options) {
   for (const auto& dtype : {options_.compute, options_.reduce}) {
     require_argument(!dtype || at::isFloatingType(*dtype),
                      "zero_stage 3: units are computed and reduced in a floating dtype, not " + std::string(c10::toString(*dtype)));
@@ -65,7 +69,7 @@ ShardedUnits::ShardedUnits(std::shared_ptr<distributed::State> state, const Name
       places_[partition_.members[u][m]] = {u, partition_.buckets[u].offsets[m]};
     }
   }
-  for (size_t u = 0; u < partition_.members.size(); ++u) {
+  for (size_t u = 0; !alone_ && u < partition_.members.size(); ++u) {
     const char* what = reduce_names_[u].c_str();
     distributed::ProcessGroup* across = replica_group(*state_, partition_, what);
     if (reduce_dtype(u) == at::kBFloat16 &&
@@ -182,6 +186,7 @@ void ShardedUnits::note_call(size_t unit, bool gather) {
 void ShardedUnits::require_ranks_in_step(const char* what) {
   const double mine = static_cast<double>(calls_signature_);
   calls_signature_ = 0;
+  if (alone_) return;
   auto extremes = at::empty({2}, at::kDouble);
   double* values = extremes.data_ptr<double>();
   values[0] = mine;
@@ -225,7 +230,12 @@ ShardedUnits::Prefetch ShardedUnits::start_gather(size_t unit, const at::Tensor&
   // offloaded chunk is copied to the unit's device by a blocking copy: a transport's wait need not wait for
   // the copy (NCCL's orders streams only), and the optimizer steps the chunk on the host.
   started.input = carried(chunk.to(full.device(), full.scalar_type(), /*non_blocking=*/false, /*copy=*/true));
-  started.pending = shard_group(*state_, partition_, what).transport().all_gather_async(started.output, started.input, what);
+  if (alone_) {
+    started.output.copy_(started.input);
+    started.pending = std::make_unique<distributed::CompletedCollective>();
+  } else {
+    started.pending = shard_group(*state_, partition_, what).transport().all_gather_async(started.output, started.input, what);
+  }
   return started;
 }
 
@@ -290,7 +300,6 @@ void ShardedUnits::reduce(size_t unit, const at::Tensor& full_gradients) {
   note_call(unit, false);
   at::NoGradGuard no_grad;
   const char* what = reduce_names_[unit].c_str();
-  distributed::ProcessGroup& group = shard_group(*state_, partition_, what);
   const at::ScalarType reduce = reduce_dtype(unit);
   at::Tensor full = full_gradients.scalar_type() == reduce ? full_gradients : full_gradients.to(reduce);
   // As data parallelism's buckets are filled: each gradient divided by the number of ranks (a tensor
@@ -299,7 +308,9 @@ void ShardedUnits::reduce(size_t unit, const at::Tensor& full_gradients) {
   at::div_out(full, full, divisor);
   const int64_t chunk = partition_.buckets[unit].chunk;
   at::Tensor received;
-  if (scatters_like_allreduce(group, full)) {
+  if (alone_) {
+    received = full;  // its own average
+  } else if (distributed::ProcessGroup& group = shard_group(*state_, partition_, what); scatters_like_allreduce(group, full)) {
     received = at::empty({chunk}, full.options());
     group.transport().reduce_scatter(received, full, distributed::ReduceKind::Sum, what);
   } else {

@@ -24,7 +24,9 @@
 // CPU offload (FSDP's CPUOffload(offload_params=True), DeepSpeed's offload_param): the chunks of parameters
 // and gradients live in host memory (pinned when the parameters are on CUDA), so the optimizer steps them
 // there; a gather copies this rank's chunk to the parameters' device before the all-gather, a reduction
-// copies the averaged chunk back. The caller's buffers stay on the parameters' device.
+// copies the averaged chunk back. The caller's buffers stay on the parameters' device. That is also what
+// stage 3 is for on one process (a model larger than its device, as DeepSpeed's ZeRO-3 offload on one GPU):
+// the chunk is then the whole unit, a gather a copy to the device and a reduction one back, no collective.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -164,6 +166,7 @@ class ShardedUnits {
   Prefetch start_gather(size_t unit, const at::Tensor& full);
 
   std::shared_ptr<distributed::State> state_;
+  const bool alone_;  // the job is this process: nothing to exchange, every chunk the whole unit
   NamedTensors trainable_;
   ZeroPartition partition_;
   std::vector<ZeroPiece> pieces_;                        // this rank's

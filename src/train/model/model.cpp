@@ -226,8 +226,8 @@ void Model::prepare(std::shared_ptr<distributed::State> state, const PrepareConf
   const bool several = state->launch().world_size > 1;
   // Stage 3 takes the trainable parameters' values a unit at a time from process 0, wherever they lie, so
   // that a model larger than a device (or than a process's memory, elsewhere than on process 0) is never
-  // whole there.
-  const bool sharded = several && config.reducer.zero_stage == 3;
+  // whole there. On one process it shards nothing, but offloaded its units keep the model in host memory.
+  const bool sharded = config.reducer.zero_stage == 3 && (several || config.reducer.cpu_offload);
   impl_->body->to(at::Device(state->device()), /*trainable_too=*/!sharded);
   refresh_cached_tensors();  // the move to the device replaced the tensors
   impl_->config = config;
@@ -256,13 +256,15 @@ void Model::prepare(std::shared_ptr<distributed::State> state, const PrepareConf
     } else if (!trainable.empty()) {
       impl_->reducer = std::make_unique<Reducer>(state, std::move(trainable), impl_->config.reducer);
     }
+  } else if (sharded) {
+    shard_parameters(state);
   } else if (host_owned) {
     for (const auto& parameter : trainable_parameters()) {
       auto grad = at::zeros_like(parameter.second, at::MemoryFormat::Contiguous);
       parameter.second.mutable_grad() = grad;
     }
   }
-  if (!several && config.reducer.cpu_offload && config.reducer.zero_stage > 0) {
+  if (!several && !sharded && config.reducer.cpu_offload && config.reducer.zero_stage > 0) {
     std::vector<int64_t> numels;
     for (const auto& parameter : trainable_parameters()) numels.push_back(parameter.second.numel());
     if (!numels.empty()) impl_->offloaded_alone = std::make_unique<ZeroPartition>(one_process_offload(numels));
@@ -457,9 +459,11 @@ void Model::begin_forward(bool grad_enabled) {
 }
 
 void Model::start_forward(bool grad_enabled) {
-  if (!impl_->state || impl_->state->launch().world_size == 1) return;
+  // On one process only stage 3 (offloaded) has anything to decide: whether its units' gradients go to the
+  // shares.
+  if (!impl_->state || (impl_->state->launch().world_size == 1 && !impl_->units)) return;
   // DDP's forward, which looks at the grad mode and not at the module's training flag.
-  if (impl_->config.broadcast_buffers && impl_->last_forward_synchronised) {
+  if (impl_->config.broadcast_buffers && impl_->last_forward_synchronised && impl_->state->launch().world_size > 1) {
     std::vector<at::Tensor> buffers;
     for (const auto& buffer : named_buffers()) buffers.push_back(buffer.second);
     if (!buffers.empty()) broadcast_coalesced(*impl_->state, buffers);
@@ -587,7 +591,7 @@ std::vector<bool> Model::units_reached_by_no_rank(const std::vector<bool>& reach
   float* flags = anywhere.data_ptr<float>();
   for (size_t u = 0; u < local.size(); ++u) flags[u] = local[u] ? 1.0f : 0.0f;
   const char* what = "ZeRO-3 units reached by the backward";
-  impl_->state->group(what)->transport().allreduce(anywhere, distributed::ReduceKind::Max, what);
+  if (auto* group = impl_->state->group(what)) group->transport().allreduce(anywhere, distributed::ReduceKind::Max, what);
   for (size_t u = 0; u < local.size(); ++u) {
     by_no_rank[u] = flags[u] == 0.0f;
     if (by_no_rank[u]) impl_->reduced[u] = true;  // agreed by every rank: no reduction to pair

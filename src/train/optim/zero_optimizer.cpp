@@ -192,7 +192,7 @@ void ZeroShard::gather_parameters() {
 }
 
 bool ZeroShard::any_rank(bool found_inf) {
-  if (partition_.stage < 2) return found_inf;
+  if (partition_.stage < 2 || state_->launch().world_size == 1) return found_inf;
   auto flag = at::scalar_tensor(found_inf ? 1.0 : 0.0, at::kDouble).reshape({1});
   state_->group("ZeRO overflow check")->transport().allreduce(flag, distributed::ReduceKind::Max, "ZeRO overflow check");
   return flag.item<double>() != 0.0;
@@ -283,9 +283,11 @@ double ZeroShard::clip_grad_norm(const std::vector<at::Tensor>& parameters, doub
   if (partition_.rank != 0) {
     for (size_t position : split_positions) values[position] = 0.0;
   }
-  shard_group(*state_, partition_, "ZeRO gradient norm")
-      .transport()
-      .allreduce(shared, distributed::ReduceKind::Sum, "ZeRO gradient norm");
+  if (state_->launch().world_size > 1) {  // stage 3 on one process (offloaded) holds every norm itself
+    shard_group(*state_, partition_, "ZeRO gradient norm")
+        .transport()
+        .allreduce(shared, distributed::ReduceKind::Sum, "ZeRO gradient norm");
+  }
   std::vector<at::Tensor> norms;
   for (int64_t i = 0; i < count; ++i) {
     if (values[count + i] == 0.0) continue;
