@@ -70,6 +70,30 @@ TEST(ZipRecordSizes, CompressedBytesBeyondTheArchiveAreFound) {
             std::string::npos) << check(bytes).value_or("nothing found");
 }
 
+// LibTorch's reader takes the directory that the zip64 end record names whenever there is one: a fuzzed digit
+// in the end record's directory offset hid a record claiming 4 GB from a check that read that directory only
+// (fuzz_model_load: tests/fuzz/corpus/model_load/zip64_directory_only.pt).
+TEST(ZipRecordSizes, TheZip64EndRecordsDirectoryIsCheckedToo) {
+  std::string bytes = archive();
+  ASSERT_NE(bytes.rfind("PK\x06\x07"), std::string::npos) << "LibTorch wrote no zip64 locator";
+  claim(bytes, "/deflated", 4000000000u);
+  const uint32_t nowhere = 167825505;
+  std::memcpy(bytes.data() + bytes.rfind("PK\x05\x06") + 16, &nowhere, 4);
+  EXPECT_NE(check(bytes).value_or("").find("deflated' claims 4000000000 bytes from "), std::string::npos)
+      << check(bytes).value_or("nothing found");
+}
+
+// A method the reader cannot inflate: it would allocate the claimed size before finding so.
+TEST(ZipRecordSizes, AMethodTheReaderCannotInflateIsFound) {
+  std::string bytes = archive();
+  claim(bytes, "/deflated", 4000000000u);
+  const size_t entry = bytes.find("PK\x01\x02", bytes.find("PK\x01\x02") + 4);  // the second: "deflated"
+  const uint16_t bzip2 = 12;
+  std::memcpy(bytes.data() + entry + 10, &bzip2, 2);
+  EXPECT_NE(check(bytes).value_or("").find("deflated' is compressed by method 12"), std::string::npos)
+      << check(bytes).value_or("nothing found");
+}
+
 // What is not a zip archive is left to LibTorch's reader to refuse.
 TEST(ZipRecordSizes, WhatIsNoArchiveIsLeftToTheReader) {
   EXPECT_EQ(check("not a zip"), std::nullopt);

@@ -33,24 +33,28 @@ struct Directory {
   uint64_t size;
 };
 
-// Where the central directory is, from the end-of-directory record (or its zip64 form).
-std::optional<Directory> find_directory(const caffe2::serialize::ReadAdapterInterface& archive) {
+// Where the central directory may be: the end-of-directory record's, and, where a zip64 locator precedes that
+// record, the zip64 end record's. Both: LibTorch's zip reader (miniz) takes the zip64 record's whenever it is
+// there, whatever the other says, and another reader may not, so a record is checked in either.
+std::vector<Directory> find_directories(const caffe2::serialize::ReadAdapterInterface& archive) {
   const uint64_t size = archive.size();
-  if (size < kEndRecordSize) return std::nullopt;
+  if (size < kEndRecordSize) return {};
   const uint64_t tail_size = std::min<uint64_t>(size, kEndRecordSize + kLongestComment);
   const auto tail = read_at(archive, size - tail_size, tail_size);
-  if (!tail) return std::nullopt;
+  if (!tail) return {};
   for (size_t at = tail->size() - kEndRecordSize + 1; at-- > 0;) {
     if (little_endian(*tail, at, 4) != kEndOfDirectory) continue;
-    Directory directory{little_endian(*tail, at + 16, 4), little_endian(*tail, at + 12, 4)};
-    if (directory.offset != 0xffffffff && directory.size != 0xffffffff) return directory;
+    std::vector<Directory> found;
+    const Directory plain{little_endian(*tail, at + 16, 4), little_endian(*tail, at + 12, 4)};
+    if (plain.offset != 0xffffffff && plain.size != 0xffffffff) found.push_back(plain);
     // zip64: the locator just before says where the zip64 end record is.
-    if (at < 20 || little_endian(*tail, at - 20, 4) != kZip64Locator) return std::nullopt;
-    const auto end = read_at(archive, little_endian(*tail, at - 20 + 8, 8), 56);
-    if (!end || little_endian(*end, 0, 4) != kZip64End) return std::nullopt;
-    return Directory{little_endian(*end, 48, 8), little_endian(*end, 40, 8)};
+    if (at >= 20 && little_endian(*tail, at - 20, 4) == kZip64Locator) {
+      const auto end = read_at(archive, little_endian(*tail, at - 20 + 8, 8), 56);
+      if (end && little_endian(*end, 0, 4) == kZip64End) found.push_back({little_endian(*end, 48, 8), little_endian(*end, 40, 8)});
+    }
+    return found;
   }
-  return std::nullopt;
+  return {};
 }
 
 struct Entry {
@@ -61,14 +65,12 @@ struct Entry {
   uint64_t uncompressed;
 };
 
-// The central directory's entries, up to the first that cannot be read; nullopt without a directory.
-std::optional<std::vector<Entry>> directory_entries(const caffe2::serialize::ReadAdapterInterface& archive) {
-  const auto directory = find_directory(archive);
-  if (!directory) return std::nullopt;
-  const auto entries = read_at(archive, directory->offset, directory->size);
-  if (!entries) return std::nullopt;
+// Appends to `found` the entries of the central directory at `directory`, up to the first that cannot be read.
+void add_entries(const caffe2::serialize::ReadAdapterInterface& archive, const Directory& directory,
+                 std::vector<Entry>& found) {
+  const auto entries = read_at(archive, directory.offset, directory.size);
+  if (!entries) return;
   const std::vector<char>& d = *entries;
-  std::vector<Entry> found;
   for (size_t at = 0; at + 46 <= d.size() && little_endian(d, at, 4) == kDirectoryEntry;) {
     const auto method = static_cast<uint16_t>(little_endian(d, at + 10, 2));
     uint64_t compressed = little_endian(d, at + 20, 4), uncompressed = little_endian(d, at + 24, 4);
@@ -88,24 +90,34 @@ std::optional<std::vector<Entry>> directory_entries(const caffe2::serialize::Rea
       }
       field = data + length;
     }
-    found.push_back({std::string(d.data() + name_at, name_size), directory->offset + name_at, method, compressed,
+    found.push_back({std::string(d.data() + name_at, name_size), directory.offset + name_at, method, compressed,
                      uncompressed});
     at = next;
   }
+}
+
+// The entries of each central directory the archive may have (find_directories), each up to its first that
+// cannot be read; none without a readable directory.
+std::vector<Entry> directory_entries(const caffe2::serialize::ReadAdapterInterface& archive) {
+  std::vector<Entry> found;
+  for (const Directory& directory : find_directories(archive)) add_entries(archive, directory, found);
   return found;
 }
 
 }  // namespace
 
 std::optional<std::string> oversized_zip_record(const caffe2::serialize::ReadAdapterInterface& archive) {
-  const auto entries = directory_entries(archive);
-  if (!entries) return std::nullopt;
-  for (const Entry& entry : *entries) {
+  for (const Entry& entry : directory_entries(archive)) {
     // The compressed bytes lie in the archive: a claim beyond its end would let a deflated record claim its
     // 1032-fold expansion of bytes that do not exist.
     if (entry.compressed > archive.size()) {
       return "record '" + entry.name + "' claims " + std::to_string(entry.compressed) + " compressed bytes in an "
              "archive of " + std::to_string(archive.size());
+    }
+    // The reader allocates a record's uncompressed size before it finds that it cannot inflate its method.
+    if (entry.method != kStored && entry.method != kDeflated) {
+      return "record '" + entry.name + "' is compressed by method " + std::to_string(entry.method) +
+             ", which the zip reader cannot inflate (stored 0 and deflated 8 only)";
     }
     const bool impossible = (entry.method == kStored && entry.uncompressed != entry.compressed) ||
                             (entry.method == kDeflated && entry.uncompressed / kDeflateExpansion > entry.compressed);
@@ -120,9 +132,7 @@ std::optional<std::string> oversized_zip_record(const caffe2::serialize::ReadAda
 std::vector<uint64_t> directory_name_ends(const caffe2::serialize::ReadAdapterInterface& archive,
                                           const std::string& suffix) {
   std::vector<uint64_t> ends;
-  const auto entries = directory_entries(archive);
-  if (!entries) return ends;
-  for (const Entry& entry : *entries) {
+  for (const Entry& entry : directory_entries(archive)) {
     const std::string& name = entry.name;
     if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
       ends.push_back(entry.name_offset + name.size() - 1);

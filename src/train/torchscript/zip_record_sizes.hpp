@@ -13,11 +13,13 @@
 namespace accel::train {
 
 // The first record of the zip archive behind `archive` whose uncompressed size its compressed bytes cannot
-// give: one claiming more compressed bytes than the archive holds, a stored record whose two sizes differ, or a
-// deflated one more than 1032 times its compressed size (deflate's largest expansion), as "record 'name'
-// claims N ..."; nullopt when there is
-// none, and when the directory cannot be read (LibTorch's reader then refuses the archive itself). Reads
-// only the end of the archive and its central directory.
+// give: one claiming more compressed bytes than the archive holds, a stored record whose two sizes differ, a
+// deflated one more than 1032 times its compressed size (deflate's largest expansion), or one of another
+// method (which the reader cannot inflate, after allocating its size), as "record 'name' ..."; nullopt when
+// there is none, and when no directory can be read (LibTorch's reader then refuses the archive itself). The
+// records of both directories an archive may name are checked: the end record's and the zip64 end record's,
+// which LibTorch's reader takes whenever it is there. Reads only the end of the archive and its central
+// directories.
 std::optional<std::string> oversized_zip_record(const caffe2::serialize::ReadAdapterInterface& archive);
 
 // Where, in the archive behind `archive`, the last byte of each central-directory name ending with `suffix`
