@@ -78,13 +78,16 @@ std::vector<at::Tensor> whole_values(Model& sharded) {
 // bit for bit; offloaded, the optimizer steps on the host, whose kernels may round otherwise than CUDA's
 // (fused multiply-adds), so the weights agree to 1e-6. Offloaded, save_model writes the trained weights whole
 // and load_model puts each share back in host memory; and a run resumed from save_state (the optimizer's
-// state loaded into host memory with the shares) takes the same next steps as the run that saved.
+// state loaded into host memory with the shares) takes the same next steps as the run that saved. On one
+// process offloaded only (without the option it shards nothing): each unit whole in host memory, a gather a
+// copy to the device.
 TEST(GpuSharded, StageThreeTakesStageZerosStepsWithItsSharesOnTheDeviceOrOffloaded) {
   ASSERT_EQ(state->device().rfind("cuda:", 0), 0u) << state->device();
-  ASSERT_EQ(world(), 2);
+  ASSERT_LE(world(), 2);
   const at::Device device(state->device());
   auto loop = std::make_shared<TrainingLoop>(state);
   for (const bool offload : {false, true}) {
+    if (!offload && world() == 1) continue;
     SCOPED_TRACE(offload ? "zero_cpu_offload" : "shares on the device");
     const std::string tag = offload ? "offloaded" : "on_device";
     auto whole = load_mlp("gpu_whole_" + tag);
@@ -159,7 +162,8 @@ TEST(GpuSharded, StageThreeTakesStageZerosStepsWithItsSharesOnTheDeviceOrOffload
 
 // A model of the caller's tensors left in host memory (larger than the device, say): prepare takes process 0's
 // values a unit at a time to the device, never reading the other process's tensors (one element expanded to
-// each shape), and the units gathered on the device hold process 0's values.
+// each shape), and the units gathered on the device hold process 0's values. On one process, offloaded: the
+// units stay in host memory, and only a gathered unit is on the device.
 TEST(GpuSharded, ACallersModelInHostMemoryIsTakenToTheDeviceAUnitAtATime) {
   const at::Device device(state->device());
   const auto reference = load_mlp("gpu_host_reference");
@@ -172,11 +176,12 @@ TEST(GpuSharded, ACallersModelInHostMemoryIsTakenToTheDeviceAUnitAtATime) {
   model->set_units({0, 0, 1, 1});
   PrepareConfig stage3;
   stage3.reducer.zero_stage = 3;
+  stage3.reducer.cpu_offload = world() == 1;
   model->prepare(state, stage3);
   const ShardedUnits& units = *model->sharded_units();
   for (size_t u = 0; u < units.unit_count(); ++u) {
     EXPECT_EQ(units.device(u), device) << "unit " << u;
-    EXPECT_EQ(units.partition().parameter_chunks[u].device(), device) << "unit " << u;
+    EXPECT_EQ(units.partition().parameter_chunks[u].device(), world() == 1 ? at::Device(at::kCPU) : device) << "unit " << u;
   }
   for (size_t i = 0; i < host.size(); ++i) {
     const auto [unit, offset] = model->parameter_place(i);

@@ -226,16 +226,18 @@ ShardedUnits::Prefetch ShardedUnits::start_gather(size_t unit, const at::Tensor&
   // Each rank casts its own chunk, so the traffic is in the compute dtype.
   Prefetch started;
   started.output = carried(full);
+  if (alone_) {
+    // The chunk is the unit: cast and copied straight into `full`, with no copy on the device in between (room
+    // that a model larger than the device lacks).
+    full.copy_(chunk);
+    started.pending = std::make_unique<distributed::CompletedCollective>();
+    return started;
+  }
   // A copy even of an exact chunk: an optimizer step may change the chunk while the gather is in flight. An
   // offloaded chunk is copied to the unit's device by a blocking copy: a transport's wait need not wait for
   // the copy (NCCL's orders streams only), and the optimizer steps the chunk on the host.
   started.input = carried(chunk.to(full.device(), full.scalar_type(), /*non_blocking=*/false, /*copy=*/true));
-  if (alone_) {
-    started.output.copy_(started.input);
-    started.pending = std::make_unique<distributed::CompletedCollective>();
-  } else {
-    started.pending = shard_group(*state_, partition_, what).transport().all_gather_async(started.output, started.input, what);
-  }
+  started.pending = shard_group(*state_, partition_, what).transport().all_gather_async(started.output, started.input, what);
   return started;
 }
 
