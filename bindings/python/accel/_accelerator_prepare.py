@@ -117,17 +117,19 @@ class PrepareMixin:
     def _prepare_torch_model(self, module, _objects, _results):
         return self._torch.prepare_module(module)
 
+    def _zero_applies(self):
+        """Whether zero_stage changes anything: on several processes, and on one offloaded, where ZeRO splits
+        nothing but the library's host copies (under stage 3 its units) hold what the optimizer steps (as the
+        library decides for its models)."""
+        return self.num_processes > 1 or self._model_settings.get("zero_cpu_offload", False)
+
     def _shards_parameters(self):
-        """Whether prepare shards a module's trainable parameters (zero_stage 3): on several processes, and on
-        one offloaded, where its units keep the module in host memory (as the library decides for its models)."""
-        settings = self._model_settings
-        return settings.get("zero_stage") == 3 and (self.num_processes > 1 or settings.get("zero_cpu_offload", False))
+        """Whether prepare shards a module's trainable parameters (zero_stage 3, where it applies)."""
+        return self._model_settings.get("zero_stage") == 3 and self._zero_applies()
 
     def _prepare_torch_optimizer(self, optimizer, _objects, _results):
         stage = self._model_settings.get("zero_stage", 0)
-        # On one process ZeRO splits nothing, but offloaded the optimizer steps the library's host copies.
-        split = self.num_processes > 1 or self._model_settings.get("zero_cpu_offload", False)
-        return self._torch.prepare_optimizer(optimizer, stage if split else 0)
+        return self._torch.prepare_optimizer(optimizer, stage if self._zero_applies() else 0)
 
     def _prepare_torch_scheduler(self, scheduler, _objects, _results):
         return self._torch.prepare_scheduler(scheduler)

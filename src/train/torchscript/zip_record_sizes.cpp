@@ -50,7 +50,13 @@ std::vector<Directory> find_directories(const caffe2::serialize::ReadAdapterInte
     // zip64: the locator just before says where the zip64 end record is.
     if (at >= 20 && little_endian(*tail, at - 20, 4) == kZip64Locator) {
       const auto end = read_at(archive, little_endian(*tail, at - 20 + 8, 8), 56);
-      if (end && little_endian(*end, 0, 4) == kZip64End) found.push_back({little_endian(*end, 48, 8), little_endian(*end, 40, 8)});
+      if (end && little_endian(*end, 0, 4) == kZip64End) {
+        const Directory zip64{little_endian(*end, 48, 8), little_endian(*end, 40, 8)};
+        // Usually the end record's directory too (as LibTorch writes archives): read once.
+        if (found.empty() || found.front().offset != zip64.offset || found.front().size != zip64.size) {
+          found.push_back(zip64);
+        }
+      }
     }
     return found;
   }
