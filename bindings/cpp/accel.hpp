@@ -358,6 +358,9 @@ class Model {
   // How save_state writes this prepared model from now on: "whole" or "sharded" (the prepare option
   // checkpoint_model's values).
   void set_checkpoint_model(const std::string& how) { check(accel_model_set_checkpoint_model(get(), how.c_str())); }
+  // value, the whole value of parameter index, into the model: under zero_stage 3 this process's share of it
+  // (not collective: every process passes the whole value), otherwise the tensor.
+  void set_parameter(size_t index, const Tensor& value) { check(accel_model_set_parameter(get(), index, value.get())); }
   // What State::save_model wrote into directory; on an error the model is unchanged.
   void load_weights(const std::string& directory) { check(accel_model_load_weights(get(), directory.c_str())); }
   accel_model_t* get() const { return handle_.get(); }

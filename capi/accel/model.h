@@ -304,6 +304,15 @@ ACCEL_API const char *accel_model_parameter_name(const accel_model_t *model, siz
 /* Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE; ACCEL_ERR_UNSUPPORTED (a trainable parameter under
  * zero_stage 3, see accel_model_set_units; accel_model_each_whole_tensor gathers them). */
 ACCEL_API ACCEL_NODISCARD int accel_model_parameter(const accel_model_t *model, size_t index, accel_tensor_t **out);
+/* Writes value, the whole value of parameter index (of its shape; converted to its dtype and device, as
+ * torch's copy_), into the model: under zero_stage 3 this process's share of the parameter (its elements of
+ * the flattened value; each process passes the whole value, as every FSDP rank loads a full state dict),
+ * otherwise the tensor itself. What loading a state dict into a prepared model does, whatever the stage;
+ * the optimizer's state is left as it is. Not collective; prefetches in flight are discarded first, and a unit
+ * the caller holds gathered keeps its former values until its next gather. The caller keeps value.
+ * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE (index); ACCEL_ERR_SHAPE_MISMATCH (another shape,
+ * naming both); ACCEL_ERR_DTYPE (a complex value for a real parameter). Thread safety: as the model's. */
+ACCEL_API ACCEL_NODISCARD int accel_model_set_parameter(accel_model_t *model, size_t index, const accel_tensor_t *value);
 ACCEL_API size_t accel_model_num_buffers(const accel_model_t *model);
 ACCEL_API const char *accel_model_buffer_name(const accel_model_t *model, size_t index);
 /* Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_OUT_OF_RANGE. */

@@ -147,6 +147,14 @@ extern "C" int accel_model_parameter(const accel_model_t* model, size_t index, a
   });
 }
 
+extern "C" int accel_model_set_parameter(accel_model_t* model, size_t index, const accel_tensor_t* value) {
+  return guarded(__func__, [&] {
+    require(model, "model");
+    require(value, "value");
+    model->model->set_parameter(index, value->tensor);
+  });
+}
+
 extern "C" int accel_model_each_whole_tensor(accel_model_t* model, int keep, accel_whole_tensor_fn each, void* payload) {
   return guarded(__func__, [&] {
     require(model, "model");

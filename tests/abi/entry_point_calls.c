@@ -1000,6 +1000,24 @@ static int call_wrong_kind_accel_model_set_checkpoint_model(const struct entry_a
   if (code == ACCEL_OK) { fprintf(stderr, "accel_model_set_checkpoint_model (wrong_kind) returned ACCEL_OK\n"); return 1; }
   return 0;
 }
+static int call_null_accel_model_set_parameter(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_set_parameter(NULL, 0, NULL);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_set_parameter (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_model_set_parameter(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_set_parameter((accel_model_t *)a->garbage, 0, (accel_tensor_t *)a->garbage);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_set_parameter (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_model_set_parameter(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_set_parameter((accel_model_t *)a->progress, 0, (accel_tensor_t *)a->progress);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_set_parameter (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
 static int call_null_accel_model_set_units(const struct entry_arguments *a) {
   (void)a;
   int code = accel_model_set_units(NULL, NULL, 0);
@@ -4007,6 +4025,9 @@ const struct entry_point entry_points[] = {
   {"accel_model_set_checkpoint_model", "null", call_null_accel_model_set_checkpoint_model},
   {"accel_model_set_checkpoint_model", "garbage", call_garbage_accel_model_set_checkpoint_model},
   {"accel_model_set_checkpoint_model", "wrong_kind", call_wrong_kind_accel_model_set_checkpoint_model},
+  {"accel_model_set_parameter", "null", call_null_accel_model_set_parameter},
+  {"accel_model_set_parameter", "garbage", call_garbage_accel_model_set_parameter},
+  {"accel_model_set_parameter", "wrong_kind", call_wrong_kind_accel_model_set_parameter},
   {"accel_model_set_units", "null", call_null_accel_model_set_units},
   {"accel_model_set_units", "garbage", call_garbage_accel_model_set_units},
   {"accel_model_set_units", "wrong_kind", call_wrong_kind_accel_model_set_units},

@@ -252,6 +252,38 @@ TEST(ShardedModel, SavedWeightsAreWholeAndLoadBackIntoShares) {
   distributed::all_or_none(*state, [&] { if (rank() == 0) remove_all(directory); }, "removing the saved model");
 }
 
+// Model::set_parameter (a state dict loaded into a prepared model): each rank writes its elements of a whole
+// value into its share, converting its dtype and reading it whatever its strides, without a collective, so that
+// a gather then holds the value; a stage 0 model's tensor takes it whole. Named errors for the rest.
+TEST(ShardedModel, SetParameterWritesEachRanksElementsOfAWholeValue) {
+  const auto reference = load_mlp("sharded_set_parameter");
+  auto sharded = caller_copy_of(*reference, 3, false, world() == 1);
+  auto whole = caller_copy_of(*reference, 0);
+  ASSERT_NE(sharded.model->sharded_units(), nullptr);
+  std::vector<at::Tensor> values;
+  for (size_t i = 0; i < sharded.tensors.size(); ++i) {
+    const at::Tensor original = reference->named_parameters()[i].second;
+    // Doubles, laid out transposed where there are two dimensions: read as the value, not as its memory.
+    const at::Tensor value = original.dim() == 2 ? (original * 3).to(at::kDouble).t().contiguous().t()
+                                                 : (original * 3).to(at::kDouble);
+    sharded.model->set_parameter(i, value);
+    whole.model->set_parameter(i, value);
+    values.push_back(value.to(at::kFloat));
+  }
+  sharded.gather();
+  for (size_t i = 0; i < values.size(); ++i) {
+    EXPECT_TRUE(sharded.tensors[i].detach().equal(values[i])) << sharded.names[i];
+    EXPECT_TRUE(whole.tensors[i].detach().equal(values[i])) << whole.names[i] << " (stage 0)";
+  }
+  sharded.release();
+  expect_error(Code::ShapeMismatch, "'w1' has shape [8, 16], the value [16, 8]",
+               [&] { sharded.model->set_parameter(0, at::zeros({16, 8})); });
+  expect_error(Code::OutOfRange, "parameter 4 out of range (the model has 4)",
+               [&] { sharded.model->set_parameter(4, at::zeros({16})); });
+  expect_error(Code::Dtype, "'b1' is Float, the value complex",
+               [&] { sharded.model->set_parameter(1, at::zeros({16}, at::kComplexFloat)); });
+}
+
 // save_state of a model set to be saved in pieces: each rank writes its shares into its own folder (the pieces
 // of its part are exactly the elements it holds, nothing gathered), and the checkpoint loads into a stage 0
 // model, every rank holding the whole weights, and back into the sharded one.

@@ -284,6 +284,16 @@ TEST(ModuleModel, ZeroStageThreeTakesStageZerosStepsHoldingOnlyItsShare) {
     EXPECT_TRUE(accel::to_torch(tensor).equal(*expected)) << name;
   }
   EXPECT_FALSE(whole->hidden->weight.equal(make_net(40)->hidden->weight)) << "nothing trained";
+  // set_parameter: a whole value (a state dict's) into this process's share; whole_tensors gathers it back.
+  const at::Tensor halved = whole->hidden->weight.detach() * 0.5;
+  sharded_model.model().set_parameter(0, accel::from_torch(halved));
+  size_t found = 0;
+  for (const auto& [name, tensor] : sharded_model.model().whole_tensors(rank() == 0)) {
+    if (name != "hidden.weight") continue;
+    found += 1;
+    EXPECT_TRUE(accel::to_torch(tensor).equal(halved)) << "set_parameter";
+  }
+  EXPECT_EQ(found, rank() == 0 ? 1u : 0u);
 }
 
 // zero_stage 3 a child at a time: with begin_forward(true, /*by_child=*/true) and each child's forward run

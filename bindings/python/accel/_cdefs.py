@@ -214,6 +214,7 @@ int accel_model_is_training(const accel_model_t *model);
 size_t accel_model_num_parameters(const accel_model_t *model);
 const char *accel_model_parameter_name(const accel_model_t *model, size_t index);
 int accel_model_parameter(const accel_model_t *model, size_t index, accel_tensor_t **out);
+int accel_model_set_parameter(accel_model_t *model, size_t index, const accel_tensor_t *value);
 size_t accel_model_num_buffers(const accel_model_t *model);
 const char *accel_model_buffer_name(const accel_model_t *model, size_t index);
 int accel_model_buffer(const accel_model_t *model, size_t index, accel_tensor_t **out);

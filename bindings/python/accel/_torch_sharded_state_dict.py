@@ -1,10 +1,14 @@
 """module.state_dict() and module.load_state_dict() of a module sharded by zero_stage 3 (accel._torch_sharded).
 Between uses its trainable parameters have no memory, which torch would read, or write, as if they had (a
 crash). state_dict() gives their whole values instead, as FSDP's FULL_STATE_DICT does: every unit gathered in
-turn (ShardedModule.whole_state_dict), so it is collective, every process calling it alike. load_state_dict()
-of values for them is refused, naming them: whole weights reach the shares by loading them before prepare, or
-through accelerator.load_state."""
+turn (ShardedModule.whole_state_dict), so it is collective, every process calling it alike.
+load_state_dict() of whole values writes each process's elements of them into its shares
+(accel_model_set_parameter), as every FSDP rank loads a full state dict: not collective, and never more than
+the values given held at once. A value of another shape, or not a tensor, is left to torch, which reports it
+as it does for any module; nothing is written for it."""
 import functools
+
+import torch
 
 
 def state_dict_hooks(sharded):
@@ -14,7 +18,10 @@ def state_dict_hooks(sharded):
     hooks = [(module._register_state_dict_hook(functools.partial(_whole_values, sharded)), None)]
     for sub in module.modules():
         if any(parameter is not None and sharded.owns(parameter) for parameter in sub._parameters.values()):
-            hooks.append((sub._register_load_state_dict_pre_hook(functools.partial(_refuse_load, sharded, sub)), None))
+            loaded = set()  # the keys the pre-hook took out of the state dict, which torch then finds missing
+            hooks.append((sub._register_load_state_dict_pre_hook(
+                functools.partial(_load_into_shares, sharded, sub, loaded)), None))
+            hooks.append((sub.register_load_state_dict_post_hook(functools.partial(_not_missing, loaded)), None))
     return hooks
 
 
@@ -27,11 +34,33 @@ def _whole_values(sharded, _module, state_dict, prefix, _local_metadata):
     return None
 
 
-def _refuse_load(sharded, sub, state_dict, prefix, *_):
-    loaded = [prefix + name for name, parameter in sub._parameters.items()
-              if parameter is not None and sharded.owns(parameter) and prefix + name in state_dict]
-    if loaded:
-        raise RuntimeError(f"load_state_dict: {', '.join(loaded)} {'is' if len(loaded) == 1 else 'are'} held in "
-                           "shares by zero_stage 3 (FSDP's FULL_SHARD), with no memory between uses to load into; "
-                           "load whole weights into the module before accelerator.prepare, or resume with "
-                           "accelerator.load_state")
+def _load_into_shares(sharded, sub, loaded, state_dict, prefix, *_):
+    loaded.clear()
+    for name, parameter in sub._parameters.items():
+        key = prefix + name
+        value = state_dict.get(key)
+        if parameter is None or not sharded.owns(parameter) or not isinstance(value, torch.Tensor) \
+                or value.shape != parameter.shape:
+            continue
+        value = value.detach()
+        sharded.model.set_parameter(sharded._by_parameter[id(parameter)], value)
+        _write_gathered(sharded, parameter, value)
+        # Taken out so that torch does not copy into the parameter, which has no memory.
+        del state_dict[key]
+        loaded.add(key)
+
+
+def _write_gathered(sharded, parameter, value):
+    """A unit gathered now (the root's after a forward, or any with reshard_after_forward False) holds the
+    values it was gathered with: the new one written there too, so that the module computes with it."""
+    for unit in sharded._units:
+        if unit.gathered:
+            for member, view in unit.views(unit.flat):
+                if member is parameter:
+                    with torch.no_grad():
+                        view.copy_(value)
+
+
+def _not_missing(loaded, _module, incompatible_keys):
+    incompatible_keys.missing_keys[:] = [key for key in incompatible_keys.missing_keys if key not in loaded]
+    loaded.clear()

@@ -138,6 +138,13 @@ class Model(Handle):
         check(lib.accel_model_parameter_place(self.pointer, index, unit, offset))
         return unit[0], offset[0]
 
+    def set_parameter(self, index, value):
+        """Writes value, the whole value of parameter index (its shape; converted to its dtype and device),
+        into the model: under zero_stage 3 into this process's share of it, otherwise into the tensor. Not
+        collective: every process passes the whole value."""
+        with lent_all([value]) as (tensor,):
+            check(lib.accel_model_set_parameter(self.pointer, index, tensor.pointer))
+
     def unit_gather(self, unit, full):
         """Fills full (the unit's layout: a 1-d tensor of unit_numel elements) with every process's share of
         the unit's parameters. Collective."""

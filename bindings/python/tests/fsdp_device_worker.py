@@ -3,8 +3,9 @@ one GPU shared through Gloo): `fsdp_device_worker.py MODE OUT`, an eager module 
 writes it under FullyShardedDataParallelPlugin, MODE "whole" (NO_SHARD), "sharded" (FULL_SHARD, each Linear a
 unit) or "offloaded" (FULL_SHARD with cpu_offload), torch's AdamW with clipping, 8 steps. It checks what the
 mode promises on its device (under FULL_SHARD no parameter memory between steps; offloaded, the optimizer's
-pieces and state in host memory), that the module's own state_dict() holds get_state_dict's weights, and rank 0 writes the final
-weights to OUT."""
+pieces and state in host memory), that the module's own state_dict() holds get_state_dict's weights, that its
+load_state_dict() of whole values after step 4 holds them (the same values in every mode, so that the final
+weights show it), and rank 0 writes the final weights to OUT."""
 import sys
 
 import torch
@@ -28,6 +29,11 @@ for step in range(8):
     accelerator.clip_grad_norm_(model.parameters(), 0.05)
     optimizer.step()
     optimizer.zero_grad()
+    if step == 3:  # whole values loaded into the module (under FULL_SHARD into each process's shares)
+        halved = {name: value * 0.5 for name, value in module.state_dict().items()}
+        module.load_state_dict(halved)
+        reread = module.state_dict()
+        assert all(torch.equal(reread[name], value) for name, value in halved.items()), f"{MODE}: load_state_dict"
     if MODE != "whole":
         held = [name for name, parameter in module.named_parameters() if parameter.storage().size()]
         assert held == [], f"step {step}: parameters held between steps: {held}"

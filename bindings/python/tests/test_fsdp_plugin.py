@@ -145,9 +145,42 @@ def test_offload_on_one_process_steps_host_copies_to_the_same_weights(make_accel
         held = [name for name, parameter in model.named_parameters() if parameter.storage().size()]
         sharded = plugin in ("deepspeed-3", "FULL_SHARD")
         assert held == ([] if sharded else [name for name, _ in model.named_parameters()])
-        if sharded:  # no memory to load into: refused, where torch would write through a null pointer
-            with pytest.raises(RuntimeError, match=r"0\.weight, 0\.bias are held in shares by zero_stage 3"):
-                model.load_state_dict(weights)
+        if sharded:
+            _loads_whole_values_into_the_shares(torch, model, weights)
+
+
+def _loads_whole_values_into_the_shares(torch, model, weights):
+    """load_state_dict() of whole values into a module whose parameters have no memory (torch alone would write
+    through a null pointer): state_dict() gives them back, torch's own errors and missing keys as for any
+    module, and the parameters still hold nothing."""
+    halved = {name: value * 0.5 for name, value in weights.items()}
+    model.load_state_dict(halved)
+    assert all(torch.equal(model.state_dict()[name], value) for name, value in halved.items())
+    with pytest.raises(RuntimeError, match=r"size mismatch for 0\.weight"):
+        model.load_state_dict(dict(halved, **{"0.weight": torch.zeros(2, 2)}))
+    assert torch.equal(model.state_dict()["0.weight"], halved["0.weight"]), "a refused value was written"
+    assert model.load_state_dict({"0.bias": weights["0.bias"]}, strict=False).missing_keys == [
+        "0.weight", "2.weight", "2.bias"]
+    assert torch.equal(model.state_dict()["0.bias"], weights["0.bias"])
+    assert not any(parameter.storage().size() for parameter in model.parameters())
+
+
+def test_load_state_dict_reaches_a_unit_gathered_since_a_forward(make_accelerator):
+    """The root unit stays gathered after a forward (backward would need it): a load_state_dict() then writes
+    the shares and the gathered values, so that the next forward computes with what was loaded."""
+    torch = pytest.importorskip("torch")
+    accelerator = make_accelerator(fsdp_plugin=FullyShardedDataParallelPlugin(sharding_strategy="FULL_SHARD",
+                                                                              cpu_offload=True))
+    torch.manual_seed(0)
+    module, reference = (torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.ReLU(), torch.nn.Linear(5, 2))
+                         for _ in range(2))
+    model = accelerator.prepare(module)
+    x = torch.randn(3, 4)
+    model(x)
+    assert all(parameter.storage().size() for parameter in module.parameters()), "the root unit was released"
+    module.load_state_dict(reference.state_dict())
+    assert torch.equal(model(x), reference(x))
+    AcceleratorState._reset_state()
 
 
 @pytest.mark.parametrize("settings, refused", [

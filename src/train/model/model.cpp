@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/layout.hpp"
 #include "core/timeline.hpp"
 #include "distributed/collectives/collectives.hpp"
 #include "distributed/group/process_group.hpp"
@@ -701,6 +702,32 @@ void Model::assign_sharded(const at::Tensor& parameter,
                            const std::function<void(int64_t, const at::Tensor&)>& fill) const {
   if (!impl_->units) fail(Code::InvalidArgument, "assign_sharded: the model shards no parameter");
   impl_->units->assign(parameter, fill);
+}
+
+void Model::set_parameter(size_t index, const at::Tensor& value) const {
+  const NamedTensors& parameters = named_parameters();
+  if (index >= parameters.size()) {
+    fail(Code::OutOfRange, "set_parameter: parameter " + std::to_string(index) + " out of range (the model has " +
+                               std::to_string(parameters.size()) + ")");
+  }
+  const auto& [name, parameter] = parameters[index];
+  if (value.sizes() != parameter.sizes()) {
+    fail(Code::ShapeMismatch, "set_parameter: '" + name + "' has shape " + shape_string(parameter.sizes()) +
+                                  ", the value " + shape_string(value.sizes()));
+  }
+  if (value.is_complex() && !parameter.is_complex()) {
+    fail(Code::Dtype, "set_parameter: '" + name + "' is " + c10::toString(parameter.scalar_type()) +
+                          ", the value complex (" + c10::toString(value.scalar_type()) + ")");
+  }
+  const c10::NoGradGuard no_grad;
+  if (!is_sharded(parameter)) {
+    parameter.copy_(value);
+    return;
+  }
+  const at::Tensor flat = value.reshape({-1});
+  assign_sharded(parameter, [&](int64_t begin, const at::Tensor& share) {
+    share.copy_(flat.narrow(0, begin, share.numel()));
+  });
 }
 
 std::pair<int64_t, at::Tensor> Model::sharded_share(const at::Tensor& parameter) const {

@@ -121,6 +121,11 @@ class Model {
   // (fill writes this rank's elements; Error(InvalidArgument) for another tensor).
   bool is_sharded(const at::Tensor& parameter) const;
   void assign_sharded(const at::Tensor& parameter, const std::function<void(int64_t, const at::Tensor&)>& fill) const;
+  // Writes a whole value (of the parameter's shape; converted to its dtype and device) into parameter index
+  // (named_parameters' order): under stage 3 this rank's elements of it into its share (no collective, each
+  // rank given the whole value), otherwise into the tensor. Error(OutOfRange), Error(ShapeMismatch),
+  // Error(Dtype) for a complex value of a real parameter.
+  void set_parameter(size_t index, const at::Tensor& value) const;
   // ShardedUnits::share_of: this rank's elements of a sharded parameter (where they start, and them).
   std::pair<int64_t, at::Tensor> sharded_share(const at::Tensor& parameter) const;
   // Whether save_state writes this model in pieces, each process its own (PrepareConfig::checkpoint_model),

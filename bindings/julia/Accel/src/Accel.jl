@@ -57,7 +57,7 @@ export split_range, split_tensor, main_process_first, local_main_process_first, 
 export safetensors_dataset, npy_dataset, num_samples, num_batches, epoch, set_epoch!, skip_first_batches!, end_of_dataloader, remainder, save_state, save_state_async, wait_for_save, load_state!, register_for_checkpointing!, register_parts_for_checkpointing!, num_parts, read_part, checkpoint_iteration, set_checkpoint_iteration!
 export shard_dealer, iterable_dealer, dispatch_dealer, deal!, finish!
 export compute_loss
-export prepare_model!, forward, evaluate, train!, is_training, set_checkpoint_model!, parameter_names, parameter, buffer_names,
+export prepare_model!, forward, evaluate, train!, is_training, set_checkpoint_model!, parameter_names, parameter, set_parameter!, buffer_names,
     buffer, whole_tensors, grad_sync_stat, unwrap_model, save_torchscript, load_weights!, begin_forward!, grad_view, grad_ready!,
     end_backward!, grad_reached_by_no_rank, set_units!, num_units, unit_numel, parameter_place, unit_gather!, unit_prefetch!,
     unit_reduce!

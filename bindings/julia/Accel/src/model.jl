@@ -269,6 +269,14 @@ function parameter(model::Model, index::Integer)
     end
 end
 
+"""Writes `value`, the whole value of parameter `index` (1-based; its shape, converted to its dtype and device),
+into the model: under zero_stage 3 this process's share of it (not collective: every process passes the whole
+value), otherwise the tensor."""
+function set_parameter!(model::Model, index::Integer, value::Tensor)
+    @check accel_model_set_parameter(model, index - 1, value)
+    return model
+end
+
 """The buffers' names in registration order."""
 function buffer_names(model::Model)
     count = accel_model_num_buffers(model)

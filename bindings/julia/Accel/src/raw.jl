@@ -313,6 +313,8 @@ accel_model_parameter_name(model, index) =
     ccall((:accel_model_parameter_name, libaccel), Cstring, (Ptr{accel_model_t}, Csize_t), model, index)
 accel_model_parameter(model, index, out) =
     ccall((:accel_model_parameter, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{Ptr{accel_tensor_t}}), model, index, out)
+accel_model_set_parameter(model, index, value) =
+    ccall((:accel_model_set_parameter, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{accel_tensor_t}), model, index, value)
 accel_model_num_buffers(model) = ccall((:accel_model_num_buffers, libaccel), Csize_t, (Ptr{accel_model_t},), model)
 accel_model_buffer_name(model, index) =
     ccall((:accel_model_buffer_name, libaccel), Cstring, (Ptr{accel_model_t}, Csize_t), model, index)

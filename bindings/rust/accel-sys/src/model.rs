@@ -70,6 +70,7 @@ extern "C" {
     pub fn accel_model_num_parameters(model: *const accel_model_t) -> usize;
     pub fn accel_model_parameter_name(model: *const accel_model_t, index: usize) -> *const c_char;
     pub fn accel_model_parameter(model: *const accel_model_t, index: usize, out: *mut *mut accel_tensor_t) -> c_int;
+    pub fn accel_model_set_parameter(model: *mut accel_model_t, index: usize, value: *const accel_tensor_t) -> c_int;
     pub fn accel_model_num_buffers(model: *const accel_model_t) -> usize;
     pub fn accel_model_buffer_name(model: *const accel_model_t, index: usize) -> *const c_char;
     pub fn accel_model_buffer(model: *const accel_model_t, index: usize, out: *mut *mut accel_tensor_t) -> c_int;

@@ -125,6 +125,13 @@ impl Model {
         Tensor::make(|out| unsafe { sys::accel_model_parameter(self.as_ptr(), index, out) })
     }
 
+    /// Writes `value`, the whole value of parameter `index` (its shape; converted to its dtype and device), into
+    /// the model: under zero_stage 3 this process's share of it, otherwise the tensor. Not collective: every
+    /// process passes the whole value, as every FSDP rank loads a full state dict.
+    pub fn set_parameter(&mut self, index: usize, value: &Tensor) -> Result<()> {
+        check(unsafe { sys::accel_model_set_parameter(self.as_ptr(), index, value.as_ptr()) })
+    }
+
     pub fn num_buffers(&self) -> usize {
         unsafe { sys::accel_model_num_buffers(self.as_ptr()) }
     }

@@ -35,6 +35,12 @@ fn the_model_shares_rust_memory_and_the_optimizer_steps_it_in_place() {
     optimizer.zero_grad().unwrap();
     assert_eq!(model.grad_view(0).unwrap().to_vec::<f32>().unwrap(), [0.0; 4], "zero_grad keeps the storage, zeroed");
     assert_eq!(model.grad_view(0).unwrap().data_ptr().unwrap(), storage.data_ptr().unwrap(), "the storage moved");
+
+    // A whole value (a state dict's) written into the Vec, converted from f64.
+    model.set_parameter(0, &Tensor::from_vec(vec![-1.0f64, 0.5, 0.25, 8.0], &[2, 2]).unwrap()).unwrap();
+    assert_eq!(unsafe { weight.as_slice::<f32>().unwrap() }, [-1.0, 0.5, 0.25, 8.0]);
+    let wrong = Tensor::from_vec(vec![0.0f32; 4], &[4]).unwrap();
+    assert_eq!(model.set_parameter(0, &wrong).err().expect("another shape").code(), sys::ACCEL_ERR_SHAPE_MISMATCH);
 }
 
 /// Without fp16 loss scaling the scale is 1 and unscaling finds nothing; the calls check their arguments.
