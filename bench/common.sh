@@ -53,3 +53,11 @@ check_losses() {
     }'
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# median_of "A B C": the median of the numbers of one space-separated string (figures gathered round by round).
+median_of() {
+  local -a numbers
+  read -ra numbers <<<"$1"
+  median "${numbers[@]}"
+}
+# ratio A B: A / B to three decimals.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }

@@ -192,8 +192,7 @@ printf '%s\n' "${losses[@]}" | check_losses 1e-3
 medians() {
   local name out=()
   for name in libtorch accel graph eager accelerate compiled; do
-    # shellcheck disable=SC2086  # the recorded times, split into arguments
-    if [ -n "${times[$name.$1]:-}" ]; then out+=("$(median ${times[$name.$1]})"); else out+=(n/a); fi
+    if [ -n "${times[$name.$1]:-}" ]; then out+=("$(median_of "${times[$name.$1]}")"); else out+=(n/a); fi
   done
   echo "${out[@]}"
 }

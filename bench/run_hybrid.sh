@@ -83,10 +83,9 @@ for round in $(seq 1 "$ROUNDS"); do
     times[$strategy]="${times[$strategy]:-} $(value "$line" step_ms)"
   done
 done
-median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-no_shard=$(median "${times[NO_SHARD]}")
-full=$(median "${times[FULL_SHARD]}")
-hybrid=$(median "${times[HYBRID_SHARD]}")
+no_shard=$(median_of "${times[NO_SHARD]}")
+full=$(median_of "${times[FULL_SHARD]}")
+hybrid=$(median_of "${times[HYBRID_SHARD]}")
 echo "hybrid-shard: rate=$RATE no_shard_ms=$no_shard full_shard_ms=$full hybrid_shard_ms=$hybrid" \
-  "hybrid_vs_full=$(awk -v a="$hybrid" -v b="$full" 'BEGIN { printf "%.3f", a / b }')" \
-  "hybrid_vs_no_shard=$(awk -v a="$hybrid" -v b="$no_shard" 'BEGIN { printf "%.3f", a / b }')"
+  "hybrid_vs_full=$(ratio "$hybrid" "$full")" \
+  "hybrid_vs_no_shard=$(ratio "$hybrid" "$no_shard")"

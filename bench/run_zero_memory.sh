@@ -132,7 +132,6 @@ run_torch_load_in_group() {
 }
 
 mb() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
-median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 # measure MALLOC_NAME [VARIABLE=VALUE...]: parts 1 and 2 above, the variables added to the processes' environment.
 measure() {
@@ -187,15 +186,15 @@ measure_torch() {
     { read -r line; read -r bytes; } < <(run_torch_in_group 3 0 "$saved/checkpoint" "$optimizer")
     [ -n "$line" ] || { echo "zero-memory: the torch module did not save at stage 3 ($optimizer)" >&2; exit 1; }
     echo "zero-memory-torch-save: optimizer=$optimizer model=$model_files stage=3 peak_mb=$(mb "$bytes")" \
-      "peak_vs_training=$(awk -v a="$bytes" -v b="${peak[3]}" 'BEGIN { printf "%.3f", a / b }')" \
-      "rss_vs_training=$(awk -v a="$(value "$line" rss_peak_kb)" -v b="$(value "$line" rss_training_kb)" \
-                          'BEGIN { printf "%.3f", a / b }')" "save_ms=$(value "$line" save_ms)"
+      "peak_vs_training=$(ratio "$bytes" "${peak[3]}")" \
+      "rss_vs_training=$(ratio "$(value "$line" rss_peak_kb)" "$(value "$line" rss_training_kb)")" \
+      "save_ms=$(value "$line" save_ms)"
     local training_kb load_line
     training_kb=$(value "$line" rss_training_kb)
     { read -r load_line; read -r bytes; } < <(run_torch_load_in_group 0 "$saved/checkpoint" "$optimizer")
     [ -n "$load_line" ] || { echo "zero-memory: stage 3 did not load its checkpoint ($optimizer)" >&2; exit 1; }
     echo "zero-memory-torch-load: optimizer=$optimizer model=$model_files stage=3 peak_mb=$(mb "$bytes")" \
-      "rss_vs_training=$(awk -v a="$(value "$load_line" rss_load_kb)" -v b="$training_kb" 'BEGIN { printf "%.3f", a / b }')"
+      "rss_vs_training=$(ratio "$(value "$load_line" rss_load_kb)" "$training_kb")"
     { read -r load_line; read -r bytes; } < <(run_torch_load_in_group "$limit" "$saved/checkpoint" "$optimizer")
     echo "zero-memory-torch-load-limit: optimizer=$optimizer model=$model_files limit_mb=$(mb "$limit") result=$([ -n "$load_line" ] && echo loaded || echo killed)"
     rm -rf "$saved"
@@ -219,7 +218,7 @@ measure_residual() {
       echo "zero-memory-residual: model=$model stage=$stage peak_mb=$(mb "$bytes") step_ms=$(value "$line" step_ms)"
     done
     echo "zero-memory-residual: model=$model" \
-      "stage3_vs_stage0=$(awk -v a="${peak[3]}" -v b="${peak[0]}" 'BEGIN { printf "%.3f", a / b }')"
+      "stage3_vs_stage0=$(ratio "${peak[3]}" "${peak[0]}")"
   done
 }
 
@@ -240,13 +239,13 @@ measure_step_time() {
     done
   done
   local zero three none
-  zero=$(median "${times[0]}")
-  three=$(median "${times[3]}")
-  none=$(median "${times[3-no-prefetch]}")
-  echo "zero-step-torch: model=$name stage0_ms=$zero stage3_ms=$three stage3_vs_stage0=$(awk -v a="$three" -v b="$zero" 'BEGIN { printf "%.3f", a / b }')"
+  zero=$(median_of "${times[0]}")
+  three=$(median_of "${times[3]}")
+  none=$(median_of "${times[3-no-prefetch]}")
+  echo "zero-step-torch: model=$name stage0_ms=$zero stage3_ms=$three stage3_vs_stage0=$(ratio "$three" "$zero")"
   echo "zero-step-prefetch: model=$name stage3_ms=$three no_prefetch_ms=$none" \
-    "prefetch_vs_none=$(awk -v a="$three" -v b="$none" 'BEGIN { printf "%.3f", a / b }')" \
-    "gather_wait_ms=$(median "${waits[3]}") no_prefetch_gather_wait_ms=$(median "${waits[3-no-prefetch]}")"
+    "prefetch_vs_none=$(ratio "$three" "$none")" \
+    "gather_wait_ms=$(median_of "${waits[3]}") no_prefetch_gather_wait_ms=$(median_of "${waits[3-no-prefetch]}")"
 }
 
 # measure_offload: part 6.
@@ -265,14 +264,16 @@ measure_offload() {
       done
     done
   done
+  local -A peak step
   for stage in 1 2; do
     for offload in 0 1; do
-      echo "zero-offload: stage=$stage offload=$offload peak_mb=$(mb "$(median "${peaks[$stage$offload]}")")" \
-        "optimizer_state_mb=$(mb "${states[$stage$offload]}") step_ms=$(median "${steps[$stage$offload]}")"
+      peak[$offload]=$(median_of "${peaks[$stage$offload]}")
+      step[$offload]=$(median_of "${steps[$stage$offload]}")
+      echo "zero-offload: stage=$stage offload=$offload peak_mb=$(mb "${peak[$offload]}")" \
+        "optimizer_state_mb=$(mb "${states[$stage$offload]}") step_ms=${step[$offload]}"
     done
-    echo "zero-offload: stage=$stage" \
-      "peak_vs_on_device=$(awk -v a="$(median "${peaks[${stage}1]}")" -v b="$(median "${peaks[${stage}0]}")" 'BEGIN { printf "%.3f", a / b }')" \
-      "step_vs_on_device=$(awk -v a="$(median "${steps[${stage}1]}")" -v b="$(median "${steps[${stage}0]}")" 'BEGIN { printf "%.3f", a / b }')"
+    echo "zero-offload: stage=$stage peak_vs_on_device=$(ratio "${peak[1]}" "${peak[0]}")" \
+      "step_vs_on_device=$(ratio "${step[1]}" "${step[0]}")"
   done
 }
 
