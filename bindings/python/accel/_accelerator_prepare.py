@@ -272,6 +272,33 @@ class PrepareMixin:
         whole = hosted.whole_state_dict(keep=self.is_main_process)
         return whole if unwrap or not whole else type(whole)((f"module.{name}", value) for name, value in whole.items())
 
+    def summon_full_params(self, model, writeback=True, rank0_only=False, offload_to_cpu=False, with_grads=False):
+        """FSDP's summon_full_params as a method of the Accelerator (torch's FSDP.summon_full_params finds no FSDP
+        module in what accel prepares, and does nothing): `with accelerator.summon_full_params(model):` the
+        module's parameters hold their whole values; under zero_stage 3 (FSDP's FULL_SHARD) every unit is
+        gathered (collective: every process enters the block) and, with writeback, what the block changed is
+        written into each process's shares as it leaves (accel._torch_sharded_state_dict). Elsewhere the
+        parameters are whole already and the block runs as it is. rank0_only with writeback is a ValueError,
+        as in FSDP (otherwise every process gathers); under stage 3 offload_to_cpu on a GPU and with_grads are
+        UnsupportedError, and so is a TorchScript Model the library shards (get_state_dict gathers it)."""
+        import contextlib
+        from .errors import UnsupportedError
+        if rank0_only and writeback:
+            raise ValueError("summon_full_params: rank0_only=True with writeback=True is not supported (as in FSDP)")
+        if isinstance(model, Model) and model.num_units():
+            raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, "summon_full_params: a TorchScript Model's parameters "
+                                   "live in the library; get_state_dict(model) gathers them")
+        hosted = None if self._torch_objects is None else self._torch_objects.hosted_of(model)
+        if not hasattr(hosted, "summoned"):
+            return contextlib.nullcontext()
+        refused = [name for name, asked in (("with_grads", with_grads), ("offload_to_cpu", offload_to_cpu and any(
+            unit.flat.device.type != "cpu" for unit in hosted._units))) if asked]
+        if refused:
+            raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, f"summon_full_params: {', '.join(refused)} under "
+                                   "zero_stage 3 (FSDP's FULL_SHARD)")
+        from ._torch_sharded_state_dict import summon_full_params
+        return summon_full_params(hosted, writeback)
+
     def skip_first_batches(self, dataloader, num_batches=0):
         """The next epoch of dataloader skips its first num_batches batches (in place; returned for
         Accelerate's `dataloader = accelerator.skip_first_batches(dataloader, n)`)."""

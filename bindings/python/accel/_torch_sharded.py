@@ -287,6 +287,7 @@ class ShardedModule(PreparedModule):
                 self._hooks.append((sub.register_forward_hook(functools.partial(self._after_forward, unit)), None))
         self._hooks.append((module.register_forward_hook(self._end_forward), None))
         self.reading_whole = False  # inside whole_state_dict's module.state_dict()
+        self.summoned = False  # inside summon_full_params
         self._hooks.extend(state_dict_hooks(self))
 
     # --- what the Accelerator asks of a prepared module ---------------------------------------------------
@@ -372,12 +373,18 @@ class ShardedModule(PreparedModule):
         """The root's forward pre-hook tells the library (_begin_forward), with or without a wrapper around it
         (there is none on one process)."""
 
+    def _refuse_inside_summon(self):
+        if self.summoned:  # its end would release units the block holds gathered
+            raise RuntimeError("a forward inside summon_full_params: leave the block first (as under FSDP)")
+
     def _begin_forward(self, _module, _inputs):
+        self._refuse_inside_summon()
         if not self._end_queued:
             self._order_now = []
             PreparedModule.begin_forward(self)
 
     def _before_forward(self, unit, _module, _inputs):
+        self._refuse_inside_summon()
         self._units[unit].gather()
         if self._end_queued:  # a recomputation in backward (activation checkpointing)
             return

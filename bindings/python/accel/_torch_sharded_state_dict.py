@@ -1,14 +1,21 @@
-"""module.state_dict() and module.load_state_dict() of a module sharded by zero_stage 3 (accel._torch_sharded).
+"""Whole values in and out of a module sharded by zero_stage 3 (accel._torch_sharded): its state_dict(),
+load_state_dict() and summon_full_params.
 Between uses its trainable parameters have no memory, which torch would read, or write, as if they had (a
 crash). state_dict() gives their whole values instead, as FSDP's FULL_STATE_DICT does: every unit gathered in
 turn (ShardedModule.whole_state_dict), so it is collective, every process calling it alike.
 load_state_dict() of whole values writes each process's elements of them into its shares
 (accel_model_set_parameter), as every FSDP rank loads a full state dict: not collective, and never more than
 the values given held at once. A value of another shape, or not a tensor, is left to torch, which reports it
-as it does for any module; nothing is written for it."""
+as it does for any module; nothing is written for it.
+summon_full_params (FSDP's, Accelerator.summon_full_params) gathers every unit into the parameters for the
+length of a with-block, and writes what the block changed back into each process's shares."""
+import contextlib
 import functools
 
 import torch
+
+from ._library import lib
+from .errors import UnsupportedError
 
 
 def state_dict_hooks(sharded):
@@ -64,3 +71,35 @@ def _write_gathered(sharded, parameter, value):
 def _not_missing(loaded, _module, incompatible_keys):
     incompatible_keys.missing_keys[:] = [key for key in incompatible_keys.missing_keys if key not in loaded]
     loaded.clear()
+
+
+@contextlib.contextmanager
+def summon_full_params(sharded, writeback):
+    """The module's parameters hold their whole values for the block: every unit gathered, in order
+    (collective: every process enters alike), and kept; on leaving, with writeback, each process writes its
+    elements of the values the block left into its shares (accel_model_set_parameter: what a process changed
+    outside its own elements is lost, as under FSDP), and the units are released. Nested, it does nothing more.
+    A forward inside is refused (_torch_sharded's root pre-hook)."""
+    if sharded.summoned:
+        yield
+        return
+    lowered = [unit.index for unit in sharded._units if unit.flat.dtype != unit.master_dtype]
+    if lowered:
+        raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, (
+            "summon_full_params under a mixed_precision_policy: the units are gathered in param_dtype, and the "
+            "whole values would come back rounded into the shares (units " + ", ".join(map(str, lowered)) + "); "
+            "accelerator.get_state_dict(model) gives them whole in their own dtype"))
+    sharded.summoned = True
+    try:
+        for unit in sharded._units:
+            unit.gather()
+        yield
+    finally:
+        sharded.summoned = False
+        try:
+            if writeback:
+                for index, parameter in sharded.trainable.items():
+                    sharded.model.set_parameter(index, parameter.detach())
+        finally:
+            for unit in sharded._units:
+                unit.release()

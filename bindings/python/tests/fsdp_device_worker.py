@@ -4,8 +4,8 @@ writes it under FullyShardedDataParallelPlugin, MODE "whole" (NO_SHARD), "sharde
 unit) or "offloaded" (FULL_SHARD with cpu_offload), torch's AdamW with clipping, 8 steps. It checks what the
 mode promises on its device (under FULL_SHARD no parameter memory between steps; offloaded, the optimizer's
 pieces and state in host memory), that the module's own state_dict() holds get_state_dict's weights, that its
-load_state_dict() of whole values after step 4 holds them (the same values in every mode, so that the final
-weights show it), and rank 0 writes the final weights to OUT."""
+load_state_dict() of whole values after step 4 holds them and summon_full_params keeps what its block changes
+after step 6 (the same values in every mode, so that the final weights show both), and rank 0 writes the final weights to OUT."""
 import sys
 
 import torch
@@ -34,6 +34,11 @@ for step in range(8):
         module.load_state_dict(halved)
         reread = module.state_dict()
         assert all(torch.equal(reread[name], value) for name, value in halved.items()), f"{MODE}: load_state_dict"
+    if step == 5:  # the whole parameters changed in place inside summon_full_params, kept by its writeback
+        with accelerator.summon_full_params(model), torch.no_grad():
+            assert all(parameter.storage().size() for parameter in module.parameters()), f"{MODE}: summoned"
+            for parameter in module.parameters():
+                parameter.mul_(0.75)
     if MODE != "whole":
         held = [name for name, parameter in module.named_parameters() if parameter.storage().size()]
         assert held == [], f"step {step}: parameters held between steps: {held}"

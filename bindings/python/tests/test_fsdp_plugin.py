@@ -183,6 +183,47 @@ def test_load_state_dict_reaches_a_unit_gathered_since_a_forward(make_accelerato
     AcceleratorState._reset_state()
 
 
+def test_summon_full_params_gathers_the_units_and_writes_back_what_the_block_changed(make_accelerator):
+    """Accelerator.summon_full_params (FSDP's): inside the block the parameters hold their whole values; with
+    writeback what it changed is in the shares afterwards, without it nothing; the units released either way;
+    a forward inside refused; rank0_only with writeback, FSDP's ValueError; a model not sharded runs the block
+    as it is."""
+    torch = pytest.importorskip("torch")
+    accelerator = make_accelerator(fsdp_plugin=FullyShardedDataParallelPlugin(
+        sharding_strategy="FULL_SHARD", cpu_offload=True, auto_wrap_policy="SIZE_BASED_WRAP", min_num_params=20))
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.ReLU(), torch.nn.Linear(5, 2))
+    before = {name: value.clone() for name, value in module.state_dict().items()}
+    model = accelerator.prepare(module)
+    with accelerator.summon_full_params(model), torch.no_grad():
+        assert all(torch.equal(parameter, before[name]) for name, parameter in module.named_parameters())
+        with accelerator.summon_full_params(model):  # nested: nothing more
+            pass
+        assert all(parameter.storage().size() for parameter in module.parameters()), "the nested block released"
+        module[0].weight.mul_(2)
+        with pytest.raises(RuntimeError, match="a forward inside summon_full_params"):
+            model(torch.ones(1, 4))
+    assert not any(parameter.storage().size() for parameter in module.parameters())
+    assert torch.equal(model.state_dict()["0.weight"], before["0.weight"] * 2)
+    with accelerator.summon_full_params(model, writeback=False), torch.no_grad():
+        module[2].bias.add_(1)
+    assert torch.equal(model.state_dict()["2.bias"], before["2.bias"])
+    with pytest.raises(ValueError, match="rank0_only=True with writeback=True"):
+        accelerator.summon_full_params(model, rank0_only=True)
+    AcceleratorState._reset_state()
+    plain = torch.nn.Linear(2, 2)
+    with make_accelerator().summon_full_params(plain):
+        assert plain.weight.storage().size() == 4
+    AcceleratorState._reset_state()
+    lowered = make_accelerator(fsdp_plugin=FullyShardedDataParallelPlugin(
+        sharding_strategy="FULL_SHARD", cpu_offload=True, mixed_precision_policy={"param_dtype": "bf16"}))
+    model = lowered.prepare(torch.nn.Linear(2, 2))
+    with pytest.raises(accel.UnsupportedError, match="under a mixed_precision_policy"):
+        with lowered.summon_full_params(model):
+            pass
+    AcceleratorState._reset_state()
+
+
 @pytest.mark.parametrize("settings, refused", [
     ({"sharding_strategy": "NO_SHARD", "cpu_offload": True}, "cpu_offload"),
     ({"sharding_strategy": "SHARD_GRAD_OP", "activation_checkpointing": True}, "activation_checkpointing"),
