@@ -42,6 +42,7 @@ import torch.utils.checkpoint
 
 from .model import Model
 from ._torch_mixed_precision import TORCH_DTYPES, cast_floating, cast_buffers
+from ._torch_sharded_prepare import parameters_lent_to
 from ._torch_sharded_state_dict import state_dict_hooks
 from .torch_model import _ENGINE, PreparedModule, _post_accumulate_grad_hook
 
@@ -242,7 +243,8 @@ class ShardedModule(PreparedModule):
                                         [(name, buffer.detach()) for name, buffer in module.named_buffers()],
                                         [parameter.requires_grad for _, parameter in named_parameters])
         self.model.set_units(unit_of)
-        prepare_model(self.model)
+        with parameters_lent_to(self.model, named_parameters):
+            prepare_model(self.model)
         self.trainable = {index: parameter for index, (_, parameter) in enumerate(named_parameters)
                           if parameter.requires_grad}
         self.grads = {}  # no gradient storage of the caller's: what clip_grad_norm_ reads its dtype from

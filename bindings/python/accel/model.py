@@ -208,9 +208,14 @@ class Model(Handle):
         """(name, accel.Tensor) pairs in registration order, a tensor several modules hold (tied weights)
         once, under its first name, as torch's named_parameters; the tensors share the model's memory."""
         for index in range(lib.accel_model_num_parameters(self.pointer)):
-            out = ffi.new("accel_tensor_t **")
-            check(lib.accel_model_parameter(self.pointer, index, out))
-            yield ffi.string(lib.accel_model_parameter_name(self.pointer, index)).decode(), Tensor(out[0])
+            yield ffi.string(lib.accel_model_parameter_name(self.pointer, index)).decode(), self.parameter(index)
+
+    def parameter(self, index):
+        """Parameter index (an accel.Tensor sharing the model's memory; UnsupportedError for one sharded by
+        zero_stage 3, which no process holds whole)."""
+        out = ffi.new("accel_tensor_t **")
+        check(lib.accel_model_parameter(self.pointer, index, out))
+        return Tensor(out[0])
 
     def parameters(self):
         return (tensor for _, tensor in self.named_parameters())

@@ -5,7 +5,7 @@ process builds it on the meta device, and prepare shards it a unit at a time. Ea
 adds to its memory at the peak: resident memory on the CPU (the peak reset through /proc/self/clear_refs just
 before), allocated device memory on a GPU. It must stay within the process's share of the model and three
 units, where a process that held the whole model (on its device, or beside the broadcast) would add at least
-the model. Then the weights gathered from the shares must be the main process's, and a step must train."""
+the model; on the CPU the main process within three units, its parameters' memory going as its share comes. Then the weights gathered from the shares must be the main process's, and a step must train."""
 import re
 
 import torch
@@ -52,7 +52,10 @@ if device.type == "cuda":
     added = torch.cuda.max_memory_allocated() - before
 else:
     added = memory_status("VmHWM") - before
-bound = model_bytes / accelerator.num_processes + 3 * unit_bytes
+# The main process's parameters in host memory give their memory up as the library takes each unit: on the CPU
+# that pays for its share, so prepare adds at most the units in flight there.
+pays_for_share = accelerator.is_main_process and device.type == "cpu"
+bound = (0 if pays_for_share else model_bytes / accelerator.num_processes) + 3 * unit_bytes
 print(f"fsdp_loading_worker: process {accelerator.process_index} on {device.type}: prepare added "
       f"{added / 2**20:.1f} MiB at its peak (bound {bound / 2**20:.1f} MiB, the model {model_bytes / 2**20:.1f} MiB)",
       flush=True)

@@ -2,7 +2,8 @@
 ever holds it whole on its device, and a process that built it on the meta device never holds it at all.
 fsdp_loading_worker.py measures what prepare adds to each process's memory at the peak, on 2 processes on the CPU
 (resident memory) and on a GPU (device memory; two processes sharing it through Gloo; skipped without CUDA: CI has
-none, tests/gpu/check.sh runs it), against the share of the model and three units (FSDP's bound for a forward)."""
+none, tests/gpu/check.sh runs it), against the share of the model and three units (FSDP's bound for a forward;
+on the CPU the main process's against three units, its own parameters' memory going as its share comes)."""
 import os
 import pathlib
 import subprocess

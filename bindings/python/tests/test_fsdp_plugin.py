@@ -183,6 +183,43 @@ def test_load_state_dict_reaches_a_unit_gathered_since_a_forward(make_accelerato
     AcceleratorState._reset_state()
 
 
+def test_prepare_lends_the_parameters_memory_to_the_library_and_gives_it_back_on_failure(make_accelerator, monkeypatch):
+    """Under stage 3 the module's trainable parameters hold no memory of their own while the library takes the
+    units (each unit's goes as it is taken, not at the end of prepare), prepare still shards the values they
+    had; a prepare that fails before taking any gives every parameter its values back."""
+    torch = pytest.importorskip("torch")
+    plugin = FullyShardedDataParallelPlugin(sharding_strategy="FULL_SHARD", cpu_offload=True)
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.ReLU(), torch.nn.Linear(5, 2))
+    module[2].bias.requires_grad_(False)  # frozen: never lent
+    before = {name: value.clone() for name, value in module.state_dict().items()}
+    accelerator = make_accelerator(fsdp_plugin=plugin)
+    seen = {}
+
+    def prepare(model, original=accelerator._prepare_host_model):
+        seen.update((name, parameter.storage().size()) for name, parameter in module.named_parameters())
+        original(model)
+
+    monkeypatch.setattr(accelerator, "_prepare_host_model", prepare)
+    model = accelerator.prepare(module)
+    assert seen == {"0.weight": 1, "0.bias": 1, "2.weight": 1, "2.bias": 2}
+    assert all(torch.equal(model.state_dict()[name], value) for name, value in before.items())
+    AcceleratorState._reset_state()
+    module = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.ReLU(), torch.nn.Linear(5, 2))
+    before = {name: value.clone() for name, value in module.state_dict().items()}
+    accelerator = make_accelerator(fsdp_plugin=plugin)
+
+    def fail(_model):
+        raise RuntimeError("prepare failed")
+
+    monkeypatch.setattr(accelerator, "_prepare_host_model", fail)
+    with pytest.raises(RuntimeError, match="prepare failed"):
+        accelerator.prepare(module)
+    assert all(torch.equal(value, before[name]) and value.storage().size() == value.numel()
+               for name, value in module.state_dict().items())
+    AcceleratorState._reset_state()
+
+
 def test_summon_full_params_gathers_the_units_and_writes_back_what_the_block_changed(make_accelerator):
     """Accelerator.summon_full_params (FSDP's): inside the block the parameters hold their whole values; with
     writeback what it changed is in the shares afterwards, without it nothing; the units released either way;
