@@ -1,4 +1,5 @@
 """Accelerator.prepare: what each object becomes, and the models, loaders, optimizers and schedulers made."""
+import contextlib
 import os
 import sys
 
@@ -6,7 +7,7 @@ from . import state as state_module
 from ._library import lib
 from ._library_loader import DataLoader
 from .dataset import Dataset
-from .errors import check
+from .errors import UnsupportedError, check
 from .model import Model
 from .optimizer import Optimizer
 from .options import Options
@@ -281,8 +282,6 @@ class PrepareMixin:
         parameters are whole already and the block runs as it is. rank0_only with writeback is a ValueError,
         as in FSDP (otherwise every process gathers); under stage 3 offload_to_cpu on a GPU and with_grads are
         UnsupportedError, and so is a TorchScript Model the library shards (get_state_dict gathers it)."""
-        import contextlib
-        from .errors import UnsupportedError
         if rank0_only and writeback:
             raise ValueError("summon_full_params: rank0_only=True with writeback=True is not supported (as in FSDP)")
         if isinstance(model, Model) and model.num_units():

@@ -79,7 +79,7 @@ def summon_full_params(sharded, writeback):
     (collective: every process enters alike), and kept; on leaving, with writeback, each process writes its
     elements of the values the block left into its shares (accel_model_set_parameter: what a process changed
     outside its own elements is lost, as under FSDP), and the units are released. Nested, it does nothing more.
-    A forward inside is refused (_torch_sharded's root pre-hook)."""
+    A forward inside is refused (_torch_sharded's forward pre-hooks)."""
     if sharded.summoned:
         yield
         return
