@@ -50,22 +50,22 @@ def _load_into_shares(sharded, sub, loaded, state_dict, prefix, *_):
                 or value.shape != parameter.shape:
             continue
         value = value.detach()
-        sharded.model.set_parameter(sharded._by_parameter[id(parameter)], value)
-        _write_gathered(sharded, parameter, value)
+        index = sharded._by_parameter[id(parameter)]
+        sharded.model.set_parameter(index, value)
+        _write_gathered(sharded, index, parameter, value)
         # Taken out so that torch does not copy into the parameter, which has no memory.
         del state_dict[key]
         loaded.add(key)
 
 
-def _write_gathered(sharded, parameter, value):
-    """A unit gathered now (the root's after a forward, or any with reshard_after_forward False) holds the
-    values it was gathered with: the new one written there too, so that the module computes with it."""
-    for unit in sharded._units:
-        if unit.gathered:
-            for member, view in unit.views(unit.flat):
-                if member is parameter:
-                    with torch.no_grad():
-                        view.copy_(value)
+def _write_gathered(sharded, index, parameter, value):
+    """A unit gathered now (the root's after a forward, any with reshard_after_forward False, every one inside
+    summon_full_params) holds the values it was gathered with: the new one written there too, so that the
+    module computes with it."""
+    unit, offset = sharded.model.parameter_place(index)
+    if sharded._units[unit].gathered:
+        with torch.no_grad():
+            sharded._units[unit].flat.narrow(0, offset, parameter.numel()).view(parameter.shape).copy_(value)
 
 
 def _not_missing(loaded, _module, incompatible_keys):
