@@ -23,9 +23,10 @@
 #      the Python package (bench/train_torch_sharded.py, DeepSpeedPlugin(zero_stage=S), each Linear a unit),
 #      stage 0 against stage 3, with the fixed mmap threshold, then under a limit halfway between their
 #      peaks:
-#        zero-memory-torch: stage=S peak_mb=P parameter_mb=M optimizer_state_mb=O step_ms=T
+#        zero-memory-torch: stage=S peak_mb=P parameter_mb=M optimizer_state_mb=O step_ms=T prepare_vs_built=Q
 #        zero-memory-torch-limit: limit_mb=L stage=S result=trained|killed
-#      (parameter_mb: what rank 0 holds of the parameters between steps), and stage 3's per-process bounds
+#      (parameter_mb: what rank 0 holds of the parameters between steps; Q: the processes' peak resident
+#      memory just after prepare against just before it, summed, each having built the model), and stage 3's per-process bounds
 #      (PyTorch's for fully_shard, rank 0; P the model's parameters, N the processes):
 #        zero-memory-torch-bounds: share_mb=S forward_peak_mb=F forward_bound_mb=B after_step_mb=A
 #          after_step_bound_mb=C met=yes|no
@@ -161,7 +162,8 @@ measure_torch() {
     [ -n "$line" ] || { echo "zero-memory: the torch module did not train at stage $stage" >&2; exit 1; }
     peak[$stage]=$bytes
     echo "zero-memory-torch: stage=$stage peak_mb=$(mb "$bytes") parameter_mb=$(mb "$(value "$line" parameter_bytes)")" \
-      "optimizer_state_mb=$(mb "$(value "$line" optimizer_state_bytes)") step_ms=$(value "$line" step_ms)"
+      "optimizer_state_mb=$(mb "$(value "$line" optimizer_state_bytes)") step_ms=$(value "$line" step_ms)" \
+      "prepare_vs_built=$(ratio "$(value "$line" rss_prepare_kb)" "$(value "$line" rss_built_kb)")"
     [ "$stage" = 3 ] || continue
     local forward bound after after_bound
     forward=$(value "$line" forward_peak_bytes)

@@ -10,11 +10,13 @@ load_state(SAVE_DIR) (a resumed run's first call), and rank 0 prints
   accel-torch-load stage=S rss_load_kb=L
 L: the processes' peak resident memory after the load, summed over them. Otherwise rank 0 prints one line:
   accel-torch stage=S step_ms=T parameter_bytes=P optimizer_state_bytes=O rss_training_kb=R rss_peak_kb=Q
+    rss_built_kb=B rss_prepare_kb=A
 step_ms: the median step (forward, backward, AdamW) after 3 warm-up steps; parameter_bytes: what this
 process holds of the parameters between steps (torch's storage plus, under stage 3, its share in the
 library); optimizer_state_bytes: AdamW's state on this process; rss_training_kb: the processes' peak
 resident memory after the steps, summed over them; rss_peak_kb: the same at the end (after the save):
-process memory without the page cache, which a cgroup's figure counts. With SAVE_DIR, save_ms=W follows
+process memory without the page cache, which a cgroup's figure counts; rss_built_kb and rss_prepare_kb: the
+same just before prepare (the model built in host memory) and just after it (prepare's peak). With SAVE_DIR, save_ms=W follows
 them: the save_state's wall time, every process done. Under stage 3 it adds PyTorch's
 bounds for fully_shard, per process (P the model's parameter bytes, N the processes):
   gather_wait_ms=W share_bytes=S forward_peak_bytes=F forward_bound_bytes=B after_step_bytes=A
@@ -71,7 +73,9 @@ def main() -> int:
     module = torch.nn.Sequential(*layers)
     spec = (accel.OptimizerSpec("adamw", lr=1e-4) if use_accel_optimizer
             else torch.optim.AdamW(module.parameters(), lr=1e-4))
+    rss_built = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     model, optimizer = accelerator.prepare(module, spec)
+    rss_prepared = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     hosted = accelerator._hosted_owning(next(module.parameters()))
     if os.environ.get("ZERO_CHECKPOINT_MODEL"):
         hosted.model.set_checkpoint_model(os.environ["ZERO_CHECKPOINT_MODEL"])
@@ -147,12 +151,13 @@ def main() -> int:
         accelerator.save_state(sys.argv[7])
         accelerator.wait_for_everyone()
         saving = f" save_ms={(time.perf_counter() - started) * 1000:.0f}"
-    rss = accelerator.reduce(torch.tensor([rss_training, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]),
-                             reduction="sum")
+    rss = accelerator.reduce(torch.tensor([rss_training, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                                           rss_built, rss_prepared]), reduction="sum")
     if accelerator.is_main_process:
         print(f"accel-torch stage={stage} step_ms={statistics.median(times) * 1000:.2f} "
               f"parameter_bytes={parameter_bytes} optimizer_state_bytes={state_bytes} "
-              f"rss_training_kb={int(rss[0])} rss_peak_kb={int(rss[1])}" + saving + bounds, flush=True)
+              f"rss_training_kb={int(rss[0])} rss_peak_kb={int(rss[1])} rss_built_kb={int(rss[2])} "
+              f"rss_prepare_kb={int(rss[3])}" + saving + bounds, flush=True)
     accelerator.end_training()
     return 0
 
