@@ -460,11 +460,13 @@ void Model::begin_forward(bool grad_enabled) {
 }
 
 void Model::start_forward(bool grad_enabled) {
+  if (!impl_->state) return;
+  const bool several = impl_->state->launch().world_size > 1;
   // On one process only stage 3 (offloaded) has anything to decide: whether its units' gradients go to the
   // shares.
-  if (!impl_->state || (impl_->state->launch().world_size == 1 && !impl_->units)) return;
+  if (!several && !impl_->units) return;
   // DDP's forward, which looks at the grad mode and not at the module's training flag.
-  if (impl_->config.broadcast_buffers && impl_->last_forward_synchronised && impl_->state->launch().world_size > 1) {
+  if (impl_->config.broadcast_buffers && impl_->last_forward_synchronised && several) {
     std::vector<at::Tensor> buffers;
     for (const auto& buffer : named_buffers()) buffers.push_back(buffer.second);
     if (!buffers.empty()) broadcast_coalesced(*impl_->state, buffers);
@@ -534,12 +536,22 @@ void Model::require_prepared_host_model(const char* what) const {
   if (!impl_->state) fail(Code::InvalidState, std::string(what) + ": prepare the model (accel_state_prepare_model) first");
 }
 
-size_t Model::trainable_index(size_t index, const char* what) const {
-  const auto& parameters = named_parameters();
+namespace {
+
+// parameters[index], or Error(OutOfRange) naming `what` and the count.
+const NamedTensors::value_type& parameter_at(const NamedTensors& parameters, size_t index, const char* what) {
   if (index >= parameters.size()) {
     fail(Code::OutOfRange, std::string(what) + ": parameter " + std::to_string(index) + " out of range (the model has " +
                                std::to_string(parameters.size()) + ")");
   }
+  return parameters[index];
+}
+
+}  // namespace
+
+size_t Model::trainable_index(size_t index, const char* what) const {
+  const auto& parameters = named_parameters();
+  parameter_at(parameters, index, what);
   require_prepared_host_model(what);
   if (!parameters[index].second.requires_grad()) {
     fail(Code::InvalidArgument, std::string(what) + ": parameter '" + parameters[index].first + "' is not trainable");
@@ -705,12 +717,7 @@ void Model::assign_sharded(const at::Tensor& parameter,
 }
 
 void Model::set_parameter(size_t index, const at::Tensor& value) const {
-  const NamedTensors& parameters = named_parameters();
-  if (index >= parameters.size()) {
-    fail(Code::OutOfRange, "set_parameter: parameter " + std::to_string(index) + " out of range (the model has " +
-                               std::to_string(parameters.size()) + ")");
-  }
-  const auto& [name, parameter] = parameters[index];
+  const auto& [name, parameter] = parameter_at(named_parameters(), index, "set_parameter");
   if (value.sizes() != parameter.sizes()) {
     fail(Code::ShapeMismatch, "set_parameter: '" + name + "' has shape " + shape_string(parameter.sizes()) +
                                   ", the value " + shape_string(value.sizes()));
