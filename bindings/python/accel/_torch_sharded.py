@@ -44,11 +44,8 @@ from .model import Model
 from ._torch_mixed_precision import TORCH_DTYPES, cast_floating, cast_buffers
 from ._torch_sharded_prepare import parameters_lent_to
 from ._torch_sharded_state_dict import state_dict_hooks
+from ._torch_sharded_unit import Unit
 from .torch_model import _ENGINE, PreparedModule, _post_accumulate_grad_hook
-
-
-def _storage(tensor):
-    return tensor.untyped_storage() if hasattr(tensor, "untyped_storage") else tensor.storage()._storage
 
 
 def _tensors_in(value):
@@ -155,54 +152,6 @@ def unit_groups(root, wrap):
             {key: find(key) for key in set(unit_module.values())})
 
 
-class _Unit:
-    def __init__(self, model, index, numel, dtype, master_dtype, device):
-        self.model = model
-        self.index = index
-        self.flat = torch.empty(numel, dtype=dtype, device=device)
-        self.master_dtype = master_dtype  # the shares' dtype: the parameters' exact values
-        self.members = []  # (parameter, offset in the layout)
-        self.grads = None  # the gradients' buffer while backwards accumulate into it
-        self.grad_views = {}  # id(parameter) -> its view of grads
-        self.gathered = False
-        self.prefetched = False  # its gather in flight, into flat
-        self.waiting = set()  # id(parameter) whose gradient this backward has not accumulated yet
-        self.done = False  # handed to the library in this backward
-
-    def views(self, flat):
-        return [(parameter, flat.narrow(0, offset, parameter.numel()).view(parameter.shape))
-                for parameter, offset in self.members]
-
-    def drop_grads(self):
-        """The gradient buffer goes, and the parameters' .grad with it."""
-        for parameter, _ in self.members:
-            parameter.grad = None
-        self.grads, self.grad_views = None, {}
-
-    def gather(self):
-        """flat holds the unit's values (collective, unless a prefetch of it only needs waiting for)."""
-        if self.gathered:
-            return
-        if not self.prefetched:
-            _storage(self.flat).resize_(self.flat.numel() * self.flat.element_size())
-        self.prefetched, self.gathered = False, True
-        self.model.unit_gather(self.index, self.flat)
-
-    def prefetch(self):
-        """The unit's gather started (collective), unless it is gathered or on its way."""
-        if not (self.gathered or self.prefetched):
-            _storage(self.flat).resize_(self.flat.numel() * self.flat.element_size())
-            self.model.unit_prefetch(self.index, self.flat)
-            self.prefetched = True
-
-    def release(self):
-        if self.prefetched:  # the library writes into flat until its gather
-            self.gather()
-        if self.gathered:
-            _storage(self.flat).resize_(0)
-            self.gathered = False
-
-
 class ShardedModule(PreparedModule):
     """One nn.Module prepared under ZeRO stage 3 (Accelerator._shards_parameters): the accel model over its
     tensors, its units and the hooks."""
@@ -256,9 +205,10 @@ class ShardedModule(PreparedModule):
         # A unit at a time, its buffer released before the next one's is made: the parameters become views of
         # it (storage-less views cannot be made), on the device, and the memory they held goes.
         self._units, self._hooks = [], []
+        self._accumulation_hook_at = {}  # id(parameter) -> the place of its accumulation hook in self._hooks
         for unit, held in enumerate(members):
             first = held[0][0]
-            made = _Unit(self.model, unit, self.model.unit_numel(unit), compute or first.dtype, first.dtype, device)
+            made = Unit(self.model, unit, self.model.unit_numel(unit), compute or first.dtype, first.dtype, device)
             made.members = held
             with torch.no_grad():
                 for parameter, view in made.views(made.flat):
@@ -266,8 +216,7 @@ class ShardedModule(PreparedModule):
             for parameter, _ in held:
                 # On the device (moving a parameter's data to another device drops its gradient accumulator, and
                 # a hook on it), before it is released (the hook is made from a view of it on torch < 2.1).
-                self._hooks.append(_post_accumulate_grad_hook(parameter, functools.partial(self._accumulated, unit,
-                                                                                            parameter)))
+                self.watch_accumulation(unit, parameter)
             made.gathered = True
             made.release()
             self._units.append(made)
@@ -359,6 +308,17 @@ class ShardedModule(PreparedModule):
             yield unit, full
 
     # --- the hooks ----------------------------------------------------------------------------------------
+
+    def watch_accumulation(self, unit, parameter):
+        """The hook telling unit's backward that parameter's gradient is accumulated, made anew (a change of the
+        parameter's device or dtype drops the one made before on torch < 2.1: Unit.take_back)."""
+        place = self._accumulation_hook_at.setdefault(id(parameter), len(self._hooks))
+        if place < len(self._hooks):
+            self._hooks[place][0].remove()
+        else:
+            self._hooks.append(None)
+        self._hooks[place] = _post_accumulate_grad_hook(parameter, functools.partial(self._accumulated, unit,
+                                                                                     parameter))
 
     @staticmethod
     def _cast_root_inputs(module, dtype):

@@ -14,9 +14,6 @@ import functools
 
 import torch
 
-from ._library import lib
-from .errors import UnsupportedError
-
 
 def state_dict_hooks(sharded):
     """The hooks on sharded.module and on its submodules that hold sharded parameters, as (handle, None) pairs
@@ -60,12 +57,12 @@ def _load_into_shares(sharded, sub, loaded, state_dict, prefix, *_):
 
 def _write_gathered(sharded, index, parameter, value):
     """A unit gathered now (the root's after a forward, any with reshard_after_forward False, every one inside
-    summon_full_params) holds the values it was gathered with: the new one written there too, so that the
-    module computes with it."""
-    unit, offset = sharded.model.parameter_place(index)
-    if sharded._units[unit].gathered:
+    summon_full_params) holds the values it was gathered with: the new one written there too (the parameter is
+    a view of it), so that the module computes with it and summon_full_params' writeback keeps it."""
+    unit, _ = sharded.model.parameter_place(index)
+    if sharded.summoned or sharded._units[unit].gathered:
         with torch.no_grad():
-            sharded._units[unit].flat.narrow(0, offset, parameter.numel()).view(parameter.shape).copy_(value)
+            parameter.copy_(value)
 
 
 def _not_missing(loaded, _module, incompatible_keys):
@@ -78,21 +75,22 @@ def summon_full_params(sharded, writeback):
     """The module's parameters hold their whole values for the block: every unit gathered, in order
     (collective: every process enters alike), and kept; on leaving, with writeback, each process writes its
     elements of the values the block left into its shares (accel_model_set_parameter: what a process changed
-    outside its own elements is lost, as under FSDP), and the units are released. Nested, it does nothing more.
-    A forward inside is refused (_torch_sharded's forward pre-hooks)."""
+    outside its own elements is lost, as under FSDP), and the units are released. Under a mixed precision
+    policy the parameters hold their exact values in their own dtype for the block, as FSDP summons them in
+    full precision, and their param_dtype views again after it (Unit.lend_exact). Nested, it does nothing
+    more. A forward inside is refused (_torch_sharded's forward pre-hooks)."""
     if sharded.summoned:
         yield
         return
-    lowered = [unit.index for unit in sharded._units if unit.flat.dtype != unit.master_dtype]
-    if lowered:
-        raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, (
-            "summon_full_params under a mixed_precision_policy: the units are gathered in param_dtype, and the "
-            "whole values would come back rounded into the shares (units " + ", ".join(map(str, lowered)) + "); "
-            "accelerator.get_state_dict(model) gives them whole in their own dtype"))
     sharded.summoned = True
+    lent = {}  # unit -> its parameters' param_dtype data, while they hold their exact values
     try:
-        for unit in sharded._units:
-            unit.gather()
+        with torch.no_grad():
+            for unit in sharded._units:
+                if unit.flat.dtype == unit.master_dtype:
+                    unit.gather()
+                else:
+                    lent[unit] = unit.lend_exact()
         yield
     finally:
         sharded.summoned = False
@@ -101,5 +99,7 @@ def summon_full_params(sharded, writeback):
                 for index, parameter in sharded.trainable.items():
                     sharded.model.set_parameter(index, parameter.detach())
         finally:
+            for unit, data in lent.items():
+                unit.take_back(data, functools.partial(sharded.watch_accumulation, unit.index))
             for unit in sharded._units:
                 unit.release()

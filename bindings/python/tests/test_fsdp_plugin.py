@@ -252,12 +252,36 @@ def test_summon_full_params_gathers_the_units_and_writes_back_what_the_block_cha
     with make_accelerator().summon_full_params(plain):
         assert plain.weight.storage().size() == 4
     AcceleratorState._reset_state()
-    lowered = make_accelerator(fsdp_plugin=FullyShardedDataParallelPlugin(
-        sharding_strategy="FULL_SHARD", cpu_offload=True, mixed_precision_policy={"param_dtype": "bf16"}))
-    model = lowered.prepare(torch.nn.Linear(2, 2))
-    with pytest.raises(accel.UnsupportedError, match="under a mixed_precision_policy"):
-        with lowered.summon_full_params(model):
-            pass
+    AcceleratorState._reset_state()
+
+
+def test_summon_full_params_under_a_mixed_precision_policy_holds_the_exact_values(make_accelerator):
+    """As FSDP summons full precision parameters: inside the block the parameters hold their fp32 values, not
+    param_dtype's rounding of them, and a change bf16 would round away is written back; after it they are
+    bf16 again, and backward still hands each unit over as its gradients are accumulated (the hooks that a
+    change of dtype drops on torch < 2.1 made anew)."""
+    torch = pytest.importorskip("torch")
+    accelerator = make_accelerator(fsdp_plugin=FullyShardedDataParallelPlugin(
+        sharding_strategy="FULL_SHARD", cpu_offload=True, mixed_precision_policy={"param_dtype": "bf16"},
+        auto_wrap_policy="SIZE_BASED_WRAP", min_num_params=20))
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.ReLU(), torch.nn.Linear(5, 2))
+    exact = {name: value.clone() for name, value in module.state_dict().items()}
+    model, _ = accelerator.prepare(module, torch.optim.SGD(module.parameters(), lr=0.1))
+    with accelerator.summon_full_params(model), torch.no_grad():
+        assert all(parameter.dtype == torch.float32 and torch.equal(parameter, exact[name])
+                   for name, parameter in module.named_parameters())
+        module[0].weight.add_(1e-4)
+    assert all(parameter.dtype == torch.bfloat16 and not parameter.storage().size() for parameter in module.parameters())
+    assert torch.equal(model.state_dict()["0.weight"], exact["0.weight"] + 1e-4)
+    hosted = accelerator._hosted_owning(module[0].weight)
+    model(torch.ones(3, 4)).sum().backward()
+    assert not any(unit.waiting for unit in hosted._units), "a unit's accumulation hooks were lost"
+    with accelerator.summon_full_params(model), torch.no_grad():
+        module[2].bias.add_(1)
+        model.load_state_dict(exact)  # into the shares, and into the values the block holds and writes back
+        assert torch.equal(module[2].bias, exact["2.bias"])
+    assert all(torch.equal(value, exact[name]) for name, value in model.state_dict().items())
     AcceleratorState._reset_state()
 
 

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import accel
-import accel._torch_sharded
+import accel._torch_sharded_unit
 
 MODE, OUT = sys.argv[1], sys.argv[2]
 DETOURS = (True, True, False, True)
@@ -44,7 +44,7 @@ hosted = accelerator._hosted_owning(next(module.parameters()))
 assert len(hosted._units) == 4
 
 started = []
-prefetch = accel._torch_sharded._Unit.prefetch
+prefetch = accel._torch_sharded_unit.Unit.prefetch
 
 
 def recorded_prefetch(unit):
@@ -53,7 +53,7 @@ def recorded_prefetch(unit):
     prefetch(unit)
 
 
-accel._torch_sharded._Unit.prefetch = recorded_prefetch
+accel._torch_sharded_unit.Unit.prefetch = recorded_prefetch
 generator = torch.Generator().manual_seed(1 + accelerator.process_index)
 for detour in DETOURS:
     started.append({"forward": [], "backward": []})
