@@ -293,6 +293,13 @@ class Model {
     return out != 0;
   }
   size_t num_parameters() const { return accel_model_num_parameters(get()); }
+  // Parameter index's tensor: a new handle sharing the model's memory. Error(ACCEL_ERR_UNSUPPORTED) for a
+  // trainable parameter under zero_stage 3 (this process holds a share of it; whole_tensors gathers them).
+  Tensor parameter(size_t index) const {
+    accel_tensor_t* out = nullptr;
+    check(accel_model_parameter(get(), index, &out));
+    return Tensor(out);
+  }
   // ZeRO stage 3 (capi/accel/model.h, accel_model_set_units): before prepare, each parameter's unit; after
   // it, a unit's layout and where a parameter lies in it, and the unit's gather into a buffer of the layout
   // and its gradients' reduction (false: an accumulating backward kept them; true: averaged into this

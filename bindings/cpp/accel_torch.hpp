@@ -88,6 +88,8 @@ class ModuleModel {
   // is one parameter, under its first name. options: accel_state_prepare_model's (find_unused_parameters,
   // bucket_cap_mb, broadcast_buffers, zero_stage, ...). units: under zero_stage 3, each parameter's unit
   // (Model::set_units, in named_parameters' order without repeats); empty: by top-level child (above).
+  // Meanwhile the trainable parameters lend their memory to libaccel (lend_parameters): nothing may read them
+  // until it returns. On an error every parameter holds again what libaccel holds of it.
   ModuleModel(State& state, torch::nn::Module& module, const Options* options = nullptr,
               std::vector<int32_t> units = {})
       : state_(&state) {
@@ -107,8 +109,16 @@ class ModuleModel {
       shared_buffers.push_back(from_torch(item.value()));
     }
     model_ = std::make_shared<Model>(Model::from_tensors(named(names, shared), trainable, named(buffer_names, shared_buffers)));
+    shared.clear();
     model_->set_units(units.empty() ? units_by_child(module, trainable) : units);
-    state.prepare(*model_, options);
+    lend_parameters(trainable);
+    try {
+      state.prepare(*model_, options);
+    } catch (...) {
+      take_back_parameters(trainable);
+      throw;
+    }
+    if (model_->num_units() == 0) take_back_parameters(trainable);
     if (model_->num_units() > 0) {
       sharded_ = std::make_shared<Sharded>(model_, parameters_, trainable, module);
       for (size_t index = 0; index < parameters_.size(); ++index) {
@@ -207,6 +217,36 @@ class ModuleModel {
     std::vector<std::pair<std::string, const Tensor*>> out;
     for (size_t i = 0; i < names.size(); ++i) out.emplace_back(names[i], &tensors[i]);
     return out;
+  }
+
+  // For prepare, the trainable parameters hold one element expanded to their shapes (what a process that
+  // never reads its values may hand over), so that the library's handles are the only ones on their memory:
+  // under zero_stage 3 each unit's memory goes as soon as the library has taken its share of it, rather than
+  // the process keeping the whole model beside its shares until prepare ends.
+  void lend_parameters(const std::vector<bool>& trainable) {
+    at::NoGradGuard no_grad;
+    for (size_t index = 0; index < parameters_.size(); ++index) {
+      if (!trainable[index]) continue;
+      at::Tensor& parameter = parameters_[index];
+      parameter.set_data(at::empty({}, parameter.options().requires_grad(false)).expand(parameter.sizes()));
+    }
+  }
+
+  // After a prepare that failed or sharded nothing: each trainable parameter holds again what the library holds
+  // of it (nothing of a unit a failed prepare had taken: its values were in the shares of a job that cannot
+  // go on).
+  void take_back_parameters(const std::vector<bool>& trainable) {
+    at::NoGradGuard no_grad;
+    for (size_t index = 0; index < parameters_.size(); ++index) {
+      if (!trainable[index]) continue;
+      at::Tensor held;
+      try {
+        held = to_torch(model_->parameter(index));
+      } catch (const Error&) {
+        return;  // sharded already
+      }
+      if (held.numel() == 0 || held.data_ptr() != nullptr) parameters_[index].set_data(held);
+    }
   }
 
   // The parameter's .grad() becomes accel's storage, and its gradient accumulator's post hook marks it

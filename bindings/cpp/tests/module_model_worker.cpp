@@ -9,9 +9,12 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/api/include/torch/utils.h>
 #include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include <cstdio>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <string>
@@ -340,6 +343,53 @@ TEST(ModuleModel, ZeroStageThreeByChildGathersOneChildAtATime) {
     sharded_model.begin_forward(true, /*by_child=*/true);
     EXPECT_THROW(sharded_model.forward_child(*whole->hidden, [] { return at::Tensor(); }), accel::Error);
     sharded_model.end_backward();
+  }
+}
+
+// What /proc/self/status says of this process's resident memory ("VmRSS", or its peak "VmHWM"), in bytes.
+int64_t resident_bytes(const std::string& key) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(key + ":", 0) == 0) return std::stoll(line.substr(key.size() + 1)) * 1024;
+  }
+  ADD_FAILURE() << key << " not in /proc/self/status";
+  return 0;
+}
+
+// Prepare under zero_stage 3 takes the module's memory a unit at a time: its parameters lend theirs to the
+// library for prepare, so each unit's goes once this process has its share of it, and what prepare adds to
+// the process's peak resident memory stays within three units (a 128 MiB module of 16 units on 2 processes;
+// keeping the module until prepare ended added the share too, 64 MiB). On one process nothing is sharded, and
+// the parameters hold their values again, in the library's memory; so do they after a prepare that failed.
+TEST(ModuleModel, ZeroStageThreePrepareLetsTheModulesMemoryGoAUnitAtATime) {
+  constexpr int64_t layers = 16, width = 1448;
+  at::manual_seed(60);
+  torch::nn::Sequential deep;
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    deep->push_back(torch::nn::Linear(torch::nn::LinearOptions(width, width).bias(false)));
+  }
+  const at::Tensor first = deep->parameters()[0].detach().clone();
+  const accel::Options refused = StagesZeroAndThree::options({{"zero_stage", "4"}});
+  EXPECT_THROW(accel::ModuleModel(*state, *deep, &refused), accel::Error);
+  EXPECT_TRUE(deep->parameters()[0].equal(first)) << "a failed prepare kept the parameters' memory";
+  const accel::Options stage3 = StagesZeroAndThree::options({{"zero_stage", "3"}});
+  std::ofstream("/proc/self/clear_refs") << "5";  // the peak (VmHWM) set back to what is resident now
+  const int64_t before = resident_bytes("VmRSS");
+  accel::ModuleModel model(*state, *deep, &stage3);
+  const int64_t added = resident_bytes("VmHWM") - before;
+  const int64_t unit_bytes = width * width * 4;
+  std::printf("process %d: prepare added %.1f MiB at its peak (three units: %.1f MiB)\n", rank(), added / 1048576.0,
+              3 * unit_bytes / 1048576.0);
+  if (world() > 1) {
+    EXPECT_LE(added, 3 * unit_bytes) << "prepare added " << added / 1048576.0 << " MiB at its peak";
+    const auto gathered = model.model().whole_tensors(rank() == 0);
+    if (rank() == 0) EXPECT_TRUE(accel::to_torch(gathered.at(0).second).equal(first)) << "not the module's values";
+  } else {
+    EXPECT_EQ(model.model().num_units(), 0u);
+    const at::Tensor parameter = deep->parameters()[0];
+    EXPECT_TRUE(parameter.equal(first)) << "the parameter's values were not given back";
+    EXPECT_EQ(parameter.data_ptr(), accel::to_torch(model.model().parameter(0)).data_ptr());
   }
 }
 
