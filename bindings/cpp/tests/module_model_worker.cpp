@@ -346,6 +346,15 @@ TEST(ModuleModel, ZeroStageThreeByChildGathersOneChildAtATime) {
   }
 }
 
+// AddressSanitizer keeps freed memory in quarantine, resident: what a free gives back cannot be measured.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool frees_are_resident = true;
+#elif defined(__has_feature)
+constexpr bool frees_are_resident = __has_feature(address_sanitizer);
+#else
+constexpr bool frees_are_resident = false;
+#endif
+
 // What /proc/self/status says of this process's resident memory ("VmRSS", or its peak "VmHWM"), in bytes.
 int64_t resident_bytes(const std::string& key) {
   std::ifstream status("/proc/self/status");
@@ -382,7 +391,9 @@ TEST(ModuleModel, ZeroStageThreePrepareLetsTheModulesMemoryGoAUnitAtATime) {
   std::printf("process %d: prepare added %.1f MiB at its peak (three units: %.1f MiB)\n", rank(), added / 1048576.0,
               3 * unit_bytes / 1048576.0);
   if (world() > 1) {
-    EXPECT_LE(added, 3 * unit_bytes) << "prepare added " << added / 1048576.0 << " MiB at its peak";
+    if (!frees_are_resident) {
+      EXPECT_LE(added, 3 * unit_bytes) << "prepare added " << added / 1048576.0 << " MiB at its peak";
+    }
     const auto gathered = model.model().whole_tensors(rank() == 0);
     if (rank() == 0) EXPECT_TRUE(accel::to_torch(gathered.at(0).second).equal(first)) << "not the module's values";
   } else {
