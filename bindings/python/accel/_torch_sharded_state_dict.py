@@ -71,26 +71,28 @@ def _not_missing(loaded, _module, incompatible_keys):
 
 
 @contextlib.contextmanager
-def summon_full_params(sharded, writeback):
+def summon_full_params(sharded, writeback, offload_to_cpu=False):
     """The module's parameters hold their whole values for the block: every unit gathered, in order
     (collective: every process enters alike), and kept; on leaving, with writeback, each process writes its
     elements of the values the block left into its shares (accel_model_set_parameter: what a process changed
     outside its own elements is lost, as under FSDP), and the units are released. Under a mixed precision
     policy the parameters hold their exact values in their own dtype for the block, as FSDP summons them in
-    full precision, and their param_dtype views again after it (Unit.lend_exact). Nested, it does nothing
-    more. A forward inside is refused (_torch_sharded's forward pre-hooks)."""
+    full precision, and their param_dtype views again after it (Unit.lend_exact); with offload_to_cpu, units
+    used on another device are gathered there one at a time and held in host memory for the block (FSDP's).
+    Nested, it does nothing more. A forward inside is refused (_torch_sharded's forward pre-hooks)."""
     if sharded.summoned:
         yield
         return
     sharded.summoned = True
-    lent = {}  # unit -> its parameters' param_dtype data, while they hold their exact values
+    lent = {}  # unit -> its parameters' data of before, while they hold their exact values (or a host copy)
     try:
         with torch.no_grad():
             for unit in sharded._units:
-                if unit.flat.dtype == unit.master_dtype:
+                offloaded = offload_to_cpu and unit.flat.device.type != "cpu"
+                if unit.flat.dtype == unit.master_dtype and not offloaded:
                     unit.gather()
                 else:
-                    lent[unit] = unit.lend_exact()
+                    lent[unit] = unit.lend_exact(torch.device("cpu") if offloaded else None)
         yield
     finally:
         sharded.summoned = False

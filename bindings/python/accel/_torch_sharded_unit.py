@@ -57,14 +57,17 @@ class Unit:
             storage_of(self.flat).resize_(0)
             self.gathered = False
 
-    def lend_exact(self):
+    def lend_exact(self, device=None):
         """Its parameters hold views of a new buffer of their own dtype (the shares') with their exact values
         rather than of flat, which a mixed precision policy lowers to param_dtype (collective: the shares
-        gathered). Returns their data of before, for take_back."""
+        gathered), the buffer moved to device if given (FSDP's offload_to_cpu: one unit at a time on the unit's
+        device). Returns their data of before, for take_back."""
         if self.prefetched:
             self.release()
         exact = torch.empty(self.flat.numel(), dtype=self.master_dtype, device=self.flat.device)
         self.model.unit_gather(self.index, exact)
+        if device is not None:
+            exact = exact.to(device)
         lent = []
         for parameter, view in self.views(exact):
             lent.append(parameter.data)
@@ -73,7 +76,7 @@ class Unit:
 
     def take_back(self, lent, rehook):
         """The parameters hold lend_exact's data of before again, and rehook(parameter) for each while flat has
-        memory: a change of a parameter's dtype drops its gradient accumulator, and on torch < 2.1 the hook on
+        memory: a change of a parameter's dtype or device drops its gradient accumulator, and on torch < 2.1 the hook on
         it (whose making reads the parameter's storage)."""
         gathered = self.gathered
         self._allocate()

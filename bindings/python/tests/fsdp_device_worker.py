@@ -5,7 +5,8 @@ unit) or "offloaded" (FULL_SHARD with cpu_offload), torch's AdamW with clipping,
 mode promises on its device (under FULL_SHARD no parameter memory between steps; offloaded, the optimizer's
 pieces and state in host memory), that the module's own state_dict() holds get_state_dict's weights, that its
 load_state_dict() of whole values after step 4 holds them and summon_full_params keeps what its block changes
-after step 6 (the same values in every mode, so that the final weights show both), and rank 0 writes the final weights to OUT."""
+after step 6 (the same values in every mode, so that the final weights show both; under FULL_SHARD with
+offload_to_cpu, the block's parameters in host memory), and rank 0 writes the final weights to OUT."""
 import sys
 
 import torch
@@ -35,10 +36,14 @@ for step in range(8):
         reread = module.state_dict()
         assert all(torch.equal(reread[name], value) for name, value in halved.items()), f"{MODE}: load_state_dict"
     if step == 5:  # the whole parameters changed in place inside summon_full_params, kept by its writeback
-        with accelerator.summon_full_params(model), torch.no_grad():
+        offload_to_cpu = MODE == "sharded"  # FSDP's: the whole parameters in host memory for the block
+        with accelerator.summon_full_params(model, offload_to_cpu=offload_to_cpu), torch.no_grad():
             assert all(parameter.storage().size() for parameter in module.parameters()), f"{MODE}: summoned"
+            where = {parameter.device for parameter in module.parameters()}
+            assert where == {torch.device("cpu") if offload_to_cpu else device}, f"{MODE}: summoned on {where}"
             for parameter in module.parameters():
                 parameter.mul_(0.75)
+        assert all(parameter.device == device for parameter in module.parameters()), f"{MODE}: not back on {device}"
     if MODE != "whole":
         held = [name for name, parameter in module.named_parameters() if parameter.storage().size()]
         assert held == [], f"step {step}: parameters held between steps: {held}"
