@@ -320,6 +320,14 @@ class Model {
     return {unit, offset};
   }
   void unit_gather(size_t unit, Tensor& full) { check(accel_model_unit_gather(get(), unit, full.get())); }
+  // The unit's averaged gradients into full (its layout, of its parameters' dtype), zeros where no process
+  // holds any; false when no process holds gradients of the unit (before its first synchronising backward,
+  // after a zero_grad that set them to none). Collective.
+  bool unit_gather_gradients(size_t unit, Tensor& full) {
+    int present = 0;
+    check(accel_model_unit_gather_gradients(get(), unit, full.get(), &present));
+    return present != 0;
+  }
   // full must stay alive and untouched until the unit's next unit_gather or the end of the backward.
   void unit_prefetch(size_t unit, Tensor& full) { check(accel_model_unit_prefetch(get(), unit, full.get())); }
   bool unit_reduce(size_t unit, Tensor& full_gradients) {

@@ -239,6 +239,11 @@ ACCEL_API ACCEL_NODISCARD int accel_model_grad_reached_by_no_rank(const accel_mo
  * them (an optimizer step, a load). ACCEL_ERR_INVALID_STATE when the unit is prefetched already.
  * accel_model_unit_reduce: collective on a synchronising backward; full_gradients, of the compute dtype, is
  * overwritten.
+ * accel_model_unit_gather_gradients (FSDP's summon_full_params(with_grads=True)): fills full, of the parameters'
+ * dtype, with the unit's averaged gradients (the shares' gradients the optimizer steps), zeros where no
+ * process holds any; *present is 0 when no process holds gradients of the unit (before its first
+ * synchronising backward, and after a zero_grad that set them to none). Collective; also on a TorchScript
+ * model. Gradients still accumulating in the caller's buffers (no_sync) are not the model's yet.
  * Errors: ACCEL_ERR_NULL_ARGUMENT; ACCEL_ERR_INVALID_STATE (set_units after prepare; the others on a model not
  * sharded); ACCEL_ERR_INVALID_ARGUMENT (a count other than the parameters'; a negative unit; a frozen
  * parameter's place; a buffer on another device); ACCEL_ERR_OUT_OF_RANGE (unit, index); ACCEL_ERR_SHAPE_MISMATCH
@@ -260,6 +265,8 @@ ACCEL_API ACCEL_NODISCARD int accel_model_unit_gather(accel_model_t *model, size
 ACCEL_API ACCEL_NODISCARD int accel_model_unit_prefetch(accel_model_t *model, size_t unit, accel_tensor_t *full);
 ACCEL_API ACCEL_NODISCARD int accel_model_unit_reduce(accel_model_t *model, size_t unit, accel_tensor_t *full_gradients,
                                                       int *reduced);
+ACCEL_API ACCEL_NODISCARD int accel_model_unit_gather_gradients(accel_model_t *model, size_t unit, accel_tensor_t *full,
+                                                                int *present);
 
 /* How accel_state_save_state writes a prepared model from now on, as the prepare option checkpoint_model
  * chose at prepare ("auto": sharded when the parameters are, zero_stage 3 on several processes, whole

@@ -253,6 +253,15 @@ extern "C" int accel_model_unit_gather(accel_model_t* model, size_t unit, accel_
   });
 }
 
+extern "C" int accel_model_unit_gather_gradients(accel_model_t* model, size_t unit, accel_tensor_t* full, int* present) {
+  return guarded(__func__, [&] {
+    require(model, "model");
+    require(full, "full");
+    require(present, "present");
+    *present = model->model->gather_unit_gradients(unit, full->tensor) ? 1 : 0;
+  });
+}
+
 extern "C" int accel_model_unit_prefetch(accel_model_t* model, size_t unit, accel_tensor_t* full) {
   return guarded(__func__, [&] {
     require(model, "model");

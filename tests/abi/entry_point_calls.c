@@ -1072,6 +1072,24 @@ static int call_wrong_kind_accel_model_unit_gather(const struct entry_arguments 
   if (code == ACCEL_OK) { fprintf(stderr, "accel_model_unit_gather (wrong_kind) returned ACCEL_OK\n"); return 1; }
   return 0;
 }
+static int call_null_accel_model_unit_gather_gradients(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_unit_gather_gradients(NULL, 0, NULL, NULL);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_unit_gather_gradients (null) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_garbage_accel_model_unit_gather_gradients(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_unit_gather_gradients((accel_model_t *)a->garbage, 0, (accel_tensor_t *)a->garbage, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_unit_gather_gradients (garbage) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
+static int call_wrong_kind_accel_model_unit_gather_gradients(const struct entry_arguments *a) {
+  (void)a;
+  int code = accel_model_unit_gather_gradients((accel_model_t *)a->progress, 0, (accel_tensor_t *)a->progress, (void *)a->scratch);
+  if (code == ACCEL_OK) { fprintf(stderr, "accel_model_unit_gather_gradients (wrong_kind) returned ACCEL_OK\n"); return 1; }
+  return 0;
+}
 static int call_null_accel_model_unit_numel(const struct entry_arguments *a) {
   (void)a;
   int code = accel_model_unit_numel(NULL, 0, NULL);
@@ -3608,6 +3626,38 @@ static int call_prepared_torchscript_accel_model_unit_gather(const struct entry_
   }
   return 0;
 }
+static int call_unprepared_host_accel_model_unit_gather_gradients(const struct entry_arguments *a) {
+  int code = accel_model_unit_gather_gradients((accel_model_t *)a->model, 0, (accel_tensor_t *)a->input, (void *)a->scratch);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_unit_gather_gradients (unprepared host model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_prepared_host_accel_model_unit_gather_gradients(const struct entry_arguments *a) {
+  int code = accel_model_unit_gather_gradients((accel_model_t *)a->model, 0, (accel_tensor_t *)a->input, (void *)a->scratch);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_unit_gather_gradients (prepared host model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_unprepared_torchscript_accel_model_unit_gather_gradients(const struct entry_arguments *a) {
+  int code = accel_model_unit_gather_gradients((accel_model_t *)a->model, 0, (accel_tensor_t *)a->input, (void *)a->scratch);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_unit_gather_gradients (unprepared torchscript model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
+static int call_prepared_torchscript_accel_model_unit_gather_gradients(const struct entry_arguments *a) {
+  int code = accel_model_unit_gather_gradients((accel_model_t *)a->model, 0, (accel_tensor_t *)a->input, (void *)a->scratch);
+  if (code != ACCEL_ERR_INVALID_STATE) {
+    fprintf(stderr, "accel_model_unit_gather_gradients (prepared torchscript model) returned %s, not ACCEL_ERR_INVALID_STATE: %s\n", accel_error_name(code), accel_error_last());
+    return 1;
+  }
+  return 0;
+}
 static int call_unprepared_host_accel_model_unit_numel(const struct entry_arguments *a) {
   int code = accel_model_unit_numel((accel_model_t *)a->model, 0, (void *)a->scratch);
   if (code != ACCEL_ERR_INVALID_STATE) {
@@ -4037,6 +4087,9 @@ const struct entry_point entry_points[] = {
   {"accel_model_unit_gather", "null", call_null_accel_model_unit_gather},
   {"accel_model_unit_gather", "garbage", call_garbage_accel_model_unit_gather},
   {"accel_model_unit_gather", "wrong_kind", call_wrong_kind_accel_model_unit_gather},
+  {"accel_model_unit_gather_gradients", "null", call_null_accel_model_unit_gather_gradients},
+  {"accel_model_unit_gather_gradients", "garbage", call_garbage_accel_model_unit_gather_gradients},
+  {"accel_model_unit_gather_gradients", "wrong_kind", call_wrong_kind_accel_model_unit_gather_gradients},
   {"accel_model_unit_numel", "null", call_null_accel_model_unit_numel},
   {"accel_model_unit_numel", "garbage", call_garbage_accel_model_unit_numel},
   {"accel_model_unit_numel", "wrong_kind", call_wrong_kind_accel_model_unit_numel},
@@ -4471,6 +4524,10 @@ const struct entry_point entry_points[] = {
   {"accel_model_unit_gather", "prepared host", call_prepared_host_accel_model_unit_gather},
   {"accel_model_unit_gather", "unprepared torchscript", call_unprepared_torchscript_accel_model_unit_gather},
   {"accel_model_unit_gather", "prepared torchscript", call_prepared_torchscript_accel_model_unit_gather},
+  {"accel_model_unit_gather_gradients", "unprepared host", call_unprepared_host_accel_model_unit_gather_gradients},
+  {"accel_model_unit_gather_gradients", "prepared host", call_prepared_host_accel_model_unit_gather_gradients},
+  {"accel_model_unit_gather_gradients", "unprepared torchscript", call_unprepared_torchscript_accel_model_unit_gather_gradients},
+  {"accel_model_unit_gather_gradients", "prepared torchscript", call_prepared_torchscript_accel_model_unit_gather_gradients},
   {"accel_model_unit_numel", "unprepared host", call_unprepared_host_accel_model_unit_numel},
   {"accel_model_unit_numel", "prepared host", call_prepared_host_accel_model_unit_numel},
   {"accel_model_unit_numel", "unprepared torchscript", call_unprepared_torchscript_accel_model_unit_numel},

@@ -284,6 +284,52 @@ TEST(ShardedModel, SetParameterWritesEachRanksElementsOfAWholeValue) {
                [&] { sharded.model->set_parameter(1, at::zeros({16}, at::kComplexFloat)); });
 }
 
+// gather_unit_gradients (FSDP's summon_full_params(with_grads=True)): after a synchronising backward each
+// unit's averaged gradients, gathered whole on every rank, are stage 0's bit for bit, and zeros after zero_grad;
+// there are none before the first backward (every rank agrees, also one whose chunk of a unit holds only
+// alignment: 3 processes and b2's unit). Named errors for the rest.
+TEST(ShardedModel, GatheredGradientsAreStageZerosAverages) {
+  auto loop = std::make_shared<TrainingLoop>(state);
+  const auto reference = load_mlp("sharded_gradients");
+  auto whole = caller_copy_of(*reference, 0);
+  auto sharded = caller_copy_of(*reference, 3, false, world() == 1);
+  auto whole_optimizer = test_optimizer(loop, *whole.model, "sgd");
+  auto sharded_optimizer = test_optimizer(loop, *sharded.model, "sgd");
+  const auto layout = [&](size_t unit) { return at::empty({sharded.model->sharded_units()->unit_numel(unit)}); };
+  at::Tensor gradients = layout(1);
+  EXPECT_FALSE(sharded.model->gather_unit_gradients(1, gradients)) << "gradients before any backward";
+  EXPECT_TRUE(gradients.eq(0).all().item<bool>());
+  at::manual_seed(4);
+  const auto inputs = at::randn({4 * world(), 8}), targets = at::randn({4 * world(), 4});
+  loop->accumulate();
+  ASSERT_TRUE(state->sync_gradients());
+  for (auto* caller : {&whole, &sharded}) {
+    caller->model->begin_forward(true);
+    caller->gather();
+    caller->backward(at::mse_loss(caller->forward(my_rows(inputs)), my_rows(targets)));
+    if (caller->sharded()) caller->release();
+  }
+  for (size_t unit = 0; unit < 2; ++unit) {
+    gradients = layout(unit);
+    ASSERT_TRUE(sharded.model->gather_unit_gradients(unit, gradients)) << "unit " << unit;
+    for (size_t i = 0; i < whole.tensors.size(); ++i) {
+      const auto [place, offset] = sharded.model->parameter_place(i);
+      if (place != unit) continue;
+      const at::Tensor expected = whole.tensors[i].grad();
+      EXPECT_TRUE(gradients.narrow(0, offset, expected.numel()).view(expected.sizes()).equal(expected)) << whole.names[i];
+    }
+  }
+  expect_error(Code::Dtype, "gather_gradients: unit 0's buffer is Double, its gradients are averaged into its "
+                            "parameters' Float",
+               [&] { sharded.model->gather_unit_gradients(0, layout(0).to(at::kDouble)); });
+  expect_error(Code::OutOfRange, "unit 2 out of range", [&] { sharded.model->gather_unit_gradients(2, gradients); });
+  expect_error(Code::InvalidState, "the model is not sharded", [&] { whole.model->gather_unit_gradients(0, gradients); });
+  // A model of the caller's tensors keeps its gradient storage: zero_grad zeroes it.
+  sharded_optimizer->zero_grad();
+  EXPECT_TRUE(sharded.model->gather_unit_gradients(1, gradients));
+  EXPECT_TRUE(gradients.eq(0).all().item<bool>()) << "gradients after zero_grad";
+}
+
 // save_state of a model set to be saved in pieces: each rank writes its shares into its own folder (the pieces
 // of its part are exactly the elements it holds, nothing gathered), and the checkpoint loads into a stage 0
 // model, every rank holding the whole weights, and back into the sharded one.

@@ -281,9 +281,9 @@ class PrepareMixin:
         written into each process's shares as it leaves (accel._torch_sharded_state_dict). Elsewhere the
         parameters are whole already and the block runs as it is. rank0_only with writeback is a ValueError,
         as in FSDP (otherwise every process gathers); offload_to_cpu holds the whole parameters in host memory
-        for the block, gathered on the device a unit at a time (FSDP's; nothing more on the CPU); under stage 3
-        with_grads is UnsupportedError, and so is a TorchScript Model the library shards (get_state_dict
-        gathers it)."""
+        for the block, gathered on the device a unit at a time (FSDP's; nothing more on the CPU); with_grads
+        gives each parameter its averaged gradient as .grad for the block; a TorchScript Model the library
+        shards is UnsupportedError (get_state_dict gathers it)."""
         if rank0_only and writeback:
             raise ValueError("summon_full_params: rank0_only=True with writeback=True is not supported (as in FSDP)")
         if isinstance(model, Model) and model.num_units():
@@ -292,11 +292,8 @@ class PrepareMixin:
         hosted = None if self._torch_objects is None else self._torch_objects.hosted_of(model)
         if not hasattr(hosted, "summoned"):
             return contextlib.nullcontext()
-        if with_grads:
-            raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, "summon_full_params: with_grads under zero_stage 3 "
-                                   "(FSDP's FULL_SHARD)")
         from ._torch_sharded_state_dict import summon_full_params
-        return summon_full_params(hosted, writeback, offload_to_cpu)
+        return summon_full_params(hosted, writeback, offload_to_cpu, with_grads)
 
     def skip_first_batches(self, dataloader, num_batches=0):
         """The next epoch of dataloader skips its first num_batches batches (in place; returned for

@@ -203,6 +203,7 @@ int accel_model_parameter_place(const accel_model_t *model, size_t index, size_t
 int accel_model_unit_gather(accel_model_t *model, size_t unit, accel_tensor_t *full);
 int accel_model_unit_prefetch(accel_model_t *model, size_t unit, accel_tensor_t *full);
 int accel_model_unit_reduce(accel_model_t *model, size_t unit, accel_tensor_t *full_gradients, int *reduced);
+int accel_model_unit_gather_gradients(accel_model_t *model, size_t unit, accel_tensor_t *full, int *present);
 int accel_model_set_checkpoint_model(accel_model_t *model, const char *how);
 size_t accel_output_count(const accel_output_t *output);
 const char *accel_output_name(const accel_output_t *output, size_t index);

@@ -14,6 +14,9 @@ import functools
 
 import torch
 
+from ._library import lib
+from .errors import UnsupportedError
+
 
 def state_dict_hooks(sharded):
     """The hooks on sharded.module and on its submodules that hold sharded parameters, as (handle, None) pairs
@@ -71,18 +74,25 @@ def _not_missing(loaded, _module, incompatible_keys):
 
 
 @contextlib.contextmanager
-def summon_full_params(sharded, writeback, offload_to_cpu=False):
+def summon_full_params(sharded, writeback, offload_to_cpu=False, with_grads=False):
     """The module's parameters hold their whole values for the block: every unit gathered, in order
     (collective: every process enters alike), and kept; on leaving, with writeback, each process writes its
     elements of the values the block left into its shares (accel_model_set_parameter: what a process changed
     outside its own elements is lost, as under FSDP), and the units are released. Under a mixed precision
     policy the parameters hold their exact values in their own dtype for the block, as FSDP summons them in
     full precision, and their param_dtype views again after it (Unit.lend_exact); with offload_to_cpu, units
-    used on another device are gathered there one at a time and held in host memory for the block (FSDP's).
-    Nested, it does nothing more. A forward inside is refused (_torch_sharded's forward pre-hooks)."""
+    used on another device are gathered there one at a time and held in host memory for the block (FSDP's);
+    with_grads, each parameter's .grad holds its averaged gradient for the block (None where no backward has
+    synchronised one since the parameters were prepared; not written back), refused while gradients
+    accumulate unsynchronised, which are each process's own. Nested, it does nothing more. A forward inside is
+    refused (_torch_sharded's forward pre-hooks)."""
     if sharded.summoned:
         yield
         return
+    if with_grads and any(unit.grads is not None for unit in sharded._units):
+        raise UnsupportedError(lib.ACCEL_ERR_UNSUPPORTED, (
+            "summon_full_params(with_grads=True) while gradients accumulate without synchronising (no_sync, or "
+            "accumulate before its synchronising step): they are this process's own until that backward"))
     sharded.summoned = True
     lent = {}  # unit -> its parameters' data of before, while they hold their exact values (or a host copy)
     try:
@@ -93,9 +103,14 @@ def summon_full_params(sharded, writeback, offload_to_cpu=False):
                     unit.gather()
                 else:
                     lent[unit] = unit.lend_exact(torch.device("cpu") if offloaded else None)
+                if with_grads:
+                    _lend_gradients(unit)
         yield
     finally:
         sharded.summoned = False
+        if with_grads:
+            for parameter in sharded.trainable.values():
+                parameter.grad = None
         try:
             if writeback:
                 for index, parameter in sharded.trainable.items():
@@ -105,3 +120,13 @@ def summon_full_params(sharded, writeback, offload_to_cpu=False):
                 unit.take_back(data, functools.partial(sharded.watch_accumulation, unit.index))
             for unit in sharded._units:
                 unit.release()
+
+
+def _lend_gradients(unit):
+    """The unit's parameters' .grad: views of its averaged gradients, gathered whole (collective), where the
+    parameters now are; left None where no process holds gradients of the unit."""
+    gradients = torch.empty(unit.flat.numel(), dtype=unit.master_dtype, device=unit.flat.device)
+    if unit.model.unit_gather_gradients(unit.index, gradients):
+        gradients = gradients.to(unit.members[0][0].device)
+        for parameter, view in unit.views(gradients):
+            parameter.grad = view

@@ -151,6 +151,15 @@ class Model(Handle):
         with lent_all([full]) as (tensor,):
             check(lib.accel_model_unit_gather(self.pointer, unit, tensor.pointer))
 
+    def unit_gather_gradients(self, unit, full):
+        """Fills full (the unit's layout, of its parameters' dtype) with the unit's averaged gradients, zeros where
+        no process holds any; False when no process holds gradients of the unit (before its first
+        synchronising backward, after a zero_grad that set them to none). Collective."""
+        present = ffi.new("int *")
+        with lent_all([full]) as (tensor,):
+            check(lib.accel_model_unit_gather_gradients(self.pointer, unit, tensor.pointer, present))
+        return bool(present[0])
+
     def unit_prefetch(self, unit, full):
         """Starts unit_gather(unit, full) and returns before it is done (collective): the unit's next
         unit_gather only waits for it. full must stay alive and untouched until then or the end of the

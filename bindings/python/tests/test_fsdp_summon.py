@@ -2,6 +2,8 @@
 (accel._torch_sharded_state_dict): the whole parameters for a with-block, written back into the shares, under
 a mixed precision policy in their own dtype, and training unchanged by a block between its backwards. Two
 processes: fsdp_device_worker.py (test_fsdp_on_a_device.py)."""
+import copy
+
 import pytest
 
 import accel
@@ -111,3 +113,34 @@ def test_a_block_between_accumulating_backwards_changes_no_step(make_accelerator
     plain = _accumulated_weights(make_accelerator, summon=False)
     summoned = _accumulated_weights(make_accelerator, summon=True)
     assert [name for name, value in plain.items() if not torch.equal(value, summoned[name])] == []
+
+
+def test_with_grads_gives_each_parameter_its_averaged_gradient_for_the_block(make_accelerator):
+    """with_grads (FSDP's): .grad holds the gradient the optimizer steps (on one process a plain module's, bit for
+    bit) for the block and None after it; None inside before any backward, zeros after zero_grad; refused while
+    gradients accumulate unsynchronised."""
+    accelerator = make_accelerator(gradient_accumulation_steps=2, fsdp_plugin=FullyShardedDataParallelPlugin(
+        sharding_strategy="FULL_SHARD", cpu_offload=True, auto_wrap_policy="SIZE_BASED_WRAP", min_num_params=20))
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.ReLU(), torch.nn.Linear(5, 2))
+    plain = copy.deepcopy(module)
+    model, optimizer = accelerator.prepare(module, torch.optim.SGD(module.parameters(), lr=0.1))
+    with accelerator.summon_full_params(model, with_grads=True):
+        assert all(parameter.grad is None for parameter in module.parameters())
+    x = torch.randn(3, 4)
+    with accelerator.accumulate(model):
+        accelerator.backward(model(x).square().sum())
+        with pytest.raises(accel.UnsupportedError, match="accumulate without synchronising"):
+            with accelerator.summon_full_params(model, with_grads=True):
+                pass
+    with accelerator.accumulate(model):
+        accelerator.backward(model(x).square().sum())
+    plain(x).square().sum().backward()  # the two backwards of half the loss each (accumulation)
+    with accelerator.summon_full_params(model, with_grads=True):
+        summoned = {name: parameter.grad.clone() for name, parameter in module.named_parameters()}
+    assert [name for name, parameter in plain.named_parameters() if not torch.equal(summoned[name], parameter.grad)] == []
+    assert all(parameter.grad is None for parameter in module.parameters())
+    optimizer.step()
+    optimizer.zero_grad()
+    with accelerator.summon_full_params(model, with_grads=True):
+        assert all(torch.equal(parameter.grad, torch.zeros_like(parameter)) for parameter in module.parameters())

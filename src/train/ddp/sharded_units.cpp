@@ -339,6 +339,35 @@ void ShardedUnits::reduce(size_t unit, const at::Tensor& full_gradients) {
   }
 }
 
+bool ShardedUnits::gather_gradients(size_t unit, const at::Tensor& full) {
+  require_layout(unit, full, "gather_gradients");
+  const at::Tensor& gradients = gradient_chunks_[unit];
+  if (full.scalar_type() != partition_.parameter_chunks[unit].scalar_type()) {
+    fail(Code::Dtype, "gather_gradients: unit " + std::to_string(unit) + "'s buffer is " +
+                          c10::toString(full.scalar_type()) + ", its gradients are averaged into its parameters' " +
+                          c10::toString(partition_.parameter_chunks[unit].scalar_type()));
+  }
+  at::NoGradGuard no_grad;
+  const auto& held = *partition_.held_pieces;
+  bool holds = false;
+  for (size_t k = 0; k < pieces_.size(); ++k) holds |= pieces_[k].bucket == unit && held[k].defined();
+  const int64_t chunk = partition_.buckets[unit].chunk;
+  const at::Tensor mine = holds ? gradients.to(full.device(), full.scalar_type(), /*non_blocking=*/false, /*copy=*/true)
+                                : at::zeros({chunk}, full.options());
+  if (alone_) {
+    full.copy_(mine);
+    return holds;
+  }
+  // A rank whose chunk of the unit is only alignment holds no gradient of it while the others do.
+  const std::string what = "ZeRO-3 gradient all-gather of unit " + std::to_string(unit);
+  auto anyone = at::empty({1}, at::kDouble);
+  anyone.data_ptr<double>()[0] = holds ? 1.0 : 0.0;
+  state_->group(what.c_str())->transport().allreduce(anyone, distributed::ReduceKind::Max, what.c_str());
+  at::Tensor output = carried(full);
+  shard_group(*state_, partition_, what.c_str()).transport().all_gather_async(output, carried(mine), what.c_str())->wait();
+  return anyone.data_ptr<double>()[0] != 0.0;
+}
+
 bool ShardedUnits::holds(const at::Tensor& parameter) const { return index_.count(parameter.unsafeGetTensorImpl()) != 0; }
 
 std::vector<at::Tensor> ShardedUnits::parameters_in_unit_order() const {

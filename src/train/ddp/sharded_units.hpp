@@ -114,6 +114,11 @@ class ShardedUnits {
   // rank's chunk (added to what it holds since the optimizer's zero_grad, as FSDP adds to its sharded
   // gradients). Collective. full_gradients is overwritten.
   void reduce(size_t unit, const at::Tensor& full_gradients);
+  // Fills `full` (as gather's, of the parameters' dtype) with every rank's chunk of the unit's averaged
+  // gradients (what the optimizer steps), zeros where a rank holds none; returns whether any rank holds
+  // gradients of the unit (none before its first synchronising reduce, nor after a zero_grad that set them to
+  // none). Collective: a flag's all-reduce, then the all-gather. FSDP's summon_full_params(with_grads=True).
+  bool gather_gradients(size_t unit, const at::Tensor& full);
   // Whether a tensor is one of the trainable parameters (the very tensor given, by identity).
   bool holds(const at::Tensor& parameter) const;
   // What loading a checkpoint does: fill(begin, share) writes this rank's elements of `parameter` (one it holds)

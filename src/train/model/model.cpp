@@ -421,6 +421,10 @@ void Model::gather_unit(size_t unit, const at::Tensor& full) {
   require_units("gather_unit").gather(unit, full);
 }
 
+bool Model::gather_unit_gradients(size_t unit, const at::Tensor& full) {
+  return require_units("gather_unit_gradients").gather_gradients(unit, full);
+}
+
 void Model::prefetch_unit(size_t unit, const at::Tensor& full) {
   refuse_caller_protocol("prefetch_unit");
   require_units("prefetch_unit").prefetch(unit, full);

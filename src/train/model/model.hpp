@@ -159,6 +159,8 @@ class Model {
   // ShardedUnits::prefetch (collective); the end of every backward (end_backward) forgets the prefetches
   // not gathered by then, waiting for them.
   void gather_unit(size_t unit, const at::Tensor& full);
+  // ShardedUnits::gather_gradients (collective), on any sharded model.
+  bool gather_unit_gradients(size_t unit, const at::Tensor& full);
   void prefetch_unit(size_t unit, const at::Tensor& full);
   bool reduce_unit(size_t unit, const at::Tensor& full_gradients);
   // Parameter index's unit and first element in the unit's layout. Error(OutOfRange), Error(InvalidState) as

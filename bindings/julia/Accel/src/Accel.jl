@@ -60,7 +60,7 @@ export compute_loss
 export prepare_model!, forward, evaluate, train!, is_training, set_checkpoint_model!, parameter_names, parameter, set_parameter!, buffer_names,
     buffer, whole_tensors, grad_sync_stat, unwrap_model, save_torchscript, load_weights!, begin_forward!, grad_view, grad_ready!,
     end_backward!, grad_reached_by_no_rank, set_units!, num_units, unit_numel, parameter_place, unit_gather!, unit_prefetch!,
-    unit_reduce!
+    unit_reduce!, unit_gather_gradients!
 export step!, zero_grad!, pieces, piece_tensors, step_was_skipped, num_groups, lr, set_lr!, momentum, betas, loss_scale, last_lr, step_count
 export accumulate!, sync_gradients, gradient_accumulation_steps, set_gradient_accumulation_steps!, set_sync_gradients!, backward!, backward_with_items!, no_sync, autocast, free_memory!, grad_scale, unscale_gradients!, update_grad_scale!, clip_grad_norm!, clip_grad_value!, save_model
 export eager_reason, train_step_stat

@@ -148,6 +148,15 @@ end
 """Fills `full` (1-d, `unit_numel` elements) with every process's share of the unit's parameters. Collective."""
 unit_gather!(model::Model, unit::Integer, full::Tensor) = @check accel_model_unit_gather(model, unit, full)
 
+"""Fills `full` (the unit's layout, of its parameters' dtype) with the unit's averaged gradients, zeros where no
+process holds any: `false` when no process holds gradients of the unit (before its first synchronising
+backward, after a zero_grad that set them to none). Collective."""
+function unit_gather_gradients!(model::Model, unit::Integer, full::Tensor)
+    present = Ref{Cint}(0)
+    @check accel_model_unit_gather_gradients(model, unit, full, present)
+    present[] != 0
+end
+
 """Starts `unit_gather!(model, unit, full)` and returns before it is done (collective): the unit's next
 `unit_gather!` only waits for it. `full` must stay alive and untouched until then or the end of the backward
 (`end_backward!` waits for the prefetches left and forgets them)."""

@@ -295,6 +295,8 @@ accel_model_unit_prefetch(model, unit, full) =
     ccall((:accel_model_unit_prefetch, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{accel_tensor_t}), model, unit, full)
 accel_model_unit_reduce(model, unit, full_gradients, reduced) =
     ccall((:accel_model_unit_reduce, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{accel_tensor_t}, Ptr{Cint}), model, unit, full_gradients, reduced)
+accel_model_unit_gather_gradients(model, unit, full, present) =
+    ccall((:accel_model_unit_gather_gradients, libaccel), Cint, (Ptr{accel_model_t}, Csize_t, Ptr{accel_tensor_t}, Ptr{Cint}), model, unit, full, present)
 accel_model_set_checkpoint_model(model, how) =
     ccall((:accel_model_set_checkpoint_model, libaccel), Cint, (Ptr{accel_model_t}, Cstring), model, how)
 accel_output_count(output) = ccall((:accel_output_count, libaccel), Csize_t, (Ptr{accel_output_t},), output)

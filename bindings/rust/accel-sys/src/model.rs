@@ -59,6 +59,12 @@ extern "C" {
         full_gradients: *mut accel_tensor_t,
         reduced: *mut c_int,
     ) -> c_int;
+    pub fn accel_model_unit_gather_gradients(
+        model: *mut accel_model_t,
+        unit: usize,
+        full: *mut accel_tensor_t,
+        present: *mut c_int,
+    ) -> c_int;
     pub fn accel_model_set_checkpoint_model(model: *mut accel_model_t, how: *const c_char) -> c_int;
     pub fn accel_output_count(output: *const accel_output_t) -> usize;
     pub fn accel_output_name(output: *const accel_output_t, index: usize) -> *const c_char;

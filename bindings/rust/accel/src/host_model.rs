@@ -112,6 +112,17 @@ impl Model {
         one_at_a_time(|| check(unsafe { sys::accel_model_unit_gather(self.as_ptr(), unit, full.as_ptr()) }))
     }
 
+    /// Fills `full` (the unit's layout, of its parameters' dtype) with the unit's averaged gradients, zeros
+    /// where no process holds any: false when no process holds gradients of the unit (before its first
+    /// synchronising backward, after a zero_grad that set them to none). Collective.
+    pub fn unit_gather_gradients(&mut self, unit: usize, full: &Tensor) -> Result<bool> {
+        let mut present: c_int = 0;
+        one_at_a_time(|| {
+            check(unsafe { sys::accel_model_unit_gather_gradients(self.as_ptr(), unit, full.as_ptr(), &mut present) })
+        })?;
+        Ok(present != 0)
+    }
+
     /// Starts `unit_gather(unit, full)` and returns before it is done (collective), so that it travels while
     /// the program computes with another unit: the unit's next `unit_gather` only waits for it.
     ///

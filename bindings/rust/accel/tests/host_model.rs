@@ -201,7 +201,8 @@ fn stage_three_units_are_given_before_prepare_and_one_process_shards_nothing() {
     // SAFETY: refused before the library could write into `full`.
     let prefetched = unsafe { model.unit_prefetch(0, &full) }.err();
     for error in [model.unit_gather(0, &full).err(), prefetched, model.unit_reduce(0, &full).err(),
-                  model.unit_numel(0).err(), model.parameter_place(0).err()] {
+                  model.unit_gather_gradients(0, &full).err(), model.unit_numel(0).err(),
+                  model.parameter_place(0).err()] {
         let error = error.expect("one process shards nothing");
         assert_eq!(error.code(), sys::ACCEL_ERR_INVALID_STATE);
         assert!(error.message().contains("not sharded"), "{}", error.message());
