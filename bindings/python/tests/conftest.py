@@ -41,3 +41,12 @@ def make_accelerator():
 @pytest.fixture
 def accelerator(make_accelerator):
     return make_accelerator()
+
+
+@pytest.fixture
+def fresh_state():
+    """No Accelerator state before the test nor after it (pytestmark = pytest.mark.usefixtures("fresh_state"))."""
+    from accel.state import AcceleratorState
+    AcceleratorState._reset_state()
+    yield
+    AcceleratorState._reset_state()

@@ -6,15 +6,19 @@ mode promises on its device (under FULL_SHARD no parameter memory between steps;
 pieces and state in host memory), that the module's own state_dict() holds get_state_dict's weights, that its
 load_state_dict() of whole values after step 4 holds them and summon_full_params keeps what its block changes
 after step 6 (the same values in every mode, so that the final weights show both; under FULL_SHARD with
-offload_to_cpu, the block's parameters in host memory), and rank 0 writes the final weights to OUT."""
+offload_to_cpu, the block's parameters in host memory), that save_fsdp_model's file after step 7 is loaded back
+by load_fsdp_model after step 8, and rank 0 writes the final weights to OUT."""
+import os
 import sys
 
 import torch
 import torch.nn.functional as F
 
 import accel
+from accel.utils import load_fsdp_model, save_fsdp_model
 
 MODE, OUT = sys.argv[1], sys.argv[2]
+SAVED = os.path.join(os.path.dirname(OUT), f"fsdp_model_{MODE}")
 plugin = accel.FullyShardedDataParallelPlugin(sharding_strategy="NO_SHARD" if MODE == "whole" else "FULL_SHARD",
                                               auto_wrap_policy="SIZE_BASED_WRAP", min_num_params=20,
                                               cpu_offload=MODE == "offloaded")
@@ -44,6 +48,14 @@ for step in range(8):
             for parameter in module.parameters():
                 parameter.mul_(0.75)
         assert all(parameter.device == device for parameter in module.parameters()), f"{MODE}: not back on {device}"
+    if step == 6:  # Accelerate's pytorch_model_fsdp.bin, loaded back after the next step
+        save_fsdp_model(plugin, accelerator, model, SAVED)
+    if step == 7:
+        load_fsdp_model(plugin, accelerator, model, SAVED)
+        written = torch.load(os.path.join(SAVED, "pytorch_model_fsdp.bin"))
+        loaded = accelerator.get_state_dict(model)
+        assert not accelerator.is_main_process or all(torch.equal(loaded[name], value.to(loaded[name].device))
+                                                      for name, value in written.items()), f"{MODE}: load_fsdp_model"
     if MODE != "whole":
         held = [name for name, parameter in module.named_parameters() if parameter.storage().size()]
         assert held == [], f"step {step}: parameters held between steps: {held}"

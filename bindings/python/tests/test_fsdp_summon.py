@@ -12,12 +12,7 @@ from accel.utils import FullyShardedDataParallelPlugin
 
 torch = pytest.importorskip("torch")
 
-
-@pytest.fixture(autouse=True)
-def no_state_left():
-    AcceleratorState._reset_state()
-    yield
-    AcceleratorState._reset_state()
+pytestmark = pytest.mark.usefixtures("fresh_state")
 
 
 def test_summon_full_params_gathers_the_units_and_writes_back_what_the_block_changed(make_accelerator):

@@ -26,7 +26,7 @@ from .versions import compare_versions, is_torch_version
 from .operations import (DistributedOperationException, broadcast, broadcast_object_list, concatenate,
                          convert_to_fp32, copy_tensor_to_devices, find_batch_size, gather, gather_object,
                          is_torch_tensor, pad_across_processes, recursively_apply, reduce, send_to_device)
-from .fsdp_utils import merge_fsdp_weights
+from .fsdp_utils import load_fsdp_model, merge_fsdp_weights, save_fsdp_model
 from .environment import clear_environment, convert_dict_to_env_variables, patch_environment, str_to_bool
 from .memory import find_executable_batch_size, release_memory, should_reduce_batch_size
 from .other import extract_model_from_parallel
@@ -68,6 +68,7 @@ __all__ = ["DataLoaderConfiguration", "DDPCommunicationHookType", "DeepSpeedPlug
            "is_torch_tensor", "pad_across_processes", "recursively_apply", "reduce", "release_memory", "send_to_device",
            "set_seed", "should_reduce_batch_size", "clear_environment", "convert_dict_to_env_variables", "patch_environment", "str_to_bool",
            "synchronize_rng_state", "synchronize_rng_states", "wait_for_everyone", "merge_fsdp_weights",
+           "load_fsdp_model", "save_fsdp_model",
            # Accelerate's public names of issue 30: kwargs handlers, is_*_available, helpers
            "AutocastKwargs", "DynamoBackend", "FP8RecipeKwargs", "KwargsHandler", "ProfileKwargs", "TorchDynamoPlugin",
            "is_aim_available", "is_bf16_available", "is_bnb_available", "is_clearml_available", "is_comet_ml_available",
