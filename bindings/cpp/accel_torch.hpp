@@ -118,7 +118,6 @@ class ModuleModel {
       take_back_parameters(trainable);
       throw;
     }
-    if (model_->num_units() == 0) take_back_parameters(trainable);
     if (model_->num_units() > 0) {
       sharded_ = std::make_shared<Sharded>(model_, parameters_, trainable, module);
       for (size_t index = 0; index < parameters_.size(); ++index) {
@@ -126,6 +125,7 @@ class ModuleModel {
       }
       return;
     }
+    take_back_parameters(trainable);
     for (size_t index = 0; index < parameters_.size(); ++index) {
       if (trainable[index]) install_storage(index);
     }

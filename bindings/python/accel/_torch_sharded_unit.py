@@ -34,6 +34,9 @@ class Unit:
     def _allocate(self):
         storage_of(self.flat).resize_(self.flat.numel() * self.flat.element_size())
 
+    def _free(self):
+        storage_of(self.flat).resize_(0)
+
     def gather(self):
         """flat holds the unit's values (collective, unless a prefetch of it only needs waiting for)."""
         if self.gathered:
@@ -54,7 +57,7 @@ class Unit:
         if self.prefetched:  # the library writes into flat until its gather
             self.gather()
         if self.gathered:
-            storage_of(self.flat).resize_(0)
+            self._free()
             self.gathered = False
 
     def lend_exact(self, device=None):
@@ -76,12 +79,12 @@ class Unit:
 
     def take_back(self, lent, rehook):
         """The parameters hold lend_exact's data of before again, and rehook(parameter) for each while flat has
-        memory: a change of a parameter's dtype or device drops its gradient accumulator, and on torch < 2.1 the hook on
-        it (whose making reads the parameter's storage)."""
+        memory: a change of a parameter's dtype or device drops its gradient accumulator, and on torch < 2.1 the
+        hook on it (whose making reads the parameter's storage)."""
         gathered = self.gathered
         self._allocate()
         for (parameter, _), data in zip(self.members, lent):
             parameter.data = data
             rehook(parameter)
         if not gathered:
-            storage_of(self.flat).resize_(0)
+            self._free()
